@@ -1,0 +1,362 @@
+//! Configuration: TOML (or CLI flags) in, a validated [`Config`] out.
+//!
+//! Takes the text of a config file and the quick flags; gives domain types (durations, byte
+//! bounds, upstream names checked against the prefix separator). Refuses an unknown key or a bad
+//! value at load, naming the file, the line and what was expected. Secrets (upstream headers and
+//! tokens) are redacted wherever the config is printed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// How tool and prompt names are prefixed with their upstream's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixMode {
+    /// Prefix only when more than one upstream is configured.
+    #[default]
+    Auto,
+    /// Always prefix.
+    Always,
+    /// Never prefix; a name served by two upstreams is reported as a collision.
+    Never,
+}
+
+/// The protocol era of an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Era {
+    /// Probe with `server/discover`.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// A stateless 2026-07-28 server.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+    /// A 2025-11-25 (handshake) server.
+    #[serde(rename = "2025-11-25")]
+    Legacy,
+}
+
+/// Raw file layout; every table refuses unknown keys.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: Option<String>,
+    path: Option<String>,
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+    prefix: Option<PrefixMode>,
+    separator: Option<String>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+    #[serde(default)]
+    upstream: Vec<RawUpstream>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_body_bytes: Option<usize>,
+    max_response_bytes: Option<usize>,
+    max_sse_event_bytes: Option<usize>,
+    max_list_pages: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    connect_ms: Option<u64>,
+    response_ms: Option<u64>,
+    refresh_ms: Option<u64>,
+    shutdown_ms: Option<u64>,
+    listen_retry_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    name: toml::Spanned<String>,
+    url: toml::Spanned<String>,
+    #[serde(default)]
+    era: Era,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    bearer_token_env: Option<String>,
+}
+
+/// Limits on sizes; every one has a default and can be set in `[limits]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    /// Largest request body accepted from a client (413 past it). Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Largest upstream answer read (JSON body or one SSE event). Default 16 MiB.
+    pub max_response_bytes: usize,
+    /// Largest single SSE event read from an upstream. Default 4 MiB.
+    pub max_sse_event_bytes: usize,
+    /// Upstream list pages followed per list. Default 50.
+    pub max_list_pages: u32,
+}
+
+/// Every wait Sluice makes; each can be set in `[timeouts]` down to milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeouts {
+    /// TCP connect to an upstream. Default 2 s.
+    #[serde(with = "ms")]
+    pub connect: Duration,
+    /// Time for an upstream to answer a request (headers and each streamed message). Default 60 s.
+    #[serde(with = "ms")]
+    pub response: Duration,
+    /// Background refresh of upstream discovery and tables. Default 30 s.
+    #[serde(with = "ms")]
+    pub refresh: Duration,
+    /// Graceful shutdown deadline for in-flight requests. Default 10 s.
+    #[serde(with = "ms")]
+    pub shutdown: Duration,
+    /// Pause before re-opening an upstream listen stream that ended. Default 1 s.
+    #[serde(with = "ms")]
+    pub listen_retry: Duration,
+}
+
+mod ms {
+    pub(super) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// One upstream MCP server.
+#[derive(Clone, Serialize)]
+pub struct UpstreamConfig {
+    /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
+    pub name: String,
+    /// Its MCP endpoint URL (`http://`).
+    pub url: String,
+    /// Its era, or `auto` to probe.
+    pub era: Era,
+    /// Static headers sent with every upstream request (credentials for that upstream).
+    #[serde(serialize_with = "redact_map")]
+    pub headers: Vec<(String, String)>,
+    /// Environment variable holding a bearer token for this upstream.
+    pub bearer_token_env: Option<String>,
+}
+
+impl std::fmt::Debug for UpstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConfig")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("era", &self.era)
+            .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
+            .field("bearer_token_env", &self.bearer_token_env)
+            .finish()
+    }
+}
+
+fn redact_map<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(h.len()))?;
+    for (k, _) in h {
+        m.serialize_entry(k, "<redacted>")?;
+    }
+    m.end()
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Address to listen on (default `127.0.0.1:8080`, loopback).
+    pub listen: SocketAddr,
+    /// The MCP endpoint path (default `/mcp`).
+    pub path: String,
+    /// Extra allowed `Origin` values (scheme://host[:port]) besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// When names are prefixed.
+    pub prefix: PrefixMode,
+    /// The prefix separator (default `__`).
+    pub separator: String,
+    /// Size limits.
+    pub limits: Limits,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// The upstreams, in configured order.
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// Quick flags that override or extend a config file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen ADDR`.
+    pub listen: Option<String>,
+    /// `--upstream NAME=URL`, repeatable.
+    pub upstreams: Vec<String>,
+    /// `--no-prefix`.
+    pub no_prefix: bool,
+}
+
+impl Config {
+    /// Loads a config file (when given) and applies the quick flags.
+    pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {
+        let (text, origin) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| ConfigError(format!("{}: cannot read config: {e}", p.display())))?;
+                (text, p.display().to_string())
+            }
+            None => (String::new(), "<flags>".to_owned()),
+        };
+        Config::from_toml(&text, &origin, over)
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str, over: &Overrides) -> Result<Config, ConfigError> {
+        let mut raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
+            ConfigError(format!("{origin}:{line}: {}", e.message()))
+        })?;
+        for spec in &over.upstreams {
+            let (name, url) = spec.split_once('=').ok_or_else(|| {
+                ConfigError(format!("--upstream {spec:?}: expected NAME=URL, e.g. --upstream weather=http://127.0.0.1:9000/mcp"))
+            })?;
+            raw.upstream.push(RawUpstream {
+                name: toml::Spanned::new(0..0, name.to_owned()),
+                url: toml::Spanned::new(0..0, url.to_owned()),
+                era: Era::Auto,
+                headers: Default::default(),
+                bearer_token_env: None,
+            });
+        }
+        let at = |span: std::ops::Range<usize>| -> String {
+            if span.end == 0 { "--upstream".to_owned() } else { format!("{origin}:{}", line_of(text, span.start)) }
+        };
+        let listen_text = over.listen.clone().or(raw.listen).unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_text
+            .parse()
+            .map_err(|_| ConfigError(format!("{origin}: listen = {listen_text:?}: expected IP:PORT, e.g. 127.0.0.1:8080")))?;
+        let separator = raw.separator.unwrap_or_else(|| "__".into());
+        if separator.is_empty() || !separator.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
+            return Err(ConfigError(format!("{origin}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]")));
+        }
+        let path = raw.path.unwrap_or_else(|| "/mcp".into());
+        if !path.starts_with('/') {
+            return Err(ConfigError(format!("{origin}: path = {path:?}: expected an absolute path such as \"/mcp\"")));
+        }
+        let mut upstreams = Vec::new();
+        for u in raw.upstream {
+            let name = u.name.get_ref().clone();
+            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            if !ok_name {
+                return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", at(u.name.span()))));
+            }
+            if name.contains(&separator) {
+                return Err(ConfigError(format!(
+                    "{}: upstream name {name:?} contains the prefix separator {separator:?}: rename it or set another `separator`",
+                    at(u.name.span())
+                )));
+            }
+            if upstreams.iter().any(|x: &UpstreamConfig| x.name == name) {
+                return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", at(u.name.span()))));
+            }
+            let url = u.url.get_ref().clone();
+            if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
+                return Err(ConfigError(format!("{}: upstream {name:?} url {url:?}: expected an http:// URL", at(u.url.span()))));
+            }
+            upstreams.push(UpstreamConfig {
+                name,
+                url,
+                era: u.era,
+                headers: u.headers.into_iter().collect(),
+                bearer_token_env: u.bearer_token_env,
+            });
+        }
+        let prefix = if over.no_prefix { PrefixMode::Never } else { raw.prefix.unwrap_or_default() };
+        let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
+        let t = raw.timeouts;
+        let l = raw.limits;
+        Ok(Config {
+            listen,
+            path,
+            allowed_origins: raw.allowed_origins,
+            prefix,
+            separator,
+            limits: Limits {
+                max_body_bytes: l.max_body_bytes.unwrap_or(4 << 20),
+                max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),
+                max_sse_event_bytes: l.max_sse_event_bytes.unwrap_or(4 << 20),
+                max_list_pages: l.max_list_pages.unwrap_or(50),
+            },
+            timeouts: Timeouts {
+                connect: ms(t.connect_ms, 2_000),
+                response: ms(t.response_ms, 60_000),
+                refresh: ms(t.refresh_ms, 30_000),
+                shutdown: ms(t.shutdown_ms, 10_000),
+                listen_retry: ms(t.listen_retry_ms, 1_000),
+            },
+            upstreams,
+        })
+    }
+
+    /// Whether tool and prompt names carry their upstream's prefix.
+    pub fn prefixed(&self) -> bool {
+        match self.prefix {
+            PrefixMode::Always => true,
+            PrefixMode::Never => false,
+            PrefixMode::Auto => self.upstreams.len() > 1,
+        }
+    }
+
+    /// The effective config as TOML-like JSON with secrets redacted (for `sluice check`).
+    pub fn redacted(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, "sluice.toml", &Overrides::default())
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_with_file_and_line() {
+        let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n").unwrap_err().0;
+        assert!(err.starts_with("sluice.toml:4:"), "{err}");
+        assert!(err.contains("max_bodybytes"), "{err}");
+    }
+
+    #[test]
+    fn an_upstream_name_holding_the_separator_is_refused_with_its_line() {
+        let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap_err().0;
+        assert!(err.starts_with("sluice.toml:2:") && err.contains("separator"), "{err}");
+    }
+
+    #[test]
+    fn defaults_listen_on_loopback_and_flags_add_upstreams() {
+        let over = Overrides { upstreams: vec!["a=http://127.0.0.1:9/mcp".into()], ..Default::default() };
+        let c = Config::from_toml("", "x", &over).unwrap();
+        assert!(c.listen.ip().is_loopback());
+        assert_eq!(c.upstreams[0].name, "a");
+        assert!(!c.prefixed());
+        assert_eq!(c.limits.max_body_bytes, 4 << 20);
+    }
+
+    #[test]
+    fn secrets_are_redacted_when_printed() {
+        let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n").unwrap();
+        assert!(!c.redacted().contains("s3cret"));
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+}

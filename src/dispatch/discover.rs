@@ -1,0 +1,60 @@
+//! `server/discover`, answered by Sluice from its upstreams' discoveries.
+//!
+//! Takes the healthy upstreams' capabilities, instructions and hints; gives a `DiscoverResult`
+//! whose capabilities are exactly the families Sluice serves (with `listChanged` and
+//! `subscribe` because Sluice's listen streams serve them). Refuses nothing.
+
+use serde_json::{json, Map, Value};
+
+use crate::gateway::Gateway;
+use crate::mcp::version;
+
+/// The discover result JSON.
+pub fn result(gw: &Gateway) -> String {
+    let mut caps = Map::new();
+    let mut ttl: Option<u64> = None;
+    let mut public = true;
+    let mut instructions = Vec::new();
+    let healthy: Vec<_> = gw.upstreams.iter().filter(|u| u.status().healthy).collect();
+    for up in &healthy {
+        let status = up.status();
+        let Some(d) = status.discovered.as_ref() else { continue };
+        ttl = Some(ttl.map_or(d.ttl_ms, |t| t.min(d.ttl_ms)));
+        public &= d.public;
+        if let Some(i) = &d.instructions {
+            instructions.push(if healthy.len() > 1 { format!("[{}] {i}", up.name) } else { i.clone() });
+        }
+        for (cap, value) in &d.capabilities {
+            match cap.as_str() {
+                "tools" | "prompts" => {
+                    caps.insert(cap.clone(), json!({"listChanged": true}));
+                }
+                "resources" => {
+                    let sub = value.get("subscribe").and_then(Value::as_bool).unwrap_or(false)
+                        || caps.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false);
+                    let mut r = json!({"listChanged": true});
+                    if sub {
+                        r["subscribe"] = true.into();
+                    }
+                    caps.insert(cap.clone(), r);
+                }
+                "completions" | "logging" => {
+                    caps.insert(cap.clone(), json!({}));
+                }
+                _ => {} // extensions and experimental features are not federated
+            }
+        }
+    }
+    let mut out = json!({
+        "resultType": "complete",
+        "supportedVersions": version::SUPPORTED_MODERN,
+        "capabilities": caps,
+        "ttlMs": ttl.unwrap_or(0),
+        "cacheScope": if public && !healthy.is_empty() { "public" } else { "private" },
+        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info},
+    });
+    if !instructions.is_empty() {
+        out["instructions"] = instructions.join("\n\n").into();
+    }
+    out.to_string()
+}

@@ -1,0 +1,57 @@
+//! Federated lists: `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
+//!
+//! Takes the upstream tables (refreshed when their TTL ran out); gives one page with every
+//! healthy upstream's items in config order, `ttlMs` the smallest freshness left and
+//! `cacheScope` public only when every upstream's pages were. Refuses a cursor (Sluice serves
+//! each list as one page and never issues cursors).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{result_body, Envelope};
+use crate::respond::Reply;
+use crate::route::table::ListKind;
+
+/// Serves one federated list.
+pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind) -> Result<Reply, GatewayError> {
+    if env.param("cursor").is_some_and(|c| c != "null") {
+        return Err(GatewayError::InvalidParams("invalid cursor: Sluice returns each list in one page; call again without a cursor".into(), None));
+    }
+    let mut out = String::with_capacity(4096);
+    out.push_str("{\"");
+    out.push_str(kind.member());
+    out.push_str("\":[");
+    let mut ttl = u64::MAX;
+    let mut public = true;
+    let mut seen = std::collections::HashSet::new();
+    let mut any = false;
+    for up in gw.upstreams.iter().filter(|u| u.serves(kind.capability())) {
+        let mut table = up.list(kind);
+        let now = Instant::now();
+        if table.fresh_for(now).is_none() {
+            table = gw.refresh(up, kind).await;
+            if !up.status().healthy {
+                continue;
+            }
+        }
+        any = true;
+        ttl = ttl.min(table.fresh_for(Instant::now()).unwrap_or(0));
+        public &= table.public;
+        for item in &table.items {
+            if !seen.insert(item.public.as_str().to_owned()) {
+                continue; // a collision with prefixing off: the first upstream wins (warned at fetch)
+            }
+            if seen.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(item.raw.get());
+        }
+    }
+    let scope = if public && any { "public" } else { "private" };
+    let ttl = if ttl == u64::MAX { 0 } else { ttl };
+    let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.server_info});
+    out.push_str(&format!("],\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\",\"_meta\":{meta}}}"));
+    Ok(Reply::Json(http::StatusCode::OK, result_body(env.id_json(), &out)))
+}

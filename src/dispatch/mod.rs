@@ -1,0 +1,55 @@
+//! Stage 6, dispatch: local answers (discovery, federated lists, listen) or a forward.
+//!
+//! Takes a validated request and its resolved target; gives the [`Reply`]. Refuses a list
+//! cursor Sluice did not issue and a routed request whose name or URI no upstream serves
+//! (`-32602`), and reports a down upstream by name.
+
+pub mod discover;
+pub mod lists;
+pub mod route;
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::listen::{client_listen, Filter};
+use crate::mcp::jsonrpc::Envelope;
+use crate::respond::Reply;
+use crate::route::table::ListKind;
+use crate::validate::Meta;
+
+pub use route::Target;
+
+impl Gateway {
+    /// Whether any healthy upstream advertises the server capability `cap`.
+    pub fn serves(&self, cap: &str) -> bool {
+        self.upstreams.iter().any(|u| u.serves(cap))
+    }
+}
+
+/// Answers a validated request.
+pub async fn dispatch(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, target: Option<Target>, headers: &HeaderMap) -> Result<Reply, GatewayError> {
+    let id = env.id_json();
+    match env.method.as_str() {
+        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw)))),
+        "subscriptions/listen" => {
+            let asked = Filter::parse(env.param("notifications")).map_err(|m| GatewayError::InvalidParams(m, None))?;
+            let honoured = Filter {
+                tools: asked.tools && gw.serves("tools"),
+                prompts: asked.prompts && gw.serves("prompts"),
+                resources: asked.resources && gw.serves("resources"),
+                uris: if gw.serves("resources") { asked.uris } else { Vec::new() },
+            };
+            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured)))
+        }
+        m => match ListKind::from_method(m) {
+            Some(kind) => lists::serve(gw, env, kind).await,
+            None => {
+                let target = target.ok_or_else(|| GatewayError::MethodNotFound(m.to_owned()))?;
+                route::forward(gw, env, meta, target, headers).await
+            }
+        },
+    }
+}

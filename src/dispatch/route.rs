@@ -1,0 +1,155 @@
+//! Routing a call: `tools/call` and `prompts/get` by public name, `resources/read` by URI,
+//! `completion/complete` by its ref; then the forward with the upstream's own name.
+//!
+//! Takes the envelope; gives the [`Target`] (upstream, its own name, the tool's header
+//! annotations). Refuses a name or URI no upstream serves with `-32602` that names only what
+//! the client asked for, and a call to a down upstream with an error naming it.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::Envelope;
+use crate::respond::Reply;
+use crate::route::table::ListKind;
+use crate::route::uri;
+use crate::route::xheader::ParamHeader;
+use crate::upstream::forward::{forward as send, Call};
+use crate::upstream::Upstream;
+use crate::validate::Meta;
+
+/// Where a routed request goes.
+#[derive(Clone)]
+pub struct Target {
+    /// The upstream.
+    pub up: Arc<Upstream>,
+    /// The upstream's own name (tools, prompts) or the URI (resources).
+    pub own: String,
+    /// Whether the body must be rewritten (the public name differs from `own`).
+    pub renamed: bool,
+    /// `x-mcp-header` annotations of the tool.
+    pub headers: Vec<ParamHeader>,
+}
+
+fn unknown(kind: &str, name: &str) -> GatewayError {
+    GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
+}
+
+/// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
+pub async fn resolve(gw: &Gateway, env: &Envelope) -> Result<Option<Target>, GatewayError> {
+    let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
+    match env.method.as_str() {
+        "tools/call" => {
+            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
+            named(gw, ListKind::Tools, &name).await.map(Some)
+        }
+        "prompts/get" => {
+            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
+            named(gw, ListKind::Prompts, &name).await.map(Some)
+        }
+        "resources/read" => {
+            let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
+            by_uri(gw, &u).await.map(Some)
+        }
+        "completion/complete" => {
+            let r: Value = env.param("ref").and_then(|r| serde_json::from_str(r).ok()).ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
+            match (r.get("type").and_then(Value::as_str), r.get("name").and_then(Value::as_str), r.get("uri").and_then(Value::as_str)) {
+                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n).await.map(Some),
+                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u).await.map(Some),
+                _ => Err(bad("params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
+    let s = up.status();
+    if s.healthy {
+        Ok(())
+    } else {
+        Err(GatewayError::UpstreamDown(up.name.clone(), s.error.clone().unwrap_or_else(|| "not probed yet".into())))
+    }
+}
+
+async fn named(gw: &Gateway, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
+    let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+    let (prefix, own) = gw.names.split(public);
+    if gw.names.prefixed() {
+        let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
+        healthy(up)?;
+        let mut table = up.list(kind);
+        if table.by_key(own).is_none() {
+            table = gw.refresh(up, kind).await;
+        }
+        let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
+        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
+    }
+    for pass in 0..2 {
+        for up in &gw.upstreams {
+            let table = if pass == 0 { up.list(kind) } else { gw.refresh(up, kind).await };
+            if let Some(item) = table.by_key(public) {
+                healthy(up)?;
+                return Ok(Target { up: up.clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
+            }
+        }
+    }
+    match gw.upstreams.as_slice() {
+        // One unprefixed upstream: it may serve names it does not list; let it answer.
+        [only] => {
+            healthy(only)?;
+            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
+        }
+        _ => Err(unknown(what, public)),
+    }
+}
+
+fn find_uri(gw: &Gateway, u: &str) -> Option<Arc<Upstream>> {
+    let exact = gw.upstreams.iter().find(|up| up.list(ListKind::Resources).by_key(u).is_some());
+    exact.or_else(|| gw.upstreams.iter().find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
+}
+
+async fn by_uri(gw: &Gateway, u: &str) -> Result<Target, GatewayError> {
+    let mut found = find_uri(gw, u);
+    if found.is_none() {
+        for up in &gw.upstreams {
+            gw.refresh(up, ListKind::Resources).await;
+            gw.refresh(up, ListKind::Templates).await;
+        }
+        found = find_uri(gw, u);
+    }
+    let up = found.ok_or_else(|| {
+        GatewayError::UnknownTarget("resource not found: no upstream lists this URI; list them with resources/list".into(), Some(json!({"uri": u})))
+    })?;
+    healthy(&up)?;
+    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
+}
+
+/// Forwards a routed request with the upstream's own name.
+pub async fn forward(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, headers: &HeaderMap) -> Result<Reply, GatewayError> {
+    let own_json = Value::String(t.own.clone()).to_string();
+    let body = match (t.renamed, env.method.as_str()) {
+        (false, _) => env.body().clone(),
+        (true, "completion/complete") => env.rewrite_params(|k, raw| {
+            (k == "ref").then(|| {
+                let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+                r.insert("name".into(), Value::String(t.own.clone()));
+                Some(Value::Object(r).to_string())
+            })
+        }),
+        (true, _) => env.rewrite_params(|k, _| (k == "name").then(|| Some(own_json.clone()))),
+    };
+    let is_read = env.method == "resources/read";
+    let call = Call {
+        id: env.id_json().to_owned(),
+        method: env.method.clone(),
+        mcp_name: crate::validate::headers::name_member(&env.method).map(|_| t.own.clone()),
+        uri: is_read.then(|| t.own.clone()),
+        body,
+        log_level: meta.log_level,
+    };
+    send(gw, &t.up, call, headers).await
+}

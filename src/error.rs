@@ -1,0 +1,92 @@
+//! The error taxonomy and its one mapping to HTTP status and JSON-RPC code.
+//!
+//! Takes a [`GatewayError`] from any stage; gives the client's HTTP status, JSON-RPC code,
+//! message and data. Every message says what was wrong and what to do; none carries argument
+//! values, prompts or results.
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::mcp::jsonrpc::{self, FrameError};
+use crate::upstream::client::UpstreamError;
+
+/// Which side a failure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client sent something wrong (4xx).
+    Downstream,
+    /// An upstream failed (502/504).
+    Upstream,
+    /// Sluice itself failed (500).
+    Internal,
+}
+
+/// Everything that can end a request early.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The body is not one JSON-RPC request.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The `_meta` envelope is missing or mistyped, or params are invalid.
+    #[error("{0}")]
+    InvalidParams(String, Option<Value>),
+    /// A header is missing, undecodable or disagrees with the body.
+    #[error("{0}")]
+    HeaderMismatch(String),
+    /// The requested protocol version is not served.
+    #[error("unsupported protocol version {requested:?}: use one of {supported:?}")]
+    UnsupportedVersion {
+        /// What the request asked for.
+        requested: String,
+        /// What Sluice serves.
+        supported: Vec<&'static str>,
+    },
+    /// The method does not exist (or its family is not served).
+    #[error("method {0:?} is not served by this endpoint")]
+    MethodNotFound(String),
+    /// A name or URI that no upstream serves.
+    #[error("{0}")]
+    UnknownTarget(String, Option<Value>),
+    /// An upstream failed.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// Every upstream that could serve the request is down.
+    #[error("upstream '{0}' is unavailable: {1}")]
+    UpstreamDown(String, String),
+}
+
+impl GatewayError {
+    /// The side that failed.
+    pub fn side(&self) -> Side {
+        match self {
+            GatewayError::Frame(_)
+            | GatewayError::InvalidParams(..)
+            | GatewayError::HeaderMismatch(_)
+            | GatewayError::UnsupportedVersion { .. }
+            | GatewayError::MethodNotFound(_)
+            | GatewayError::UnknownTarget(..) => Side::Downstream,
+            GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
+        }
+    }
+
+    /// HTTP status, JSON-RPC code and data. One exhaustive match: a new variant does not
+    /// compile until it is mapped here.
+    pub fn classify(&self) -> (StatusCode, i64, Option<Value>) {
+        match self {
+            GatewayError::Frame(FrameError::NotJson(_)) => (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None),
+            GatewayError::Frame(FrameError::NotRequest(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None),
+            // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
+            GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
+            GatewayError::HeaderMismatch(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
+            GatewayError::UnsupportedVersion { requested, supported } => {
+                (StatusCode::BAD_REQUEST, jsonrpc::UNSUPPORTED_VERSION, Some(json!({"supported": supported, "requested": requested})))
+            }
+            GatewayError::MethodNotFound(_) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
+            GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
+            // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
+            GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
+            GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
+            GatewayError::UpstreamDown(..) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The gateway's shared state: config, upstreams, the federation codec, the listen hub.
+//!
+//! Takes a validated [`Config`]; gives one `Arc<Gateway>` every request borrows, plus the
+//! background work (probing, table refresh, upstream listen streams) tied to its shutdown
+//! token. Refuses to build when an upstream's settings cannot be used (bad header, missing
+//! token variable).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::listen::Hub;
+use crate::route::names::Names;
+use crate::route::table::{ListKind, ListTable};
+use crate::upstream::client::HttpClient;
+use crate::upstream::{discover, lists, Upstream};
+
+/// Everything requests share.
+pub struct Gateway {
+    /// The validated config.
+    pub cfg: Config,
+    /// The pooled upstream client.
+    pub client: HttpClient,
+    /// The upstreams in configured order (that order is the order of federated lists).
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// The name prefix codec.
+    pub names: Names,
+    /// Sluice's `serverInfo`.
+    pub server_info: Value,
+    /// Listen streams: list-changed and resource-updated fan-out.
+    pub hub: Arc<Hub>,
+    /// Set once every upstream has been probed.
+    pub ready: AtomicBool,
+    /// Cancelled on shutdown; background tasks and listen streams end with it.
+    pub shutdown: CancellationToken,
+}
+
+impl Gateway {
+    /// Builds the state (no I/O yet).
+    pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
+        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let client = HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
+        let names = Names::new(cfg.prefixed(), &cfg.separator);
+        Ok(Arc::new(Gateway {
+            client,
+            upstreams,
+            names,
+            server_info: discover::server_info(),
+            hub: Arc::new(Hub::new()),
+            ready: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+            cfg,
+        }))
+    }
+
+    /// The upstream called `name`.
+    pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+
+    /// Whether Sluice has probed every upstream once.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Probes every upstream and fetches the tables of the healthy ones.
+    pub async fn probe_all(self: &Arc<Self>) {
+        let probes = self.upstreams.iter().map(|up| async move {
+            let status = discover::probe(&self.client, up).await;
+            if status.healthy {
+                for kind in ListKind::ALL {
+                    self.refresh(up, kind).await;
+                }
+            }
+        });
+        futures_util::future::join_all(probes).await;
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
+    /// for another's fetch takes its result). Returns the current table.
+    pub async fn refresh(&self, up: &Upstream, kind: ListKind) -> Arc<ListTable> {
+        let asked = Instant::now();
+        let _guard = up.refresh_lock[kind.index()].lock().await;
+        let current = up.list(kind);
+        if current.fetched_at >= asked {
+            return current;
+        }
+        if !up.serves(kind.capability()) {
+            up.set_list(kind, ListTable::empty());
+            return up.list(kind);
+        }
+        match lists::fetch(&self.client, up, kind, &self.names, self.cfg.limits.max_list_pages).await {
+            Ok(table) => {
+                self.warn_collisions(up, kind, &table);
+                up.set_list(kind, table);
+            }
+            Err(why) => {
+                tracing::warn!(upstream = %up.name, list = kind.method(), reason = %why, "list fetch failed; serving the other upstreams");
+                up.mark_failed(&why);
+            }
+        }
+        up.list(kind)
+    }
+
+    /// Marks one table stale after a list-changed notification and refreshes it.
+    pub async fn invalidate(&self, up: &Upstream, kind: ListKind) {
+        let mut stale = (*up.list(kind)).clone();
+        stale.ttl_ms = 0;
+        up.set_list(kind, stale);
+        self.refresh(up, kind).await;
+    }
+
+    fn warn_collisions(&self, up: &Upstream, kind: ListKind, table: &ListTable) {
+        if self.names.prefixed() || !kind.named() {
+            return;
+        }
+        for other in self.upstreams.iter().filter(|o| o.name != up.name) {
+            let theirs = other.list(kind);
+            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
+                tracing::warn!(
+                    name = %item.public, first = %up.name, second = %other.name, list = kind.method(),
+                    "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
+                );
+            }
+        }
+    }
+
+    /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
+    pub fn spawn_background(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let gw = self.clone();
+        tokio::spawn(async move {
+            gw.probe_all().await;
+            for up in &gw.upstreams {
+                tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
+            }
+            loop {
+                tokio::select! {
+                    _ = gw.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(gw.cfg.timeouts.refresh) => {}
+                }
+                for up in &gw.upstreams {
+                    let status = discover::probe(&gw.client, up).await;
+                    if status.healthy {
+                        for kind in ListKind::ALL {
+                            gw.refresh(up, kind).await;
+                        }
+                    }
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! Sluice: an MCP gateway. One stateless 2026-07-28 front door that validates every request
+//! exactly as the spec says and federates many upstream MCP servers behind one endpoint.
+//!
+//! ```text
+//! accept ─ edge        (edge.rs: Origin/Host, POST only, Accept, body bound)
+//!        ─ parse once  (mcp/jsonrpc.rs: Envelope keeps the bytes)
+//!        ─ validate    (validate/: _meta -32602, headers -32020, version -32022, method -32601)
+//!        ─ route       (dispatch/route.rs + route/: prefixed names, URIs, x-mcp-header)
+//!        ─ dispatch    (dispatch/: discover, federated lists, listen, forward)
+//!        ─ respond     (respond.rs: resultType, serverInfo, cache hints, error mapping)
+//! ```
+//!
+//! `pipeline.rs` is the only place that orders the stages.
+
+pub mod config;
+pub mod demo;
+pub mod dispatch;
+pub mod edge;
+pub mod error;
+pub mod gateway;
+pub mod listen;
+pub mod mcp;
+pub mod pipeline;
+pub mod respond;
+pub mod route;
+pub mod server;
+pub mod service;
+pub mod shutdown;
+pub mod telemetry;
+pub mod upstream;
+pub mod validate;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// A Sluice started in this process (tests, the demo): its address and a way to stop it.
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The shared state, for inspection.
+    pub gateway: Arc<gateway::Gateway>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The MCP endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.gateway.cfg.path)
+    }
+
+    /// Waits until every upstream has been probed once.
+    pub async fn ready(&self) {
+        while !self.gateway.is_ready() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops gracefully and waits for the server to end.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(j) = self.join.take() {
+            let _ = j.await;
+        }
+    }
+}
+
+/// Binds `cfg.listen` and serves in the background.
+pub async fn start(cfg: config::Config) -> Result<Running, String> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut cfg = cfg;
+    cfg.listen = addr;
+    let gw = gateway::Gateway::new(cfg)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let join = tokio::spawn(server::run(listener, gw.clone(), async move {
+        let _ = rx.await;
+    }));
+    Ok(Running { addr, gateway: gw, stop: Some(tx), join: Some(join) })
+}

@@ -1,0 +1,283 @@
+//! `subscriptions/listen`: one listen stream per modern upstream, fanned out to client listens.
+//!
+//! Takes upstream listen streams (list-changed and resource-updated notifications) and client
+//! listen requests; gives each client an acknowledgement first, then only the notifications it
+//! opted into, tagged with its own subscription id; never progress or log messages. Refuses
+//! nothing: an upstream whose listen fails is retried after `timeouts.listen_retry_ms`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use tokio::sync::{broadcast, mpsc, Notify};
+
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::sse;
+use crate::route::table::ListKind;
+use crate::upstream::client::{modern_headers, Answer};
+use crate::upstream::{discover, Upstream};
+
+/// A change a listener may care about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// `notifications/tools/list_changed`.
+    Tools,
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+    /// `notifications/resources/list_changed`.
+    Resources,
+    /// `notifications/resources/updated` for a URI.
+    Updated(String),
+}
+
+/// The fan-out point between upstream and client listen streams.
+pub struct Hub {
+    tx: broadcast::Sender<Change>,
+    /// Resource URIs clients subscribed to, with how many listens want each.
+    wanted: Mutex<BTreeMap<String, usize>>,
+    /// Woken when `wanted` gains a URI, so upstream listens re-subscribe.
+    pub(crate) changed: Notify,
+}
+
+impl Hub {
+    /// An empty hub.
+    pub fn new() -> Self {
+        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), changed: Notify::new() }
+    }
+
+    /// Announces a change to every client listen.
+    pub fn publish(&self, c: Change) {
+        let _ = self.tx.send(c);
+    }
+
+    /// A receiver for changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.tx.subscribe()
+    }
+
+    /// Registers resource URIs a client listens to; returns a guard that releases them.
+    pub fn want(self: &Arc<Self>, uris: &[String]) -> WantGuard {
+        let mut grew = false;
+        if let Ok(mut w) = self.wanted.lock() {
+            for u in uris {
+                let n = w.entry(u.clone()).or_insert(0);
+                grew |= *n == 0;
+                *n += 1;
+            }
+        }
+        if grew {
+            self.changed.notify_waiters();
+        }
+        WantGuard { hub: self.clone(), uris: uris.to_vec() }
+    }
+
+    fn wanted(&self) -> Vec<String> {
+        self.wanted.lock().map(|w| w.keys().cloned().collect()).unwrap_or_default()
+    }
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub::new()
+    }
+}
+
+/// Releases a client's resource subscriptions when its listen ends.
+pub struct WantGuard {
+    hub: Arc<Hub>,
+    uris: Vec<String>,
+}
+
+impl Drop for WantGuard {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.hub.wanted.lock() {
+            for u in &self.uris {
+                if let Some(n) = w.get_mut(u) {
+                    *n -= 1;
+                    if *n == 0 {
+                        w.remove(u);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Keeps one listen stream open to `up` until shutdown.
+pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
+    loop {
+        if gw.shutdown.is_cancelled() {
+            return;
+        }
+        if up.status().healthy {
+            tokio::select! {
+                _ = gw.shutdown.cancelled() => return,
+                _ = gw.hub_changed() => {} // re-subscribe with the new URI set
+                _ = listen_once(&gw, &up) => {}
+            }
+        }
+        tokio::select! {
+            _ = gw.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(gw.cfg.timeouts.listen_retry) => {}
+        }
+    }
+}
+
+async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) {
+    let mut filter = Map::new();
+    for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
+        if up.serves(cap) {
+            filter.insert(key.into(), true.into());
+        }
+    }
+    let uris = gw.hub_wanted();
+    if up.serves("resources") && !uris.is_empty() {
+        filter.insert("resourceSubscriptions".into(), json!(uris));
+    }
+    let mut extra = Map::new();
+    extra.insert("notifications".into(), Value::Object(filter));
+    let body = discover::internal_body("subscriptions/listen", extra);
+    let headers = modern_headers(&up.host, "subscriptions/listen", None, &up.extra);
+    let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
+        return;
+    };
+    while let Ok(Some(data)) = stream.next().await {
+        let Ok(msg) = serde_json::from_str::<Incoming>(&data) else { continue };
+        if msg.is_response() {
+            return;
+        }
+        let change = match msg.method.as_deref() {
+            Some("notifications/tools/list_changed") => Some((Change::Tools, Some(ListKind::Tools))),
+            Some("notifications/prompts/list_changed") => Some((Change::Prompts, Some(ListKind::Prompts))),
+            Some("notifications/resources/list_changed") => Some((Change::Resources, Some(ListKind::Resources))),
+            Some("notifications/resources/updated") => {
+                let uri = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+                uri.and_then(|p| p.get("uri").and_then(Value::as_str).map(|u| (Change::Updated(u.to_owned()), None)))
+            }
+            _ => None,
+        };
+        let Some((change, kind)) = change else { continue };
+        if let Some(kind) = kind {
+            gw.invalidate(up, kind).await;
+            if kind == ListKind::Resources {
+                gw.invalidate(up, ListKind::Templates).await;
+            }
+        }
+        gw.hub.publish(change);
+    }
+}
+
+/// What a client listen asked for.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    /// `toolsListChanged`.
+    pub tools: bool,
+    /// `promptsListChanged`.
+    pub prompts: bool,
+    /// `resourcesListChanged`.
+    pub resources: bool,
+    /// `resourceSubscriptions`.
+    pub uris: Vec<String>,
+}
+
+impl Filter {
+    /// Reads the `notifications` member of a listen request.
+    pub fn parse(raw: Option<&str>) -> Result<Filter, String> {
+        let v: Value = match raw {
+            Some(r) => serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?,
+            None => return Ok(Filter::default()),
+        };
+        let obj = v.as_object().ok_or("notifications must be an object")?;
+        let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let uris = match obj.get("resourceSubscriptions") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.iter().map(|u| u.as_str().map(str::to_owned).ok_or("resourceSubscriptions must hold strings")).collect::<Result<_, _>>()?,
+            Some(_) => return Err("resourceSubscriptions must be an array of URIs".into()),
+        };
+        Ok(Filter { tools: flag("toolsListChanged"), prompts: flag("promptsListChanged"), resources: flag("resourcesListChanged"), uris })
+    }
+
+    /// The JSON form sent in the acknowledgement.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        if self.tools {
+            m.insert("toolsListChanged".into(), true.into());
+        }
+        if self.prompts {
+            m.insert("promptsListChanged".into(), true.into());
+        }
+        if self.resources {
+            m.insert("resourcesListChanged".into(), true.into());
+        }
+        if !self.uris.is_empty() {
+            m.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(m)
+    }
+
+    fn notification(&self, c: &Change) -> Option<(&'static str, Map<String, Value>)> {
+        match c {
+            Change::Tools if self.tools => Some(("notifications/tools/list_changed", Map::new())),
+            Change::Prompts if self.prompts => Some(("notifications/prompts/list_changed", Map::new())),
+            Change::Resources if self.resources => Some(("notifications/resources/list_changed", Map::new())),
+            Change::Updated(u) if self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))) => {
+                let mut m = Map::new();
+                m.insert("uri".into(), u.clone().into());
+                Some(("notifications/resources/updated", m))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Runs one client listen: acknowledgement, then matching notifications, then on shutdown the
+/// listen result. Returns the SSE receiver for the response.
+pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel(64);
+    let mut changes = gw.hub.subscribe();
+    let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
+    let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
+    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body("notifications/subscriptions/acknowledged", &ack)));
+    tokio::spawn(async move {
+        let _want = gw.hub_arc().want(&honoured.uris);
+        loop {
+            let change = tokio::select! {
+                _ = tx.closed() => return,
+                _ = gw.shutdown.cancelled() => {
+                    let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: gw.server_info}});
+                    let _ = tx.send(sse::frame(&jsonrpc::result_body(&id, &result.to_string()))).await;
+                    return;
+                }
+                c = changes.recv() => c,
+            };
+            let change = match change {
+                Ok(c) => c,
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if let Some((method, mut params)) = honoured.notification(&change) {
+                params.insert("_meta".into(), json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}));
+                if tx.send(sse::frame(&jsonrpc::notification_body(method, &Value::Object(params)))).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+impl Gateway {
+    fn hub_wanted(&self) -> Vec<String> {
+        self.hub.wanted()
+    }
+
+    async fn hub_changed(&self) {
+        self.hub.changed.notified().await
+    }
+
+    fn hub_arc(&self) -> Arc<Hub> {
+        self.hub.clone()
+    }
+}

@@ -1,0 +1,96 @@
+//! The `sluice` command: `serve`, `check`, `demo`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use sluice::config::{Config, Overrides};
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "An MCP gateway: one stateless 2026-07-28 endpoint in front of many MCP servers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone, Default)]
+struct Quick {
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<String>,
+    /// An upstream as NAME=URL; repeat for several.
+    #[arg(long = "upstream", value_name = "NAME=URL")]
+    upstreams: Vec<String>,
+    /// Publish upstream names without the `<upstream>__` prefix.
+    #[arg(long)]
+    no_prefix: bool,
+}
+
+impl Quick {
+    fn overrides(&self) -> Overrides {
+        Overrides { listen: self.listen.clone(), upstreams: self.upstreams.clone(), no_prefix: self.no_prefix }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve {
+        /// TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        quick: Quick,
+    },
+    /// Validate a config and print the effective one, secrets redacted.
+    Check {
+        /// TOML config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        quick: Quick,
+    },
+    /// Start Sluice on loopback in front of built-in demo upstreams.
+    Demo {
+        /// Also run a scripted client that prints and checks each step, then exit.
+        #[arg(long)]
+        walkthrough: bool,
+        /// Address to listen on (default: a free loopback port).
+        #[arg(long)]
+        listen: Option<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    sluice::telemetry::init("info");
+    let cli = Cli::parse();
+    match run(cli.command).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
+    match cmd {
+        Command::Serve { config, quick } => {
+            let cfg = Config::load(config.as_deref(), &quick.overrides())?;
+            if cfg.upstreams.is_empty() {
+                anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
+            }
+            let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+            tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
+            sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Check { config, quick } => {
+            let cfg = Config::load(config.as_deref(), &quick.overrides())?;
+            println!("{}", cfg.redacted());
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Demo { walkthrough, listen } => sluice::demo::run(walkthrough, listen).await.map_err(anyhow::Error::msg),
+    }
+}

@@ -1,0 +1,291 @@
+//! JSON-RPC 2.0 framing: the one parse of a request body, and the bodies Sluice writes.
+//!
+//! Takes the request body bytes; gives an [`Envelope`] that keeps the bytes and remembers where
+//! each top-level `params` member lies in them, so later stages read what they need without a
+//! second full parse and forward unchanged members byte for byte. Refuses text that is not JSON
+//! (`-32700`) and JSON that is not a single request or notification (`-32600`).
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// Standard JSON-RPC code: the body is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// Standard JSON-RPC code: not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// Standard JSON-RPC code: method not found.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Standard JSON-RPC code: invalid params.
+pub const INVALID_PARAMS: i64 = -32602;
+/// Standard JSON-RPC code: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP 2026-07-28: an HTTP header is missing, malformed or disagrees with the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: the request needs a client capability it did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28: the requested protocol version is not supported.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Why a body is not a request Sluice can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// Not JSON at all (`-32700`).
+    #[error("body is not valid JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not one JSON-RPC 2.0 request or notification (`-32600`).
+    #[error("{0}")]
+    NotRequest(&'static str),
+}
+
+// === impl Envelope ===
+
+/// One parsed JSON-RPC request or notification, holding its body.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    body: Bytes,
+    /// The request id as written (a string or a number); `None` for a notification.
+    pub id: Option<Box<RawValue>>,
+    /// The JSON-RPC method.
+    pub method: String,
+    /// Byte range of the whole `params` object, when present.
+    params: Option<Range<usize>>,
+    /// Top-level `params` members and the byte ranges of their values, in body order.
+    members: Vec<(String, Range<usize>)>,
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+fn range_of(body: &str, part: &str) -> Range<usize> {
+    let start = part.as_ptr() as usize - body.as_ptr() as usize;
+    start..start + part.len()
+}
+
+impl Envelope {
+    /// Parses a body: one JSON object with `"jsonrpc": "2.0"`, a string `method`, an optional
+    /// string or number `id`, and an optional object `params`.
+    pub fn parse(body: Bytes) -> Result<Self, FrameError> {
+        let text = std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
+        let first = text.trim_start().as_bytes().first().copied();
+        if first == Some(b'[') {
+            // Still make sure it is JSON, so that a broken array is a parse error.
+            serde_json::from_str::<&RawValue>(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+            return Err(FrameError::NotRequest("batches are not supported: send one request per POST"));
+        }
+        let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => FrameError::NotRequest("not a JSON-RPC 2.0 request object"),
+            _ => FrameError::NotJson(e.to_string()),
+        })?;
+        if wire.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+            return Err(FrameError::NotRequest("\"jsonrpc\" must be \"2.0\""));
+        }
+        let Some(method) = wire.method else {
+            return Err(if wire.result.is_some() || wire.error.is_some() {
+                FrameError::NotRequest("JSON-RPC responses cannot be POSTed to a 2026-07-28 endpoint")
+            } else {
+                FrameError::NotRequest("a request needs a string \"method\"")
+            });
+        };
+        let id = match wire.id {
+            None => None,
+            Some(raw) if matches!(raw.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9') => Some(raw.to_owned()),
+            Some(_) => return Err(FrameError::NotRequest("\"id\" must be a string or a number")),
+        };
+        let (params, members) = match wire.params {
+            None => (None, Vec::new()),
+            Some(raw) => {
+                let map: indexmap::IndexMap<std::borrow::Cow<'_, str>, &RawValue> = serde_json::from_str(raw.get())
+                    .map_err(|_| FrameError::NotRequest("\"params\" must be an object"))?;
+                let members = map.into_iter().map(|(k, v)| (k.into_owned(), range_of(text, v.get()))).collect();
+                (Some(range_of(text, raw.get())), members)
+            }
+        };
+        let method = method.into_owned();
+        Ok(Envelope { body, id, method, params, members })
+    }
+
+    /// The body exactly as received.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Whether this is a notification (no `id`).
+    pub fn is_notification(&self) -> bool {
+        self.id.is_none()
+    }
+
+    /// Whether the body carried a `params` object.
+    pub fn has_params(&self) -> bool {
+        self.params.is_some()
+    }
+
+    /// The raw JSON text of the top-level `params` member `key`.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.members.iter().find(|(k, _)| k == key).map(|(_, r)| self.slice(r))
+    }
+
+    /// `params[key]` when it is a JSON string.
+    pub fn param_str(&self, key: &str) -> Option<Result<String, ()>> {
+        self.param(key).map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
+    }
+
+    /// The top-level `params` members in body order, as raw JSON text.
+    pub fn members(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.members.iter().map(|(k, r)| (k.as_str(), self.slice(r)))
+    }
+
+    /// The request id as JSON text (`null` when it is a notification).
+    pub fn id_json(&self) -> &str {
+        self.id.as_deref().map(RawValue::get).unwrap_or("null")
+    }
+
+    fn slice(&self, r: &Range<usize>) -> &str {
+        // The ranges were taken from this same UTF-8 text at parse time.
+        std::str::from_utf8(&self.body[r.clone()]).unwrap_or("null")
+    }
+
+    /// Serializes the request again with `params` members replaced or removed by `edit`
+    /// (return `Some(new_raw)` to replace, `None` to drop). Members `edit` leaves alone keep
+    /// their bytes.
+    pub fn rewrite_params(&self, mut edit: impl FnMut(&str, &str) -> Option<Option<String>>) -> Bytes {
+        let mut out = String::with_capacity(self.body.len() + 64);
+        out.push_str("{\"jsonrpc\":\"2.0\"");
+        if let Some(id) = &self.id {
+            out.push_str(",\"id\":");
+            out.push_str(id.get());
+        }
+        out.push_str(",\"method\":");
+        out.push_str(&Value::String(self.method.clone()).to_string());
+        if self.params.is_some() {
+            out.push_str(",\"params\":{");
+            let mut first = true;
+            for (key, raw) in self.members() {
+                let value = match edit(key, raw) {
+                    None => raw.to_owned(),
+                    Some(None) => continue,
+                    Some(Some(new)) => new,
+                };
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                out.push_str(&Value::String(key.to_owned()).to_string());
+                out.push(':');
+                out.push_str(&value);
+            }
+            out.push('}');
+        }
+        out.push('}');
+        Bytes::from(out)
+    }
+}
+
+// === responses ===
+
+/// A JSON-RPC error body: `{"jsonrpc":"2.0","id":…,"error":{code,message,data?}}`.
+pub fn error_body(id: &str, code: i64, message: &str, data: Option<&Value>) -> Bytes {
+    let mut err = Map::new();
+    err.insert("code".into(), code.into());
+    err.insert("message".into(), message.into());
+    if let Some(d) = data {
+        err.insert("data".into(), d.clone());
+    }
+    let err = Value::Object(err).to_string();
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
+}
+
+/// A JSON-RPC result body around already-serialized result JSON.
+pub fn result_body(id: &str, result: &str) -> Bytes {
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"))
+}
+
+/// A JSON-RPC notification body.
+pub fn notification_body(method: &str, params: &Value) -> Bytes {
+    let m = Value::String(method.to_owned());
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"))
+}
+
+/// One message an upstream (or a peer) sent: a response, a request or a notification.
+#[derive(Debug, Deserialize)]
+pub struct Incoming {
+    /// The id, for responses and requests.
+    #[serde(default)]
+    pub id: Option<Box<RawValue>>,
+    /// The method, for requests and notifications.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// The params, for requests and notifications.
+    #[serde(default)]
+    pub params: Option<Box<RawValue>>,
+    /// The result, for successful responses.
+    #[serde(default)]
+    pub result: Option<Box<RawValue>>,
+    /// The error, for failed responses.
+    #[serde(default)]
+    pub error: Option<RpcError>,
+}
+
+/// A JSON-RPC error object as received.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+pub struct RpcError {
+    /// The error code.
+    pub code: i64,
+    /// The message.
+    #[serde(default)]
+    pub message: String,
+    /// Optional structured data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl Incoming {
+    /// Whether this is the response (result or error) to a request.
+    pub fn is_response(&self) -> bool {
+        self.method.is_none() && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Envelope, FrameError> {
+        Envelope::parse(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn a_request_keeps_member_bytes() {
+        let e = parse(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a\"b","arguments":{"x": 1.50}}}"#).unwrap();
+        assert_eq!(e.id_json(), "7");
+        assert_eq!(e.param("arguments"), Some(r#"{"x": 1.50}"#));
+        assert_eq!(e.param_str("name"), Some(Ok("a\"b".to_owned())));
+        let out = e.rewrite_params(|k, _| (k == "name").then(|| Some("\"z\"".to_owned())));
+        assert_eq!(&out[..], br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"z","arguments":{"x": 1.50}}}"#);
+    }
+
+    #[test]
+    fn framing_errors_are_classified() {
+        assert!(matches!(parse("{nope"), Err(FrameError::NotJson(_))));
+        assert!(matches!(parse("[{}]"), Err(FrameError::NotRequest(_))));
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Err(FrameError::NotRequest(_))));
+        assert!(matches!(parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), Err(FrameError::NotRequest(_))));
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), Err(FrameError::NotRequest(_))));
+        assert!(parse(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap().is_notification());
+    }
+}

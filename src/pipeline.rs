@@ -1,0 +1,74 @@
+//! The one place that orders the stages of a request to the MCP endpoint.
+//!
+//! ```text
+//! edge (Origin/Host 403, POST 405, Accept 406, body 413)
+//!  → parse once (-32700 / -32600)          → notifications: 202
+//!  → _meta (-32602) → route lookup (errors held) → headers vs body (-32020)
+//!  → version (-32022) → method (-32601/404) → dispatch → respond
+//! ```
+//!
+//! Takes the request head and body; gives the [`Reply`]. Every refusal carries the request's
+//! id once it could be read.
+
+use std::sync::Arc;
+
+use http::request::Parts;
+
+use crate::dispatch::{self, route};
+use crate::edge;
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::Envelope;
+use crate::respond::Reply;
+use crate::route::xheader;
+use crate::validate;
+
+/// Runs one request through the pipeline.
+pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
+    // Edge first: nothing about the body matters if the caller may not talk to us.
+    if let Err(r) = edge::check_origin(&parts.headers, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
+        return r;
+    }
+    if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
+        return r;
+    }
+    let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    // Parse once: every later stage reads from this envelope.
+    let env = match Envelope::parse(bytes) {
+        Ok(e) => e,
+        Err(e) => return Reply::error("null", &GatewayError::from(e)),
+    };
+    // A notification needs no answer and 2026-07-28 defines none client→server over HTTP.
+    if env.is_notification() {
+        return Reply::Accepted;
+    }
+    let id = env.id_json().to_owned();
+    match validated(gw, &env, &parts.headers).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
+            Reply::error(&id, &e)
+        }
+    }
+}
+
+async fn validated(gw: &Arc<Gateway>, env: &Envelope, headers: &http::HeaderMap) -> Result<Reply, GatewayError> {
+    // _meta before headers: the conformance suite expects -32602 for a missing envelope even
+    // when the headers are right.
+    let meta = validate::meta::read(env)?;
+    // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
+    // own errors (unknown name) wait until version and method have been checked.
+    let target = route::resolve(gw, env).await;
+    validate::headers::check(headers, env, &meta)?;
+    if let Ok(Some(t)) = &target {
+        if env.method == "tools/call" {
+            xheader::check(headers, env.param("arguments"), &t.headers).map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
+        }
+    }
+    validate::check_version(&meta)?;
+    validate::check_method(&env.method, |cap| gw.serves(cap))?;
+    dispatch::dispatch(gw, env, &meta, target?, headers).await
+}

@@ -1,0 +1,118 @@
+//! The federation table: what each upstream lists, as Sluice last fetched it.
+//!
+//! Takes list pages fetched from an upstream; gives per-kind tables of items whose descriptors
+//! are kept byte for byte (only `name` is rewritten to the public name), with their cache hints.
+//! Refuses nothing itself: dropping tools with invalid annotations or over-long names happens
+//! when the table is built ([`ListTable::build`]), each with a warning.
+
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+
+use super::xheader::ParamHeader;
+
+/// The four federated lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListKind {
+    /// `tools/list`, items under `tools`.
+    Tools,
+    /// `prompts/list`, items under `prompts`.
+    Prompts,
+    /// `resources/list`, items under `resources`.
+    Resources,
+    /// `resources/templates/list`, items under `resourceTemplates`.
+    Templates,
+}
+
+impl ListKind {
+    /// All kinds, in a fixed order.
+    pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
+
+    /// The list method.
+    pub fn method(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools/list",
+            ListKind::Prompts => "prompts/list",
+            ListKind::Resources => "resources/list",
+            ListKind::Templates => "resources/templates/list",
+        }
+    }
+
+    /// The result member holding the items.
+    pub fn member(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+            ListKind::Templates => "resourceTemplates",
+        }
+    }
+
+    /// The server capability that advertises the family.
+    pub fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources | ListKind::Templates => "resources",
+        }
+    }
+
+    /// The kind a list method names.
+    pub fn from_method(m: &str) -> Option<ListKind> {
+        ListKind::ALL.into_iter().find(|k| k.method() == m)
+    }
+
+    /// Index for per-kind arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether items are addressed by a rewritten name (tools, prompts) rather than a URI.
+    pub fn named(self) -> bool {
+        matches!(self, ListKind::Tools | ListKind::Prompts)
+    }
+}
+
+/// One listed item.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// The upstream's own name (tools, prompts) or the URI / URI template (resources).
+    pub key: String,
+    /// The public name (tools, prompts) or the URI again (resources).
+    pub public: String,
+    /// The descriptor as the client sees it: the upstream's bytes, `name` rewritten.
+    pub raw: Box<RawValue>,
+    /// `x-mcp-header` annotations (tools only).
+    pub headers: Vec<ParamHeader>,
+}
+
+/// One upstream's list of one kind.
+#[derive(Debug, Clone)]
+pub struct ListTable {
+    /// The items in the upstream's order.
+    pub items: Vec<Item>,
+    /// The smallest `ttlMs` of the upstream's pages (absent or negative counts as 0).
+    pub ttl_ms: u64,
+    /// Whether every page said `cacheScope: "public"`.
+    pub public: bool,
+    /// When it was fetched.
+    pub fetched_at: Instant,
+}
+
+impl ListTable {
+    /// An empty table (nothing fetched yet, or the family is not served).
+    pub fn empty() -> Self {
+        ListTable { items: Vec::new(), ttl_ms: 0, public: false, fetched_at: Instant::now() }
+    }
+
+    /// Milliseconds of freshness left, if any.
+    pub fn fresh_for(&self, now: Instant) -> Option<u64> {
+        let age = now.saturating_duration_since(self.fetched_at).as_millis() as u64;
+        (age < self.ttl_ms).then(|| self.ttl_ms - age)
+    }
+
+    /// The item with upstream key `key`.
+    pub fn by_key(&self, key: &str) -> Option<&Item> {
+        self.items.iter().find(|i| i.key == key)
+    }
+}

@@ -1,0 +1,218 @@
+//! The pooled HTTP client Sluice uses toward upstreams, with connect and response timeouts.
+//!
+//! Takes a prepared request (URL, headers, body bytes); gives the upstream's answer classified
+//! as JSON, an SSE stream, 202, or an HTTP error, with the body bounded. Refuses (as
+//! [`UpstreamError`]) a connect failure, a timeout, an oversized answer or an unexpected content
+//! type; every error names the upstream.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::mcp::sse;
+
+/// Why an upstream exchange failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// No connection could be made.
+    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    Unreachable(String, String),
+    /// The upstream took longer than the configured response timeout.
+    #[error("upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)")]
+    Timeout(String, u64),
+    /// The answer was larger than `limits.max_response_bytes` or an SSE event than `limits.max_sse_event_bytes`.
+    #[error("upstream '{0}' sent an answer over the {1}-byte limit (limits.max_response_bytes / max_sse_event_bytes)")]
+    TooLarge(String, usize),
+    /// The answer was not something an MCP server sends.
+    #[error("upstream '{0}' answered something that is not MCP: {1}")]
+    Protocol(String, String),
+    /// The stream broke before the final response arrived.
+    #[error("upstream '{0}' closed the stream before answering")]
+    Closed(String),
+}
+
+impl UpstreamError {
+    /// Whether the failure is a timeout (504) rather than a bad gateway (502).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, UpstreamError::Timeout(..))
+    }
+}
+
+/// What an upstream answered to one POST.
+pub enum Answer {
+    /// `application/json`: one JSON-RPC message, with the HTTP status.
+    Json(StatusCode, Bytes),
+    /// `text/event-stream`: messages as they come.
+    Sse(SseStream),
+    /// 202 or another status with no JSON-RPC body.
+    Status(StatusCode, Bytes),
+}
+
+/// The events of an upstream SSE answer, read with the per-message timeout and size bound.
+pub struct SseStream {
+    upstream: String,
+    body: hyper::body::Incoming,
+    reader: sse::Reader,
+    pending: std::collections::VecDeque<sse::Event>,
+    timeout: Option<Duration>,
+}
+
+impl SseStream {
+    /// The next event's data, `Ok(None)` at the end of the stream.
+    pub async fn next(&mut self) -> Result<Option<String>, UpstreamError> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                if ev.data.trim().is_empty() {
+                    continue; // priming events carry no message
+                }
+                return Ok(Some(ev.data));
+            }
+            let frame = match self.timeout {
+                Some(t) => tokio::time::timeout(t, self.body.frame())
+                    .await
+                    .map_err(|_| UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64))?,
+                None => self.body.frame().await,
+            };
+            match frame {
+                None => return Ok(None),
+                Some(Err(_)) => return Ok(None),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let events = self.reader.push(&data).map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
+                        self.pending.extend(events);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The shared client: one connection pool for all upstreams.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<HttpConnector, Full<Bytes>>,
+    response_timeout: Duration,
+    max_body: usize,
+    max_event: usize,
+}
+
+impl HttpClient {
+    /// A pooled HTTP/1.1 client with the given connect timeout and bounds.
+    pub fn new(connect: Duration, response: Duration, max_body: usize, max_event: usize) -> Self {
+        let mut conn = HttpConnector::new();
+        conn.set_connect_timeout(Some(connect));
+        conn.set_nodelay(true);
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            .build(conn);
+        HttpClient { inner, response_timeout: response, max_body, max_event }
+    }
+
+    /// The configured response timeout.
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// POSTs `body` to `url` with `headers`; `stream_timeout` bounds the wait for each SSE message
+    /// (`None` for long-lived listen streams).
+    pub async fn post(
+        &self,
+        upstream: &str,
+        url: &http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+        stream_timeout: Option<Duration>,
+    ) -> Result<Answer, UpstreamError> {
+        let mut req = Request::post(url.clone()).body(Full::new(body)).map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
+        *req.headers_mut() = headers;
+        let t = self.response_timeout;
+        let resp = tokio::time::timeout(t, self.inner.request(req))
+            .await
+            .map_err(|_| UpstreamError::Timeout(upstream.into(), t.as_millis() as u64))?
+            .map_err(|e| UpstreamError::Unreachable(upstream.into(), describe(&e)))?;
+        let status = resp.status();
+        let ctype = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        let body = resp.into_body();
+        if ctype.starts_with("text/event-stream") && status.is_success() {
+            return Ok(Answer::Sse(SseStream {
+                upstream: upstream.into(),
+                body,
+                reader: sse::Reader::new(self.max_event),
+                pending: Default::default(),
+                timeout: stream_timeout,
+            }));
+        }
+        let bytes = self.read_bounded(upstream, body).await?;
+        if ctype.starts_with("application/json") && !bytes.is_empty() {
+            Ok(Answer::Json(status, bytes))
+        } else {
+            Ok(Answer::Status(status, bytes))
+        }
+    }
+
+    async fn read_bounded(&self, upstream: &str, body: hyper::body::Incoming) -> Result<Bytes, UpstreamError> {
+        let limited = http_body_util::Limited::new(body, self.max_body);
+        let t = self.response_timeout;
+        match tokio::time::timeout(t, limited.collect()).await {
+            Err(_) => Err(UpstreamError::Timeout(upstream.into(), t.as_millis() as u64)),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(upstream.into(), self.max_body)),
+            Ok(Err(_)) => Err(UpstreamError::Closed(upstream.into())),
+            Ok(Ok(c)) => Ok(c.to_bytes()),
+        }
+    }
+}
+
+fn describe(e: &hyper_util::client::legacy::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s = inner.to_string();
+        src = inner.source();
+    }
+    s
+}
+
+/// Reads the whole stream of an [`Answer`] until the JSON-RPC response, dropping notifications.
+pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode, Bytes), UpstreamError> {
+    match answer {
+        Answer::Json(s, b) => Ok((s, b)),
+        Answer::Status(s, b) => Err(UpstreamError::Protocol(upstream.into(), format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()))),
+        Answer::Sse(mut st) => {
+            while let Some(data) = st.next().await? {
+                if let Ok(m) = serde_json::from_str::<crate::mcp::jsonrpc::Incoming>(&data) {
+                    if m.is_response() {
+                        return Ok((StatusCode::OK, Bytes::from(data)));
+                    }
+                }
+            }
+            Err(UpstreamError::Closed(upstream.into()))
+        }
+    }
+}
+
+/// Standard headers for a modern request to an upstream.
+pub fn modern_headers(host: &HeaderValue, method: &str, name: Option<&str>, extra: &HeaderMap) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(8 + extra.len());
+    h.insert(http::header::HOST, host.clone());
+    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    h.insert(crate::mcp::headers::PROTOCOL_VERSION, HeaderValue::from_static(crate::mcp::version::MODERN));
+    if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(method)) {
+        h.insert(crate::mcp::headers::METHOD, v);
+    }
+    if let Some(n) = name {
+        if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(n)) {
+            h.insert(crate::mcp::headers::NAME, v);
+        }
+    }
+    for (k, v) in extra {
+        h.insert(k, v.clone());
+    }
+    h
+}

@@ -1,0 +1,106 @@
+//! Probing an upstream with `server/discover`, and the requests Sluice makes on its own behalf.
+//!
+//! Takes an upstream; gives its [`Status`]: modern and healthy with its capabilities, or
+//! unhealthy with a reason that names it. Refuses (marks unhealthy) a server that does not
+//! speak 2026-07-28: a recognized modern error means modern (digest §8.1); any other answer
+//! means a handshake-era server, which this build does not bridge yet.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use super::client::{final_message, modern_headers, HttpClient};
+use super::{Discovered, Status, Upstream};
+use crate::mcp::jsonrpc::Incoming;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Sluice's identity, as it names itself to clients and upstreams.
+pub fn server_info() -> Value {
+    json!({"name": "sluice", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A request body Sluice sends for itself: its own `_meta` envelope, declaring no client
+/// capabilities, plus `extra` params members.
+pub fn internal_body(method: &str, extra: Map<String, Value>) -> Bytes {
+    let mut params = extra;
+    params.insert(
+        "_meta".into(),
+        json!({
+            crate::mcp::META_PROTOCOL_VERSION: crate::mcp::version::MODERN,
+            crate::mcp::META_CLIENT_CAPABILITIES: {},
+            crate::mcp::META_CLIENT_INFO: server_info(),
+        }),
+    );
+    let id = format!("sluice-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed));
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    Bytes::from(body.to_string())
+}
+
+/// Sends one internal request and returns its `result` (or the JSON-RPC error as `Err`).
+pub async fn call(client: &HttpClient, up: &Upstream, method: &str, extra: Map<String, Value>) -> Result<Box<serde_json::value::RawValue>, String> {
+    let headers = modern_headers(&up.host, method, None, &up.extra);
+    let answer = client.post(&up.name, &up.uri, headers, internal_body(method, extra), Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
+    let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
+    let msg: Incoming = serde_json::from_slice(&body).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    match (msg.result, msg.error) {
+        (Some(r), _) => Ok(r),
+        (None, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
+        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
+    }
+}
+
+fn client_timeout(c: &HttpClient) -> std::time::Duration {
+    c.response_timeout()
+}
+
+/// Probes an upstream and records the verdict.
+pub async fn probe(client: &HttpClient, up: &Upstream) -> Status {
+    let headers = modern_headers(&up.host, "server/discover", None, &up.extra);
+    let body = internal_body("server/discover", Map::new());
+    let answer = match client.post(&up.name, &up.uri, headers, body, Some(client.response_timeout())).await {
+        Ok(a) => a,
+        Err(e) => return failed(up, e.to_string()),
+    };
+    let (http_status, body) = match final_message(answer, &up.name).await {
+        Ok(x) => x,
+        Err(e) => {
+            return failed(up, format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e}); handshake-era (2025-11-25) upstreams are not bridged by this build", up.name))
+        }
+    };
+    let msg: Incoming = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(_) => return failed(up, format!("upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body", up.name)),
+    };
+    if let Some(err) = msg.error {
+        let why = match err.code {
+            crate::mcp::jsonrpc::UNSUPPORTED_VERSION => format!("upstream '{}' is modern but does not support {}", up.name, crate::mcp::version::MODERN),
+            _ => format!(
+                "upstream '{}' answered server/discover with error {} (HTTP {http_status}): it looks like a handshake-era (2025-11-25) server, which this build does not bridge",
+                up.name, err.code
+            ),
+        };
+        return failed(up, why);
+    }
+    let result: Map<String, Value> = msg.result.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_default();
+    let discovered = Discovered {
+        capabilities: result.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default(),
+        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+        ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
+        public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
+    };
+    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None };
+    up.set_status(status.clone());
+    status
+}
+
+fn failed(up: &Upstream, why: String) -> Status {
+    tracing::warn!(upstream = %up.name, reason = %why, "upstream probe failed");
+    let mut s = (*up.status()).clone();
+    s.probed = true;
+    s.healthy = false;
+    s.error = Some(why);
+    up.set_status(s.clone());
+    s
+}

@@ -1,0 +1,154 @@
+//! Forwarding one client request to a modern upstream and relaying its answer.
+//!
+//! Takes the request (body bytes, possibly renamed), the client's headers and log level; gives a
+//! [`Reply`]: JSON when the final answer is the first thing to send (so an error keeps the
+//! status its code fixes), otherwise an SSE stream that relays request-related progress and,
+//! when asked for, log messages, then the stamped final response. Refuses nothing itself; a
+//! client that goes away drops the stream, which closes the upstream stream (modern
+//! cancellation).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::client::{modern_headers, Answer, SseStream, UpstreamError};
+use super::Upstream;
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::{jsonrpc, sse};
+use crate::respond::{finish, Reply};
+
+/// One request on its way to an upstream.
+pub struct Call {
+    /// The client's request id (JSON text).
+    pub id: String,
+    /// The JSON-RPC method.
+    pub method: String,
+    /// The upstream's own name for `Mcp-Name` (tools/call, prompts/get) or the URI (resources/read).
+    pub mcp_name: Option<String>,
+    /// The URI of a `resources/read`, for error data.
+    pub uri: Option<String>,
+    /// The body to send.
+    pub body: Bytes,
+    /// The lowest log level the client asked for (`None`: relay no log messages).
+    pub log_level: Option<u8>,
+}
+
+/// Numeric severity of a log level name.
+pub fn level_rank(level: &str) -> Option<u8> {
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
+}
+
+enum Msg {
+    Final(StatusCode, Bytes),
+    Relay(Bytes),
+    Skip,
+}
+
+/// Sends the call and relays the answer.
+pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_headers: &HeaderMap) -> Result<Reply, GatewayError> {
+    let mut headers = modern_headers(&up.host, &call.method, call.mcp_name.as_deref(), &up.extra);
+    for (k, v) in client_headers {
+        let n = k.as_str();
+        if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
+            headers.append(k, v.clone());
+        }
+    }
+    let t = gw.cfg.timeouts.response;
+    let answer = match gw.client.post(&up.name, &up.uri, headers, call.body.clone(), Some(t)).await {
+        Ok(a) => a,
+        Err(e) => {
+            if matches!(e, UpstreamError::Unreachable(..)) {
+                up.mark_failed(&e.to_string());
+            }
+            return Err(e.into());
+        }
+    };
+    match answer {
+        Answer::Json(status, body) => {
+            let (s, b) = finish(&call.id, &call.method, &up.name, status, std::str::from_utf8(&body).unwrap_or(""), call.uri.as_deref(), &gw.server_info);
+            Ok(Reply::Json(s, b))
+        }
+        Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
+        Answer::Sse(mut stream) => loop {
+            let Some(data) = stream.next().await? else {
+                return Err(UpstreamError::Closed(up.name.clone()).into());
+            };
+            match classify(gw, up, &call, &data) {
+                Msg::Skip => continue,
+                Msg::Final(s, b) => return Ok(Reply::Json(s, b)),
+                Msg::Relay(first) => {
+                    let (tx, rx) = mpsc::channel(64);
+                    let _ = tx.try_send(sse::frame(&first));
+                    tokio::spawn(pump(gw.clone(), up.clone(), call, stream, tx));
+                    return Ok(Reply::Sse(rx));
+                }
+            }
+        },
+    }
+}
+
+async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseStream, tx: mpsc::Sender<Bytes>) {
+    loop {
+        let next = tokio::select! {
+            n = stream.next() => n,
+            _ = tx.closed() => return, // the client went away: dropping the stream cancels upstream
+        };
+        let data = match next {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                let err = GatewayError::from(UpstreamError::Closed(up.name.clone()));
+                let _ = tx.send(sse::frame(&error_bytes(&call.id, &err))).await;
+                return;
+            }
+            Err(e) => {
+                let _ = tx.send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e)))).await;
+                return;
+            }
+        };
+        match classify(&gw, &up, &call, &data) {
+            Msg::Skip => {}
+            Msg::Relay(b) => {
+                if tx.send(sse::frame(&b)).await.is_err() {
+                    return;
+                }
+            }
+            Msg::Final(_, b) => {
+                let _ = tx.send(sse::frame(&b)).await;
+                return;
+            }
+        }
+    }
+}
+
+fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
+    let (_, code, data) = err.classify();
+    jsonrpc::error_body(id, code, &err.to_string(), data.as_ref())
+}
+
+fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
+    let Ok(msg) = serde_json::from_str::<jsonrpc::Incoming>(data) else {
+        return Msg::Skip;
+    };
+    if msg.is_response() {
+        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, data, call.uri.as_deref(), &gw.server_info);
+        return Msg::Final(s, b);
+    }
+    match (msg.method.as_deref(), msg.id.is_some()) {
+        (Some("notifications/progress"), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
+        (Some("notifications/message"), false) => {
+            let Some(want) = call.log_level else { return Msg::Skip };
+            let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(level_rank);
+            if rank.is_some_and(|r| r >= want) {
+                Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
+            } else {
+                Msg::Skip
+            }
+        }
+        _ => Msg::Skip,
+    }
+}

@@ -1,0 +1,90 @@
+//! Fetching an upstream's lists into federation tables.
+//!
+//! Takes an upstream and a list kind; gives a [`ListTable`] built from every page (cursors
+//! followed up to `limits.max_list_pages`), with names rewritten to their public form. Refuses
+//! (drops with a warning) tools whose `x-mcp-header` annotations are invalid and names that
+//! would exceed 128 characters once prefixed.
+
+use std::time::Instant;
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::{discover, Upstream};
+use crate::route::names::Names;
+use crate::route::table::{Item, ListKind, ListTable};
+use crate::route::xheader;
+
+/// Fetches all pages of one list from one upstream.
+pub async fn fetch(client: &super::client::HttpClient, up: &Upstream, kind: ListKind, names: &Names, max_pages: u32) -> Result<ListTable, String> {
+    let started = Instant::now();
+    let mut items = Vec::new();
+    let mut ttl_ms = u64::MAX;
+    let mut public = true;
+    let mut cursor: Option<Value> = None;
+    for _ in 0..max_pages.max(1) {
+        let mut extra = Map::new();
+        if let Some(c) = cursor.take() {
+            extra.insert("cursor".into(), c);
+        }
+        let result = discover::call(client, up, kind.method(), extra).await?;
+        let page: IndexMap<String, Box<RawValue>> =
+            serde_json::from_str(result.get()).map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.method()))?;
+        let ttl = page.get("ttlMs").and_then(|r| r.get().parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
+        ttl_ms = ttl_ms.min(ttl);
+        public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
+        if let Some(list) = page.get(kind.member()) {
+            let raw_items: Vec<Box<RawValue>> = serde_json::from_str(list.get()).unwrap_or_default();
+            for raw in raw_items {
+                if let Some(item) = build_item(up, kind, names, &raw) {
+                    items.push(item);
+                }
+            }
+        }
+        match page.get("nextCursor").map(|r| r.get()) {
+            Some(c) if c != "null" => cursor = serde_json::from_str(c).ok(),
+            _ => break,
+        }
+    }
+    if cursor.is_some() {
+        tracing::warn!(upstream = %up.name, list = kind.method(), "list truncated at limits.max_list_pages");
+    }
+    Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
+}
+
+fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> Option<Item> {
+    let mut desc: IndexMap<String, Box<RawValue>> = serde_json::from_str(raw.get()).ok()?;
+    let key_member = match kind {
+        ListKind::Tools | ListKind::Prompts => "name",
+        ListKind::Resources => "uri",
+        ListKind::Templates => "uriTemplate",
+    };
+    let key: String = serde_json::from_str(desc.get(key_member)?.get()).ok()?;
+    let mut headers = Vec::new();
+    if kind == ListKind::Tools && raw.get().contains("x-mcp-header") {
+        let schema: Value = desc.get("inputSchema").and_then(|s| serde_json::from_str(s.get()).ok()).unwrap_or(Value::Null);
+        match xheader::annotations(&schema) {
+            Ok(h) => headers = h,
+            Err(why) => {
+                tracing::warn!(upstream = %up.name, tool = %key, reason = %why, "tool dropped: invalid x-mcp-header annotation");
+                return None;
+            }
+        }
+    }
+    if !kind.named() {
+        return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers });
+    }
+    let Some(public) = names.publish(&up.name, &key) else {
+        tracing::warn!(upstream = %up.name, name = %key, "dropped: prefixed name longer than 128 characters");
+        return None;
+    };
+    let raw = if public == key {
+        raw.to_owned()
+    } else {
+        let name = RawValue::from_string(Value::String(public.clone()).to_string()).ok()?;
+        desc.insert("name".into(), name);
+        RawValue::from_string(serde_json::to_string(&desc).ok()?).ok()?
+    };
+    Some(Item { key, public, raw, headers })
+}

@@ -1,0 +1,132 @@
+//! Stage 6, upstreams: the servers behind Sluice and how it talks to them.
+//!
+//! Takes the configured upstreams; gives, per upstream, its probed discovery, its federation
+//! tables and the pooled client to reach it. Refuses nothing here: failures are recorded in
+//! [`Status`] and surfaced by the callers with the upstream's name.
+
+pub mod client;
+pub mod discover;
+pub mod forward;
+pub mod lists;
+
+use std::sync::{Arc, RwLock};
+
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use serde_json::{Map, Value};
+
+use crate::config::{Era, UpstreamConfig};
+use crate::route::table::{ListKind, ListTable};
+
+/// What Sluice learned from an upstream's `server/discover`.
+#[derive(Debug, Clone, Default)]
+pub struct Discovered {
+    /// Its server capabilities.
+    pub capabilities: Map<String, Value>,
+    /// Its instructions, if any.
+    pub instructions: Option<String>,
+    /// Its discovery `ttlMs`.
+    pub ttl_ms: u64,
+    /// Whether it said `cacheScope: "public"`.
+    pub public: bool,
+}
+
+/// Health and discovery of one upstream.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// Whether a probe has completed (successfully or not).
+    pub probed: bool,
+    /// Whether the last probe or call succeeded.
+    pub healthy: bool,
+    /// The last discovery, when healthy once.
+    pub discovered: Option<Discovered>,
+    /// Why it is unhealthy (content-free: names and error kinds only).
+    pub error: Option<String>,
+}
+
+/// One upstream MCP server.
+pub struct Upstream {
+    /// Its configured name.
+    pub name: String,
+    /// Its endpoint.
+    pub uri: Uri,
+    /// Its own `Host` header value.
+    pub host: HeaderValue,
+    /// Headers it is configured to receive (its credentials).
+    pub extra: HeaderMap,
+    /// Its configured era.
+    pub era: Era,
+    status: RwLock<Arc<Status>>,
+    lists: [RwLock<Arc<ListTable>>; 4],
+    /// Serializes refreshes of each list so a burst of misses costs one fetch.
+    pub(crate) refresh_lock: [tokio::sync::Mutex<()>; 4],
+}
+
+impl Upstream {
+    /// Builds an upstream from its config; reads its bearer token from the environment.
+    pub fn new(cfg: &UpstreamConfig) -> Result<Self, String> {
+        let uri: Uri = cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+        let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        let host = HeaderValue::from_str(&host).map_err(|_| format!("upstream '{}': bad host", cfg.name))?;
+        let mut extra = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
+            value.set_sensitive(true);
+            extra.insert(name, value);
+        }
+        if let Some(var) = &cfg.bearer_token_env {
+            let token = std::env::var(var).map_err(|_| format!("upstream '{}': environment variable {var} is not set", cfg.name))?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
+            value.set_sensitive(true);
+            extra.insert(http::header::AUTHORIZATION, value);
+        }
+        Ok(Upstream {
+            name: cfg.name.clone(),
+            uri,
+            host,
+            extra,
+            era: cfg.era,
+            status: RwLock::new(Arc::new(Status::default())),
+            lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
+            refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+        })
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Arc<Status> {
+        self.status.read().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the status.
+    pub fn set_status(&self, s: Status) {
+        if let Ok(mut g) = self.status.write() {
+            *g = Arc::new(s);
+        }
+    }
+
+    /// Marks the upstream unhealthy after a failed call, keeping what discovery knew.
+    pub fn mark_failed(&self, why: &str) {
+        let mut s = (*self.status()).clone();
+        s.healthy = false;
+        s.error = Some(why.to_owned());
+        self.set_status(s);
+    }
+
+    /// Whether it is healthy and advertises the capability `cap`.
+    pub fn serves(&self, cap: &str) -> bool {
+        let s = self.status();
+        s.healthy && s.discovered.as_ref().is_some_and(|d| d.capabilities.contains_key(cap))
+    }
+
+    /// The current table of one kind.
+    pub fn list(&self, kind: ListKind) -> Arc<ListTable> {
+        self.lists[kind.index()].read().map(|t| t.clone()).unwrap_or_else(|_| Arc::new(ListTable::empty()))
+    }
+
+    /// Replaces the table of one kind.
+    pub fn set_list(&self, kind: ListKind, table: ListTable) {
+        if let Ok(mut g) = self.lists[kind.index()].write() {
+            *g = Arc::new(table);
+        }
+    }
+}
