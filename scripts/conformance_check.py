@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Counts the official conformance suite's results and fails on what Sluice must not have.
+
+Usage: conformance_check.py RESULTS_DIR LABEL
+Prints SUCCESS / WARNING / SKIPPED / FAILURE / INFO counts for the run (and for the `tasks-*`
+extension scenarios apart), lists every non-passing check, and exits 1 when any scenario
+outside `tasks-*` has a FAILURE or a WARNING, or when no scenario ran at all.
+"""
+import collections
+import glob
+import json
+import os
+import sys
+
+results, label = sys.argv[1], sys.argv[2]
+core, tasks = collections.Counter(), collections.Counter()
+bad = []
+files = sorted(glob.glob(os.path.join(results, "server-*", "checks.json")))
+for path in files:
+    scenario = os.path.basename(os.path.dirname(path))[len("server-"):].rsplit("-20", 1)[0]
+    is_tasks = scenario.startswith("tasks-")
+    for check in json.load(open(path)):
+        status = check.get("status", "?")
+        (tasks if is_tasks else core)[status] += 1
+        if status not in ("SUCCESS", "INFO") and not is_tasks:
+            bad.append(f"  {scenario}: {check.get('id')} {status}: {(check.get('errorMessage') or '')[:300]}")
+fmt = lambda c: " ".join(f"{k}={c.get(k, 0)}" for k in ("SUCCESS", "WARNING", "SKIPPED", "FAILURE", "INFO"))
+print(f"conformance [{label}] scenarios={len(files)} outside tasks-*: {fmt(core)}")
+if sum(tasks.values()):
+    print(f"conformance [{label}] tasks-* extension (not scored): {fmt(tasks)}")
+for line in bad:
+    print(line)
+failed = not files or core.get("FAILURE", 0) or core.get("WARNING", 0)
+sys.exit(1 if failed else 0)

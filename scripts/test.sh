@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every test Sluice has, the way CI runs it: installs the real peers (Python SDKs, Node 22, the
+# official conformance suite), runs the Rust tests (unit, e2e, interop against the SDKs), then
+# the conformance suite through Sluice. Prints the time of each stage. Exit 0 only if all held.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+stage() { printf '\n=== %s\n' "$1"; stage_start=$(date +%s); }
+done_stage() { echo "=== $1 took $(( $(date +%s) - stage_start )) s"; }
+total_start=$(date +%s)
+
+stage "format check"
+cargo fmt --all -- --check
+done_stage "format check"
+
+stage "peers (pinned SDKs, Node 22, conformance suite)"
+eval "$(bash scripts/peers.sh)"
+done_stage "peers"
+
+stage "build (release)"
+cargo build --release --locked
+done_stage "build"
+
+stage "cargo test (unit, e2e, interop)"
+cargo test --release --locked -- --test-threads="${SLUICE_TEST_THREADS:-4}"
+done_stage "cargo test"
+
+stage "conformance through Sluice (modern fixture upstream)"
+SLUICE_BIN="$root/target/release/sluice" bash scripts/conformance.sh
+done_stage "conformance"
+
+echo
+echo "all stages held in $(( $(date +%s) - total_start )) s"
