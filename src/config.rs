@@ -110,19 +110,19 @@ pub struct Limits {
 #[derive(Debug, Clone, Serialize)]
 pub struct Timeouts {
     /// TCP connect to an upstream. Default 2 s.
-    #[serde(with = "ms")]
+    #[serde(with = "ms", rename = "connect_ms")]
     pub connect: Duration,
     /// Time for an upstream to answer a request (headers and each streamed message). Default 60 s.
-    #[serde(with = "ms")]
+    #[serde(with = "ms", rename = "response_ms")]
     pub response: Duration,
     /// Background refresh of upstream discovery and tables. Default 30 s.
-    #[serde(with = "ms")]
+    #[serde(with = "ms", rename = "refresh_ms")]
     pub refresh: Duration,
     /// Graceful shutdown deadline for in-flight requests. Default 10 s.
-    #[serde(with = "ms")]
+    #[serde(with = "ms", rename = "shutdown_ms")]
     pub shutdown: Duration,
     /// Pause before re-opening an upstream listen stream that ended. Default 1 s.
-    #[serde(with = "ms")]
+    #[serde(with = "ms", rename = "listen_retry_ms")]
     pub listen_retry: Duration,
 }
 
@@ -187,6 +187,7 @@ pub struct Config {
     /// Timeouts.
     pub timeouts: Timeouts,
     /// The upstreams, in configured order.
+    #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
 }
 
@@ -312,9 +313,9 @@ impl Config {
         }
     }
 
-    /// The effective config as TOML-like JSON with secrets redacted (for `sluice check`).
+    /// The effective config as TOML with secrets redacted (for `sluice check`).
     pub fn redacted(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the config: {e}"))
     }
 }
 
@@ -358,5 +359,19 @@ mod tests {
         let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n").unwrap();
         assert!(!c.redacted().contains("s3cret"));
         assert!(!format!("{c:?}").contains("s3cret"));
+    }
+}
+
+#[cfg(test)]
+mod roundtrip {
+    use super::*;
+
+    #[test]
+    fn the_printed_effective_config_loads_back_unchanged() {
+        let c = Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n[timeouts]\nconnect_ms = 7\n", "x", &Overrides::default()).unwrap();
+        let printed = c.redacted();
+        let again = Config::from_toml(&printed, "printed", &Overrides::default()).unwrap();
+        assert_eq!(again.redacted(), printed);
+        assert_eq!(again.timeouts.connect, Duration::from_millis(7));
     }
 }
