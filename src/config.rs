@@ -60,6 +60,29 @@ struct RawConfig {
     timeouts: RawTimeouts,
     #[serde(default)]
     upstream: Vec<RawUpstream>,
+    #[serde(default)]
+    bridge: RawBridge,
+    #[serde(default)]
+    state: RawState,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawBridge {
+    gather_ms: Option<u64>,
+    park_ms: Option<u64>,
+    session_idle_ms: Option<u64>,
+    max_sessions: Option<usize>,
+    max_parked: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    #[serde(default)]
+    keys: Vec<String>,
+    key_env: Option<String>,
+    replica: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -91,6 +114,19 @@ struct RawUpstream {
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
     bearer_token_env: Option<String>,
+    cache_ttl_ms: Option<u64>,
+    cache_scope: Option<CacheScope>,
+}
+
+/// A cache scope Sluice stamps on a legacy upstream's lists and reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Shareable across principals.
+    Public,
+    /// One authorization context only.
+    #[default]
+    Private,
 }
 
 /// Limits on sizes; every one has a default and can be set in `[limits]`.
@@ -127,7 +163,10 @@ pub struct Timeouts {
 }
 
 mod ms {
-    pub(super) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis() as u64)
     }
 }
@@ -146,6 +185,10 @@ pub struct UpstreamConfig {
     pub headers: Vec<(String, String)>,
     /// Environment variable holding a bearer token for this upstream.
     pub bearer_token_env: Option<String>,
+    /// `ttlMs` stamped on a legacy upstream's lists and reads (default 0).
+    pub cache_ttl_ms: u64,
+    /// `cacheScope` stamped on a legacy upstream's lists and reads (default private).
+    pub cache_scope: CacheScope,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -154,7 +197,14 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("name", &self.name)
             .field("url", &self.url)
             .field("era", &self.era)
-            .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| (k, "<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
             .field("bearer_token_env", &self.bearer_token_env)
             .finish()
     }
@@ -186,9 +236,65 @@ pub struct Config {
     pub limits: Limits,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// Bridge A (legacy upstreams) settings.
+    pub bridge: Bridge,
+    /// Sealing keys and this replica's id.
+    pub state: StateConfig,
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// Bridge A: how legacy upstream sessions and parked exchanges are bounded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bridge {
+    /// After a first ask, how long to wait for more before answering (default 20 ms, at most 200).
+    #[serde(with = "ms", rename = "gather_ms")]
+    pub gather: Duration,
+    /// How long a parked exchange waits for the client's retry (default 60 s).
+    #[serde(with = "ms", rename = "park_ms")]
+    pub park: Duration,
+    /// Idle legacy sessions are ended (DELETE) after this (default 5 min).
+    #[serde(with = "ms", rename = "session_idle_ms")]
+    pub session_idle: Duration,
+    /// Upper bound on legacy upstream sessions held (default 1024).
+    pub max_sessions: usize,
+    /// Upper bound on parked exchanges (default 4096).
+    pub max_parked: usize,
+}
+
+/// Sealing keys for `requestState`.
+#[derive(Clone, Serialize)]
+pub struct StateConfig {
+    /// `ID:BASE64` secrets; the first seals, all open. Empty: a random key (one replica only).
+    #[serde(serialize_with = "redact_list")]
+    pub keys: Vec<String>,
+    /// Environment variable with more `ID:BASE64` secrets, comma-separated.
+    pub key_env: Option<String>,
+    /// This replica's id, written into sealed state (default `local`).
+    pub replica: String,
+}
+
+impl std::fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateConfig")
+            .field("keys", &self.keys.len())
+            .field("key_env", &self.key_env)
+            .field("replica", &self.replica)
+            .finish()
+    }
+}
+
+fn redact_list<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut q = s.serialize_seq(Some(v.len()))?;
+    for k in v {
+        q.serialize_element(&format!(
+            "{}:<redacted>",
+            k.split(':').next().unwrap_or("?")
+        ))?;
+    }
+    q.end()
 }
 
 /// Quick flags that override or extend a config file.
@@ -207,8 +313,9 @@ impl Config {
     pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {
         let (text, origin) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| ConfigError(format!("{}: cannot read config: {e}", p.display())))?;
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    ConfigError(format!("{}: cannot read config: {e}", p.display()))
+                })?;
                 (text, p.display().to_string())
             }
             None => (String::new(), "<flags>".to_owned()),
@@ -232,29 +339,55 @@ impl Config {
                 era: Era::Auto,
                 headers: Default::default(),
                 bearer_token_env: None,
+                cache_ttl_ms: None,
+                cache_scope: None,
             });
         }
         let at = |span: std::ops::Range<usize>| -> String {
-            if span.end == 0 { "--upstream".to_owned() } else { format!("{origin}:{}", line_of(text, span.start)) }
+            if span.end == 0 {
+                "--upstream".to_owned()
+            } else {
+                format!("{origin}:{}", line_of(text, span.start))
+            }
         };
-        let listen_text = over.listen.clone().or(raw.listen).unwrap_or_else(|| "127.0.0.1:8080".into());
-        let listen: SocketAddr = listen_text
-            .parse()
-            .map_err(|_| ConfigError(format!("{origin}: listen = {listen_text:?}: expected IP:PORT, e.g. 127.0.0.1:8080")))?;
+        let listen_text = over
+            .listen
+            .clone()
+            .or(raw.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_text.parse().map_err(|_| {
+            ConfigError(format!(
+                "{origin}: listen = {listen_text:?}: expected IP:PORT, e.g. 127.0.0.1:8080"
+            ))
+        })?;
         let separator = raw.separator.unwrap_or_else(|| "__".into());
-        if separator.is_empty() || !separator.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
-            return Err(ConfigError(format!("{origin}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]")));
+        if separator.is_empty()
+            || !separator
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        {
+            return Err(ConfigError(format!(
+                "{origin}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]"
+            )));
         }
         let path = raw.path.unwrap_or_else(|| "/mcp".into());
         if !path.starts_with('/') {
-            return Err(ConfigError(format!("{origin}: path = {path:?}: expected an absolute path such as \"/mcp\"")));
+            return Err(ConfigError(format!(
+                "{origin}: path = {path:?}: expected an absolute path such as \"/mcp\""
+            )));
         }
         let mut upstreams = Vec::new();
         for u in raw.upstream {
             let name = u.name.get_ref().clone();
-            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            let ok_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
             if !ok_name {
-                return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", at(u.name.span()))));
+                return Err(ConfigError(format!(
+                    "{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]",
+                    at(u.name.span())
+                )));
             }
             if name.contains(&separator) {
                 return Err(ConfigError(format!(
@@ -263,11 +396,17 @@ impl Config {
                 )));
             }
             if upstreams.iter().any(|x: &UpstreamConfig| x.name == name) {
-                return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", at(u.name.span()))));
+                return Err(ConfigError(format!(
+                    "{}: upstream name {name:?} is used twice",
+                    at(u.name.span())
+                )));
             }
             let url = u.url.get_ref().clone();
             if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
-                return Err(ConfigError(format!("{}: upstream {name:?} url {url:?}: expected an http:// URL", at(u.url.span()))));
+                return Err(ConfigError(format!(
+                    "{}: upstream {name:?} url {url:?}: expected an http:// URL",
+                    at(u.url.span())
+                )));
             }
             upstreams.push(UpstreamConfig {
                 name,
@@ -275,12 +414,29 @@ impl Config {
                 era: u.era,
                 headers: u.headers.into_iter().collect(),
                 bearer_token_env: u.bearer_token_env,
+                cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
+                cache_scope: u.cache_scope.unwrap_or_default(),
             });
         }
-        let prefix = if over.no_prefix { PrefixMode::Never } else { raw.prefix.unwrap_or_default() };
+        let prefix = if over.no_prefix {
+            PrefixMode::Never
+        } else {
+            raw.prefix.unwrap_or_default()
+        };
         let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
         let t = raw.timeouts;
         let l = raw.limits;
+        let b = raw.bridge;
+        let gather = b.gather_ms.unwrap_or(20);
+        if gather > 200 {
+            return Err(ConfigError(format!(
+                "{origin}: bridge.gather_ms = {gather}: expected at most 200"
+            )));
+        }
+        for k in &raw.state.keys {
+            crate::state::parse_key(k)
+                .map_err(|e| ConfigError(format!("{origin}: state.keys: {e}")))?;
+        }
         Ok(Config {
             listen,
             path,
@@ -299,6 +455,18 @@ impl Config {
                 refresh: ms(t.refresh_ms, 30_000),
                 shutdown: ms(t.shutdown_ms, 10_000),
                 listen_retry: ms(t.listen_retry_ms, 1_000),
+            },
+            bridge: Bridge {
+                gather: Duration::from_millis(gather),
+                park: ms(b.park_ms, 60_000),
+                session_idle: ms(b.session_idle_ms, 300_000),
+                max_sessions: b.max_sessions.unwrap_or(1024),
+                max_parked: b.max_parked.unwrap_or(4096),
+            },
+            state: StateConfig {
+                keys: raw.state.keys,
+                key_env: raw.state.key_env,
+                replica: raw.state.replica.unwrap_or_else(|| "local".into()),
             },
             upstreams,
         })
@@ -320,7 +488,11 @@ impl Config {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 #[cfg(test)]
@@ -333,20 +505,30 @@ mod tests {
 
     #[test]
     fn an_unknown_key_is_refused_with_file_and_line() {
-        let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n").unwrap_err().0;
+        let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n")
+            .unwrap_err()
+            .0;
         assert!(err.starts_with("sluice.toml:4:"), "{err}");
         assert!(err.contains("max_bodybytes"), "{err}");
     }
 
     #[test]
     fn an_upstream_name_holding_the_separator_is_refused_with_its_line() {
-        let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap_err().0;
-        assert!(err.starts_with("sluice.toml:2:") && err.contains("separator"), "{err}");
+        let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n")
+            .unwrap_err()
+            .0;
+        assert!(
+            err.starts_with("sluice.toml:2:") && err.contains("separator"),
+            "{err}"
+        );
     }
 
     #[test]
     fn defaults_listen_on_loopback_and_flags_add_upstreams() {
-        let over = Overrides { upstreams: vec!["a=http://127.0.0.1:9/mcp".into()], ..Default::default() };
+        let over = Overrides {
+            upstreams: vec!["a=http://127.0.0.1:9/mcp".into()],
+            ..Default::default()
+        };
         let c = Config::from_toml("", "x", &over).unwrap();
         assert!(c.listen.ip().is_loopback());
         assert_eq!(c.upstreams[0].name, "a");

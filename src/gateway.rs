@@ -37,15 +37,28 @@ pub struct Gateway {
     pub ready: AtomicBool,
     /// Cancelled on shutdown; background tasks and listen streams end with it.
     pub shutdown: CancellationToken,
+    /// Bridge A: legacy sessions, parked exchanges, sealing keys.
+    pub bridge: crate::bridge::Bridge,
 }
 
 impl Gateway {
     /// Builds the state (no I/O yet).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
-        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
-        let client = HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
+        let upstreams = cfg
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(u).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let client = HttpClient::new(
+            cfg.timeouts.connect,
+            cfg.timeouts.response,
+            cfg.limits.max_response_bytes,
+            cfg.limits.max_sse_event_bytes,
+        );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
+        let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
         Ok(Arc::new(Gateway {
+            bridge,
             client,
             upstreams,
             names,
@@ -70,7 +83,7 @@ impl Gateway {
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
         let probes = self.upstreams.iter().map(|up| async move {
-            let status = discover::probe(&self.client, up).await;
+            let status = self.probe(up).await;
             if status.healthy {
                 for kind in ListKind::ALL {
                     self.refresh(up, kind).await;
@@ -81,9 +94,28 @@ impl Gateway {
         self.ready.store(true, Ordering::Release);
     }
 
+    /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
+    /// (or the upstream is configured as 2025-11-25).
+    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
+        if up.era == crate::config::Era::Legacy {
+            return crate::bridge::probe(self, up).await;
+        }
+        match discover::probe(&self.client, up).await {
+            discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
+            discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
+                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                crate::bridge::probe(self, up).await
+            }
+            discover::Probe::NotModern(why) => {
+                up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));
+                up.status().as_ref().clone()
+            }
+        }
+    }
+
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
     /// for another's fetch takes its result). Returns the current table.
-    pub async fn refresh(&self, up: &Upstream, kind: ListKind) -> Arc<ListTable> {
+    pub async fn refresh(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
         let asked = Instant::now();
         let _guard = up.refresh_lock[kind.index()].lock().await;
         let current = up.list(kind);
@@ -94,7 +126,7 @@ impl Gateway {
             up.set_list(kind, ListTable::empty());
             return up.list(kind);
         }
-        match lists::fetch(&self.client, up, kind, &self.names, self.cfg.limits.max_list_pages).await {
+        match lists::fetch(self, up, kind).await {
             Ok(table) => {
                 self.warn_collisions(up, kind, &table);
                 up.set_list(kind, table);
@@ -108,7 +140,7 @@ impl Gateway {
     }
 
     /// Marks one table stale after a list-changed notification and refreshes it.
-    pub async fn invalidate(&self, up: &Upstream, kind: ListKind) {
+    pub async fn invalidate(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) {
         let mut stale = (*up.list(kind)).clone();
         stale.ttl_ms = 0;
         up.set_list(kind, stale);
@@ -121,7 +153,11 @@ impl Gateway {
         }
         for other in self.upstreams.iter().filter(|o| o.name != up.name) {
             let theirs = other.list(kind);
-            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
+            for item in table
+                .items
+                .iter()
+                .filter(|i| theirs.by_key(&i.key).is_some())
+            {
                 tracing::warn!(
                     name = %item.public, first = %up.name, second = %other.name, list = kind.method(),
                     "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
@@ -143,8 +179,9 @@ impl Gateway {
                     _ = gw.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(gw.cfg.timeouts.refresh) => {}
                 }
+                gw.bridge.pool.sweep(false).await;
                 for up in &gw.upstreams {
-                    let status = discover::probe(&gw.client, up).await;
+                    let status = gw.probe(up).await;
                     if status.healthy {
                         for kind in ListKind::ALL {
                             gw.refresh(up, kind).await;

@@ -12,6 +12,8 @@
 //!
 //! `pipeline.rs` is the only place that orders the stages.
 
+pub mod auth;
+pub mod bridge;
 pub mod config;
 pub mod demo;
 pub mod dispatch;
@@ -26,6 +28,7 @@ pub mod route;
 pub mod server;
 pub mod service;
 pub mod shutdown;
+pub mod state;
 pub mod telemetry;
 pub mod upstream;
 pub mod validate;
@@ -69,7 +72,9 @@ impl Running {
 
 /// Binds `cfg.listen` and serves in the background.
 pub async fn start(cfg: config::Config) -> Result<Running, String> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = cfg;
     cfg.listen = addr;
@@ -78,5 +83,10 @@ pub async fn start(cfg: config::Config) -> Result<Running, String> {
     let join = tokio::spawn(server::run(listener, gw.clone(), async move {
         let _ = rx.await;
     }));
-    Ok(Running { addr, gateway: gw, stop: Some(tx), join: Some(join) })
+    Ok(Running {
+        addr,
+        gateway: gw,
+        stop: Some(tx),
+        join: Some(join),
+    })
 }

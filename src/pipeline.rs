@@ -26,10 +26,16 @@ use crate::validate;
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
-    if let Err(r) = edge::check_origin(&parts.headers, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
+    if let Err(r) = edge::check_origin(
+        &parts.headers,
+        gw.cfg.listen.ip().is_loopback(),
+        &gw.cfg.allowed_origins,
+    ) {
         return r;
     }
-    if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
+    if let Err(r) =
+        edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers))
+    {
         return r;
     }
     let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
@@ -46,7 +52,9 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         return Reply::Accepted;
     }
     let id = env.id_json().to_owned();
-    match validated(gw, &env, &parts.headers).await {
+    // Who is calling: from authentication, never from clientInfo.
+    let principal = crate::auth::authenticate(&parts.headers);
+    match validated(gw, &env, &parts.headers, &principal).await {
         Ok(reply) => reply,
         Err(e) => {
             tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
@@ -55,7 +63,12 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     }
 }
 
-async fn validated(gw: &Arc<Gateway>, env: &Envelope, headers: &http::HeaderMap) -> Result<Reply, GatewayError> {
+async fn validated(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    headers: &http::HeaderMap,
+    principal: &crate::auth::Principal,
+) -> Result<Reply, GatewayError> {
     // _meta before headers: the conformance suite expects -32602 for a missing envelope even
     // when the headers are right.
     let meta = validate::meta::read(env)?;
@@ -65,10 +78,11 @@ async fn validated(gw: &Arc<Gateway>, env: &Envelope, headers: &http::HeaderMap)
     validate::headers::check(headers, env, &meta)?;
     if let Ok(Some(t)) = &target {
         if env.method == "tools/call" {
-            xheader::check(headers, env.param("arguments"), &t.headers).map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
+            xheader::check(headers, env.param("arguments"), &t.headers)
+                .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
         }
     }
     validate::check_version(&meta)?;
     validate::check_method(&env.method, |cap| gw.serves(cap))?;
-    dispatch::dispatch(gw, env, &meta, target?, headers).await
+    dispatch::dispatch(gw, env, &meta, target?, headers, principal).await
 }

@@ -35,27 +35,42 @@ pub struct Target {
 }
 
 fn unknown(kind: &str, name: &str) -> GatewayError {
-    GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
+    GatewayError::UnknownTarget(
+        format!("unknown {kind}: {name:?}; list them with {kind}s/list"),
+        None,
+    )
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
-pub async fn resolve(gw: &Gateway, env: &Envelope) -> Result<Option<Target>, GatewayError> {
+pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method.as_str() {
         "tools/call" => {
-            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
+            let name = env
+                .param_str("name")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
             named(gw, ListKind::Tools, &name).await.map(Some)
         }
         "prompts/get" => {
-            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
+            let name = env
+                .param_str("name")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
             named(gw, ListKind::Prompts, &name).await.map(Some)
         }
         "resources/read" => {
-            let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
+            let u = env
+                .param_str("uri")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
             by_uri(gw, &u).await.map(Some)
         }
         "completion/complete" => {
-            let r: Value = env.param("ref").and_then(|r| serde_json::from_str(r).ok()).ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
+            let r: Value = env
+                .param("ref")
+                .and_then(|r| serde_json::from_str(r).ok())
+                .ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
             match (r.get("type").and_then(Value::as_str), r.get("name").and_then(Value::as_str), r.get("uri").and_then(Value::as_str)) {
                 (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n).await.map(Some),
                 (Some("ref/resource"), _, Some(u)) => by_uri(gw, u).await.map(Some),
@@ -71,29 +86,52 @@ fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
     if s.healthy {
         Ok(())
     } else {
-        Err(GatewayError::UpstreamDown(up.name.clone(), s.error.clone().unwrap_or_else(|| "not probed yet".into())))
+        Err(GatewayError::UpstreamDown(
+            up.name.clone(),
+            s.error.clone().unwrap_or_else(|| "not probed yet".into()),
+        ))
     }
 }
 
-async fn named(gw: &Gateway, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
-    let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
+    let what = if kind == ListKind::Tools {
+        "tool"
+    } else {
+        "prompt"
+    };
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
-        let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
+        let up = prefix
+            .and_then(|p| gw.upstream(p))
+            .ok_or_else(|| unknown(what, public))?;
         healthy(up)?;
         let mut table = up.list(kind);
         if table.by_key(own).is_none() {
             table = gw.refresh(up, kind).await;
         }
         let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
-        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
+        return Ok(Target {
+            up: up.clone(),
+            own: own.to_owned(),
+            renamed: true,
+            headers: item.headers.clone(),
+        });
     }
     for pass in 0..2 {
         for up in &gw.upstreams {
-            let table = if pass == 0 { up.list(kind) } else { gw.refresh(up, kind).await };
+            let table = if pass == 0 {
+                up.list(kind)
+            } else {
+                gw.refresh(up, kind).await
+            };
             if let Some(item) = table.by_key(public) {
                 healthy(up)?;
-                return Ok(Target { up: up.clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
+                return Ok(Target {
+                    up: up.clone(),
+                    own: public.to_owned(),
+                    renamed: false,
+                    headers: item.headers.clone(),
+                });
             }
         }
     }
@@ -101,18 +139,35 @@ async fn named(gw: &Gateway, kind: ListKind, public: &str) -> Result<Target, Gat
         // One unprefixed upstream: it may serve names it does not list; let it answer.
         [only] => {
             healthy(only)?;
-            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
+            Ok(Target {
+                up: only.clone(),
+                own: public.to_owned(),
+                renamed: false,
+                headers: Vec::new(),
+            })
         }
         _ => Err(unknown(what, public)),
     }
 }
 
 fn find_uri(gw: &Gateway, u: &str) -> Option<Arc<Upstream>> {
-    let exact = gw.upstreams.iter().find(|up| up.list(ListKind::Resources).by_key(u).is_some());
-    exact.or_else(|| gw.upstreams.iter().find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
+    let exact = gw
+        .upstreams
+        .iter()
+        .find(|up| up.list(ListKind::Resources).by_key(u).is_some());
+    exact
+        .or_else(|| {
+            gw.upstreams.iter().find(|up| {
+                up.list(ListKind::Templates)
+                    .items
+                    .iter()
+                    .any(|t| uri::matches(&t.key, u))
+            })
+        })
+        .cloned()
 }
 
-async fn by_uri(gw: &Gateway, u: &str) -> Result<Target, GatewayError> {
+async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
     let mut found = find_uri(gw, u);
     if found.is_none() {
         for up in &gw.upstreams {
@@ -122,14 +177,32 @@ async fn by_uri(gw: &Gateway, u: &str) -> Result<Target, GatewayError> {
         found = find_uri(gw, u);
     }
     let up = found.ok_or_else(|| {
-        GatewayError::UnknownTarget("resource not found: no upstream lists this URI; list them with resources/list".into(), Some(json!({"uri": u})))
+        GatewayError::UnknownTarget(
+            "resource not found: no upstream lists this URI; list them with resources/list".into(),
+            Some(json!({"uri": u})),
+        )
     })?;
     healthy(&up)?;
-    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
+    Ok(Target {
+        up,
+        own: u.to_owned(),
+        renamed: false,
+        headers: Vec::new(),
+    })
 }
 
 /// Forwards a routed request with the upstream's own name.
-pub async fn forward(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, headers: &HeaderMap) -> Result<Reply, GatewayError> {
+pub async fn forward(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    meta: &Meta,
+    t: Target,
+    headers: &HeaderMap,
+    principal: &crate::auth::Principal,
+) -> Result<Reply, GatewayError> {
+    if t.up.status().legacy {
+        return crate::bridge::call(gw, env, meta, t, principal).await;
+    }
     let own_json = Value::String(t.own.clone()).to_string();
     let body = match (t.renamed, env.method.as_str()) {
         (false, _) => env.body().clone(),

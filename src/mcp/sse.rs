@@ -33,7 +33,13 @@ pub struct Reader {
 impl Reader {
     /// A reader that refuses events over `max` bytes.
     pub fn new(max: usize) -> Self {
-        Reader { buf: BytesMut::new(), name: String::new(), data: String::new(), has_data: false, max }
+        Reader {
+            buf: BytesMut::new(),
+            name: String::new(),
+            data: String::new(),
+            has_data: false,
+            max,
+        }
     }
 
     /// Feeds a chunk; returns the events it completed.
@@ -49,7 +55,10 @@ impl Reader {
             let line = String::from_utf8_lossy(line);
             if line.is_empty() {
                 if self.has_data {
-                    out.push(Event { name: std::mem::take(&mut self.name), data: std::mem::take(&mut self.data) });
+                    out.push(Event {
+                        name: std::mem::take(&mut self.name),
+                        data: std::mem::take(&mut self.data),
+                    });
                 }
                 self.name.clear();
                 self.has_data = false;
@@ -86,6 +95,9 @@ impl Reader {
 
 /// One SSE frame carrying a compact JSON message on a single `data:` line.
 pub fn frame(json: &[u8]) -> Bytes {
+    // Relayed upstream messages may be pretty-printed: a raw newline would end the data line.
+    let compacted = std::str::from_utf8(json).map(super::compact_json);
+    let json = compacted.as_ref().map(|c| c.as_bytes()).unwrap_or(json);
     let mut out = BytesMut::with_capacity(json.len() + 16);
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend_from_slice(json);
@@ -100,9 +112,20 @@ mod tests {
     #[test]
     fn events_split_across_chunks_are_joined_and_ids_dropped() {
         let mut r = Reader::new(1024);
-        assert!(r.push(b"id: 1\nretry: 100\nevent: message\nda").unwrap().is_empty());
-        let ev = r.push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n").unwrap();
-        assert_eq!(ev, vec![Event { name: "message".into(), data: "{\"a\":1}".into() }]);
+        assert!(r
+            .push(b"id: 1\nretry: 100\nevent: message\nda")
+            .unwrap()
+            .is_empty());
+        let ev = r
+            .push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n")
+            .unwrap();
+        assert_eq!(
+            ev,
+            vec![Event {
+                name: "message".into(),
+                data: "{\"a\":1}".into()
+            }]
+        );
         assert_eq!(r.push(b"\n").unwrap()[0].data, "x");
     }
 

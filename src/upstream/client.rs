@@ -20,10 +20,14 @@ use crate::mcp::sse;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     /// No connection could be made.
-    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    #[error(
+        "upstream '{0}' is unreachable ({1}); check that it is running and that its url is right"
+    )]
     Unreachable(String, String),
     /// The upstream took longer than the configured response timeout.
-    #[error("upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)")]
+    #[error(
+        "upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)"
+    )]
     Timeout(String, u64),
     /// The answer was larger than `limits.max_response_bytes` or an SSE event than `limits.max_sse_event_bytes`.
     #[error("upstream '{0}' sent an answer over the {1}-byte limit (limits.max_response_bytes / max_sse_event_bytes)")]
@@ -75,7 +79,9 @@ impl SseStream {
             let frame = match self.timeout {
                 Some(t) => tokio::time::timeout(t, self.body.frame())
                     .await
-                    .map_err(|_| UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64))?,
+                    .map_err(|_| {
+                        UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64)
+                    })?,
                 None => self.body.frame().await,
             };
             match frame {
@@ -83,7 +89,10 @@ impl SseStream {
                 Some(Err(_)) => return Ok(None),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        let events = self.reader.push(&data).map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
+                        let events = self
+                            .reader
+                            .push(&data)
+                            .map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
                         self.pending.extend(events);
                     }
                 }
@@ -111,7 +120,12 @@ impl HttpClient {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(256)
             .build(conn);
-        HttpClient { inner, response_timeout: response, max_body, max_event }
+        HttpClient {
+            inner,
+            response_timeout: response,
+            max_body,
+            max_event,
+        }
     }
 
     /// The configured response timeout.
@@ -129,7 +143,33 @@ impl HttpClient {
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<Answer, UpstreamError> {
-        let mut req = Request::post(url.clone()).body(Full::new(body)).map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
+        self.send(
+            http::Method::POST,
+            upstream,
+            url,
+            headers,
+            body,
+            stream_timeout,
+        )
+        .await
+        .map(|(_, a)| a)
+    }
+
+    /// Sends a request and returns the response headers with the classified answer.
+    pub async fn send(
+        &self,
+        method: http::Method,
+        upstream: &str,
+        url: &http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+        stream_timeout: Option<Duration>,
+    ) -> Result<(HeaderMap, Answer), UpstreamError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(url.clone())
+            .body(Full::new(body))
+            .map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
         *req.headers_mut() = headers;
         let t = self.response_timeout;
         let resp = tokio::time::timeout(t, self.inner.request(req))
@@ -137,31 +177,47 @@ impl HttpClient {
             .map_err(|_| UpstreamError::Timeout(upstream.into(), t.as_millis() as u64))?
             .map_err(|e| UpstreamError::Unreachable(upstream.into(), describe(&e)))?;
         let status = resp.status();
-        let ctype = resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-        let body = resp.into_body();
+        let (parts, body) = resp.into_parts();
+        let ctype = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         if ctype.starts_with("text/event-stream") && status.is_success() {
-            return Ok(Answer::Sse(SseStream {
+            let stream = SseStream {
                 upstream: upstream.into(),
                 body,
                 reader: sse::Reader::new(self.max_event),
                 pending: Default::default(),
                 timeout: stream_timeout,
-            }));
+            };
+            return Ok((parts.headers, Answer::Sse(stream)));
         }
         let bytes = self.read_bounded(upstream, body).await?;
-        if ctype.starts_with("application/json") && !bytes.is_empty() {
-            Ok(Answer::Json(status, bytes))
+        let answer = if ctype.starts_with("application/json") && !bytes.is_empty() {
+            Answer::Json(status, bytes)
         } else {
-            Ok(Answer::Status(status, bytes))
-        }
+            Answer::Status(status, bytes)
+        };
+        Ok((parts.headers, answer))
     }
 
-    async fn read_bounded(&self, upstream: &str, body: hyper::body::Incoming) -> Result<Bytes, UpstreamError> {
+    async fn read_bounded(
+        &self,
+        upstream: &str,
+        body: hyper::body::Incoming,
+    ) -> Result<Bytes, UpstreamError> {
         let limited = http_body_util::Limited::new(body, self.max_body);
         let t = self.response_timeout;
         match tokio::time::timeout(t, limited.collect()).await {
-            Err(_) => Err(UpstreamError::Timeout(upstream.into(), t.as_millis() as u64)),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(upstream.into(), self.max_body)),
+            Err(_) => Err(UpstreamError::Timeout(
+                upstream.into(),
+                t.as_millis() as u64,
+            )),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                Err(UpstreamError::TooLarge(upstream.into(), self.max_body))
+            }
             Ok(Err(_)) => Err(UpstreamError::Closed(upstream.into())),
             Ok(Ok(c)) => Ok(c.to_bytes()),
         }
@@ -179,10 +235,16 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
 }
 
 /// Reads the whole stream of an [`Answer`] until the JSON-RPC response, dropping notifications.
-pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode, Bytes), UpstreamError> {
+pub async fn final_message(
+    answer: Answer,
+    upstream: &str,
+) -> Result<(StatusCode, Bytes), UpstreamError> {
     match answer {
         Answer::Json(s, b) => Ok((s, b)),
-        Answer::Status(s, b) => Err(UpstreamError::Protocol(upstream.into(), format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()))),
+        Answer::Status(s, b) => Err(UpstreamError::Protocol(
+            upstream.into(),
+            format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()),
+        )),
         Answer::Sse(mut st) => {
             while let Some(data) = st.next().await? {
                 if let Ok(m) = serde_json::from_str::<crate::mcp::jsonrpc::Incoming>(&data) {
@@ -197,12 +259,26 @@ pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode
 }
 
 /// Standard headers for a modern request to an upstream.
-pub fn modern_headers(host: &HeaderValue, method: &str, name: Option<&str>, extra: &HeaderMap) -> HeaderMap {
+pub fn modern_headers(
+    host: &HeaderValue,
+    method: &str,
+    name: Option<&str>,
+    extra: &HeaderMap,
+) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(8 + extra.len());
     h.insert(http::header::HOST, host.clone());
-    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-    h.insert(crate::mcp::headers::PROTOCOL_VERSION, HeaderValue::from_static(crate::mcp::version::MODERN));
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    h.insert(
+        crate::mcp::headers::PROTOCOL_VERSION,
+        HeaderValue::from_static(crate::mcp::version::MODERN),
+    );
     if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(method)) {
         h.insert(crate::mcp::headers::METHOD, v);
     }

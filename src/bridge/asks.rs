@@ -1,0 +1,248 @@
+//! A legacy upstream's asks (server→client requests) as `input_required` input requests, and
+//! the client's answers as responses to them.
+//!
+//! Takes an upstream request (`sampling/createMessage`, `elicitation/create`, `roots/list`);
+//! gives its input key (the `dev.sluice/inputKey` hint, else `<method>-<n>`), its params as the
+//! modern client sees them (hint and URL-mode `elicitationId` stripped), and the client
+//! capability it needs. Refuses a client's answer whose shape is not the method's result
+//! (`CreateMessageResult`, `ElicitResult`, `ListRootsResult`); never checks elicitation content
+//! against `requestedSchema`.
+
+use serde_json::{json, Map, Value};
+
+/// The `_meta` key a legacy server may set on an ask to name its input key.
+pub const INPUT_KEY_HINT: &str = "dev.sluice/inputKey";
+
+/// One pending ask of a legacy upstream.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The input key the modern client answers under.
+    pub key: String,
+    /// The upstream's request id (JSON text).
+    pub id: String,
+    /// The method.
+    pub method: String,
+    /// Params as the modern client sees them.
+    pub params: Value,
+    /// URL-mode elicitation id (2025-11-25 only), kept here and hidden from the client.
+    pub elicitation_id: Option<String>,
+}
+
+/// Whether `method` is an ask Sluice can bridge.
+pub fn is_bridged(method: &str) -> bool {
+    matches!(
+        method,
+        "sampling/createMessage" | "elicitation/create" | "roots/list"
+    )
+}
+
+/// Builds an [`Ask`]; `taken` holds keys already used in this round.
+pub fn ask(id: &str, method: &str, params: Option<&str>, taken: &[String]) -> Ask {
+    let mut params: Value = params
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_else(|| json!({}));
+    let mut hint = None;
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        hint = meta
+            .remove(INPUT_KEY_HINT)
+            .and_then(|v| v.as_str().map(str::to_owned));
+        if meta.is_empty() {
+            params.as_object_mut().map(|p| p.remove("_meta"));
+        }
+    }
+    let mut elicitation_id = None;
+    if method == "elicitation/create" && params.get("mode").and_then(Value::as_str) == Some("url") {
+        elicitation_id = params
+            .as_object_mut()
+            .and_then(|p| p.remove("elicitationId"))
+            .and_then(|v| v.as_str().map(str::to_owned));
+    }
+    if method == "sampling/createMessage" {
+        params.as_object_mut().map(|p| p.remove("task"));
+    }
+    let key = match hint {
+        Some(h) if !h.is_empty() && !taken.contains(&h) => h,
+        _ => (1..)
+            .map(|n| format!("{method}-{n}"))
+            .find(|k| !taken.contains(k))
+            .unwrap_or_default(),
+    };
+    Ask {
+        key,
+        id: id.to_owned(),
+        method: method.to_owned(),
+        params,
+        elicitation_id,
+    }
+}
+
+/// The client capability an ask needs, as a `ClientCapabilities` object, when `declared`
+/// lacks it.
+pub fn missing_capability(a: &Ask, declared: &Map<String, Value>) -> Option<Value> {
+    match a.method.as_str() {
+        "sampling/createMessage" => {
+            let wants_tools = a.params.get("tools").is_some_and(|t| !t.is_null());
+            match declared.get("sampling") {
+                None => Some(if wants_tools {
+                    json!({"sampling": {"tools": {}}})
+                } else {
+                    json!({"sampling": {}})
+                }),
+                Some(s) if wants_tools && s.get("tools").is_none() => {
+                    Some(json!({"sampling": {"tools": {}}}))
+                }
+                _ => None,
+            }
+        }
+        "elicitation/create" => {
+            let url = a.params.get("mode").and_then(Value::as_str) == Some("url");
+            let e = declared.get("elicitation");
+            let ok = match e {
+                None => false,
+                Some(e) if url => e.get("url").is_some(),
+                Some(e) => e.get("form").is_some() || e.get("url").is_none(),
+            };
+            (!ok).then(|| {
+                if url {
+                    json!({"elicitation": {"url": {}}})
+                } else {
+                    json!({"elicitation": {"form": {}}})
+                }
+            })
+        }
+        "roots/list" => declared
+            .get("roots")
+            .is_none()
+            .then(|| json!({"roots": {}})),
+        _ => None,
+    }
+}
+
+/// Checks a client's answer to an ask; gives the result JSON to send upstream.
+pub fn validate(method: &str, answer: &Value) -> Result<String, String> {
+    let obj = answer
+        .as_object()
+        .ok_or("an input response must be an object")?;
+    let ok = match method {
+        "sampling/createMessage" => {
+            matches!(
+                obj.get("role").and_then(Value::as_str),
+                Some("user" | "assistant")
+            ) && obj
+                .get("content")
+                .is_some_and(|c| c.is_object() || c.is_array())
+                && obj.get("model").is_some_and(Value::is_string)
+        }
+        "elicitation/create" => {
+            matches!(
+                obj.get("action").and_then(Value::as_str),
+                Some("accept" | "decline" | "cancel")
+            ) && obj
+                .get("content")
+                .is_none_or(|c| c.is_object() || c.is_null())
+        }
+        "roots/list" => obj
+            .get("roots")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.iter().all(|x| x.get("uri").is_some_and(Value::is_string))),
+        _ => false,
+    };
+    if !ok {
+        return Err(match method {
+            "sampling/createMessage" => "the input response to sampling/createMessage must be a CreateMessageResult {role, content, model}",
+            "elicitation/create" => "the input response to elicitation/create must be an ElicitResult {action: accept|decline|cancel, content?}",
+            _ => "the input response to roots/list must be a ListRootsResult {roots: [{uri}]}",
+        }
+        .to_owned());
+    }
+    let mut clean = obj.clone();
+    clean.remove("resultType");
+    Ok(Value::Object(clean).to_string())
+}
+
+/// The modern `inputRequests` object for a round.
+pub fn input_requests(asks: &[Ask]) -> Value {
+    let mut m = Map::new();
+    for a in asks {
+        m.insert(
+            a.key.clone(),
+            json!({"method": a.method, "params": a.params}),
+        );
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_input_key_hint_is_used_once_and_stripped() {
+        let a = ask(
+            "5",
+            "sampling/createMessage",
+            Some(r#"{"messages":[],"maxTokens":5,"_meta":{"dev.sluice/inputKey":"llm"}}"#),
+            &[],
+        );
+        assert_eq!(a.key, "llm");
+        assert!(a.params.get("_meta").is_none());
+        let b = ask(
+            "6",
+            "sampling/createMessage",
+            Some(r#"{"_meta":{"dev.sluice/inputKey":"llm"}}"#),
+            &["llm".into()],
+        );
+        assert_eq!(b.key, "sampling/createMessage-1");
+    }
+
+    #[test]
+    fn asks_need_the_capabilities_they_use() {
+        let caps: Map<String, Value> =
+            serde_json::from_value(json!({"sampling": {}, "elicitation": {}})).unwrap();
+        let tools = ask(
+            "1",
+            "sampling/createMessage",
+            Some(r#"{"tools":[{"name":"t"}]}"#),
+            &[],
+        );
+        assert_eq!(
+            missing_capability(&tools, &caps),
+            Some(json!({"sampling": {"tools": {}}}))
+        );
+        let url = ask(
+            "2",
+            "elicitation/create",
+            Some(r#"{"mode":"url","url":"https://x","elicitationId":"e"}"#),
+            &[],
+        );
+        assert_eq!(url.elicitation_id.as_deref(), Some("e"));
+        assert_eq!(
+            missing_capability(&url, &caps),
+            Some(json!({"elicitation": {"url": {}}}))
+        );
+        let form = ask("3", "elicitation/create", Some(r#"{"message":"m"}"#), &[]);
+        assert_eq!(missing_capability(&form, &caps), None);
+        assert_eq!(
+            missing_capability(&ask("4", "roots/list", None, &[]), &caps),
+            Some(json!({"roots": {}}))
+        );
+    }
+
+    #[test]
+    fn answers_are_checked_for_shape_only() {
+        assert!(validate(
+            "sampling/createMessage",
+            &json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"})
+        )
+        .is_ok());
+        assert!(validate("sampling/createMessage", &json!({"role": "assistant"})).is_err());
+        assert!(validate(
+            "elicitation/create",
+            &json!({"action": "accept", "content": {"anything": [1]}})
+        )
+        .is_ok());
+        assert!(validate("elicitation/create", &json!({"action": "maybe"})).is_err());
+        assert!(validate("roots/list", &json!({"roots": [{"uri": "file:///x"}]})).is_ok());
+        assert!(validate("roots/list", &json!({"roots": [{}]})).is_err());
+    }
+}

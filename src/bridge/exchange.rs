@@ -1,0 +1,292 @@
+//! A live exchange with a legacy upstream: the call's POST stream and its session's GET stream,
+//! read together until the final answer or a round of asks.
+//!
+//! Takes a leased session and the legacy request; gives an [`Outcome`]: the final message, a
+//! round of asks gathered until none arrived for `bridge.gather_ms`, a missing client
+//! capability, a failure, or the client gone. Relays request-related progress (and log
+//! messages when asked for) as they come. Answers `ping` and refuses asks it cannot bridge
+//! with an error reply upstream.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use super::asks::{self, Ask};
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::Incoming;
+use crate::upstream::client::{Answer, UpstreamError};
+use crate::upstream::legacy::Lease;
+
+/// What the client-facing side receives from a round.
+pub enum Event {
+    /// A notification to relay (JSON text).
+    Relay(Bytes),
+    /// The final body for this HTTP request and its status.
+    Final(http::StatusCode, Bytes),
+}
+
+/// What reading an exchange came to.
+pub enum Outcome {
+    /// The upstream's final JSON-RPC response (JSON text).
+    Final(String),
+    /// A round of asks is pending (in [`Live::asks`]).
+    Asks,
+    /// An ask needs a capability the client did not declare (the ClientCapabilities it needs).
+    MissingCapability(Value),
+    /// A client-supplied answer was malformed.
+    BadAnswer(String),
+    /// The upstream failed.
+    Failed(UpstreamError),
+    /// The client went away.
+    ClientGone,
+}
+
+enum PostEvent {
+    Msg(String),
+    End(Option<UpstreamError>),
+}
+
+/// The request a live exchange serves, as bound into its sealed state.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    /// The principal.
+    pub principal: String,
+    /// The method.
+    pub method: String,
+    /// The name or URI the client used.
+    pub name: String,
+    /// Digest of the canonical params.
+    pub digest: String,
+    /// The client's declared capabilities.
+    pub caps: Map<String, Value>,
+    /// The client's log level rank, if any.
+    pub log_level: Option<u8>,
+    /// The URI of a resources/read.
+    pub uri: Option<String>,
+}
+
+/// An exchange in progress (or parked between rounds).
+pub struct Live {
+    /// The leased session (returned to the pool when the exchange is dropped).
+    pub lease: Lease,
+    /// The upstream request id of the call.
+    pub upstream_id: u64,
+    post_rx: mpsc::Receiver<PostEvent>,
+    post_task: tokio::task::AbortHandle,
+    /// Asks waiting for the client's answers.
+    pub asks: Vec<Ask>,
+    /// The last round answered to the client (0 before any).
+    pub round: u32,
+    /// The request it serves.
+    pub info: CallInfo,
+    get_open: bool,
+    /// Set once the final answer arrived (nothing to cancel upstream).
+    pub finished: bool,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.post_task.abort();
+    }
+}
+
+impl Live {
+    /// Sends the legacy request on the leased session and starts reading its answer.
+    pub fn start(
+        gw: &Gateway,
+        lease: Lease,
+        body_for: impl FnOnce(u64) -> Bytes,
+        info: CallInfo,
+    ) -> Live {
+        let upstream_id = lease.session.next_id();
+        let body = body_for(upstream_id);
+        let (tx, rx) = mpsc::channel(64);
+        let session = lease.session.clone();
+        let client = gw.client.clone();
+        let post_task = tokio::spawn(async move {
+            let end = match session.post(&client, body, None).await {
+                Ok(Answer::Json(_, b)) => {
+                    let _ = tx
+                        .send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()))
+                        .await;
+                    None
+                }
+                Ok(Answer::Sse(mut s)) => loop {
+                    match s.next().await {
+                        Ok(Some(d)) => {
+                            if tx.send(PostEvent::Msg(d)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break None,
+                        Err(e) => break Some(e),
+                    }
+                },
+                Ok(Answer::Status(status, _)) => {
+                    if status == http::StatusCode::NOT_FOUND {
+                        session
+                            .broken
+                            .store(true, std::sync::atomic::Ordering::Release);
+                    }
+                    Some(UpstreamError::Protocol(
+                        session.up.name.clone(),
+                        format!("HTTP {status} to a call on its session"),
+                    ))
+                }
+                Err(e) => Some(e),
+            };
+            let _ = tx.send(PostEvent::End(end)).await;
+        })
+        .abort_handle();
+        Live {
+            lease,
+            upstream_id,
+            post_rx: rx,
+            post_task,
+            asks: Vec::new(),
+            round: 0,
+            info,
+            get_open: true,
+            finished: false,
+        }
+    }
+
+    /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
+    /// cancellation) and marks nothing else: dropping the exchange frees the session.
+    pub async fn cancel(&mut self, gw: &Gateway, reason: &str) {
+        if !self.finished {
+            self.lease
+                .session
+                .cancel(&gw.client, self.upstream_id, reason)
+                .await;
+            self.finished = true;
+        }
+    }
+
+    /// Reads until an outcome. `supplied` holds answers given without a requestState.
+    pub async fn drive(
+        &mut self,
+        gw: &Gateway,
+        events: &mpsc::Sender<Event>,
+        supplied: &mut Map<String, Value>,
+    ) -> Outcome {
+        let gather = gw.cfg.bridge.gather;
+        loop {
+            let wait = if self.asks.is_empty() {
+                None
+            } else {
+                Some(gather)
+            };
+            let msg = tokio::select! {
+                m = self.post_rx.recv() => match m {
+                    Some(PostEvent::Msg(d)) => d,
+                    Some(PostEvent::End(e)) => return Outcome::Failed(e.unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),
+                    None => return Outcome::Failed(UpstreamError::Closed(self.lease.session.up.name.clone())),
+                },
+                m = self.lease.session.recv(), if self.get_open => match m {
+                    Some(d) => d,
+                    None => { self.get_open = false; continue; }
+                },
+                _ = sleep_opt(wait) => return Outcome::Asks,
+                _ = events.closed() => return Outcome::ClientGone,
+            };
+            if let Some(out) = self.handle(gw, events, supplied, &msg).await {
+                return out;
+            }
+        }
+    }
+
+    async fn handle(
+        &mut self,
+        gw: &Gateway,
+        events: &mpsc::Sender<Event>,
+        supplied: &mut Map<String, Value>,
+        data: &str,
+    ) -> Option<Outcome> {
+        let msg: Incoming = serde_json::from_str(data).ok()?;
+        let session = self.lease.session.clone();
+        if msg.is_response() {
+            let ours =
+                msg.id.as_ref().map(|i| i.get()) == Some(self.upstream_id.to_string().as_str());
+            if ours {
+                self.finished = true;
+                return Some(Outcome::Final(data.to_owned()));
+            }
+            return None;
+        }
+        match (msg.method.as_deref(), msg.id.as_ref()) {
+            (Some("ping"), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
+            (Some(m), Some(id)) if asks::is_bridged(m) => {
+                let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
+                let ask = asks::ask(id.get(), m, msg.params.as_ref().map(|p| p.get()), &taken);
+                if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
+                    session
+                        .reply(
+                            &gw.client,
+                            id.get(),
+                            Err((
+                                -32601,
+                                "the client did not declare the capability this request needs",
+                            )),
+                        )
+                        .await;
+                    return Some(Outcome::MissingCapability(needed));
+                }
+                if let Some(answer) = supplied.remove(&ask.key) {
+                    return match asks::validate(&ask.method, &answer) {
+                        Ok(result) => {
+                            session.reply(&gw.client, &ask.id, Ok(&result)).await;
+                            None
+                        }
+                        Err(why) => Some(Outcome::BadAnswer(why)),
+                    };
+                }
+                self.asks.push(ask);
+            }
+            (Some(m), Some(id)) => {
+                tracing::warn!(upstream = %session.up.name, method = m, "upstream sent a request Sluice does not bridge; refused");
+                session
+                    .reply(
+                        &gw.client,
+                        id.get(),
+                        Err((-32601, "method not supported through this gateway")),
+                    )
+                    .await;
+            }
+            (Some("notifications/progress"), None) => {
+                let _ = events
+                    .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                    .await;
+            }
+            (Some("notifications/message"), None) => {
+                let level = msg
+                    .params
+                    .as_ref()
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+                let rank = level
+                    .as_ref()
+                    .and_then(|p| p.get("level"))
+                    .and_then(Value::as_str)
+                    .and_then(crate::upstream::forward::level_rank);
+                if let (Some(want), Some(r)) = (self.info.log_level, rank) {
+                    if r >= want {
+                        let _ = events
+                            .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                            .await;
+                    }
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,613 @@
+//! Bridge A: a modern client calling a legacy (2025-11-25) upstream that asks things mid-call.
+//!
+//! Takes a routed `tools/call`, `prompts/get`, `resources/read` or `completion/complete` for a
+//! legacy upstream; gives the final result, or an `input_required` round with one input request
+//! per upstream ask and a sealed `requestState` naming the parked exchange. On the retry it
+//! opens the state, checks the answers' shapes, posts them upstream as the responses to its asks
+//! and reads on. Refuses with `-32602` and `data.reason` a state that is tampered, expired,
+//! another principal's, for another request, or for an exchange that is gone; with `-32021` an
+//! ask the client has no capability for.
+
+pub mod asks;
+pub mod exchange;
+pub mod park;
+
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use crate::auth::Principal;
+use crate::dispatch::Target;
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::listen::Change;
+use crate::mcp::jsonrpc::{self, Envelope, Incoming};
+use crate::mcp::sse;
+use crate::respond::Reply;
+use crate::route::table::ListKind;
+use crate::state::{self, Keys, Sealed, StateError};
+use crate::upstream::client::{final_message, UpstreamError};
+use crate::upstream::legacy::{self, session::ListChanged, Pool};
+use crate::upstream::{Discovered, Status, Upstream};
+use crate::validate::Meta;
+use exchange::{CallInfo, Event, Live, Outcome};
+use park::{ParkTable, Parked};
+
+/// The principal of Sluice's own sessions (lists, probes); never a client's.
+const INTERNAL: &str = "sluice-internal";
+
+/// Bridge A's shared state.
+pub struct Bridge {
+    /// Legacy sessions.
+    pub pool: Arc<Pool>,
+    /// Parked exchanges.
+    pub parked: ParkTable,
+    /// Sealing keys.
+    pub keys: Keys,
+}
+
+impl Bridge {
+    /// Builds the bridge from config.
+    pub fn new(
+        cfg: &crate::config::Config,
+        client: crate::upstream::client::HttpClient,
+    ) -> Result<Bridge, String> {
+        Ok(Bridge {
+            pool: Pool::new(client, cfg.bridge.max_sessions, cfg.bridge.session_idle),
+            parked: ParkTable::new(cfg.bridge.max_parked),
+            keys: state::keys_from(&cfg.state)?,
+        })
+    }
+}
+
+fn state_error(e: StateError) -> GatewayError {
+    GatewayError::InvalidParams(e.to_string(), Some(json!({"reason": e.reason()})))
+}
+
+/// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
+pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
+    let weak: Weak<Gateway> = Arc::downgrade(gw);
+    let up = up.clone();
+    Arc::new(move |data: &str| {
+        let Some(gw) = weak.upgrade() else { return };
+        let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
+            return;
+        };
+        let up = up.clone();
+        let uri = msg
+            .params
+            .as_ref()
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
+        tokio::spawn(async move {
+            let (change, kinds): (Change, &[ListKind]) = match msg.method.as_deref() {
+                Some("notifications/tools/list_changed") => (Change::Tools, &[ListKind::Tools]),
+                Some("notifications/prompts/list_changed") => {
+                    (Change::Prompts, &[ListKind::Prompts])
+                }
+                Some("notifications/resources/list_changed") => (
+                    Change::Resources,
+                    &[ListKind::Resources, ListKind::Templates],
+                ),
+                Some("notifications/resources/updated") => match uri {
+                    Some(u) => (Change::Updated(u), &[]),
+                    None => return,
+                },
+                _ => return,
+            };
+            for k in kinds {
+                gw.invalidate(&up, *k).await;
+            }
+            gw.hub.publish(change);
+        });
+    })
+}
+
+/// Probes a handshake-era upstream with `initialize` on Sluice's own session.
+pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
+    match gw
+        .bridge
+        .pool
+        .lease(
+            up,
+            INTERNAL,
+            &legacy::all_capabilities(),
+            list_changed_hook(gw, up),
+        )
+        .await
+    {
+        Ok(lease) => {
+            let init = &lease.session.init;
+            let mut caps = init
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            caps.retain(|k, _| {
+                matches!(
+                    k.as_str(),
+                    "tools" | "prompts" | "resources" | "completions" | "logging"
+                )
+            });
+            let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
+            let discovered = Discovered {
+                capabilities: caps,
+                instructions: init
+                    .get("instructions")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
+                public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
+            };
+            let s = Status {
+                probed: true,
+                healthy: true,
+                discovered: Some(discovered),
+                error: None,
+                legacy: true,
+            };
+            up.set_status(s.clone());
+            s
+        }
+        Err(e) => {
+            let why = format!(
+                "{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)"
+            );
+            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
+            let s = Status {
+                probed: true,
+                healthy: false,
+                discovered: None,
+                error: Some(why),
+                legacy: true,
+            };
+            up.set_status(s.clone());
+            s
+        }
+    }
+}
+
+/// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
+pub async fn internal_call(
+    gw: &Arc<Gateway>,
+    up: &Arc<Upstream>,
+    method: &str,
+    extra: Map<String, Value>,
+) -> Result<Box<serde_json::value::RawValue>, String> {
+    let lease = gw
+        .bridge
+        .pool
+        .lease(
+            up,
+            INTERNAL,
+            &legacy::all_capabilities(),
+            list_changed_hook(gw, up),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let id = lease.session.next_id();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": extra});
+    let answer = lease
+        .session
+        .post(
+            &gw.client,
+            Bytes::from(body.to_string()),
+            Some(gw.cfg.timeouts.response),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_, bytes) = final_message(answer, &up.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let msg: Incoming = serde_json::from_slice(&bytes).map_err(|_| {
+        format!(
+            "upstream '{}' answered {method} with something that is not JSON-RPC",
+            up.name
+        )
+    })?;
+    match (msg.result, msg.error) {
+        (Some(r), _) => Ok(r),
+        (_, Some(e)) => Err(format!(
+            "upstream '{}' answered {method} with error {}",
+            up.name, e.code
+        )),
+        _ => Err(format!(
+            "upstream '{}' answered {method} with neither result nor error",
+            up.name
+        )),
+    }
+}
+
+/// The legacy request for a modern one: the upstream's own name, no modern `_meta` keys (the
+/// progress token and foreign keys stay), no `inputResponses` or `requestState`.
+fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
+    let own = Value::String(t.own.clone()).to_string();
+    env.rewrite(Some(&id.to_string()), |k, raw| match k {
+        "inputResponses" | "requestState" => Some(None),
+        "name" if t.renamed => Some(Some(own.clone())),
+        "_meta" => {
+            let mut meta: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            Some((!meta.is_empty()).then(|| Value::Object(meta).to_string()))
+        }
+        _ => None,
+    })
+}
+
+/// Serves a routed request on a legacy upstream.
+pub async fn call(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    meta: &Meta,
+    t: Target,
+    principal: &Principal,
+) -> Result<Reply, GatewayError> {
+    let member = crate::validate::headers::name_member(&env.method);
+    let name = member
+        .and_then(|m| env.param_str(m))
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let info = CallInfo {
+        principal: principal.id().to_owned(),
+        method: env.method.clone(),
+        name,
+        digest: state::params_digest(env.members()),
+        caps: meta.capabilities.clone(),
+        log_level: meta.log_level,
+        uri: (env.method == "resources/read").then(|| t.own.clone()),
+    };
+    let supplied: Map<String, Value> = match env.param("inputResponses") {
+        None => Map::new(),
+        Some(raw) => serde_json::from_str(raw).map_err(|_| {
+            GatewayError::InvalidParams(
+                "inputResponses must be an object keyed by input key".into(),
+                None,
+            )
+        })?,
+    };
+    let id = env.id_json().to_owned();
+    let (tx, rx) = mpsc::channel(64);
+    match env.param_str("requestState") {
+        Some(Err(())) => return Err(state_error(StateError::Tampered)),
+        Some(Ok(token)) => {
+            let sealed = gw
+                .bridge
+                .keys
+                .open(
+                    &token,
+                    &info.principal,
+                    &info.method,
+                    &info.name,
+                    &info.digest,
+                    state::now_ms(),
+                )
+                .map_err(state_error)?;
+            let handle = sealed
+                .handle
+                .clone()
+                .ok_or_else(|| state_error(StateError::Tampered))?;
+            let checked = gw
+                .bridge
+                .parked
+                .peek(&handle, |p| check_answers(p, &sealed, &supplied))
+                .ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let (answered, missing) =
+                checked.map_err(|why| GatewayError::InvalidParams(why, None))?;
+            let parked = gw
+                .bridge
+                .parked
+                .take(&handle)
+                .ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let live = match parked.live {
+                Some(live) => live,
+                None => start(gw, env, meta, &t, principal, info).await?,
+            };
+            tokio::spawn(resume(
+                gw.clone(),
+                live,
+                parked.round,
+                answered,
+                missing,
+                tx,
+                id,
+                t.up.clone(),
+            ));
+        }
+        None => {
+            let live = start(gw, env, meta, &t, principal, info).await?;
+            tokio::spawn(run(gw.clone(), live, supplied, tx, id, t.up.clone()));
+        }
+    }
+    Ok(reply_from(rx).await)
+}
+
+async fn start(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    meta: &Meta,
+    t: &Target,
+    principal: &Principal,
+    info: CallInfo,
+) -> Result<Live, GatewayError> {
+    let caps = legacy::legacy_capabilities(&meta.capabilities);
+    let lease = gw
+        .bridge
+        .pool
+        .lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up))
+        .await?;
+    if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
+        let level = [
+            "debug",
+            "info",
+            "notice",
+            "warning",
+            "error",
+            "critical",
+            "alert",
+            "emergency",
+        ][rank as usize];
+        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": "logging/setLevel", "params": {"level": level}});
+        if let Ok(a) = lease
+            .session
+            .post(
+                &gw.client,
+                Bytes::from(body.to_string()),
+                Some(gw.cfg.timeouts.response),
+            )
+            .await
+        {
+            let _ = final_message(a, &t.up.name).await;
+        }
+    }
+    Ok(Live::start(gw, lease, |id| legacy_body(env, t, id), info))
+}
+
+type Answered = Vec<(String, String)>;
+
+fn check_answers(
+    p: &Parked,
+    sealed: &Sealed,
+    supplied: &Map<String, Value>,
+) -> Result<(Answered, Vec<asks::Ask>), String> {
+    if p.round != sealed.round || p.info.principal != sealed.principal {
+        return Err(
+            "requestState does not match the exchange's current round; use the latest requestState"
+                .into(),
+        );
+    }
+    let mut answered = Vec::new();
+    let mut missing = Vec::new();
+    for a in &p.asks {
+        match supplied.get(&a.key) {
+            Some(v) => answered.push((
+                a.id.clone(),
+                asks::validate(&a.method, v)
+                    .map_err(|why| format!("inputResponses[{:?}]: {why}", a.key))?,
+            )),
+            None => missing.push(a.clone()),
+        }
+    }
+    Ok((answered, missing))
+}
+
+async fn resume(
+    gw: Arc<Gateway>,
+    mut live: Live,
+    round: u32,
+    answered: Answered,
+    missing: Vec<asks::Ask>,
+    tx: mpsc::Sender<Event>,
+    id: String,
+    up: Arc<Upstream>,
+) {
+    for (ask_id, result) in &answered {
+        live.lease
+            .session
+            .reply(&gw.client, ask_id, Ok(result))
+            .await;
+    }
+    live.round = round;
+    if !missing.is_empty() {
+        live.asks = missing;
+        return conclude(&gw, live, Outcome::Asks, &tx, &id, &up).await;
+    }
+    run(gw, live, Map::new(), tx, id, up).await
+}
+
+async fn run(
+    gw: Arc<Gateway>,
+    mut live: Live,
+    mut supplied: Map<String, Value>,
+    tx: mpsc::Sender<Event>,
+    id: String,
+    up: Arc<Upstream>,
+) {
+    let outcome = live.drive(&gw, &tx, &mut supplied).await;
+    conclude(&gw, live, outcome, &tx, &id, &up).await
+}
+
+async fn conclude(
+    gw: &Arc<Gateway>,
+    mut live: Live,
+    outcome: Outcome,
+    tx: &mpsc::Sender<Event>,
+    id: &str,
+    up: &Arc<Upstream>,
+) {
+    let error = |status: StatusCode, e: &GatewayError| {
+        let (_, code, data) = e.classify();
+        Event::Final(
+            status,
+            jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()),
+        )
+    };
+    let event = match outcome {
+        Outcome::Final(data) => match url_elicitations(&data) {
+            Some(asks) => {
+                live.asks = asks;
+                live.finished = true;
+                park(gw, live, true, id, up)
+            }
+            None => {
+                let (s, b) = crate::respond::finish(
+                    id,
+                    &live.info.method,
+                    &up.name,
+                    StatusCode::OK,
+                    &data,
+                    live.info.uri.as_deref(),
+                    &gw.server_info,
+                );
+                Event::Final(s, b)
+            }
+        },
+        Outcome::Asks => park(gw, live, false, id, up),
+        Outcome::MissingCapability(needed) => {
+            live.cancel(gw, "the client lacks a capability the request needs")
+                .await;
+            let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
+            Event::Final(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_body(
+                    id,
+                    jsonrpc::MISSING_CAPABILITY,
+                    msg,
+                    Some(&json!({"requiredCapabilities": needed})),
+                ),
+            )
+        }
+        Outcome::BadAnswer(why) => {
+            live.cancel(gw, "malformed input response").await;
+            error(
+                StatusCode::BAD_REQUEST,
+                &GatewayError::InvalidParams(why, None),
+            )
+        }
+        Outcome::Failed(e) => {
+            live.lease
+                .session
+                .broken
+                .store(true, std::sync::atomic::Ordering::Release);
+            let e = GatewayError::from(e);
+            error(e.classify().0, &e)
+        }
+        Outcome::ClientGone => {
+            live.cancel(gw, "the client disconnected").await;
+            return;
+        }
+    };
+    let _ = tx.send(event).await;
+}
+
+/// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
+/// re-issues the call.
+fn url_elicitations(data: &str) -> Option<Vec<asks::Ask>> {
+    let msg: Incoming = serde_json::from_str(data).ok()?;
+    let err = msg.error.filter(|e| e.code == -32042)?;
+    let list = err.data.as_ref()?.get("elicitations")?.as_array()?.clone();
+    let mut out: Vec<asks::Ask> = Vec::new();
+    for (i, e) in list.into_iter().enumerate() {
+        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
+        let mut params = e;
+        params["mode"] = "url".into();
+        out.push(asks::ask(
+            &format!("\"url-{i}\""),
+            "elicitation/create",
+            Some(&params.to_string()),
+            &taken,
+        ));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
+    let asks = std::mem::take(&mut live.asks);
+    let round = live.round + 1;
+    let handle = ParkTable::handle();
+    let park_for = gw.cfg.bridge.park;
+    let sealed = Sealed {
+        principal: live.info.principal.clone(),
+        method: live.info.method.clone(),
+        name: live.info.name.clone(),
+        digest: live.info.digest.clone(),
+        upstream: up.name.clone(),
+        round,
+        expires_ms: state::now_ms() + park_for.as_millis() as u64,
+        owner: gw.cfg.state.replica.clone(),
+        handle: Some(handle.clone()),
+    };
+    let token = gw.bridge.keys.seal(&sealed);
+    let requests = asks::input_requests(&asks);
+    let info = live.info.clone();
+    let parked = Parked {
+        live: if reissue { None } else { Some(live) },
+        asks,
+        info,
+        round,
+        up: up.clone(),
+        reissue,
+    };
+    if let Err(back) = gw.bridge.parked.insert(handle.clone(), *back_box(parked)) {
+        let gw2 = gw.clone();
+        tokio::spawn(async move {
+            if let Some(mut l) = back.live {
+                l.cancel(&gw2, "too many parked exchanges").await;
+            }
+        });
+        let msg = format!("too many exchanges are waiting for answers (bridge.max_parked = {}); answer or abandon pending ones and retry", gw.cfg.bridge.max_parked);
+        return Event::Final(
+            StatusCode::SERVICE_UNAVAILABLE,
+            jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None),
+        );
+    }
+    let gw2 = gw.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(park_for).await;
+        if let Some(p) = gw2.bridge.parked.take(&handle) {
+            if let Some(mut l) = p.live {
+                l.cancel(&gw2, "the client did not answer in time").await;
+            }
+        }
+    });
+    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
+        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+    Event::Final(
+        StatusCode::OK,
+        jsonrpc::result_body(id, &result.to_string()),
+    )
+}
+
+fn back_box(p: Parked) -> Box<Parked> {
+    Box::new(p)
+}
+
+/// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
+/// when a notification comes first.
+async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
+    match rx.recv().await {
+        None => Reply::error(
+            "null",
+            &GatewayError::from(UpstreamError::Closed("legacy".into())),
+        ),
+        Some(Event::Final(s, b)) => Reply::Json(s, b),
+        Some(Event::Relay(first)) => {
+            let (stx, srx) = mpsc::channel(64);
+            let _ = stx.try_send(sse::frame(&first));
+            tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    let (bytes, last) = match ev {
+                        Event::Relay(b) => (b, false),
+                        Event::Final(_, b) => (b, true),
+                    };
+                    if stx.send(sse::frame(&bytes)).await.is_err() || last {
+                        return;
+                    }
+                }
+            });
+            Reply::Sse(srx)
+        }
+    }
+}

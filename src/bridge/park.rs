@@ -1,0 +1,90 @@
+//! The park table: exchanges waiting for a client's retry, each under a random handle.
+//!
+//! Takes an exchange at the end of a round; gives it back exactly once to the retry that names
+//! its handle (single use: a replay finds nothing). Refuses to park past `bridge.max_parked`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::asks::Ask;
+use super::exchange::{CallInfo, Live};
+use crate::upstream::Upstream;
+
+/// One parked exchange.
+pub struct Parked {
+    /// The live exchange; `None` when the upstream's call ended with URL elicitations required
+    /// (`-32042`) and the retry re-issues it.
+    pub live: Option<Live>,
+    /// The asks the client must answer.
+    pub asks: Vec<Ask>,
+    /// The request it serves.
+    pub info: CallInfo,
+    /// The round the client was just given.
+    pub round: u32,
+    /// The upstream.
+    pub up: Arc<Upstream>,
+    /// Whether the retry re-issues the call (after URL elicitations) instead of answering asks.
+    pub reissue: bool,
+}
+
+/// Parked exchanges by handle.
+pub struct ParkTable {
+    map: Mutex<HashMap<String, Parked>>,
+    max: usize,
+}
+
+impl ParkTable {
+    /// An empty table holding at most `max` exchanges.
+    pub fn new(max: usize) -> Self {
+        ParkTable {
+            map: Mutex::new(HashMap::new()),
+            max,
+        }
+    }
+
+    /// A fresh unguessable handle.
+    pub fn handle() -> String {
+        let bytes: [u8; 16] = rand::random();
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parks an exchange; gives it back when the table is full.
+    pub fn insert(&self, handle: String, p: Parked) -> Result<(), Box<Parked>> {
+        let Ok(mut m) = self.map.lock() else {
+            return Err(Box::new(p));
+        };
+        if m.len() >= self.max {
+            return Err(Box::new(p));
+        }
+        m.insert(handle, p);
+        Ok(())
+    }
+
+    /// Looks at a parked exchange without taking it.
+    pub fn peek<R>(&self, handle: &str, f: impl FnOnce(&Parked) -> R) -> Option<R> {
+        self.map.lock().ok()?.get(handle).map(f)
+    }
+
+    /// Takes a parked exchange out (once).
+    pub fn take(&self, handle: &str) -> Option<Parked> {
+        self.map.lock().ok()?.remove(handle)
+    }
+
+    /// How many exchanges are parked.
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether none is parked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes every parked exchange (shutdown).
+    pub fn drain(&self) -> Vec<Parked> {
+        self.map
+            .lock()
+            .map(|mut m| m.drain().map(|(_, p)| p).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,294 @@
+//! Sealed state: what Sluice must remember between two stateless requests, carried by the
+//! client in a value only Sluice can have made (the `requestState` of `input_required` rounds).
+//!
+//! Takes a [`Sealed`] payload and the active key; gives `base64url(version ‖ key id ‖ payload ‖
+//! tag)` with an HMAC-SHA256 tag over a domain-separated message. Opening verifies the tag in
+//! constant time before anything is decoded, then checks expiry, principal and request digest.
+//! Refuses every failure with a [`StateError`] whose reason the client sees in `data.reason`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+type HmacSha256 = Hmac<Sha256>;
+
+const VERSION: u8 = 1;
+const DOMAIN: &[u8] = b"sluice/requestState/v1\0";
+const TAG: usize = 32;
+
+/// Why a state was refused (the client sees [`StateError::reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// Not a value Sluice sealed, or altered since.
+    #[error("requestState was not issued by this gateway or was altered; start the request again without it")]
+    Tampered,
+    /// Past its expiry.
+    #[error("requestState has expired; start the request again without it")]
+    Expired,
+    /// Sealed for another principal.
+    #[error("requestState belongs to another principal; start the request again without it")]
+    WrongPrincipal,
+    /// The method, name or arguments differ from the request that received it.
+    #[error("requestState was issued for a different request (method, name or arguments changed); retry with the original request")]
+    RequestChanged,
+    /// The exchange it names is gone (answered already, cancelled or expired).
+    #[error("the exchange this requestState names is gone (already answered, cancelled or expired); start the request again")]
+    UnknownExchange,
+}
+
+impl StateError {
+    /// The stable `data.reason` value.
+    pub fn reason(self) -> &'static str {
+        match self {
+            StateError::Tampered => "tampered",
+            StateError::Expired => "expired",
+            StateError::WrongPrincipal => "wrong_principal",
+            StateError::RequestChanged => "request_changed",
+            StateError::UnknownExchange => "unknown_exchange",
+        }
+    }
+}
+
+/// What a sealed state binds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
+    /// The principal the round was answered to.
+    #[serde(rename = "p")]
+    pub principal: String,
+    /// The JSON-RPC method of the original request.
+    #[serde(rename = "m")]
+    pub method: String,
+    /// Its name or URI.
+    #[serde(rename = "n")]
+    pub name: String,
+    /// Digest of the canonical original params (hex).
+    #[serde(rename = "d")]
+    pub digest: String,
+    /// The upstream serving it.
+    #[serde(rename = "u")]
+    pub upstream: String,
+    /// The round this state answers (1 for the first `input_required`).
+    #[serde(rename = "r")]
+    pub round: u32,
+    /// Expiry, milliseconds since the Unix epoch.
+    #[serde(rename = "e")]
+    pub expires_ms: u64,
+    /// The replica that holds the parked exchange.
+    #[serde(rename = "o")]
+    pub owner: String,
+    /// The park handle of the exchange (bridge A).
+    #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+}
+
+/// One HMAC key with its id.
+#[derive(Clone)]
+pub struct Key {
+    /// The id written into every sealed value.
+    pub id: u8,
+    secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key({}, <redacted>)", self.id)
+    }
+}
+
+impl Key {
+    /// A key from its secret bytes (at least 32).
+    pub fn new(id: u8, secret: Vec<u8>) -> Result<Key, String> {
+        if secret.len() < 32 {
+            return Err(format!(
+                "state key {id}: the secret must be at least 32 bytes"
+            ));
+        }
+        Ok(Key { id, secret })
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        let mut m =
+            <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
+        m.update(DOMAIN);
+        m
+    }
+}
+
+fn unreachable_mac() -> HmacSha256 {
+    // HMAC accepts keys of any length; this is never reached.
+    <HmacSha256 as Mac>::new_from_slice(&[0u8; 32]).expect("hmac accepts any key length")
+}
+
+/// The keys Sluice seals with (the first) and opens with (any).
+#[derive(Debug, Clone)]
+pub struct Keys {
+    keys: Vec<Key>,
+}
+
+impl Keys {
+    /// A key ring; the first key seals.
+    pub fn new(keys: Vec<Key>) -> Result<Keys, String> {
+        if keys.is_empty() {
+            return Err("at least one state key is needed".into());
+        }
+        Ok(Keys { keys })
+    }
+
+    /// A random key for a single replica (replicas must share configured keys instead).
+    pub fn random() -> Keys {
+        let secret: [u8; 32] = rand::random();
+        Keys {
+            keys: vec![Key {
+                id: 0,
+                secret: secret.to_vec(),
+            }],
+        }
+    }
+
+    /// Seals a payload.
+    pub fn seal(&self, s: &Sealed) -> String {
+        let key = &self.keys[0];
+        let payload = serde_json::to_vec(s).unwrap_or_default();
+        let mut out = Vec::with_capacity(2 + payload.len() + TAG);
+        out.push(VERSION);
+        out.push(key.id);
+        out.extend_from_slice(&payload);
+        let mut mac = key.mac();
+        mac.update(&out);
+        out.extend_from_slice(&mac.finalize().into_bytes());
+        URL_SAFE_NO_PAD.encode(out)
+    }
+
+    /// Verifies the tag (constant time), then decodes, then checks expiry, principal and digest.
+    pub fn open(
+        &self,
+        token: &str,
+        principal: &str,
+        method: &str,
+        name: &str,
+        digest: &str,
+        now_ms: u64,
+    ) -> Result<Sealed, StateError> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| StateError::Tampered)?;
+        if bytes.len() < 2 + TAG || bytes[0] != VERSION {
+            return Err(StateError::Tampered);
+        }
+        let (body, tag) = bytes.split_at(bytes.len() - TAG);
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == body[1])
+            .ok_or(StateError::Tampered)?;
+        let mut mac = key.mac();
+        mac.update(body);
+        mac.verify_slice(tag).map_err(|_| StateError::Tampered)?;
+        let s: Sealed = serde_json::from_slice(&body[2..]).map_err(|_| StateError::Tampered)?;
+        if now_ms >= s.expires_ms {
+            return Err(StateError::Expired);
+        }
+        if s.principal != principal {
+            return Err(StateError::WrongPrincipal);
+        }
+        if s.method != method || s.name != name || s.digest != digest {
+            return Err(StateError::RequestChanged);
+        }
+        Ok(s)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Digest of the canonical params of a request: every top-level member but `_meta`,
+/// `inputResponses` and `requestState`, keys sorted at every depth.
+pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut kept: Vec<(&str, &str)> = members
+        .filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState"))
+        .collect();
+    kept.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = Sha256::new();
+    for (k, raw) in kept {
+        let v: serde_json::Value = serde_json::from_str(raw).unwrap_or(serde_json::Value::Null);
+        h.update(serde_json::to_vec(k).unwrap_or_default());
+        h.update(b":");
+        canonical(&v, &mut h);
+        h.update(b",");
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn canonical(v: &serde_json::Value, h: &mut Sha256) {
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            h.update(b"{");
+            for k in keys {
+                h.update(serde_json::to_vec(k).unwrap_or_default());
+                h.update(b":");
+                canonical(&m[k], h);
+                h.update(b",");
+            }
+            h.update(b"}");
+        }
+        serde_json::Value::Array(a) => {
+            h.update(b"[");
+            for x in a {
+                canonical(x, h);
+                h.update(b",");
+            }
+            h.update(b"]");
+        }
+        other => h.update(other.to_string().as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Parses one `ID:BASE64` key (ID 0–255, the secret at least 32 bytes, standard Base64).
+pub fn parse_key(spec: &str) -> Result<Key, String> {
+    let (id, b64) = spec
+        .split_once(':')
+        .ok_or("expected ID:BASE64, e.g. 1:<44 base64 characters>")?;
+    let id: u8 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("key id {id:?} must be a number 0-255"))?;
+    let secret = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| format!("key {id}: the secret is not valid Base64"))?;
+    Key::new(id, secret)
+}
+
+/// The key ring from config and the environment; a random key (with a warning) when none.
+pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
+    let mut keys = cfg
+        .keys
+        .iter()
+        .map(|k| parse_key(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(var) = &cfg.key_env {
+        if let Ok(v) = std::env::var(var) {
+            for k in v.split(',').filter(|k| !k.trim().is_empty()) {
+                keys.push(parse_key(k).map_err(|e| format!("{var}: {e}"))?);
+            }
+        }
+    }
+    if keys.is_empty() {
+        tracing::warn!("no state keys configured: sealing requestState with a random key; replicas must share keys (state.keys or state.key_env)");
+        return Ok(Keys::random());
+    }
+    Keys::new(keys)
+}

@@ -1,0 +1,326 @@
+//! One 2025-11-25 session with an upstream: the handshake, the GET stream, requests, replies.
+//!
+//! Takes an upstream, the capabilities to declare and the principal it serves; gives a session
+//! whose standalone GET stream is read by a task of its own: pings are answered there, list
+//! changes reported, and server requests and notifications handed to the call that leases the
+//! session (or refused with an error reply and a warning when none does). Refuses nothing
+//! itself; transport failures are [`UpstreamError`]s naming the upstream.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::mcp::jsonrpc::Incoming;
+use crate::upstream::client::{Answer, HttpClient, UpstreamError};
+use crate::upstream::Upstream;
+
+/// What a session's GET stream reports that is not for a leased call.
+pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A live 2025-11-25 session.
+pub struct Session {
+    /// The upstream.
+    pub up: Arc<Upstream>,
+    /// `Mcp-Session-Id`, if the server issued one.
+    pub sid: Option<HeaderValue>,
+    /// The negotiated protocol version.
+    pub version: HeaderValue,
+    /// The `InitializeResult`.
+    pub init: Value,
+    /// The principal it serves (never shared between principals).
+    pub principal: String,
+    /// Canonical JSON of the capabilities it declared.
+    pub caps_key: String,
+    next_id: AtomicU64,
+    /// Messages from the GET stream for the call that leases the session.
+    inbox: tokio::sync::Mutex<mpsc::Receiver<String>>,
+    leased: Arc<AtomicBool>,
+    /// Set when the upstream said the session is gone (404) or the stream broke.
+    pub broken: AtomicBool,
+    /// When it was last returned to the pool.
+    pub idle_since: std::sync::Mutex<Instant>,
+    get_task: tokio::task::AbortHandle,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.get_task.abort();
+    }
+}
+
+fn base_headers(up: &Upstream, version: &HeaderValue, sid: Option<&HeaderValue>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(http::header::HOST, up.host.clone());
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    h.insert(crate::mcp::headers::PROTOCOL_VERSION, version.clone());
+    if let Some(s) = sid {
+        h.insert(crate::mcp::headers::SESSION_ID, s.clone());
+    }
+    for (k, v) in &up.extra {
+        h.insert(k, v.clone());
+    }
+    h
+}
+
+impl Session {
+    /// Runs the handshake and opens the GET stream.
+    pub async fn open(
+        client: &HttpClient,
+        up: Arc<Upstream>,
+        caps: &Value,
+        principal: &str,
+        on_list_changed: ListChanged,
+    ) -> Result<Arc<Session>, UpstreamError> {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": crate::upstream::discover::server_info()}});
+        let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
+        headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
+        let (resp_headers, answer) = client
+            .send(
+                Method::POST,
+                &up.name,
+                &up.uri,
+                headers,
+                Bytes::from(init.to_string()),
+                Some(client.response_timeout()),
+            )
+            .await?;
+        let sid = resp_headers.get(crate::mcp::headers::SESSION_ID).cloned();
+        let (_, body) = crate::upstream::client::final_message(answer, &up.name).await?;
+        let msg: Incoming = serde_json::from_slice(&body).map_err(|_| {
+            UpstreamError::Protocol(up.name.clone(), "initialize answer is not JSON-RPC".into())
+        })?;
+        let result: Value = match (msg.result, msg.error) {
+            (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
+            (_, Some(e)) => {
+                return Err(UpstreamError::Protocol(
+                    up.name.clone(),
+                    format!("initialize failed with error {}", e.code),
+                ))
+            }
+            _ => {
+                return Err(UpstreamError::Protocol(
+                    up.name.clone(),
+                    "initialize answer has no result".into(),
+                ))
+            }
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("2025-11-25");
+        let version = HeaderValue::from_str(version)
+            .map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        client
+            .post(
+                &up.name,
+                &up.uri,
+                base_headers(&up, &version, sid.as_ref()),
+                Bytes::from(note.to_string()),
+                None,
+            )
+            .await?;
+        let (tx, rx) = mpsc::channel(256);
+        let leased = Arc::new(AtomicBool::new(false));
+        let get_task = tokio::spawn(read_get_stream(
+            client.clone(),
+            up.clone(),
+            version.clone(),
+            sid.clone(),
+            tx,
+            leased.clone(),
+            on_list_changed,
+        ))
+        .abort_handle();
+        Ok(Arc::new(Session {
+            up,
+            sid,
+            version,
+            init: result,
+            principal: principal.to_owned(),
+            caps_key: caps.to_string(),
+            next_id: AtomicU64::new(1),
+            inbox: tokio::sync::Mutex::new(rx),
+            leased,
+            broken: AtomicBool::new(false),
+            idle_since: std::sync::Mutex::new(Instant::now()),
+            get_task,
+        }))
+    }
+
+    /// A request id never used before in this session.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Headers for a request on this session.
+    pub fn headers(&self) -> HeaderMap {
+        base_headers(&self.up, &self.version, self.sid.as_ref())
+    }
+
+    /// Marks the session leased (its GET stream's requests go to the inbox) or idle.
+    pub fn set_leased(&self, on: bool) {
+        self.leased.store(on, Ordering::Release);
+    }
+
+    /// The next message from the GET stream for the leasing call.
+    pub async fn recv(&self) -> Option<String> {
+        self.inbox.lock().await.recv().await
+    }
+
+    /// POSTs one message (request, response or notification) on this session.
+    pub async fn post(
+        &self,
+        client: &HttpClient,
+        body: Bytes,
+        stream_timeout: Option<std::time::Duration>,
+    ) -> Result<Answer, UpstreamError> {
+        client
+            .post(
+                &self.up.name,
+                &self.up.uri,
+                self.headers(),
+                body,
+                stream_timeout,
+            )
+            .await
+    }
+
+    /// Answers a server request with a result or an error (JSON text).
+    pub async fn reply(&self, client: &HttpClient, id: &str, outcome: Result<&str, (i64, &str)>) {
+        let body = reply_body(id, outcome);
+        if let Err(e) = self.post(client, body, None).await {
+            tracing::warn!(upstream = %self.up.name, error = %e, "could not answer an upstream request");
+        }
+    }
+
+    /// Sends `notifications/cancelled` for an upstream request id.
+    pub async fn cancel(&self, client: &HttpClient, request_id: u64, reason: &str) {
+        let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}});
+        let _ = self.post(client, Bytes::from(body.to_string()), None).await;
+    }
+
+    /// Ends the session upstream (DELETE).
+    pub async fn close(&self, client: &HttpClient) {
+        if self.sid.is_some() {
+            let _ = client
+                .send(
+                    Method::DELETE,
+                    &self.up.name,
+                    &self.up.uri,
+                    self.headers(),
+                    Bytes::new(),
+                    None,
+                )
+                .await;
+        }
+        self.get_task.abort();
+    }
+}
+
+async fn read_get_stream(
+    client: HttpClient,
+    up: Arc<Upstream>,
+    version: HeaderValue,
+    sid: Option<HeaderValue>,
+    tx: mpsc::Sender<String>,
+    leased: Arc<AtomicBool>,
+    on_list_changed: ListChanged,
+) {
+    let mut headers = base_headers(&up, &version, sid.as_ref());
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.remove(http::header::CONTENT_TYPE);
+    let Ok((_, Answer::Sse(mut stream))) = client
+        .send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None)
+        .await
+    else {
+        return; // the server has no GET stream (405): asks then come on the POST streams only
+    };
+    let session = SessionRef {
+        client: client.clone(),
+        up: up.clone(),
+        version,
+        sid,
+    };
+    while let Ok(Some(data)) = stream.next().await {
+        let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
+            continue;
+        };
+        match (msg.method.as_deref(), msg.id.as_ref()) {
+            (Some("ping"), Some(id)) => session.reply(id.get(), Ok("{}")).await,
+            (Some(m), None)
+                if m.ends_with("/list_changed") || m == "notifications/resources/updated" =>
+            {
+                on_list_changed(&data)
+            }
+            _ if leased.load(Ordering::Acquire) => {
+                if tx.send(data).await.is_err() {
+                    return;
+                }
+            }
+            (Some(m), Some(id)) => {
+                tracing::warn!(upstream = %up.name, method = m, "upstream asked something outside any call; refused");
+                session
+                    .reply(
+                        id.get(),
+                        Err((
+                            -32600,
+                            "no call is in progress on this session to route the request to",
+                        )),
+                    )
+                    .await;
+            }
+            _ => {}
+        }
+    }
+}
+
+struct SessionRef {
+    client: HttpClient,
+    up: Arc<Upstream>,
+    version: HeaderValue,
+    sid: Option<HeaderValue>,
+}
+
+impl SessionRef {
+    async fn reply(&self, id: &str, outcome: Result<&str, (i64, &str)>) {
+        let body = reply_body(id, outcome);
+        let _ = self
+            .client
+            .post(
+                &self.up.name,
+                &self.up.uri,
+                base_headers(&self.up, &self.version, self.sid.as_ref()),
+                body,
+                None,
+            )
+            .await;
+    }
+}
+
+/// The JSON-RPC response to a server request: a result (JSON text) or an error.
+pub fn reply_body(id: &str, outcome: Result<&str, (i64, &str)>) -> Bytes {
+    Bytes::from(match outcome {
+        Ok(result) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"),
+        Err((code, msg)) => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{}}}",
+            json!({"code": code, "message": msg})
+        ),
+    })
+}
