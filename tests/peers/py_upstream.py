@@ -1,0 +1,122 @@
+"""A modern MCP upstream on the official Python SDK (PyPI `mcp==2.3.0`), for `cargo test --test interop`.
+
+Binds 127.0.0.1 on a free port, prints `LISTENING <port>` on stdout once it accepts requests, and
+serves the streamable HTTP endpoint `/mcp` (2026-07-28 stateless requests; the SDK also answers
+handshake-era clients, which these tests do not use).
+
+Tools:
+  echo(text)      -> text
+  add(a, b)       -> a + b
+  ask_llm(prompt) -> a `Resolve(Sample)` parameter: on 2026-07-28 the first call answers
+                     resultType=input_required with a sampling request and an SDK-sealed
+                     requestState; the retry carrying inputResponses completes.
+  ask_raw(prompt) -> the tool body itself returns an `InputRequiredResult` (key "llm",
+                     requestState "raw-round-1") and completes on the retry.
+
+The process ends when its stdin reaches end-of-file, so a test binary that exits (or crashes)
+never leaves it behind: the test keeps the write end of the pipe open and never writes to it.
+
+Run by hand:  $SLUICE_PY2 tests/peers/py_upstream.py   (then Ctrl-D or Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import warnings
+from typing import Annotated
+
+import anyio
+import uvicorn
+
+from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp.types import (
+    CallToolResult,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
+
+# Sampling is deprecated as of 2026-07-28 (SEP-2577) but still on the wire; keep stderr quiet.
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+server = MCPServer("interop-py-upstream", version="1.0.0")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _ask_client_llm(prompt: str) -> Sample:
+    """Resolver: have the client's LLM answer `prompt` (an input_required round on 2026-07-28)."""
+    return Sample([SamplingMessage(role="user", content=TextContent(type="text", text=prompt))], max_tokens=32)
+
+
+@server.tool()
+async def ask_llm(prompt: str, reply: Annotated[CreateMessageResult, Resolve(_ask_client_llm)]) -> str:
+    """Ask the client's LLM through the SDK's resolver."""
+    said = reply.content.text if isinstance(reply.content, TextContent) else repr(reply.content)
+    return f"llm said: {said} (model={reply.model})"
+
+
+@server.tool()
+async def ask_raw(prompt: str, ctx: Context) -> CallToolResult | InputRequiredResult:
+    """Drive one input_required round by hand: ask for a sample, complete on the retry."""
+    responses = ctx.input_responses or {}
+    if "llm" not in responses:
+        sample = CreateMessageRequest(
+            params=CreateMessageRequestParams(
+                messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+                max_tokens=32,
+            )
+        )
+        return InputRequiredResult(input_requests={"llm": sample}, request_state="raw-round-1")
+    reply = responses["llm"]
+    content = getattr(reply, "content", None)
+    said = content.text if isinstance(content, TextContent) else repr(reply)
+    return CallToolResult(content=[TextContent(type="text", text=f"raw said: {said} (state={ctx.request_state})")])
+
+
+def _exit_when_stdin_closes() -> None:
+    """The parent holds our stdin; its end (even a crash) is our signal to go."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    finally:
+        os._exit(0)
+
+
+async def _serve() -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = server.streamable_http_app(host="127.0.0.1")
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(uv.serve, [sock])
+        while not uv.started:
+            await anyio.sleep(0.01)
+        print(f"LISTENING {port}", flush=True)
+
+
+def main() -> None:
+    threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
+    anyio.run(_serve)
+
+
+if __name__ == "__main__":
+    main()
