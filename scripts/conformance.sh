@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the official conformance suite through a fresh Sluice whose only upstream is the
-# project's own modern fixture (tests/fixtures/modern_fixture.py on mcp==2.3.0):
-#   --suite all --spec-version 2026-07-28    and    --requirements 2026-07-28
+# Runs the official conformance suite through a fresh Sluice whose only upstream is one of the
+# project's own fixtures, both legs (--suite all --spec-version 2026-07-28, --requirements
+# 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, Sluice forwards) and
+# tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds).
 # Needs the peers (eval "$(bash scripts/peers.sh)") and a built Sluice (SLUICE_BIN, default
 # target/release/sluice). Fails on any FAILURE or WARNING outside the tasks-* extension.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-: "${SLUICE_PY2:?run: eval \"\$(bash scripts/peers.sh)\"}" "${SLUICE_NODE22:?}" "${SLUICE_CONFORMANCE:?}"
+: "${SLUICE_PY2:?run: eval \"\$(bash scripts/peers.sh)\"}" "${SLUICE_PY1:?}" "${SLUICE_NODE22:?}" "${SLUICE_CONFORMANCE:?}"
 bin="${SLUICE_BIN:-$root/target/release/sluice}"
 out="${CONFORMANCE_OUT:-$root/target/conformance}"
 rm -rf "$out" && mkdir -p "$out"
@@ -19,17 +20,21 @@ wait_line() { # wait_line FILE PATTERN SECONDS
   echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
 }
 
-"$SLUICE_PY2" "$root/tests/fixtures/modern_fixture.py" --port 0 >"$out/fixture.out" 2>"$out/fixture.err" &
-pids+=($!)
-wait_line "$out/fixture.out" LISTENING 30
-port=$(awk '/LISTENING/ {print $2; exit}' "$out/fixture.out")
-
-# Sluice on a free loopback port: ask the OS for one.
-sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$sport" --upstream "fixture=http://127.0.0.1:$port/mcp" >"$out/sluice.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$sport/readyz" >/dev/null && break; sleep 0.1; done
-url="http://127.0.0.1:$sport/mcp"
+# with_fixture NAME PYTHON FIXTURE: a fresh fixture upstream and a fresh Sluice in front of it;
+# sets $url and records the pids for cleanup.
+with_fixture() {
+  local name=$1 py=$2 fixture=$3
+  "$py" "$root/tests/fixtures/$fixture" --port 0 >"$out/$name-fixture.out" 2>"$out/$name-fixture.err" &
+  pids+=($!)
+  wait_line "$out/$name-fixture.out" LISTENING 30
+  local port sport
+  port=$(awk '/LISTENING/ {print $2; exit}' "$out/$name-fixture.out")
+  sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$sport" --upstream "fixture=http://127.0.0.1:$port/mcp" >"$out/$name-sluice.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$sport/readyz" >/dev/null && break; sleep 0.1; done
+  url="http://127.0.0.1:$sport/mcp"
+}
 
 status=0
 run() { # run LABEL ARGS...
@@ -37,6 +42,14 @@ run() { # run LABEL ARGS...
   "$SLUICE_NODE22" "$SLUICE_CONFORMANCE" server --url "$url" "$@" -o "$out/$label" >"$out/$label.log" 2>&1 || true
   python3 "$root/scripts/conformance_check.py" "$out/$label" "$label" || status=1
 }
+
+# Modern fixture (mcp==2.3.0): Sluice forwards.
+with_fixture modern "$SLUICE_PY2" modern_fixture.py
 run modern-suite-all --suite all --spec-version 2026-07-28
 run modern-requirements --requirements 2026-07-28
+
+# Legacy fixture (mcp==1.30.0): every mid-call ask becomes an input_required round (bridge A).
+with_fixture legacy "$SLUICE_PY1" legacy_fixture.py
+run legacy-suite-all --suite all --spec-version 2026-07-28
+run legacy-requirements --requirements 2026-07-28
 exit $status

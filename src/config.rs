@@ -163,10 +163,7 @@ pub struct Timeouts {
 }
 
 mod ms {
-    pub(super) fn serialize<S: serde::Serializer>(
-        d: &std::time::Duration,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis() as u64)
     }
 }
@@ -197,14 +194,7 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("name", &self.name)
             .field("url", &self.url)
             .field("era", &self.era)
-            .field(
-                "headers",
-                &self
-                    .headers
-                    .iter()
-                    .map(|(k, _)| (k, "<redacted>"))
-                    .collect::<Vec<_>>(),
-            )
+            .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
             .finish()
     }
@@ -289,10 +279,7 @@ fn redact_list<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Err
     use serde::ser::SerializeSeq;
     let mut q = s.serialize_seq(Some(v.len()))?;
     for k in v {
-        q.serialize_element(&format!(
-            "{}:<redacted>",
-            k.split(':').next().unwrap_or("?")
-        ))?;
+        q.serialize_element(&format!("{}:<redacted>", k.split(':').next().unwrap_or("?")))?;
     }
     q.end()
 }
@@ -313,9 +300,7 @@ impl Config {
     pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {
         let (text, origin) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| {
-                    ConfigError(format!("{}: cannot read config: {e}", p.display()))
-                })?;
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError(format!("{}: cannot read config: {e}", p.display())))?;
                 (text, p.display().to_string())
             }
             None => (String::new(), "<flags>".to_owned()),
@@ -350,44 +335,24 @@ impl Config {
                 format!("{origin}:{}", line_of(text, span.start))
             }
         };
-        let listen_text = over
-            .listen
-            .clone()
-            .or(raw.listen)
-            .unwrap_or_else(|| "127.0.0.1:8080".into());
-        let listen: SocketAddr = listen_text.parse().map_err(|_| {
-            ConfigError(format!(
-                "{origin}: listen = {listen_text:?}: expected IP:PORT, e.g. 127.0.0.1:8080"
-            ))
-        })?;
+        let listen_text = over.listen.clone().or(raw.listen).unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_text
+            .parse()
+            .map_err(|_| ConfigError(format!("{origin}: listen = {listen_text:?}: expected IP:PORT, e.g. 127.0.0.1:8080")))?;
         let separator = raw.separator.unwrap_or_else(|| "__".into());
-        if separator.is_empty()
-            || !separator
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-        {
-            return Err(ConfigError(format!(
-                "{origin}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]"
-            )));
+        if separator.is_empty() || !separator.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)) {
+            return Err(ConfigError(format!("{origin}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]")));
         }
         let path = raw.path.unwrap_or_else(|| "/mcp".into());
         if !path.starts_with('/') {
-            return Err(ConfigError(format!(
-                "{origin}: path = {path:?}: expected an absolute path such as \"/mcp\""
-            )));
+            return Err(ConfigError(format!("{origin}: path = {path:?}: expected an absolute path such as \"/mcp\"")));
         }
         let mut upstreams = Vec::new();
         for u in raw.upstream {
             let name = u.name.get_ref().clone();
-            let ok_name = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
             if !ok_name {
-                return Err(ConfigError(format!(
-                    "{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]",
-                    at(u.name.span())
-                )));
+                return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", at(u.name.span()))));
             }
             if name.contains(&separator) {
                 return Err(ConfigError(format!(
@@ -396,17 +361,11 @@ impl Config {
                 )));
             }
             if upstreams.iter().any(|x: &UpstreamConfig| x.name == name) {
-                return Err(ConfigError(format!(
-                    "{}: upstream name {name:?} is used twice",
-                    at(u.name.span())
-                )));
+                return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", at(u.name.span()))));
             }
             let url = u.url.get_ref().clone();
             if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
-                return Err(ConfigError(format!(
-                    "{}: upstream {name:?} url {url:?}: expected an http:// URL",
-                    at(u.url.span())
-                )));
+                return Err(ConfigError(format!("{}: upstream {name:?} url {url:?}: expected an http:// URL", at(u.url.span()))));
             }
             upstreams.push(UpstreamConfig {
                 name,
@@ -418,24 +377,17 @@ impl Config {
                 cache_scope: u.cache_scope.unwrap_or_default(),
             });
         }
-        let prefix = if over.no_prefix {
-            PrefixMode::Never
-        } else {
-            raw.prefix.unwrap_or_default()
-        };
+        let prefix = if over.no_prefix { PrefixMode::Never } else { raw.prefix.unwrap_or_default() };
         let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
         let t = raw.timeouts;
         let l = raw.limits;
         let b = raw.bridge;
         let gather = b.gather_ms.unwrap_or(20);
         if gather > 200 {
-            return Err(ConfigError(format!(
-                "{origin}: bridge.gather_ms = {gather}: expected at most 200"
-            )));
+            return Err(ConfigError(format!("{origin}: bridge.gather_ms = {gather}: expected at most 200")));
         }
         for k in &raw.state.keys {
-            crate::state::parse_key(k)
-                .map_err(|e| ConfigError(format!("{origin}: state.keys: {e}")))?;
+            crate::state::parse_key(k).map_err(|e| ConfigError(format!("{origin}: state.keys: {e}")))?;
         }
         Ok(Config {
             listen,
@@ -488,11 +440,7 @@ impl Config {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
 #[cfg(test)]
@@ -505,30 +453,20 @@ mod tests {
 
     #[test]
     fn an_unknown_key_is_refused_with_file_and_line() {
-        let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n")
-            .unwrap_err()
-            .0;
+        let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n").unwrap_err().0;
         assert!(err.starts_with("sluice.toml:4:"), "{err}");
         assert!(err.contains("max_bodybytes"), "{err}");
     }
 
     #[test]
     fn an_upstream_name_holding_the_separator_is_refused_with_its_line() {
-        let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n")
-            .unwrap_err()
-            .0;
-        assert!(
-            err.starts_with("sluice.toml:2:") && err.contains("separator"),
-            "{err}"
-        );
+        let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap_err().0;
+        assert!(err.starts_with("sluice.toml:2:") && err.contains("separator"), "{err}");
     }
 
     #[test]
     fn defaults_listen_on_loopback_and_flags_add_upstreams() {
-        let over = Overrides {
-            upstreams: vec!["a=http://127.0.0.1:9/mcp".into()],
-            ..Default::default()
-        };
+        let over = Overrides { upstreams: vec!["a=http://127.0.0.1:9/mcp".into()], ..Default::default() };
         let c = Config::from_toml("", "x", &over).unwrap();
         assert!(c.listen.ip().is_loopback());
         assert_eq!(c.upstreams[0].name, "a");
@@ -538,7 +476,8 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted_when_printed() {
-        let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n").unwrap();
+        let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n")
+            .unwrap();
         assert!(!c.redacted().contains("s3cret"));
         assert!(!format!("{c:?}").contains("s3cret"));
     }
@@ -550,7 +489,12 @@ mod roundtrip {
 
     #[test]
     fn the_printed_effective_config_loads_back_unchanged() {
-        let c = Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n[timeouts]\nconnect_ms = 7\n", "x", &Overrides::default()).unwrap();
+        let c = Config::from_toml(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n[timeouts]\nconnect_ms = 7\n",
+            "x",
+            &Overrides::default(),
+        )
+        .unwrap();
         let printed = c.redacted();
         let again = Config::from_toml(&printed, "printed", &Overrides::default()).unwrap();
         assert_eq!(again.redacted(), printed);

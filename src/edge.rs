@@ -13,10 +13,7 @@ use crate::respond::Reply;
 
 /// Whether `host` (no port) is a loopback name.
 fn is_loopback_host(host: &str) -> bool {
-    matches!(
-        host.to_ascii_lowercase().as_str(),
-        "localhost" | "127.0.0.1" | "[::1]"
-    )
+    matches!(host.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "[::1]")
 }
 
 /// The host part of `authority` (`host[:port]`, IPv6 in brackets).
@@ -29,15 +26,9 @@ fn host_of(authority: &str) -> &str {
 
 /// Checks `Host` and `Origin` (DNS-rebinding protection, digest §5.6).
 pub fn check_origin(h: &HeaderMap, loopback: bool, allowed: &[String]) -> Result<(), Reply> {
-    let forbidden = Reply::Plain(
-        StatusCode::FORBIDDEN,
-        "forbidden: Host or Origin is not allowed for this endpoint\n",
-    );
+    let forbidden = Reply::Plain(StatusCode::FORBIDDEN, "forbidden: Host or Origin is not allowed for this endpoint\n");
     if loopback {
-        let host = h
-            .get(http::header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let host = h.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !host.is_empty() && !is_loopback_host(host_of(host)) {
             return Err(forbidden);
         }
@@ -53,10 +44,7 @@ pub fn check_origin(h: &HeaderMap, loopback: bool, allowed: &[String]) -> Result
     let ok = if loopback {
         is_loopback_host(host_of(authority))
     } else {
-        let host = h
-            .get(http::header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let host = h.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         !authority.is_empty() && authority.eq_ignore_ascii_case(host)
     };
     if ok {
@@ -71,10 +59,7 @@ pub fn check_method(m: &Method) -> Result<(), Reply> {
     if m == Method::POST {
         Ok(())
     } else {
-        Err(Reply::Plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method not allowed: this 2026-07-28 endpoint takes POST only\n",
-        ))
+        Err(Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: this 2026-07-28 endpoint takes POST only\n"))
     }
 }
 
@@ -83,12 +68,7 @@ pub fn check_accept(h: &HeaderMap) -> Result<(), Reply> {
     let (mut json, mut sse) = (false, false);
     for v in h.get_all(http::header::ACCEPT) {
         for part in v.to_str().unwrap_or("").split(',') {
-            let ty = part
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
+            let ty = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
             json |= ty == "application/json";
             sse |= ty == "text/event-stream";
         }
@@ -96,37 +76,21 @@ pub fn check_accept(h: &HeaderMap) -> Result<(), Reply> {
     if json && sse {
         Ok(())
     } else {
-        Err(Reply::Plain(
-            StatusCode::NOT_ACCEPTABLE,
-            "not acceptable: Accept must list application/json and text/event-stream\n",
-        ))
+        Err(Reply::Plain(StatusCode::NOT_ACCEPTABLE, "not acceptable: Accept must list application/json and text/event-stream\n"))
     }
 }
 
 /// Reads the body, refusing it past `max` bytes.
-pub async fn read_body(
-    h: &HeaderMap,
-    body: hyper::body::Incoming,
-    max: usize,
-) -> Result<Bytes, Reply> {
-    let too_large = Reply::Plain(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload too large: the body exceeds limits.max_body_bytes\n",
-    );
-    let declared = h
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
+pub async fn read_body(h: &HeaderMap, body: hyper::body::Incoming, max: usize) -> Result<Bytes, Reply> {
+    let too_large = Reply::Plain(StatusCode::PAYLOAD_TOO_LARGE, "payload too large: the body exceeds limits.max_body_bytes\n");
+    let declared = h.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(too_large);
     }
     match http_body_util::Limited::new(body, max).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
-        Err(_) => Err(Reply::Plain(
-            StatusCode::BAD_REQUEST,
-            "bad request: the body could not be read\n",
-        )),
+        Err(_) => Err(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: the body could not be read\n")),
     }
 }
 
@@ -135,44 +99,22 @@ mod tests {
     use super::*;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap()))
-            .collect()
+        pairs.iter().map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap())).collect()
     }
 
     #[test]
     fn loopback_host_and_origin_are_accepted_on_any_port_and_others_refused() {
-        assert!(check_origin(
-            &headers(&[("host", "127.0.0.1:9"), ("origin", "http://localhost:3000")]),
-            true,
-            &[]
-        )
-        .is_ok());
+        assert!(check_origin(&headers(&[("host", "127.0.0.1:9"), ("origin", "http://localhost:3000")]), true, &[]).is_ok());
         assert!(check_origin(&headers(&[("host", "[::1]:9")]), true, &[]).is_ok());
         assert!(check_origin(&headers(&[("host", "evil.example.com")]), true, &[]).is_err());
-        assert!(check_origin(
-            &headers(&[("host", "localhost"), ("origin", "http://evil.example.com")]),
-            true,
-            &[]
-        )
-        .is_err());
+        assert!(check_origin(&headers(&[("host", "localhost"), ("origin", "http://evil.example.com")]), true, &[]).is_err());
         let allowed = vec!["https://app.example.com".to_owned()];
-        assert!(check_origin(
-            &headers(&[("host", "localhost"), ("origin", "https://app.example.com")]),
-            true,
-            &allowed
-        )
-        .is_ok());
+        assert!(check_origin(&headers(&[("host", "localhost"), ("origin", "https://app.example.com")]), true, &allowed).is_ok());
     }
 
     #[test]
     fn accept_must_list_both_types() {
-        assert!(check_accept(&headers(&[(
-            "accept",
-            "application/json, text/event-stream"
-        )]))
-        .is_ok());
+        assert!(check_accept(&headers(&[("accept", "application/json, text/event-stream")])).is_ok());
         assert!(check_accept(&headers(&[("accept", "application/json")])).is_err());
         assert!(check_accept(&HeaderMap::new()).is_err());
     }

@@ -73,45 +73,20 @@ impl GatewayError {
     /// compile until it is mapped here.
     pub fn classify(&self) -> (StatusCode, i64, Option<Value>) {
         match self {
-            GatewayError::Frame(FrameError::NotJson(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None)
-            }
-            GatewayError::Frame(FrameError::NotRequest(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None)
-            }
+            GatewayError::Frame(FrameError::NotJson(_)) => (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None),
+            GatewayError::Frame(FrameError::NotRequest(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None),
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
-            GatewayError::InvalidParams(_, data) => (
-                StatusCode::BAD_REQUEST,
-                jsonrpc::INVALID_PARAMS,
-                data.clone(),
-            ),
-            GatewayError::HeaderMismatch(_) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None)
+            GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
+            GatewayError::HeaderMismatch(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
+            GatewayError::UnsupportedVersion { requested, supported } => {
+                (StatusCode::BAD_REQUEST, jsonrpc::UNSUPPORTED_VERSION, Some(json!({"supported": supported, "requested": requested})))
             }
-            GatewayError::UnsupportedVersion {
-                requested,
-                supported,
-            } => (
-                StatusCode::BAD_REQUEST,
-                jsonrpc::UNSUPPORTED_VERSION,
-                Some(json!({"supported": supported, "requested": requested})),
-            ),
-            GatewayError::MethodNotFound(_) => {
-                (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None)
-            }
-            GatewayError::UnknownTarget(_, data) => (
-                StatusCode::BAD_REQUEST,
-                jsonrpc::INVALID_PARAMS,
-                data.clone(),
-            ),
+            GatewayError::MethodNotFound(_) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
+            GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
-            GatewayError::Upstream(e) if e.is_timeout() => {
-                (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None)
-            }
+            GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
             GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
-            GatewayError::UpstreamDown(..) => {
-                (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None)
-            }
+            GatewayError::UpstreamDown(..) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
         }
     }
 }

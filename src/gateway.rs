@@ -44,17 +44,9 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the state (no I/O yet).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
-        let upstreams = cfg
-            .upstreams
-            .iter()
-            .map(|u| Upstream::new(u).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        let client = HttpClient::new(
-            cfg.timeouts.connect,
-            cfg.timeouts.response,
-            cfg.limits.max_response_bytes,
-            cfg.limits.max_sse_event_bytes,
-        );
+        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let client =
+            HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
         Ok(Arc::new(Gateway {
@@ -153,11 +145,7 @@ impl Gateway {
         }
         for other in self.upstreams.iter().filter(|o| o.name != up.name) {
             let theirs = other.list(kind);
-            for item in table
-                .items
-                .iter()
-                .filter(|i| theirs.by_key(&i.key).is_some())
-            {
+            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
                 tracing::warn!(
                     name = %item.public, first = %up.name, second = %other.name, list = kind.method(),
                     "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"

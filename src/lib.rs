@@ -72,9 +72,7 @@ impl Running {
 
 /// Binds `cfg.listen` and serves in the background.
 pub async fn start(cfg: config::Config) -> Result<Running, String> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = cfg;
     cfg.listen = addr;
@@ -83,10 +81,5 @@ pub async fn start(cfg: config::Config) -> Result<Running, String> {
     let join = tokio::spawn(server::run(listener, gw.clone(), async move {
         let _ = rx.await;
     }));
-    Ok(Running {
-        addr,
-        gateway: gw,
-        stop: Some(tx),
-        join: Some(join),
-    })
+    Ok(Running { addr, gateway: gw, stop: Some(tx), join: Some(join) })
 }

@@ -44,11 +44,7 @@ pub struct Hub {
 impl Hub {
     /// An empty hub.
     pub fn new() -> Self {
-        Hub {
-            tx: broadcast::channel(256).0,
-            wanted: Mutex::new(BTreeMap::new()),
-            changed: Notify::new(),
-        }
+        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), changed: Notify::new() }
     }
 
     /// Announces a change to every client listen.
@@ -74,17 +70,11 @@ impl Hub {
         if grew {
             self.changed.notify_waiters();
         }
-        WantGuard {
-            hub: self.clone(),
-            uris: uris.to_vec(),
-        }
+        WantGuard { hub: self.clone(), uris: uris.to_vec() }
     }
 
     fn wanted(&self) -> Vec<String> {
-        self.wanted
-            .lock()
-            .map(|w| w.keys().cloned().collect())
-            .unwrap_or_default()
+        self.wanted.lock().map(|w| w.keys().cloned().collect()).unwrap_or_default()
     }
 }
 
@@ -121,27 +111,32 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
         if gw.shutdown.is_cancelled() {
             return;
         }
-        if up.status().healthy {
+        // Legacy upstreams report list changes on their sessions' GET streams instead.
+        let status = up.status();
+        let mut pause = gw.cfg.timeouts.listen_retry;
+        if status.healthy && !status.legacy {
             tokio::select! {
                 _ = gw.shutdown.cancelled() => return,
                 _ = gw.hub_changed() => {} // re-subscribe with the new URI set
-                _ = listen_once(&gw, &up) => {}
+                supported = listen_once(&gw, &up) => {
+                    if !supported {
+                        // No listen stream here (e.g. -32601): ask again at the refresh pace only.
+                        pause = gw.cfg.timeouts.refresh;
+                    }
+                }
             }
         }
         tokio::select! {
             _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(gw.cfg.timeouts.listen_retry) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
 
-async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) {
+/// Holds one upstream listen stream; `false` when the upstream does not offer one.
+async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
     let mut filter = Map::new();
-    for (key, cap) in [
-        ("toolsListChanged", "tools"),
-        ("promptsListChanged", "prompts"),
-        ("resourcesListChanged", "resources"),
-    ] {
+    for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
         if up.serves(cap) {
             filter.insert(key.into(), true.into());
         }
@@ -154,37 +149,23 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) {
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body("subscriptions/listen", extra);
     let headers = modern_headers(&up.host, "subscriptions/listen", None, &up.extra);
-    let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await
-    else {
-        return;
+    let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
+        return false;
     };
     while let Ok(Some(data)) = stream.next().await {
         let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
             continue;
         };
         if msg.is_response() {
-            return;
+            return true;
         }
         let change = match msg.method.as_deref() {
-            Some("notifications/tools/list_changed") => {
-                Some((Change::Tools, Some(ListKind::Tools)))
-            }
-            Some("notifications/prompts/list_changed") => {
-                Some((Change::Prompts, Some(ListKind::Prompts)))
-            }
-            Some("notifications/resources/list_changed") => {
-                Some((Change::Resources, Some(ListKind::Resources)))
-            }
+            Some("notifications/tools/list_changed") => Some((Change::Tools, Some(ListKind::Tools))),
+            Some("notifications/prompts/list_changed") => Some((Change::Prompts, Some(ListKind::Prompts))),
+            Some("notifications/resources/list_changed") => Some((Change::Resources, Some(ListKind::Resources))),
             Some("notifications/resources/updated") => {
-                let uri = msg
-                    .params
-                    .as_ref()
-                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                uri.and_then(|p| {
-                    p.get("uri")
-                        .and_then(Value::as_str)
-                        .map(|u| (Change::Updated(u.to_owned()), None))
-                })
+                let uri = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+                uri.and_then(|p| p.get("uri").and_then(Value::as_str).map(|u| (Change::Updated(u.to_owned()), None)))
             }
             _ => None,
         };
@@ -199,6 +180,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) {
         }
         gw.hub.publish(change);
     }
+    true
 }
 
 /// What a client listen asked for.
@@ -218,9 +200,7 @@ impl Filter {
     /// Reads the `notifications` member of a listen request.
     pub fn parse(raw: Option<&str>) -> Result<Filter, String> {
         let v: Value = match raw {
-            Some(r) => {
-                serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?
-            }
+            Some(r) => serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?,
             None => return Ok(Filter::default()),
         };
         let obj = v.as_object().ok_or("notifications must be an object")?;
@@ -229,20 +209,11 @@ impl Filter {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|u| {
-                    u.as_str()
-                        .map(str::to_owned)
-                        .ok_or("resourceSubscriptions must hold strings")
-                })
+                .map(|u| u.as_str().map(str::to_owned).ok_or("resourceSubscriptions must hold strings"))
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err("resourceSubscriptions must be an array of URIs".into()),
         };
-        Ok(Filter {
-            tools: flag("toolsListChanged"),
-            prompts: flag("promptsListChanged"),
-            resources: flag("resourcesListChanged"),
-            uris,
-        })
+        Ok(Filter { tools: flag("toolsListChanged"), prompts: flag("promptsListChanged"), resources: flag("resourcesListChanged"), uris })
     }
 
     /// The JSON form sent in the acknowledgement.
@@ -266,18 +237,9 @@ impl Filter {
     fn notification(&self, c: &Change) -> Option<(&'static str, Map<String, Value>)> {
         match c {
             Change::Tools if self.tools => Some(("notifications/tools/list_changed", Map::new())),
-            Change::Prompts if self.prompts => {
-                Some(("notifications/prompts/list_changed", Map::new()))
-            }
-            Change::Resources if self.resources => {
-                Some(("notifications/resources/list_changed", Map::new()))
-            }
-            Change::Updated(u)
-                if self
-                    .uris
-                    .iter()
-                    .any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))) =>
-            {
+            Change::Prompts if self.prompts => Some(("notifications/prompts/list_changed", Map::new())),
+            Change::Resources if self.resources => Some(("notifications/resources/list_changed", Map::new())),
+            Change::Updated(u) if self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))) => {
                 let mut m = Map::new();
                 m.insert("uri".into(), u.clone().into());
                 Some(("notifications/resources/updated", m))
@@ -294,10 +256,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter) -> mpsc::Re
     let mut changes = gw.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
-    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(
-        "notifications/subscriptions/acknowledged",
-        &ack,
-    )));
+    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body("notifications/subscriptions/acknowledged", &ack)));
     tokio::spawn(async move {
         let _want = gw.hub_arc().want(&honoured.uris);
         loop {
@@ -316,18 +275,8 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter) -> mpsc::Re
                 Err(broadcast::error::RecvError::Closed) => return,
             };
             if let Some((method, mut params)) = honoured.notification(&change) {
-                params.insert(
-                    "_meta".into(),
-                    json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}),
-                );
-                if tx
-                    .send(sse::frame(&jsonrpc::notification_body(
-                        method,
-                        &Value::Object(params),
-                    )))
-                    .await
-                    .is_err()
-                {
+                params.insert("_meta".into(), json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}));
+                if tx.send(sse::frame(&jsonrpc::notification_body(method, &Value::Object(params)))).await.is_err() {
                     return;
                 }
             }

@@ -6,11 +6,7 @@ use clap::{Parser, Subcommand};
 use sluice::config::{Config, Overrides};
 
 #[derive(Parser)]
-#[command(
-    name = "sluice",
-    version,
-    about = "An MCP gateway: one stateless 2026-07-28 endpoint in front of many MCP servers"
-)]
+#[command(name = "sluice", version, about = "An MCP gateway: one stateless 2026-07-28 endpoint in front of many MCP servers")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,11 +27,7 @@ struct Quick {
 
 impl Quick {
     fn overrides(&self) -> Overrides {
-        Overrides {
-            listen: self.listen.clone(),
-            upstreams: self.upstreams.clone(),
-            no_prefix: self.no_prefix,
-        }
+        Overrides { listen: self.listen.clone(), upstreams: self.upstreams.clone(), no_prefix: self.no_prefix }
     }
 }
 
@@ -86,13 +78,10 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         Command::Serve { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
             if cfg.upstreams.is_empty() {
-                anyhow::bail!(
-                    "no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL"
-                );
+                anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
             }
-            let listener = tokio::net::TcpListener::bind(cfg.listen)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            let listener =
+                tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
             let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
@@ -103,11 +92,6 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             println!("{}", cfg.redacted());
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Demo {
-            walkthrough,
-            listen,
-        } => sluice::demo::run(walkthrough, listen)
-            .await
-            .map_err(anyhow::Error::msg),
+        Command::Demo { walkthrough, listen } => sluice::demo::run(walkthrough, listen).await.map_err(anyhow::Error::msg),
     }
 }

@@ -26,16 +26,10 @@ use crate::validate;
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
-    if let Err(r) = edge::check_origin(
-        &parts.headers,
-        gw.cfg.listen.ip().is_loopback(),
-        &gw.cfg.allowed_origins,
-    ) {
+    if let Err(r) = edge::check_origin(&parts.headers, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
     }
-    if let Err(r) =
-        edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers))
-    {
+    if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
         return r;
     }
     let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {

@@ -37,10 +37,7 @@ impl Reply {
     /// The reply for a stage error, carrying the request's id.
     pub fn error(id: &str, err: &GatewayError) -> Reply {
         let (status, code, data) = err.classify();
-        Reply::Json(
-            status,
-            jsonrpc::error_body(id, code, &err.to_string(), data.as_ref()),
-        )
+        Reply::Json(status, jsonrpc::error_body(id, code, &err.to_string(), data.as_ref()))
     }
 
     /// The HTTP status this reply will carry.
@@ -66,9 +63,7 @@ impl Reply {
                     .header(http::header::CACHE_CONTROL, "no-cache")
                     .header("x-accel-buffering", "no");
                 let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-                    rx.recv()
-                        .await
-                        .map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), rx))
+                    rx.recv().await.map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), rx))
                 });
                 StreamBody::new(stream).boxed()
             }
@@ -81,22 +76,13 @@ impl Reply {
                 Full::new(Bytes::from_static(text.as_bytes())).boxed()
             }
         };
-        b.body(body)
-            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+        b.body(body).unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
     }
 }
 
 /// Methods whose complete results must carry `ttlMs` and `cacheScope`.
 pub fn is_cacheable(method: &str) -> bool {
-    matches!(
-        method,
-        "server/discover"
-            | "tools/list"
-            | "prompts/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-    )
+    matches!(method, "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read")
 }
 
 /// Stamps a result object: `resultType` (absent means complete), Sluice's `serverInfo`, and
@@ -105,59 +91,34 @@ pub fn stamp_result(raw: &str, method: &str, server_info: &Value) -> Option<Stri
     let mut m: IndexMap<String, Box<RawValue>> = serde_json::from_str(raw).ok()?;
     let result_type = match m.get("resultType") {
         None => {
-            m.insert(
-                "resultType".into(),
-                RawValue::from_string("\"complete\"".into()).ok()?,
-            );
+            m.insert("resultType".into(), RawValue::from_string("\"complete\"".into()).ok()?);
             "complete".to_owned()
         }
         Some(r) => serde_json::from_str::<String>(r.get()).unwrap_or_default(),
     };
-    let mut meta: Map<String, Value> = m
-        .get("_meta")
-        .and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or_default();
+    let mut meta: Map<String, Value> = m.get("_meta").and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_default();
     meta.insert(crate::mcp::META_SERVER_INFO.into(), server_info.clone());
-    m.insert(
-        "_meta".into(),
-        RawValue::from_string(Value::Object(meta).to_string()).ok()?,
-    );
+    m.insert("_meta".into(), RawValue::from_string(Value::Object(meta).to_string()).ok()?);
     if result_type == "complete" && is_cacheable(method) {
-        let ttl_ok = m
-            .get("ttlMs")
-            .is_some_and(|r| r.get().parse::<u64>().is_ok());
+        let ttl_ok = m.get("ttlMs").is_some_and(|r| r.get().parse::<u64>().is_ok());
         if !ttl_ok {
             m.insert("ttlMs".into(), RawValue::from_string("0".into()).ok()?);
         }
-        let scope_ok = matches!(
-            m.get("cacheScope").map(|r| r.get()),
-            Some("\"public\"" | "\"private\"")
-        );
+        let scope_ok = matches!(m.get("cacheScope").map(|r| r.get()), Some("\"public\"" | "\"private\""));
         if !scope_ok {
-            m.insert(
-                "cacheScope".into(),
-                RawValue::from_string("\"private\"".into()).ok()?,
-            );
+            m.insert("cacheScope".into(), RawValue::from_string("\"private\"".into()).ok()?);
         }
     }
     serde_json::to_string(&m).ok()
 }
 
 /// Maps an upstream error to one 2026-07-28 allows, and the HTTP status its code fixes.
-pub fn map_error(
-    mut e: jsonrpc::RpcError,
-    upstream_status: StatusCode,
-    uri: Option<&str>,
-) -> (StatusCode, jsonrpc::RpcError) {
+pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Option<&str>) -> (StatusCode, jsonrpc::RpcError) {
     match e.code {
         -32002 => {
             // Resource not found was -32002 up to 2025-11-25; 2026-07-28 says -32602 with the uri.
             e.code = jsonrpc::INVALID_PARAMS;
-            let mut data = e
-                .data
-                .take()
-                .and_then(|d| d.as_object().cloned())
-                .unwrap_or_default();
+            let mut data = e.data.take().and_then(|d| d.as_object().cloned()).unwrap_or_default();
             if let (false, Some(u)) = (data.contains_key("uri"), uri) {
                 data.insert("uri".into(), u.into());
             }
@@ -171,9 +132,7 @@ pub fn map_error(
         _ => {}
     }
     let status = match e.code {
-        jsonrpc::HEADER_MISMATCH | jsonrpc::MISSING_CAPABILITY | jsonrpc::UNSUPPORTED_VERSION => {
-            StatusCode::BAD_REQUEST
-        }
+        jsonrpc::HEADER_MISMATCH | jsonrpc::MISSING_CAPABILITY | jsonrpc::UNSUPPORTED_VERSION => StatusCode::BAD_REQUEST,
         jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ if upstream_status.is_client_error() => upstream_status,
         _ => StatusCode::OK,
@@ -193,26 +152,14 @@ pub fn finish(
 ) -> (StatusCode, Bytes) {
     let parsed: Option<Incoming> = serde_json::from_str(msg).ok();
     match parsed {
-        Some(Incoming {
-            result: Some(r), ..
-        }) => match stamp_result(r.get(), method, server_info) {
-            Some(stamped) => (
-                StatusCode::OK,
-                jsonrpc::result_body(id, &crate::mcp::compact_json(&stamped)),
-            ),
+        Some(Incoming { result: Some(r), .. }) => match stamp_result(r.get(), method, server_info) {
+            Some(stamped) => (StatusCode::OK, jsonrpc::result_body(id, &crate::mcp::compact_json(&stamped))),
             None => bad_upstream(id, upstream),
         },
         Some(Incoming { error: Some(e), .. }) => {
             let (status, e) = map_error(e, upstream_status, uri);
-            let err = serde_json::to_value(&e).unwrap_or_else(
-                |_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}),
-            );
-            (
-                status,
-                Bytes::from(format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"
-                )),
-            )
+            let err = serde_json::to_value(&e).unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
+            (status, Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}")))
         }
         _ => bad_upstream(id, upstream),
     }
@@ -220,10 +167,7 @@ pub fn finish(
 
 fn bad_upstream(id: &str, upstream: &str) -> (StatusCode, Bytes) {
     let msg = format!("upstream '{upstream}' sent an answer that is not a JSON-RPC response; report it to that server's owners");
-    (
-        StatusCode::BAD_GATEWAY,
-        jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None),
-    )
+    (StatusCode::BAD_GATEWAY, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None))
 }
 
 #[cfg(test)]
@@ -232,57 +176,29 @@ mod tests {
 
     #[test]
     fn results_without_result_type_or_hints_are_stamped() {
-        let out = stamp_result(
-            r#"{"tools":[],"_meta":{"x":1}}"#,
-            "tools/list",
-            &json!({"name":"sluice"}),
-        )
-        .unwrap();
+        let out = stamp_result(r#"{"tools":[],"_meta":{"x":1}}"#, "tools/list", &json!({"name":"sluice"})).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["resultType"], "complete");
         assert_eq!(v["ttlMs"], 0);
         assert_eq!(v["cacheScope"], "private");
         assert_eq!(v["_meta"]["x"], 1);
-        assert_eq!(
-            v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-            "sluice"
-        );
+        assert_eq!(v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sluice");
     }
 
     #[test]
     fn input_required_results_get_no_cache_hints() {
-        let out = stamp_result(
-            r#"{"resultType":"input_required","requestState":"s"}"#,
-            "resources/read",
-            &json!({}),
-        )
-        .unwrap();
+        let out = stamp_result(r#"{"resultType":"input_required","requestState":"s"}"#, "resources/read", &json!({})).unwrap();
         assert!(!out.contains("ttlMs"));
     }
 
     #[test]
     fn retired_and_undefined_codes_are_mapped() {
-        let e = jsonrpc::RpcError {
-            code: -32002,
-            message: "nf".into(),
-            data: None,
-        };
+        let e = jsonrpc::RpcError { code: -32002, message: "nf".into(), data: None };
         let (_, e) = map_error(e, StatusCode::OK, Some("test://x"));
-        assert_eq!(
-            (e.code, e.data.unwrap()["uri"].as_str()),
-            (-32602, Some("test://x"))
-        );
-        let e = jsonrpc::RpcError {
-            code: -32042,
-            message: "x".into(),
-            data: None,
-        };
+        assert_eq!((e.code, e.data.unwrap()["uri"].as_str()), (-32602, Some("test://x")));
+        let e = jsonrpc::RpcError { code: -32042, message: "x".into(), data: None };
         assert_eq!(map_error(e, StatusCode::OK, None).1.code, -32603);
-        let e = jsonrpc::RpcError {
-            code: -32601,
-            message: "x".into(),
-            data: None,
-        };
+        let e = jsonrpc::RpcError { code: -32601, message: "x".into(), data: None };
         assert_eq!(map_error(e, StatusCode::OK, None).0, StatusCode::NOT_FOUND);
     }
 }

@@ -46,10 +46,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     drop(listener);
     gw.shutdown.cancel();
     background.abort();
-    if tokio::time::timeout(gw.cfg.timeouts.shutdown, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(gw.cfg.timeouts.shutdown, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
 }

@@ -15,10 +15,7 @@ use crate::gateway::Gateway;
 use crate::respond::Body;
 
 /// Handles one request.
-pub async fn handle(
-    gw: Arc<Gateway>,
-    req: Request<hyper::body::Incoming>,
-) -> Result<Response<Body>, Infallible> {
+pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
     if path == gw.cfg.path {
@@ -27,10 +24,7 @@ pub async fn handle(
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => readyz(&gw),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not found: the MCP endpoint is elsewhere (see `path` in the config)\n",
-        ),
+        _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
 }
 
@@ -54,11 +48,7 @@ fn readyz(gw: &Gateway) -> Response<Body> {
     let ready = gw.is_ready();
     let body = json!({"ready": ready, "upstreams": upstreams}).to_string();
     Response::builder()
-        .status(if ready {
-            StatusCode::OK
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
-        })
+        .status(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)).boxed())
         .unwrap_or_default()

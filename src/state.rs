@@ -103,16 +103,13 @@ impl Key {
     /// A key from its secret bytes (at least 32).
     pub fn new(id: u8, secret: Vec<u8>) -> Result<Key, String> {
         if secret.len() < 32 {
-            return Err(format!(
-                "state key {id}: the secret must be at least 32 bytes"
-            ));
+            return Err(format!("state key {id}: the secret must be at least 32 bytes"));
         }
         Ok(Key { id, secret })
     }
 
     fn mac(&self) -> HmacSha256 {
-        let mut m =
-            <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
+        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
         m.update(DOMAIN);
         m
     }
@@ -141,12 +138,7 @@ impl Keys {
     /// A random key for a single replica (replicas must share configured keys instead).
     pub fn random() -> Keys {
         let secret: [u8; 32] = rand::random();
-        Keys {
-            keys: vec![Key {
-                id: 0,
-                secret: secret.to_vec(),
-            }],
-        }
+        Keys { keys: vec![Key { id: 0, secret: secret.to_vec() }] }
     }
 
     /// Seals a payload.
@@ -164,27 +156,13 @@ impl Keys {
     }
 
     /// Verifies the tag (constant time), then decodes, then checks expiry, principal and digest.
-    pub fn open(
-        &self,
-        token: &str,
-        principal: &str,
-        method: &str,
-        name: &str,
-        digest: &str,
-        now_ms: u64,
-    ) -> Result<Sealed, StateError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|_| StateError::Tampered)?;
+    pub fn open(&self, token: &str, principal: &str, method: &str, name: &str, digest: &str, now_ms: u64) -> Result<Sealed, StateError> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| StateError::Tampered)?;
         if bytes.len() < 2 + TAG || bytes[0] != VERSION {
             return Err(StateError::Tampered);
         }
         let (body, tag) = bytes.split_at(bytes.len() - TAG);
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.id == body[1])
-            .ok_or(StateError::Tampered)?;
+        let key = self.keys.iter().find(|k| k.id == body[1]).ok_or(StateError::Tampered)?;
         let mut mac = key.mac();
         mac.update(body);
         mac.verify_slice(tag).map_err(|_| StateError::Tampered)?;
@@ -204,18 +182,13 @@ impl Keys {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// Digest of the canonical params of a request: every top-level member but `_meta`,
 /// `inputResponses` and `requestState`, keys sorted at every depth.
 pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut kept: Vec<(&str, &str)> = members
-        .filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState"))
-        .collect();
+    let mut kept: Vec<(&str, &str)> = members.filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState")).collect();
     kept.sort_by(|a, b| a.0.cmp(b.0));
     let mut h = Sha256::new();
     for (k, raw) in kept {
@@ -259,26 +232,16 @@ mod tests;
 
 /// Parses one `ID:BASE64` key (ID 0–255, the secret at least 32 bytes, standard Base64).
 pub fn parse_key(spec: &str) -> Result<Key, String> {
-    let (id, b64) = spec
-        .split_once(':')
-        .ok_or("expected ID:BASE64, e.g. 1:<44 base64 characters>")?;
-    let id: u8 = id
-        .trim()
-        .parse()
-        .map_err(|_| format!("key id {id:?} must be a number 0-255"))?;
-    let secret = base64::engine::general_purpose::STANDARD
-        .decode(b64.trim())
-        .map_err(|_| format!("key {id}: the secret is not valid Base64"))?;
+    let (id, b64) = spec.split_once(':').ok_or("expected ID:BASE64, e.g. 1:<44 base64 characters>")?;
+    let id: u8 = id.trim().parse().map_err(|_| format!("key id {id:?} must be a number 0-255"))?;
+    let secret =
+        base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|_| format!("key {id}: the secret is not valid Base64"))?;
     Key::new(id, secret)
 }
 
 /// The key ring from config and the environment; a random key (with a warning) when none.
 pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
-    let mut keys = cfg
-        .keys
-        .iter()
-        .map(|k| parse_key(k))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut keys = cfg.keys.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
     if let Some(var) = &cfg.key_env {
         if let Ok(v) = std::env::var(var) {
             for k in v.split(',').filter(|k| !k.trim().is_empty()) {
@@ -287,7 +250,9 @@ pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
         }
     }
     if keys.is_empty() {
-        tracing::warn!("no state keys configured: sealing requestState with a random key; replicas must share keys (state.keys or state.key_env)");
+        tracing::warn!(
+            "no state keys configured: sealing requestState with a random key; replicas must share keys (state.keys or state.key_env)"
+        );
         return Ok(Keys::random());
     }
     Keys::new(keys)

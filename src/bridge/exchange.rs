@@ -84,7 +84,12 @@ pub struct Live {
     get_open: bool,
     /// Set once the final answer arrived (nothing to cancel upstream).
     pub finished: bool,
+    /// Builds the legacy request body for a request id (to re-send it on a new session).
+    pub rebuild: Rebuild,
 }
+
+/// Builds a legacy request body for a given upstream request id.
+pub type Rebuild = std::sync::Arc<dyn Fn(u64) -> Bytes + Send + Sync>;
 
 impl Drop for Live {
     fn drop(&mut self) {
@@ -94,23 +99,21 @@ impl Drop for Live {
 
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
-    pub fn start(
-        gw: &Gateway,
-        lease: Lease,
-        body_for: impl FnOnce(u64) -> Bytes,
-        info: CallInfo,
-    ) -> Live {
+    pub fn start(gw: &Gateway, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
+        let rebuild: Rebuild = std::sync::Arc::new(body_for);
         let (tx, rx) = mpsc::channel(64);
         let session = lease.session.clone();
         let client = gw.client.clone();
         let post_task = tokio::spawn(async move {
             let end = match session.post(&client, body, None).await {
+                Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
+                    session.broken.store(true, std::sync::atomic::Ordering::Release);
+                    Some(UpstreamError::SessionGone(session.up.name.clone()))
+                }
                 Ok(Answer::Json(_, b)) => {
-                    let _ = tx
-                        .send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()))
-                        .await;
+                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned())).await;
                     None
                 }
                 Ok(Answer::Sse(mut s)) => loop {
@@ -125,60 +128,39 @@ impl Live {
                     }
                 },
                 Ok(Answer::Status(status, _)) => {
-                    if status == http::StatusCode::NOT_FOUND {
-                        session
-                            .broken
-                            .store(true, std::sync::atomic::Ordering::Release);
-                    }
-                    Some(UpstreamError::Protocol(
-                        session.up.name.clone(),
-                        format!("HTTP {status} to a call on its session"),
-                    ))
+                    Some(UpstreamError::Protocol(session.up.name.clone(), format!("HTTP {status} to a call on its session")))
                 }
                 Err(e) => Some(e),
             };
             let _ = tx.send(PostEvent::End(end)).await;
         })
         .abort_handle();
-        Live {
-            lease,
-            upstream_id,
-            post_rx: rx,
-            post_task,
-            asks: Vec::new(),
-            round: 0,
-            info,
-            get_open: true,
-            finished: false,
-        }
+        Live { lease, upstream_id, post_rx: rx, post_task, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
     }
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
     /// cancellation) and marks nothing else: dropping the exchange frees the session.
     pub async fn cancel(&mut self, gw: &Gateway, reason: &str) {
         if !self.finished {
-            self.lease
-                .session
-                .cancel(&gw.client, self.upstream_id, reason)
-                .await;
+            self.lease.session.cancel(&gw.client, self.upstream_id, reason).await;
             self.finished = true;
+            // Some servers (the Python SDK 1.x among them) can lose a session when a cancellation
+            // races the call's own answer: never lease a session again after cancelling on it.
+            self.lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
         }
     }
 
+    /// Sends the same call again on a new session (after the old one answered 404).
+    pub fn restart(self, gw: &Gateway, lease: Lease) -> Live {
+        let rebuild = self.rebuild.clone();
+        Live::start(gw, lease, move |id| rebuild(id), self.info.clone())
+    }
+
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
-    pub async fn drive(
-        &mut self,
-        gw: &Gateway,
-        events: &mpsc::Sender<Event>,
-        supplied: &mut Map<String, Value>,
-    ) -> Outcome {
+    pub async fn drive(&mut self, gw: &Gateway, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
         let gather = gw.cfg.bridge.gather;
         loop {
-            let wait = if self.asks.is_empty() {
-                None
-            } else {
-                Some(gather)
-            };
+            let wait = if self.asks.is_empty() { None } else { Some(gather) };
             let msg = tokio::select! {
                 m = self.post_rx.recv() => match m {
                     Some(PostEvent::Msg(d)) => d,
@@ -207,9 +189,9 @@ impl Live {
     ) -> Option<Outcome> {
         let msg: Incoming = serde_json::from_str(data).ok()?;
         let session = self.lease.session.clone();
+        tracing::trace!(upstream = %session.up.name, method = msg.method.as_deref().unwrap_or("(response)"), id = msg.id.as_ref().map(|i| i.get()).unwrap_or("-"), ours = self.upstream_id, "legacy exchange message");
         if msg.is_response() {
-            let ours =
-                msg.id.as_ref().map(|i| i.get()) == Some(self.upstream_id.to_string().as_str());
+            let ours = msg.id.as_ref().map(|i| i.get()) == Some(self.upstream_id.to_string().as_str());
             if ours {
                 self.finished = true;
                 return Some(Outcome::Final(data.to_owned()));
@@ -223,14 +205,7 @@ impl Live {
                 let ask = asks::ask(id.get(), m, msg.params.as_ref().map(|p| p.get()), &taken);
                 if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
                     session
-                        .reply(
-                            &gw.client,
-                            id.get(),
-                            Err((
-                                -32601,
-                                "the client did not declare the capability this request needs",
-                            )),
-                        )
+                        .reply(&gw.client, id.get(), Err((-32601, "the client did not declare the capability this request needs")))
                         .await;
                     return Some(Outcome::MissingCapability(needed));
                 }
@@ -247,34 +222,18 @@ impl Live {
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %session.up.name, method = m, "upstream sent a request Sluice does not bridge; refused");
-                session
-                    .reply(
-                        &gw.client,
-                        id.get(),
-                        Err((-32601, "method not supported through this gateway")),
-                    )
-                    .await;
+                session.reply(&gw.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
             }
             (Some("notifications/progress"), None) => {
-                let _ = events
-                    .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
-                    .await;
+                let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
             }
             (Some("notifications/message"), None) => {
-                let level = msg
-                    .params
-                    .as_ref()
-                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                let rank = level
-                    .as_ref()
-                    .and_then(|p| p.get("level"))
-                    .and_then(Value::as_str)
-                    .and_then(crate::upstream::forward::level_rank);
+                let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+                let rank =
+                    level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::upstream::forward::level_rank);
                 if let (Some(want), Some(r)) = (self.info.log_level, rank) {
                     if r >= want {
-                        let _ = events
-                            .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
-                            .await;
+                        let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
                     }
                 }
             }

@@ -51,10 +51,7 @@ pub struct Bridge {
 
 impl Bridge {
     /// Builds the bridge from config.
-    pub fn new(
-        cfg: &crate::config::Config,
-        client: crate::upstream::client::HttpClient,
-    ) -> Result<Bridge, String> {
+    pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient) -> Result<Bridge, String> {
         Ok(Bridge {
             pool: Pool::new(client, cfg.bridge.max_sessions, cfg.bridge.session_idle),
             parked: ParkTable::new(cfg.bridge.max_parked),
@@ -85,13 +82,8 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
         tokio::spawn(async move {
             let (change, kinds): (Change, &[ListKind]) = match msg.method.as_deref() {
                 Some("notifications/tools/list_changed") => (Change::Tools, &[ListKind::Tools]),
-                Some("notifications/prompts/list_changed") => {
-                    (Change::Prompts, &[ListKind::Prompts])
-                }
-                Some("notifications/resources/list_changed") => (
-                    Change::Resources,
-                    &[ListKind::Resources, ListKind::Templates],
-                ),
+                Some("notifications/prompts/list_changed") => (Change::Prompts, &[ListKind::Prompts]),
+                Some("notifications/resources/list_changed") => (Change::Resources, &[ListKind::Resources, ListKind::Templates]),
                 Some("notifications/resources/updated") => match uri {
                     Some(u) => (Change::Updated(u), &[]),
                     None => return,
@@ -108,62 +100,26 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
 
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
 pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
-    match gw
-        .bridge
-        .pool
-        .lease(
-            up,
-            INTERNAL,
-            &legacy::all_capabilities(),
-            list_changed_hook(gw, up),
-        )
-        .await
-    {
+    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
         Ok(lease) => {
             let init = &lease.session.init;
-            let mut caps = init
-                .get("capabilities")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            caps.retain(|k, _| {
-                matches!(
-                    k.as_str(),
-                    "tools" | "prompts" | "resources" | "completions" | "logging"
-                )
-            });
+            let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
+            caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
             let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
             let discovered = Discovered {
                 capabilities: caps,
-                instructions: init
-                    .get("instructions")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                instructions: init.get("instructions").and_then(Value::as_str).map(str::to_owned),
                 ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
                 public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
             };
-            let s = Status {
-                probed: true,
-                healthy: true,
-                discovered: Some(discovered),
-                error: None,
-                legacy: true,
-            };
+            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: true };
             up.set_status(s.clone());
             s
         }
         Err(e) => {
-            let why = format!(
-                "{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)"
-            );
+            let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status {
-                probed: true,
-                healthy: false,
-                discovered: None,
-                error: Some(why),
-                legacy: true,
-            };
+            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), legacy: true };
             up.set_status(s.clone());
             s
         }
@@ -177,47 +133,19 @@ pub async fn internal_call(
     method: &str,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease = gw
-        .bridge
-        .pool
-        .lease(
-            up,
-            INTERNAL,
-            &legacy::all_capabilities(),
-            list_changed_hook(gw, up),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    let lease =
+        gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": extra});
-    let answer = lease
-        .session
-        .post(
-            &gw.client,
-            Bytes::from(body.to_string()),
-            Some(gw.cfg.timeouts.response),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let (_, bytes) = final_message(answer, &up.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&bytes).map_err(|_| {
-        format!(
-            "upstream '{}' answered {method} with something that is not JSON-RPC",
-            up.name
-        )
-    })?;
+    let answer =
+        lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
+    let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
+    let msg: Incoming = serde_json::from_slice(&bytes)
+        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
-        (_, Some(e)) => Err(format!(
-            "upstream '{}' answered {method} with error {}",
-            up.name, e.code
-        )),
-        _ => Err(format!(
-            "upstream '{}' answered {method} with neither result nor error",
-            up.name
-        )),
+        (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
+        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
     }
 }
 
@@ -238,18 +166,9 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
 }
 
 /// Serves a routed request on a legacy upstream.
-pub async fn call(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    meta: &Meta,
-    t: Target,
-    principal: &Principal,
-) -> Result<Reply, GatewayError> {
+pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, principal: &Principal) -> Result<Reply, GatewayError> {
     let member = crate::validate::headers::name_member(&env.method);
-    let name = member
-        .and_then(|m| env.param_str(m))
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
     let info = CallInfo {
         principal: principal.id().to_owned(),
         method: env.method.clone(),
@@ -261,12 +180,8 @@ pub async fn call(
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
         None => Map::new(),
-        Some(raw) => serde_json::from_str(raw).map_err(|_| {
-            GatewayError::InvalidParams(
-                "inputResponses must be an object keyed by input key".into(),
-                None,
-            )
-        })?,
+        Some(raw) => serde_json::from_str(raw)
+            .map_err(|_| GatewayError::InvalidParams("inputResponses must be an object keyed by input key".into(), None))?,
     };
     let id = env.id_json().to_owned();
     let (tx, rx) = mpsc::channel(64);
@@ -276,45 +191,21 @@ pub async fn call(
             let sealed = gw
                 .bridge
                 .keys
-                .open(
-                    &token,
-                    &info.principal,
-                    &info.method,
-                    &info.name,
-                    &info.digest,
-                    state::now_ms(),
-                )
+                .open(&token, &info.principal, &info.method, &info.name, &info.digest, state::now_ms())
                 .map_err(state_error)?;
-            let handle = sealed
-                .handle
-                .clone()
-                .ok_or_else(|| state_error(StateError::Tampered))?;
+            let handle = sealed.handle.clone().ok_or_else(|| state_error(StateError::Tampered))?;
             let checked = gw
                 .bridge
                 .parked
                 .peek(&handle, |p| check_answers(p, &sealed, &supplied))
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
-            let (answered, missing) =
-                checked.map_err(|why| GatewayError::InvalidParams(why, None))?;
-            let parked = gw
-                .bridge
-                .parked
-                .take(&handle)
-                .ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let (answered, missing) = checked.map_err(|why| GatewayError::InvalidParams(why, None))?;
+            let parked = gw.bridge.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let live = match parked.live {
                 Some(live) => live,
                 None => start(gw, env, meta, &t, principal, info).await?,
             };
-            tokio::spawn(resume(
-                gw.clone(),
-                live,
-                parked.round,
-                answered,
-                missing,
-                tx,
-                id,
-                t.up.clone(),
-            ));
+            tokio::spawn(resume(gw.clone(), live, parked.round, answered, missing, tx, id, t.up.clone()));
         }
         None => {
             let live = start(gw, env, meta, &t, principal, info).await?;
@@ -333,60 +224,31 @@ async fn start(
     info: CallInfo,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = gw
-        .bridge
-        .pool
-        .lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up))
-        .await?;
+    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up)).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
-        let level = [
-            "debug",
-            "info",
-            "notice",
-            "warning",
-            "error",
-            "critical",
-            "alert",
-            "emergency",
-        ][rank as usize];
+        let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
         let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": "logging/setLevel", "params": {"level": level}});
-        if let Ok(a) = lease
-            .session
-            .post(
-                &gw.client,
-                Bytes::from(body.to_string()),
-                Some(gw.cfg.timeouts.response),
-            )
-            .await
-        {
+        if let Ok(a) = lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await {
             let _ = final_message(a, &t.up.name).await;
         }
     }
-    Ok(Live::start(gw, lease, |id| legacy_body(env, t, id), info))
+    let (env, t) = (env.clone(), t.clone());
+    Ok(Live::start(gw, lease, move |id| legacy_body(&env, &t, id), info))
 }
 
 type Answered = Vec<(String, String)>;
 
-fn check_answers(
-    p: &Parked,
-    sealed: &Sealed,
-    supplied: &Map<String, Value>,
-) -> Result<(Answered, Vec<asks::Ask>), String> {
+fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>) -> Result<(Answered, Vec<asks::Ask>), String> {
     if p.round != sealed.round || p.info.principal != sealed.principal {
-        return Err(
-            "requestState does not match the exchange's current round; use the latest requestState"
-                .into(),
-        );
+        return Err("requestState does not match the exchange's current round; use the latest requestState".into());
     }
     let mut answered = Vec::new();
     let mut missing = Vec::new();
     for a in &p.asks {
         match supplied.get(&a.key) {
-            Some(v) => answered.push((
-                a.id.clone(),
-                asks::validate(&a.method, v)
-                    .map_err(|why| format!("inputResponses[{:?}]: {why}", a.key))?,
-            )),
+            Some(v) => {
+                answered.push((a.id.clone(), asks::validate(&a.method, v).map_err(|why| format!("inputResponses[{:?}]: {why}", a.key))?))
+            }
             None => missing.push(a.clone()),
         }
     }
@@ -404,10 +266,7 @@ async fn resume(
     up: Arc<Upstream>,
 ) {
     for (ask_id, result) in &answered {
-        live.lease
-            .session
-            .reply(&gw.client, ask_id, Ok(result))
-            .await;
+        live.lease.session.reply(&gw.client, ask_id, Ok(result)).await;
     }
     live.round = round;
     if !missing.is_empty() {
@@ -417,32 +276,24 @@ async fn resume(
     run(gw, live, Map::new(), tx, id, up).await
 }
 
-async fn run(
-    gw: Arc<Gateway>,
-    mut live: Live,
-    mut supplied: Map<String, Value>,
-    tx: mpsc::Sender<Event>,
-    id: String,
-    up: Arc<Upstream>,
-) {
-    let outcome = live.drive(&gw, &tx, &mut supplied).await;
+async fn run(gw: Arc<Gateway>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, up: Arc<Upstream>) {
+    let mut outcome = live.drive(&gw, &tx, &mut supplied).await;
+    // A new session on 404, once, when nothing of the call has reached the client yet.
+    if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_))) && live.round == 0 && live.asks.is_empty() {
+        let caps = legacy::legacy_capabilities(&live.info.caps);
+        let principal = live.info.principal.clone();
+        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, list_changed_hook(&gw, &up)).await {
+            live = live.restart(&gw, lease);
+            outcome = live.drive(&gw, &tx, &mut supplied).await;
+        }
+    }
     conclude(&gw, live, outcome, &tx, &id, &up).await
 }
 
-async fn conclude(
-    gw: &Arc<Gateway>,
-    mut live: Live,
-    outcome: Outcome,
-    tx: &mpsc::Sender<Event>,
-    id: &str,
-    up: &Arc<Upstream>,
-) {
+async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc::Sender<Event>, id: &str, up: &Arc<Upstream>) {
     let error = |status: StatusCode, e: &GatewayError| {
         let (_, code, data) = e.classify();
-        Event::Final(
-            status,
-            jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()),
-        )
+        Event::Final(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()))
     };
     let event = match outcome {
         Outcome::Final(data) => match url_elicitations(&data) {
@@ -466,31 +317,20 @@ async fn conclude(
         },
         Outcome::Asks => park(gw, live, false, id, up),
         Outcome::MissingCapability(needed) => {
-            live.cancel(gw, "the client lacks a capability the request needs")
-                .await;
+            live.cancel(gw, "the client lacks a capability the request needs").await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
             Event::Final(
                 StatusCode::BAD_REQUEST,
-                jsonrpc::error_body(
-                    id,
-                    jsonrpc::MISSING_CAPABILITY,
-                    msg,
-                    Some(&json!({"requiredCapabilities": needed})),
-                ),
+                jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": needed}))),
             )
         }
         Outcome::BadAnswer(why) => {
             live.cancel(gw, "malformed input response").await;
-            error(
-                StatusCode::BAD_REQUEST,
-                &GatewayError::InvalidParams(why, None),
-            )
+            error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
         }
         Outcome::Failed(e) => {
-            live.lease
-                .session
-                .broken
-                .store(true, std::sync::atomic::Ordering::Release);
+            tracing::debug!(upstream = %up.name, error = %e, round = live.round, "legacy exchange failed");
+            live.lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
             let e = GatewayError::from(e);
             error(e.classify().0, &e)
         }
@@ -513,12 +353,7 @@ fn url_elicitations(data: &str) -> Option<Vec<asks::Ask>> {
         let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
         let mut params = e;
         params["mode"] = "url".into();
-        out.push(asks::ask(
-            &format!("\"url-{i}\""),
-            "elicitation/create",
-            Some(&params.to_string()),
-            &taken,
-        ));
+        out.push(asks::ask(&format!("\"url-{i}\""), "elicitation/create", Some(&params.to_string()), &taken));
     }
     (!out.is_empty()).then_some(out)
 }
@@ -542,14 +377,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
     let token = gw.bridge.keys.seal(&sealed);
     let requests = asks::input_requests(&asks);
     let info = live.info.clone();
-    let parked = Parked {
-        live: if reissue { None } else { Some(live) },
-        asks,
-        info,
-        round,
-        up: up.clone(),
-        reissue,
-    };
+    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue };
     if let Err(back) = gw.bridge.parked.insert(handle.clone(), *back_box(parked)) {
         let gw2 = gw.clone();
         tokio::spawn(async move {
@@ -557,11 +385,11 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
                 l.cancel(&gw2, "too many parked exchanges").await;
             }
         });
-        let msg = format!("too many exchanges are waiting for answers (bridge.max_parked = {}); answer or abandon pending ones and retry", gw.cfg.bridge.max_parked);
-        return Event::Final(
-            StatusCode::SERVICE_UNAVAILABLE,
-            jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None),
+        let msg = format!(
+            "too many exchanges are waiting for answers (bridge.max_parked = {}); answer or abandon pending ones and retry",
+            gw.cfg.bridge.max_parked
         );
+        return Event::Final(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None));
     }
     let gw2 = gw.clone();
     tokio::spawn(async move {
@@ -574,10 +402,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
     });
     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
         "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
-    Event::Final(
-        StatusCode::OK,
-        jsonrpc::result_body(id, &result.to_string()),
-    )
+    Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
 }
 
 fn back_box(p: Parked) -> Box<Parked> {
@@ -588,10 +413,7 @@ fn back_box(p: Parked) -> Box<Parked> {
 /// when a notification comes first.
 async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
     match rx.recv().await {
-        None => Reply::error(
-            "null",
-            &GatewayError::from(UpstreamError::Closed("legacy".into())),
-        ),
+        None => Reply::error("null", &GatewayError::from(UpstreamError::Closed("legacy".into()))),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
         Some(Event::Relay(first)) => {
             let (stx, srx) = mpsc::channel(64);

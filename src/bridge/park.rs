@@ -36,10 +36,7 @@ pub struct ParkTable {
 impl ParkTable {
     /// An empty table holding at most `max` exchanges.
     pub fn new(max: usize) -> Self {
-        ParkTable {
-            map: Mutex::new(HashMap::new()),
-            max,
-        }
+        ParkTable { map: Mutex::new(HashMap::new()), max }
     }
 
     /// A fresh unguessable handle.
@@ -82,9 +79,6 @@ impl ParkTable {
 
     /// Takes every parked exchange (shutdown).
     pub fn drain(&self) -> Vec<Parked> {
-        self.map
-            .lock()
-            .map(|mut m| m.drain().map(|(_, p)| p).collect())
-            .unwrap_or_default()
+        self.map.lock().map(|mut m| m.drain().map(|(_, p)| p).collect()).unwrap_or_default()
     }
 }

@@ -59,10 +59,7 @@ pub async fn start(name: &'static str, addr: SocketAddr) -> std::io::Result<Demo
             let token = token.clone();
             tokio::spawn(async move {
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(
-                    TokioIo::new(stream),
-                    service_fn(move |req| handle(name, req)),
-                );
+                let conn = builder.serve_connection(TokioIo::new(stream), service_fn(move |req| handle(name, req)));
                 tokio::select! { _ = conn => {}, _ = token.cancelled() => {} }
             });
         }
@@ -89,24 +86,12 @@ fn json_reply(status: StatusCode, body: Value) -> Response<Body> {
 }
 
 fn result(id: &Value, name: &str, mut r: Value) -> Response<Body> {
-    r["resultType"] = r
-        .get("resultType")
-        .cloned()
-        .unwrap_or_else(|| "complete".into());
+    r["resultType"] = r.get("resultType").cloned().unwrap_or_else(|| "complete".into());
     r["_meta"] = json!({"io.modelcontextprotocol/serverInfo": {"name": name, "version": "1.0.0"}});
-    json_reply(
-        StatusCode::OK,
-        json!({"jsonrpc": "2.0", "id": id, "result": r}),
-    )
+    json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}))
 }
 
-fn error(
-    status: StatusCode,
-    id: &Value,
-    code: i64,
-    message: &str,
-    data: Option<Value>,
-) -> Response<Body> {
+fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Response<Body> {
     let mut e = json!({"code": code, "message": message});
     if let Some(d) = data {
         e["data"] = d;
@@ -114,59 +99,24 @@ fn error(
     json_reply(status, json!({"jsonrpc": "2.0", "id": id, "error": e}))
 }
 
-async fn handle(
-    name: &'static str,
-    req: Request<hyper::body::Incoming>,
-) -> Result<Response<Body>, Infallible> {
+async fn handle(name: &'static str, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     if req.method() != http::Method::POST {
-        return Ok(Response::builder()
-            .status(405)
-            .body(Full::new(Bytes::new()).boxed())
-            .unwrap_or_default());
+        return Ok(Response::builder().status(405).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
     }
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            -32700,
-            "parse error",
-            None,
-        ));
+        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "parse error", None));
     };
     let id = msg.get("id").cloned().unwrap_or(Value::Null);
     let Some(method) = msg.get("method").and_then(Value::as_str) else {
-        return Ok(error(
-            StatusCode::BAD_REQUEST,
-            &id,
-            -32600,
-            "invalid request",
-            None,
-        ));
+        return Ok(error(StatusCode::BAD_REQUEST, &id, -32600, "invalid request", None));
     };
     if id.is_null() {
-        return Ok(Response::builder()
-            .status(202)
-            .body(Full::new(Bytes::new()).boxed())
-            .unwrap_or_default());
+        return Ok(Response::builder().status(202).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
     }
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    if params
-        .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
-        .is_none()
-    {
-        return Ok(error(
-            StatusCode::BAD_REQUEST,
-            &id,
-            -32602,
-            "missing _meta",
-            None,
-        ));
+    if params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion").is_none() {
+        return Ok(error(StatusCode::BAD_REQUEST, &id, -32602, "missing _meta", None));
     }
     Ok(match method {
         "server/discover" => result(
@@ -178,26 +128,15 @@ async fn handle(
             "instructions": format!("The {name} demo server: echo, add, ask, progress, locate."),
             "ttlMs": 60000, "cacheScope": "public"}),
         ),
-        "tools/list" => result(
-            &id,
-            name,
-            json!({"tools": tools(), "ttlMs": 60000, "cacheScope": "public"}),
-        ),
+        "tools/list" => result(&id, name, json!({"tools": tools(), "ttlMs": 60000, "cacheScope": "public"})),
         "prompts/list" => result(
             &id,
             name,
             json!({"prompts": [{"name": "greet", "description": "Greet someone", "arguments": [{"name": "who", "required": true}]}], "ttlMs": 60000, "cacheScope": "public"}),
         ),
         "prompts/get" => {
-            let who = params
-                .pointer("/arguments/who")
-                .and_then(Value::as_str)
-                .unwrap_or("you");
-            result(
-                &id,
-                name,
-                json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}),
-            )
+            let who = params.pointer("/arguments/who").and_then(Value::as_str).unwrap_or("you");
+            result(&id, name, json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}))
         }
         "resources/list" => result(
             &id,
@@ -211,22 +150,14 @@ async fn handle(
         ),
         "resources/read" => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
-            if uri == format!("demo://{name}/readme")
-                || uri.starts_with(&format!("demo://{name}/items/"))
-            {
+            if uri == format!("demo://{name}/readme") || uri.starts_with(&format!("demo://{name}/items/")) {
                 result(
                     &id,
                     name,
                     json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("{name}: {uri}")}], "ttlMs": 1000, "cacheScope": "public"}),
                 )
             } else {
-                error(
-                    StatusCode::OK,
-                    &id,
-                    -32602,
-                    "resource not found",
-                    Some(json!({"uri": uri})),
-                )
+                error(StatusCode::OK, &id, -32602, "resource not found", Some(json!({"uri": uri})))
             }
         }
         "tools/call" => call(name, &id, &params).await,
@@ -239,29 +170,12 @@ async fn call(name: &'static str, id: &Value, params: &Value) -> Response<Body> 
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
     match params.get("name").and_then(Value::as_str).unwrap_or("") {
-        "echo" => result(
-            id,
-            name,
-            text(
-                args.get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-            ),
-        ),
+        "echo" => result(id, name, text(args.get("text").and_then(Value::as_str).unwrap_or("").to_owned())),
         "add" => {
-            let sum = args.get("a").and_then(Value::as_i64).unwrap_or(0)
-                + args.get("b").and_then(Value::as_i64).unwrap_or(0);
+            let sum = args.get("a").and_then(Value::as_i64).unwrap_or(0) + args.get("b").and_then(Value::as_i64).unwrap_or(0);
             result(id, name, text(sum.to_string()))
         }
-        "locate" => result(
-            id,
-            name,
-            text(format!(
-                "region={}",
-                args.get("region").and_then(Value::as_str).unwrap_or("none")
-            )),
-        ),
+        "locate" => result(id, name, text(format!("region={}", args.get("region").and_then(Value::as_str).unwrap_or("none")))),
         "ask" => match params.pointer("/inputResponses/answer") {
             None => result(
                 id,
@@ -274,22 +188,12 @@ async fn call(name: &'static str, id: &Value, params: &Value) -> Response<Body> 
                 "requestState": "demo-round-1"}),
             ),
             Some(resp) => {
-                let state_ok =
-                    params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
-                let answer = resp
-                    .pointer("/content/answer")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(declined)");
+                let state_ok = params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
+                let answer = resp.pointer("/content/answer").and_then(Value::as_str).unwrap_or("(declined)");
                 if state_ok {
                     result(id, name, text(format!("you answered: {answer}")))
                 } else {
-                    error(
-                        StatusCode::BAD_REQUEST,
-                        id,
-                        -32602,
-                        "bad requestState",
-                        None,
-                    )
+                    error(StatusCode::BAD_REQUEST, id, -32602, "bad requestState", None)
                 }
             }
         },
@@ -302,35 +206,20 @@ async fn call(name: &'static str, id: &Value, params: &Value) -> Response<Body> 
                     frames.push_str(&format!("id: {i}\ndata: {n}\n\n"));
                 }
             }
-            let done = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
+            let done =
+                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
             frames.push_str(&format!("data: {done}\n\n"));
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Full::new(Bytes::from(frames)).boxed())
-                .unwrap_or_default()
+            Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(frames)).boxed()).unwrap_or_default()
         }
-        _ => result(
-            id,
-            name,
-            json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true}),
-        ),
+        _ => result(id, name, json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true})),
     }
 }
 
 fn listen(id: &Value, params: &Value) -> Response<Body> {
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}, "notifications": params.get("notifications").cloned().unwrap_or(json!({}))}});
-    let first = futures_util::stream::once(async move {
-        Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(format!(
-            "data: {ack}\n\n"
-        ))))
-    });
-    let body = http_body_util::StreamBody::new(futures_util::StreamExt::chain(
-        first,
-        futures_util::stream::pending(),
-    ));
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(body.boxed())
-        .unwrap_or_default()
+    let first =
+        futures_util::stream::once(async move { Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(format!("data: {ack}\n\n")))) });
+    let body = http_body_util::StreamBody::new(futures_util::StreamExt::chain(first, futures_util::stream::pending()));
+    Response::builder().header("content-type", "text/event-stream").body(body.boxed()).unwrap_or_default()
 }

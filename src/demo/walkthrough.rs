@@ -23,42 +23,21 @@ fn meta() -> Value {
 }
 
 async fn post(c: &HttpClient, url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
-    let mut b = http::Request::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
+    let mut b = http::Request::post(url).header("content-type", "application/json").header("accept", "application/json, text/event-stream");
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
     let Ok(req) = b.body(Full::new(Bytes::from(body.to_string()))) else {
-        return Answer {
-            status: 0,
-            body: Value::Null,
-        };
+        return Answer { status: 0, body: Value::Null };
     };
     let Ok(resp) = c.request(req).await else {
-        return Answer {
-            status: 0,
-            body: Value::Null,
-        };
+        return Answer { status: 0, body: Value::Null };
     };
     let status = resp.status().as_u16();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let bytes = resp.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
-    let last = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .last()
-        .map(str::to_owned)
-        .unwrap_or_else(|| text.to_string());
-    Answer {
-        status,
-        body: serde_json::from_str(&last).unwrap_or(Value::Null),
-    }
+    let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().map(str::to_owned).unwrap_or_else(|| text.to_string());
+    Answer { status, body: serde_json::from_str(&last).unwrap_or(Value::Null) }
 }
 
 fn request(id: u64, method: &str, mut params: Value) -> Value {
@@ -75,11 +54,7 @@ impl Steps {
     fn check(&mut self, what: &str, held: bool, detail: String) {
         self.n += 1;
         self.ok &= held;
-        println!(
-            "\n{}. {what}\n   {detail}\n   {}",
-            self.n,
-            if held { "✓ held" } else { "✗ FAILED" }
-        );
+        println!("\n{}. {what}\n   {detail}\n   {}", self.n, if held { "✓ held" } else { "✗ FAILED" });
     }
 }
 
@@ -93,13 +68,7 @@ pub async fn run(url: &str) -> bool {
     let mut s = Steps { ok: true, n: 0 };
     let h = |m: &'static str| vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", m)];
 
-    let a = post(
-        &c,
-        url,
-        &h("server/discover"),
-        &request(1, "server/discover", json!({})),
-    )
-    .await;
+    let a = post(&c, url, &h("server/discover"), &request(1, "server/discover", json!({}))).await;
     let r = &a.body["result"];
     s.check(
         "server/discover is answered by Sluice from its upstreams",
@@ -114,39 +83,19 @@ pub async fn run(url: &str) -> bool {
         ),
     );
 
-    let a = post(
-        &c,
-        url,
-        &h("tools/list"),
-        &request(2, "tools/list", json!({})),
-    )
-    .await;
+    let a = post(&c, url, &h("tools/list"), &request(2, "tools/list", json!({}))).await;
     let names: Vec<String> = a
         .body
         .pointer("/result/tools")
         .and_then(Value::as_array)
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    let b = post(
-        &c,
-        url,
-        &h("tools/list"),
-        &request(3, "tools/list", json!({})),
-    )
-    .await;
+    let b = post(&c, url, &h("tools/list"), &request(3, "tools/list", json!({}))).await;
     let again: Vec<String> = b
         .body
         .pointer("/result/tools")
         .and_then(Value::as_array)
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     s.check(
         "tools/list federates both upstreams with prefixed names, in a stable order",
@@ -159,32 +108,14 @@ pub async fn run(url: &str) -> bool {
 
     let mut hh = h("tools/call");
     hh.push(("mcp-name", "alpha__add"));
-    let a = post(
-        &c,
-        url,
-        &hh,
-        &request(
-            4,
-            "tools/call",
-            json!({"name": "alpha__add", "arguments": {"a": 2, "b": 3}}),
-        ),
-    )
-    .await;
+    let a = post(&c, url, &hh, &request(4, "tools/call", json!({"name": "alpha__add", "arguments": {"a": 2, "b": 3}}))).await;
     s.check(
         "tools/call alpha__add is routed to alpha as `add`",
-        a.status == 200
-            && a.body.pointer("/result/content/0/text") == Some(&json!("5"))
-            && a.body["result"]["resultType"] == "complete",
+        a.status == 200 && a.body.pointer("/result/content/0/text") == Some(&json!("5")) && a.body["result"]["resultType"] == "complete",
         format!("HTTP {} result={}", a.status, a.body["result"]["content"]),
     );
 
-    let a = post(
-        &c,
-        url,
-        &h("tools/list"),
-        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}),
-    )
-    .await;
+    let a = post(&c, url, &h("tools/list"), &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}})).await;
     s.check(
         "a request without _meta gets -32602 and HTTP 400",
         a.status == 400 && error_code(&a) == Some(-32602) && a.body["id"] == 5,
@@ -193,17 +124,7 @@ pub async fn run(url: &str) -> bool {
 
     let mut hh = h("tools/call");
     hh.push(("mcp-name", "beta__add"));
-    let a = post(
-        &c,
-        url,
-        &hh,
-        &request(
-            6,
-            "tools/call",
-            json!({"name": "alpha__add", "arguments": {"a": 1, "b": 1}}),
-        ),
-    )
-    .await;
+    let a = post(&c, url, &hh, &request(6, "tools/call", json!({"name": "alpha__add", "arguments": {"a": 1, "b": 1}}))).await;
     s.check(
         "an Mcp-Name header that disagrees with the body gets -32020 and HTTP 400",
         a.status == 400 && error_code(&a) == Some(-32020),
@@ -212,16 +133,7 @@ pub async fn run(url: &str) -> bool {
 
     let mut body = request(7, "tools/list", json!({}));
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1900-01-01".into();
-    let a = post(
-        &c,
-        url,
-        &[
-            ("mcp-protocol-version", "1900-01-01"),
-            ("mcp-method", "tools/list"),
-        ],
-        &body,
-    )
-    .await;
+    let a = post(&c, url, &[("mcp-protocol-version", "1900-01-01"), ("mcp-method", "tools/list")], &body).await;
     s.check(
         "an unsupported version gets -32022 with data.supported and data.requested, HTTP 400",
         a.status == 400
@@ -231,13 +143,7 @@ pub async fn run(url: &str) -> bool {
         format!("HTTP {} error={}", a.status, a.body["error"]),
     );
 
-    let a = post(
-        &c,
-        url,
-        &h("initialize"),
-        &request(8, "initialize", json!({})),
-    )
-    .await;
+    let a = post(&c, url, &h("initialize"), &request(8, "initialize", json!({}))).await;
     s.check(
         "initialize on the modern wire gets -32601 and HTTP 404",
         a.status == 404 && error_code(&a) == Some(-32601),
@@ -246,11 +152,7 @@ pub async fn run(url: &str) -> bool {
 
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let a = post(&c, url, &h("notifications/initialized"), &note).await;
-    s.check(
-        "a notification gets 202 and no JSON-RPC answer",
-        a.status == 202 && a.body.is_null(),
-        format!("HTTP {}", a.status),
-    );
+    s.check("a notification gets 202 and no JSON-RPC answer", a.status == 202 && a.body.is_null(), format!("HTTP {}", a.status));
 
     s.ok
 }

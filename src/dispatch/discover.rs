@@ -24,11 +24,7 @@ pub fn result(gw: &Gateway) -> String {
         ttl = Some(ttl.map_or(d.ttl_ms, |t| t.min(d.ttl_ms)));
         public &= d.public;
         if let Some(i) = &d.instructions {
-            instructions.push(if healthy.len() > 1 {
-                format!("[{}] {i}", up.name)
-            } else {
-                i.clone()
-            });
+            instructions.push(if healthy.len() > 1 { format!("[{}] {i}", up.name) } else { i.clone() });
         }
         for (cap, value) in &d.capabilities {
             match cap.as_str() {
@@ -36,15 +32,8 @@ pub fn result(gw: &Gateway) -> String {
                     caps.insert(cap.clone(), json!({"listChanged": true}));
                 }
                 "resources" => {
-                    let sub = value
-                        .get("subscribe")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                        || caps
-                            .get("resources")
-                            .and_then(|r| r.get("subscribe"))
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false);
+                    let sub = value.get("subscribe").and_then(Value::as_bool).unwrap_or(false)
+                        || caps.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false);
                     let mut r = json!({"listChanged": true});
                     if sub {
                         r["subscribe"] = true.into();

@@ -15,15 +15,10 @@ use crate::respond::Reply;
 use crate::route::table::ListKind;
 
 /// Serves one federated list.
-pub async fn serve(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    kind: ListKind,
-) -> Result<Reply, GatewayError> {
+pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind) -> Result<Reply, GatewayError> {
     if env.param("cursor").is_some_and(|c| c != "null") {
         return Err(GatewayError::InvalidParams(
-            "invalid cursor: Sluice returns each list in one page; call again without a cursor"
-                .into(),
+            "invalid cursor: Sluice returns each list in one page; call again without a cursor".into(),
             None,
         ));
     }
@@ -61,8 +56,5 @@ pub async fn serve(
     let ttl = if ttl == u64::MAX { 0 } else { ttl };
     let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.server_info});
     out.push_str(&format!("],\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\",\"_meta\":{meta}}}"));
-    Ok(Reply::Json(
-        http::StatusCode::OK,
-        result_body(env.id_json(), &out),
-    ))
+    Ok(Reply::Json(http::StatusCode::OK, result_body(env.id_json(), &out)))
 }

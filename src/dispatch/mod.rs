@@ -40,28 +40,16 @@ pub async fn dispatch(
 ) -> Result<Reply, GatewayError> {
     let id = env.id_json();
     match env.method.as_str() {
-        "server/discover" => Ok(Reply::Json(
-            http::StatusCode::OK,
-            crate::mcp::jsonrpc::result_body(id, &discover::result(gw)),
-        )),
+        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw)))),
         "subscriptions/listen" => {
-            let asked = Filter::parse(env.param("notifications"))
-                .map_err(|m| GatewayError::InvalidParams(m, None))?;
+            let asked = Filter::parse(env.param("notifications")).map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
                 tools: asked.tools && gw.serves("tools"),
                 prompts: asked.prompts && gw.serves("prompts"),
                 resources: asked.resources && gw.serves("resources"),
-                uris: if gw.serves("resources") {
-                    asked.uris
-                } else {
-                    Vec::new()
-                },
+                uris: if gw.serves("resources") { asked.uris } else { Vec::new() },
             };
-            Ok(Reply::Sse(client_listen(
-                gw.clone(),
-                id.to_owned(),
-                honoured,
-            )))
+            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured)))
         }
         m => match ListKind::from_method(m) {
             Some(kind) => lists::serve(gw, env, kind).await,

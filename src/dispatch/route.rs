@@ -35,10 +35,7 @@ pub struct Target {
 }
 
 fn unknown(kind: &str, name: &str) -> GatewayError {
-    GatewayError::UnknownTarget(
-        format!("unknown {kind}: {name:?}; list them with {kind}s/list"),
-        None,
-    )
+    GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
@@ -46,24 +43,15 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method.as_str() {
         "tools/call" => {
-            let name = env
-                .param_str("name")
-                .and_then(Result::ok)
-                .ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
+            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
             named(gw, ListKind::Tools, &name).await.map(Some)
         }
         "prompts/get" => {
-            let name = env
-                .param_str("name")
-                .and_then(Result::ok)
-                .ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
+            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
             named(gw, ListKind::Prompts, &name).await.map(Some)
         }
         "resources/read" => {
-            let u = env
-                .param_str("uri")
-                .and_then(Result::ok)
-                .ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
+            let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
             by_uri(gw, &u).await.map(Some)
         }
         "completion/complete" => {
@@ -86,52 +74,29 @@ fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
     if s.healthy {
         Ok(())
     } else {
-        Err(GatewayError::UpstreamDown(
-            up.name.clone(),
-            s.error.clone().unwrap_or_else(|| "not probed yet".into()),
-        ))
+        Err(GatewayError::UpstreamDown(up.name.clone(), s.error.clone().unwrap_or_else(|| "not probed yet".into())))
     }
 }
 
 async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
-    let what = if kind == ListKind::Tools {
-        "tool"
-    } else {
-        "prompt"
-    };
+    let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
-        let up = prefix
-            .and_then(|p| gw.upstream(p))
-            .ok_or_else(|| unknown(what, public))?;
+        let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
         healthy(up)?;
         let mut table = up.list(kind);
         if table.by_key(own).is_none() {
             table = gw.refresh(up, kind).await;
         }
         let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
-        return Ok(Target {
-            up: up.clone(),
-            own: own.to_owned(),
-            renamed: true,
-            headers: item.headers.clone(),
-        });
+        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
     }
     for pass in 0..2 {
         for up in &gw.upstreams {
-            let table = if pass == 0 {
-                up.list(kind)
-            } else {
-                gw.refresh(up, kind).await
-            };
+            let table = if pass == 0 { up.list(kind) } else { gw.refresh(up, kind).await };
             if let Some(item) = table.by_key(public) {
                 healthy(up)?;
-                return Ok(Target {
-                    up: up.clone(),
-                    own: public.to_owned(),
-                    renamed: false,
-                    headers: item.headers.clone(),
-                });
+                return Ok(Target { up: up.clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
             }
         }
     }
@@ -139,32 +104,15 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target
         // One unprefixed upstream: it may serve names it does not list; let it answer.
         [only] => {
             healthy(only)?;
-            Ok(Target {
-                up: only.clone(),
-                own: public.to_owned(),
-                renamed: false,
-                headers: Vec::new(),
-            })
+            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
         }
         _ => Err(unknown(what, public)),
     }
 }
 
 fn find_uri(gw: &Gateway, u: &str) -> Option<Arc<Upstream>> {
-    let exact = gw
-        .upstreams
-        .iter()
-        .find(|up| up.list(ListKind::Resources).by_key(u).is_some());
-    exact
-        .or_else(|| {
-            gw.upstreams.iter().find(|up| {
-                up.list(ListKind::Templates)
-                    .items
-                    .iter()
-                    .any(|t| uri::matches(&t.key, u))
-            })
-        })
-        .cloned()
+    let exact = gw.upstreams.iter().find(|up| up.list(ListKind::Resources).by_key(u).is_some());
+    exact.or_else(|| gw.upstreams.iter().find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
 }
 
 async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
@@ -183,12 +131,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
         )
     })?;
     healthy(&up)?;
-    Ok(Target {
-        up,
-        own: u.to_owned(),
-        renamed: false,
-        headers: Vec::new(),
-    })
+    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
 }
 
 /// Forwards a routed request with the upstream's own name.

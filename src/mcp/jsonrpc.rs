@@ -81,21 +81,15 @@ impl Envelope {
     /// Parses a body: one JSON object with `"jsonrpc": "2.0"`, a string `method`, an optional
     /// string or number `id`, and an optional object `params`.
     pub fn parse(body: Bytes) -> Result<Self, FrameError> {
-        let text =
-            std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
+        let text = std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
         let first = text.trim_start().as_bytes().first().copied();
         if first == Some(b'[') {
             // Still make sure it is JSON, so that a broken array is a parse error.
-            serde_json::from_str::<&RawValue>(text)
-                .map_err(|e| FrameError::NotJson(e.to_string()))?;
-            return Err(FrameError::NotRequest(
-                "batches are not supported: send one request per POST",
-            ));
+            serde_json::from_str::<&RawValue>(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+            return Err(FrameError::NotRequest("batches are not supported: send one request per POST"));
         }
         let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => {
-                FrameError::NotRequest("not a JSON-RPC 2.0 request object")
-            }
+            serde_json::error::Category::Data => FrameError::NotRequest("not a JSON-RPC 2.0 request object"),
             _ => FrameError::NotJson(e.to_string()),
         })?;
         if wire.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
@@ -103,45 +97,27 @@ impl Envelope {
         }
         let Some(method) = wire.method else {
             return Err(if wire.result.is_some() || wire.error.is_some() {
-                FrameError::NotRequest(
-                    "JSON-RPC responses cannot be POSTed to a 2026-07-28 endpoint",
-                )
+                FrameError::NotRequest("JSON-RPC responses cannot be POSTed to a 2026-07-28 endpoint")
             } else {
                 FrameError::NotRequest("a request needs a string \"method\"")
             });
         };
         let id = match wire.id {
             None => None,
-            Some(raw) if matches!(raw.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9') => {
-                Some(raw.to_owned())
-            }
-            Some(_) => {
-                return Err(FrameError::NotRequest(
-                    "\"id\" must be a string or a number",
-                ))
-            }
+            Some(raw) if matches!(raw.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9') => Some(raw.to_owned()),
+            Some(_) => return Err(FrameError::NotRequest("\"id\" must be a string or a number")),
         };
         let (params, members) = match wire.params {
             None => (None, Vec::new()),
             Some(raw) => {
                 let map: indexmap::IndexMap<std::borrow::Cow<'_, str>, &RawValue> =
-                    serde_json::from_str(raw.get())
-                        .map_err(|_| FrameError::NotRequest("\"params\" must be an object"))?;
-                let members = map
-                    .into_iter()
-                    .map(|(k, v)| (k.into_owned(), range_of(text, v.get())))
-                    .collect();
+                    serde_json::from_str(raw.get()).map_err(|_| FrameError::NotRequest("\"params\" must be an object"))?;
+                let members = map.into_iter().map(|(k, v)| (k.into_owned(), range_of(text, v.get()))).collect();
                 (Some(range_of(text, raw.get())), members)
             }
         };
         let method = method.into_owned();
-        Ok(Envelope {
-            body,
-            id,
-            method,
-            params,
-            members,
-        })
+        Ok(Envelope { body, id, method, params, members })
     }
 
     /// The body exactly as received.
@@ -161,23 +137,17 @@ impl Envelope {
 
     /// The raw JSON text of the top-level `params` member `key`.
     pub fn param(&self, key: &str) -> Option<&str> {
-        self.members
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, r)| self.slice(r))
+        self.members.iter().find(|(k, _)| k == key).map(|(_, r)| self.slice(r))
     }
 
     /// `params[key]` when it is a JSON string.
     pub fn param_str(&self, key: &str) -> Option<Result<String, ()>> {
-        self.param(key)
-            .map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
+        self.param(key).map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
     }
 
     /// The top-level `params` members in body order, as raw JSON text.
     pub fn members(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.members
-            .iter()
-            .map(|(k, r)| (k.as_str(), self.slice(r)))
+        self.members.iter().map(|(k, r)| (k.as_str(), self.slice(r)))
     }
 
     /// The request id as JSON text (`null` when it is a notification).
@@ -198,11 +168,7 @@ impl Envelope {
     }
 
     /// [`Envelope::rewrite_params`] with another request id (`None`: a notification).
-    pub fn rewrite(
-        &self,
-        id: Option<&str>,
-        mut edit: impl FnMut(&str, &str) -> Option<Option<String>>,
-    ) -> Bytes {
+    pub fn rewrite(&self, id: Option<&str>, mut edit: impl FnMut(&str, &str) -> Option<Option<String>>) -> Bytes {
         let mut out = String::with_capacity(self.body.len() + 64);
         out.push_str("{\"jsonrpc\":\"2.0\"");
         if let Some(id) = id {
@@ -246,24 +212,18 @@ pub fn error_body(id: &str, code: i64, message: &str, data: Option<&Value>) -> B
         err.insert("data".into(), d.clone());
     }
     let err = Value::Object(err).to_string();
-    Bytes::from(format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"
-    ))
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
 }
 
 /// A JSON-RPC result body around already-serialized result JSON.
 pub fn result_body(id: &str, result: &str) -> Bytes {
-    Bytes::from(format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"
-    ))
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"))
 }
 
 /// A JSON-RPC notification body.
 pub fn notification_body(method: &str, params: &Value) -> Bytes {
     let m = Value::String(method.to_owned());
-    Bytes::from(format!(
-        "{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"
-    ))
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"))
 }
 
 /// One message an upstream (or a peer) sent: a response, a request or a notification.
@@ -328,20 +288,9 @@ mod tests {
     fn framing_errors_are_classified() {
         assert!(matches!(parse("{nope"), Err(FrameError::NotJson(_))));
         assert!(matches!(parse("[{}]"), Err(FrameError::NotRequest(_))));
-        assert!(matches!(
-            parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
-            Err(FrameError::NotRequest(_))
-        ));
-        assert!(matches!(
-            parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#),
-            Err(FrameError::NotRequest(_))
-        ));
-        assert!(matches!(
-            parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
-            Err(FrameError::NotRequest(_))
-        ));
-        assert!(parse(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#)
-            .unwrap()
-            .is_notification());
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Err(FrameError::NotRequest(_))));
+        assert!(matches!(parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), Err(FrameError::NotRequest(_))));
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), Err(FrameError::NotRequest(_))));
+        assert!(parse(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap().is_notification());
     }
 }

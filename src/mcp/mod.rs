@@ -64,9 +64,6 @@ mod tests {
             compact_json("{\n  \"a b\": [1.50, \"x\\\" \\n y\"],\r\n\t\"c\": null }"),
             "{\"a b\":[1.50,\"x\\\" \\n y\"],\"c\":null}"
         );
-        assert!(matches!(
-            compact_json("{\"k\":\"v w\"}"),
-            std::borrow::Cow::Borrowed(_)
-        ));
+        assert!(matches!(compact_json("{\"k\":\"v w\"}"), std::borrow::Cow::Borrowed(_)));
     }
 }

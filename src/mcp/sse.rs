@@ -33,13 +33,7 @@ pub struct Reader {
 impl Reader {
     /// A reader that refuses events over `max` bytes.
     pub fn new(max: usize) -> Self {
-        Reader {
-            buf: BytesMut::new(),
-            name: String::new(),
-            data: String::new(),
-            has_data: false,
-            max,
-        }
+        Reader { buf: BytesMut::new(), name: String::new(), data: String::new(), has_data: false, max }
     }
 
     /// Feeds a chunk; returns the events it completed.
@@ -55,10 +49,7 @@ impl Reader {
             let line = String::from_utf8_lossy(line);
             if line.is_empty() {
                 if self.has_data {
-                    out.push(Event {
-                        name: std::mem::take(&mut self.name),
-                        data: std::mem::take(&mut self.data),
-                    });
+                    out.push(Event { name: std::mem::take(&mut self.name), data: std::mem::take(&mut self.data) });
                 }
                 self.name.clear();
                 self.has_data = false;
@@ -112,20 +103,9 @@ mod tests {
     #[test]
     fn events_split_across_chunks_are_joined_and_ids_dropped() {
         let mut r = Reader::new(1024);
-        assert!(r
-            .push(b"id: 1\nretry: 100\nevent: message\nda")
-            .unwrap()
-            .is_empty());
-        let ev = r
-            .push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n")
-            .unwrap();
-        assert_eq!(
-            ev,
-            vec![Event {
-                name: "message".into(),
-                data: "{\"a\":1}".into()
-            }]
-        );
+        assert!(r.push(b"id: 1\nretry: 100\nevent: message\nda").unwrap().is_empty());
+        let ev = r.push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n").unwrap();
+        assert_eq!(ev, vec![Event { name: "message".into(), data: "{\"a\":1}".into() }]);
         assert_eq!(r.push(b"\n").unwrap()[0].data, "x");
     }
 

@@ -26,12 +26,7 @@ pub enum ListKind {
 
 impl ListKind {
     /// All kinds, in a fixed order.
-    pub const ALL: [ListKind; 4] = [
-        ListKind::Tools,
-        ListKind::Prompts,
-        ListKind::Resources,
-        ListKind::Templates,
-    ];
+    pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
 
     /// The list method.
     pub fn method(self) -> &'static str {
@@ -107,12 +102,7 @@ pub struct ListTable {
 impl ListTable {
     /// An empty table (nothing fetched yet, or the family is not served).
     pub fn empty() -> Self {
-        ListTable {
-            items: Vec::new(),
-            ttl_ms: 0,
-            public: false,
-            fetched_at: Instant::now(),
-        }
+        ListTable { items: Vec::new(), ttl_ms: 0, public: false, fetched_at: Instant::now() }
     }
 
     /// Milliseconds of freshness left, if any.

@@ -63,26 +63,15 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
         let Some(path) = path.as_ref().filter(|p| !p.is_empty()) else {
             return Err("x-mcp-header on a schema not reachable through `properties`".into());
         };
-        let name = ann
-            .as_str()
-            .filter(|s| !s.is_empty() && s.bytes().all(is_tchar));
+        let name = ann.as_str().filter(|s| !s.is_empty() && s.bytes().all(is_tchar));
         let name = name.ok_or_else(|| format!("x-mcp-header {ann} is not an HTTP token"))?;
         let kind = match obj.get("type").and_then(Value::as_str) {
             Some("string") => Kind::Str,
             Some("integer") => Kind::Int,
             Some("boolean") => Kind::Bool,
-            other => {
-                return Err(format!(
-                    "x-mcp-header {name:?} on a property of type {other:?}"
-                ))
-            }
+            other => return Err(format!("x-mcp-header {name:?} on a property of type {other:?}")),
         };
-        out.push(ParamHeader {
-            name: name.into(),
-            header: format!("mcp-param-{}", name.to_ascii_lowercase()),
-            path: path.clone(),
-            kind,
-        });
+        out.push(ParamHeader { name: name.into(), header: format!("mcp-param-{}", name.to_ascii_lowercase()), path: path.clone(), kind });
     }
     for (key, child) in obj {
         if key == "properties" {
@@ -96,8 +85,7 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
                     walk(schema, sub, out)?;
                 }
             }
-        } else if matches!(child, Value::Object(_) | Value::Array(_))
-            && !matches!(key.as_str(), "const" | "default" | "enum" | "examples")
+        } else if matches!(child, Value::Object(_) | Value::Array(_)) && !matches!(key.as_str(), "const" | "default" | "enum" | "examples")
         {
             walk(child, None, out)?;
         }
@@ -106,11 +94,7 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
 }
 
 /// Checks a call's `Mcp-Param-*` headers against its `arguments` (raw JSON, if any).
-pub fn check(
-    headers: &HeaderMap,
-    arguments: Option<&str>,
-    anns: &[ParamHeader],
-) -> Result<(), String> {
+pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader]) -> Result<(), String> {
     if anns.is_empty() {
         return Ok(());
     }
@@ -126,21 +110,10 @@ pub fn check(
         let header = headers.get(&ann.header);
         match (v.is_null(), header) {
             (true, None) => {}
-            (true, Some(_)) => {
-                return Err(format!(
-                    "header Mcp-Param-{} is sent but its argument is absent",
-                    ann.name
-                ))
-            }
-            (false, None) => {
-                return Err(format!(
-                    "header Mcp-Param-{} is missing for an argument present in the body",
-                    ann.name
-                ))
-            }
+            (true, Some(_)) => return Err(format!("header Mcp-Param-{} is sent but its argument is absent", ann.name)),
+            (false, None) => return Err(format!("header Mcp-Param-{} is missing for an argument present in the body", ann.name)),
             (false, Some(h)) => {
-                let got = crate::mcp::headers::decode(h)
-                    .map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
+                let got = crate::mcp::headers::decode(h).map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
                 let same = match ann.kind {
                     Kind::Str => v.as_str() == Some(got.as_str()),
                     Kind::Bool => v.as_bool().map(|b| b.to_string()) == Some(got.clone()),
@@ -150,10 +123,7 @@ pub fn check(
                     },
                 };
                 if !same {
-                    return Err(format!(
-                        "header Mcp-Param-{} does not match the body's argument",
-                        ann.name
-                    ));
+                    return Err(format!("header Mcp-Param-{} does not match the body's argument", ann.name));
                 }
             }
         }
@@ -190,7 +160,9 @@ mod tests {
 
     #[test]
     fn headers_must_mirror_present_arguments() {
-        let anns = annotations(&json!({"properties":{"r":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}})).unwrap();
+        let anns =
+            annotations(&json!({"properties":{"r":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}))
+                .unwrap();
         let mut h = HeaderMap::new();
         assert!(check(&h, Some(r#"{"r":"eu"}"#), &anns).is_err());
         h.insert("mcp-param-region", "eu".parse().unwrap());

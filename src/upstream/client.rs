@@ -20,14 +20,10 @@ use crate::mcp::sse;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     /// No connection could be made.
-    #[error(
-        "upstream '{0}' is unreachable ({1}); check that it is running and that its url is right"
-    )]
+    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
     Unreachable(String, String),
     /// The upstream took longer than the configured response timeout.
-    #[error(
-        "upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)"
-    )]
+    #[error("upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)")]
     Timeout(String, u64),
     /// The answer was larger than `limits.max_response_bytes` or an SSE event than `limits.max_sse_event_bytes`.
     #[error("upstream '{0}' sent an answer over the {1}-byte limit (limits.max_response_bytes / max_sse_event_bytes)")]
@@ -38,6 +34,9 @@ pub enum UpstreamError {
     /// The stream broke before the final response arrived.
     #[error("upstream '{0}' closed the stream before answering")]
     Closed(String),
+    /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
+    #[error("upstream '{0}' ended the session; retry the request")]
+    SessionGone(String),
 }
 
 impl UpstreamError {
@@ -79,9 +78,7 @@ impl SseStream {
             let frame = match self.timeout {
                 Some(t) => tokio::time::timeout(t, self.body.frame())
                     .await
-                    .map_err(|_| {
-                        UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64)
-                    })?,
+                    .map_err(|_| UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64))?,
                 None => self.body.frame().await,
             };
             match frame {
@@ -89,10 +86,7 @@ impl SseStream {
                 Some(Err(_)) => return Ok(None),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        let events = self
-                            .reader
-                            .push(&data)
-                            .map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
+                        let events = self.reader.push(&data).map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
                         self.pending.extend(events);
                     }
                 }
@@ -116,16 +110,9 @@ impl HttpClient {
         let mut conn = HttpConnector::new();
         conn.set_connect_timeout(Some(connect));
         conn.set_nodelay(true);
-        let inner = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .build(conn);
-        HttpClient {
-            inner,
-            response_timeout: response,
-            max_body,
-            max_event,
-        }
+        let inner =
+            Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
+        HttpClient { inner, response_timeout: response, max_body, max_event }
     }
 
     /// The configured response timeout.
@@ -143,16 +130,7 @@ impl HttpClient {
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<Answer, UpstreamError> {
-        self.send(
-            http::Method::POST,
-            upstream,
-            url,
-            headers,
-            body,
-            stream_timeout,
-        )
-        .await
-        .map(|(_, a)| a)
+        self.send(http::Method::POST, upstream, url, headers, body, stream_timeout).await.map(|(_, a)| a)
     }
 
     /// Sends a request and returns the response headers with the classified answer.
@@ -178,12 +156,7 @@ impl HttpClient {
             .map_err(|e| UpstreamError::Unreachable(upstream.into(), describe(&e)))?;
         let status = resp.status();
         let (parts, body) = resp.into_parts();
-        let ctype = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let ctype = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if ctype.starts_with("text/event-stream") && status.is_success() {
             let stream = SseStream {
                 upstream: upstream.into(),
@@ -203,21 +176,12 @@ impl HttpClient {
         Ok((parts.headers, answer))
     }
 
-    async fn read_bounded(
-        &self,
-        upstream: &str,
-        body: hyper::body::Incoming,
-    ) -> Result<Bytes, UpstreamError> {
+    async fn read_bounded(&self, upstream: &str, body: hyper::body::Incoming) -> Result<Bytes, UpstreamError> {
         let limited = http_body_util::Limited::new(body, self.max_body);
         let t = self.response_timeout;
         match tokio::time::timeout(t, limited.collect()).await {
-            Err(_) => Err(UpstreamError::Timeout(
-                upstream.into(),
-                t.as_millis() as u64,
-            )),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-                Err(UpstreamError::TooLarge(upstream.into(), self.max_body))
-            }
+            Err(_) => Err(UpstreamError::Timeout(upstream.into(), t.as_millis() as u64)),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(upstream.into(), self.max_body)),
             Ok(Err(_)) => Err(UpstreamError::Closed(upstream.into())),
             Ok(Ok(c)) => Ok(c.to_bytes()),
         }
@@ -235,16 +199,12 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
 }
 
 /// Reads the whole stream of an [`Answer`] until the JSON-RPC response, dropping notifications.
-pub async fn final_message(
-    answer: Answer,
-    upstream: &str,
-) -> Result<(StatusCode, Bytes), UpstreamError> {
+pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode, Bytes), UpstreamError> {
     match answer {
         Answer::Json(s, b) => Ok((s, b)),
-        Answer::Status(s, b) => Err(UpstreamError::Protocol(
-            upstream.into(),
-            format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()),
-        )),
+        Answer::Status(s, b) => {
+            Err(UpstreamError::Protocol(upstream.into(), format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len())))
+        }
         Answer::Sse(mut st) => {
             while let Some(data) = st.next().await? {
                 if let Ok(m) = serde_json::from_str::<crate::mcp::jsonrpc::Incoming>(&data) {
@@ -259,26 +219,12 @@ pub async fn final_message(
 }
 
 /// Standard headers for a modern request to an upstream.
-pub fn modern_headers(
-    host: &HeaderValue,
-    method: &str,
-    name: Option<&str>,
-    extra: &HeaderMap,
-) -> HeaderMap {
+pub fn modern_headers(host: &HeaderValue, method: &str, name: Option<&str>, extra: &HeaderMap) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(8 + extra.len());
     h.insert(http::header::HOST, host.clone());
-    h.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    h.insert(
-        crate::mcp::headers::PROTOCOL_VERSION,
-        HeaderValue::from_static(crate::mcp::version::MODERN),
-    );
+    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    h.insert(crate::mcp::headers::PROTOCOL_VERSION, HeaderValue::from_static(crate::mcp::version::MODERN));
     if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(method)) {
         h.insert(crate::mcp::headers::METHOD, v);
     }

@@ -47,34 +47,16 @@ pub async fn call(
 ) -> Result<Box<serde_json::value::RawValue>, String> {
     let headers = modern_headers(&up.host, method, None, &up.extra);
     let answer = client
-        .post(
-            &up.name,
-            &up.uri,
-            headers,
-            internal_body(method, extra),
-            Some(client_timeout(client)),
-        )
+        .post(&up.name, &up.uri, headers, internal_body(method, extra), Some(client_timeout(client)))
         .await
         .map_err(|e| e.to_string())?;
-    let (_, body) = final_message(answer, &up.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&body).map_err(|_| {
-        format!(
-            "upstream '{}' answered {method} with something that is not JSON-RPC",
-            up.name
-        )
-    })?;
+    let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
+    let msg: Incoming = serde_json::from_slice(&body)
+        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
-        (None, Some(e)) => Err(format!(
-            "upstream '{}' answered {method} with error {}",
-            up.name, e.code
-        )),
-        _ => Err(format!(
-            "upstream '{}' answered {method} with neither result nor error",
-            up.name
-        )),
+        (None, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
+        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
     }
 }
 
@@ -96,76 +78,50 @@ pub enum Probe {
 pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
     let headers = modern_headers(&up.host, "server/discover", None, &up.extra);
     let body = internal_body("server/discover", Map::new());
-    let answer = match client
-        .post(
-            &up.name,
-            &up.uri,
-            headers,
-            body,
-            Some(client.response_timeout()),
-        )
-        .await
-    {
+    let answer = match client.post(&up.name, &up.uri, headers, body, Some(client.response_timeout())).await {
         Ok(a) => a,
         Err(e) => return Probe::Failed(failed(up, e.to_string())),
     };
     let (http_status, body) = match final_message(answer, &up.name).await {
         Ok(x) => x,
-        Err(e) => {
-            return Probe::NotModern(format!(
-                "upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})",
-                up.name
-            ))
-        }
+        Err(e) => return Probe::NotModern(format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})", up.name)),
     };
     let msg: Incoming = match serde_json::from_slice(&body) {
         Ok(m) => m,
         Err(_) => {
             return Probe::NotModern(format!(
-            "upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body",
-            up.name
-        ))
+                "upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body",
+                up.name
+            ))
         }
     };
     if let Some(err) = msg.error {
-        use crate::mcp::jsonrpc::{
-            HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
-        };
+        use crate::mcp::jsonrpc::{HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
         // A recognized modern error means a modern server (digest §8.1); anything else is legacy.
         return match err.code {
-            UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH => {
-                Probe::Modern(failed(up, format!("upstream '{}' is modern but refused server/discover with {} (does it support {}?)", up.name, err.code, crate::mcp::version::MODERN)))
-            }
+            UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH => Probe::Modern(failed(
+                up,
+                format!(
+                    "upstream '{}' is modern but refused server/discover with {} (does it support {}?)",
+                    up.name,
+                    err.code,
+                    crate::mcp::version::MODERN
+                ),
+            )),
             METHOD_NOT_FOUND if http_status == http::StatusCode::NOT_FOUND => {
                 Probe::Modern(failed(up, format!("upstream '{}' is modern but does not implement server/discover", up.name)))
             }
             code => Probe::NotModern(format!("upstream '{}' answered server/discover with error {code} (HTTP {http_status})", up.name)),
         };
     }
-    let result: Map<String, Value> = msg
-        .result
-        .and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or_default();
+    let result: Map<String, Value> = msg.result.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_default();
     let discovered = Discovered {
-        capabilities: result
-            .get("capabilities")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        capabilities: result.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default(),
+        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    let status = Status {
-        probed: true,
-        healthy: true,
-        discovered: Some(discovered),
-        error: None,
-        legacy: false,
-    };
+    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: false };
     up.set_status(status.clone());
     Probe::Modern(status)
 }

@@ -39,19 +39,7 @@ pub struct Call {
 
 /// Numeric severity of a log level name.
 pub fn level_rank(level: &str) -> Option<u8> {
-    [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ]
-    .iter()
-    .position(|l| *l == level)
-    .map(|p| p as u8)
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
 }
 
 enum Msg {
@@ -61,29 +49,16 @@ enum Msg {
 }
 
 /// Sends the call and relays the answer.
-pub async fn forward(
-    gw: &Arc<Gateway>,
-    up: &Arc<Upstream>,
-    call: Call,
-    client_headers: &HeaderMap,
-) -> Result<Reply, GatewayError> {
+pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_headers: &HeaderMap) -> Result<Reply, GatewayError> {
     let mut headers = modern_headers(&up.host, &call.method, call.mcp_name.as_deref(), &up.extra);
     for (k, v) in client_headers {
         let n = k.as_str();
-        if n.starts_with(crate::mcp::headers::PARAM_PREFIX)
-            || n == "traceparent"
-            || n == "tracestate"
-            || n == "baggage"
-        {
+        if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
             headers.append(k, v.clone());
         }
     }
     let t = gw.cfg.timeouts.response;
-    let answer = match gw
-        .client
-        .post(&up.name, &up.uri, headers, call.body.clone(), Some(t))
-        .await
-    {
+    let answer = match gw.client.post(&up.name, &up.uri, headers, call.body.clone(), Some(t)).await {
         Ok(a) => a,
         Err(e) => {
             if matches!(e, UpstreamError::Unreachable(..)) {
@@ -105,11 +80,7 @@ pub async fn forward(
             );
             Ok(Reply::Json(s, b))
         }
-        Answer::Status(status, _) => Err(UpstreamError::Protocol(
-            up.name.clone(),
-            format!("HTTP {status} without a JSON-RPC body"),
-        )
-        .into()),
+        Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
         Answer::Sse(mut stream) => loop {
             let Some(data) = stream.next().await? else {
                 return Err(UpstreamError::Closed(up.name.clone()).into());
@@ -128,13 +99,7 @@ pub async fn forward(
     }
 }
 
-async fn pump(
-    gw: Arc<Gateway>,
-    up: Arc<Upstream>,
-    call: Call,
-    mut stream: SseStream,
-    tx: mpsc::Sender<Bytes>,
-) {
+async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseStream, tx: mpsc::Sender<Bytes>) {
     loop {
         let next = tokio::select! {
             n = stream.next() => n,
@@ -148,9 +113,7 @@ async fn pump(
                 return;
             }
             Err(e) => {
-                let _ = tx
-                    .send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e))))
-                    .await;
+                let _ = tx.send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e)))).await;
                 return;
             }
         };
@@ -179,34 +142,17 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
         return Msg::Skip;
     };
     if msg.is_response() {
-        let (s, b) = finish(
-            &call.id,
-            &call.method,
-            &up.name,
-            StatusCode::OK,
-            data,
-            call.uri.as_deref(),
-            &gw.server_info,
-        );
+        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, data, call.uri.as_deref(), &gw.server_info);
         return Msg::Final(s, b);
     }
     match (msg.method.as_deref(), msg.id.is_some()) {
-        (Some("notifications/progress"), false) => {
-            Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
-        }
+        (Some("notifications/progress"), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
         (Some("notifications/message"), false) => {
             let Some(want) = call.log_level else {
                 return Msg::Skip;
             };
-            let level = msg
-                .params
-                .as_ref()
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-            let rank = level
-                .as_ref()
-                .and_then(|p| p.get("level"))
-                .and_then(Value::as_str)
-                .and_then(level_rank);
+            let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(level_rank);
             if rank.is_some_and(|r| r >= want) {
                 Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
             } else {

@@ -39,14 +39,8 @@ pub async fn fetch(
         } else {
             discover::call(&gw.client, up, kind.method(), extra).await?
         };
-        let page: IndexMap<String, Box<RawValue>> =
-            serde_json::from_str(result.get()).map_err(|_| {
-                format!(
-                    "upstream '{}' sent a {} result that is not an object",
-                    up.name,
-                    kind.method()
-                )
-            })?;
+        let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
+            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.method()))?;
         if legacy {
             // A legacy server gives no hints: use the configured ones (0 / private by default).
             let s = up.status();
@@ -54,17 +48,12 @@ pub async fn fetch(
             ttl_ms = ttl_ms.min(d.map_or(0, |d| d.ttl_ms));
             public &= d.is_some_and(|d| d.public);
         } else {
-            let ttl = page
-                .get("ttlMs")
-                .and_then(|r| r.get().parse::<i64>().ok())
-                .unwrap_or(0)
-                .max(0) as u64;
+            let ttl = page.get("ttlMs").and_then(|r| r.get().parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
             ttl_ms = ttl_ms.min(ttl);
             public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
         }
         if let Some(list) = page.get(kind.member()) {
-            let raw_items: Vec<Box<RawValue>> =
-                serde_json::from_str(list.get()).unwrap_or_default();
+            let raw_items: Vec<Box<RawValue>> = serde_json::from_str(list.get()).unwrap_or_default();
             for raw in raw_items {
                 if let Some(item) = build_item(up, kind, names, &raw) {
                     items.push(item);
@@ -79,12 +68,7 @@ pub async fn fetch(
     if cursor.is_some() {
         tracing::warn!(upstream = %up.name, list = kind.method(), "list truncated at limits.max_list_pages");
     }
-    Ok(ListTable {
-        items,
-        ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms },
-        public,
-        fetched_at: started,
-    })
+    Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
 }
 
 fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> Option<Item> {
@@ -97,10 +81,7 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
     let key: String = serde_json::from_str(desc.get(key_member)?.get()).ok()?;
     let mut headers = Vec::new();
     if kind == ListKind::Tools && raw.get().contains("x-mcp-header") {
-        let schema: Value = desc
-            .get("inputSchema")
-            .and_then(|s| serde_json::from_str(s.get()).ok())
-            .unwrap_or(Value::Null);
+        let schema: Value = desc.get("inputSchema").and_then(|s| serde_json::from_str(s.get()).ok()).unwrap_or(Value::Null);
         match xheader::annotations(&schema) {
             Ok(h) => headers = h,
             Err(why) => {
@@ -110,12 +91,7 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         }
     }
     if !kind.named() {
-        return Some(Item {
-            public: key.clone(),
-            key,
-            raw: raw.to_owned(),
-            headers,
-        });
+        return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers });
     }
     let Some(public) = names.publish(&up.name, &key) else {
         tracing::warn!(upstream = %up.name, name = %key, "dropped: prefixed name longer than 128 characters");
@@ -128,10 +104,5 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         desc.insert("name".into(), name);
         RawValue::from_string(serde_json::to_string(&desc).ok()?).ok()?
     };
-    Some(Item {
-        key,
-        public,
-        raw,
-        headers,
-    })
+    Some(Item { key, public, raw, headers })
 }

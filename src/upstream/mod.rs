@@ -67,32 +67,18 @@ pub struct Upstream {
 impl Upstream {
     /// Builds an upstream from its config; reads its bearer token from the environment.
     pub fn new(cfg: &UpstreamConfig) -> Result<Self, String> {
-        let uri: Uri = cfg
-            .url
-            .parse()
-            .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
-        let host = uri
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .unwrap_or_default();
-        let host = HeaderValue::from_str(&host)
-            .map_err(|_| format!("upstream '{}': bad host", cfg.name))?;
+        let uri: Uri = cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+        let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        let host = HeaderValue::from_str(&host).map_err(|_| format!("upstream '{}': bad host", cfg.name))?;
         let mut extra = HeaderMap::new();
         for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
-            let mut value = HeaderValue::from_str(v)
-                .map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
             value.set_sensitive(true);
             extra.insert(name, value);
         }
         if let Some(var) = &cfg.bearer_token_env {
-            let token = std::env::var(var).map_err(|_| {
-                format!(
-                    "upstream '{}': environment variable {var} is not set",
-                    cfg.name
-                )
-            })?;
+            let token = std::env::var(var).map_err(|_| format!("upstream '{}': environment variable {var} is not set", cfg.name))?;
             let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
             value.set_sensitive(true);
@@ -133,18 +119,12 @@ impl Upstream {
     /// Whether it is healthy and advertises the capability `cap`.
     pub fn serves(&self, cap: &str) -> bool {
         let s = self.status();
-        s.healthy
-            && s.discovered
-                .as_ref()
-                .is_some_and(|d| d.capabilities.contains_key(cap))
+        s.healthy && s.discovered.as_ref().is_some_and(|d| d.capabilities.contains_key(cap))
     }
 
     /// The current table of one kind.
     pub fn list(&self, kind: ListKind) -> Arc<ListTable> {
-        self.lists[kind.index()]
-            .read()
-            .map(|t| t.clone())
-            .unwrap_or_else(|_| Arc::new(ListTable::empty()))
+        self.lists[kind.index()].read().map(|t| t.clone()).unwrap_or_else(|_| Arc::new(ListTable::empty()))
     }
 
     /// Replaces the table of one kind.

@@ -18,15 +18,9 @@ fn mismatch(msg: String) -> GatewayError {
 
 fn header(h: &HeaderMap, name: &'static str, display: &str) -> Result<String, GatewayError> {
     let mut values = h.get_all(name).iter();
-    let v = values.next().ok_or_else(|| {
-        mismatch(format!(
-            "Header mismatch: the {display} header is required; mirror the body into it"
-        ))
-    })?;
+    let v = values.next().ok_or_else(|| mismatch(format!("Header mismatch: the {display} header is required; mirror the body into it")))?;
     if values.next().is_some() {
-        return Err(mismatch(format!(
-            "Header mismatch: the {display} header is sent twice; send it once"
-        )));
+        return Err(mismatch(format!("Header mismatch: the {display} header is sent twice; send it once")));
     }
     decode(v).map_err(|e| mismatch(format!("Header mismatch: {display}: {e}")))
 }
@@ -48,21 +42,14 @@ pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), GatewayEr
     }
     let method = header(h, headers::METHOD, "Mcp-Method")?;
     if method != env.method {
-        return Err(mismatch(format!(
-            "Header mismatch: Mcp-Method {method:?} does not equal the body's method {:?}",
-            env.method
-        )));
+        return Err(mismatch(format!("Header mismatch: Mcp-Method {method:?} does not equal the body's method {:?}", env.method)));
     }
     if let Some(member) = name_member(&env.method) {
         let name = header(h, headers::NAME, "Mcp-Name")?;
         match env.param_str(member) {
             Some(Ok(body)) if body == name => {}
             // The value itself is not echoed: a name or URI may carry user content.
-            _ => {
-                return Err(mismatch(format!(
-                    "Header mismatch: Mcp-Name does not equal params.{member}"
-                )))
-            }
+            _ => return Err(mismatch(format!("Header mismatch: Mcp-Name does not equal params.{member}"))),
         }
     }
     Ok(())

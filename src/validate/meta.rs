@@ -30,29 +30,16 @@ pub fn read(env: &Envelope) -> Result<Meta, GatewayError> {
     let raw = env.param("_meta").ok_or_else(|| {
         invalid("params._meta is required in 2026-07-28: add io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities")
     })?;
-    let meta: Map<String, Value> =
-        serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object"))?;
+    let meta: Map<String, Value> = serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object"))?;
     let version = match meta.get(mcp::META_PROTOCOL_VERSION) {
         Some(Value::String(v)) => v.clone(),
-        Some(_) => return Err(invalid(
-            "_meta io.modelcontextprotocol/protocolVersion must be a string such as \"2026-07-28\"",
-        )),
-        None => {
-            return Err(invalid(
-                "_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")",
-            ))
-        }
+        Some(_) => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion must be a string such as \"2026-07-28\"")),
+        None => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")")),
     };
     let capabilities = match meta.get(mcp::META_CLIENT_CAPABILITIES) {
         Some(Value::Object(c)) => c.clone(),
-        Some(_) => return Err(invalid(
-            "_meta io.modelcontextprotocol/clientCapabilities must be an object ({} declares none)",
-        )),
-        None => {
-            return Err(invalid(
-                "_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)",
-            ))
-        }
+        Some(_) => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities must be an object ({} declares none)")),
+        None => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)")),
     };
     let log_level = match meta.get(mcp::META_LOG_LEVEL) {
         None => None,
@@ -61,9 +48,5 @@ pub fn read(env: &Envelope) -> Result<Meta, GatewayError> {
         })?),
         Some(_) => return Err(invalid("_meta io.modelcontextprotocol/logLevel must be a string")),
     };
-    Ok(Meta {
-        version,
-        capabilities,
-        log_level,
-    })
+    Ok(Meta { version, capabilities, log_level })
 }

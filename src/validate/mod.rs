@@ -32,10 +32,7 @@ pub fn check_version(meta: &Meta) -> Result<(), GatewayError> {
     if version::is_supported_modern(&meta.version) {
         Ok(())
     } else {
-        Err(GatewayError::UnsupportedVersion {
-            requested: meta.version.clone(),
-            supported: version::SUPPORTED_MODERN.to_vec(),
-        })
+        Err(GatewayError::UnsupportedVersion { requested: meta.version.clone(), supported: version::SUPPORTED_MODERN.to_vec() })
     }
 }
 
@@ -55,21 +52,8 @@ mod tests {
 
     #[test]
     fn removed_and_unknown_methods_are_not_found() {
-        for m in [
-            "initialize",
-            "ping",
-            "logging/setLevel",
-            "resources/subscribe",
-            "resources/unsubscribe",
-            "unknown/method",
-        ] {
-            assert!(
-                matches!(
-                    check_method(m, |_| true),
-                    Err(GatewayError::MethodNotFound(_))
-                ),
-                "{m}"
-            );
+        for m in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "unknown/method"] {
+            assert!(matches!(check_method(m, |_| true), Err(GatewayError::MethodNotFound(_))), "{m}");
         }
         assert!(check_method("tools/list", |_| true).is_ok());
         assert!(check_method("tools/list", |c| c != "tools").is_err());

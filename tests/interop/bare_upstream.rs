@@ -38,72 +38,38 @@ impl Drop for BareUpstream {
 }
 
 fn reply(status: StatusCode, body: Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    Response::builder().status(status).header("content-type", "application/json").body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }
 
 async fn handle(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let id = msg.get("id").cloned().unwrap_or(Value::Null);
     if id.is_null() {
-        return Ok(Response::builder()
-            .status(202)
-            .body(Full::new(Bytes::new()))
-            .unwrap());
+        return Ok(Response::builder().status(202).body(Full::new(Bytes::new())).unwrap());
     }
-    let ok = |result: Value| {
-        reply(
-            StatusCode::OK,
-            json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        )
-    };
-    let arg = msg
-        .pointer("/params/arguments/text")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let ok = |result: Value| reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    let arg = msg.pointer("/params/arguments/text").and_then(Value::as_str).unwrap_or("").to_owned();
     let text = |t: String| ok(json!({"content": [{"type": "text", "text": t}]}));
-    let schema =
-        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
-    Ok(
-        match msg.get("method").and_then(Value::as_str).unwrap_or("") {
-            "server/discover" => {
-                ok(json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}))
-            }
-            "tools/list" => ok(json!({"tools": [
-                {"name": "shout", "description": "Upper-case the text", "inputSchema": schema},
-                {"name": "count", "description": "Count the characters", "inputSchema": schema},
-            ]})),
-            "tools/call" => match msg.pointer("/params/name").and_then(Value::as_str) {
-                Some("shout") => text(arg.to_uppercase()),
-                Some("count") => text(arg.chars().count().to_string()),
-                _ => reply(
-                    StatusCode::OK,
-                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "unknown tool"}}),
-                ),
-            },
-            _ => reply(
-                StatusCode::NOT_FOUND,
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
-            ),
+    let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    Ok(match msg.get("method").and_then(Value::as_str).unwrap_or("") {
+        "server/discover" => ok(json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}})),
+        "tools/list" => ok(json!({"tools": [
+            {"name": "shout", "description": "Upper-case the text", "inputSchema": schema},
+            {"name": "count", "description": "Count the characters", "inputSchema": schema},
+        ]})),
+        "tools/call" => match msg.pointer("/params/name").and_then(Value::as_str) {
+            Some("shout") => text(arg.to_uppercase()),
+            Some("count") => text(arg.chars().count().to_string()),
+            _ => reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "unknown tool"}})),
         },
-    )
+        _ => reply(StatusCode::NOT_FOUND, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})),
+    })
 }
 
 /// Starts it on 127.0.0.1, port 0.
 pub(crate) async fn start() -> BareUpstream {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .expect("bare upstream: bind 127.0.0.1:0");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("bare upstream: bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("bare upstream: local address");
     let stop = CancellationToken::new();
     let token = stop.clone();

@@ -26,19 +26,13 @@ pub(crate) fn peer_env(var: &str) -> PathBuf {
     let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         panic!("{var} is not set: these interop tests need the real MCP peers; run `eval \"$(bash scripts/peers.sh)\"` first (it installs them and exports {var})")
     });
-    assert!(
-        path.exists(),
-        "{var}={} does not exist; re-run `eval \"$(bash scripts/peers.sh)\"`",
-        path.display()
-    );
+    assert!(path.exists(), "{var}={} does not exist; re-run `eval \"$(bash scripts/peers.sh)\"`", path.display());
     path
 }
 
 /// A file under tests/peers/.
 pub(crate) fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/peers")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
 }
 
 /// Where peer processes write their stderr.
@@ -61,9 +55,7 @@ static PY_UPSTREAM: OnceLock<Result<PyUpstream, String>> = OnceLock::new();
 pub(crate) async fn py_upstream() -> &'static PyUpstream {
     let python = peer_env("SLUICE_PY2");
     let shared =
-        tokio::task::spawn_blocking(move || PY_UPSTREAM.get_or_init(|| spawn_py_upstream(python)))
-            .await
-            .expect("py upstream start task");
+        tokio::task::spawn_blocking(move || PY_UPSTREAM.get_or_init(|| spawn_py_upstream(python))).await.expect("py upstream start task");
     match shared {
         Ok(up) => up,
         Err(e) => panic!("{e}"),
@@ -72,20 +64,14 @@ pub(crate) async fn py_upstream() -> &'static PyUpstream {
 
 fn spawn_py_upstream(python: PathBuf) -> Result<PyUpstream, String> {
     let log = log_path("py_upstream");
-    let stderr =
-        std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let stderr = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let mut child = Command::new(&python)
         .arg(script("py_upstream.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start {} tests/peers/py_upstream.py: {e}",
-                python.display()
-            )
-        })?;
+        .map_err(|e| format!("cannot start {} tests/peers/py_upstream.py: {e}", python.display()))?;
     let stdin = child.stdin.take().ok_or("no stdin pipe")?;
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
     let (tx, rx) = mpsc::channel();
@@ -105,11 +91,7 @@ fn spawn_py_upstream(python: PathBuf) -> Result<PyUpstream, String> {
         let tail = std::fs::read_to_string(&log).unwrap_or_default();
         format!("tests/peers/py_upstream.py did not print `LISTENING <port>` within {PY_START:?}; its stderr ({}):\n{tail}", log.display())
     })?;
-    Ok(PyUpstream {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        _child: Mutex::new(child),
-        _stdin: Mutex::new(stdin),
-    })
+    Ok(PyUpstream { url: format!("http://127.0.0.1:{port}/mcp"), _child: Mutex::new(child), _stdin: Mutex::new(stdin) })
 }
 
 /// Runs `tests/peers/py_client.py` with `plan`; returns its exit status and JSON summary.
@@ -123,24 +105,14 @@ pub(crate) async fn py_client(plan: &Value) -> (std::process::ExitStatus, Value,
         .output();
     let out = tokio::time::timeout(PY_CLIENT_RUN, run)
         .await
-        .unwrap_or_else(|_| {
-            panic!("tests/peers/py_client.py did not finish within {PY_CLIENT_RUN:?}")
-        })
+        .unwrap_or_else(|_| panic!("tests/peers/py_client.py did not finish within {PY_CLIENT_RUN:?}"))
         .expect("start tests/peers/py_client.py");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let transcript = format!(
-        "--- stdout\n{stdout}--- stderr\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let transcript = format!("--- stdout\n{stdout}--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
     let summary = stdout
         .lines()
         .find_map(|l| l.strip_prefix("SUMMARY "))
         .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "py_client.py printed no SUMMARY line (status {})\n{transcript}",
-                out.status
-            )
-        });
+        .unwrap_or_else(|| panic!("py_client.py printed no SUMMARY line (status {})\n{transcript}", out.status));
     (out.status, summary, transcript)
 }

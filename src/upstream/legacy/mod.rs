@@ -20,10 +20,7 @@ pub fn legacy_capabilities(modern: &Map<String, Value>) -> Value {
     let mut caps = Map::new();
     for key in ["sampling", "elicitation", "roots"] {
         if let Some(v) = modern.get(key) {
-            caps.insert(
-                key.into(),
-                if v.is_object() { v.clone() } else { json!({}) },
-            );
+            caps.insert(key.into(), if v.is_object() { v.clone() } else { json!({}) });
         }
     }
     Value::Object(caps)

@@ -44,13 +44,7 @@ impl Drop for Lease {
 impl Pool {
     /// An empty pool.
     pub fn new(client: HttpClient, max: usize, idle_ttl: Duration) -> Arc<Pool> {
-        Arc::new(Pool {
-            client,
-            idle: Mutex::new(HashMap::new()),
-            count: AtomicUsize::new(0),
-            max,
-            idle_ttl,
-        })
+        Arc::new(Pool { client, idle: Mutex::new(HashMap::new()), count: AtomicUsize::new(0), max, idle_ttl })
     }
 
     /// How many sessions are open (idle and leased).
@@ -67,34 +61,23 @@ impl Pool {
         on_list_changed: ListChanged,
     ) -> Result<Lease, UpstreamError> {
         let key = (principal.to_owned(), up.name.clone(), caps.to_string());
-        let reused = self
-            .idle
-            .lock()
-            .ok()
-            .and_then(|mut m| m.get_mut(&key).and_then(Vec::pop));
+        let reused = self.idle.lock().ok().and_then(|mut m| m.get_mut(&key).and_then(Vec::pop));
         let session = match reused {
             Some(s) => s,
             None => {
                 if self.count.load(Ordering::Relaxed) >= self.max && !self.evict_one().await {
                     return Err(UpstreamError::Protocol(
                         up.name.clone(),
-                        format!(
-                            "too many legacy sessions open (bridge.max_sessions = {})",
-                            self.max
-                        ),
+                        format!("too many legacy sessions open (bridge.max_sessions = {})", self.max),
                     ));
                 }
-                let s = Session::open(&self.client, up.clone(), caps, principal, on_list_changed)
-                    .await?;
+                let s = Session::open(&self.client, up.clone(), caps, principal, on_list_changed).await?;
                 self.count.fetch_add(1, Ordering::Relaxed);
                 s
             }
         };
         session.set_leased(true);
-        Ok(Lease {
-            session,
-            pool: self.clone(),
-        })
+        Ok(Lease { session, pool: self.clone() })
     }
 
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {
@@ -117,10 +100,7 @@ impl Pool {
         let victim = self.idle.lock().ok().and_then(|mut m| {
             let key = m
                 .iter()
-                .filter_map(|(k, v)| {
-                    v.first()
-                        .and_then(|s| Some((k.clone(), *s.idle_since.lock().ok()?)))
-                })
+                .filter_map(|(k, v)| v.first().and_then(|s| Some((k.clone(), *s.idle_since.lock().ok()?))))
                 .min_by_key(|(_, t)| *t)
                 .map(|(k, _)| k)?;
             let list = m.get_mut(&key)?;
@@ -147,13 +127,9 @@ impl Pool {
             Ok(mut m) => {
                 let mut out = Vec::new();
                 for list in m.values_mut() {
-                    let (old, keep): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| {
-                        all || s
-                            .idle_since
-                            .lock()
-                            .map(|t| now.duration_since(*t) >= self.idle_ttl)
-                            .unwrap_or(true)
-                    });
+                    let (old, keep): (Vec<_>, Vec<_>) = list
+                        .drain(..)
+                        .partition(|s| all || s.idle_since.lock().map(|t| now.duration_since(*t) >= self.idle_ttl).unwrap_or(true));
                     *list = keep;
                     out.extend(old);
                 }

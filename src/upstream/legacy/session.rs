@@ -56,14 +56,8 @@ impl Drop for Session {
 fn base_headers(up: &Upstream, version: &HeaderValue, sid: Option<&HeaderValue>) -> HeaderMap {
     let mut h = HeaderMap::new();
     h.insert(http::header::HOST, up.host.clone());
-    h.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
+    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
     h.insert(crate::mcp::headers::PROTOCOL_VERSION, version.clone());
     if let Some(s) = sid {
         h.insert(crate::mcp::headers::SESSION_ID, s.clone());
@@ -87,64 +81,26 @@ impl Session {
             "protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": crate::upstream::discover::server_info()}});
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
-        let (resp_headers, answer) = client
-            .send(
-                Method::POST,
-                &up.name,
-                &up.uri,
-                headers,
-                Bytes::from(init.to_string()),
-                Some(client.response_timeout()),
-            )
-            .await?;
+        let (resp_headers, answer) =
+            client.send(Method::POST, &up.name, &up.uri, headers, Bytes::from(init.to_string()), Some(client.response_timeout())).await?;
         let sid = resp_headers.get(crate::mcp::headers::SESSION_ID).cloned();
         let (_, body) = crate::upstream::client::final_message(answer, &up.name).await?;
-        let msg: Incoming = serde_json::from_slice(&body).map_err(|_| {
-            UpstreamError::Protocol(up.name.clone(), "initialize answer is not JSON-RPC".into())
-        })?;
+        let msg: Incoming = serde_json::from_slice(&body)
+            .map_err(|_| UpstreamError::Protocol(up.name.clone(), "initialize answer is not JSON-RPC".into()))?;
         let result: Value = match (msg.result, msg.error) {
             (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-            (_, Some(e)) => {
-                return Err(UpstreamError::Protocol(
-                    up.name.clone(),
-                    format!("initialize failed with error {}", e.code),
-                ))
-            }
-            _ => {
-                return Err(UpstreamError::Protocol(
-                    up.name.clone(),
-                    "initialize answer has no result".into(),
-                ))
-            }
+            (_, Some(e)) => return Err(UpstreamError::Protocol(up.name.clone(), format!("initialize failed with error {}", e.code))),
+            _ => return Err(UpstreamError::Protocol(up.name.clone(), "initialize answer has no result".into())),
         };
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("2025-11-25");
-        let version = HeaderValue::from_str(version)
-            .map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
+        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+        let version = HeaderValue::from_str(version).map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        client
-            .post(
-                &up.name,
-                &up.uri,
-                base_headers(&up, &version, sid.as_ref()),
-                Bytes::from(note.to_string()),
-                None,
-            )
-            .await?;
+        client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
         let (tx, rx) = mpsc::channel(256);
         let leased = Arc::new(AtomicBool::new(false));
-        let get_task = tokio::spawn(read_get_stream(
-            client.clone(),
-            up.clone(),
-            version.clone(),
-            sid.clone(),
-            tx,
-            leased.clone(),
-            on_list_changed,
-        ))
-        .abort_handle();
+        let get_task =
+            tokio::spawn(read_get_stream(client.clone(), up.clone(), version.clone(), sid.clone(), tx, leased.clone(), on_list_changed))
+                .abort_handle();
         Ok(Arc::new(Session {
             up,
             sid,
@@ -188,15 +144,7 @@ impl Session {
         body: Bytes,
         stream_timeout: Option<std::time::Duration>,
     ) -> Result<Answer, UpstreamError> {
-        client
-            .post(
-                &self.up.name,
-                &self.up.uri,
-                self.headers(),
-                body,
-                stream_timeout,
-            )
-            .await
+        client.post(&self.up.name, &self.up.uri, self.headers(), body, stream_timeout).await
     }
 
     /// Answers a server request with a result or an error (JSON text).
@@ -216,16 +164,7 @@ impl Session {
     /// Ends the session upstream (DELETE).
     pub async fn close(&self, client: &HttpClient) {
         if self.sid.is_some() {
-            let _ = client
-                .send(
-                    Method::DELETE,
-                    &self.up.name,
-                    &self.up.uri,
-                    self.headers(),
-                    Bytes::new(),
-                    None,
-                )
-                .await;
+            let _ = client.send(Method::DELETE, &self.up.name, &self.up.uri, self.headers(), Bytes::new(), None).await;
         }
         self.get_task.abort();
     }
@@ -241,34 +180,19 @@ async fn read_get_stream(
     on_list_changed: ListChanged,
 ) {
     let mut headers = base_headers(&up, &version, sid.as_ref());
-    headers.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    headers.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
     headers.remove(http::header::CONTENT_TYPE);
-    let Ok((_, Answer::Sse(mut stream))) = client
-        .send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None)
-        .await
-    else {
+    let Ok((_, Answer::Sse(mut stream))) = client.send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None).await else {
         return; // the server has no GET stream (405): asks then come on the POST streams only
     };
-    let session = SessionRef {
-        client: client.clone(),
-        up: up.clone(),
-        version,
-        sid,
-    };
+    let session = SessionRef { client: client.clone(), up: up.clone(), version, sid };
     while let Ok(Some(data)) = stream.next().await {
         let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
             continue;
         };
         match (msg.method.as_deref(), msg.id.as_ref()) {
             (Some("ping"), Some(id)) => session.reply(id.get(), Ok("{}")).await,
-            (Some(m), None)
-                if m.ends_with("/list_changed") || m == "notifications/resources/updated" =>
-            {
-                on_list_changed(&data)
-            }
+            (Some(m), None) if m.ends_with("/list_changed") || m == "notifications/resources/updated" => on_list_changed(&data),
             _ if leased.load(Ordering::Acquire) => {
                 if tx.send(data).await.is_err() {
                     return;
@@ -276,15 +200,7 @@ async fn read_get_stream(
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %up.name, method = m, "upstream asked something outside any call; refused");
-                session
-                    .reply(
-                        id.get(),
-                        Err((
-                            -32600,
-                            "no call is in progress on this session to route the request to",
-                        )),
-                    )
-                    .await;
+                session.reply(id.get(), Err((-32600, "no call is in progress on this session to route the request to"))).await;
             }
             _ => {}
         }
@@ -301,16 +217,7 @@ struct SessionRef {
 impl SessionRef {
     async fn reply(&self, id: &str, outcome: Result<&str, (i64, &str)>) {
         let body = reply_body(id, outcome);
-        let _ = self
-            .client
-            .post(
-                &self.up.name,
-                &self.up.uri,
-                base_headers(&self.up, &self.version, self.sid.as_ref()),
-                body,
-                None,
-            )
-            .await;
+        let _ = self.client.post(&self.up.name, &self.up.uri, base_headers(&self.up, &self.version, self.sid.as_ref()), body, None).await;
     }
 }
 
@@ -318,9 +225,6 @@ impl SessionRef {
 pub fn reply_body(id: &str, outcome: Result<&str, (i64, &str)>) -> Bytes {
     Bytes::from(match outcome {
         Ok(result) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"),
-        Err((code, msg)) => format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{}}}",
-            json!({"code": code, "message": msg})
-        ),
+        Err((code, msg)) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{}}}", json!({"code": code, "message": msg})),
     })
 }
