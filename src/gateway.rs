@@ -162,12 +162,12 @@ impl Gateway {
             for up in &gw.upstreams {
                 tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
             }
+            tokio::spawn(crate::bridge::sweep_sessions(gw.clone()));
             loop {
                 tokio::select! {
                     _ = gw.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(gw.cfg.timeouts.refresh) => {}
                 }
-                gw.bridge.pool.sweep(false).await;
                 for up in &gw.upstreams {
                     let status = gw.probe(up).await;
                     if status.healthy {

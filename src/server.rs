@@ -49,4 +49,6 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     if tokio::time::timeout(gw.cfg.timeouts.shutdown, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
+    // Parked exchanges are cancelled upstream and legacy sessions ended (DELETE).
+    crate::bridge::shutdown(&gw).await;
 }

@@ -433,3 +433,24 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
         }
     }
 }
+
+/// Ends legacy sessions idle past `bridge.session_idle_ms`, until shutdown.
+pub async fn sweep_sessions(gw: Arc<Gateway>) {
+    let every = (gw.cfg.bridge.session_idle / 2).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = gw.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => gw.bridge.pool.sweep(false).await,
+        }
+    }
+}
+
+/// At shutdown: cancels every parked exchange upstream and ends every idle legacy session.
+pub async fn shutdown(gw: &Arc<Gateway>) {
+    for p in gw.bridge.parked.drain() {
+        if let Some(mut live) = p.live {
+            live.cancel(gw, "the gateway is shutting down").await;
+        }
+    }
+    gw.bridge.pool.sweep(true).await;
+}
