@@ -5,7 +5,7 @@
 //! built-in demo upstream or of the configurable mock upstream in `e2e/support.rs`. Each test
 //! is named as the behaviour it checks.
 
-#[path = "e2e/support.rs"]
+#[path = "e2e/support/mod.rs"]
 mod support;
 
 #[path = "e2e/front_door.rs"]
