@@ -64,6 +64,96 @@ struct RawConfig {
     bridge: RawBridge,
     #[serde(default)]
     state: RawState,
+    #[serde(default)]
+    auth: RawAuth,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    resource: Option<String>,
+    #[serde(default)]
+    authorization_servers: Vec<String>,
+    #[serde(default)]
+    required_scopes: Vec<String>,
+    #[serde(default)]
+    api_keys: Vec<ApiKeyConfig>,
+    api_keys_env: Option<String>,
+    jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    issuer: String,
+    audience: Option<String>,
+    hs256_secret_env: Option<String>,
+    hs256_secret_file: Option<String>,
+    #[serde(default)]
+    public_keys: Vec<String>,
+    jwks_file: Option<String>,
+    principal_claim: Option<String>,
+    groups_claim: Option<String>,
+    leeway_ms: Option<u64>,
+}
+
+/// One API key: the SHA-256 (hex) of the key, never the key itself.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// Hex SHA-256 of the key (`sluice hash-key KEY` prints it).
+    pub sha256: String,
+    /// The principal the key authenticates.
+    pub principal: String,
+    /// Its groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Its scopes.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// JWT bearer settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct JwtConfig {
+    /// Required `iss`.
+    pub issuer: String,
+    /// Required `aud` (default: `auth.resource`).
+    pub audience: Option<String>,
+    /// Environment variable holding an HS256 secret.
+    pub hs256_secret_env: Option<String>,
+    /// File holding an HS256 secret.
+    pub hs256_secret_file: Option<String>,
+    /// PEM files of RS256 / ES256 public keys.
+    pub public_keys: Vec<String>,
+    /// A JWKS file.
+    pub jwks_file: Option<String>,
+    /// The claim naming the principal (default `sub`).
+    pub principal_claim: String,
+    /// The claim listing groups (default `groups`).
+    pub groups_claim: String,
+    /// Clock leeway for `exp` / `nbf` (default 30 s).
+    pub leeway_ms: u64,
+}
+
+/// Authentication: API keys and/or JWT; neither means `none` (loopback only).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct AuthConfig {
+    /// Sluice's own resource URL (the JWT audience, and RFC 9728 `resource`).
+    pub resource: String,
+    /// Authorization servers advertised in the resource metadata.
+    pub authorization_servers: Vec<String>,
+    /// Scopes every request needs.
+    pub required_scopes: Vec<String>,
+    /// Scopes per upstream (from each upstream's `required_scopes`).
+    pub upstream_scopes: Vec<(String, Vec<String>)>,
+    /// API keys (hashes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<ApiKeyConfig>,
+    /// Environment variable with more keys.
+    pub api_keys_env: Option<String>,
+    /// JWT settings.
+    pub jwt: Option<JwtConfig>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -116,6 +206,8 @@ struct RawUpstream {
     bearer_token_env: Option<String>,
     cache_ttl_ms: Option<u64>,
     cache_scope: Option<CacheScope>,
+    #[serde(default)]
+    required_scopes: Vec<String>,
 }
 
 /// A cache scope Sluice stamps on a legacy upstream's lists and reads.
@@ -230,6 +322,8 @@ pub struct Config {
     pub bridge: Bridge,
     /// Sealing keys and this replica's id.
     pub state: StateConfig,
+    /// Authentication.
+    pub auth: AuthConfig,
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
@@ -326,6 +420,7 @@ impl Config {
                 bearer_token_env: None,
                 cache_ttl_ms: None,
                 cache_scope: None,
+                required_scopes: Vec::new(),
             });
         }
         let at = |span: std::ops::Range<usize>| -> String {
@@ -348,8 +443,10 @@ impl Config {
             return Err(ConfigError(format!("{origin}: path = {path:?}: expected an absolute path such as \"/mcp\"")));
         }
         let mut upstreams = Vec::new();
+        let mut upstream_scopes = Vec::new();
         for u in raw.upstream {
             let name = u.name.get_ref().clone();
+            let name_for_scopes = name.clone();
             let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
             if !ok_name {
                 return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", at(u.name.span()))));
@@ -376,8 +473,38 @@ impl Config {
                 cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
                 cache_scope: u.cache_scope.unwrap_or_default(),
             });
+            if !u.required_scopes.is_empty() {
+                upstream_scopes.push((name_for_scopes, u.required_scopes));
+            }
         }
         let prefix = if over.no_prefix { PrefixMode::Never } else { raw.prefix.unwrap_or_default() };
+        let ra = raw.auth;
+        let jwt = ra.jwt.map(|j| JwtConfig {
+            issuer: j.issuer,
+            audience: j.audience,
+            hs256_secret_env: j.hs256_secret_env,
+            hs256_secret_file: j.hs256_secret_file,
+            public_keys: j.public_keys,
+            jwks_file: j.jwks_file,
+            principal_claim: j.principal_claim.unwrap_or_else(|| "sub".into()),
+            groups_claim: j.groups_claim.unwrap_or_else(|| "groups".into()),
+            leeway_ms: j.leeway_ms.unwrap_or(30_000),
+        });
+        let auth = AuthConfig {
+            resource: ra.resource.unwrap_or_else(|| format!("http://{listen}{path}")),
+            authorization_servers: ra.authorization_servers,
+            required_scopes: ra.required_scopes,
+            upstream_scopes,
+            api_keys: ra.api_keys,
+            api_keys_env: ra.api_keys_env,
+            jwt,
+        };
+        let no_auth = auth.api_keys.is_empty() && auth.api_keys_env.is_none() && auth.jwt.is_none();
+        if no_auth && !listen.ip().is_loopback() {
+            return Err(ConfigError(format!(
+                "{origin}: listen = {listen} is not loopback but [auth] configures no API keys and no JWT: anyone could call through; add [auth] or listen on 127.0.0.1"
+            )));
+        }
         let ms = |v: Option<u64>, d: u64| Duration::from_millis(v.unwrap_or(d));
         let t = raw.timeouts;
         let l = raw.limits;
@@ -420,6 +547,7 @@ impl Config {
                 key_env: raw.state.key_env,
                 replica: raw.state.replica.unwrap_or_else(|| "local".into()),
             },
+            auth,
             upstreams,
         })
     }

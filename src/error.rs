@@ -10,6 +10,11 @@ use serde_json::{json, Value};
 use crate::mcp::jsonrpc::{self, FrameError};
 use crate::upstream::client::UpstreamError;
 
+/// Sluice: the request carries no valid credential (HTTP 401).
+pub const UNAUTHENTICATED: i64 = -31001;
+/// Sluice: the credential lacks a scope the request needs (HTTP 403).
+pub const FORBIDDEN: i64 = -31003;
+
 /// Which side a failure belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -50,6 +55,9 @@ pub enum GatewayError {
     /// An upstream failed.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// Not authenticated (401) or not authorized (403).
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
     /// Every upstream that could serve the request is down.
     #[error("upstream '{0}' is unavailable: {1}")]
     UpstreamDown(String, String),
@@ -65,6 +73,7 @@ impl GatewayError {
             | GatewayError::UnsupportedVersion { .. }
             | GatewayError::MethodNotFound(_)
             | GatewayError::UnknownTarget(..) => Side::Downstream,
+            GatewayError::Auth(_) => Side::Downstream,
             GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
         }
     }
@@ -87,6 +96,9 @@ impl GatewayError {
             GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
             GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
             GatewayError::UpstreamDown(..) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
+            // Sluice's own codes, outside the JSON-RPC reserved range (README: error codes).
+            GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => (StatusCode::FORBIDDEN, FORBIDDEN, None),
+            GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Gateway {
     pub shutdown: CancellationToken,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
     pub bridge: crate::bridge::Bridge,
+    /// Authentication (API keys, JWT) and the resource metadata.
+    pub auth: crate::auth::Authenticator,
 }
 
 impl Gateway {
@@ -49,7 +51,9 @@ impl Gateway {
             HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
+        let auth = crate::auth::Authenticator::new(&cfg.auth)?;
         Ok(Arc::new(Gateway {
+            auth,
             bridge,
             client,
             upstreams,

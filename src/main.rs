@@ -49,6 +49,11 @@ enum Command {
         #[command(flatten)]
         quick: Quick,
     },
+    /// Print the SHA-256 of an API key, for `[[auth.api_keys]] sha256 = "…"`.
+    HashKey {
+        /// The API key.
+        key: String,
+    },
     /// Start Sluice on loopback in front of built-in demo upstreams.
     Demo {
         /// Also run a scripted client that prints and checks each step, then exit.
@@ -90,6 +95,10 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         Command::Check { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
             println!("{}", cfg.redacted());
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::HashKey { key } => {
+            println!("{}", sluice::auth::api_keys::hash_key(&key));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Demo { walkthrough, listen } => sluice::demo::run(walkthrough, listen).await.map_err(anyhow::Error::msg),

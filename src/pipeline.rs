@@ -32,6 +32,11 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
         return r;
     }
+    // Authenticate before reading the body: an unknown caller costs no more than its headers.
+    let principal = match gw.auth.authenticate(&parts.headers) {
+        Ok(p) => p,
+        Err(e) => return challenge(gw, "null", e),
+    };
     let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
         Ok(b) => b,
         Err(r) => return r,
@@ -46,10 +51,9 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         return Reply::Accepted;
     }
     let id = env.id_json().to_owned();
-    // Who is calling: from authentication, never from clientInfo.
-    let principal = crate::auth::authenticate(&parts.headers);
     match validated(gw, &env, &parts.headers, &principal).await {
         Ok(reply) => reply,
+        Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
         Err(e) => {
             tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
             Reply::error(&id, &e)
@@ -78,5 +82,19 @@ async fn validated(
     }
     validate::check_version(&meta)?;
     validate::check_method(&env.method, |cap| gw.serves(cap))?;
-    dispatch::dispatch(gw, env, &meta, target?, headers, principal).await
+    let target = target?;
+    if let Some(t) = &target {
+        gw.auth.authorize_upstream(principal, &t.up.name)?;
+    }
+    dispatch::dispatch(gw, env, &meta, target, headers, principal).await
+}
+
+/// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).
+fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
+    let header = gw.auth.challenge(&e);
+    tracing::info!(reason = %e, "request not authenticated or not authorized");
+    match Reply::error(id, &GatewayError::Auth(e)) {
+        Reply::Json(status, body) => Reply::Challenge(status, header, body),
+        other => other,
+    }
 }

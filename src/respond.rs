@@ -31,6 +31,8 @@ pub enum Reply {
     Accepted,
     /// A status with a short plain-text explanation (edge refusals).
     Plain(StatusCode, &'static str),
+    /// 401 / 403 with a `WWW-Authenticate` challenge and a JSON-RPC error body.
+    Challenge(StatusCode, String, Bytes),
 }
 
 impl Reply {
@@ -43,7 +45,7 @@ impl Reply {
     /// The HTTP status this reply will carry.
     pub fn status(&self) -> StatusCode {
         match self {
-            Reply::Json(s, _) | Reply::Plain(s, _) => *s,
+            Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) => *s,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
         }
@@ -68,6 +70,10 @@ impl Reply {
                 StreamBody::new(stream).boxed()
             }
             Reply::Accepted => Full::new(Bytes::new()).boxed(),
+            Reply::Challenge(_, challenge, bytes) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::WWW_AUTHENTICATE, challenge);
+                Full::new(bytes).boxed()
+            }
             Reply::Plain(status, text) => {
                 b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8");
                 if status == StatusCode::METHOD_NOT_ALLOWED {

@@ -24,6 +24,11 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Re
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => readyz(&gw),
+        p if p == "/.well-known/oauth-protected-resource"
+            || p.strip_prefix("/.well-known/oauth-protected-resource") == Some(gw.cfg.path.as_str()) =>
+        {
+            json_response(StatusCode::OK, gw.auth.metadata().to_string())
+        }
         _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
 }
@@ -33,6 +38,14 @@ fn text(status: StatusCode, body: &'static str) -> Response<Body> {
         .status(status)
         .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(Full::new(Bytes::from_static(body.as_bytes())).boxed())
+        .unwrap_or_default()
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)).boxed())
         .unwrap_or_default()
 }
 

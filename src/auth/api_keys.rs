@@ -1,0 +1,78 @@
+//! API keys: stored as SHA-256 hashes, compared in constant time.
+//!
+//! Takes the configured hashes (config and an environment variable); gives the principal of a
+//! presented key. Refuses nothing itself: an unknown key is `None`.
+
+use std::collections::BTreeSet;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Principal;
+use crate::config::AuthConfig;
+
+/// The configured keys.
+pub struct ApiKeys {
+    keys: Vec<([u8; 32], Principal)>,
+}
+
+fn parse_hash(hex: &str) -> Result<[u8; 32], String> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return Err(format!("API key hash {:?}…: expected 64 hex characters (sha256 of the key)", &hex[..hex.len().min(8)]));
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| "API key hash: not hex".to_owned())?;
+    }
+    Ok(out)
+}
+
+impl ApiKeys {
+    /// Loads keys from config and `api_keys_env` (`HASH=principal[:group|group][:scope|scope]`, comma-separated).
+    pub fn load(cfg: &AuthConfig) -> Result<ApiKeys, String> {
+        let mut keys = Vec::new();
+        for k in &cfg.api_keys {
+            let p = Principal { id: k.principal.clone(), groups: k.groups.clone(), scopes: k.scopes.iter().cloned().collect() };
+            keys.push((parse_hash(&k.sha256)?, p));
+        }
+        if let Some(var) = &cfg.api_keys_env {
+            if let Ok(v) = std::env::var(var) {
+                for entry in v.split(',').filter(|e| !e.trim().is_empty()) {
+                    let (hash, rest) = entry.split_once('=').ok_or_else(|| format!("{var}: expected HASH=principal[:groups][:scopes]"))?;
+                    let mut parts = rest.split(':');
+                    let id = parts.next().unwrap_or("").trim().to_owned();
+                    let list = |s: Option<&str>| {
+                        s.map(|s| s.split('|').filter(|x| !x.is_empty()).map(str::to_owned).collect::<Vec<_>>()).unwrap_or_default()
+                    };
+                    let groups = list(parts.next());
+                    let scopes: BTreeSet<String> = list(parts.next()).into_iter().collect();
+                    keys.push((parse_hash(hash)?, Principal { id, groups, scopes }));
+                }
+            }
+        }
+        Ok(ApiKeys { keys })
+    }
+
+    /// Whether no key is configured.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The principal of `token`, comparing its hash with every configured one in constant time.
+    pub fn find(&self, token: &str) -> Option<Principal> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for (hash, p) in &self.keys {
+            if bool::from(hash.ct_eq(&digest)) && found.is_none() {
+                found = Some(p.clone());
+            }
+        }
+        found
+    }
+}
+
+/// The hex SHA-256 of a key, for writing configs (`sluice hash-key`).
+pub fn hash_key(key: &str) -> String {
+    Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,119 @@
+//! JWT bearer tokens: HS256 with a shared secret, or RS256/ES256 with public keys (PEM files
+//! or a JWKS file).
+//!
+//! Takes a token; gives its principal (a configurable claim, default `sub`), groups and scopes.
+//! Refuses a bad signature, another issuer, another audience (Sluice's own resource URL by
+//! default), and `exp`/`nbf` outside a small leeway.
+
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+use super::{AuthError, Principal};
+use crate::config::JwtConfig;
+
+/// A verifier for the configured issuer and keys.
+pub struct JwtVerifier {
+    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
+    validation: Validation,
+    principal_claim: String,
+    groups_claim: String,
+}
+
+impl JwtVerifier {
+    /// Loads the keys.
+    pub fn new(cfg: &JwtConfig, resource: &str) -> Result<JwtVerifier, String> {
+        let mut keys = Vec::new();
+        if let Some(var) = &cfg.hs256_secret_env {
+            let secret = std::env::var(var).map_err(|_| format!("auth.jwt: environment variable {var} is not set"))?;
+            keys.push((
+                None,
+                DecodingKey::from_secret(secret.as_bytes()).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
+                Algorithm::HS256,
+            ));
+        }
+        if let Some(path) = &cfg.hs256_secret_file {
+            let secret = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let secret = secret.trim_ascii();
+            keys.push((None, DecodingKey::from_secret(secret).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?, Algorithm::HS256));
+        }
+        for path in &cfg.public_keys {
+            let pem = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let key = DecodingKey::from_rsa_pem(&pem)
+                .map(|k| (k, Algorithm::RS256))
+                .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (k, Algorithm::ES256)))
+                .map_err(|_| format!("auth.jwt: {path} is not an RSA or EC public key in PEM"))?;
+            keys.push((None, key.0, key.1));
+        }
+        if let Some(path) = &cfg.jwks_file {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let set: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&text).map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
+            for jwk in &set.keys {
+                let alg = match jwk.common.key_algorithm.map(|a| format!("{a:?}")) {
+                    Some(a) if a == "ES256" => Algorithm::ES256,
+                    _ => Algorithm::RS256,
+                };
+                let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("auth.jwt: a key in {path} is unusable: {e}"))?;
+                keys.push((jwk.common.key_id.clone(), key, alg));
+            }
+        }
+        if keys.is_empty() {
+            return Err("auth.jwt: configure hs256_secret_env, hs256_secret_file, public_keys or jwks_file".into());
+        }
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.algorithms = Vec::new();
+        for k in &keys {
+            if !validation.algorithms.contains(&k.2) {
+                validation.algorithms.push(k.2);
+            }
+        }
+        validation.leeway = cfg.leeway_ms / 1000;
+        validation.set_issuer(&[&cfg.issuer]);
+        validation.set_audience(&[cfg.audience.as_deref().unwrap_or(resource)]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        Ok(JwtVerifier { keys, validation, principal_claim: cfg.principal_claim.clone(), groups_claim: cfg.groups_claim.clone() })
+    }
+
+    /// Verifies a token.
+    pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let header = decode_header(token).map_err(|_| AuthError::Invalid("not a JWT"))?;
+        let mut last = AuthError::Invalid("no key matches the token");
+        for (kid, key, alg) in &self.keys {
+            if *alg != header.alg || (header.kid.is_some() && kid.is_some() && header.kid != *kid) {
+                continue;
+            }
+            let mut v = self.validation.clone();
+            v.algorithms = vec![*alg];
+            match decode::<Value>(token, key, &v) {
+                Ok(data) => return self.principal(&data.claims),
+                Err(e) => last = AuthError::Invalid(reason(&e)),
+            }
+        }
+        Err(last)
+    }
+
+    fn principal(&self, claims: &Value) -> Result<Principal, AuthError> {
+        let id = claims.get(&self.principal_claim).and_then(Value::as_str).ok_or(AuthError::Invalid("the principal claim is missing"))?;
+        let groups = match claims.get(&self.groups_claim) {
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            _ => Vec::new(),
+        };
+        let scopes =
+            claims.get("scope").and_then(Value::as_str).map(|s| s.split_whitespace().map(str::to_owned).collect()).unwrap_or_default();
+        Ok(Principal { id: id.to_owned(), groups, scopes })
+    }
+}
+
+fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "the token has expired",
+        ErrorKind::ImmatureSignature => "the token is not valid yet",
+        ErrorKind::InvalidAudience => "the token was issued for another resource (audience)",
+        ErrorKind::InvalidIssuer => "the token comes from another issuer",
+        ErrorKind::InvalidSignature => "the token's signature does not verify",
+        ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (exp, iss, aud)",
+        _ => "the token is malformed",
+    }
+}

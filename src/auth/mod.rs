@@ -1,0 +1,167 @@
+//! Stage 1b, authentication: who is calling. Principals come from authentication, never from
+//! `clientInfo`.
+//!
+//! Takes the request headers; gives a [`Principal`] (id, groups, scopes). With no API keys and
+//! no JWT configured (`auth = none`, loopback listeners only) everyone is the one local
+//! principal. Refuses a missing or invalid credential with 401 and a missing scope with 403,
+//! both carrying `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728).
+
+pub mod api_keys;
+pub mod jwt;
+
+use std::collections::BTreeSet;
+
+use http::HeaderMap;
+
+use crate::config::AuthConfig;
+
+/// An authenticated caller: the key of budgets, sealed state and upstream session pools.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// Its id (API key's principal, or the JWT's principal claim).
+    pub id: String,
+    /// Its groups (policies and budgets may match them).
+    pub groups: Vec<String>,
+    /// Its scopes.
+    pub scopes: BTreeSet<String>,
+}
+
+impl Principal {
+    /// The single principal of `auth = none`.
+    pub fn local() -> Principal {
+        Principal { id: "local".into(), groups: Vec::new(), scopes: BTreeSet::new() }
+    }
+
+    /// Its id as written into sealed state and logs.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Why a request is not authenticated or not authorized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No credential was sent.
+    #[error("authentication required: send Authorization: Bearer <token or API key>")]
+    Missing,
+    /// The credential is not valid (unknown key, bad signature, wrong audience or issuer, expired).
+    #[error("invalid credential: {0}")]
+    Invalid(&'static str),
+    /// A required scope is missing.
+    #[error("insufficient scope: this request needs {0}")]
+    InsufficientScope(String),
+}
+
+/// Checks credentials against the configured API keys and JWT settings.
+pub struct Authenticator {
+    cfg: AuthConfig,
+    keys: api_keys::ApiKeys,
+    jwt: Option<jwt::JwtVerifier>,
+}
+
+impl Authenticator {
+    /// Builds the authenticator (reads key files and environment variables).
+    pub fn new(cfg: &AuthConfig) -> Result<Authenticator, String> {
+        let keys = api_keys::ApiKeys::load(cfg)?;
+        let jwt = cfg.jwt.as_ref().map(|j| jwt::JwtVerifier::new(j, &cfg.resource)).transpose()?;
+        Ok(Authenticator { cfg: cfg.clone(), keys, jwt })
+    }
+
+    /// Whether any credential is required.
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// The `WWW-Authenticate` value for a refusal.
+    pub fn challenge(&self, err: &AuthError) -> String {
+        let meta = self.metadata_url();
+        match err {
+            AuthError::Missing => format!("Bearer resource_metadata=\"{meta}\""),
+            AuthError::Invalid(_) => format!("Bearer error=\"invalid_token\", resource_metadata=\"{meta}\""),
+            AuthError::InsufficientScope(s) => format!("Bearer error=\"insufficient_scope\", scope=\"{s}\", resource_metadata=\"{meta}\""),
+        }
+    }
+
+    /// The URL of this resource's RFC 9728 metadata (path-suffixed form).
+    pub fn metadata_url(&self) -> String {
+        metadata_url(&self.cfg.resource)
+    }
+
+    /// The RFC 9728 protected-resource metadata document.
+    pub fn metadata(&self) -> serde_json::Value {
+        let mut scopes: BTreeSet<&String> = self.cfg.required_scopes.iter().collect();
+        scopes.extend(self.cfg.upstream_scopes.iter().flat_map(|(_, s)| s));
+        serde_json::json!({
+            "resource": self.cfg.resource,
+            "authorization_servers": self.cfg.authorization_servers,
+            "scopes_supported": scopes,
+            "bearer_methods_supported": ["header"],
+        })
+    }
+
+    /// Authenticates a request and checks the global required scopes.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+        if !self.enabled() {
+            return Ok(Principal::local());
+        }
+        let token = bearer(headers).ok_or(AuthError::Missing)?;
+        let principal = match self.keys.find(token) {
+            Some(p) => p,
+            None => match &self.jwt {
+                Some(j) => j.verify(token)?,
+                None => return Err(AuthError::Invalid("unknown API key")),
+            },
+        };
+        require(&principal, &self.cfg.required_scopes)?;
+        Ok(principal)
+    }
+
+    /// Checks the scopes an upstream requires.
+    pub fn authorize_upstream(&self, p: &Principal, upstream: &str) -> Result<(), AuthError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        match self.cfg.upstream_scopes.iter().find(|(u, _)| u == upstream) {
+            Some((_, scopes)) => require(p, scopes),
+            None => Ok(()),
+        }
+    }
+}
+
+fn require(p: &Principal, scopes: &[String]) -> Result<(), AuthError> {
+    let missing: Vec<&str> = scopes.iter().filter(|s| !p.scopes.contains(*s)).map(String::as_str).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(AuthError::InsufficientScope(scopes.join(" ")))
+    }
+}
+
+/// The token of `Authorization: Bearer …` (or `X-API-Key`).
+fn bearer(h: &HeaderMap) -> Option<&str> {
+    if let Some(v) = h.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let (scheme, token) = v.split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then_some(token.trim()).filter(|t| !t.is_empty());
+    }
+    h.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// `scheme://host/.well-known/oauth-protected-resource/path` for a resource URL.
+pub fn metadata_url(resource: &str) -> String {
+    let (origin, path) = match resource.find("://").and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j)) {
+        Some(k) => (&resource[..k], &resource[k..]),
+        None => (resource, ""),
+    };
+    format!("{origin}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_url_is_path_suffixed() {
+        assert_eq!(metadata_url("https://gw.example.com/mcp"), "https://gw.example.com/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(metadata_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080/.well-known/oauth-protected-resource");
+    }
+}
