@@ -42,9 +42,10 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         Err(r) => return r,
     };
     // Parse once: every later stage reads from this envelope.
+    let bytes_for_id = bytes.clone();
     let env = match Envelope::parse(bytes) {
         Ok(e) => e,
-        Err(e) => return Reply::error("null", &GatewayError::from(e)),
+        Err(e) => return Reply::error(&readable_id(&bytes_for_id), &GatewayError::from(e)),
     };
     // A notification needs no answer and 2026-07-28 defines none client→server over HTTP.
     if env.is_notification() {
@@ -96,5 +97,18 @@ fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
     match Reply::error(id, &GatewayError::Auth(e)) {
         Reply::Json(status, body) => Reply::Challenge(status, header, body),
         other => other,
+    }
+}
+
+/// The id of a body that is JSON but not a valid request, when it can be read (else `null`).
+fn readable_id(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct IdOnly<'a> {
+        #[serde(borrow)]
+        id: Option<&'a serde_json::value::RawValue>,
+    }
+    match serde_json::from_slice::<IdOnly<'_>>(body) {
+        Ok(IdOnly { id: Some(id) }) if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => id.get().to_owned(),
+        _ => "null".to_owned(),
     }
 }

@@ -49,7 +49,7 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind) -> Result<
             if seen.len() > 1 {
                 out.push(',');
             }
-            out.push_str(&crate::mcp::compact_json(item.raw.get()));
+            out.push_str(item.raw.get());
         }
     }
     let scope = if public && any { "public" } else { "private" };

@@ -72,6 +72,9 @@ pub async fn fetch(
 }
 
 fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> Option<Item> {
+    // Compacted once here, so serving a list is a plain concatenation.
+    let compact = RawValue::from_string(crate::mcp::compact_json(raw.get()).into_owned()).ok()?;
+    let raw: &RawValue = &compact;
     let mut desc: IndexMap<String, Box<RawValue>> = serde_json::from_str(raw.get()).ok()?;
     let key_member = match kind {
         ListKind::Tools | ListKind::Prompts => "name",
