@@ -1,9 +1,12 @@
-//! `sluice demo`: Sluice on loopback in front of two built-in demo upstreams.
+//! `sluice demo`: Sluice on loopback in front of three built-in demo upstreams: two modern
+//! (2026-07-28) ones, `alpha` and `beta`, and a handshake-era (2025-11-25) one, `repo`, whose
+//! tool asks the client's model mid-call (bridge A turns each ask into an `input_required` round).
 //!
 //! Takes an optional listen address; gives a running gateway and prints how to reach it, or
 //! with `--walkthrough` runs a scripted client that prints and checks each step and returns
 //! success only when every step held.
 
+pub mod legacy;
 pub mod upstream;
 pub mod walkthrough;
 
@@ -16,16 +19,18 @@ pub async fn run(walkthrough: bool, listen: Option<String>) -> Result<std::proce
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let alpha = upstream::start("alpha", any).await.map_err(|e| e.to_string())?;
     let beta = upstream::start("beta", any).await.map_err(|e| e.to_string())?;
+    let repo = legacy::start(any).await.map_err(|e| e.to_string())?;
     let over = Overrides {
         listen: Some(listen.unwrap_or_else(|| "127.0.0.1:0".into())),
-        upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url())],
+        upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url())],
         no_prefix: false,
     };
     let cfg = Config::from_toml("", "<demo>", &over).map_err(|e| e.0)?;
     let running = crate::start(cfg).await?;
     running.ready().await;
-    println!("Sluice is listening on {} in front of two demo upstreams:", running.url());
-    println!("  alpha  {}\n  beta   {}", alpha.url(), beta.url());
+    println!("Sluice is listening on {} in front of three demo upstreams:", running.url());
+    println!("  alpha  {}  (2026-07-28)\n  beta   {}  (2026-07-28)", alpha.url(), beta.url());
+    println!("  repo   {}  (2025-11-25, summarize_repo asks your model twice)", repo.url());
     if walkthrough {
         let ok = walkthrough::run(&running.url()).await;
         running.stop().await;

@@ -45,6 +45,15 @@ impl Drop for DemoUpstream {
 
 /// Starts a demo upstream named `name` on `addr` (port 0 for any).
 pub async fn start(name: &'static str, addr: SocketAddr) -> std::io::Result<DemoUpstream> {
+    serve(addr, move |req| handle(name, req)).await
+}
+
+/// Serves `handler` over HTTP/1.1 and HTTP/2 on `addr` until the returned upstream is stopped.
+pub(super) async fn serve<F, Fut>(addr: SocketAddr, handler: F) -> std::io::Result<DemoUpstream>
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let stop = tokio_util::sync::CancellationToken::new();
@@ -56,10 +65,10 @@ pub async fn start(name: &'static str, addr: SocketAddr) -> std::io::Result<Demo
                 a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
             };
             let _ = stream.set_nodelay(true);
-            let token = token.clone();
+            let (token, handler) = (token.clone(), handler.clone());
             tokio::spawn(async move {
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(stream), service_fn(move |req| handle(name, req)));
+                let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handler));
                 tokio::select! { _ = conn => {}, _ = token.cancelled() => {} }
             });
         }
@@ -77,7 +86,7 @@ fn tools() -> Value {
     ])
 }
 
-fn json_reply(status: StatusCode, body: Value) -> Response<Body> {
+pub(super) fn json_reply(status: StatusCode, body: Value) -> Response<Body> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")

@@ -11,14 +11,19 @@ use serde_json::{json, Value};
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
-/// A raw answer: status, content type and the last JSON message in the body.
+/// A raw answer: status, the body's length and the last JSON message in it.
 struct Answer {
     status: u16,
+    len: usize,
     body: Value,
 }
 
 fn meta() -> Value {
-    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    meta_with(json!({"elicitation": {}}))
+}
+
+fn meta_with(caps: Value) -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps,
            "io.modelcontextprotocol/clientInfo": {"name": "sluice-walkthrough", "version": "1"}})
 }
 
@@ -28,16 +33,16 @@ async fn post(c: &HttpClient, url: &str, headers: &[(&str, &str)], body: &Value)
         b = b.header(*k, *v);
     }
     let Ok(req) = b.body(Full::new(Bytes::from(body.to_string()))) else {
-        return Answer { status: 0, body: Value::Null };
+        return Answer { status: 0, len: 0, body: Value::Null };
     };
     let Ok(resp) = c.request(req).await else {
-        return Answer { status: 0, body: Value::Null };
+        return Answer { status: 0, len: 0, body: Value::Null };
     };
     let status = resp.status().as_u16();
     let bytes = resp.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
-    let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().map(str::to_owned).unwrap_or_else(|| text.to_string());
-    Answer { status, body: serde_json::from_str(&last).unwrap_or(Value::Null) }
+    let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().map(str::to_owned).unwrap_or_else(|| text.to_string());
+    Answer { status, len: bytes.len(), body: serde_json::from_str(&last).unwrap_or(Value::Null) }
 }
 
 fn request(id: u64, method: &str, mut params: Value) -> Value {
@@ -71,15 +76,16 @@ pub async fn run(url: &str) -> bool {
     let a = post(&c, url, &h("server/discover"), &request(1, "server/discover", json!({}))).await;
     let r = &a.body["result"];
     s.check(
-        "server/discover is answered by Sluice from its upstreams",
+        "server/discover is answered by Sluice from its upstreams: complete, with ttlMs and cacheScope",
         a.status == 200
+            && r["resultType"] == "complete"
             && r["supportedVersions"] == json!(["2026-07-28"])
             && r["ttlMs"].is_u64()
             && r["cacheScope"].is_string()
             && r["capabilities"]["tools"].is_object(),
         format!(
-            "HTTP {} supportedVersions={} capabilities={} ttlMs={} cacheScope={}",
-            a.status, r["supportedVersions"], r["capabilities"], r["ttlMs"], r["cacheScope"]
+            "HTTP {} resultType={} supportedVersions={} capabilities={} ttlMs={} cacheScope={}",
+            a.status, r["resultType"], r["supportedVersions"], r["capabilities"], r["ttlMs"], r["cacheScope"]
         ),
     );
 
@@ -98,12 +104,31 @@ pub async fn run(url: &str) -> bool {
         .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     s.check(
-        "tools/list federates both upstreams with prefixed names, in a stable order",
+        "tools/list federates the three upstreams with prefixed names, in a stable order",
         names.contains(&"alpha__add".to_owned())
             && names.contains(&"beta__echo".to_owned())
+            && names.contains(&"repo__summarize_repo".to_owned())
             && names == again
             && a.body["result"]["resultType"] == "complete",
         format!("{names:?}"),
+    );
+
+    let tool =
+        b.body.pointer("/result/tools").and_then(Value::as_array).and_then(|t| t.iter().find(|t| t["name"] == "repo__summarize_repo"));
+    let r = &b.body["result"];
+    s.check(
+        "the legacy (2025-11-25) upstream's tool is listed as repo__summarize_repo, in a list result with resultType, ttlMs and cacheScope",
+        tool.is_some_and(|t| t.pointer("/inputSchema/properties/audience").is_some())
+            && r["resultType"] == "complete"
+            && r["ttlMs"].is_u64()
+            && r["cacheScope"].is_string(),
+        format!(
+            "descriptor={} resultType={} ttlMs={} cacheScope={}",
+            tool.map_or(Value::Null, |t| json!({"name": t["name"], "inputSchema": t["inputSchema"]})),
+            r["resultType"],
+            r["ttlMs"],
+            r["cacheScope"]
+        ),
     );
 
     let mut hh = h("tools/call");
@@ -135,11 +160,11 @@ pub async fn run(url: &str) -> bool {
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1900-01-01".into();
     let a = post(&c, url, &[("mcp-protocol-version", "1900-01-01"), ("mcp-method", "tools/list")], &body).await;
     s.check(
-        "an unsupported version gets -32022 with data.supported and data.requested, HTTP 400",
+        "an unsupported version gets -32022 with exactly data {supported, requested}, HTTP 400",
         a.status == 400
             && error_code(&a) == Some(-32022)
-            && a.body.pointer("/error/data/requested") == Some(&json!("1900-01-01"))
-            && a.body.pointer("/error/data/supported") == Some(&json!(["2026-07-28"])),
+            && a.body["id"] == 7
+            && a.body.pointer("/error/data") == Some(&json!({"supported": ["2026-07-28"], "requested": "1900-01-01"})),
         format!("HTTP {} error={}", a.status, a.body["error"]),
     );
 
@@ -152,7 +177,144 @@ pub async fn run(url: &str) -> bool {
 
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let a = post(&c, url, &h("notifications/initialized"), &note).await;
-    s.check("a notification gets 202 and no JSON-RPC answer", a.status == 202 && a.body.is_null(), format!("HTTP {}", a.status));
+    s.check(
+        "a notification gets 202 and no JSON-RPC answer (an empty body)",
+        a.status == 202 && a.len == 0,
+        format!("HTTP {}, {} body bytes", a.status, a.len),
+    );
 
+    summarize(&c, url, &mut s).await;
     s.ok
+}
+
+/// A `tools/call` of `repo__summarize_repo` declaring `caps`, with `extra` params members.
+async fn summarize_call(c: &HttpClient, url: &str, id: u64, caps: Value, audience: &str, extra: Value) -> Answer {
+    let mut params = json!({"name": "repo__summarize_repo", "arguments": {"audience": audience}, "_meta": meta_with(caps)});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "repo__summarize_repo")];
+    post(c, url, &headers, &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})).await
+}
+
+/// What the client's model answers to a sampling request.
+fn sampled(text: &str) -> Value {
+    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "walkthrough-model"})
+}
+
+/// An `input_required` round: its input keys and its requestState.
+fn round(a: &Answer) -> (Vec<String>, String) {
+    let r = &a.body["result"];
+    let keys = r["inputRequests"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    (keys, r["requestState"].as_str().unwrap_or("").to_owned())
+}
+
+fn first_line(a: &Answer, key: &str) -> String {
+    let ask = &a.body["result"]["inputRequests"][key];
+    let prompt = ask.pointer("/params/messages/0/content/text").and_then(Value::as_str).unwrap_or("");
+    format!("{} \"{}…\"", ask["method"].as_str().unwrap_or("?"), prompt.lines().next().unwrap_or(""))
+}
+
+/// The legacy upstream's two-round tool through bridge A.
+async fn summarize(c: &HttpClient, url: &str, s: &mut Steps) {
+    let sampling = || json!({"sampling": {}});
+    let audience = "new contributors";
+    let picked = r#"["README.md", "src/server.rs", "src/store.rs"]"#;
+
+    let a = summarize_call(c, url, 20, json!({}), audience, json!({})).await;
+    s.check(
+        "repo__summarize_repo without the sampling capability gets -32021 with exactly data.requiredCapabilities {sampling}, HTTP 400",
+        a.status == 400
+            && error_code(&a) == Some(-32021)
+            && a.body["id"] == 20
+            && a.body.pointer("/error/data") == Some(&json!({"requiredCapabilities": {"sampling": {}}})),
+        format!("HTTP {} error={}", a.status, a.body["error"]),
+    );
+
+    let first = summarize_call(c, url, 21, sampling(), audience, json!({})).await;
+    let (keys1, state1) = round(&first);
+    s.check(
+        "summarize_repo (request id 21): the upstream's first sampling ask becomes an input_required round keyed pick_files",
+        first.status == 200 && first.body["result"]["resultType"] == "input_required" && keys1 == ["pick_files"] && !state1.is_empty(),
+        format!(
+            "HTTP {} resultType={} inputRequests={:?}: {}",
+            first.status,
+            first.body["result"]["resultType"],
+            keys1,
+            first_line(&first, "pick_files")
+        ),
+    );
+
+    let answer1 = json!({"inputResponses": {"pick_files": sampled(picked)}, "requestState": state1});
+    let a = summarize_call(c, url, 22, sampling(), "investors", answer1.clone()).await;
+    s.check(
+        "a retry that changes `audience` fails the state check: -32602 with data.reason request_changed, HTTP 400",
+        a.status == 400 && error_code(&a) == Some(-32602) && a.body.pointer("/error/data/reason") == Some(&json!("request_changed")),
+        format!("HTTP {} error={}", a.status, a.body["error"]),
+    );
+
+    let retry1 = summarize_call(c, url, 23, sampling(), audience, answer1).await;
+    let (keys2, state2) = round(&retry1);
+    s.check(
+        "retry 1 (request id 23) answers pick_files with a JSON array of three files; the next ask is a new round keyed summarize",
+        retry1.status == 200
+            && retry1.body["result"]["resultType"] == "input_required"
+            && keys2 == ["summarize"]
+            && !state2.is_empty()
+            && state2 != state1,
+        format!(
+            "answered {picked}; HTTP {} resultType={} inputRequests={:?}: {}",
+            retry1.status,
+            retry1.body["result"]["resultType"],
+            keys2,
+            first_line(&retry1, "summarize")
+        ),
+    );
+
+    let summary = "tinykv is a small in-memory key-value store spoken to over a line-based TCP protocol. Start in src/server.rs for the commands and src/store.rs for the data and snapshots.";
+    let answer2 = json!({"inputResponses": {"summarize": sampled(summary)}, "requestState": state2});
+    let last = summarize_call(c, url, 24, sampling(), audience, answer2.clone()).await;
+    let r = &last.body["result"];
+    let files = json!(["README.md", "src/server.rs", "src/store.rs"]);
+    s.check(
+        "retry 2 (request id 24) answers summarize; the result is complete with the chosen files and the summary",
+        last.status == 200
+            && r["resultType"] == "complete"
+            && r["isError"] != true
+            && r.pointer("/structuredContent/files") == Some(&files)
+            && r.pointer("/structuredContent/summary") == Some(&json!(summary))
+            && r.pointer("/content/0/text").and_then(Value::as_str).is_some_and(|t| t.contains("src/store.rs") && t.contains(summary)),
+        format!("HTTP {} resultType={} structuredContent={}", last.status, r["resultType"], r["structuredContent"]),
+    );
+
+    let ids = [&first.body["id"], &retry1.body["id"], &last.body["id"]];
+    s.check(
+        "the three requests of the call have different ids, and each answer carries its own",
+        ids == [&json!(21), &json!(23), &json!(24)],
+        format!("ids {} → {} → {}", ids[0], ids[1], ids[2]),
+    );
+
+    let a = summarize_call(c, url, 25, sampling(), audience, answer2).await;
+    s.check(
+        "replaying the last requestState finds no exchange: -32602 with data.reason unknown_exchange",
+        a.status == 400 && error_code(&a) == Some(-32602) && a.body.pointer("/error/data/reason") == Some(&json!("unknown_exchange")),
+        format!("HTTP {} error={}", a.status, a.body["error"]),
+    );
+
+    let bad = summarize_call(c, url, 26, sampling(), audience, json!({})).await;
+    let (_, state) = round(&bad);
+    let wrong = r#"["README.md", "secrets.txt", "LICENSE"]"#;
+    let a =
+        summarize_call(c, url, 27, sampling(), audience, json!({"inputResponses": {"pick_files": sampled(wrong)}, "requestState": state}))
+            .await;
+    let text = a.body.pointer("/result/content/0/text").and_then(Value::as_str).unwrap_or("");
+    s.check(
+        "a round-1 answer naming a file the repository lacks is refused by the tool; Sluice relays its tool error",
+        bad.body["result"]["resultType"] == "input_required"
+            && a.status == 200
+            && a.body["result"]["resultType"] == "complete"
+            && a.body["result"]["isError"] == true
+            && text.contains("secrets.txt"),
+        format!("answered {wrong}; HTTP {} isError={} text={text:?}", a.status, a.body["result"]["isError"]),
+    );
 }

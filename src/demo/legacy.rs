@@ -1,0 +1,254 @@
+//! A small handshake-era (2025-11-25) MCP server over real HTTP, for the demo and the tests.
+//!
+//! Takes the 2025-11-25 streamable HTTP wire: `initialize` (answered with an `Mcp-Session-Id`),
+//! notifications (202), `ping`, `tools/list`, `tools/call` (answered as an SSE stream that
+//! carries its `sampling/createMessage` asks, then the result), the client's responses to those
+//! asks POSTed on the session (202), a GET stream per session (kept open and quiet) and DELETE
+//! (200, ends the session). Gives one tool, `summarize_repo(audience)`, over a small built-in
+//! fake repository: it asks the model to pick three representative files (input key
+//! `pick_files`, a JSON array), then to summarize them for the audience (`summarize`), and
+//! answers with the files and the summary. Refuses like the legacy SDKs do: a POST without a
+//! session that is not `initialize` (so a modern `server/discover` probe) and a GET or DELETE
+//! without one get 400 `-32600`; an unknown session 404; an unsupported
+//! `MCP-Protocol-Version` 400. A round-1 answer that is not a JSON array of three known file
+//! names, or a refused ask, ends the call with a tool error (`isError: true`). Like the Python
+//! SDK it asks without checking the capabilities the client declared.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::upstream::{json_reply, serve, DemoUpstream};
+use crate::respond::Body;
+
+/// The fake repository the tool summarizes: file names and contents.
+pub const FILES: &[(&str, &str)] = &[
+    ("README.md", "# tinykv\nA tiny in-memory key-value store served over a line-based TCP protocol, with snapshots to disk."),
+    ("Cargo.toml", "[package]\nname = \"tinykv\"\nversion = \"0.3.1\"\n[dependencies]\ntokio = \"1\""),
+    ("src/main.rs", "fn main() { tinykv::server::run(\"127.0.0.1:7070\") }"),
+    ("src/server.rs", "pub async fn run(addr: &str) { /* accept loop; one command per line: GET k, SET k v, DEL k */ }"),
+    ("src/store.rs", "pub struct Store { map: HashMap<String, Vec<u8>> } // get, set, del, snapshot(path), restore(path)"),
+    ("tests/smoke.rs", "#[test] fn set_then_get() { /* SET a 1, then GET a answers 1 */ }"),
+    ("LICENSE", "MIT License, Copyright (c) the tinykv authors"),
+];
+
+const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+
+struct Session {
+    /// Our asks waiting for the client's response, by JSON id.
+    pending: HashMap<String, oneshot::Sender<Value>>,
+    next_ask: u64,
+    end: CancellationToken,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, Session>>>;
+
+/// Starts the legacy demo upstream on `addr` (port 0 for any).
+pub async fn start(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
+    let sessions: Sessions = Arc::default();
+    serve(addr, move |req| handle(sessions.clone(), req)).await
+}
+
+fn error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response<Body> {
+    json_reply(status, json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+}
+
+fn status(status: StatusCode) -> Response<Body> {
+    Response::builder().status(status).body(Full::new(Bytes::new()).boxed()).unwrap_or_default()
+}
+
+fn sse(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok(Frame::data(b)), rx)) });
+    Response::builder().header("content-type", "text/event-stream").body(StreamBody::new(frames).boxed()).unwrap_or_default()
+}
+
+fn event(msg: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {msg}\n\n"))
+}
+
+async fn handle(sessions: Sessions, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+    let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let sid = header("mcp-session-id");
+    if req.method() != Method::POST {
+        tracing::debug!(session = sid.as_deref().unwrap_or("-"), method = %req.method(), "repo demo upstream");
+    }
+    let end = sid.as_ref().and_then(|s| sessions.lock().ok()?.get(s).map(|s| s.end.clone()));
+    if sid.is_some() && end.is_none() {
+        return Ok(error(StatusCode::NOT_FOUND, &Value::Null, -32001, "Session not found"));
+    }
+    if header("mcp-protocol-version").is_some_and(|v| !VERSIONS.contains(&v.as_str())) {
+        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Unsupported protocol version"));
+    }
+    let missing = || error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Missing session ID");
+    match (req.method().clone(), end) {
+        (Method::GET, Some(end)) => {
+            // The standalone stream: this server never sends anything on it, it only ends with the session.
+            let (tx, rx) = mpsc::channel(1);
+            tokio::spawn(async move {
+                tokio::select! { _ = end.cancelled() => {}, _ = tx.closed() => {} }
+            });
+            return Ok(sse(rx));
+        }
+        (Method::DELETE, Some(end)) => {
+            sid.and_then(|s| sessions.lock().ok()?.remove(&s));
+            end.cancel();
+            return Ok(status(StatusCode::OK));
+        }
+        (Method::GET | Method::DELETE, None) => return Ok(missing()),
+        (Method::POST, _) => {}
+        _ => return Ok(status(StatusCode::METHOD_NOT_ALLOWED)),
+    }
+    let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    tracing::debug!(session = sid.as_deref().unwrap_or("-"), body = %String::from_utf8_lossy(&body), "repo demo upstream: POST");
+    let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
+        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "Parse error"));
+    };
+    let id = msg.get("id").cloned();
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let reply = |r: Value| json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}));
+    Ok(match (sid, msg.get("method").and_then(Value::as_str)) {
+        (None, Some("initialize")) => {
+            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+            let version = if VERSIONS.contains(&asked) { asked } else { VERSIONS[0] };
+            let sid = format!("{:032x}", rand::random::<u128>());
+            let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new() };
+            if let Ok(mut m) = sessions.lock() {
+                m.insert(sid.clone(), s);
+            }
+            let mut resp = reply(json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                "serverInfo": {"name": "repo", "version": "1.0.0"},
+                "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice."}));
+            resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")));
+            resp
+        }
+        (None, _) => missing(),
+        (Some(sid), None) => {
+            // A response to one of our asks.
+            let waiting = id.and_then(|i| sessions.lock().ok()?.get_mut(&sid)?.pending.remove(&i.to_string()));
+            if let Some(tx) = waiting {
+                let _ = tx.send(msg);
+            }
+            status(StatusCode::ACCEPTED)
+        }
+        (Some(_), Some(_)) if id.is_none() => status(StatusCode::ACCEPTED),
+        (Some(_), Some("ping")) => reply(json!({})),
+        (Some(_), Some("tools/list")) => reply(json!({"tools": [{"name": "summarize_repo",
+            "description": "Summarize this repository for an audience: asks the model to pick three representative files, then to summarize them",
+            "inputSchema": {"type": "object", "properties": {"audience": {"type": "string", "description": "who the summary is for"}}, "required": ["audience"]},
+            "outputSchema": {"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "summary": {"type": "string"}},
+                             "required": ["files", "summary"]}}]})),
+        (Some(sid), Some("tools/call")) => {
+            let audience = params.pointer("/arguments/audience").and_then(Value::as_str).map(str::to_owned);
+            match (params.get("name").and_then(Value::as_str), audience) {
+                (Some("summarize_repo"), Some(audience)) => {
+                    let (tx, rx) = mpsc::channel(8);
+                    tokio::spawn(summarize(sessions, sid, id.unwrap_or(Value::Null), audience, tx));
+                    sse(rx)
+                }
+                (Some("summarize_repo"), None) => reply(tool_error("the argument `audience` (a string) is required")),
+                _ => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32602, "Unknown tool"),
+            }
+        }
+        (Some(_), Some(_)) => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32601, "Method not found"),
+    })
+}
+
+fn tool_error(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// The tool: two sampling rounds on the call's own stream, then the result.
+async fn summarize(sessions: Sessions, sid: String, id: Value, audience: String, out: mpsc::Sender<Bytes>) {
+    let listing: Vec<String> = FILES.iter().map(|(n, c)| format!("--- {n}\n{c}")).collect();
+    let prompt = format!(
+        "Pick the three files that best represent this repository; answer with a JSON array of three file names only.\n{}",
+        listing.join("\n")
+    );
+    let result = match ask(&sessions, &sid, &out, "pick_files", prompt).await {
+        None => return, // the client went away or the session ended
+        Some(Err(why)) => tool_error(&why),
+        Some(Ok(answer)) => match chosen(&answer) {
+            Err(why) => tool_error(&why),
+            Ok(files) => {
+                let shown: Vec<String> = FILES.iter().filter(|(n, _)| files.contains(n)).map(|(n, c)| format!("--- {n}\n{c}")).collect();
+                let prompt = format!("Summarize this repository for {audience} in two sentences, from these files:\n{}", shown.join("\n"));
+                match ask(&sessions, &sid, &out, "summarize", prompt).await {
+                    None => return,
+                    Some(Err(why)) => tool_error(&why),
+                    Some(Ok(summary)) => json!({
+                        "content": [{"type": "text", "text": format!("Files: {}\n\nSummary for {audience}: {summary}", files.join(", "))}],
+                        "structuredContent": {"files": files, "summary": summary}}),
+                }
+            }
+        },
+    };
+    let _ = out.send(event(&json!({"jsonrpc": "2.0", "id": id, "result": result}))).await;
+}
+
+/// Sends one `sampling/createMessage` on the call's stream and waits for the client's response:
+/// `None` when the client or session went away, `Err` when it refused or gave no text.
+async fn ask(sessions: &Sessions, sid: &str, out: &mpsc::Sender<Bytes>, key: &str, prompt: String) -> Option<Result<String, String>> {
+    let (tx, rx) = oneshot::channel();
+    let ask_id = {
+        let mut m = sessions.lock().ok()?;
+        let s = m.get_mut(sid)?;
+        s.next_ask += 1;
+        s.pending.insert(s.next_ask.to_string(), tx);
+        s.next_ask
+    };
+    let req = json!({"jsonrpc": "2.0", "id": ask_id, "method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 300,
+        "_meta": {crate::bridge::asks::INPUT_KEY_HINT: key}}});
+    out.send(event(&req)).await.ok()?;
+    let reply = tokio::select! { r = rx => r.ok()?, _ = out.closed() => return None };
+    if let Some(e) = reply.get("error") {
+        return Some(Err(format!("the client refused sampling/createMessage ({key}): {}", e["message"])));
+    }
+    let content = &reply["result"]["content"];
+    let text = content.as_array().and_then(|a| a.iter().find(|c| c["type"] == "text")).unwrap_or(content)["text"].as_str();
+    Some(text.map(str::to_owned).ok_or_else(|| format!("the model's answer to {key} has no text content")))
+}
+
+/// Three distinct known file names from a JSON array, or what is wrong with the answer.
+fn chosen(answer: &str) -> Result<Vec<&'static str>, String> {
+    let known: Vec<&str> = FILES.iter().map(|(n, _)| *n).collect();
+    let refuse = |why: String| Err(format!("pick_files: {why}; expected a JSON array of three file names from: {}", known.join(", ")));
+    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(answer.trim()) else {
+        return refuse(format!("the answer {answer:?} is not a JSON array"));
+    };
+    let mut files = Vec::new();
+    for item in &items {
+        match known.iter().find(|k| Some(**k) == item.as_str()) {
+            Some(k) if !files.contains(k) => files.push(*k),
+            Some(k) => return refuse(format!("{k} is named twice")),
+            None => return refuse(format!("{item} is not a file of this repository")),
+        }
+    }
+    if files.len() != 3 {
+        return refuse(format!("{} files were named", files.len()));
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chosen;
+
+    #[test]
+    fn round_one_answers_must_name_three_known_files() {
+        assert_eq!(chosen(r#" ["README.md", "src/store.rs", "Cargo.toml"] "#).unwrap(), ["README.md", "src/store.rs", "Cargo.toml"]);
+        assert!(chosen("README.md, Cargo.toml").unwrap_err().contains("not a JSON array"));
+        assert!(chosen(r#"["README.md", "secrets.txt", "LICENSE"]"#).unwrap_err().contains("\"secrets.txt\" is not a file"));
+        assert!(chosen(r#"["README.md", "LICENSE"]"#).unwrap_err().contains("2 files"));
+        assert!(chosen(r#"["LICENSE", "LICENSE", "README.md"]"#).unwrap_err().contains("named twice"));
+    }
+}
