@@ -66,6 +66,125 @@ struct RawConfig {
     state: RawState,
     #[serde(default)]
     auth: RawAuth,
+    #[serde(default)]
+    budget: RawBudget,
+    #[serde(default)]
+    policies: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimitsSet {
+    sampling_per_window: Option<u32>,
+    sampling_burst: Option<u32>,
+    tokens_per_window: Option<u32>,
+    window_ms: Option<u64>,
+    max_rounds: Option<u32>,
+    max_tokens_per_ask: Option<u64>,
+    max_tokens_action: Option<MaxTokensAction>,
+    max_parked_per_principal: Option<usize>,
+    max_input_request_bytes: Option<usize>,
+    max_input_response_bytes: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    #[serde(flatten)]
+    global: RawLimitsSet,
+    #[serde(default, rename = "override")]
+    overrides: Vec<RawOverride>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    upstream: Option<String>,
+    group: Option<String>,
+    #[serde(flatten)]
+    limits: RawLimitsSet,
+}
+
+/// What to do with a sampling ask whose `maxTokens` is over `max_tokens_per_ask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MaxTokensAction {
+    /// Refuse the ask.
+    #[default]
+    Deny,
+    /// Lower `maxTokens` to the cap and let it go on.
+    Clamp,
+}
+
+/// Limits for one principal's requests (globally, or for an upstream or a group).
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetLimits {
+    /// Sampling asks per window (default 60).
+    pub sampling_per_window: u32,
+    /// Sampling asks allowed at once (default 20).
+    pub sampling_burst: u32,
+    /// Sum of `maxTokens` asked for per window (default 200000).
+    pub tokens_per_window: u32,
+    /// The window (default 60 s).
+    #[serde(with = "ms", rename = "window_ms")]
+    pub window: Duration,
+    /// `input_required` rounds per original request (default 5).
+    pub max_rounds: u32,
+    /// `maxTokens` per sampling ask (default 8192).
+    pub max_tokens_per_ask: u64,
+    /// Deny or clamp an ask over `max_tokens_per_ask` (default deny).
+    pub max_tokens_action: MaxTokensAction,
+    /// Parked exchanges per principal (default 16).
+    pub max_parked_per_principal: usize,
+    /// Bytes of one input request sent to the client (default 256 KiB).
+    pub max_input_request_bytes: usize,
+    /// Bytes of one input response from the client (default 1 MiB).
+    pub max_input_response_bytes: usize,
+}
+
+impl Default for BudgetLimits {
+    fn default() -> Self {
+        BudgetLimits {
+            sampling_per_window: 60,
+            sampling_burst: 20,
+            tokens_per_window: 200_000,
+            window: Duration::from_secs(60),
+            max_rounds: 5,
+            max_tokens_per_ask: 8192,
+            max_tokens_action: MaxTokensAction::Deny,
+            max_parked_per_principal: 16,
+            max_input_request_bytes: 256 << 10,
+            max_input_response_bytes: 1 << 20,
+        }
+    }
+}
+
+impl BudgetLimits {
+    fn merged(&self, r: &RawLimitsSet) -> BudgetLimits {
+        BudgetLimits {
+            sampling_per_window: r.sampling_per_window.unwrap_or(self.sampling_per_window),
+            sampling_burst: r.sampling_burst.unwrap_or(self.sampling_burst),
+            tokens_per_window: r.tokens_per_window.unwrap_or(self.tokens_per_window),
+            window: r.window_ms.map(Duration::from_millis).unwrap_or(self.window),
+            max_rounds: r.max_rounds.unwrap_or(self.max_rounds),
+            max_tokens_per_ask: r.max_tokens_per_ask.unwrap_or(self.max_tokens_per_ask),
+            max_tokens_action: r.max_tokens_action.unwrap_or(self.max_tokens_action),
+            max_parked_per_principal: r.max_parked_per_principal.unwrap_or(self.max_parked_per_principal),
+            max_input_request_bytes: r.max_input_request_bytes.unwrap_or(self.max_input_request_bytes),
+            max_input_response_bytes: r.max_input_response_bytes.unwrap_or(self.max_input_response_bytes),
+        }
+    }
+}
+
+/// Limits for an upstream and/or a group.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetProfile {
+    /// The upstream it applies to (any when absent).
+    pub upstream: Option<String>,
+    /// The group it applies to (any when absent).
+    pub group: Option<String>,
+    /// The limits.
+    pub limits: BudgetLimits,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -324,6 +443,12 @@ pub struct Config {
     pub state: StateConfig,
     /// Authentication.
     pub auth: AuthConfig,
+    /// Global budget limits.
+    pub budget: BudgetLimits,
+    /// Budget limits per upstream and/or group (most specific wins).
+    pub budget_overrides: Vec<BudgetProfile>,
+    /// Policy files, in order (their rules are concatenated; first match wins).
+    pub policies: Vec<String>,
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
@@ -478,6 +603,17 @@ impl Config {
             }
         }
         let prefix = if over.no_prefix { PrefixMode::Never } else { raw.prefix.unwrap_or_default() };
+        let budget = BudgetLimits::default().merged(&raw.budget.global);
+        let budget_overrides: Vec<BudgetProfile> = raw
+            .budget
+            .overrides
+            .iter()
+            .map(|o| BudgetProfile { upstream: o.upstream.clone(), group: o.group.clone(), limits: budget.merged(&o.limits) })
+            .collect();
+        if let Some(o) = budget_overrides.iter().find(|o| o.upstream.is_none() && o.group.is_none()) {
+            let _ = o;
+            return Err(ConfigError(format!("{origin}: a [[budget.override]] needs an upstream or a group")));
+        }
         let ra = raw.auth;
         let jwt = ra.jwt.map(|j| JwtConfig {
             issuer: j.issuer,
@@ -540,7 +676,7 @@ impl Config {
                 park: ms(b.park_ms, 60_000),
                 session_idle: ms(b.session_idle_ms, 300_000),
                 max_sessions: b.max_sessions.unwrap_or(1024),
-                max_parked: b.max_parked.unwrap_or(4096),
+                max_parked: b.max_parked.unwrap_or_else(default_max_parked),
             },
             state: StateConfig {
                 keys: raw.state.keys,
@@ -548,6 +684,9 @@ impl Config {
                 replica: raw.state.replica.unwrap_or_else(|| "local".into()),
             },
             auth,
+            budget,
+            budget_overrides,
+            policies: raw.policies,
             upstreams,
         })
     }
@@ -561,10 +700,68 @@ impl Config {
         }
     }
 
-    /// The effective config as TOML with secrets redacted (for `sluice check`).
+    /// The effective config as TOML with secrets redacted (for `sluice check`); without
+    /// secrets it loads back unchanged.
     pub fn redacted(&self) -> String {
-        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the config: {e}"))
+        let mut v = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return "# cannot print the config".into(),
+        };
+        // Derived views go back where the file writes them.
+        if let Some(auth) = v.get_mut("auth").and_then(|a| a.as_object_mut()) {
+            auth.remove("upstream_scopes");
+        }
+        if let Some(ups) = v.get_mut("upstream").and_then(|u| u.as_array_mut()) {
+            for u in ups {
+                let name = u.get("name").and_then(|n| n.as_str()).unwrap_or("").to_owned();
+                if let Some((_, scopes)) = self.auth.upstream_scopes.iter().find(|(n, _)| *n == name) {
+                    u["required_scopes"] = serde_json::json!(scopes);
+                }
+            }
+        }
+        let overrides: Vec<serde_json::Value> = self
+            .budget_overrides
+            .iter()
+            .filter_map(|o| {
+                let mut m = serde_json::to_value(&o.limits).ok()?;
+                if let Some(u) = &o.upstream {
+                    m["upstream"] = u.clone().into();
+                }
+                if let Some(g) = &o.group {
+                    m["group"] = g.clone().into();
+                }
+                Some(m)
+            })
+            .collect();
+        v.remove("budget_overrides");
+        if let (Some(b), false) = (v.get_mut("budget").and_then(|b| b.as_object_mut()), overrides.is_empty()) {
+            b.insert("override".into(), overrides.into());
+        }
+        let mut v = serde_json::Value::Object(v);
+        strip_nulls(&mut v);
+        toml::to_string(&v).unwrap_or_else(|e| format!("# cannot print the config: {e}"))
     }
+}
+
+/// TOML has no null: absent options are left out.
+fn strip_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// A parked legacy exchange holds its session's upstream connections (the call's POST stream
+/// and the GET stream): by default allow a quarter of the soft file-descriptor limit.
+fn default_max_parked() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
+        t.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)).and_then(|v| v.parse::<usize>().ok())
+    });
+    (soft.unwrap_or(1024) / 4).clamp(64, 65_536)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

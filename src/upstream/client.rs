@@ -99,6 +99,7 @@ impl SseStream {
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Client<HttpConnector, Full<Bytes>>,
+    connect_timeout: Duration,
     response_timeout: Duration,
     max_body: usize,
     max_event: usize,
@@ -112,7 +113,12 @@ impl HttpClient {
         conn.set_nodelay(true);
         let inner =
             Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
-        HttpClient { inner, response_timeout: response, max_body, max_event }
+        HttpClient { inner, connect_timeout: connect, response_timeout: response, max_body, max_event }
+    }
+
+    /// The configured connect timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The configured response timeout.

@@ -98,9 +98,20 @@ impl Session {
         client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
         let (tx, rx) = mpsc::channel(256);
         let leased = Arc::new(AtomicBool::new(false));
-        let get_task =
-            tokio::spawn(read_get_stream(client.clone(), up.clone(), version.clone(), sid.clone(), tx, leased.clone(), on_list_changed))
-                .abort_handle();
+        // The GET stream is opened before the session is used, so an ask the server sends there
+        // right after the first call is not lost; a server slow to answer it is waited for only
+        // up to the connect timeout.
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (c, u, v, sd, l) = (client.clone(), up.clone(), version.clone(), sid.clone(), leased.clone());
+        let get_task = tokio::spawn(async move {
+            let stream = open_get_stream(&c, &u, &v, sd.as_ref()).await;
+            let _ = ready_tx.send(());
+            if let Some(stream) = stream {
+                read_get_stream(stream, c, u, v, sd, tx, l, on_list_changed).await;
+            }
+        })
+        .abort_handle();
+        let _ = tokio::time::timeout(client.connect_timeout(), ready_rx).await;
         Ok(Arc::new(Session {
             up,
             sid,
@@ -170,7 +181,26 @@ impl Session {
     }
 }
 
+/// Opens the standalone GET stream and waits for its answer, so that no ask the server sends
+/// there right after the first call is lost; `None` when the server offers none (405).
+async fn open_get_stream(
+    client: &HttpClient,
+    up: &Upstream,
+    version: &HeaderValue,
+    sid: Option<&HeaderValue>,
+) -> Option<crate::upstream::client::SseStream> {
+    let mut headers = base_headers(up, version, sid);
+    headers.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.remove(http::header::CONTENT_TYPE);
+    match client.send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None).await {
+        Ok((_, Answer::Sse(stream))) => Some(stream),
+        _ => None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn read_get_stream(
+    mut stream: crate::upstream::client::SseStream,
     client: HttpClient,
     up: Arc<Upstream>,
     version: HeaderValue,
@@ -179,12 +209,6 @@ async fn read_get_stream(
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
 ) {
-    let mut headers = base_headers(&up, &version, sid.as_ref());
-    headers.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-    headers.remove(http::header::CONTENT_TYPE);
-    let Ok((_, Answer::Sse(mut stream))) = client.send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None).await else {
-        return; // the server has no GET stream (405): asks then come on the POST streams only
-    };
     let session = SessionRef { client: client.clone(), up: up.clone(), version, sid };
     while let Ok(Some(data)) = stream.next().await {
         let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {

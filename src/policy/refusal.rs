@@ -1,0 +1,94 @@
+//! Governance refusals: stable codes outside the spec's reserved ranges, messages that say
+//! which limit was hit and what to do, data a program can act on.
+//!
+//! Takes a refusal; gives its HTTP status, code, message and data (see README, "Error codes").
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+/// Sluice: the request reached its `input_required` round cap.
+pub const ROUND_CAP: i64 = -31010;
+/// Sluice: too many exchanges are parked (for this principal, or in total).
+pub const PARKED_CAP: i64 = -31011;
+/// Sluice: the sampling budget of the window is spent (retry later).
+pub const SAMPLING_BUDGET: i64 = -31012;
+/// Sluice: the token budget of the window is spent (retry later), or one ask exceeds it.
+pub const TOKEN_BUDGET: i64 = -31013;
+/// Sluice: a policy rule denied the call or the ask.
+pub const POLICY_DENIED: i64 = -31014;
+/// Sluice: the user declined (or cancelled) an approval.
+pub const APPROVAL_DECLINED: i64 = -31015;
+/// Sluice: an ask or an answer is over a size limit (maxTokens or bytes).
+pub const TOO_LARGE: i64 = -31016;
+
+/// A governance refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// `max_rounds` reached.
+    RoundCap(u32),
+    /// Parked exchanges at their cap (`per_principal` true: this principal's).
+    ParkedCap { limit: usize, per_principal: bool },
+    /// Sampling asks per window spent.
+    Sampling { retry_after_ms: u64 },
+    /// Tokens per window spent.
+    Tokens { retry_after_ms: u64 },
+    /// One ask wants more tokens than a window allows.
+    TokensNever(u64),
+    /// A rule denied it.
+    Denied { rule: String, reason: String },
+    /// The user declined the approval.
+    Declined { rule: String },
+    /// Over a size limit.
+    TooLarge(String),
+}
+
+impl Refusal {
+    /// HTTP status, code, message and data.
+    pub fn classify(&self) -> (StatusCode, i64, String, Value) {
+        match self {
+            Refusal::RoundCap(n) => (
+                StatusCode::BAD_REQUEST,
+                ROUND_CAP,
+                format!("this request reached its limit of {n} input rounds (budget.max_rounds); the server keeps asking: stop, or raise the limit for it"),
+                json!({"limit": n}),
+            ),
+            Refusal::ParkedCap { limit, per_principal } => (
+                StatusCode::BAD_REQUEST,
+                PARKED_CAP,
+                format!(
+                    "too many requests are waiting for your answers ({limit}, {}); answer or abandon some, then retry",
+                    if *per_principal { "budget.max_parked_per_principal" } else { "bridge.max_parked" }
+                ),
+                json!({"limit": limit, "perPrincipal": per_principal}),
+            ),
+            Refusal::Sampling { retry_after_ms } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                SAMPLING_BUDGET,
+                format!("the sampling budget of this window is spent (budget.sampling_per_window); retry in {retry_after_ms} ms"),
+                json!({"retryAfterMs": retry_after_ms}),
+            ),
+            Refusal::Tokens { retry_after_ms } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                TOKEN_BUDGET,
+                format!("the token budget of this window is spent (budget.tokens_per_window); retry in {retry_after_ms} ms"),
+                json!({"retryAfterMs": retry_after_ms}),
+            ),
+            Refusal::TokensNever(n) => (
+                StatusCode::BAD_REQUEST,
+                TOKEN_BUDGET,
+                format!("one sampling ask wants {n} tokens, more than a whole window allows (budget.tokens_per_window)"),
+                json!({"maxTokens": n}),
+            ),
+            Refusal::Denied { rule, reason } => {
+                (StatusCode::BAD_REQUEST, POLICY_DENIED, format!("denied by policy rule {rule:?}: {reason}"), json!({"rule": rule}))
+            }
+            Refusal::Declined { rule } => (
+                StatusCode::BAD_REQUEST,
+                APPROVAL_DECLINED,
+                format!("the approval asked by policy rule {rule:?} was declined; nothing was sent on"),
+                json!({"rule": rule}),
+            ),
+            Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Approval rules (`policies/*.toml`): ordered, first match wins.
+//!
+//! Takes policy files; gives [`Rules`] that judge a [`Subject`] (a tool call or an upstream's
+//! ask) as allow, deny (with a reason) or approve. Refuses at load an unknown key or effect, or
+//! a bad value, naming the file and the line.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// What a rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Let it go on.
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Ask the user first (a Sluice-originated elicitation round).
+    Approve,
+}
+
+/// The match conditions of a rule; every condition present must hold.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    /// Principal ids.
+    #[serde(default)]
+    pub principal: Vec<String>,
+    /// Groups (any).
+    #[serde(default)]
+    pub group: Vec<String>,
+    /// Upstream names.
+    #[serde(default)]
+    pub upstream: Vec<String>,
+    /// Methods: `tools/call`, `sampling/createMessage`, `elicitation/create`, `roots/list`, …
+    #[serde(default)]
+    pub method: Vec<String>,
+    /// Tool name globs (`*` and `?`), the upstream's own names.
+    #[serde(default)]
+    pub tool: Vec<String>,
+    /// The tool's `annotations.destructiveHint`.
+    pub destructive: Option<bool>,
+    /// The tool's `annotations.readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// Sampling: `includeContext` values (`none`, `thisServer`, `allServers`).
+    #[serde(default)]
+    pub include_context: Vec<String>,
+    /// Sampling: `maxTokens` strictly above this.
+    pub max_tokens_above: Option<u64>,
+    /// Sampling: whether `tools` are present.
+    pub tools_present: Option<bool>,
+    /// Sampling: whether a `systemPrompt` is present.
+    pub system_prompt_present: Option<bool>,
+    /// Sampling: a model hint name glob.
+    #[serde(default)]
+    pub model_hint: Vec<String>,
+    /// Elicitation: `form` or `url`.
+    #[serde(default)]
+    pub elicitation_mode: Vec<String>,
+    /// Elicitation (URL mode): the URL's host globs.
+    #[serde(default)]
+    pub url_host: Vec<String>,
+}
+
+/// One rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Its name (audit records name the rule that decided).
+    pub name: String,
+    /// The conditions.
+    #[serde(rename = "match", default)]
+    pub when: Match,
+    /// The effect.
+    pub effect: Effect,
+    /// Why (for deny): said to the client.
+    pub reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    rule: Vec<Rule>,
+}
+
+/// What is being judged.
+#[derive(Debug, Clone, Default)]
+pub struct Subject<'a> {
+    /// The principal id.
+    pub principal: &'a str,
+    /// Its groups.
+    pub groups: &'a [String],
+    /// The upstream.
+    pub upstream: &'a str,
+    /// `tools/call` or the ask's method.
+    pub method: &'a str,
+    /// The tool (upstream's own name) the call or ask belongs to.
+    pub tool: Option<&'a str>,
+    /// `annotations.destructiveHint` of that tool.
+    pub destructive: bool,
+    /// `annotations.readOnlyHint` of that tool.
+    pub read_only: bool,
+    /// The ask's params (sampling or elicitation), when judging an ask.
+    pub ask: Option<&'a serde_json::Value>,
+}
+
+/// A decision and the rule that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The effect (`Allow` when no rule matched).
+    pub effect: Effect,
+    /// The deciding rule's name, if any.
+    pub rule: Option<String>,
+    /// The reason given by a deny rule.
+    pub reason: Option<String>,
+}
+
+/// Ordered rules from one or more files.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    rules: Vec<Rule>,
+}
+
+impl Rules {
+    /// Loads files in order (their rules are concatenated).
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Rules, String> {
+        let mut rules = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: cannot read policy file: {e}", p.display()))?;
+            rules.extend(Rules::parse(&text, &p.display().to_string())?.rules);
+        }
+        Ok(Rules { rules })
+    }
+
+    /// Parses one policy file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Rules, String> {
+        let file: File = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
+            format!("{origin}:{line}: {}", e.message())
+        })?;
+        Ok(Rules { rules: file.rule })
+    }
+
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The first matching rule's decision; allow when none matches.
+    pub fn judge(&self, s: &Subject<'_>) -> Decision {
+        for r in &self.rules {
+            if matches(&r.when, s) {
+                return Decision { effect: r.effect, rule: Some(r.name.clone()), reason: r.reason.clone() };
+            }
+        }
+        Decision { effect: Effect::Allow, rule: None, reason: None }
+    }
+}
+
+fn any_eq(list: &[String], v: &str) -> bool {
+    list.is_empty() || list.iter().any(|x| x == v)
+}
+
+fn any_glob(list: &[String], v: Option<&str>) -> bool {
+    list.is_empty() || v.is_some_and(|v| list.iter().any(|g| glob(g, v)))
+}
+
+/// `*` matches any run, `?` one character.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+fn matches(m: &Match, s: &Subject<'_>) -> bool {
+    use serde_json::Value;
+    let ask = s.ask;
+    let get = |k: &str| ask.and_then(|a| a.get(k));
+    let bool_is = |want: Option<bool>, got: bool| want.is_none_or(|w| w == got);
+    any_eq(&m.principal, s.principal)
+        && (m.group.is_empty() || m.group.iter().any(|g| s.groups.contains(g)))
+        && any_eq(&m.upstream, s.upstream)
+        && any_eq(&m.method, s.method)
+        && any_glob(&m.tool, s.tool)
+        && bool_is(m.destructive, s.destructive)
+        && bool_is(m.read_only, s.read_only)
+        && (m.include_context.is_empty() || m.include_context.iter().any(|c| Some(c.as_str()) == get("includeContext").and_then(Value::as_str).or(ask.map(|_| "none"))))
+        && m.max_tokens_above.is_none_or(|cap| get("maxTokens").and_then(Value::as_u64).is_some_and(|t| t > cap))
+        && bool_is(m.tools_present, get("tools").is_some_and(|t| !t.is_null()))
+        && bool_is(m.system_prompt_present, get("systemPrompt").is_some_and(|t| !t.is_null()))
+        && (m.model_hint.is_empty() || {
+            let hints = get("modelPreferences").and_then(|p| p.get("hints")).and_then(Value::as_array);
+            hints.is_some_and(|h| h.iter().filter_map(|x| x.get("name").and_then(Value::as_str)).any(|n| any_glob(&m.model_hint, Some(n))))
+        })
+        && (m.elicitation_mode.is_empty() || any_eq(&m.elicitation_mode, get("mode").and_then(Value::as_str).unwrap_or("form")))
+        && (m.url_host.is_empty() || {
+            let host = get("url").and_then(Value::as_str).and_then(|u| u.split_once("://")).map(|(_, r)| r.split(['/', ':', '?']).next().unwrap_or(""));
+            any_glob(&m.url_host, host)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_first_matching_rule_decides() {
+        let r = Rules::parse(
+            "[[rule]]\nname = \"ctx\"\nmatch = { method = [\"sampling/createMessage\"], include_context = [\"thisServer\", \"allServers\"] }\neffect = \"deny\"\nreason = \"no context\"\n\
+             [[rule]]\nname = \"tools\"\nmatch = { method = [\"sampling/createMessage\"], tools_present = true }\neffect = \"approve\"\n",
+            "p.toml",
+        )
+        .unwrap();
+        let ask = json!({"includeContext": "allServers", "tools": [{}]});
+        let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
+        assert_eq!(r.judge(&s).rule.as_deref(), Some("ctx"));
+        let ask = json!({"tools": [{}], "maxTokens": 5});
+        let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
+        assert_eq!(r.judge(&s).effect, Effect::Approve);
+        let ask = json!({"maxTokens": 5});
+        assert_eq!(r.judge(&Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() }).effect, Effect::Allow);
+    }
+
+    #[test]
+    fn a_misspelled_key_or_unknown_effect_is_refused_with_its_line() {
+        let e = Rules::parse("[[rule]]\nname = \"x\"\nmatch = { methd = [\"tools/call\"] }\neffect = \"deny\"\n", "p.toml").unwrap_err();
+        assert!(e.starts_with("p.toml:3:") && e.contains("methd"), "{e}");
+        let e = Rules::parse("[[rule]]\nname = \"x\"\neffect = \"maybe\"\n", "p.toml").unwrap_err();
+        assert!(e.starts_with("p.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn globs_match_names_and_hosts() {
+        assert!(glob("delete_*", "delete_repo"));
+        assert!(!glob("delete_*", "undelete"));
+        assert!(glob("*.example.com", "login.example.com"));
+        assert!(glob("a?c", "abc"));
+    }
+}
