@@ -1,0 +1,236 @@
+"""A pure 2025-11-25 MCP upstream on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test bridge_a`.
+
+It knows only the handshake-era wire (initialize, Mcp-Session-Id, SSE, server->client requests
+sent mid-call) and nothing of Sluice, server/discover or input_required. Its tools ask the client
+things mid-call through the SDK's public session API, either on the POST stream of the call
+(`related_request_id` set) or, without a related id, on the session's standalone GET stream:
+
+  two_rounds(topic, tag)        sampling on the POST stream, then a second sampling that quotes the
+                                first answer; returns both answers
+  two_rounds_get(topic, tag)    the same, both asks on the GET stream
+  elicit(question, tag)         a form elicitation (schema {answer: string}) on the POST stream
+  roots(tag)                    roots/list (the SDK's list_roots: on the GET stream)
+  keyed(text, tag)              one sampling on the POST stream whose params carry
+                                `_meta["dev.sluice/inputKey"] = "llm"`
+  pair(topic, tag)              one round of two concurrent asks on the POST stream: sampling
+                                (input key "llm") and elicitation (input key "confirm")
+  ask_once(text, via, tag)      one sampling, `via` = "post" or "get"; returns the answer
+  sample_forever(tag)           samples "round 1", "round 2", ... until cancelled
+  slow(ms, tag)                 sleeps `ms` milliseconds, then returns "slept <ms>"
+
+Every tool given a non-empty `tag` appends one line per event to `<events dir>/<tag>`: `start`;
+`cancel-notified` when a `notifications/cancelled` naming the call arrives while it runs; then
+`done`, `cancelled` (the SDK cancelled the call's task) or `error <type>`. Tests read these files
+to see what the upstream saw. (`cancel-notified` comes from wrapping the SDK's
+`RequestResponder.cancel`, which the SDK calls only for a `notifications/cancelled`: it tells a
+cancellation by notification from one by the session ending.)
+
+Binds 127.0.0.1 on a free port and prints `LISTENING <port>` on stdout once it accepts requests.
+The process ends when its stdin reaches end-of-file (the test binary holds the pipe), or when killed.
+
+Run by hand:  $SLUICE_PY1 tests/peers/py1_upstream.py --events /tmp/ev   (then Ctrl-D)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+
+from mcp import types
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.shared import session as shared_session
+from mcp.shared.message import ServerMessageMetadata
+
+INPUT_KEY = "dev.sluice/inputKey"
+EVENTS: Path = Path(".")
+
+mcp = FastMCP("bridge-a-py1-upstream", host="127.0.0.1")
+
+
+def record(tag: str, event: str) -> None:
+    if tag:
+        with open(EVENTS / tag, "a", encoding="utf-8") as f:
+            f.write(event + "\n")
+
+
+# (id(session), request id) -> tag of the calls in progress.
+RUNNING: dict[tuple[int, Any], str] = {}
+_sdk_cancel = shared_session.RequestResponder.cancel
+
+
+async def _cancel_noting_the_notification(self: Any) -> None:
+    tag = RUNNING.get((id(self._session), self.request_id))
+    if tag:
+        record(tag, "cancel-notified")
+    await _sdk_cancel(self)
+
+
+shared_session.RequestResponder.cancel = _cancel_noting_the_notification
+
+
+@contextlib.asynccontextmanager
+async def track(ctx: Context, tag: str):
+    """Records start, then done / cancelled / error, for tests that watch the upstream."""
+    key = (id(ctx.session), ctx.request_context.request_id)
+    RUNNING[key] = tag
+    record(tag, "start")
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        record(tag, "cancelled")
+        raise
+    except BaseException as exc:
+        record(tag, f"error {type(exc).__name__}")
+        raise
+    finally:
+        RUNNING.pop(key, None)
+    record(tag, "done")
+
+
+async def ask(ctx: Context, request: Any, result_type: type[Any], post: bool) -> Any:
+    """Sends a server->client request mid-call: on the call's POST stream, or (no related id) on GET."""
+    related = ctx.request_context.request_id if post else None
+    return await ctx.session.send_request(
+        types.ServerRequest(request), result_type, metadata=ServerMessageMetadata(related_request_id=related)
+    )
+
+
+async def sample(ctx: Context, prompt: str, post: bool = True, key: str | None = None) -> str:
+    meta = {"_meta": {INPUT_KEY: key}} if key else {}
+    params = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
+        maxTokens=50,
+        **meta,
+    )
+    result = await ask(ctx, types.CreateMessageRequest(params=params), types.CreateMessageResult, post)
+    text = result.content.text if isinstance(result.content, types.TextContent) else repr(result.content)
+    return f"{text} (model={result.model})"
+
+
+async def elicit_answer(ctx: Context, question: str, key: str | None = None) -> str:
+    meta = {"_meta": {INPUT_KEY: key}} if key else {}
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    params = types.ElicitRequestFormParams(message=question, requestedSchema=schema, **meta)
+    result = await ask(ctx, types.ElicitRequest(params=params), types.ElicitResult, True)
+    return f"{result.action} {(result.content or {}).get('answer', '-')}"
+
+
+@mcp.tool()
+async def two_rounds(topic: str, ctx: Context, tag: str = "") -> str:
+    """Two sampling rounds on the call's POST stream."""
+    async with track(ctx, tag):
+        first = await sample(ctx, f"pick files for {topic}")
+        second = await sample(ctx, f"summarize {topic} given {first}")
+        return f"two_rounds[{topic}] first: {first} | second: {second}"
+
+
+@mcp.tool()
+async def two_rounds_get(topic: str, ctx: Context, tag: str = "") -> str:
+    """Two sampling rounds on the session's GET stream."""
+    async with track(ctx, tag):
+        first = await sample(ctx, f"pick files for {topic}", post=False)
+        second = await sample(ctx, f"summarize {topic} given {first}", post=False)
+        return f"two_rounds_get[{topic}] first: {first} | second: {second}"
+
+
+@mcp.tool()
+async def elicit(question: str, ctx: Context, tag: str = "") -> str:
+    """A form elicitation on the call's POST stream."""
+    async with track(ctx, tag):
+        return f"elicit[{question}]: " + await elicit_answer(ctx, question)
+
+
+@mcp.tool()
+async def roots(ctx: Context, tag: str = "") -> str:
+    """roots/list through the SDK's list_roots (which sends it on the GET stream)."""
+    async with track(ctx, tag):
+        listed = await ctx.session.list_roots()
+        return "roots: " + ", ".join(f"{r.name or '-'}={r.uri}" for r in listed.roots)
+
+
+@mcp.tool()
+async def keyed(text: str, ctx: Context, tag: str = "") -> str:
+    """One sampling whose input key is named by the hint: "llm"."""
+    async with track(ctx, tag):
+        return f"keyed[{text}]: " + await sample(ctx, f"keyed {text}", key="llm")
+
+
+@mcp.tool()
+async def pair(topic: str, ctx: Context, tag: str = "") -> str:
+    """Two concurrent asks (one round): sampling "llm" and elicitation "confirm"."""
+    async with track(ctx, tag):
+        said, confirmed = await asyncio.gather(
+            sample(ctx, f"pair {topic}", key="llm"), elicit_answer(ctx, f"confirm {topic}?", key="confirm")
+        )
+        return f"pair[{topic}] llm: {said} | confirm: {confirmed}"
+
+
+@mcp.tool()
+async def ask_once(text: str, ctx: Context, via: str = "post", tag: str = "") -> str:
+    """One sampling on the POST (via=post) or GET (via=get) stream."""
+    async with track(ctx, tag):
+        return f"ask_once[{text}] via {via}: " + await sample(ctx, f"question {text}", post=via != "get")
+
+
+@mcp.tool()
+async def sample_forever(ctx: Context, tag: str = "") -> str:
+    """Samples round after round until cancelled."""
+    async with track(ctx, tag):
+        n = 0
+        while True:
+            n += 1
+            await sample(ctx, f"round {n}")
+            record(tag, f"answered {n}")
+
+
+@mcp.tool()
+async def slow(ms: int, ctx: Context, tag: str = "") -> str:
+    """Works (sleeps) for `ms` milliseconds."""
+    async with track(ctx, tag):
+        await anyio.sleep(ms / 1000)
+        return f"slept {ms}"
+
+
+def _exit_when_stdin_closes() -> None:
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    finally:
+        os._exit(0)
+
+
+async def serve() -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(uv.serve, [sock])
+        while not uv.started:
+            await anyio.sleep(0.01)
+        print(f"LISTENING {port}", flush=True)
+
+
+def main() -> None:
+    global EVENTS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", required=True, help="directory for the per-tag event files")
+    EVENTS = Path(parser.parse_args().events)
+    EVENTS.mkdir(parents=True, exist_ok=True)
+    threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()
