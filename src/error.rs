@@ -58,6 +58,12 @@ pub enum GatewayError {
     /// Not authenticated (401) or not authorized (403).
     #[error(transparent)]
     Auth(#[from] crate::auth::AuthError),
+    /// The request needs a client capability it did not declare (the capabilities needed).
+    #[error("{0}")]
+    MissingCapability(String, Value),
+    /// Governance refused (round cap, parked cap, budget, policy, approval declined, size).
+    #[error("{}", .0.classify().2)]
+    Refused(crate::policy::Refusal),
     /// Every upstream that could serve the request is down.
     #[error("upstream '{0}' is unavailable: {1}")]
     UpstreamDown(String, String),
@@ -73,7 +79,7 @@ impl GatewayError {
             | GatewayError::UnsupportedVersion { .. }
             | GatewayError::MethodNotFound(_)
             | GatewayError::UnknownTarget(..) => Side::Downstream,
-            GatewayError::Auth(_) => Side::Downstream,
+            GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
             GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
         }
     }
@@ -99,6 +105,13 @@ impl GatewayError {
             // Sluice's own codes, outside the JSON-RPC reserved range (README: error codes).
             GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => (StatusCode::FORBIDDEN, FORBIDDEN, None),
             GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),
+            GatewayError::MissingCapability(_, needed) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::MISSING_CAPABILITY, Some(json!({"requiredCapabilities": needed})))
+            }
+            GatewayError::Refused(r) => {
+                let (status, code, _, data) = r.classify();
+                (status, code, Some(data))
+            }
         }
     }
 }

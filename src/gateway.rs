@@ -41,6 +41,8 @@ pub struct Gateway {
     pub bridge: crate::bridge::Bridge,
     /// Authentication (API keys, JWT) and the resource metadata.
     pub auth: crate::auth::Authenticator,
+    /// Approval rules and budgets.
+    pub governor: crate::policy::Governor,
 }
 
 impl Gateway {
@@ -52,7 +54,9 @@ impl Gateway {
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
         let auth = crate::auth::Authenticator::new(&cfg.auth)?;
+        let governor = crate::policy::Governor::new(&cfg)?;
         Ok(Arc::new(Gateway {
+            governor,
             auth,
             bridge,
             client,
@@ -167,6 +171,8 @@ impl Gateway {
                 tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
             }
             tokio::spawn(crate::bridge::sweep_sessions(gw.clone()));
+            tokio::spawn(crate::policy::reload_on_sighup(gw.clone()));
+            tokio::spawn(crate::policy::sweep_budgets(gw.clone()));
             loop {
                 tokio::select! {
                     _ = gw.shutdown.cancelled() => return,

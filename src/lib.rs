@@ -23,6 +23,7 @@ pub mod gateway;
 pub mod listen;
 pub mod mcp;
 pub mod pipeline;
+pub mod policy;
 pub mod respond;
 pub mod route;
 pub mod server;

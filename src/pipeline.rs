@@ -55,6 +55,10 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     match validated(gw, &env, &parts.headers, &principal).await {
         Ok(reply) => reply,
         Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
+        Err(GatewayError::Refused(r)) => {
+            tracing::info!(method = %env.method, code = r.classify().1, "request refused by governance");
+            Reply::refusal(&id, &r)
+        }
         Err(e) => {
             tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
             Reply::error(&id, &e)

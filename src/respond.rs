@@ -33,6 +33,8 @@ pub enum Reply {
     Plain(StatusCode, &'static str),
     /// 401 / 403 with a `WWW-Authenticate` challenge and a JSON-RPC error body.
     Challenge(StatusCode, String, Bytes),
+    /// 429 with `Retry-After` (seconds) and a JSON-RPC error body.
+    Limited(Bytes, u64),
 }
 
 impl Reply {
@@ -42,10 +44,31 @@ impl Reply {
         Reply::Json(status, jsonrpc::error_body(id, code, &err.to_string(), data.as_ref()))
     }
 
+    /// The reply for a governance refusal: 429 with `Retry-After` for a spent window budget.
+    pub fn refusal(id: &str, r: &crate::policy::Refusal) -> Reply {
+        let e = GatewayError::Refused(r.clone());
+        match r {
+            crate::policy::Refusal::Sampling { retry_after_ms } | crate::policy::Refusal::Tokens { retry_after_ms } => {
+                let (_, code, data) = e.classify();
+                Reply::Limited(jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()), retry_after_ms.div_ceil(1000).max(1))
+            }
+            _ => Reply::error(id, &e),
+        }
+    }
+
+    /// The body of this reply when it is one JSON object (for sending it in-stream instead).
+    pub fn json_body(&self) -> Option<&Bytes> {
+        match self {
+            Reply::Json(_, b) | Reply::Limited(b, _) | Reply::Challenge(_, _, b) => Some(b),
+            _ => None,
+        }
+    }
+
     /// The HTTP status this reply will carry.
     pub fn status(&self) -> StatusCode {
         match self {
             Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) => *s,
+            Reply::Limited(..) => StatusCode::TOO_MANY_REQUESTS,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
         }
@@ -70,6 +93,10 @@ impl Reply {
                 StreamBody::new(stream).boxed()
             }
             Reply::Accepted => Full::new(Bytes::new()).boxed(),
+            Reply::Limited(bytes, secs) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());
+                Full::new(bytes).boxed()
+            }
             Reply::Challenge(_, challenge, bytes) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::WWW_AUTHENTICATE, challenge);
                 Full::new(bytes).boxed()

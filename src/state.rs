@@ -83,6 +83,17 @@ pub struct Sealed {
     /// The park handle of the exchange (bridge A).
     #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
+    /// What the state is for: `None` for a bridge A round, `approval` for an approval round,
+    /// `modern` for a modern upstream's round.
+    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// For `modern`: the upstream's own `requestState`, byte for byte (`None`: it gave none).
+    /// For `approval`: the rule that asked for it.
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<String>,
+    /// For `modern`: input keys Sluice answered itself (denied elicitations, declined).
+    #[serde(rename = "dk", default, skip_serializing_if = "Vec::is_empty")]
+    pub declined: Vec<String>,
 }
 
 /// One HMAC key with its id.

@@ -151,7 +151,7 @@ async fn sdk_clients_succeed_through_sluice_when_the_upstream_omits_result_type_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn input_required_rounds_pass_through_sluice_unchanged_both_ways() {
+async fn input_required_rounds_are_sealed_by_sluice_and_upstream_state_returns_byte_for_byte() {
     let (gw, rs) = two_upstreams().await;
     let url = gw.url();
     let call = |name: &str, extra: Value| {
@@ -160,14 +160,16 @@ async fn input_required_rounds_pass_through_sluice_unchanged_both_ways() {
         p
     };
 
-    // rmcp upstream: Sluice's round equals the upstream's own one (only serverInfo is Sluice's).
+    // rmcp upstream: Sluice's round equals the upstream's own one, but for serverInfo and the
+    // requestState, which Sluice seals (carrying the upstream's byte for byte).
     let (_, direct) = gateway::post(&rs.url(), "tools/call", Some("confirm"), call("confirm", json!({}))).await;
     let (status, round) = gateway::post(&url, "tools/call", Some("rs__confirm"), call("rs__confirm", json!({}))).await;
     assert_eq!((status, &round["id"]), (200, &json!(7)), "{round}");
-    for member in ["resultType", "inputRequests", "requestState"] {
+    for member in ["resultType", "inputRequests"] {
         assert_eq!(round["result"][member], direct["result"][member], "{member} changed on the way: {round} vs {direct}");
     }
-    assert_eq!(round["result"]["requestState"], rmcp_upstream::CONFIRM_STATE);
+    assert_eq!(direct["result"]["requestState"], rmcp_upstream::CONFIRM_STATE);
+    assert_ne!(round["result"]["requestState"], rmcp_upstream::CONFIRM_STATE, "Sluice seals every round");
     assert_eq!(round["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sluice");
     let answer = json!({"inputResponses": {"answer": {"action": "accept", "content": {"answer": "by-hand"}}}, "requestState": round["result"]["requestState"]});
     let (status, done) = gateway::post(&url, "tools/call", Some("rs__confirm"), call("rs__confirm", answer)).await;
@@ -186,9 +188,10 @@ async fn input_required_rounds_pass_through_sluice_unchanged_both_ways() {
     let (status, done) = gateway::post(&url, "tools/call", Some("py__ask_raw"), retry(&state)).await;
     assert_eq!(status, 200, "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "raw said: by-hand (state=raw-round-1)", "{done}");
-    // A tampered state is the upstream's to refuse; Sluice relays its -32602 with the client's id.
+    // A tampered state fails Sluice's own check first: -32602 "tampered" with the client's id.
     let (status, refused) = gateway::post(&url, "tools/call", Some("py__ask_raw"), retry(&format!("{state}x"))).await;
     assert_eq!((refused["id"].clone(), refused["error"]["code"].clone()), (json!(7), json!(-32602)), "{refused}");
+    assert_eq!(refused["error"]["data"]["reason"], "tampered", "{refused}");
     assert_eq!(status, 400, "{refused}");
     gw.stop().await;
 }

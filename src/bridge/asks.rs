@@ -26,6 +26,8 @@ pub struct Ask {
     pub params: Value,
     /// URL-mode elicitation id (2025-11-25 only), kept here and hidden from the client.
     pub elicitation_id: Option<String>,
+    /// The policy rule that wants the user's approval before this ask reaches the client.
+    pub approval: Option<String>,
 }
 
 /// Whether `method` is an ask Sluice can bridge.
@@ -54,7 +56,7 @@ pub fn ask(id: &str, method: &str, params: Option<&str>, taken: &[String]) -> As
         Some(h) if !h.is_empty() && !taken.contains(&h) => h,
         _ => (1..).map(|n| format!("{method}-{n}")).find(|k| !taken.contains(k)).unwrap_or_default(),
     };
-    Ask { key, id: id.to_owned(), method: method.to_owned(), params, elicitation_id }
+    Ask { key, id: id.to_owned(), method: method.to_owned(), params, elicitation_id, approval: None }
 }
 
 /// The client capability an ask needs, as a `ClientCapabilities` object, when `declared`

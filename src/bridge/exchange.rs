@@ -25,6 +25,8 @@ pub enum Event {
     Relay(Bytes),
     /// The final body for this HTTP request and its status.
     Final(http::StatusCode, Bytes),
+    /// A final reply with headers of its own (a refusal with `Retry-After`).
+    Reply(crate::respond::Reply),
 }
 
 /// What reading an exchange came to.
@@ -39,6 +41,8 @@ pub enum Outcome {
     BadAnswer(String),
     /// The upstream failed.
     Failed(UpstreamError),
+    /// Governance refused the call (budget, size).
+    Refused(crate::policy::Refusal),
     /// The client went away.
     ClientGone,
 }
@@ -65,6 +69,8 @@ pub struct CallInfo {
     pub log_level: Option<u8>,
     /// The URI of a resources/read.
     pub uri: Option<String>,
+    /// Who asks what for whom, for policies and budgets.
+    pub ctx: crate::policy::ask::AskCtx,
 }
 
 /// An exchange in progress (or parked between rounds).
@@ -209,7 +215,25 @@ impl Live {
                         .await;
                     return Some(Outcome::MissingCapability(needed));
                 }
-                if let Some(answer) = supplied.remove(&ask.key) {
+                let mut ask = ask;
+                match crate::policy::ask::judge(gw, &self.info.ctx, &ask.method, &mut ask.params) {
+                    crate::policy::ask::AskVerdict::Allow => {}
+                    crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
+                    crate::policy::ask::AskVerdict::Deny(_) => {
+                        // This ask only: the upstream hears "rejected" and its call goes on.
+                        match ask.method.as_str() {
+                            "elicitation/create" => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
+                            _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
+                        }
+                        return None;
+                    }
+                    crate::policy::ask::AskVerdict::Refuse(r) => {
+                        session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
+                        return Some(Outcome::Refused(r));
+                    }
+                }
+                // An ask that needs approval is never answered by a pre-supplied response.
+                if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
                     return match asks::validate(&ask.method, &answer) {
                         Ok(result) => {
                             session.reply(&gw.client, &ask.id, Ok(&result)).await;

@@ -102,6 +102,8 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
 pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
     match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
         Ok(lease) => {
+            // Sluice's own sessions serve no call: asks on their GET stream are refused there.
+            lease.session.set_leased(false);
             let init = &lease.session.init;
             let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
             caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
@@ -135,6 +137,7 @@ pub async fn internal_call(
 ) -> Result<Box<serde_json::value::RawValue>, String> {
     let lease =
         gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
+    lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": extra});
     let answer =
@@ -177,6 +180,12 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
         caps: meta.capabilities.clone(),
         log_level: meta.log_level,
         uri: (env.method == "resources/read").then(|| t.own.clone()),
+        ctx: crate::policy::ask::AskCtx {
+            principal: principal.id().to_owned(),
+            groups: principal.groups.clone(),
+            upstream: t.up.name.clone(),
+            tool: (env.method == "tools/call").then(|| t.own.clone()),
+        },
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
         None => Map::new(),
@@ -193,19 +202,28 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
                 .keys
                 .open(&token, &info.principal, &info.method, &info.name, &info.digest, state::now_ms())
                 .map_err(state_error)?;
-            let handle = sealed.handle.clone().ok_or_else(|| state_error(StateError::Tampered))?;
+            let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
+            let limits = gw.governor.budgets.limits(&t.up.name, &principal.groups).clone();
+            // The round cap: the retry that answers the last allowed round is refused and the
+            // upstream's call cancelled, so a server cannot loop on the user's model.
+            if sealed.round >= limits.max_rounds {
+                if let Some(mut l) = gw.bridge.parked.take(&handle).and_then(|p| p.live) {
+                    l.cancel(gw, "the request reached the gateway's round cap").await;
+                }
+                return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(limits.max_rounds)));
+            }
             let checked = gw
                 .bridge
                 .parked
-                .peek(&handle, |p| check_answers(p, &sealed, &supplied))
+                .peek(&handle, |p| check_answers(p, &sealed, &supplied, limits.max_input_response_bytes))
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
-            let (answered, missing) = checked.map_err(|why| GatewayError::InvalidParams(why, None))?;
+            let retry = checked?;
             let parked = gw.bridge.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let live = match parked.live {
                 Some(live) => live,
                 None => start(gw, env, meta, &t, principal, info).await?,
             };
-            tokio::spawn(resume(gw.clone(), live, parked.round, answered, missing, tx, id, t.up.clone()));
+            tokio::spawn(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone()));
         }
         None => {
             let live = start(gw, env, meta, &t, principal, info).await?;
@@ -238,37 +256,79 @@ async fn start(
 
 type Answered = Vec<(String, String)>;
 
-fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>) -> Result<(Answered, Vec<asks::Ask>), String> {
+/// What a retry brings.
+enum Retry {
+    /// Answers to asks (upstream id, result JSON) and the asks still unanswered.
+    Answers(Answered, Vec<asks::Ask>),
+    /// The approval round was granted: show the asks now.
+    Approved,
+    /// The approval round was declined (the rule).
+    Declined(String),
+}
+
+fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>, max_bytes: usize) -> Result<Retry, GatewayError> {
+    let bad = |m: String| GatewayError::InvalidParams(m, None);
     if p.round != sealed.round || p.info.principal != sealed.principal {
-        return Err("requestState does not match the exchange's current round; use the latest requestState".into());
+        return Err(bad("requestState does not match the exchange's current round; use the latest requestState".into()));
+    }
+    if p.approving {
+        let rule = p.asks.iter().find_map(|a| a.approval.clone()).unwrap_or_default();
+        return Ok(match crate::policy::approval::granted(supplied.get(crate::policy::approval::KEY)) {
+            None => Retry::Answers(Vec::new(), p.asks.clone()),
+            Some(true) => Retry::Approved,
+            Some(false) => Retry::Declined(rule),
+        });
     }
     let mut answered = Vec::new();
     let mut missing = Vec::new();
     for a in &p.asks {
         match supplied.get(&a.key) {
             Some(v) => {
-                answered.push((a.id.clone(), asks::validate(&a.method, v).map_err(|why| format!("inputResponses[{:?}]: {why}", a.key))?))
+                let size = v.to_string().len();
+                if size > max_bytes {
+                    return Err(GatewayError::Refused(crate::policy::Refusal::TooLarge(format!(
+                        "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max_bytes})",
+                        a.key
+                    ))));
+                }
+                answered
+                    .push((a.id.clone(), asks::validate(&a.method, v).map_err(|why| bad(format!("inputResponses[{:?}]: {why}", a.key)))?))
             }
             None => missing.push(a.clone()),
         }
     }
-    Ok((answered, missing))
+    Ok(Retry::Answers(answered, missing))
 }
 
 async fn resume(
     gw: Arc<Gateway>,
     mut live: Live,
     round: u32,
-    answered: Answered,
-    missing: Vec<asks::Ask>,
+    asked: Vec<asks::Ask>,
+    retry: Retry,
     tx: mpsc::Sender<Event>,
     id: String,
     up: Arc<Upstream>,
 ) {
+    live.round = round;
+    let (answered, missing) = match retry {
+        Retry::Answers(a, m) => (a, m),
+        Retry::Approved => {
+            live.asks = asked.into_iter().map(|a| asks::Ask { approval: None, ..a }).collect();
+            return conclude(&gw, live, Outcome::Asks, &tx, &id, &up).await;
+        }
+        Retry::Declined(rule) => {
+            for a in asked.iter().filter(|a| a.approval.is_some()) {
+                live.lease.session.reply(&gw.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
+            }
+            live.cancel(&gw, "the user declined the approval").await;
+            let _ = tx.send(Event::Reply(Reply::refusal(&id, &crate::policy::Refusal::Declined { rule }))).await;
+            return;
+        }
+    };
     for (ask_id, result) in &answered {
         live.lease.session.reply(&gw.client, ask_id, Ok(result)).await;
     }
-    live.round = round;
     if !missing.is_empty() {
         live.asks = missing;
         return conclude(&gw, live, Outcome::Asks, &tx, &id, &up).await;
@@ -315,7 +375,19 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
                 Event::Final(s, b)
             }
         },
+        Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
+            live.cancel(gw, "approval needs elicitation, which the client did not declare").await;
+            let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
+            Event::Final(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": {"elicitation": {}}}))),
+            )
+        }
         Outcome::Asks => park(gw, live, false, id, up),
+        Outcome::Refused(r) => {
+            live.cancel(gw, "refused by the gateway").await;
+            Event::Reply(Reply::refusal(id, &r))
+        }
         Outcome::MissingCapability(needed) => {
             live.cancel(gw, "the client lacks a capability the request needs").await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
@@ -373,23 +445,51 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
         expires_ms: state::now_ms() + park_for.as_millis() as u64,
         owner: gw.cfg.state.replica.clone(),
         handle: Some(handle.clone()),
+        kind: None,
+        extra: None,
+        declined: Vec::new(),
     };
     let token = gw.bridge.keys.seal(&sealed);
-    let requests = asks::input_requests(&asks);
+    // An approval round comes first when a rule wants one for any of these asks.
+    let approving = asks.iter().any(|a| a.approval.is_some());
+    let requests = match asks.iter().find(|a| a.approval.is_some()) {
+        Some(a) => {
+            let msg = crate::policy::approval::for_ask(
+                &up.name,
+                live.info.ctx.tool.as_deref(),
+                &a.method,
+                &a.params,
+                a.approval.as_deref().unwrap_or(""),
+            );
+            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
+        }
+        None => asks::input_requests(&asks),
+    };
     let info = live.info.clone();
-    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue };
-    if let Err(back) = gw.bridge.parked.insert(handle.clone(), *back_box(parked)) {
+    let limits = gw.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
+    let over = if gw.bridge.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
+        Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
+    } else {
+        None
+    };
+    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
+    let refused = match over {
+        Some(r) => Some((r, Box::new(parked))),
+        None => gw
+            .bridge
+            .parked
+            .insert(handle.clone(), parked)
+            .err()
+            .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
+    };
+    if let Some((refusal, back)) = refused {
         let gw2 = gw.clone();
         tokio::spawn(async move {
             if let Some(mut l) = back.live {
                 l.cancel(&gw2, "too many parked exchanges").await;
             }
         });
-        let msg = format!(
-            "too many exchanges are waiting for answers (bridge.max_parked = {}); answer or abandon pending ones and retry",
-            gw.cfg.bridge.max_parked
-        );
-        return Event::Final(StatusCode::SERVICE_UNAVAILABLE, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None));
+        return Event::Reply(Reply::refusal(id, &refusal));
     }
     let gw2 = gw.clone();
     tokio::spawn(async move {
@@ -405,16 +505,13 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
     Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
 }
 
-fn back_box(p: Parked) -> Box<Parked> {
-    Box::new(p)
-}
-
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
 /// when a notification comes first.
 async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
     match rx.recv().await {
         None => Reply::error("null", &GatewayError::from(UpstreamError::Closed("legacy".into()))),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
+        Some(Event::Reply(r)) => r,
         Some(Event::Relay(first)) => {
             let (stx, srx) = mpsc::channel(64);
             let _ = stx.try_send(sse::frame(&first));
@@ -423,6 +520,8 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
                     let (bytes, last) = match ev {
                         Event::Relay(b) => (b, false),
                         Event::Final(_, b) => (b, true),
+                        // Once streaming, a refusal travels in-stream.
+                        Event::Reply(r) => (r.json_body().cloned().unwrap_or_default(), true),
                     };
                     if stx.send(sse::frame(&bytes)).await.is_err() || last {
                         return;

@@ -25,6 +25,8 @@ pub struct Parked {
     pub up: Arc<Upstream>,
     /// Whether the retry re-issues the call (after URL elicitations) instead of answering asks.
     pub reissue: bool,
+    /// Whether the client was shown an approval round (for the asks marked for approval).
+    pub approving: bool,
 }
 
 /// Parked exchanges by handle.
@@ -75,6 +77,16 @@ impl ParkTable {
     /// Whether none is parked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many exchanges a principal has parked.
+    pub fn count_for(&self, principal: &str) -> usize {
+        self.map.lock().map(|m| m.values().filter(|p| p.info.principal == principal).count()).unwrap_or(0)
+    }
+
+    /// The most this table holds.
+    pub fn capacity(&self) -> usize {
+        self.max
     }
 
     /// Takes every parked exchange (shutdown).

@@ -5,6 +5,7 @@
 //! (`-32602`), and reports a down upstream by name.
 
 pub mod discover;
+pub mod govern;
 pub mod lists;
 pub mod route;
 

@@ -143,12 +143,23 @@ pub async fn forward(
     headers: &HeaderMap,
     principal: &crate::auth::Principal,
 ) -> Result<Reply, GatewayError> {
+    // Policy first: a denied or not-yet-approved tool call never reaches the upstream.
+    let approved = match super::govern::gate(gw, env, meta, &t, principal)? {
+        super::govern::Gate::Go => None,
+        super::govern::Gate::Approved(fresh) => Some(fresh),
+        super::govern::Gate::Answer(reply) => return Ok(reply),
+    };
+    let env = approved.as_ref().unwrap_or(env);
     if t.up.status().legacy {
         return crate::bridge::call(gw, env, meta, t, principal).await;
     }
+    let retry = super::govern::modern_retry(gw, env, &t, principal)?;
+    let seal = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read")
+        .then(|| super::govern::next_seal(gw, env, &t, principal, retry.round));
     let own_json = Value::String(t.own.clone()).to_string();
+    let restore = retry.had_state || !retry.declined.is_empty();
     let body = match (t.renamed, env.method.as_str()) {
-        (false, _) => env.body().clone(),
+        (false, _) if !restore => env.body().clone(),
         (true, "completion/complete") => env.rewrite_params(|k, raw| {
             (k == "ref").then(|| {
                 let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
@@ -156,7 +167,27 @@ pub async fn forward(
                 Some(Value::Object(r).to_string())
             })
         }),
-        (true, _) => env.rewrite_params(|k, _| (k == "name").then(|| Some(own_json.clone()))),
+        (renamed, _) => {
+            let declined = &retry.declined;
+            let mut out = env.rewrite_params(|k, raw| match k {
+                "name" if renamed => Some(Some(own_json.clone())),
+                // The upstream's own state goes back byte for byte (or none, if it gave none).
+                "requestState" if retry.had_state => Some(retry.restore.clone()),
+                "inputResponses" if !declined.is_empty() => {
+                    let mut m: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+                    for k in declined {
+                        m.insert(k.clone(), serde_json::json!({"action": "decline"}));
+                    }
+                    Some(Some(Value::Object(m).to_string()))
+                }
+                _ => None,
+            });
+            if !declined.is_empty() && env.param("inputResponses").is_none() {
+                let m: Map<String, Value> = declined.iter().map(|k| (k.clone(), serde_json::json!({"action": "decline"}))).collect();
+                out = splice_member(&out, "inputResponses", &Value::Object(m).to_string());
+            }
+            out
+        }
     };
     let is_read = env.method == "resources/read";
     let call = Call {
@@ -166,6 +197,19 @@ pub async fn forward(
         uri: is_read.then(|| t.own.clone()),
         body,
         log_level: meta.log_level,
+        seal,
     };
     send(gw, &t.up, call, headers).await
+}
+
+/// Adds a `params` member to a serialized request (it ends with `}}`).
+fn splice_member(body: &bytes::Bytes, key: &str, raw: &str) -> bytes::Bytes {
+    let text = String::from_utf8_lossy(body);
+    match text.strip_suffix("}}") {
+        Some(head) => {
+            let sep = if head.ends_with('{') { "" } else { "," };
+            bytes::Bytes::from(format!("{head}{sep}{}:{raw}}}}}", Value::String(key.to_owned())))
+        }
+        None => body.clone(),
+    }
 }

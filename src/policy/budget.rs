@@ -14,7 +14,7 @@ use governor::{Quota, RateLimiter};
 
 use crate::config::{BudgetLimits, BudgetProfile};
 
-type Limiter<C> = RateLimiter<String, DefaultKeyedStateStore<String>, C>;
+type Limiter<C> = RateLimiter<String, DefaultKeyedStateStore<String>, C, governor::middleware::NoOpMiddleware<<C as Clock>::Instant>>;
 
 /// Why a budget refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,9 @@ pub struct Budgets<C: Clock = DefaultClock> {
 fn quota(per_window: u32, burst: u32, window: Duration) -> Quota {
     let per = NonZeroU32::new(per_window.max(1)).unwrap_or(NonZeroU32::MIN);
     let period = (window / per.get()).max(Duration::from_nanos(1));
-    Quota::with_period(period).unwrap_or_else(|| Quota::per_second(per)).allow_burst(NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN))
+    Quota::with_period(period)
+        .unwrap_or_else(|| Quota::per_second(per))
+        .allow_burst(NonZeroU32::new(burst.max(1)).unwrap_or(NonZeroU32::MIN))
 }
 
 impl Budgets<QuantaClock> {
@@ -57,8 +59,16 @@ impl<C: Clock + Clone> Budgets<C> {
     pub fn with_clock(global: &BudgetLimits, overrides: &[BudgetProfile], clock: C) -> Self {
         let make = |scope: (Option<String>, Option<String>), limits: &BudgetLimits| Profile {
             scope,
-            sampling: RateLimiter::new(quota(limits.sampling_per_window, limits.sampling_burst, limits.window), DefaultKeyedStateStore::default(), clock.clone()),
-            tokens: RateLimiter::new(quota(limits.tokens_per_window, limits.tokens_per_window, limits.window), DefaultKeyedStateStore::default(), clock.clone()),
+            sampling: RateLimiter::new(
+                quota(limits.sampling_per_window, limits.sampling_burst, limits.window),
+                DefaultKeyedStateStore::default(),
+                clock.clone(),
+            ),
+            tokens: RateLimiter::new(
+                quota(limits.tokens_per_window, limits.tokens_per_window, limits.window),
+                DefaultKeyedStateStore::default(),
+                clock.clone(),
+            ),
             limits: limits.clone(),
         };
         let mut profiles: Vec<Profile<C>> = overrides.iter().map(|o| make((o.upstream.clone(), o.group.clone()), &o.limits)).collect();
@@ -73,7 +83,8 @@ impl<C: Clock + Clone> Budgets<C> {
     }
 
     fn profile(&self, upstream: &str, groups: &[String]) -> &Profile<C> {
-        let fits = |p: &&Profile<C>| p.scope.0.as_deref().is_none_or(|u| u == upstream) && p.scope.1.as_ref().is_none_or(|g| groups.contains(g));
+        let fits =
+            |p: &&Profile<C>| p.scope.0.as_deref().is_none_or(|u| u == upstream) && p.scope.1.as_ref().is_none_or(|g| groups.contains(g));
         self.profiles.iter().find(fits).unwrap_or_else(|| &self.profiles[self.profiles.len() - 1])
     }
 
@@ -121,7 +132,13 @@ mod tests {
     use governor::clock::FakeRelativeClock;
 
     fn limits() -> BudgetLimits {
-        BudgetLimits { sampling_per_window: 2, sampling_burst: 2, tokens_per_window: 100, window: Duration::from_secs(60), ..BudgetLimits::default() }
+        BudgetLimits {
+            sampling_per_window: 2,
+            sampling_burst: 2,
+            tokens_per_window: 100,
+            window: Duration::from_secs(60),
+            ..BudgetLimits::default()
+        }
     }
 
     #[test]
@@ -139,7 +156,11 @@ mod tests {
 
     #[test]
     fn tokens_are_summed_per_window_and_one_ask_over_the_window_never_fits() {
-        let b = Budgets::with_clock(&BudgetLimits { sampling_burst: 100, sampling_per_window: 100, ..limits() }, &[], FakeRelativeClock::default());
+        let b = Budgets::with_clock(
+            &BudgetLimits { sampling_burst: 100, sampling_per_window: 100, ..limits() },
+            &[],
+            FakeRelativeClock::default(),
+        );
         assert!(b.charge_sampling("alice", "u", &[], 60).is_ok());
         assert!(matches!(b.charge_sampling("alice", "u", &[], 60), Err(Refusal::Tokens(_))));
         assert_eq!(b.charge_sampling("alice", "u", &[], 101), Err(Refusal::TokensNever(101)));

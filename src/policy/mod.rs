@@ -4,6 +4,8 @@
 //! and a reason), approve (an approval round first), or a budget refusal. Rules come from
 //! `policies/*.toml` and are reloaded on SIGHUP (a broken file keeps the old rules).
 
+pub mod approval;
+pub mod ask;
 pub mod budget;
 pub mod refusal;
 pub mod rules;
@@ -20,18 +22,33 @@ pub struct Governor {
     paths: Vec<String>,
     /// Budgets per principal.
     pub budgets: Budgets,
+    /// Approval rounds already answered (single use), with their expiry.
+    approvals: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl Governor {
     /// Loads the policy files and sets up the budgets.
     pub fn new(cfg: &crate::config::Config) -> Result<Governor, String> {
         let rules = Rules::load(&cfg.policies)?;
-        Ok(Governor { rules: RwLock::new(Arc::new(rules)), paths: cfg.policies.clone(), budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides) })
+        Ok(Governor {
+            rules: RwLock::new(Arc::new(rules)),
+            paths: cfg.policies.clone(),
+            budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides),
+            approvals: Default::default(),
+        })
     }
 
     /// The current rules.
     pub fn rules(&self) -> Arc<Rules> {
         self.rules.read().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Marks an approval round answered; `false` when it was answered before (a replay).
+    pub fn consume_approval(&self, handle: &str, expires_ms: u64) -> bool {
+        let Ok(mut used) = self.approvals.lock() else { return false };
+        let now = crate::state::now_ms();
+        used.retain(|_, exp| *exp > now);
+        used.insert(handle.to_owned(), expires_ms).is_none()
     }
 
     /// Reloads the policy files; on error keeps the old rules and says why.

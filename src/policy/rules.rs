@@ -208,7 +208,8 @@ fn matches(m: &Match, s: &Subject<'_>) -> bool {
         && any_glob(&m.tool, s.tool)
         && bool_is(m.destructive, s.destructive)
         && bool_is(m.read_only, s.read_only)
-        && (m.include_context.is_empty() || m.include_context.iter().any(|c| Some(c.as_str()) == get("includeContext").and_then(Value::as_str).or(ask.map(|_| "none"))))
+        && (m.include_context.is_empty()
+            || m.include_context.iter().any(|c| Some(c.as_str()) == get("includeContext").and_then(Value::as_str).or(ask.map(|_| "none"))))
         && m.max_tokens_above.is_none_or(|cap| get("maxTokens").and_then(Value::as_u64).is_some_and(|t| t > cap))
         && bool_is(m.tools_present, get("tools").is_some_and(|t| !t.is_null()))
         && bool_is(m.system_prompt_present, get("systemPrompt").is_some_and(|t| !t.is_null()))
@@ -218,7 +219,10 @@ fn matches(m: &Match, s: &Subject<'_>) -> bool {
         })
         && (m.elicitation_mode.is_empty() || any_eq(&m.elicitation_mode, get("mode").and_then(Value::as_str).unwrap_or("form")))
         && (m.url_host.is_empty() || {
-            let host = get("url").and_then(Value::as_str).and_then(|u| u.split_once("://")).map(|(_, r)| r.split(['/', ':', '?']).next().unwrap_or(""));
+            let host = get("url")
+                .and_then(Value::as_str)
+                .and_then(|u| u.split_once("://"))
+                .map(|(_, r)| r.split(['/', ':', '?']).next().unwrap_or(""));
             any_glob(&m.url_host, host)
         })
 }

@@ -12,6 +12,9 @@ fn sample() -> Sealed {
         expires_ms: 10_000,
         owner: "r1".into(),
         handle: Some("h".into()),
+        kind: None,
+        extra: None,
+        declined: Vec::new(),
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Call {
     pub body: Bytes,
     /// The lowest log level the client asked for (`None`: relay no log messages).
     pub log_level: Option<u8>,
+    /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read).
+    pub seal: Option<super::rounds::RoundSeal>,
 }
 
 /// Numeric severity of a log level name.
@@ -69,15 +71,12 @@ pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_h
     };
     match answer {
         Answer::Json(status, body) => {
-            let (s, b) = finish(
-                &call.id,
-                &call.method,
-                &up.name,
-                status,
-                std::str::from_utf8(&body).unwrap_or(""),
-                call.uri.as_deref(),
-                &gw.server_info,
-            );
+            let text = std::str::from_utf8(&body).unwrap_or("");
+            let text = match sealed(gw, &call, text) {
+                Ok(t) => t,
+                Err(r) => return Ok(Reply::refusal(&call.id, &r)),
+            };
+            let (s, b) = finish(&call.id, &call.method, &up.name, status, &text, call.uri.as_deref(), &gw.server_info);
             Ok(Reply::Json(s, b))
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
@@ -132,6 +131,16 @@ async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseSt
     }
 }
 
+/// The message with an `input_required` round put under Sluice's seal (when sealing applies).
+fn sealed<'a>(gw: &Gateway, call: &Call, data: &'a str) -> Result<std::borrow::Cow<'a, str>, crate::policy::Refusal> {
+    match &call.seal {
+        Some(seal) if data.contains("input_required") => {
+            Ok(super::rounds::wrap(gw, seal, data)?.map(std::borrow::Cow::Owned).unwrap_or(std::borrow::Cow::Borrowed(data)))
+        }
+        _ => Ok(std::borrow::Cow::Borrowed(data)),
+    }
+}
+
 fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
     let (_, code, data) = err.classify();
     jsonrpc::error_body(id, code, &err.to_string(), data.as_ref())
@@ -142,7 +151,14 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
         return Msg::Skip;
     };
     if msg.is_response() {
-        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, data, call.uri.as_deref(), &gw.server_info);
+        let text = match sealed(gw, call, data) {
+            Ok(t) => t,
+            Err(r) => {
+                let reply = Reply::refusal(&call.id, &r);
+                return Msg::Final(reply.status(), reply.json_body().cloned().unwrap_or_default());
+            }
+        };
+        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, &text, call.uri.as_deref(), &gw.server_info);
         return Msg::Final(s, b);
     }
     match (msg.method.as_deref(), msg.id.is_some()) {

@@ -9,6 +9,7 @@ pub mod discover;
 pub mod forward;
 pub mod legacy;
 pub mod lists;
+pub mod rounds;
 
 use std::sync::{Arc, RwLock};
 

@@ -191,31 +191,37 @@ fn asker() -> MockSpec {
 }
 
 #[tokio::test]
-async fn input_required_passes_through_and_the_retry_goes_back_unchanged() {
+async fn input_required_rounds_are_sealed_by_sluice_and_the_upstream_state_goes_back_byte_for_byte() {
     let m = asker().start().await;
     let other = MockSpec::new("bystander").start().await;
     let s = Setup::new().upstream("asker", &m.url()).upstream("bystander", &other.url()).start().await;
     let caps = with_meta(json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}));
     let r = call("asker__echo", json!({"x": 1})).id(json!("round-1")).meta(caps.clone()).send(&s.url()).await.result(&json!("round-1"));
     assert_eq!(r["resultType"], "input_required");
-    assert_eq!(r["requestState"], "opaque+/=state.v1");
+    // Sluice's own sealed state replaces the upstream's, which it carries.
+    let token = r["requestState"].as_str().expect("a requestState").to_owned();
+    assert_ne!(token, "opaque+/=state.v1");
     assert_eq!(r["inputRequests"]["q1"]["params"]["message"], "Which city?");
     assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "no cache hints on input_required: {r}");
-    // The retry: a new id, the same params plus inputResponses and the echoed requestState.
+    // The retry: a new id, the same params plus inputResponses and Sluice's requestState.
     let responses = r#"{"q1":{"action":"accept","content":{"city":"Zürich","n":1.50}}}"#;
     let body = format!(
-        r#"{{"jsonrpc":"2.0","id":"round-2","method":"tools/call","params":{{"name":"asker__echo","arguments":{{"x":1}},"inputResponses":{responses},"requestState":"opaque+/=state.v1","_meta":{caps}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":"round-2","method":"tools/call","params":{{"name":"asker__echo","arguments":{{"x":1}},"inputResponses":{responses},"requestState":"{token}","_meta":{caps}}}}}"#
     );
-    let r = call("asker__echo", json!({})).id(json!("round-2")).raw_body(body).send(&s.url()).await.result(&json!("round-2"));
+    let r = call("asker__echo", json!({})).id(json!("round-2")).raw_body(body.clone()).send(&s.url()).await.result(&json!("round-2"));
     assert_eq!(r["content"][0]["text"], "state=\"opaque+/=state.v1\" city=\"Zürich\"");
     let retry = m.last("tools/call");
     assert_eq!(retry.id, "round-2");
     assert!(
         retry.body.contains(&format!(r#""inputResponses":{responses},"requestState":"opaque+/=state.v1""#)),
-        "retry changed: {}",
+        "the upstream's state did not go back byte for byte: {}",
         retry.body
     );
     assert_eq!(retry.params["name"], "echo");
+    // The state is bound to the request: other arguments fail the check.
+    let changed = body.replace(r#""arguments":{"x":1}"#, r#""arguments":{"x":2}"#);
+    let e = call("asker__echo", json!({})).id(json!("round-3")).raw_body(changed).send(&s.url()).await;
+    assert_eq!((e.status, e.json()["error"]["data"]["reason"].as_str()), (400, Some("request_changed")), "{}", e.text);
 }
 
 #[tokio::test]
@@ -414,9 +420,12 @@ async fn mrtr_retries_and_reads_are_never_served_from_a_cache() {
         .await;
     let s = Setup::new().upstream("nocache", &m.url()).start().await;
     let uri = "mock://nocache/doc";
-    let retry = |id: &str| Req::new("resources/read").id(json!(id)).params(json!({"uri": uri, "inputResponses": {}, "requestState": "rs"}));
+    let round = Req::new("resources/read").id(json!("r0")).params(json!({"uri": uri})).send(&s.url()).await.result(&json!("r0"));
+    let token = round["requestState"].as_str().expect("sealed state").to_owned();
+    let retry =
+        |id: &str| Req::new("resources/read").id(json!(id)).params(json!({"uri": uri, "inputResponses": {}, "requestState": token}));
     let first = retry("r1").send(&s.url()).await.result(&json!("r1"));
     let second = retry("r2").send(&s.url()).await.result(&json!("r2"));
     assert_eq!((first["contents"][0]["text"].as_str(), second["contents"][0]["text"].as_str()), (Some("\"r1\""), Some("\"r2\"")));
-    assert_eq!(m.count("resources/read"), 2, "each retry reached the upstream");
+    assert_eq!(m.count("resources/read"), 3, "each retry reached the upstream");
 }

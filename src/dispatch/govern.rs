@@ -1,0 +1,193 @@
+//! Stage 5 for routed calls: approval rules on tool calls, and the round bookkeeping of modern
+//! upstreams (their `requestState` under Sluice's seal).
+//!
+//! Takes a routed request and its principal; gives whether it goes on (possibly as a fresh
+//! request once an approval was granted), an approval round to answer with, or a refusal:
+//! denied by a rule, approval declined, round cap reached, or a state that does not open.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::route::Target;
+use crate::auth::Principal;
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{self, Envelope};
+use crate::policy::{approval, Effect, Refusal, Subject};
+use crate::respond::Reply;
+use crate::route::table::ListKind;
+use crate::state::{self, Sealed, StateError};
+use crate::validate::Meta;
+
+/// What the gate decided.
+pub enum Gate {
+    /// Go on with the request as it is.
+    Go,
+    /// Go on with this request instead (an approved call, without the approval round's members).
+    Approved(Envelope),
+    /// Answer with this (the approval round).
+    Answer(Reply),
+}
+
+fn state_error(e: StateError) -> GatewayError {
+    GatewayError::InvalidParams(e.to_string(), Some(json!({"reason": e.reason()})))
+}
+
+/// The name or URI a request is bound to in sealed state.
+pub fn bound_name(env: &Envelope) -> String {
+    crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+}
+
+/// Opens the request's `requestState`, if it carries one.
+pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
+    match env.param_str("requestState") {
+        None => Ok(None),
+        Some(Err(())) => Err(state_error(StateError::Tampered)),
+        Some(Ok(token)) => {
+            let digest = state::params_digest(env.members());
+            gw.bridge
+                .keys
+                .open(&token, principal.id(), &env.method, &bound_name(env), &digest, state::now_ms())
+                .map(Some)
+                .map_err(state_error)
+        }
+    }
+}
+
+fn annotations(t: &Target) -> (bool, bool) {
+    let table = t.up.list(ListKind::Tools);
+    let ann =
+        table.by_key(&t.own).and_then(|i| serde_json::from_str::<Value>(i.raw.get()).ok()).and_then(|d| d.get("annotations").cloned());
+    let flag = |k: &str| ann.as_ref().and_then(|a| a.get(k)).and_then(Value::as_bool).unwrap_or(false);
+    (flag("destructiveHint"), flag("readOnlyHint"))
+}
+
+/// Applies the rules to a tool call before it reaches the upstream.
+pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
+    if env.method != "tools/call" {
+        return Ok(Gate::Go);
+    }
+    let (destructive, read_only) = annotations(t);
+    let rules = gw.governor.rules();
+    let d = rules.judge(&Subject {
+        principal: principal.id(),
+        groups: &principal.groups,
+        upstream: &t.up.name,
+        method: "tools/call",
+        tool: Some(&t.own),
+        destructive,
+        read_only,
+        ask: None,
+    });
+    let rule = d.rule.clone().unwrap_or_default();
+    match d.effect {
+        Effect::Allow => Ok(Gate::Go),
+        Effect::Deny => Err(GatewayError::Refused(Refusal::Denied { rule, reason: d.reason.unwrap_or_else(|| "not allowed".into()) })),
+        Effect::Approve => approve(gw, env, meta, t, principal, rule),
+    }
+}
+
+fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
+    if let Some(sealed) = open_state(gw, env, principal)? {
+        if sealed.kind.as_deref() != Some("approval") {
+            return Ok(Gate::Go); // a later round of a call that was approved before it started
+        }
+        let handle = sealed.handle.clone().unwrap_or_default();
+        let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+        return match approval::granted(responses.get(approval::KEY)) {
+            None => Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, sealed.round + 1))),
+            Some(false) => {
+                gw.governor.consume_approval(&handle, sealed.expires_ms);
+                Err(GatewayError::Refused(Refusal::Declined { rule }))
+            }
+            Some(true) if !gw.governor.consume_approval(&handle, sealed.expires_ms) => Err(state_error(StateError::UnknownExchange)),
+            Some(true) => {
+                let fresh = env.rewrite_params(|k, _| matches!(k, "requestState" | "inputResponses").then_some(None));
+                Ok(Gate::Approved(Envelope::parse(fresh).map_err(GatewayError::from)?))
+            }
+        };
+    }
+    if !meta.capabilities.contains_key("elicitation") {
+        return Err(GatewayError::MissingCapability(
+            format!("policy rule {rule:?} needs your approval (an elicitation) before this tool runs; declare the elicitation capability"),
+            json!({"elicitation": {}}),
+        ));
+    }
+    Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, 1)))
+}
+
+fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
+    let sealed = Sealed {
+        principal: principal.id().to_owned(),
+        method: env.method.clone(),
+        name: bound_name(env),
+        digest: state::params_digest(env.members()),
+        upstream: t.up.name.clone(),
+        round,
+        expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
+        owner: gw.cfg.state.replica.clone(),
+        handle: Some(crate::bridge::park::ParkTable::handle()),
+        kind: Some("approval".into()),
+        extra: Some(rule.clone()),
+        declined: Vec::new(),
+    };
+    let msg = approval::for_call(&t.up.name, &t.own, &rule);
+    let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
+        "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+    Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))
+}
+
+/// A modern upstream's retry: the round it answers, the upstream's own state to restore, and
+/// input keys Sluice answers itself.
+pub struct ModernRetry {
+    /// The round the client answers (0: a fresh request).
+    pub round: u32,
+    /// The upstream's `requestState` as raw JSON, when it gave one.
+    pub restore: Option<String>,
+    /// Whether the retry carried Sluice's state (its `requestState` must be replaced).
+    pub had_state: bool,
+    /// Keys to answer `{"action": "decline"}`.
+    pub declined: Vec<String>,
+}
+
+/// Opens a modern retry's state and enforces the round cap.
+pub fn modern_retry(gw: &Arc<Gateway>, env: &Envelope, t: &Target, principal: &Principal) -> Result<ModernRetry, GatewayError> {
+    let fresh = ModernRetry { round: 0, restore: None, had_state: false, declined: Vec::new() };
+    let Some(sealed) = open_state(gw, env, principal)? else { return Ok(fresh) };
+    if sealed.kind.as_deref() != Some("modern") {
+        // An approval round's state (the gate made the request fresh) is not a modern round.
+        return Ok(fresh);
+    }
+    let max = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_rounds;
+    if sealed.round >= max {
+        return Err(GatewayError::Refused(Refusal::RoundCap(max)));
+    }
+    Ok(ModernRetry { round: sealed.round, restore: sealed.extra, had_state: true, declined: sealed.declined })
+}
+
+/// The sealing template of the next modern round.
+pub fn next_seal(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, round: u32) -> crate::upstream::rounds::RoundSeal {
+    crate::upstream::rounds::RoundSeal {
+        template: Sealed {
+            principal: principal.id().to_owned(),
+            method: env.method.clone(),
+            name: bound_name(env),
+            digest: state::params_digest(env.members()),
+            upstream: t.up.name.clone(),
+            round: round + 1,
+            expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
+            owner: gw.cfg.state.replica.clone(),
+            handle: None,
+            kind: Some("modern".into()),
+            extra: None,
+            declined: Vec::new(),
+        },
+        ctx: crate::policy::ask::AskCtx {
+            principal: principal.id().to_owned(),
+            groups: principal.groups.clone(),
+            upstream: t.up.name.clone(),
+            tool: (env.method == "tools/call").then(|| t.own.clone()),
+        },
+    }
+}

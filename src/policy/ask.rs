@@ -1,0 +1,100 @@
+//! Judging one ask an upstream makes of the client (sampling, elicitation, roots): size, rules,
+//! `maxTokens` cap, and the principal's sampling and token budgets.
+//!
+//! Takes the ask's method and params (the params may be changed: `maxTokens` clamped) and who
+//! asks for whom; gives [`AskVerdict`]: allow, deny (this ask only), refuse (the whole call),
+//! or approve first.
+
+use serde_json::Value;
+
+use super::rules::{Effect, Subject};
+use super::Refusal;
+use crate::config::MaxTokensAction;
+use crate::gateway::Gateway;
+
+/// Who asks what for whom.
+#[derive(Debug, Clone, Default)]
+pub struct AskCtx {
+    /// The principal.
+    pub principal: String,
+    /// Its groups.
+    pub groups: Vec<String>,
+    /// The upstream asking.
+    pub upstream: String,
+    /// The tool (upstream's own name) whose call the ask belongs to.
+    pub tool: Option<String>,
+}
+
+/// What happens to one ask.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskVerdict {
+    /// It goes to the client.
+    Allow,
+    /// This ask is refused; a legacy upstream's call goes on.
+    Deny(Refusal),
+    /// The whole call is refused.
+    Refuse(Refusal),
+    /// An approval round comes first (the rule's name).
+    Approve(String),
+}
+
+/// Judges an ask; charges the budgets when it may go on.
+pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, params: &mut Value) -> AskVerdict {
+    let limits = gw.governor.budgets.limits(&ctx.upstream, &ctx.groups);
+    let size = params.to_string().len();
+    if size > limits.max_input_request_bytes {
+        return AskVerdict::Refuse(Refusal::TooLarge(format!(
+            "the upstream's {method} is {size} bytes, over budget.max_input_request_bytes ({})",
+            limits.max_input_request_bytes
+        )));
+    }
+    let rules = gw.governor.rules();
+    let decision = rules.judge(&Subject {
+        principal: &ctx.principal,
+        groups: &ctx.groups,
+        upstream: &ctx.upstream,
+        method,
+        tool: ctx.tool.as_deref(),
+        ask: Some(params),
+        ..Default::default()
+    });
+    let rule = decision.rule.clone().unwrap_or_default();
+    match decision.effect {
+        Effect::Deny => {
+            let reason = decision.reason.unwrap_or_else(|| "not allowed".into());
+            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, method, rule = %rule, "ask denied by policy");
+            return AskVerdict::Deny(Refusal::Denied { rule, reason });
+        }
+        Effect::Approve | Effect::Allow => {}
+    }
+    if method == "sampling/createMessage" {
+        let mut max = params.get("maxTokens").and_then(Value::as_u64).unwrap_or(0);
+        if max > limits.max_tokens_per_ask {
+            match limits.max_tokens_action {
+                MaxTokensAction::Deny => {
+                    return AskVerdict::Deny(Refusal::TooLarge(format!(
+                        "the upstream asked for maxTokens {max}, over budget.max_tokens_per_ask ({})",
+                        limits.max_tokens_per_ask
+                    )))
+                }
+                MaxTokensAction::Clamp => {
+                    max = limits.max_tokens_per_ask;
+                    params["maxTokens"] = max.into();
+                }
+            }
+        }
+        let charged = gw.governor.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max);
+        if let Err(r) = charged {
+            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, "sampling budget refused an ask");
+            return AskVerdict::Refuse(match r {
+                super::budget::Refusal::Sampling(d) => Refusal::Sampling { retry_after_ms: d.as_millis().max(1) as u64 },
+                super::budget::Refusal::Tokens(d) => Refusal::Tokens { retry_after_ms: d.as_millis().max(1) as u64 },
+                super::budget::Refusal::TokensNever(n) => Refusal::TokensNever(n),
+            });
+        }
+    }
+    if decision.effect == Effect::Approve {
+        return AskVerdict::Approve(rule);
+    }
+    AskVerdict::Allow
+}
