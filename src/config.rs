@@ -512,6 +512,8 @@ pub struct Overrides {
     pub upstreams: Vec<String>,
     /// `--no-prefix`.
     pub no_prefix: bool,
+    /// `--policy FILE`, repeatable: policy files added after the config's.
+    pub policies: Vec<String>,
 }
 
 impl Config {
@@ -686,7 +688,7 @@ impl Config {
             auth,
             budget,
             budget_overrides,
-            policies: raw.policies,
+            policies: raw.policies.into_iter().chain(over.policies.iter().cloned()).collect(),
             upstreams,
         })
     }

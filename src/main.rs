@@ -23,11 +23,19 @@ struct Quick {
     /// Publish upstream names without the `<upstream>__` prefix.
     #[arg(long)]
     no_prefix: bool,
+    /// A policy file (see policies/); repeat for several, in order.
+    #[arg(long = "policy", value_name = "FILE")]
+    policies: Vec<String>,
 }
 
 impl Quick {
     fn overrides(&self) -> Overrides {
-        Overrides { listen: self.listen.clone(), upstreams: self.upstreams.clone(), no_prefix: self.no_prefix }
+        Overrides {
+            listen: self.listen.clone(),
+            upstreams: self.upstreams.clone(),
+            no_prefix: self.no_prefix,
+            policies: self.policies.clone(),
+        }
     }
 }
 

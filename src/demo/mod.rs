@@ -24,6 +24,7 @@ pub async fn run(walkthrough: bool, listen: Option<String>) -> Result<std::proce
         listen: Some(listen.unwrap_or_else(|| "127.0.0.1:0".into())),
         upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url())],
         no_prefix: false,
+        policies: Vec::new(),
     };
     let cfg = Config::from_toml("", "<demo>", &over).map_err(|e| e.0)?;
     let running = crate::start(cfg).await?;
