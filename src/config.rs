@@ -70,6 +70,27 @@ struct RawConfig {
     budget: RawBudget,
     #[serde(default)]
     policies: Vec<String>,
+    #[serde(default)]
+    audit: RawAudit,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    enabled: Option<bool>,
+    sink: Option<String>,
+    capacity: Option<usize>,
+}
+
+/// The audit log.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditConfig {
+    /// Whether records are written (default true).
+    pub enabled: bool,
+    /// `stderr` (default) or a file path (appended).
+    pub sink: String,
+    /// Records buffered before new ones are dropped and counted (default 8192).
+    pub capacity: usize,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, Serialize)]
@@ -297,6 +318,9 @@ struct RawState {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct RawLimits {
+    max_connections: Option<usize>,
+    max_in_flight: Option<usize>,
+    max_header_bytes: Option<usize>,
     max_body_bytes: Option<usize>,
     max_response_bytes: Option<usize>,
     max_sse_event_bytes: Option<usize>,
@@ -306,6 +330,8 @@ struct RawLimits {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct RawTimeouts {
+    header_read_ms: Option<u64>,
+    request_ms: Option<u64>,
     connect_ms: Option<u64>,
     response_ms: Option<u64>,
     refresh_ms: Option<u64>,
@@ -343,6 +369,12 @@ pub enum CacheScope {
 /// Limits on sizes; every one has a default and can be set in `[limits]`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Limits {
+    /// Connections held at once; past it new connections are closed at once (default 10000).
+    pub max_connections: usize,
+    /// Requests in progress at once; past it Sluice answers 503 with Retry-After (default 1024).
+    pub max_in_flight: usize,
+    /// Largest request head (431 past it, default 64 KiB).
+    pub max_header_bytes: usize,
     /// Largest request body accepted from a client (413 past it). Default 4 MiB.
     pub max_body_bytes: usize,
     /// Largest upstream answer read (JSON body or one SSE event). Default 16 MiB.
@@ -356,6 +388,12 @@ pub struct Limits {
 /// Every wait Sluice makes; each can be set in `[timeouts]` down to milliseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Timeouts {
+    /// A client must send a request head within this (slowloris). Default 10 s.
+    #[serde(with = "ms", rename = "header_read_ms")]
+    pub header_read: Duration,
+    /// Time from a request's arrival to its response head (504 past it). Default 120 s.
+    #[serde(with = "ms", rename = "request_ms")]
+    pub request: Duration,
     /// TCP connect to an upstream. Default 2 s.
     #[serde(with = "ms", rename = "connect_ms")]
     pub connect: Duration,
@@ -449,6 +487,8 @@ pub struct Config {
     pub budget_overrides: Vec<BudgetProfile>,
     /// Policy files, in order (their rules are concatenated; first match wins).
     pub policies: Vec<String>,
+    /// The audit log.
+    pub audit: AuditConfig,
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
@@ -661,12 +701,17 @@ impl Config {
             prefix,
             separator,
             limits: Limits {
+                max_connections: l.max_connections.unwrap_or(10_000),
+                max_in_flight: l.max_in_flight.unwrap_or(1024),
+                max_header_bytes: l.max_header_bytes.unwrap_or(64 << 10).max(8192),
                 max_body_bytes: l.max_body_bytes.unwrap_or(4 << 20),
                 max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),
                 max_sse_event_bytes: l.max_sse_event_bytes.unwrap_or(4 << 20),
                 max_list_pages: l.max_list_pages.unwrap_or(50),
             },
             timeouts: Timeouts {
+                header_read: ms(t.header_read_ms, 10_000),
+                request: ms(t.request_ms, 120_000),
                 connect: ms(t.connect_ms, 2_000),
                 response: ms(t.response_ms, 60_000),
                 refresh: ms(t.refresh_ms, 30_000),
@@ -688,6 +733,11 @@ impl Config {
             auth,
             budget,
             budget_overrides,
+            audit: AuditConfig {
+                enabled: raw.audit.enabled.unwrap_or(true),
+                sink: raw.audit.sink.clone().unwrap_or_else(|| "stderr".into()),
+                capacity: raw.audit.capacity.unwrap_or(8192),
+            },
             policies: raw.policies.into_iter().chain(over.policies.iter().cloned()).collect(),
             upstreams,
         })

@@ -43,6 +43,12 @@ pub struct Gateway {
     pub auth: crate::auth::Authenticator,
     /// Approval rules and budgets.
     pub governor: crate::policy::Governor,
+    /// The audit log.
+    pub audit: crate::audit::Audit,
+    /// Prometheus metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Requests in progress (for load shedding).
+    pub in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl Gateway {
@@ -55,7 +61,12 @@ impl Gateway {
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
         let auth = crate::auth::Authenticator::new(&cfg.auth)?;
         let governor = crate::policy::Governor::new(&cfg)?;
+        let shutdown = CancellationToken::new();
+        let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
         Ok(Arc::new(Gateway {
+            audit,
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             governor,
             auth,
             bridge,
@@ -65,7 +76,7 @@ impl Gateway {
             server_info: discover::server_info(),
             hub: Arc::new(Hub::new()),
             ready: AtomicBool::new(false),
-            shutdown: CancellationToken::new(),
+            shutdown,
             cfg,
         }))
     }

@@ -12,6 +12,7 @@
 //!
 //! `pipeline.rs` is the only place that orders the stages.
 
+pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod error;
 pub mod gateway;
 pub mod listen;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod policy;
 pub mod respond;

@@ -52,10 +52,16 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         return Reply::Accepted;
     }
     let id = env.id_json().to_owned();
+    crate::audit::note(|r| {
+        r.principal = Some(principal.id.clone());
+        r.method = Some(env.method.clone());
+        r.name = crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok);
+    });
     match validated(gw, &env, &parts.headers, &principal).await {
         Ok(reply) => reply,
         Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
         Err(GatewayError::Refused(r)) => {
+            crate::audit::note(|a| a.decision = Some("refused"));
             tracing::info!(method = %env.method, code = r.classify().1, "request refused by governance");
             Reply::refusal(&id, &r)
         }
@@ -89,6 +95,10 @@ async fn validated(
     validate::check_method(&env.method, |cap| gw.serves(cap))?;
     let target = target?;
     if let Some(t) = &target {
+        crate::audit::note(|r| {
+            r.upstream = Some(t.up.name.clone());
+            r.upstream_era = Some(if t.up.status().legacy { "legacy" } else { "modern" });
+        });
         gw.auth.authorize_upstream(principal, &t.up.name)?;
     }
     dispatch::dispatch(gw, env, &meta, target, headers, principal).await

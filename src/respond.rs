@@ -35,6 +35,8 @@ pub enum Reply {
     Challenge(StatusCode, String, Bytes),
     /// 429 with `Retry-After` (seconds) and a JSON-RPC error body.
     Limited(Bytes, u64),
+    /// 503 with `Retry-After: 1`: too many requests in progress (load shedding).
+    Overloaded,
 }
 
 impl Reply {
@@ -69,6 +71,7 @@ impl Reply {
         match self {
             Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) => *s,
             Reply::Limited(..) => StatusCode::TOO_MANY_REQUESTS,
+            Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
         }
@@ -93,6 +96,11 @@ impl Reply {
                 StreamBody::new(stream).boxed()
             }
             Reply::Accepted => Full::new(Bytes::new()).boxed(),
+            Reply::Overloaded => {
+                b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8").header(http::header::RETRY_AFTER, "1");
+                Full::new(Bytes::from_static(b"service unavailable: too many requests in progress (limits.max_in_flight); retry shortly\n"))
+                    .boxed()
+            }
             Reply::Limited(bytes, secs) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());
                 Full::new(bytes).boxed()

@@ -18,7 +18,16 @@ use crate::gateway::Gateway;
 
 /// Serves until `shutdown` resolves.
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Slowloris: a request head must arrive within header_read_ms; a head over
+    // max_header_bytes is refused (431) by hyper.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(gw.cfg.timeouts.header_read)
+        .max_buf_size(gw.cfg.limits.max_header_bytes);
+    builder.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(gw.cfg.limits.max_header_bytes as u32);
+    let connections = Arc::new(tokio::sync::Semaphore::new(gw.cfg.limits.max_connections));
     let graceful = GracefulShutdown::new();
     let background = gw.spawn_background();
     tokio::pin!(shutdown);
@@ -34,6 +43,12 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
                 }
             },
         };
+        // Past max_connections a new connection is closed at once, so held ones keep working.
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(limit = gw.cfg.limits.max_connections, "connection refused: limits.max_connections reached");
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
         let svc = service_fn(move |req| crate::service::handle(gw.clone(), req));
@@ -41,6 +56,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(permit);
         });
     }
     drop(listener);

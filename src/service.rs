@@ -12,17 +12,18 @@ use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
 use crate::gateway::Gateway;
-use crate::respond::Body;
+use crate::respond::{Body, Reply};
 
 /// Handles one request.
 pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
     if path == gw.cfg.path {
-        return Ok(crate::pipeline::run(&gw, parts, body).await.into_response());
+        return Ok(mcp(&gw, parts, body).await.into_response());
     }
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/metrics" => metrics(&gw),
         "/readyz" => readyz(&gw),
         p if p == "/.well-known/oauth-protected-resource"
             || p.strip_prefix("/.well-known/oauth-protected-resource") == Some(gw.cfg.path.as_str()) =>
@@ -31,6 +32,55 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Re
         }
         _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
+}
+
+/// The MCP endpoint: load shedding, the request deadline, and the audit record around the
+/// pipeline (emitted once, also when the client goes away first).
+async fn mcp(gw: &Arc<Gateway>, parts: http::request::Parts, body: hyper::body::Incoming) -> Reply {
+    let bytes_in = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let guard = crate::audit::AuditGuard::new(&gw.audit, &gw.metrics, bytes_in);
+    let in_flight = InFlight::enter(gw);
+    let reply = if in_flight.count > gw.cfg.limits.max_in_flight {
+        Reply::Overloaded
+    } else {
+        let run = crate::audit::scope(guard.record(), crate::pipeline::run(gw, parts, body));
+        match tokio::time::timeout(gw.cfg.timeouts.request, run).await {
+            Ok(r) => r,
+            Err(_) => Reply::Plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout: the request took longer than timeouts.request_ms\n"),
+        }
+    };
+    drop(in_flight);
+    guard.finish(&reply);
+    reply
+}
+
+/// Counts a request in progress for as long as it lives.
+struct InFlight<'a> {
+    gw: &'a Gateway,
+    count: usize,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(gw: &'a Gateway) -> Self {
+        let count = gw.in_flight.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        InFlight { gw, count }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.gw.in_flight.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+fn metrics(gw: &Gateway) -> Response<Body> {
+    gw.metrics.parked.set(gw.bridge.parked.len() as i64);
+    gw.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
+    gw.metrics.audit_dropped.set(gw.audit.dropped() as i64);
+    Response::builder()
+        .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .body(Full::new(Bytes::from(gw.metrics.render())).boxed())
+        .unwrap_or_default()
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Body> {

@@ -203,6 +203,7 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
                 .open(&token, &info.principal, &info.method, &info.name, &info.digest, state::now_ms())
                 .map_err(state_error)?;
             let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
+            crate::audit::note(|r| r.round = Some(sealed.round));
             let limits = gw.governor.budgets.limits(&t.up.name, &principal.groups).clone();
             // The round cap: the retry that answers the last allowed round is refused and the
             // upstream's call cancelled, so a server cannot loop on the user's model.

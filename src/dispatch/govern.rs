@@ -81,6 +81,14 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
         ask: None,
     });
     let rule = d.rule.clone().unwrap_or_default();
+    crate::audit::note(|r| {
+        r.policy_rule = d.rule.clone();
+        r.decision = Some(match d.effect {
+            Effect::Allow => "allow",
+            Effect::Deny => "deny",
+            Effect::Approve => "approve",
+        });
+    });
     match d.effect {
         Effect::Allow => Ok(Gate::Go),
         Effect::Deny => Err(GatewayError::Refused(Refusal::Denied { rule, reason: d.reason.unwrap_or_else(|| "not allowed".into()) })),
@@ -163,6 +171,7 @@ pub fn modern_retry(gw: &Arc<Gateway>, env: &Envelope, t: &Target, principal: &P
     if sealed.round >= max {
         return Err(GatewayError::Refused(Refusal::RoundCap(max)));
     }
+    crate::audit::note(|r| r.round = Some(sealed.round));
     Ok(ModernRetry { round: sealed.round, restore: sealed.extra, had_state: true, declined: sealed.declined })
 }
 

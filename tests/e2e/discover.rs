@@ -15,7 +15,7 @@ async fn discover_lists_modern_versions_cache_hints_and_sluice_server_info() {
     assert!(matches!(r["cacheScope"].as_str(), Some("public" | "private")), "cacheScope: {r}");
     assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sluice");
     assert!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["version"].is_string());
-    assert_eq!(r["instructions"], "The d-basic demo server: echo, add, ask, progress, locate.");
+    assert!(r["instructions"].as_str().is_some_and(|i| i.starts_with("The d-basic demo server: echo, add")), "instructions: {r}");
 }
 
 #[tokio::test]

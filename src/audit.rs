@@ -1,0 +1,250 @@
+//! The audit log: one content-free JSON record per client request, written off the request path.
+//!
+//! Takes what each stage learns about a request (principal, method, name, upstream, eras, input
+//! keys and their methods, round, policy rule and decision, budget left, status, code, latency,
+//! bytes); gives exactly one record per request, also on errors and client disconnects (the
+//! guard emits in `Drop`), through a bounded channel that a background task writes in batches
+//! (stderr by default, or a file). Never records argument values, prompts, sampling messages,
+//! elicitation content, results, `requestState`, tokens or keys: the record has no field that
+//! could hold them. A full channel drops the record and counts it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+/// One audit record (the schema the README documents).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Record {
+    /// Milliseconds since the Unix epoch when the request arrived.
+    pub time_ms: u64,
+    /// The authenticated principal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// `modern` (2026-07-28) or `legacy` (2025-11-25).
+    pub client_era: &'static str,
+    /// The JSON-RPC method.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The tool or prompt name, or resource URI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The upstream that served it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// The upstream's era.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_era: Option<&'static str>,
+    /// Input keys of an `input_required` answer, with their methods (`key=method`), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_keys: Vec<String>,
+    /// The round this request answered (from its sealed state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
+    /// The policy rule that decided, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_rule: Option<String>,
+    /// `allow`, `deny`, `approve` or `refused`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'static str>,
+    /// Sampling asks left in the window, when a budget was charged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_left: Option<u64>,
+    /// The HTTP status (499: the client went away first).
+    pub status: u16,
+    /// The JSON-RPC error code, if the answer was an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i64>,
+    /// Microseconds from arrival to the response head.
+    pub latency_us: u64,
+    /// Request body bytes.
+    pub bytes_in: u64,
+    /// Response body bytes (JSON answers; streams count 0).
+    pub bytes_out: u64,
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Mutex<Record>>;
+}
+
+/// Records something about the current request (no-op outside a request).
+pub fn note(f: impl FnOnce(&mut Record)) {
+    let _ = CURRENT.try_with(|r| {
+        if let Ok(mut r) = r.lock() {
+            f(&mut r);
+        }
+    });
+}
+
+/// Runs `fut` with a record to note into.
+pub async fn scope<F: std::future::Future>(rec: Arc<Mutex<Record>>, fut: F) -> F::Output {
+    CURRENT.scope(rec, fut).await
+}
+
+/// The sending side of the audit log.
+#[derive(Clone)]
+pub struct Audit {
+    tx: Option<mpsc::Sender<Record>>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Audit {
+    /// An audit log writing to `sink` (`None` or `"stderr"`: stderr; else a file path), with a
+    /// channel of `capacity` records. `enabled = false` writes nothing.
+    pub fn start(enabled: bool, sink: Option<String>, capacity: usize, shutdown: tokio_util::sync::CancellationToken) -> Audit {
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        if !enabled {
+            return Audit { tx: None, dropped };
+        }
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        tokio::spawn(write_batches(rx, sink, shutdown));
+        Audit { tx: Some(tx), dropped }
+    }
+
+    /// Records dropped because the channel was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn emit(&self, r: Record) {
+        if let Some(tx) = &self.tx {
+            if tx.try_send(r).is_err() {
+                self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shutdown: tokio_util::sync::CancellationToken) {
+    let mut out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match sink.as_deref() {
+        None | Some("stderr") => Box::new(tokio::io::stderr()),
+        Some(path) => match tokio::fs::OpenOptions::new().create(true).append(true).open(path).await {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                tracing::error!(path, error = %e, "cannot open the audit file; audit records go to stderr");
+                Box::new(tokio::io::stderr())
+            }
+        },
+    };
+    let mut batch = Vec::with_capacity(256);
+    loop {
+        let n = tokio::select! {
+            n = rx.recv_many(&mut batch, 256) => n,
+            _ = shutdown.cancelled() => { rx.close(); rx.recv_many(&mut batch, 4096).await }
+        };
+        if n == 0 {
+            let _ = out.flush().await;
+            return;
+        }
+        let mut buf = Vec::with_capacity(n * 256);
+        for r in batch.drain(..) {
+            if serde_json::to_writer(&mut buf, &r).is_ok() {
+                buf.push(b'\n');
+            }
+        }
+        let _ = out.write_all(&buf).await;
+        let _ = out.flush().await;
+    }
+}
+
+/// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
+pub struct AuditGuard {
+    audit: Audit,
+    metrics: Arc<crate::metrics::Metrics>,
+    record: Arc<Mutex<Record>>,
+    started: Instant,
+    done: bool,
+}
+
+impl AuditGuard {
+    /// A record for a request that just arrived.
+    pub fn new(audit: &Audit, metrics: &Arc<crate::metrics::Metrics>, bytes_in: u64) -> AuditGuard {
+        let time_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let record = Record { time_ms, client_era: "modern", bytes_in, ..Record::default() };
+        AuditGuard {
+            audit: audit.clone(),
+            metrics: metrics.clone(),
+            record: Arc::new(Mutex::new(record)),
+            started: Instant::now(),
+            done: false,
+        }
+    }
+
+    /// The shared record, for [`scope`].
+    pub fn record(&self) -> Arc<Mutex<Record>> {
+        self.record.clone()
+    }
+
+    /// Completes the record from the reply and emits it.
+    pub fn finish(mut self, reply: &crate::respond::Reply) {
+        let body = reply.json_body();
+        if let Ok(mut r) = self.record.lock() {
+            r.status = reply.status().as_u16();
+            r.bytes_out = body.map_or(0, |b| b.len() as u64);
+            if let Some(b) = body {
+                read_reply(&mut r, b);
+            }
+        }
+        self.emit();
+    }
+
+    fn emit(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let mut r = self.record.lock().map(|r| r.clone()).unwrap_or_default();
+        r.latency_us = self.started.elapsed().as_micros() as u64;
+        if r.status == 0 {
+            r.status = 499; // the client went away before the answer
+        }
+        self.metrics.observe(&r, self.started.elapsed());
+        self.audit.emit(r);
+    }
+}
+
+impl Drop for AuditGuard {
+    fn drop(&mut self) {
+        self.emit();
+    }
+}
+
+/// Reads the error code, or the input keys of an `input_required` result, from a reply body
+/// (names and methods only).
+fn read_reply(r: &mut Record, body: &[u8]) {
+    #[derive(serde::Deserialize)]
+    struct Msg {
+        #[serde(default)]
+        error: Option<Code>,
+        #[serde(default)]
+        result: Option<Res>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Res {
+        #[serde(default, rename = "inputRequests")]
+        input_requests: Option<std::collections::BTreeMap<String, Req>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Req {
+        #[serde(default)]
+        method: String,
+    }
+    let needle: &[u8] = b"\"inputRequests\"";
+    let has_inputs = body.windows(needle.len()).any(|w| w == needle);
+    let has_error = body.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":") && body.windows(8).any(|w| w == b"\"error\":");
+    if !has_inputs && !has_error {
+        return;
+    }
+    if let Ok(m) = serde_json::from_slice::<Msg>(body) {
+        r.error_code = m.error.map(|e| e.code);
+        if let Some(reqs) = m.result.and_then(|x| x.input_requests) {
+            r.input_keys = reqs.into_iter().map(|(k, v)| format!("{k}={}", v.method)).collect();
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! `/metrics` in Prometheus text format.
+//!
+//! Takes each finished request's audit record (the one place that sees every outcome) and the
+//! gateway's gauges; gives counters and latency histograms named after the OpenTelemetry MCP
+//! semantic conventions where they exist (`mcp.server.operation.duration` as
+//! `mcp_server_operation_duration_seconds`, labels `mcp_method_name`, `error_type`), and
+//! Sluice's own (`sluice_*`). Refuses nothing.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::audit::Record;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabels {
+    mcp_method_name: String,
+    upstream: String,
+    /// `ok`, or the JSON-RPC error code / HTTP status class.
+    error_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+/// All metrics.
+pub struct Metrics {
+    registry: Registry,
+    duration: Family<OpLabels, Histogram>,
+    requests: Family<OpLabels, Counter>,
+    rounds: Counter,
+    refusals: Family<KindLabels, Counter>,
+    upstream_errors: Family<KindLabels, Counter>,
+    /// Parked exchanges right now (set when scraped).
+    pub parked: Gauge,
+    /// Legacy upstream sessions right now (set when scraped).
+    pub sessions: Gauge,
+    /// Audit records dropped (set when scraped).
+    pub audit_dropped: Gauge,
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let duration = Family::<OpLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 18)));
+        registry.register("mcp_server_operation_duration_seconds", "Duration of MCP requests served by Sluice", duration.clone());
+        let requests = Family::<OpLabels, Counter>::default();
+        registry.register("sluice_requests", "MCP requests by method, upstream and outcome", requests.clone());
+        let rounds = Counter::default();
+        registry.register("sluice_input_rounds", "input_required rounds answered to clients", rounds.clone());
+        let refusals = Family::<KindLabels, Counter>::default();
+        registry.register("sluice_refusals", "Requests refused by governance or authentication, by code", refusals.clone());
+        let upstream_errors = Family::<KindLabels, Counter>::default();
+        registry.register("sluice_upstream_errors", "Requests failed by an upstream (502/504), by upstream", upstream_errors.clone());
+        let parked = Gauge::default();
+        registry.register("sluice_parked_exchanges", "Exchanges parked waiting for a client's answers", parked.clone());
+        let sessions = Gauge::default();
+        registry.register("sluice_legacy_sessions", "Open sessions with legacy upstreams", sessions.clone());
+        let audit_dropped = Gauge::default();
+        registry.register("sluice_audit_dropped", "Audit records dropped because the audit channel was full", audit_dropped.clone());
+        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped }
+    }
+
+    /// Accounts one finished request.
+    pub fn observe(&self, r: &Record, took: Duration) {
+        let error_type = match (r.error_code, r.status) {
+            (Some(c), _) => c.to_string(),
+            (None, s) if s >= 400 => s.to_string(),
+            _ => "ok".to_owned(),
+        };
+        let labels = OpLabels {
+            mcp_method_name: r.method.clone().unwrap_or_default(),
+            upstream: r.upstream.clone().unwrap_or_default(),
+            error_type: error_type.clone(),
+        };
+        self.duration.get_or_create(&labels).observe(took.as_secs_f64());
+        self.requests.get_or_create(&labels).inc();
+        if !r.input_keys.is_empty() {
+            self.rounds.inc();
+        }
+        if let Some(c) = r.error_code.filter(|c| (-31999..=-31000).contains(c)) {
+            self.refusals.get_or_create(&KindLabels { kind: c.to_string() }).inc();
+        }
+        if matches!(r.status, 502 | 504) {
+            self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default() }).inc();
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
