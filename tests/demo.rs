@@ -34,10 +34,18 @@ fn the_walkthrough_exits_0_and_shows_every_step() {
         "the three requests of the call have different ids",
         "replaying the last requestState finds no exchange",
         "Sluice relays its tool error",
+        "repo__loop_forever (a loop bomb) asks the model again after every answer: the client receives exactly 3 input_required rounds",
+        "the retry answering round 3 gets -31010 with HTTP 400, its message naming the limit",
+        "the repo upstream sent exactly 3 sampling asks for the call, and Sluice cancelled the call there",
+        "alpha__delete_branch is listed with annotations.destructiveHint; called without the elicitation capability it gets -32021",
+        "an approval round first: input_required keyed sluice_approval, a form naming alpha and delete_branch; alpha was not called",
+        "answering approve: false gets -31015 with HTTP 400; alpha was still not called",
+        "answering approve: true runs the tool",
+        "an approval is single use",
     ] {
         assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
     }
-    assert_eq!(stdout.matches("✓ held").count(), 17, "{stdout}");
+    assert_eq!(stdout.matches("✓ held").count(), 25, "{stdout}");
 }
 
 async fn send(
@@ -95,6 +103,7 @@ async fn the_legacy_demo_upstream_speaks_the_2025_11_25_wire() {
     let (_, _, text) = send(&c, post.clone(), &url, Some(&sid), Some(list)).await;
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["result"]["tools"][0]["name"], "summarize_repo");
+    assert_eq!(v["result"]["tools"][1]["name"], "loop_forever");
 
     // tools/call: the ask comes on the call's SSE stream, the answer is POSTed back (202).
     let call =
@@ -132,4 +141,60 @@ async fn the_legacy_demo_upstream_speaks_the_2025_11_25_wire() {
     let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
     let (status, _, _) = send(&c, post, &url, Some(&sid), Some(ping)).await;
     assert_eq!(status, 404, "a request on an ended session gets 404");
+}
+
+/// Reads SSE chunks from `stream` until a complete `data:` line holds a JSON message.
+async fn next_message(stream: &mut reqwest::Response, seen: &mut String) -> Option<Value> {
+    loop {
+        if let Some(end) = seen.find("\n\n") {
+            let frame: String = seen.drain(..end + 2).collect();
+            if let Some(line) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                return Some(serde_json::from_str(line).unwrap());
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(2), stream.chunk()).await.unwrap().unwrap()?;
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test]
+async fn the_legacy_loop_forever_asks_after_every_answer_until_cancelled() {
+    let up = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into()).await.unwrap();
+    let url = up.url();
+    let c = reqwest::Client::new();
+    let post = reqwest::Method::POST;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (_, headers, _) = send(&c, post.clone(), &url, None, Some(init)).await;
+    let sid = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("an Mcp-Session-Id").to_owned();
+
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "loop_forever", "arguments": {"topic": "t"}}});
+    let mut stream = c
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    for n in 1..=4 {
+        let ask = next_message(&mut stream, &mut seen).await.expect("another ask");
+        assert_eq!(ask["method"], "sampling/createMessage");
+        assert_eq!(ask["params"]["_meta"]["dev.sluice/inputKey"], "next");
+        assert!(ask["params"]["messages"][0]["content"]["text"].as_str().unwrap().starts_with(&format!("Idea #{n} ")));
+        assert_eq!(up.seen.count("ask loop_forever"), n);
+        let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant", "model": "m", "content": {"type": "text", "text": "one more"}}});
+        let (status, _, _) = send(&c, post.clone(), &url, Some(&sid), Some(answer)).await;
+        assert_eq!(status, 202);
+    }
+    let _ = next_message(&mut stream, &mut seen).await.expect("the fifth ask");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "enough"}});
+    let (status, _, _) = send(&c, post, &url, Some(&sid), Some(cancel)).await;
+    assert_eq!(status, 202);
+    assert_eq!(next_message(&mut stream, &mut seen).await, None, "the call's stream ends, with no result, once cancelled");
+    assert_eq!((up.seen.count("ask loop_forever"), up.seen.count("cancelled loop_forever")), (5, 1));
 }

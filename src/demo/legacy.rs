@@ -4,10 +4,13 @@
 //! notifications (202), `ping`, `tools/list`, `tools/call` (answered as an SSE stream that
 //! carries its `sampling/createMessage` asks, then the result), the client's responses to those
 //! asks POSTed on the session (202), a GET stream per session (kept open and quiet) and DELETE
-//! (200, ends the session). Gives one tool, `summarize_repo(audience)`, over a small built-in
-//! fake repository: it asks the model to pick three representative files (input key
-//! `pick_files`, a JSON array), then to summarize them for the audience (`summarize`), and
-//! answers with the files and the summary. Refuses like the legacy SDKs do: a POST without a
+//! (200, ends the session), and `notifications/cancelled` (which stops the call it names). Gives
+//! two tools. `summarize_repo(audience)`, over a small built-in fake repository: it asks the
+//! model to pick three representative files (input key `pick_files`, a JSON array), then to
+//! summarize them for the audience (`summarize`), and answers with the files and the summary.
+//! `loop_forever(topic)`, a loop bomb: it asks the model for one more idea (input key `next`)
+//! after every answer, forever, until the call is cancelled or its stream closed. Every ask sent
+//! and every call cancelled is counted in the upstream's [`Seen`]. Refuses like the legacy SDKs do: a POST without a
 //! session that is not `initialize` (so a modern `server/discover` probe) and a GET or DELETE
 //! without one get 400 `-32600`; an unknown session 404; an unsupported
 //! `MCP-Protocol-Version` 400. A round-1 answer that is not a JSON array of three known file
@@ -27,7 +30,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::upstream::{json_reply, serve, DemoUpstream};
+use super::upstream::{json_reply, serve, DemoUpstream, Seen};
 use crate::respond::Body;
 
 /// The fake repository the tool summarizes: file names and contents.
@@ -48,6 +51,8 @@ struct Session {
     pending: HashMap<String, oneshot::Sender<Value>>,
     next_ask: u64,
     end: CancellationToken,
+    /// Running tool calls by JSON id: the tool and what stops it.
+    calls: HashMap<String, (&'static str, CancellationToken)>,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, Session>>>;
@@ -55,7 +60,9 @@ type Sessions = Arc<Mutex<HashMap<String, Session>>>;
 /// Starts the legacy demo upstream on `addr` (port 0 for any).
 pub async fn start(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
     let sessions: Sessions = Arc::default();
-    serve(addr, move |req| handle(sessions.clone(), req)).await
+    let seen = Arc::<Seen>::default();
+    let tally = seen.clone();
+    serve(addr, seen, move |req| handle(sessions.clone(), tally.clone(), req)).await
 }
 
 fn error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response<Body> {
@@ -75,7 +82,7 @@ fn event(msg: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {msg}\n\n"))
 }
 
-async fn handle(sessions: Sessions, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let sid = header("mcp-session-id");
     if req.method() != Method::POST {
@@ -120,13 +127,13 @@ async fn handle(sessions: Sessions, req: Request<hyper::body::Incoming>) -> Resu
             let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
             let version = if VERSIONS.contains(&asked) { asked } else { VERSIONS[0] };
             let sid = format!("{:032x}", rand::random::<u128>());
-            let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new() };
+            let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new(), calls: HashMap::new() };
             if let Ok(mut m) = sessions.lock() {
                 m.insert(sid.clone(), s);
             }
             let mut resp = reply(json!({"protocolVersion": version, "capabilities": {"tools": {}},
                 "serverInfo": {"name": "repo", "version": "1.0.0"},
-                "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice."}));
+                "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice; loop_forever never stops asking."}));
             resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")));
             resp
         }
@@ -139,27 +146,86 @@ async fn handle(sessions: Sessions, req: Request<hyper::body::Incoming>) -> Resu
             }
             status(StatusCode::ACCEPTED)
         }
+        (Some(sid), Some("notifications/cancelled")) if id.is_none() => {
+            let call = params.get("requestId").and_then(|r| sessions.lock().ok()?.get_mut(&sid)?.calls.remove(&r.to_string()));
+            if let Some((tool, stop)) = call {
+                seen.note(&format!("cancelled {tool}"));
+                stop.cancel();
+            }
+            status(StatusCode::ACCEPTED)
+        }
         (Some(_), Some(_)) if id.is_none() => status(StatusCode::ACCEPTED),
         (Some(_), Some("ping")) => reply(json!({})),
         (Some(_), Some("tools/list")) => reply(json!({"tools": [{"name": "summarize_repo",
             "description": "Summarize this repository for an audience: asks the model to pick three representative files, then to summarize them",
             "inputSchema": {"type": "object", "properties": {"audience": {"type": "string", "description": "who the summary is for"}}, "required": ["audience"]},
             "outputSchema": {"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "summary": {"type": "string"}},
-                             "required": ["files", "summary"]}}]})),
+                             "required": ["files", "summary"]}},
+            {"name": "loop_forever",
+            "description": "Brainstorm on a topic: asks the model for one more idea after every answer, forever (a loop bomb)",
+            "inputSchema": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}}]})),
         (Some(sid), Some("tools/call")) => {
-            let audience = params.pointer("/arguments/audience").and_then(Value::as_str).map(str::to_owned);
-            match (params.get("name").and_then(Value::as_str), audience) {
-                (Some("summarize_repo"), Some(audience)) => {
+            let arg = |k: &str| params.pointer(&format!("/arguments/{k}")).and_then(Value::as_str).map(str::to_owned);
+            let id = id.clone().unwrap_or(Value::Null);
+            match (params.get("name").and_then(Value::as_str), arg("audience"), arg("topic")) {
+                (Some("summarize_repo"), Some(audience), _) => {
                     let (tx, rx) = mpsc::channel(8);
-                    tokio::spawn(summarize(sessions, sid, id.unwrap_or(Value::Null), audience, tx));
+                    let task = summarize(sessions.clone(), sid.clone(), id.clone(), audience, tx);
+                    spawn_call(&sessions, &sid, &id, "summarize_repo", task);
                     sse(rx)
                 }
-                (Some("summarize_repo"), None) => reply(tool_error("the argument `audience` (a string) is required")),
-                _ => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32602, "Unknown tool"),
+                (Some("summarize_repo"), None, _) => reply(tool_error("the argument `audience` (a string) is required")),
+                (Some("loop_forever"), _, Some(topic)) => {
+                    let (tx, rx) = mpsc::channel(8);
+                    let task = loop_forever(sessions.clone(), sid.clone(), id.clone(), topic, tx, seen);
+                    spawn_call(&sessions, &sid, &id, "loop_forever", task);
+                    sse(rx)
+                }
+                (Some("loop_forever"), _, None) => reply(tool_error("the argument `topic` (a string) is required")),
+                _ => error(StatusCode::OK, &id, -32602, "Unknown tool"),
             }
         }
         (Some(_), Some(_)) => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32601, "Method not found"),
     })
+}
+
+/// Runs a tool call until it ends or a `notifications/cancelled` names it.
+fn spawn_call(
+    sessions: &Sessions,
+    sid: &str,
+    id: &Value,
+    tool: &'static str,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let stop = CancellationToken::new();
+    let key = id.to_string();
+    if let Some(s) = sessions.lock().ok().as_mut().and_then(|m| m.get_mut(sid)) {
+        s.calls.insert(key.clone(), (tool, stop.clone()));
+    }
+    let (sessions, sid) = (sessions.clone(), sid.to_owned());
+    tokio::spawn(async move {
+        tokio::select! { _ = task => {}, _ = stop.cancelled() => {} }
+        if let Some(s) = sessions.lock().ok().as_mut().and_then(|m| m.get_mut(&sid)) {
+            s.calls.remove(&key);
+        }
+    });
+}
+
+/// The loop bomb: one more sampling ask after every answer, until the call is cancelled or the
+/// client goes away.
+async fn loop_forever(sessions: Sessions, sid: String, id: Value, topic: String, out: mpsc::Sender<Bytes>, seen: Arc<Seen>) {
+    for n in 1u64.. {
+        seen.note("ask loop_forever");
+        let prompt = format!("Idea #{n} about {topic}: give one more idea in a sentence. (I will ask again after your answer.)");
+        match ask(&sessions, &sid, &out, "next", prompt).await {
+            None => return, // the client went away or the session ended
+            Some(Err(why)) => {
+                let _ = out.send(event(&json!({"jsonrpc": "2.0", "id": id, "result": tool_error(&why)}))).await;
+                return;
+            }
+            Some(Ok(_)) => {}
+        }
+    }
 }
 
 fn tool_error(text: &str) -> Value {

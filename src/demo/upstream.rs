@@ -2,12 +2,16 @@
 //!
 //! Takes stateless MCP POSTs; gives `server/discover`, tools (`echo`, `add`, `ask` with an
 //! `input_required` round, `progress` streaming progress over SSE, `locate` with an
-//! `x-mcp-header` argument), a prompt, a resource and a template, and `subscriptions/listen`.
+//! `x-mcp-header` argument, and `delete_branch`, annotated `destructiveHint`, over a small
+//! in-memory list of branches), a prompt, a resource and a template, and `subscriptions/listen`.
 //! Answers from memory. Refuses requests without the `_meta` envelope (`-32602`) and unknown
-//! methods (`-32601`, 404), like a real modern server.
+//! methods (`-32601`, 404), like a real modern server; `delete_branch` of a branch it lacks is a
+//! tool error. Every demo upstream keeps a tally of what it saw ([`Seen`]) for the walkthrough.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -18,10 +22,36 @@ use serde_json::{json, Value};
 
 use crate::respond::Body;
 
+/// The branches `delete_branch` can delete, at start.
+pub const BRANCHES: &[&str] = &["main", "release-0.3", "old-parser"];
+
+/// What a demo upstream saw, counted by event (`call delete_branch`, `ask loop_forever`,
+/// `cancelled loop_forever`, …), so that the walkthrough can check what reached it.
+#[derive(Debug, Default)]
+pub struct Seen {
+    counts: Mutex<HashMap<String, usize>>,
+}
+
+impl Seen {
+    /// Counts one `event`.
+    pub fn note(&self, event: &str) {
+        if let Ok(mut m) = self.counts.lock() {
+            *m.entry(event.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// How many times `event` was seen.
+    pub fn count(&self, event: &str) -> usize {
+        self.counts.lock().map(|m| m.get(event).copied().unwrap_or(0)).unwrap_or(0)
+    }
+}
+
 /// A running demo upstream.
 pub struct DemoUpstream {
     /// Its address.
     pub addr: SocketAddr,
+    /// What it saw.
+    pub seen: Arc<Seen>,
     stop: tokio_util::sync::CancellationToken,
 }
 
@@ -45,11 +75,21 @@ impl Drop for DemoUpstream {
 
 /// Starts a demo upstream named `name` on `addr` (port 0 for any).
 pub async fn start(name: &'static str, addr: SocketAddr) -> std::io::Result<DemoUpstream> {
-    serve(addr, move |req| handle(name, req)).await
+    let seen = Arc::<Seen>::default();
+    let demo = Arc::new(Demo { name, seen: seen.clone(), branches: Mutex::new(BRANCHES.iter().map(|b| (*b).to_owned()).collect()) });
+    serve(addr, seen, move |req| handle(demo.clone(), req)).await
 }
 
-/// Serves `handler` over HTTP/1.1 and HTTP/2 on `addr` until the returned upstream is stopped.
-pub(super) async fn serve<F, Fut>(addr: SocketAddr, handler: F) -> std::io::Result<DemoUpstream>
+/// One modern demo upstream's state.
+struct Demo {
+    name: &'static str,
+    seen: Arc<Seen>,
+    branches: Mutex<Vec<String>>,
+}
+
+/// Serves `handler` over HTTP/1.1 and HTTP/2 on `addr` until the returned upstream is stopped;
+/// `seen` is the tally the handler keeps.
+pub(super) async fn serve<F, Fut>(addr: SocketAddr, seen: Arc<Seen>, handler: F) -> std::io::Result<DemoUpstream>
 where
     F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
@@ -73,7 +113,7 @@ where
             });
         }
     });
-    Ok(DemoUpstream { addr, stop })
+    Ok(DemoUpstream { addr, seen, stop })
 }
 
 fn tools() -> Value {
@@ -83,6 +123,8 @@ fn tools() -> Value {
         {"name": "ask", "description": "Ask the user a question (one input_required round)", "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}},
         {"name": "progress", "description": "Report progress three times, then finish", "inputSchema": {"type": "object", "properties": {}}},
         {"name": "locate", "description": "Answer with the region (mirrored in Mcp-Param-Region)", "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}},
+        {"name": "delete_branch", "description": "Delete a branch (it cannot be undone)", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+         "annotations": {"destructiveHint": true}},
     ])
 }
 
@@ -108,7 +150,8 @@ fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<
     json_reply(status, json!({"jsonrpc": "2.0", "id": id, "error": e}))
 }
 
-async fn handle(name: &'static str, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+    let name = demo.name;
     if req.method() != http::Method::POST {
         return Ok(Response::builder().status(405).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
     }
@@ -134,7 +177,7 @@ async fn handle(name: &'static str, req: Request<hyper::body::Incoming>) -> Resu
             json!({
             "supportedVersions": ["2026-07-28"],
             "capabilities": {"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true}},
-            "instructions": format!("The {name} demo server: echo, add, ask, progress, locate."),
+            "instructions": format!("The {name} demo server: echo, add, ask, progress, locate, delete_branch."),
             "ttlMs": 60000, "cacheScope": "public"}),
         ),
         "tools/list" => result(&id, name, json!({"tools": tools(), "ttlMs": 60000, "cacheScope": "public"})),
@@ -169,16 +212,19 @@ async fn handle(name: &'static str, req: Request<hyper::body::Incoming>) -> Resu
                 error(StatusCode::OK, &id, -32602, "resource not found", Some(json!({"uri": uri})))
             }
         }
-        "tools/call" => call(name, &id, &params).await,
+        "tools/call" => call(&demo, &id, &params).await,
         "subscriptions/listen" => listen(&id, &params),
         _ => error(StatusCode::NOT_FOUND, &id, -32601, "method not found", None),
     })
 }
 
-async fn call(name: &'static str, id: &Value, params: &Value) -> Response<Body> {
+async fn call(demo: &Demo, id: &Value, params: &Value) -> Response<Body> {
+    let name = demo.name;
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
-    match params.get("name").and_then(Value::as_str).unwrap_or("") {
+    let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
+    demo.seen.note(&format!("call {tool}"));
+    match tool {
         "echo" => result(id, name, text(args.get("text").and_then(Value::as_str).unwrap_or("").to_owned())),
         "add" => {
             let sum = args.get("a").and_then(Value::as_i64).unwrap_or(0) + args.get("b").and_then(Value::as_i64).unwrap_or(0);
@@ -219,6 +265,23 @@ async fn call(name: &'static str, id: &Value, params: &Value) -> Response<Body> 
                 json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
             frames.push_str(&format!("data: {done}\n\n"));
             Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(frames)).boxed()).unwrap_or_default()
+        }
+        "delete_branch" => {
+            let branch = args.get("name").and_then(Value::as_str).unwrap_or("");
+            let Ok(mut branches) = demo.branches.lock() else {
+                return error(StatusCode::INTERNAL_SERVER_ERROR, id, -32603, "internal error", None);
+            };
+            match branches.iter().position(|b| b == branch) {
+                Some(i) => {
+                    branches.remove(i);
+                    result(id, name, text(format!("deleted branch {branch:?}; branches left: {}", branches.join(", "))))
+                }
+                None => result(
+                    id,
+                    name,
+                    json!({"content": [{"type": "text", "text": format!("no branch {branch:?}; branches: {}", branches.join(", "))}], "isError": true}),
+                ),
+            }
         }
         _ => result(id, name, json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true})),
     }

@@ -1,13 +1,17 @@
 //! The scripted client of `sluice demo --walkthrough`: each step prints what it sent, what came
 //! back, and whether it held.
 //!
-//! Takes the gateway URL; gives `true` only when every step held. Refuses nothing.
+//! Takes the gateway URL and the tallies of what the `repo` and `alpha` upstreams saw; gives
+//! `true` only when every step held. Refuses nothing.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
+
+use super::upstream::Seen;
+use super::MAX_ROUNDS;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
@@ -67,8 +71,8 @@ fn error_code(a: &Answer) -> Option<i64> {
     a.body.pointer("/error/code").and_then(Value::as_i64)
 }
 
-/// Runs every step against `url`.
-pub async fn run(url: &str) -> bool {
+/// Runs every step against `url`; `repo` and `alpha` are what those upstreams saw.
+pub async fn run(url: &str, repo: &Seen, alpha: &Seen) -> bool {
     let c: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let mut s = Steps { ok: true, n: 0 };
     let h = |m: &'static str| vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", m)];
@@ -184,7 +188,155 @@ pub async fn run(url: &str) -> bool {
     );
 
     summarize(&c, url, &mut s).await;
+    loop_bomb(&c, url, &mut s, repo).await;
+    approval(&c, url, &mut s, alpha).await;
     s.ok
+}
+
+/// A `tools/call` of `tool` with `arguments`, declaring `caps`, with `extra` params members.
+async fn call(c: &HttpClient, url: &str, id: u64, tool: &str, arguments: Value, caps: Value, extra: Value) -> Answer {
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": meta_with(caps)});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+    post(c, url, &headers, &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})).await
+}
+
+/// Waits (up to two seconds) until `seen` counted `event` at least `n` times; gives the count.
+async fn settled(seen: &Seen, event: &str, n: usize) -> usize {
+    for _ in 0..40 {
+        if seen.count(event) >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    seen.count(event)
+}
+
+/// The loop bomb: `repo__loop_forever` asks again after every answer; Sluice cuts it at the cap.
+async fn loop_bomb(c: &HttpClient, url: &str, s: &mut Steps, repo: &Seen) {
+    let caps = || json!({"sampling": {}});
+    let args = json!({"topic": "names for a key-value store"});
+    let ideas = ["kvlet", "tinykv", "dewdrop"];
+    let mut a = call(c, url, 40, "repo__loop_forever", args.clone(), caps(), json!({})).await;
+    let mut rounds = Vec::new();
+    let mut states: Vec<String> = Vec::new();
+    for (i, idea) in ideas.iter().enumerate() {
+        let (keys, state) = round(&a);
+        let is_round = a.status == 200 && a.body["result"]["resultType"] == "input_required" && keys == ["next"] && !state.is_empty();
+        rounds.push(format!("round {}: HTTP {} resultType={} inputRequests={keys:?}", i + 1, a.status, a.body["result"]["resultType"]));
+        if !is_round || states.contains(&state) {
+            break;
+        }
+        states.push(state.clone());
+        let answer = json!({"inputResponses": {"next": sampled(idea)}, "requestState": state});
+        a = call(c, url, 41 + i as u64, "repo__loop_forever", args.clone(), caps(), answer).await;
+    }
+    s.check(
+        &format!(
+            "repo__loop_forever (a loop bomb) asks the model again after every answer: the client receives exactly {MAX_ROUNDS} input_required rounds (budget.max_rounds = {MAX_ROUNDS})"
+        ),
+        states.len() == MAX_ROUNDS as usize,
+        format!("answered {ideas:?} in turn; {}", rounds.join("; ")),
+    );
+
+    let message = a.body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+    s.check(
+        &format!("the retry answering round {MAX_ROUNDS} gets -31010 with HTTP 400, its message naming the limit"),
+        a.status == 400
+            && error_code(&a) == Some(-31010)
+            && a.body["id"] == 40 + MAX_ROUNDS as u64
+            && a.body.pointer("/error/data/limit") == Some(&json!(MAX_ROUNDS))
+            && message.contains(&format!("limit of {MAX_ROUNDS} input rounds"))
+            && message.contains("max_rounds"),
+        format!("HTTP {} error={}", a.status, a.body["error"]),
+    );
+
+    let cancelled = settled(repo, "cancelled loop_forever", 1).await;
+    let asked = repo.count("ask loop_forever");
+    s.check(
+        &format!("the repo upstream sent exactly {MAX_ROUNDS} sampling asks for the call, and Sluice cancelled the call there (notifications/cancelled)"),
+        asked == MAX_ROUNDS as usize && cancelled == 1,
+        format!("repo saw: {asked} asks, {cancelled} notifications/cancelled for loop_forever"),
+    );
+}
+
+/// The approval round: a destructive tool runs only once the user approved it.
+async fn approval(c: &HttpClient, url: &str, s: &mut Steps, alpha: &Seen) {
+    let tool = "alpha__delete_branch";
+    let args = json!({"name": "old-parser"});
+    let elicit = || json!({"elicitation": {}});
+    let deletes = || alpha.count("call delete_branch");
+
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")];
+    let list = post(c, url, &headers, &request(49, "tools/list", json!({}))).await;
+    let listed = list.body.pointer("/result/tools").and_then(Value::as_array).and_then(|t| t.iter().find(|t| t["name"] == tool));
+    let annotations = listed.map_or(Value::Null, |t| t["annotations"].clone());
+    let a = call(c, url, 50, tool, args.clone(), json!({}), json!({})).await;
+    s.check(
+        "alpha__delete_branch is listed with annotations.destructiveHint; called without the elicitation capability it gets -32021, HTTP 400: the policy's approval cannot be asked",
+        annotations["destructiveHint"] == true && a.status == 400 && error_code(&a) == Some(-32021) && a.body["id"] == 50 && deletes() == 0,
+        format!("annotations={annotations}; HTTP {} error={}; alpha's delete_branch calls: {}", a.status, a.body["error"], deletes()),
+    );
+
+    let first = call(c, url, 51, tool, args.clone(), elicit(), json!({})).await;
+    let (keys, state) = round(&first);
+    let ask = &first.body["result"]["inputRequests"]["sluice_approval"];
+    let message = ask.pointer("/params/message").and_then(Value::as_str).unwrap_or("");
+    s.check(
+        "calling it gets an approval round first: input_required keyed sluice_approval, a form naming alpha and delete_branch; alpha was not called",
+        first.status == 200
+            && first.body["result"]["resultType"] == "input_required"
+            && keys == ["sluice_approval"]
+            && !state.is_empty()
+            && ask["method"] == "elicitation/create"
+            && ask.pointer("/params/requestedSchema/properties/approve/type") == Some(&json!("boolean"))
+            && message.contains("\"alpha\"")
+            && message.contains("\"delete_branch\"")
+            && deletes() == 0,
+        format!(
+            "HTTP {} resultType={} inputRequests={keys:?} message={message:?}; alpha's delete_branch calls: {}",
+            first.status,
+            first.body["result"]["resultType"],
+            deletes()
+        ),
+    );
+
+    let no = json!({"inputResponses": {"sluice_approval": {"action": "accept", "content": {"approve": false}}}, "requestState": state});
+    let a = call(c, url, 52, tool, args.clone(), elicit(), no).await;
+    s.check(
+        "answering approve: false gets -31015 with HTTP 400; alpha was still not called",
+        a.status == 400 && error_code(&a) == Some(-31015) && a.body["id"] == 52 && deletes() == 0,
+        format!("HTTP {} error={}; alpha's delete_branch calls: {}", a.status, a.body["error"], deletes()),
+    );
+
+    let again = call(c, url, 53, tool, args.clone(), elicit(), json!({})).await;
+    let (keys, state) = round(&again);
+    let yes = json!({"inputResponses": {"sluice_approval": {"action": "accept", "content": {"approve": true}}}, "requestState": state});
+    let a = call(c, url, 54, tool, args.clone(), elicit(), yes.clone()).await;
+    let r = &a.body["result"];
+    let text = r.pointer("/content/0/text").and_then(Value::as_str).unwrap_or("");
+    s.check(
+        "calling again and answering approve: true runs the tool: alpha deletes the branch, its first delete_branch call",
+        keys == ["sluice_approval"]
+            && a.status == 200
+            && r["resultType"] == "complete"
+            && r["isError"] != true
+            && text.starts_with("deleted branch \"old-parser\"")
+            && deletes() == 1,
+        format!("HTTP {} resultType={} text={text:?}; alpha's delete_branch calls: {}", a.status, r["resultType"], deletes()),
+    );
+
+    let a = call(c, url, 55, tool, args, elicit(), yes).await;
+    s.check(
+        "an approval is single use: replaying the accepted answer gets -32602 with data.reason unknown_exchange; alpha is not called again",
+        a.status == 400
+            && error_code(&a) == Some(-32602)
+            && a.body.pointer("/error/data/reason") == Some(&json!("unknown_exchange"))
+            && deletes() == 1,
+        format!("HTTP {} error={}; alpha's delete_branch calls: {}", a.status, a.body["error"], deletes()),
+    );
 }
 
 /// A `tools/call` of `repo__summarize_repo` declaring `caps`, with `extra` params members.
