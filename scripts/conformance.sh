@@ -47,9 +47,15 @@ run() { # run LABEL ARGS...
 with_fixture modern "$SLUICE_PY2" modern_fixture.py
 run modern-suite-all --suite all --spec-version 2026-07-28
 run modern-requirements --requirements 2026-07-28
+# 2025-11-25 clients through Sluice to the modern fixture (bridge B).
+run modern-2025-suite-all --suite all --spec-version 2025-11-25
+run modern-2025-requirements --requirements 2025-11-25
 
 # Legacy fixture (mcp==1.30.0): every mid-call ask becomes an input_required round (bridge A).
 with_fixture legacy "$SLUICE_PY1" legacy_fixture.py
 run legacy-suite-all --suite all --spec-version 2026-07-28
 run legacy-requirements --requirements 2026-07-28
+# 2025-11-25 clients through Sluice to the legacy fixture.
+run legacy-2025-suite-all --suite all --spec-version 2025-11-25
+run legacy-2025-requirements --requirements 2025-11-25
 exit $status

@@ -304,6 +304,8 @@ struct RawBridge {
     session_idle_ms: Option<u64>,
     max_sessions: Option<usize>,
     max_parked: Option<usize>,
+    max_client_sessions: Option<usize>,
+    client_session_idle_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -508,8 +510,14 @@ pub struct Bridge {
     pub session_idle: Duration,
     /// Upper bound on legacy upstream sessions held (default 1024).
     pub max_sessions: usize,
-    /// Upper bound on parked exchanges (default 4096).
+    /// Upper bound on parked exchanges (default: a quarter of the file-descriptor limit).
     pub max_parked: usize,
+    /// Sessions of 2025-11-25 clients held at once; the least recently used idle one is
+    /// evicted first (default 1000).
+    pub max_client_sessions: usize,
+    /// A 2025-11-25 client's session ends after this long unused (default 30 min).
+    #[serde(with = "ms", rename = "client_session_idle_ms")]
+    pub client_session_idle: Duration,
 }
 
 /// Sealing keys for `requestState`.
@@ -724,6 +732,8 @@ impl Config {
                 session_idle: ms(b.session_idle_ms, 300_000),
                 max_sessions: b.max_sessions.unwrap_or(1024),
                 max_parked: b.max_parked.unwrap_or_else(default_max_parked),
+                max_client_sessions: b.max_client_sessions.unwrap_or(1000),
+                client_session_idle: ms(b.client_session_idle_ms, 30 * 60_000),
             },
             state: StateConfig {
                 keys: raw.state.keys,

@@ -49,6 +49,8 @@ pub struct Gateway {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests in progress (for load shedding).
     pub in_flight: std::sync::atomic::AtomicUsize,
+    /// Sessions of 2025-11-25 clients (bridge B).
+    pub legacy_sessions: crate::bridge_b::Sessions,
 }
 
 impl Gateway {
@@ -67,6 +69,7 @@ impl Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            legacy_sessions: crate::bridge_b::Sessions::new(cfg.bridge.max_client_sessions, cfg.bridge.client_session_idle),
             governor,
             auth,
             bridge,

@@ -15,6 +15,7 @@
 pub mod audit;
 pub mod auth;
 pub mod bridge;
+pub mod bridge_b;
 pub mod config;
 pub mod demo;
 pub mod dispatch;

@@ -29,18 +29,34 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     if let Err(r) = edge::check_origin(&parts.headers, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
     }
-    if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
-        return r;
+    // GET and DELETE exist only for 2025-11-25 sessions (bridge B); otherwise 405.
+    let session_verb =
+        matches!(parts.method, http::Method::GET | http::Method::DELETE) && parts.headers.contains_key(crate::mcp::headers::SESSION_ID);
+    if !session_verb {
+        if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
+            return r;
+        }
     }
     // Authenticate before reading the body: an unknown caller costs no more than its headers.
     let principal = match gw.auth.authenticate(&parts.headers) {
         Ok(p) => p,
         Err(e) => return challenge(gw, "null", e),
     };
+    if session_verb {
+        return if parts.method == http::Method::GET {
+            crate::bridge_b::get(gw, &parts.headers, &principal)
+        } else {
+            crate::bridge_b::delete(gw, &parts.headers, &principal)
+        };
+    }
     let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
         Ok(b) => b,
         Err(r) => return r,
     };
+    // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
+    if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
+        return crate::bridge_b::post(gw, &parts.headers, &principal, bytes).await;
+    }
     // Parse once: every later stage reads from this envelope.
     let bytes_for_id = bytes.clone();
     let env = match Envelope::parse(bytes) {
@@ -72,20 +88,44 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     }
 }
 
+/// Runs a request Sluice built itself (bridge B's translation of a legacy request): every stage
+/// after the edge but the header checks, which have no client headers to compare.
+pub async fn dispatch_internal(gw: &Arc<Gateway>, env: &Envelope, principal: &crate::auth::Principal) -> Reply {
+    let id = env.id_json().to_owned();
+    match validated_with(gw, env, None, principal).await {
+        Ok(reply) => reply,
+        Err(GatewayError::Refused(r)) => Reply::refusal(&id, &r),
+        Err(e) => Reply::error(&id, &e),
+    }
+}
+
 async fn validated(
     gw: &Arc<Gateway>,
     env: &Envelope,
     headers: &http::HeaderMap,
     principal: &crate::auth::Principal,
 ) -> Result<Reply, GatewayError> {
+    validated_with(gw, env, Some(headers), principal).await
+}
+
+async fn validated_with(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    client_headers: Option<&http::HeaderMap>,
+    principal: &crate::auth::Principal,
+) -> Result<Reply, GatewayError> {
+    let empty = http::HeaderMap::new();
+    let headers = client_headers.unwrap_or(&empty);
     // _meta before headers: the conformance suite expects -32602 for a missing envelope even
     // when the headers are right.
     let meta = validate::meta::read(env)?;
     // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
     // own errors (unknown name) wait until version and method have been checked.
     let target = route::resolve(gw, env).await;
-    validate::headers::check(headers, env, &meta)?;
-    if let Ok(Some(t)) = &target {
+    if client_headers.is_some() {
+        validate::headers::check(headers, env, &meta)?;
+    }
+    if let (Ok(Some(t)), Some(_)) = (&target, client_headers) {
         if env.method == "tools/call" {
             xheader::check(headers, env.param("arguments"), &t.headers)
                 .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
@@ -101,7 +141,12 @@ async fn validated(
         });
         gw.auth.authorize_upstream(principal, &t.up.name)?;
     }
-    dispatch::dispatch(gw, env, &meta, target, headers, principal).await
+    // A request Sluice built itself mirrors its annotated arguments into Mcp-Param-* headers.
+    let synthetic = match (&target, client_headers) {
+        (Some(t), None) if env.method == "tools/call" && !t.headers.is_empty() => Some(xheader::mirror(env.param("arguments"), &t.headers)),
+        _ => None,
+    };
+    dispatch::dispatch(gw, env, &meta, target, synthetic.as_ref().unwrap_or(headers), principal).await
 }
 
 /// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).

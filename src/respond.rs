@@ -37,6 +37,8 @@ pub enum Reply {
     Limited(Bytes, u64),
     /// 503 with `Retry-After: 1`: too many requests in progress (load shedding).
     Overloaded,
+    /// A legacy `initialize` answer carrying the new `Mcp-Session-Id`.
+    Session(StatusCode, Bytes, String),
 }
 
 impl Reply {
@@ -61,7 +63,7 @@ impl Reply {
     /// The body of this reply when it is one JSON object (for sending it in-stream instead).
     pub fn json_body(&self) -> Option<&Bytes> {
         match self {
-            Reply::Json(_, b) | Reply::Limited(b, _) | Reply::Challenge(_, _, b) => Some(b),
+            Reply::Json(_, b) | Reply::Limited(b, _) | Reply::Challenge(_, _, b) | Reply::Session(_, b, _) => Some(b),
             _ => None,
         }
     }
@@ -69,7 +71,7 @@ impl Reply {
     /// The HTTP status this reply will carry.
     pub fn status(&self) -> StatusCode {
         match self {
-            Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) => *s,
+            Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
             Reply::Limited(..) => StatusCode::TOO_MANY_REQUESTS,
             Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Reply::Sse(_) => StatusCode::OK,
@@ -96,6 +98,10 @@ impl Reply {
                 StreamBody::new(stream).boxed()
             }
             Reply::Accepted => Full::new(Bytes::new()).boxed(),
+            Reply::Session(_, bytes, sid) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(crate::mcp::headers::SESSION_ID, sid);
+                Full::new(bytes).boxed()
+            }
             Reply::Overloaded => {
                 b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8").header(http::header::RETRY_AFTER, "1");
                 Full::new(Bytes::from_static(b"service unavailable: too many requests in progress (limits.max_in_flight); retry shortly\n"))

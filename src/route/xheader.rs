@@ -93,6 +93,30 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
     Ok(())
 }
 
+/// The `Mcp-Param-*` headers a call's `arguments` need (for requests Sluice builds itself).
+pub fn mirror(arguments: Option<&str>, anns: &[ParamHeader]) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    let args: Value = arguments.and_then(|a| serde_json::from_str(a).ok()).unwrap_or(Value::Null);
+    for ann in anns {
+        let mut v = &args;
+        for seg in &ann.path {
+            v = v.get(seg).unwrap_or(&Value::Null);
+        }
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            _ => continue,
+        };
+        if let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(ann.header.as_bytes()), http::HeaderValue::from_str(&crate::mcp::headers::encode(&text)))
+        {
+            out.insert(name, value);
+        }
+    }
+    out
+}
+
 /// Checks a call's `Mcp-Param-*` headers against its `arguments` (raw JSON, if any).
 pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader]) -> Result<(), String> {
     if anns.is_empty() {

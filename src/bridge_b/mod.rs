@@ -1,0 +1,425 @@
+//! Bridge B: 2025-11-25 (and older) clients on the same endpoint.
+//!
+//! Takes requests that carry no modern envelope (no 2026-07-28 `MCP-Protocol-Version` and no
+//! modern `_meta` keys); gives them the handshake era: `initialize` answered by Sluice from its
+//! upstreams' discovery with a sealed `Mcp-Session-Id`, `ping` / `logging/setLevel` /
+//! `resources/(un)subscribe` answered `{}`, the standalone GET stream, DELETE. Every other
+//! request is sent through Sluice's own modern pipeline with the `_meta` envelope filled from
+//! the session, so it reaches modern and legacy upstreams alike; an `input_required` answer
+//! becomes real server→client requests on the POST's SSE stream, and the retry goes back with
+//! this round's `inputResponses` and the byte-exact `requestState`, until complete, an error,
+//! or the round cap. Refuses a forged, another principal's, ended or expired session with 404.
+
+pub mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use crate::auth::Principal;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::{headers as mh, version};
+use crate::respond::Reply;
+pub use session::{LegacySession, Sessions};
+
+/// Whether a request is for the handshake era: no modern `MCP-Protocol-Version` and no modern
+/// `_meta` keys, and either `initialize`, a session id, or a JSON-RPC response.
+pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
+    let header_ok = match headers.get(mh::PROTOCOL_VERSION).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(v) => version::is_legacy(v.trim()),
+    };
+    if !header_ok {
+        return false;
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(body) else { return headers.contains_key(mh::SESSION_ID) };
+    let meta = v.pointer("/params/_meta");
+    let modern =
+        meta.is_some_and(|m| m.get(crate::mcp::META_PROTOCOL_VERSION).is_some() || m.get(crate::mcp::META_CLIENT_CAPABILITIES).is_some());
+    if modern {
+        return false;
+    }
+    v.get("method").and_then(Value::as_str) == Some("initialize") || headers.contains_key(mh::SESSION_ID) || v.get("method").is_none()
+}
+
+fn session_of(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
+    let sid = headers.get(mh::SESSION_ID)?.to_str().ok()?;
+    gw.legacy_sessions.get(sid.trim(), principal.id())
+}
+
+fn not_found(id: &str) -> Reply {
+    Reply::Json(
+        StatusCode::NOT_FOUND,
+        jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, "session not found (ended or expired): initialize a new session", None),
+    )
+}
+
+/// `GET` with a session: the standalone stream (notifications unrelated to a request).
+pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Reply {
+    let Some(s) = session_of(gw, headers, principal) else {
+        return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
+    };
+    if headers.contains_key("last-event-id") {
+        return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: streams are not resumable through Sluice\n");
+    }
+    let (tx, rx) = mpsc::channel(64);
+    let _ = tx.try_send(Bytes::from_static(b": stream open\n\n"));
+    if let Ok(mut g) = s.get_stream.lock() {
+        *g = Some(tx.clone());
+    }
+    let mut changes = gw.hub.subscribe();
+    let gw = gw.clone();
+    tokio::spawn(async move {
+        let want = gw.hub.want(&s.subscriptions.lock().map(|v| v.clone()).unwrap_or_default());
+        loop {
+            let change = tokio::select! {
+                _ = tx.closed() => break,
+                _ = gw.shutdown.cancelled() => break,
+                c = changes.recv() => c,
+            };
+            let msg = match change {
+                Ok(crate::listen::Change::Tools) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                Ok(crate::listen::Change::Prompts) => json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}),
+                Ok(crate::listen::Change::Resources) => json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
+                Ok(crate::listen::Change::Updated(u)) if s.subscriptions.lock().map(|v| v.contains(&u)).unwrap_or(false) => {
+                    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": u}})
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            };
+            if tx.send(crate::mcp::sse::frame(msg.to_string().as_bytes())).await.is_err() {
+                break;
+            }
+        }
+        drop(want);
+    });
+    Reply::Sse(rx)
+}
+
+/// `DELETE` with a session: ends it (later requests with its id get 404).
+pub fn delete(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Reply {
+    match session_of(gw, headers, principal) {
+        Some(s) => {
+            gw.legacy_sessions.remove(&s.id);
+            Reply::Json(StatusCode::OK, Bytes::new())
+        }
+        None => Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: DELETE needs a valid Mcp-Session-Id\n"),
+    }
+}
+
+/// The modern form of a legacy client's capabilities.
+fn modern_caps(legacy: &Value) -> Map<String, Value> {
+    let mut out = Map::new();
+    for key in ["sampling", "elicitation", "experimental"] {
+        if let Some(v) = legacy.get(key).filter(|v| v.is_object()) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    if legacy.get("roots").is_some() {
+        out.insert("roots".into(), json!({}));
+    }
+    out
+}
+
+/// A POST on the handshake-era path.
+pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
+    let v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return Reply::error("null", &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotJson(e.to_string()))),
+    };
+    let id = v.get("id").filter(|i| i.is_string() || i.is_number()).map(|i| i.to_string()).unwrap_or_else(|| "null".into());
+    let bad = |m: &'static str| Reply::error(&id, &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotRequest(m)));
+    if !v.is_object() || v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return bad("not a single JSON-RPC 2.0 message");
+    }
+    let method = v.get("method").and_then(Value::as_str).map(str::to_owned);
+    if method.as_deref() == Some("initialize") {
+        return initialize(gw, principal, &v, &id);
+    }
+    let Some(s) = session_of(gw, headers, principal) else {
+        return if headers.contains_key(mh::SESSION_ID) { not_found(&id) } else { bad("a JSON-RPC response needs a session") };
+    };
+    if let Some(pv) = headers.get(mh::PROTOCOL_VERSION).and_then(|h| h.to_str().ok()) {
+        if !version::is_legacy(pv.trim()) {
+            return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
+        }
+    }
+    crate::audit::note(|r| {
+        r.client_era = "legacy";
+        r.principal = Some(principal.id.clone());
+        r.method = method.clone();
+    });
+    let Some(method) = method else {
+        // A response to one of Sluice's requests to the client.
+        s.deliver(&id, v);
+        return Reply::Accepted;
+    };
+    if v.get("id").is_none() {
+        if method == "notifications/cancelled" {
+            let target = v.pointer("/params/requestId").map(|i| i.to_string()).unwrap_or_default();
+            if let Some(t) = s.inflight.lock().ok().and_then(|m| m.get(&target).cloned()) {
+                t.cancel();
+            }
+        }
+        return Reply::Accepted;
+    }
+    let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
+    match method.as_str() {
+        "ping" => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
+        "logging/setLevel" => {
+            if let (Ok(mut l), Some(level)) = (s.log_level.lock(), params.get("level").and_then(Value::as_str)) {
+                *l = Some(level.to_owned());
+            }
+            Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
+        }
+        "resources/subscribe" | "resources/unsubscribe" => {
+            if let (Ok(mut subs), Some(uri)) = (s.subscriptions.lock(), params.get("uri").and_then(Value::as_str)) {
+                subs.retain(|u| u != uri);
+                if method == "resources/subscribe" {
+                    subs.push(uri.to_owned());
+                }
+            }
+            Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
+        }
+        _ => forward(gw, s, principal, method, params, id).await,
+    }
+}
+
+fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
+    let asked = v.pointer("/params/protocolVersion").and_then(Value::as_str).unwrap_or("");
+    let version = if version::is_legacy(asked) { asked } else { version::LEGACY[0] };
+    let caps = modern_caps(v.pointer("/params/capabilities").unwrap_or(&Value::Null));
+    let info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
+    let s = gw.legacy_sessions.create(principal.id(), version, caps, info);
+    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw)).unwrap_or(Value::Null);
+    let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    server_caps["logging"] = json!({});
+    let mut result = json!({"protocolVersion": version, "capabilities": server_caps, "serverInfo": gw.server_info});
+    if let Some(i) = discovered.get("instructions") {
+        result["instructions"] = i.clone();
+    }
+    Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()), s.id.clone())
+}
+
+/// The modern body for a legacy request: `_meta` filled from the session.
+fn modern_body(s: &LegacySession, method: &str, params: &Value, extra: Option<(&Map<String, Value>, Option<&Value>)>) -> Bytes {
+    let mut p = params.as_object().cloned().unwrap_or_default();
+    let mut meta = p.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
+    meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), version::MODERN.into());
+    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), Value::Object(s.caps.clone()));
+    if !s.client_info.is_null() {
+        meta.insert(crate::mcp::META_CLIENT_INFO.into(), s.client_info.clone());
+    }
+    if let Some(l) = s.log_level.lock().ok().and_then(|l| l.clone()) {
+        meta.insert(crate::mcp::META_LOG_LEVEL.into(), l.into());
+    }
+    p.insert("_meta".into(), Value::Object(meta));
+    if let Some((responses, state)) = extra {
+        p.insert("inputResponses".into(), Value::Object(responses.clone()));
+        if let Some(st) = state {
+            p.insert("requestState".into(), st.clone());
+        }
+    }
+    let n = s.next_request_id();
+    Bytes::from(json!({"jsonrpc": "2.0", "id": format!("sluice-b-{n}"), "method": method, "params": p}).to_string())
+}
+
+/// One message out of a modern reply: notifications to relay, then the final message.
+async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Reply> {
+    match reply {
+        Reply::Json(_, b) => serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b)),
+        Reply::Sse(mut rx) => {
+            while let Some(frame) = rx.recv().await {
+                let text = String::from_utf8_lossy(&frame);
+                let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
+                let Ok(msg) = serde_json::from_str::<Value>(data) else { continue };
+                if msg.get("method").is_some() && msg.get("id").is_none() {
+                    let _ = relay.send(crate::mcp::sse::frame(data.as_bytes())).await;
+                    continue;
+                }
+                return Ok(msg);
+            }
+            Err(Reply::Plain(StatusCode::BAD_GATEWAY, "bad gateway: the stream ended before the answer\n"))
+        }
+        other => Err(other),
+    }
+}
+
+/// A final message for the legacy client: its own id, and no modern stamping.
+fn legacy_final(msg: &Value, id: &str) -> Bytes {
+    if let Some(mut r) = msg.get("result").cloned() {
+        if let Some(o) = r.as_object_mut() {
+            o.remove("resultType");
+            if let Some(m) = o.get_mut("_meta").and_then(Value::as_object_mut) {
+                m.remove(crate::mcp::META_SERVER_INFO);
+            }
+            if o.get("_meta").and_then(Value::as_object).is_some_and(|m| m.is_empty()) {
+                o.remove("_meta");
+            }
+        }
+        return jsonrpc::result_body(id, &r.to_string());
+    }
+    let err = msg.get("error").cloned().unwrap_or_else(|| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "no answer"}));
+    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
+}
+
+async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal, method: String, params: Value, id: String) -> Reply {
+    let streamed = matches!(method.as_str(), "tools/call" | "prompts/get" | "resources/read");
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    if !streamed {
+        let env = match Envelope::parse(modern_body(&s, &method, &params, None)) {
+            Ok(e) => e,
+            Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
+        };
+        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
+        return match messages(reply, &tx).await {
+            Ok(msg) => Reply::Json(StatusCode::OK, legacy_final(&msg, &id)),
+            Err(r) => r,
+        };
+    }
+    // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer.
+    let _ = tx.try_send(Bytes::from_static(b"id: 0\nretry: 1000\ndata: \n\n"));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    if let Ok(mut m) = s.inflight.lock() {
+        m.insert(id.clone(), cancel.clone());
+    }
+    let (gw, principal) = (gw.clone(), principal.clone());
+    tokio::spawn(async move {
+        let work = rounds(&gw, &s, &principal, &method, &params, &id, &tx);
+        let out = tokio::select! {
+            out = work => Some(out),
+            _ = cancel.cancelled() => None, // notifications/cancelled: the upstream work is dropped
+            _ = tx.closed() => None,
+        };
+        if let Some(bytes) = out {
+            let _ = tx.send(crate::mcp::sse::frame(&bytes)).await;
+        }
+        if let Ok(mut m) = s.inflight.lock() {
+            m.remove(&id);
+        }
+    });
+    Reply::Sse(rx)
+}
+
+/// Runs the request and its `input_required` rounds; gives the final message body.
+async fn rounds(
+    gw: &Arc<Gateway>,
+    s: &LegacySession,
+    principal: &Principal,
+    method: &str,
+    params: &Value,
+    id: &str,
+    tx: &mpsc::Sender<Bytes>,
+) -> Bytes {
+    let max = gw.governor.budgets.limits("", &principal.groups).max_rounds;
+    let mut extra: Option<(Map<String, Value>, Option<Value>)> = None;
+    let mut round = 0u32;
+    loop {
+        let body = modern_body(s, method, params, extra.as_ref().map(|(r, st)| (r, st.as_ref())));
+        let env = match Envelope::parse(body) {
+            Ok(e) => e,
+            Err(e) => return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None),
+        };
+        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
+        let msg = match messages(reply, tx).await {
+            Ok(m) => m,
+            Err(r) => {
+                return r
+                    .json_body()
+                    .cloned()
+                    .unwrap_or_else(|| jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, "the request failed", None))
+            }
+        };
+        let result = msg.get("result");
+        if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) != Some("input_required") {
+            return legacy_final(&msg, id);
+        }
+        round += 1;
+        if round > max {
+            let r = crate::policy::Refusal::RoundCap(max);
+            let (_, code, m, data) = r.classify();
+            return jsonrpc::error_body(id, code, &m, Some(&data));
+        }
+        let result = result.cloned().unwrap_or_default();
+        let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+        let state = result.get("requestState").cloned();
+        if requests.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await; // a requestState-only answer: retry, paced
+            extra = Some((Map::new(), state));
+            continue;
+        }
+        match ask_client(gw, s, &requests, tx).await {
+            Ok(responses) => extra = Some((responses, state)),
+            Err(body) => return Bytes::from(body.replace("\"id\":null", &format!("\"id\":{id}"))),
+        }
+    }
+}
+
+fn error_text(code: i64, msg: &str, data: Option<&Value>) -> String {
+    String::from_utf8_lossy(&jsonrpc::error_body("null", code, msg, data)).into_owned()
+}
+
+/// Sends each input request to the client as a real request on the stream and gathers the
+/// answers (by input key).
+async fn ask_client(
+    gw: &Gateway,
+    s: &LegacySession,
+    requests: &Map<String, Value>,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<Map<String, Value>, String> {
+    let mut waiting = Vec::new();
+    for (key, req) in requests {
+        let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+        let mut params = req.get("params").cloned().unwrap_or_else(|| json!({}));
+        let needed = match method {
+            "sampling/createMessage" => (!s.caps.contains_key("sampling")).then(|| json!({"sampling": {}})),
+            "elicitation/create" => (!s.caps.contains_key("elicitation")).then(|| json!({"elicitation": {}})),
+            "roots/list" => (!s.caps.contains_key("roots")).then(|| json!({"roots": {}})),
+            _ => Some(json!({})),
+        };
+        if let Some(needed) = needed {
+            let msg = format!("the server needs the client capability {needed} for this request; declare it at initialize");
+            return Err(error_text(jsonrpc::MISSING_CAPABILITY, &msg, Some(&json!({"requiredCapabilities": needed}))));
+        }
+        if method == "elicitation/create"
+            && params.get("mode").and_then(Value::as_str) == Some("url")
+            && params.get("elicitationId").is_none()
+        {
+            params["elicitationId"] = format!("sluice-{}", crate::bridge::park::ParkTable::handle()).into();
+        }
+        let rid = s.next_request_id();
+        let rid_json = format!("\"sluice-{rid}\"");
+        let rx = s.expect(&rid_json);
+        let request = json!({"jsonrpc": "2.0", "id": format!("sluice-{rid}"), "method": method, "params": params});
+        if tx.send(crate::mcp::sse::frame(request.to_string().as_bytes())).await.is_err() {
+            return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client went away", None));
+        }
+        waiting.push((key.clone(), method.to_owned(), rx));
+    }
+    let mut out = Map::new();
+    for (key, method, rx) in waiting {
+        let answer = match tokio::time::timeout(gw.cfg.bridge.park, rx).await {
+            Ok(Ok(a)) => a,
+            _ => return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client did not answer the server's request in time", None)),
+        };
+        match (answer.get("result"), method.as_str()) {
+            (Some(r), _) => {
+                out.insert(key, r.clone());
+            }
+            (None, "elicitation/create") => {
+                out.insert(key, json!({"action": "cancel"}));
+            }
+            (None, _) => {
+                let e = answer.get("error").cloned().unwrap_or(Value::Null);
+                return Err(format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{e}}}"));
+            }
+        }
+    }
+    Ok(out)
+}
