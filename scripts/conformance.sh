@@ -2,7 +2,8 @@
 # Runs the official conformance suite through a fresh Sluice whose only upstream is one of the
 # project's own fixtures, both legs (--suite all --spec-version 2026-07-28, --requirements
 # 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, Sluice forwards) and
-# tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds).
+# tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds). Sluice runs
+# with the default approval policy (--policy policies/default.toml), as a deployment would.
 # Needs the peers (eval "$(bash scripts/peers.sh)") and a built Sluice (SLUICE_BIN, default
 # target/release/sluice). Fails on any FAILURE or WARNING outside the tasks-* extension.
 set -euo pipefail
@@ -30,7 +31,7 @@ with_fixture() {
   local port sport
   port=$(awk '/LISTENING/ {print $2; exit}' "$out/$name-fixture.out")
   sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$sport" --upstream "fixture=http://127.0.0.1:$port/mcp" >"$out/$name-sluice.log" 2>&1 &
+  RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$sport" --upstream "fixture=http://127.0.0.1:$port/mcp" --policy "$root/policies/default.toml" >"$out/$name-sluice.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$sport/readyz" >/dev/null && break; sleep 0.1; done
   url="http://127.0.0.1:$sport/mcp"

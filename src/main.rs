@@ -102,6 +102,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Check { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
+            sluice::policy::Rules::load(&cfg.policies).map_err(anyhow::Error::msg)?;
             println!("{}", cfg.redacted());
             Ok(std::process::ExitCode::SUCCESS)
         }

@@ -162,6 +162,17 @@ pub struct ModernRetry {
 /// Opens a modern retry's state and enforces the round cap.
 pub fn modern_retry(gw: &Arc<Gateway>, env: &Envelope, t: &Target, principal: &Principal) -> Result<ModernRetry, GatewayError> {
     let fresh = ModernRetry { round: 0, restore: None, had_state: false, declined: Vec::new() };
+    // Bytes per input response, as for a legacy upstream: an oversized answer never goes up.
+    let max_bytes = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_input_response_bytes;
+    let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+    for (key, answer) in &responses {
+        let size = answer.to_string().len();
+        if size > max_bytes {
+            return Err(GatewayError::Refused(Refusal::TooLarge(format!(
+                "inputResponses[{key:?}] is {size} bytes, over budget.max_input_response_bytes ({max_bytes})"
+            ))));
+        }
+    }
     let Some(sealed) = open_state(gw, env, principal)? else { return Ok(fresh) };
     if sealed.kind.as_deref() != Some("modern") {
         // An approval round's state (the gate made the request fresh) is not a modern round.

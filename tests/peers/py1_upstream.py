@@ -16,11 +16,18 @@ things mid-call through the SDK's public session API, either on the POST stream 
                                 (input key "llm") and elicitation (input key "confirm")
   ask_once(text, via, tag)      one sampling, `via` = "post" or "get"; returns the answer
   sample_forever(tag)           samples "round 1", "round 2", ... until cancelled
+  sample_with(include_context, tools, max_tokens, tag)
+                                one sampling on the POST stream shaped by its arguments
+                                (`includeContext`, a `tools` list, `maxTokens`); an ask the
+                                client side refuses is reported in the result, not raised
+  erase(what, tag)              annotated `destructiveHint: true`; asks nothing, returns "erased <what>"
   slow(ms, tag)                 sleeps `ms` milliseconds, then returns "slept <ms>"
 
 Every tool given a non-empty `tag` appends one line per event to `<events dir>/<tag>`: `start`;
 `cancel-notified` when a `notifications/cancelled` naming the call arrives while it runs; then
-`done`, `cancelled` (the SDK cancelled the call's task) or `error <type>`. Tests read these files
+`done`, `cancelled` (the SDK cancelled the call's task) or `error <type>`. `sample_forever` also
+records `answered <n>` after each answered ask; `sample_with` records `asked` before its ask and
+`answered` or `refused <code>` after it. Tests read these files
 to see what the upstream saw. (`cancel-notified` comes from wrapping the SDK's
 `RequestResponder.cancel`, which the SDK calls only for a `notifications/cancelled`: it tells a
 cancellation by notification from one by the session ending.)
@@ -49,6 +56,7 @@ import uvicorn
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared import session as shared_session
+from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 
 INPUT_KEY = "dev.sluice/inputKey"
@@ -191,6 +199,38 @@ async def sample_forever(ctx: Context, tag: str = "") -> str:
             n += 1
             await sample(ctx, f"round {n}")
             record(tag, f"answered {n}")
+
+
+@mcp.tool()
+async def sample_with(
+    ctx: Context, include_context: str = "", tools: bool = False, max_tokens: int = 50, tag: str = ""
+) -> str:
+    """One sampling shaped by the arguments; a refused ask is reported, and the call goes on."""
+    async with track(ctx, tag):
+        params = types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="shaped ask"))],
+            maxTokens=max_tokens,
+            includeContext=include_context or None,
+            tools=[types.Tool(name="lookup", inputSchema={"type": "object"})] if tools else None,
+        )
+        result_type = types.CreateMessageResultWithTools if tools else types.CreateMessageResult
+        record(tag, "asked")
+        try:
+            result = await ask(ctx, types.CreateMessageRequest(params=params), result_type, True)
+        except McpError as exc:
+            record(tag, f"refused {exc.error.code}")
+            return f"sample_with: the ask was refused ({exc.error.code}: {exc.error.message})"
+        record(tag, "answered")
+        content = result.content[0] if isinstance(result.content, list) else result.content
+        text = content.text if isinstance(content, types.TextContent) else repr(content)
+        return f"sample_with: {text} (model={result.model})"
+
+
+@mcp.tool(annotations=types.ToolAnnotations(destructiveHint=True))
+async def erase(what: str, ctx: Context, tag: str = "") -> str:
+    """Destructive (by its annotations): erases `what`."""
+    async with track(ctx, tag):
+        return f"erased {what}"
 
 
 @mcp.tool()

@@ -1,0 +1,98 @@
+//! Approval rounds: accepted (the call or ask goes on), declined (typed refusal `-31015`; the
+//! upstream never sees the call, or its ask is refused), and impossible (a client that did not
+//! declare elicitation gets 400 `-32021` naming it). Approval states are single use.
+
+use serde_json::json;
+
+use crate::gateway::{self, retry};
+use crate::peers;
+use crate::support::{self, alice, approval_message, approve, calls_of, decline, refused};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_accepted_lets_the_call_go_on_once() {
+    let mock = support::modern_mock().await;
+    let gw = support::start(&[("modern", &mock.url())], "", &["default.toml"]).await;
+    let (url, http) = (gw.url(), gateway::http());
+    let wipe = alice("wipe", json!({}));
+    let first = wipe.send(&http, &url, json!({})).await;
+    let state = first.state();
+    assert_eq!(wipe.send(&http, &url, retry(approve(), &state)).await.text(), "modern ran wipe");
+    // The same approval replayed is refused: it was used.
+    let replay = wipe.send(&http, &url, retry(approve(), &state)).await;
+    assert_eq!(refused(&replay, 400, -32602)["reason"], "unknown_exchange");
+    // Retrying without an answer asks again; answering without the state starts over.
+    let again = wipe.send(&http, &url, retry(json!({}), &first.state())).await;
+    approval_message(&again);
+    let fresh = wipe.send(&http, &url, json!({"inputResponses": approve()})).await;
+    approval_message(&fresh);
+    assert_eq!(calls_of(&mock, "wipe").len(), 1, "exactly the one approved call reached the upstream");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_declined_or_cancelled_is_refused_and_the_upstream_never_sees_the_call() {
+    let mock = support::modern_mock().await;
+    let gw = support::start(&[("modern", &mock.url())], "", &["default.toml"]).await;
+    let (url, http) = (gw.url(), gateway::http());
+    let wipe = alice("wipe", json!({}));
+    for answer in [
+        decline(),
+        json!({"sluice_approval": {"action": "cancel"}}),
+        json!({"sluice_approval": {"action": "accept", "content": {"approve": false}}}),
+    ] {
+        let first = wipe.send(&http, &url, json!({})).await;
+        let reply = wipe.send(&http, &url, retry(answer.clone(), &first.state())).await;
+        let data = refused(&reply, 400, -31015);
+        assert_eq!(data["rule"], "approve-destructive-tools", "{answer}");
+        assert!(reply.msg["error"]["message"].as_str().unwrap().contains("declined"), "{}", reply.msg);
+        // The declined state cannot be turned into an accept afterwards.
+        let late = wipe.send(&http, &url, retry(approve(), &first.state())).await;
+        assert_eq!(refused(&late, 400, -32602)["reason"], "unknown_exchange", "{answer}");
+    }
+    assert_eq!(calls_of(&mock, "wipe").len(), 0, "a declined call reached the upstream");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_declined_for_a_legacy_ask_refuses_the_ask_and_ends_the_call() {
+    let py1 = peers::py1().await;
+    let gw = support::start(&[("py1", &py1.url)], "", &["default.toml"]).await;
+    let (url, http) = (gw.url(), gateway::http());
+    let call = alice("sample_with", json!({"tools": true, "tag": "gov-decline-ask"}));
+    let first = call.send(&http, &url, json!({})).await;
+    approval_message(&first);
+    let reply = call.send(&http, &url, retry(decline(), &first.state())).await;
+    assert_eq!(refused(&reply, 400, -31015)["rule"], "approve-sampling-with-tools");
+    // The upstream's ask was answered with an error (never with a model's answer) and its call
+    // ended: it either saw the error or was cancelled first.
+    let events = support::wait_any(py1, "gov-decline-ask", &["done", "cancelled"]).await;
+    assert!(events.starts_with(&["start".to_owned(), "asked".to_owned()]), "{events:?}");
+    assert!(!events.iter().any(|e| e == "answered"), "{events:?}");
+    assert_eq!(gw.gateway.bridge.parked.len(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_impossible_without_the_elicitation_capability() {
+    let mock = support::modern_mock().await;
+    let py1 = peers::py1().await;
+    let modern = support::start(&[("modern", &mock.url())], "", &["default.toml"]).await;
+    let legacy = support::start(&[("py1", &py1.url)], "", &["default.toml"]).await;
+    let http = gateway::http();
+
+    // A destructive tool: refused before it reaches the upstream.
+    let reply = alice("wipe", json!({})).caps(json!({"sampling": {}})).send(&http, &modern.url(), json!({})).await;
+    let data = refused(&reply, 400, -32021);
+    assert_eq!(data, json!({"requiredCapabilities": {"elicitation": {}}}));
+    assert!(reply.msg["error"]["message"].as_str().unwrap().contains("elicitation"), "{}", reply.msg);
+    assert_eq!(calls_of(&mock, "wipe").len(), 0);
+
+    // A legacy ask that needs approval: refused, and the upstream's call cancelled.
+    let call = alice("sample_with", json!({"tools": true, "tag": "gov-noelicit"})).caps(json!({"sampling": {"tools": {}}}));
+    let reply = call.send(&http, &legacy.url(), json!({})).await;
+    assert_eq!(refused(&reply, 400, -32021), json!({"requiredCapabilities": {"elicitation": {}}}));
+    let events = py1.wait_event("gov-noelicit", "cancelled").await;
+    assert!(events.contains(&"cancel-notified".to_owned()), "{events:?}");
+    modern.stop().await;
+    legacy.stop().await;
+}
