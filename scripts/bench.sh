@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Sluice's benchmark (issue 7; docs/benchmarks.md explains every figure).
+#
+#   bash scripts/bench.sh            full run: 5 alternating runs per path and measure, ~5 minutes
+#   bash scripts/bench.sh --smoke    one short run of everything, under 60 s once built; no thresholds
+#   bash scripts/bench.sh --profile  instruction counts per call (callgrind) and a perf sample, Sluice vs forwarder
+#
+# Installs wrk (Debian's package) when missing, builds the release binaries (sluice and
+# sluice-bench, same profile), raises the open-files limit, runs `sluice-bench run` bounded in
+# time, and stops every process it started. The table goes to stdout and target/bench/results.md
+# (the profile to target/bench/profile/). Extra arguments go to `sluice-bench run`/`profile`.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+mode=run
+limit=900
+case "${1:-}" in
+  --smoke) limit=60 ;;
+  --profile) mode=profile; limit=900; shift ;;
+esac
+
+if ! command -v wrk >/dev/null 2>&1; then
+  echo "bench: installing wrk" >&2
+  if ! apt-get install -y wrk >/dev/null 2>&1; then
+    apt-get update >/dev/null && apt-get install -y wrk >/dev/null
+  fi
+fi
+if [ "$mode" = profile ] && ! command -v valgrind >/dev/null 2>&1; then
+  echo "bench: valgrind is not installed (apt-get install -y valgrind); the profile will skip instruction counts" >&2
+fi
+
+echo "bench: building release binaries" >&2
+cargo build --release --locked --bin sluice --bin sluice-bench >&2
+
+# Parked exchanges hold two upstream connections each: raise the open-files limit to the hard one.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+work="$root/target/bench"
+mkdir -p "$work"
+pids="$work/pids"
+: >"$pids"
+cleanup() {
+  if [ -n "${bench_pid:-}" ]; then kill "$bench_pid" 2>/dev/null || true; fi
+  # $pids lists the processes the run started and has not reaped yet (the benchmark's own peers
+  # also exit when the run's pipe to them closes). Only a process still running our binaries is
+  # killed, so a pid reused by someone else is left alone.
+  while read -r p; do
+    if [ -n "$p" ] && grep -qa "target/release/sluice" "/proc/$p/cmdline" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
+  done <"$pids"
+}
+trap cleanup EXIT INT TERM
+
+if [ "$mode" = profile ]; then
+  timeout -k 10 "$limit" "$root/target/release/sluice-bench" profile --sluice "$root/target/release/sluice" \
+    --dir "$work/profile" --pid-file "$pids" "$@" &
+else
+  timeout -k 10 "$limit" "$root/target/release/sluice-bench" run --sluice "$root/target/release/sluice" \
+    --dir "$work" --pid-file "$pids" "$@" &
+fi
+bench_pid=$!
+status=0
+wait "$bench_pid" || status=$?
+bench_pid=
+exit "$status"

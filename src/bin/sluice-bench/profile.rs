@@ -1,0 +1,339 @@
+//! `sluice-bench profile`: where Sluice's time goes, compared with the do-nothing forwarder.
+//!
+//! Instructions per request (callgrind, repeatable whatever else the machine does): each of the
+//! forwarder and Sluice plain runs twice under `valgrind --tool=callgrind` in front of the
+//! modern mock, once for a short warm-up count of calls and once for that count plus
+//! `--requests`; the difference of the totals divided by `--requests` is the cost of one call,
+//! start-up excluded. `callgrind_annotate` of the long runs (inclusive and self) is kept. Then,
+//! where `perf` can sample (`cpu-clock`), a sampled profile of each under wrk at 16 connections.
+//! Writes `<dir>/profile.md` and the raw files beside it.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use http::Uri;
+use sluice::upstream::client::{Answer, HttpClient};
+
+use crate::procs::{self, Env, Proc};
+use crate::wire;
+
+/// Options of `profile`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Opts {
+    /// The sluice binary to profile.
+    #[arg(long, default_value = "target/release/sluice")]
+    sluice: PathBuf,
+    /// Working directory for the callgrind and perf files.
+    #[arg(long, default_value = "target/bench/profile")]
+    dir: PathBuf,
+    /// A file to append the pid of every started process to.
+    #[arg(long)]
+    pid_file: Option<PathBuf>,
+    /// Calls counted per callgrind run (after a warm-up of a tenth as many).
+    #[arg(long, default_value_t = 2000)]
+    requests: usize,
+    /// Seconds of perf sampling under load per target.
+    #[arg(long, default_value_t = 5)]
+    secs: u64,
+    /// Exchanges parked in the larger massif run (the smaller parks a fifth as many).
+    #[arg(long, default_value_t = 500)]
+    parked: usize,
+}
+
+async fn drive(c: &HttpClient, url: &str, n: usize, t: Target) -> Result<(), String> {
+    let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let (name, bearer) = if t == Target::SluiceProd { ("alpha__echo", Some(wire::API_KEY)) } else { ("echo", None) };
+    for i in 0..n {
+        let body = wire::bytes(wire::tools_call(i as u64 + 1, name));
+        match c.post("target", &uri, wire::authed_headers(name, bearer), body, None).await.map_err(|e| e.to_string())? {
+            Answer::Json(http::StatusCode::OK, _) => {}
+            Answer::Json(s, b) | Answer::Status(s, b) => return Err(format!("{url}: HTTP {s}: {}", String::from_utf8_lossy(&b))),
+            Answer::Sse(_) => return Err(format!("{url}: unexpected SSE")),
+        }
+    }
+    Ok(())
+}
+
+fn callgrind_total(file: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{}: no totals line", file.display()))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    Forwarder,
+    /// Sluice plain: one upstream, no auth.
+    Sluice,
+    /// Sluice production-like: two upstreams federated, API-key auth.
+    SluiceProd,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Forwarder => "forwarder",
+            Target::Sluice => "sluice",
+            Target::SluiceProd => "sluice-prod",
+        }
+    }
+}
+
+/// Starts a target in front of `upstreams` (the second only for production-like), under
+/// `wrapper` (e.g. valgrind) when given; gives it and its URL.
+async fn start(
+    env: &Env,
+    o: &Opts,
+    t: Target,
+    upstreams: &[String],
+    wrapper: &[String],
+    c: &HttpClient,
+    tag: &str,
+) -> Result<(Proc, String), String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let upstream = &upstreams[0];
+    let (program, mut args) = match t {
+        Target::Forwarder => (me, vec!["forwarder".to_owned(), "--to".into(), upstream.to_owned(), "--parent-stdin".into()]),
+        Target::Sluice | Target::SluiceProd => {
+            let port = procs::free_port()?;
+            let cfg = env.dir.join(format!("{}-{tag}.toml", t.name()));
+            let mut text = format!("listen = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{upstream}\"\n");
+            if t == Target::SluiceProd {
+                // As in `run`: API keys, the audit log to a file, the default policy.
+                let key = sluice::auth::api_keys::hash_key(wire::API_KEY);
+                let beta = upstreams.get(1).ok_or("production-like needs a second upstream")?;
+                let audit = env.dir.join(format!("audit-{tag}.log"));
+                let _ = std::fs::remove_file(&audit);
+                text.push_str(&format!(
+                    "\n[[upstream]]\nname = \"beta\"\nurl = \"{beta}\"\n\n[[auth.api_keys]]\nsha256 = \"{key}\"\nprincipal = \"bench\"\n\n[audit]\nsink = \"{}\"\n",
+                    audit.display()
+                ));
+            } else {
+                text.push_str("\n[audit]\nenabled = false\n");
+            }
+            std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
+            (o.sluice.clone(), vec!["serve".to_owned(), "--config".into(), cfg.display().to_string()])
+        }
+    };
+    let (program, args) = if wrapper.is_empty() {
+        (program, args)
+    } else {
+        let mut w = wrapper[1..].to_vec();
+        w.push(program.display().to_string());
+        w.append(&mut args);
+        (PathBuf::from(&wrapper[0]), w)
+    };
+    let mut p = env.spawn(&format!("{}-{tag}", t.name()), &program, &args, &[("RUST_LOG", "info")], t == Target::Forwarder)?;
+    let url = match t {
+        Target::Forwarder => format!("http://127.0.0.1:{}/mcp", p.line("LISTENING", Duration::from_secs(60))?),
+        Target::Sluice | Target::SluiceProd => {
+            let cfg = std::fs::read_to_string(env.dir.join(format!("{}-{tag}.toml", t.name()))).map_err(|e| e.to_string())?;
+            let port = cfg.split('"').nth(1).and_then(|a| a.rsplit(':').next()).unwrap_or("0").to_owned();
+            procs::wait_ready(c, &format!("http://127.0.0.1:{port}"), Duration::from_secs(60)).await?;
+            format!("http://127.0.0.1:{port}/mcp")
+        }
+    };
+    Ok((p, url))
+}
+
+fn stop(p: &mut Proc, t: Target) -> bool {
+    match t {
+        Target::Forwarder => p.close_stdin(Duration::from_secs(60)),
+        Target::Sluice | Target::SluiceProd => p.terminate(Duration::from_secs(60)),
+    }
+}
+
+/// Sluice in front of a fresh legacy mock under massif with `n` exchanges parked; gives the
+/// peak snapshot's (`mem_heap_B`, `mem_heap_extra_B`).
+async fn massif_parked(env: &Env, o: &Opts, c: &HttpClient, n: usize) -> Result<(u64, u64), String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut legacy = env.spawn(&format!("legacy-upstream-{n}"), &me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
+    let legacy_url = format!("http://127.0.0.1:{}/mcp", legacy.line("LISTENING", Duration::from_secs(10))?);
+    let port = procs::free_port()?;
+    let cfg = env.dir.join(format!("sluice-massif-{n}.toml"));
+    let cap = n + 64;
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\n[audit]\nenabled = false\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\n\
+             max_parked_per_principal = {cap}\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_parked = {cap}\n\n\
+             [[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let out = o.dir.join(format!("massif-{n}.out"));
+    let args = vec![
+        "--tool=massif".to_owned(),
+        format!("--massif-out-file={}", out.display()),
+        o.sluice.display().to_string(),
+        "serve".into(),
+        "--config".into(),
+        cfg.display().to_string(),
+    ];
+    let mut p = env.spawn(&format!("sluice-massif-{n}"), Path::new("valgrind"), &args, &[("RUST_LOG", "warn")], false)?;
+    let base = format!("http://127.0.0.1:{port}");
+    procs::wait_ready(c, &base, Duration::from_secs(60)).await?;
+    let url: Uri = format!("{base}/mcp").parse().map_err(|e| format!("{e}"))?;
+    // One full round first (warms the session pool and the runtime), then park n.
+    crate::bridge::via_sluice(c, &url, 0, 1).await?;
+    crate::memory::park(c, &url, n, 1_000_000).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    if !p.terminate(Duration::from_secs(120)) {
+        return Err("sluice under massif did not exit".into());
+    }
+    let _ = legacy.close_stdin(Duration::from_secs(5));
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    if let Some(t) = tool("ms_print", &[&out.display().to_string()]) {
+        let _ = std::fs::write(o.dir.join(format!("massif-{n}.txt")), t);
+    }
+    // Snapshots are blocks of `key=value` lines; the peak one says `heap_tree=peak`.
+    let mut cur = (0u64, 0u64);
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("mem_heap_B=") {
+            cur.0 = v.parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("mem_heap_extra_B=") {
+            cur.1 = v.parse().unwrap_or(0);
+        } else if l == "heap_tree=peak" {
+            return Ok(cur);
+        }
+    }
+    Err(format!("{}: no peak snapshot", out.display()))
+}
+
+fn tool(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// Runs the profile; writes `<dir>/profile.md`.
+pub(crate) async fn run(o: Opts) -> Result<(), String> {
+    std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
+    let env = Env { dir: o.dir.clone(), pid_file: o.pid_file.clone() };
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let c = procs::client();
+    let mut mock = env.spawn(
+        "modern-upstream",
+        &me,
+        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
+        &[],
+        true,
+    )?;
+    let ports = mock.line("LISTENING", Duration::from_secs(10))?;
+    let upstreams: Vec<String> = ports.split_whitespace().map(|p| format!("http://127.0.0.1:{p}/mcp")).collect();
+    let mut md = String::new();
+    let warm = (o.requests / 10).max(50);
+
+    // Instructions per request.
+    let mut per_request = Vec::new();
+    if Command::new("valgrind").arg("--version").output().is_ok() {
+        for t in [Target::Forwarder, Target::Sluice, Target::SluiceProd] {
+            let mut totals = Vec::new();
+            for n in [warm, warm + o.requests] {
+                let out = o.dir.join(format!("callgrind-{}-{n}.out", t.name()));
+                let wrapper: Vec<String> =
+                    vec!["valgrind".into(), "--tool=callgrind".into(), format!("--callgrind-out-file={}", out.display())];
+                eprintln!("callgrind: {} for {n} calls", t.name());
+                let (mut p, url) = start(&env, &o, t, &upstreams, &wrapper, &c, &format!("cg{n}")).await?;
+                drive(&c, &url, n, t).await?;
+                if !stop(&mut p, t) {
+                    return Err(format!("{} under valgrind did not exit", t.name()));
+                }
+                totals.push(callgrind_total(&out)?);
+            }
+            let per = (totals[1] - totals[0]) as f64 / o.requests as f64;
+            per_request.push((t, per));
+            let big = o.dir.join(format!("callgrind-{}-{}.out", t.name(), warm + o.requests));
+            let big = big.display().to_string();
+            for (kind, flag) in [("inclusive", "--inclusive=yes"), ("self", "--inclusive=no")] {
+                if let Some(text) = tool("callgrind_annotate", &[flag, "--threshold=99", &big]) {
+                    let _ = std::fs::write(o.dir.join(format!("annotate-{}-{kind}.txt", t.name())), text);
+                }
+            }
+        }
+        let _ = writeln!(md, "#### Instructions per call (callgrind; {} calls after {warm}, one connection)\n", o.requests);
+        let _ = writeln!(md, "| target | instructions per call |\n|---|---|");
+        for (t, per) in &per_request {
+            let _ = writeln!(md, "| {} | {:.0} |", t.name(), per);
+        }
+        if let [(_, f), (_, s), (_, p)] = per_request.as_slice() {
+            let _ = writeln!(
+                md,
+                "\nSluice plain / forwarder: {:.2}× the instructions, {:+.0} per call; production-like / forwarder: {:.2}×, {:+.0} per call.\n",
+                s / f,
+                s - f,
+                p / f,
+                p - f
+            );
+        }
+        let _ = writeln!(md, "Annotations: `{}/annotate-<target>-<inclusive|self>.txt`.\n", o.dir.display());
+    } else {
+        let _ = writeln!(md, "valgrind not found: no instruction counts.\n");
+    }
+
+    // The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
+    if Command::new("valgrind").arg("--version").output().is_ok() {
+        let (small, large) = (o.parked / 5, o.parked);
+        let mut peaks = Vec::new();
+        for n in [small, large] {
+            eprintln!("massif: sluice (bridge A) with {n} parked exchanges");
+            peaks.push(massif_parked(&env, &o, &c, n).await?);
+        }
+        let heap = (peaks[1].0 as f64 - peaks[0].0 as f64) / (large - small) as f64;
+        let extra = (peaks[1].1 as f64 - peaks[0].1 as f64) / (large - small) as f64;
+        let _ = writeln!(
+            md,
+            "#### Heap per parked exchange (massif peak with {large} parked minus peak with {small}, over the difference)\n\n\
+             | figure | bytes per exchange |\n|---|---|\n| heap requested (`mem_heap_B`) | {heap:.0} |\n| allocator overhead (`mem_heap_extra_B`) | {extra:.0} |\n\n\
+             Allocation tree at the peak: `{}/massif-{large}.txt` (ms_print).\n",
+            o.dir.display()
+        );
+    }
+
+    // A sampled profile under load, where perf can sample.
+    let perf_ok = tool("perf", &["record", "-e", "cpu-clock", "-o", "/dev/null", "true"]).is_some_and(|t| !t.contains("not supported"));
+    if perf_ok {
+        let script = o.dir.join("call-echo.lua");
+        std::fs::write(&script, wire::wrk_script("echo", None)).map_err(|e| e.to_string())?;
+        for t in [Target::Forwarder, Target::Sluice] {
+            eprintln!("perf: {} under wrk -c16 for {} s", t.name(), o.secs);
+            let (p, url) = start(&env, &o, t, &upstreams, &[], &c, "perf").await?;
+            let data = o.dir.join(format!("perf-{}.data", t.name()));
+            let pid = p.pid().to_string();
+            let secs = o.secs.to_string();
+            let data_s = data.display().to_string();
+            let rec = std::thread::spawn(move || {
+                Command::new("timeout")
+                    .args(["60", "perf", "record", "-e", "cpu-clock", "-F", "2999", "-p", &pid, "-o", &data_s, "--", "sleep", &secs])
+                    .output()
+            });
+            let load = Command::new("timeout")
+                .args(["60", "wrk", "-t1", "-c16", &format!("-d{}s", o.secs), "-s", &script.display().to_string(), &url])
+                .output();
+            let _ = rec.join();
+            drop(p);
+            if let Ok(out) = load {
+                let _ = std::fs::write(o.dir.join(format!("wrk-{}.txt", t.name())), &out.stdout);
+            }
+            let d = data.display().to_string();
+            for (kind, sort) in [("dso", "dso"), ("symbols", "dso,sym")] {
+                if let Some(text) =
+                    tool("perf", &["report", "-i", &d, "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.7"])
+                {
+                    let _ = std::fs::write(o.dir.join(format!("perf-{}-{kind}.txt", t.name())), text);
+                }
+            }
+        }
+        let _ = writeln!(md, "Sampled profiles (`perf record -e cpu-clock`): `{}/perf-<target>-<dso|symbols>.txt`.", o.dir.display());
+    } else {
+        let _ = writeln!(md, "perf cannot sample here: no sampled profile.");
+    }
+    let _ = mock.close_stdin(Duration::from_secs(5));
+    println!("{md}");
+    std::fs::write(o.dir.join("profile.md"), &md).map_err(|e| e.to_string())?;
+    Ok(())
+}
