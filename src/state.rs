@@ -94,6 +94,10 @@ pub struct Sealed {
     /// For `modern`: input keys Sluice answered itself (denied elicitations, declined).
     #[serde(rename = "dk", default, skip_serializing_if = "Vec::is_empty")]
     pub declined: Vec<String>,
+    /// For `modern`: a modern upstream's input requests held back until the user approves them
+    /// (JSON), with the rule that asked for the approval.
+    #[serde(rename = "ap", default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<(String, String)>,
 }
 
 /// One HMAC key with its id.

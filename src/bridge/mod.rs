@@ -449,6 +449,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
         kind: None,
         extra: None,
         declined: Vec::new(),
+        pending: None,
     };
     let token = gw.bridge.keys.seal(&sealed);
     // An approval round comes first when a rule wants one for any of these asks.

@@ -139,6 +139,7 @@ fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal,
         kind: Some("approval".into()),
         extra: Some(rule.clone()),
         declined: Vec::new(),
+        pending: None,
     };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
@@ -160,7 +161,12 @@ pub struct ModernRetry {
 }
 
 /// Opens a modern retry's state and enforces the round cap.
-pub fn modern_retry(gw: &Arc<Gateway>, env: &Envelope, t: &Target, principal: &Principal) -> Result<ModernRetry, GatewayError> {
+pub fn modern_retry(
+    gw: &Arc<Gateway>,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+) -> Result<Result<ModernRetry, Reply>, GatewayError> {
     let fresh = ModernRetry { round: 0, restore: None, had_state: false, declined: Vec::new() };
     // Bytes per input response, as for a legacy upstream: an oversized answer never goes up.
     let max_bytes = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_input_response_bytes;
@@ -173,21 +179,47 @@ pub fn modern_retry(gw: &Arc<Gateway>, env: &Envelope, t: &Target, principal: &P
             ))));
         }
     }
-    let Some(sealed) = open_state(gw, env, principal)? else { return Ok(fresh) };
+    let Some(sealed) = open_state(gw, env, principal)? else { return Ok(Ok(fresh)) };
     if sealed.kind.as_deref() != Some("modern") {
         // An approval round's state (the gate made the request fresh) is not a modern round.
-        return Ok(fresh);
+        return Ok(Ok(fresh));
     }
     let max = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_rounds;
     if sealed.round >= max {
         return Err(GatewayError::Refused(Refusal::RoundCap(max)));
     }
     crate::audit::note(|r| r.round = Some(sealed.round));
-    Ok(ModernRetry { round: sealed.round, restore: sealed.extra, had_state: true, declined: sealed.declined })
+    if let Some((held, rule)) = sealed.pending.clone() {
+        // The answer to an approval round: show the held asks, or refuse; the upstream waits.
+        return match approval::granted(responses.get(approval::KEY)) {
+            None => {
+                Err(GatewayError::InvalidParams(format!("inputResponses[{:?}] is missing: answer the approval round", approval::KEY), None))
+            }
+            Some(false) => Err(GatewayError::Refused(Refusal::Declined { rule })),
+            Some(true) => {
+                let mut next = sealed.clone();
+                next.pending = None;
+                next.round = sealed.round + 1;
+                next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
+                let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
+                let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": gw.bridge.keys.seal(&next),
+                    "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+                Ok(Err(Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))))
+            }
+        };
+    }
+    Ok(Ok(ModernRetry { round: sealed.round, restore: sealed.extra, had_state: true, declined: sealed.declined }))
 }
 
 /// The sealing template of the next modern round.
-pub fn next_seal(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, round: u32) -> crate::upstream::rounds::RoundSeal {
+pub fn next_seal(
+    gw: &Gateway,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+    round: u32,
+    elicitation: bool,
+) -> crate::upstream::rounds::RoundSeal {
     crate::upstream::rounds::RoundSeal {
         template: Sealed {
             principal: principal.id().to_owned(),
@@ -202,6 +234,7 @@ pub fn next_seal(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal
             kind: Some("modern".into()),
             extra: None,
             declined: Vec::new(),
+            pending: None,
         },
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),
@@ -209,5 +242,6 @@ pub fn next_seal(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal
             upstream: t.up.name.clone(),
             tool: (env.method == "tools/call").then(|| t.own.clone()),
         },
+        elicitation,
     }
 }

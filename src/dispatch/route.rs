@@ -153,9 +153,12 @@ pub async fn forward(
     if t.up.status().legacy {
         return crate::bridge::call(gw, env, meta, t, principal).await;
     }
-    let retry = super::govern::modern_retry(gw, env, &t, principal)?;
+    let retry = match super::govern::modern_retry(gw, env, &t, principal)? {
+        Ok(r) => r,
+        Err(reply) => return Ok(reply), // the held asks of an approved round
+    };
     let seal = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read")
-        .then(|| super::govern::next_seal(gw, env, &t, principal, retry.round));
+        .then(|| super::govern::next_seal(gw, env, &t, principal, retry.round, meta.capabilities.contains_key("elicitation")));
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();
     let body = match (t.renamed, env.method.as_str()) {

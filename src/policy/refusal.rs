@@ -40,6 +40,8 @@ pub enum Refusal {
     Declined { rule: String },
     /// Over a size limit.
     TooLarge(String),
+    /// An approval round is needed but the client did not declare elicitation (-32021).
+    NeedsElicitation(String),
 }
 
 impl Refusal {
@@ -87,6 +89,12 @@ impl Refusal {
                 APPROVAL_DECLINED,
                 format!("the approval asked by policy rule {rule:?} was declined; nothing was sent on"),
                 json!({"rule": rule}),
+            ),
+            Refusal::NeedsElicitation(rule) => (
+                StatusCode::BAD_REQUEST,
+                crate::mcp::jsonrpc::MISSING_CAPABILITY,
+                format!("policy rule {rule:?} needs your approval (an elicitation) before this goes on; declare the elicitation capability"),
+                json!({"requiredCapabilities": {"elicitation": {}}}),
             ),
             Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
         }

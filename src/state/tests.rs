@@ -15,6 +15,7 @@ fn sample() -> Sealed {
         kind: None,
         extra: None,
         declined: Vec::new(),
+        pending: None,
     }
 }
 

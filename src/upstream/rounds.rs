@@ -22,6 +22,8 @@ pub struct RoundSeal {
     pub template: Sealed,
     /// For policies and budgets.
     pub ctx: AskCtx,
+    /// Whether the client declared elicitation (approval rounds need it).
+    pub elicitation: bool,
 }
 
 /// Rewrites `data` when it is an `input_required` result; `Ok(None)` when it is not.
@@ -37,13 +39,23 @@ pub fn wrap(gw: &Gateway, seal: &RoundSeal, data: &str) -> Result<Option<String>
     if let Some(raw) = result.get("inputRequests") {
         let mut requests: Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
         let mut kept = Map::new();
+        let mut approval: Option<(String, String)> = None;
         for (key, mut req) in std::mem::take(&mut requests) {
             let method = req.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
             let had_params = req.get("params").is_some();
             let mut params = req.get("params").cloned().unwrap_or_else(|| Value::Object(Map::new()));
             match judge(gw, &seal.ctx, &method, &mut params) {
-                // Approval of a modern upstream's ask is not offered yet: it goes to the client.
-                AskVerdict::Allow | AskVerdict::Approve(_) => {
+                AskVerdict::Approve(rule) => {
+                    if had_params {
+                        req["params"] = params.clone();
+                    }
+                    if approval.is_none() {
+                        let msg = crate::policy::approval::for_ask(&seal.ctx.upstream, seal.ctx.tool.as_deref(), &method, &params, &rule);
+                        approval = Some((rule, msg));
+                    }
+                    kept.insert(key, req);
+                }
+                AskVerdict::Allow => {
                     if had_params {
                         req["params"] = params; // maxTokens may have been clamped
                     }
@@ -53,9 +65,18 @@ pub fn wrap(gw: &Gateway, seal: &RoundSeal, data: &str) -> Result<Option<String>
                 AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r),
             }
         }
+        // An approval round comes first: the asks are held in the seal until the user approves.
+        let shown = match approval {
+            Some((rule, _)) if !seal.elicitation => return Err(Refusal::NeedsElicitation(rule)),
+            Some((rule, message)) => {
+                sealed.pending = Some((Value::Object(kept).to_string(), rule));
+                serde_json::json!({crate::policy::approval::KEY: crate::policy::approval::request(&message)})
+            }
+            None => Value::Object(kept),
+        };
         result.insert(
             "inputRequests".into(),
-            RawValue::from_string(Value::Object(kept).to_string()).map_err(|_| Refusal::TooLarge("bad input requests".into()))?,
+            RawValue::from_string(shown.to_string()).map_err(|_| Refusal::TooLarge("bad input requests".into()))?,
         );
     }
     let token = gw.bridge.keys.seal(&sealed);

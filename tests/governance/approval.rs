@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::gateway::{self, retry};
+use crate::gateway::{self, retry, sample};
 use crate::peers;
 use crate::support::{self, alice, approval_message, approve, calls_of, decline, refused};
 
@@ -95,4 +95,34 @@ async fn an_approval_is_impossible_without_the_elicitation_capability() {
     assert!(events.contains(&"cancel-notified".to_owned()), "{events:?}");
     modern.stop().await;
     legacy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_ask_needing_approval_is_held_until_the_user_approves() {
+    let mock = support::modern_mock().await;
+    let gw = support::start(&[("modern", &mock.url())], "", &["default.toml"]).await;
+    let (url, http) = (gw.url(), gateway::http());
+    // Sampling that offers tools: the default policy wants approval before the client sees it.
+    let mut ask = support::sampling_request("with tools", 100);
+    ask["params"]["tools"] = json!([{"name": "search", "inputSchema": {"type": "object"}}]);
+    let call = alice("shaped", json!({"ask": ask})).caps(json!({"elicitation": {}, "sampling": {"tools": {}}}));
+    let r1 = call.send(&http, &url, json!({})).await;
+    assert!(approval_message(&r1).contains("approve-sampling-with-tools"), "{}", r1.msg);
+    assert!(!r1.input_requests().contains_key("ask"), "the ask is held back until approved: {}", r1.msg);
+    // Approved: the held ask is shown, without another upstream request.
+    let before = calls_of(&mock, "shaped").len();
+    let r2 = call.send(&http, &url, retry(approve(), &r1.state())).await;
+    assert_eq!(r2.input_requests()["ask"]["params"]["tools"][0]["name"], "search", "{}", r2.msg);
+    assert_eq!(calls_of(&mock, "shaped").len(), before, "approving costs the upstream nothing");
+    // Answering it reaches the upstream with its own state.
+    let done = call.send(&http, &url, retry(json!({"ask": sample("ok", "m")}), &r2.state())).await;
+    assert!(done.text().starts_with("shaped got"), "{}", done.msg);
+    assert_eq!(calls_of(&mock, "shaped").last().unwrap().params["requestState"], "shaped-state");
+    // Declined: typed refusal; without elicitation: -32021.
+    let r1 = call.send(&http, &url, json!({})).await;
+    refused(&call.send(&http, &url, retry(decline(), &r1.state())).await, 400, -31015);
+    let blind = alice("shaped", json!({"ask": ask})).caps(json!({"sampling": {"tools": {}}}));
+    let e = refused(&blind.send(&http, &url, json!({})).await, 400, -32021);
+    assert_eq!(e["requiredCapabilities"], json!({"elicitation": {}}));
+    gw.stop().await;
 }

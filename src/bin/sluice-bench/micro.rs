@@ -75,6 +75,7 @@ pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result
         kind: None,
         extra: None,
         declined: Vec::new(),
+        pending: None,
     };
     let token = keys.seal(&sealed);
     keys.open(&token, "local", "tools/call", "sample", &digest, now).map_err(|e| format!("open failed: {e}"))?;
