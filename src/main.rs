@@ -95,6 +95,9 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             }
             let listener =
                 tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            // With port 0 in the config, log (and use) the port actually bound.
+            let mut cfg = cfg;
+            cfg.listen = listener.local_addr().unwrap_or(cfg.listen);
             let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;

@@ -77,7 +77,12 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         Ok(reply) => reply,
         Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
         Err(GatewayError::Refused(r)) => {
-            crate::audit::note(|a| a.decision = Some("refused"));
+            // A policy rule's deny stays `deny` (with its rule); budgets and caps are `refused`.
+            crate::audit::note(|a| {
+                if a.decision != Some("deny") {
+                    a.decision = Some("refused");
+                }
+            });
             tracing::info!(method = %env.method, code = r.classify().1, "request refused by governance");
             Reply::refusal(&id, &r)
         }

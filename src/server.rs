@@ -51,11 +51,14 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         };
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
-        let svc = service_fn(move |req| crate::service::handle(gw.clone(), req));
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-        let conn = graceful.watch(conn.into_owned());
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
         tokio::spawn(async move {
-            let _ = conn.await;
+            if !first_bytes_within(&stream, gw.cfg.timeouts.header_read).await {
+                return; // closes the connection and frees its permit
+            }
+            let svc = service_fn(move |req| crate::service::handle(gw.clone(), req));
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            let _ = watcher.watch(conn.into_owned()).await;
             drop(permit);
         });
     }
@@ -67,4 +70,24 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     }
     // Parked exchanges are cancelled upstream and legacy sessions ended (DELETE).
     crate::bridge::shutdown(&gw).await;
+}
+
+/// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.
+/// hyper-util's version sniffing has no timer of its own and hyper's `header_read_timeout`
+/// starts only after it, so without this a client that sends nothing (or part of the preface)
+/// would hold its connection forever. `false`: the client was too slow or went away.
+async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: std::time::Duration) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let sniff = async {
+        let mut buf = [0u8; 24];
+        loop {
+            match stream.peek(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) if n == PREFACE.len() || buf[..n] != PREFACE[..n] => return true,
+                // Part of the preface so far; peek would return the same bytes at once.
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    };
+    tokio::time::timeout(limit, sniff).await.unwrap_or(false)
 }

@@ -139,6 +139,13 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         return bad("not a single JSON-RPC 2.0 message");
     }
     let method = v.get("method").and_then(Value::as_str).map(str::to_owned);
+    crate::audit::note(|r| {
+        r.client_era = "legacy";
+        r.principal = Some(principal.id.clone());
+        r.method = method.clone();
+        let member = method.as_deref().and_then(crate::validate::headers::name_member);
+        r.name = member.and_then(|m| v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
+    });
     if method.as_deref() == Some("initialize") {
         return initialize(gw, principal, &v, &id);
     }
@@ -150,11 +157,6 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
         }
     }
-    crate::audit::note(|r| {
-        r.client_era = "legacy";
-        r.principal = Some(principal.id.clone());
-        r.method = method.clone();
-    });
     let Some(method) = method else {
         // A response to one of Sluice's requests to the client.
         s.deliver(&id, v);

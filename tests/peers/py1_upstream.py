@@ -10,6 +10,9 @@ things mid-call through the SDK's public session API, either on the POST stream 
   two_rounds_get(topic, tag)    the same, both asks on the GET stream
   elicit(question, tag)         a form elicitation (schema {answer: string}) on the POST stream
   roots(tag)                    roots/list (the SDK's list_roots: on the GET stream)
+  sample_system(text, system, tag)
+                                one sampling on the POST stream with `systemPrompt` = system;
+                                returns the answer
   keyed(text, tag)              one sampling on the POST stream whose params carry
                                 `_meta["dev.sluice/inputKey"] = "llm"`
   pair(topic, tag)              one round of two concurrent asks on the POST stream: sampling
@@ -113,11 +116,12 @@ async def ask(ctx: Context, request: Any, result_type: type[Any], post: bool) ->
     )
 
 
-async def sample(ctx: Context, prompt: str, post: bool = True, key: str | None = None) -> str:
+async def sample(ctx: Context, prompt: str, post: bool = True, key: str | None = None, system: str | None = None) -> str:
     meta = {"_meta": {INPUT_KEY: key}} if key else {}
     params = types.CreateMessageRequestParams(
         messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
         maxTokens=50,
+        systemPrompt=system,
         **meta,
     )
     result = await ask(ctx, types.CreateMessageRequest(params=params), types.CreateMessageResult, post)
@@ -164,6 +168,13 @@ async def roots(ctx: Context, tag: str = "") -> str:
     async with track(ctx, tag):
         listed = await ctx.session.list_roots()
         return "roots: " + ", ".join(f"{r.name or '-'}={r.uri}" for r in listed.roots)
+
+
+@mcp.tool()
+async def sample_system(text: str, system: str, ctx: Context, tag: str = "") -> str:
+    """One sampling on the POST stream with a system prompt."""
+    async with track(ctx, tag):
+        return f"sample_system: " + await sample(ctx, f"question {text}", system=system)
 
 
 @mcp.tool()

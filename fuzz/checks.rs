@@ -1,0 +1,160 @@
+//! What each fuzz target does with one input, shared by the cargo-fuzz targets
+//! (`fuzz/fuzz_targets/*.rs`) and by `tests/fuzz_corpus.rs`, which replays every committed corpus
+//! file through the same functions in a normal `cargo test`.
+//!
+//! Each function must never panic on any input; the assertions in it are the properties a run
+//! checks besides "no panic".
+
+#![allow(dead_code)]
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use sluice::mcp::headers::{decode, decode_str, encode};
+use sluice::mcp::jsonrpc::Envelope;
+use sluice::state::{Key, Keys, Sealed};
+
+/// `envelope`: the input is a request body, then optionally a NUL byte and request header lines
+/// (`name: value`, one per line). Parses the body once, reads `_meta`, checks the mirrored
+/// headers (standard and `Mcp-Param-*` against fixed annotations), the version and the method.
+/// Property: re-serialising an envelope with every member untouched parses back to the same
+/// id, method and members.
+pub(crate) fn envelope(data: &[u8]) {
+    let (body, head) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let Ok(env) = Envelope::parse(Bytes::copy_from_slice(body)) else {
+        return;
+    };
+    let again = Envelope::parse(env.rewrite_params(|_, _| None)).expect("an envelope written back from its own members parses");
+    assert_eq!(again.method, env.method);
+    assert_eq!(again.id_json(), env.id_json());
+    assert_eq!(again.has_params(), env.has_params());
+    assert!(again.members().eq(env.members()), "members changed when written back");
+    let headers = header_map(head);
+    for member in ["name", "uri", "arguments"] {
+        let _ = env.param_str(member);
+    }
+    match sluice::validate::meta::read(&env) {
+        Ok(meta) => {
+            let _ = sluice::validate::headers::check(&headers, &env, &meta).map_err(|e| e.to_string());
+            let _ = sluice::validate::check_version(&meta).map_err(|e| e.to_string());
+        }
+        Err(e) => {
+            let _ = e.to_string();
+        }
+    }
+    let _ = sluice::validate::check_method(&env.method, |cap| cap != "completions");
+    let _ = sluice::route::xheader::check(&headers, env.param("arguments"), &annotations());
+}
+
+fn annotations() -> Vec<sluice::route::xheader::ParamHeader> {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "count": {"type": "integer", "x-mcp-header": "Count"},
+        "opts": {"type": "object", "properties": {"dry": {"type": "boolean", "x-mcp-header": "Dry"}}}
+    }});
+    sluice::route::xheader::annotations(&schema).expect("the fixed annotations are valid")
+}
+
+/// Header lines `name: value` (invalid names or values are skipped).
+pub(crate) fn header_map(head: &[u8]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for line in head.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            h.append(n, v);
+        }
+    }
+    h
+}
+
+/// `header_value`: the input is a raw header value. Decoding never panics; a decoded value
+/// encodes to a valid header value that decodes back to it; any UTF-8 text encodes and decodes
+/// back to itself.
+pub(crate) fn header_value(data: &[u8]) {
+    if let Ok(v) = HeaderValue::from_bytes(data) {
+        let a = decode(&v);
+        if let Ok(text) = v.to_str() {
+            assert_eq!(a, decode_str(text), "decode and decode_str disagree");
+        }
+    }
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(v) = decode_str(text) {
+        let enc = encode(&v);
+        let hv = HeaderValue::from_str(&enc).expect("encode gives a valid header value");
+        assert_eq!(decode(&hv).as_deref(), Ok(v.as_str()), "a decoded value did not survive encode + decode");
+    }
+    let enc = encode(text);
+    let hv = HeaderValue::from_str(&enc).expect("encode gives a valid header value");
+    assert_eq!(decode(&hv).as_deref(), Ok(text), "text did not survive encode + decode");
+}
+
+/// The key every `open_state` input is opened with.
+pub(crate) fn state_keys() -> Keys {
+    Keys::new(vec![Key::new(7, vec![0x5a; 32]).expect("a 32-byte key")]).expect("one key")
+}
+
+/// The valid state the `open_state` edits start from (built from its wire form, so fields added
+/// to [`Sealed`] later with a default need no change here).
+pub(crate) fn sample_state() -> Sealed {
+    serde_json::from_value(serde_json::json!({
+        "p": "alice", "m": "tools/call", "n": "x", "d": "d", "u": "u", "r": 1, "e": u64::MAX, "o": "local",
+        "h": "h", "k": "modern", "x": "upstream-state"
+    }))
+    .expect("a valid sealed payload")
+}
+
+fn refused(keys: &Keys, token: &str) -> bool {
+    keys.open(token, "alice", "tools/call", "x", "d", 5).is_err()
+}
+
+/// `open_state`: opening never panics and never accepts what Sluice did not seal. The input is
+/// used three ways: as a token (when UTF-8), as the bytes inside a token (Base64url of the input:
+/// a version, key id, payload and a forged tag), and as edits on a valid token (each pair of
+/// bytes: an operation and a position/character; edits that leave the token unchanged are
+/// skipped).
+pub(crate) fn open_state(data: &[u8]) {
+    let keys = state_keys();
+    if let Ok(t) = std::str::from_utf8(data) {
+        assert!(refused(&keys, t), "an arbitrary token was accepted: {t:?}");
+    }
+    assert!(refused(&keys, &URL_SAFE_NO_PAD.encode(data)), "a forged token was accepted");
+    let valid = keys.seal(&sample_state());
+    assert!(!refused(&keys, &valid), "the valid state must open");
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/.";
+    let mut t = valid.clone().into_bytes();
+    for pair in data.chunks(2) {
+        let (op, arg) = (pair[0], *pair.get(1).unwrap_or(&0) as usize);
+        let at = (op as usize >> 2) * 256 + arg;
+        match op & 3 {
+            0 if !t.is_empty() => {
+                let i = at % t.len();
+                t[i] = ALPHABET[arg % ALPHABET.len()];
+            }
+            1 => {
+                let i = at % (t.len() + 1);
+                t.insert(i, ALPHABET[arg % ALPHABET.len()]);
+            }
+            2 if !t.is_empty() => {
+                let i = at % t.len();
+                t.remove(i);
+            }
+            3 if !t.is_empty() => {
+                let i = at % t.len();
+                t[i] ^= 1 << (arg % 7);
+            }
+            _ => {}
+        }
+    }
+    if t != valid.as_bytes() {
+        let t = String::from_utf8_lossy(&t);
+        assert!(refused(&keys, &t), "an edited state was accepted: {t}");
+    }
+}
