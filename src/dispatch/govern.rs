@@ -225,7 +225,7 @@ pub fn next_seal(
             principal: principal.id().to_owned(),
             method: env.method.clone(),
             name: bound_name(env),
-            digest: state::params_digest(env.members()),
+            digest: String::new(), // computed only if the upstream asks (see rounds::wrap)
             upstream: t.up.name.clone(),
             round: round + 1,
             expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
@@ -243,5 +243,6 @@ pub fn next_seal(
             tool: (env.method == "tools/call").then(|| t.own.clone()),
         },
         elicitation,
+        request: env.body().clone(),
     }
 }

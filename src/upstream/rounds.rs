@@ -24,6 +24,8 @@ pub struct RoundSeal {
     pub ctx: AskCtx,
     /// Whether the client declared elicitation (approval rounds need it).
     pub elicitation: bool,
+    /// The client's request, for the params digest (computed only when a round is sealed).
+    pub request: bytes::Bytes,
 }
 
 /// Rewrites `data` when it is an `input_required` result; `Ok(None)` when it is not.
@@ -35,6 +37,11 @@ pub fn wrap(gw: &Gateway, seal: &RoundSeal, data: &str) -> Result<Option<String>
         return Ok(None);
     }
     let mut sealed = seal.template.clone();
+    if sealed.digest.is_empty() {
+        // Most calls never ask: the digest of the params is paid for only by those that do.
+        let env = crate::mcp::jsonrpc::Envelope::parse(seal.request.clone()).map_err(|_| Refusal::TooLarge("bad request".into()))?;
+        sealed.digest = crate::state::params_digest(env.members());
+    }
     sealed.extra = result.get("requestState").map(|r| r.get().to_owned());
     if let Some(raw) = result.get("inputRequests") {
         let mut requests: Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
