@@ -59,8 +59,17 @@ fn not_found(id: &str) -> Reply {
     )
 }
 
+/// Audits a session's GET or DELETE as a legacy client's.
+fn note_legacy(principal: &Principal) {
+    crate::audit::note(|r| {
+        r.client_era = "legacy";
+        r.principal = Some(principal.id.clone());
+    });
+}
+
 /// `GET` with a session: the standalone stream (notifications unrelated to a request).
 pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Reply {
+    note_legacy(principal);
     let Some(s) = session_of(gw, headers, principal) else {
         return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
     };
@@ -104,6 +113,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
 
 /// `DELETE` with a session: ends it (later requests with its id get 404).
 pub fn delete(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Reply {
+    note_legacy(principal);
     match session_of(gw, headers, principal) {
         Some(s) => {
             gw.legacy_sessions.remove(&s.id);
