@@ -76,7 +76,7 @@ impl Running {
 
 /// Binds `cfg.listen` and serves in the background.
 pub async fn start(cfg: config::Config) -> Result<Running, String> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let listener = server::bind(cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = cfg;
     cfg.listen = addr;

@@ -93,8 +93,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             if cfg.upstreams.is_empty() {
                 anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
             }
-            let listener =
-                tokio::net::TcpListener::bind(cfg.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            let listener = sluice::server::bind(cfg.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
             // With port 0 in the config, log (and use) the port actually bound.
             let mut cfg = cfg;
             cfg.listen = listener.local_addr().unwrap_or(cfg.listen);

@@ -16,6 +16,16 @@ use tokio::net::TcpListener;
 
 use crate::gateway::Gateway;
 
+/// Binds `addr` with a listen backlog of 4096 (the kernel caps it at its `somaxconn`): a burst of
+/// new connections waits in the queue instead of overflowing the default 128, where each dropped
+/// SYN costs its client a one-second retransmit.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
