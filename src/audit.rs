@@ -195,7 +195,7 @@ impl AuditGuard {
             return;
         }
         self.done = true;
-        let mut r = self.record.lock().map(|r| r.clone()).unwrap_or_default();
+        let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
         r.latency_us = self.started.elapsed().as_micros() as u64;
         if r.status == 0 {
             r.status = 499; // the client went away before the answer
@@ -235,9 +235,8 @@ fn read_reply(r: &mut Record, body: &[u8]) {
         #[serde(default)]
         method: String,
     }
-    let needle: &[u8] = b"\"inputRequests\"";
-    let has_inputs = body.windows(needle.len()).any(|w| w == needle);
-    let has_error = body.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":") && body.windows(8).any(|w| w == b"\"error\":");
+    let has_inputs = memchr::memmem::find(body, b"\"inputRequests\"").is_some();
+    let has_error = body.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":") && memchr::memmem::find(body, b"\"error\":").is_some();
     if !has_inputs && !has_error {
         return;
     }

@@ -31,6 +31,8 @@ pub struct Gateway {
     pub names: Names,
     /// Sluice's `serverInfo`.
     pub server_info: Value,
+    /// The same, as JSON text (stamped into every forwarded result).
+    pub server_info_json: String,
     /// Listen streams: list-changed and resource-updated fan-out.
     pub hub: Arc<Hub>,
     /// Set once every upstream has been probed.
@@ -77,6 +79,7 @@ impl Gateway {
             upstreams,
             names,
             server_info: discover::server_info(),
+            server_info_json: discover::server_info().to_string(),
             hub: Arc::new(Hub::new()),
             ready: AtomicBool::new(false),
             shutdown,

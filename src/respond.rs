@@ -10,13 +10,11 @@ use std::convert::Infallible;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
-use indexmap::IndexMap;
-use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::error::GatewayError;
-use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::jsonrpc::{self, RawObject};
 
 /// The body type of every response Sluice writes.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -132,31 +130,105 @@ pub fn is_cacheable(method: &str) -> bool {
     matches!(method, "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read")
 }
 
-/// Stamps a result object: `resultType` (absent means complete), Sluice's `serverInfo`, and
-/// cache hints on complete results of cacheable methods.
-pub fn stamp_result(raw: &str, method: &str, server_info: &Value) -> Option<String> {
-    let mut m: IndexMap<String, Box<RawValue>> = serde_json::from_str(raw).ok()?;
-    let result_type = match m.get("resultType") {
-        None => {
-            m.insert("resultType".into(), RawValue::from_string("\"complete\"".into()).ok()?);
-            "complete".to_owned()
+/// Stamps a result object: `resultType` (absent means complete), Sluice's `serverInfo` (given
+/// as JSON text) in `_meta`, and cache hints on complete results of cacheable methods.
+pub fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len() + server_info.len() + 96);
+    stamp_into(&mut out, &members(raw)?, method, server_info);
+    Some(out)
+}
+
+fn members(raw: &str) -> Option<RawObject<'_>> {
+    serde_json::from_str(raw).ok()
+}
+
+fn push_key(out: &mut String, key: &str, first: &mut bool) {
+    if !std::mem::take(first) {
+        out.push(',');
+    }
+    if key.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        match serde_json::to_string(key) {
+            Ok(k) => out.push_str(&k),
+            Err(_) => out.push_str("\"\""),
         }
-        Some(r) => serde_json::from_str::<String>(r.get()).unwrap_or_default(),
+    } else {
+        out.push('"');
+        out.push_str(key);
+        out.push('"');
+    }
+    out.push(':');
+}
+
+/// Writes the stamped result to `out`: members keep their order and bytes (compacted), only
+/// `_meta` is rebuilt, and the members Sluice adds come last. Nothing is re-serialized.
+fn stamp_into(out: &mut String, m: &RawObject<'_>, method: &str, server_info: &str) {
+    let find = |k: &str| m.get(k);
+    let result_type = match find("resultType") {
+        None => "complete",
+        Some("\"complete\"") => "complete",
+        Some(_) => "other",
     };
-    let mut meta: Map<String, Value> = m.get("_meta").and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_default();
-    meta.insert(crate::mcp::META_SERVER_INFO.into(), server_info.clone());
-    m.insert("_meta".into(), RawValue::from_string(Value::Object(meta).to_string()).ok()?);
-    if result_type == "complete" && is_cacheable(method) {
-        let ttl_ok = m.get("ttlMs").is_some_and(|r| r.get().parse::<u64>().is_ok());
-        if !ttl_ok {
-            m.insert("ttlMs".into(), RawValue::from_string("0".into()).ok()?);
-        }
-        let scope_ok = matches!(m.get("cacheScope").map(|r| r.get()), Some("\"public\"" | "\"private\""));
-        if !scope_ok {
-            m.insert("cacheScope".into(), RawValue::from_string("\"private\"".into()).ok()?);
+    let hints = result_type == "complete" && is_cacheable(method);
+    let ttl_ok = find("ttlMs").is_some_and(|r| r.parse::<u64>().is_ok());
+    let scope_ok = matches!(find("cacheScope"), Some("\"public\"" | "\"private\""));
+    let mut first = true;
+    out.push('{');
+    let mut wrote_meta = false;
+    for (k, v) in &m.0 {
+        match k.as_ref() {
+            "_meta" => {
+                push_key(out, k, &mut first);
+                write_meta(out, v.get(), server_info);
+                wrote_meta = true;
+            }
+            "ttlMs" if hints && !ttl_ok => {}
+            "cacheScope" if hints && !scope_ok => {}
+            _ => {
+                push_key(out, k, &mut first);
+                out.push_str(&crate::mcp::compact_json(v.get()));
+            }
         }
     }
-    serde_json::to_string(&m).ok()
+    if find("resultType").is_none() {
+        push_key(out, "resultType", &mut first);
+        out.push_str("\"complete\"");
+    }
+    if !wrote_meta {
+        push_key(out, "_meta", &mut first);
+        write_meta(out, "{}", server_info);
+    }
+    if hints && !ttl_ok {
+        push_key(out, "ttlMs", &mut first);
+        out.push('0');
+    }
+    if hints && !scope_ok {
+        push_key(out, "cacheScope", &mut first);
+        out.push_str("\"private\"");
+    }
+    out.push('}');
+}
+
+/// `_meta` with Sluice's `serverInfo` (in place of the upstream's, or added last). A `_meta`
+/// that is not an object is replaced.
+fn write_meta(out: &mut String, raw: &str, server_info: &str) {
+    let m = members(raw).unwrap_or_default();
+    let mut first = true;
+    out.push('{');
+    let mut wrote = false;
+    for (k, v) in &m.0 {
+        push_key(out, k, &mut first);
+        if k == crate::mcp::META_SERVER_INFO {
+            out.push_str(server_info);
+            wrote = true;
+        } else {
+            out.push_str(&crate::mcp::compact_json(v.get()));
+        }
+    }
+    if !wrote {
+        push_key(out, crate::mcp::META_SERVER_INFO, &mut first);
+        out.push_str(server_info);
+    }
+    out.push('}');
 }
 
 /// Maps an upstream error to one 2026-07-28 allows, and the HTTP status its code fixes.
@@ -195,15 +267,26 @@ pub fn finish(
     upstream_status: StatusCode,
     msg: &str,
     uri: Option<&str>,
-    server_info: &Value,
+    server_info: &str,
 ) -> (StatusCode, Bytes) {
-    let parsed: Option<Incoming> = serde_json::from_str(msg).ok();
-    match parsed {
-        Some(Incoming { result: Some(r), .. }) => match stamp_result(r.get(), method, server_info) {
-            Some(stamped) => (StatusCode::OK, jsonrpc::result_body(id, &crate::mcp::compact_json(&stamped))),
-            None => bad_upstream(id, upstream),
-        },
-        Some(Incoming { error: Some(e), .. }) => {
+    #[derive(serde::Deserialize)]
+    struct Final<'a> {
+        #[serde(borrow, default)]
+        result: Option<RawObject<'a>>,
+        #[serde(default)]
+        error: Option<jsonrpc::RpcError>,
+    }
+    match serde_json::from_str::<Final<'_>>(msg) {
+        Ok(Final { result: Some(r), .. }) => {
+            let mut out = String::with_capacity(msg.len() + server_info.len() + id.len() + 128);
+            out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+            out.push_str(id);
+            out.push_str(",\"result\":");
+            stamp_into(&mut out, &r, method, server_info);
+            out.push('}');
+            (StatusCode::OK, Bytes::from(out))
+        }
+        Ok(Final { error: Some(e), .. }) => {
             let (status, e) = map_error(e, upstream_status, uri);
             let err = serde_json::to_value(&e).unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
             (status, Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}")))
@@ -223,7 +306,7 @@ mod tests {
 
     #[test]
     fn results_without_result_type_or_hints_are_stamped() {
-        let out = stamp_result(r#"{"tools":[],"_meta":{"x":1}}"#, "tools/list", &json!({"name":"sluice"})).unwrap();
+        let out = stamp_result(r#"{"tools":[],"_meta":{"x":1}}"#, "tools/list", r#"{"name":"sluice"}"#).unwrap();
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["resultType"], "complete");
         assert_eq!(v["ttlMs"], 0);
@@ -233,8 +316,33 @@ mod tests {
     }
 
     #[test]
+    fn stamping_keeps_member_order_and_bytes_and_replaces_server_info() {
+        let raw = "{ \"content\": [ {\"type\":\"text\", \"text\": \"a  b\"} ],\n \"_meta\": {\"io.modelcontextprotocol/serverInfo\": {\"name\":\"up\"}, \"k\": 1.50},\n \"ttlMs\": -1, \"x\\u0041\": 2 }";
+        let out = stamp_result(raw, "resources/read", r#"{"name":"sluice"}"#).unwrap();
+        assert_eq!(
+            out,
+            r#"{"content":[{"type":"text","text":"a  b"}],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"sluice"},"k":1.50},"xA":2,"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
+        );
+        assert_eq!(stamp_result("[1]", "tools/call", "{}"), None);
+        let odd_meta = stamp_result(r#"{"_meta":7}"#, "tools/call", "{}").unwrap();
+        assert_eq!(odd_meta, r#"{"_meta":{"io.modelcontextprotocol/serverInfo":{}},"resultType":"complete"}"#);
+    }
+
+    #[test]
+    fn finish_wraps_the_stamped_result_in_the_client_id() {
+        let (s, b) = finish("\"c1\"", "tools/call", "u", StatusCode::OK, r#"{"jsonrpc":"2.0","id":9,"result":{"content":[]}}"#, None, "{}");
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            std::str::from_utf8(&b).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"c1","result":{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#
+        );
+        let (s, _) = finish("1", "tools/call", "u", StatusCode::OK, "not json", None, "{}");
+        assert_eq!(s, StatusCode::BAD_GATEWAY);
+    }
+
+    #[test]
     fn input_required_results_get_no_cache_hints() {
-        let out = stamp_result(r#"{"resultType":"input_required","requestState":"s"}"#, "resources/read", &json!({})).unwrap();
+        let out = stamp_result(r#"{"resultType":"input_required","requestState":"s"}"#, "resources/read", "{}").unwrap();
         assert!(!out.contains("ttlMs"));
     }
 

@@ -371,7 +371,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
                     StatusCode::OK,
                     &data,
                     live.info.uri.as_deref(),
-                    &gw.server_info,
+                    &gw.server_info_json,
                 );
                 Event::Final(s, b)
             }

@@ -56,11 +56,8 @@ pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result
 }
 
 fn annotations(t: &Target) -> (bool, bool) {
-    let table = t.up.list(ListKind::Tools);
-    let ann =
-        table.by_key(&t.own).and_then(|i| serde_json::from_str::<Value>(i.raw.get()).ok()).and_then(|d| d.get("annotations").cloned());
-    let flag = |k: &str| ann.as_ref().and_then(|a| a.get(k)).and_then(Value::as_bool).unwrap_or(false);
-    (flag("destructiveHint"), flag("readOnlyHint"))
+    let h = t.up.list(ListKind::Tools).by_key(&t.own).map(|i| i.hints).unwrap_or_default();
+    (h.destructive, h.read_only)
 }
 
 /// Applies the rules to a tool call before it reaches the upstream.

@@ -50,8 +50,8 @@ pub struct Envelope {
     pub id: Option<Box<RawValue>>,
     /// The JSON-RPC method.
     pub method: String,
-    /// Byte range of the whole `params` object, when present.
-    params: Option<Range<usize>>,
+    /// Whether the body had a `params` object.
+    params: bool,
     /// Top-level `params` members and the byte ranges of their values, in body order.
     members: Vec<(String, Range<usize>)>,
 }
@@ -65,11 +65,113 @@ struct Wire<'a> {
     #[serde(borrow, default)]
     method: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    params: Option<Params<'a>>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+/// A JSON object's members as written, in order: each key (borrowed unless it has escapes)
+/// and its raw value. Read in one pass with no hashing; repeated keys are all kept.
+#[derive(Debug, Default)]
+pub struct RawObject<'a>(pub Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> RawObject<'a> {
+    /// The raw value of the last member named `key` (the one JSON parsers that keep the last
+    /// of repeated keys would read).
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.get())
+    }
+}
+
+struct Key<'a>(std::borrow::Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+struct ObjectVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ObjectVisitor {
+    type Value = RawObject<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<RawObject<'de>, A::Error> {
+        let mut out = Vec::with_capacity(m.size_hint().unwrap_or(4).min(16));
+        while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
+            let v: &'de RawValue = m.next_value()?;
+            out.push((k, v));
+        }
+        Ok(RawObject(out))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor)
+    }
+}
+
+/// A request's `params`: an object read member by member in the one pass over the body, or
+/// any other JSON value, which the caller refuses.
+enum Params<'a> {
+    Object(RawObject<'a>),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Params<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Params<'de>, A::Error> {
+                ObjectVisitor.visit_map(m).map(Params::Object)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Params<'de>, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Params::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Params<'de>, E> {
+                Ok(Params::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn range_of(body: &str, part: &str) -> Range<usize> {
@@ -108,12 +210,17 @@ impl Envelope {
             Some(_) => return Err(FrameError::NotRequest("\"id\" must be a string or a number")),
         };
         let (params, members) = match wire.params {
-            None => (None, Vec::new()),
-            Some(raw) => {
-                let map: indexmap::IndexMap<std::borrow::Cow<'_, str>, &RawValue> =
-                    serde_json::from_str(raw.get()).map_err(|_| FrameError::NotRequest("\"params\" must be an object"))?;
-                let members = map.into_iter().map(|(k, v)| (k.into_owned(), range_of(text, v.get()))).collect();
-                (Some(range_of(text, raw.get())), members)
+            None => (false, Vec::new()),
+            Some(Params::Other) => return Err(FrameError::NotRequest("\"params\" must be an object")),
+            Some(Params::Object(obj)) => {
+                let mut members: Vec<(String, Range<usize>)> = Vec::with_capacity(obj.0.len());
+                for (k, v) in obj.0 {
+                    if members.iter().any(|(seen, _)| *seen == k) {
+                        return Err(FrameError::NotRequest("a \"params\" member is repeated: send each member once"));
+                    }
+                    members.push((k.into_owned(), range_of(text, v.get())));
+                }
+                (true, members)
             }
         };
         let method = method.into_owned();
@@ -132,7 +239,7 @@ impl Envelope {
 
     /// Whether the body carried a `params` object.
     pub fn has_params(&self) -> bool {
-        self.params.is_some()
+        self.params
     }
 
     /// The raw JSON text of the top-level `params` member `key`.
@@ -177,7 +284,7 @@ impl Envelope {
         }
         out.push_str(",\"method\":");
         out.push_str(&Value::String(self.method.clone()).to_string());
-        if self.params.is_some() {
+        if self.params {
             out.push_str(",\"params\":{");
             let mut first = true;
             for (key, raw) in self.members() {
@@ -292,5 +399,13 @@ mod tests {
         assert!(matches!(parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), Err(FrameError::NotRequest(_))));
         assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), Err(FrameError::NotRequest(_))));
         assert!(parse(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap().is_notification());
+        assert!(
+            matches!(parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#), Err(FrameError::NotRequest(m)) if m.contains("object"))
+        );
+        let twice = parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#);
+        assert!(matches!(twice, Err(FrameError::NotRequest(m)) if m.contains("repeated")));
+        let escaped = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n\u0061me":"a","b":{"c" : [1, 2]}}}"#).unwrap();
+        assert_eq!(escaped.param("name"), Some("\"a\""));
+        assert_eq!(escaped.param("b"), Some(r#"{"c" : [1, 2]}"#));
     }
 }

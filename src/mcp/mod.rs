@@ -24,34 +24,63 @@ pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// `text` without whitespace outside strings; every token keeps its bytes. Upstream JSON is
 /// relayed through it so each body Sluice writes is one compact object and each SSE frame one
-/// `data:` line, however the upstream formatted its own.
+/// `data:` line, however the upstream formatted its own. Strings are skipped with `memchr`, so
+/// already compact text (the usual case) costs one pass at memory speed and is not copied.
 pub fn compact_json(text: &str) -> std::borrow::Cow<'_, str> {
-    let (mut in_str, mut esc) = (false, false);
-    let mut out: Option<Vec<u8>> = None;
-    for (i, &b) in text.as_bytes().iter().enumerate() {
-        let keep = if in_str {
-            match (esc, b) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
+    let b = text.as_bytes();
+    let Some(first) = next_space(b, 0) else {
+        return std::borrow::Cow::Borrowed(text);
+    };
+    let mut out = Vec::with_capacity(b.len());
+    out.extend_from_slice(&b[..first]);
+    let mut i = first;
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'"' => {
+                let end = string_end(b, i + 1);
+                out.extend_from_slice(&b[i..end]);
+                i = end;
             }
-            true
-        } else {
-            in_str = b == b'"';
-            !matches!(b, b' ' | b'\t' | b'\n' | b'\r')
-        };
-        match (&mut out, keep) {
-            (Some(o), true) => o.push(b),
-            (None, false) => out = Some(text.as_bytes()[..i].to_vec()),
-            _ => {}
+            _ => {
+                let end = next_space(b, i).unwrap_or(b.len());
+                out.extend_from_slice(&b[i..end]);
+                i = end;
+            }
         }
     }
     // Only ASCII whitespace was removed, so the bytes are still UTF-8.
-    match out.map(String::from_utf8) {
-        Some(Ok(s)) => std::borrow::Cow::Owned(s),
-        _ => std::borrow::Cow::Borrowed(text),
+    match String::from_utf8(out) {
+        Ok(s) => std::borrow::Cow::Owned(s),
+        Err(_) => std::borrow::Cow::Borrowed(text),
     }
+}
+
+/// The index just past the string whose contents start at `from` (or the end of the text).
+fn string_end(b: &[u8], mut from: usize) -> usize {
+    while let Some(j) = memchr::memchr2(b'"', b'\\', &b[from..]) {
+        let at = from + j;
+        if b[at] == b'"' {
+            return at + 1;
+        }
+        from = at + 2; // an escape: skip the escaped byte
+        if from >= b.len() {
+            return b.len();
+        }
+    }
+    b.len()
+}
+
+/// The first whitespace byte outside strings at or after `from`.
+fn next_space(b: &[u8], mut i: usize) -> Option<usize> {
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => return Some(i),
+            b'"' => i = string_end(b, i + 1),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -65,5 +94,33 @@ mod tests {
             "{\"a b\":[1.50,\"x\\\" \\n y\"],\"c\":null}"
         );
         assert!(matches!(compact_json("{\"k\":\"v w\"}"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(compact_json("[\"a\\\\\", \"b c\" ]"), "[\"a\\\\\",\"b c\"]");
+        assert_eq!(compact_json("\"unterminated \\"), "\"unterminated \\");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn compacting_keeps_the_value(v in json_value()) {
+            let pretty = serde_json::to_string_pretty(&v).unwrap();
+            let compact = compact_json(&pretty);
+            proptest::prop_assert_eq!(compact.as_ref(), serde_json::to_string(&v).unwrap());
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[ a\\\\\"\\n\\t\\PC]{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map("[ a\"\\\\]{0,6}", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 }

@@ -84,6 +84,18 @@ pub struct Item {
     pub raw: Box<RawValue>,
     /// `x-mcp-header` annotations (tools only).
     pub headers: Vec<ParamHeader>,
+    /// `annotations.destructiveHint` and `annotations.readOnlyHint` (tools only), read once here
+    /// so the policy gate does not parse the descriptor on every call.
+    pub hints: ToolHints,
+}
+
+/// A tool's behaviour hints, as its descriptor's `annotations` say (absent: false).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `readOnlyHint`.
+    pub read_only: bool,
 }
 
 /// One upstream's list of one kind.

@@ -76,7 +76,7 @@ pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_h
                 Ok(t) => t,
                 Err(r) => return Ok(Reply::refusal(&call.id, &r)),
             };
-            let (s, b) = finish(&call.id, &call.method, &up.name, status, &text, call.uri.as_deref(), &gw.server_info);
+            let (s, b) = finish(&call.id, &call.method, &up.name, status, &text, call.uri.as_deref(), &gw.server_info_json);
             Ok(Reply::Json(s, b))
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
@@ -158,7 +158,7 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
                 return Msg::Final(reply.status(), reply.json_body().cloned().unwrap_or_default());
             }
         };
-        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, &text, call.uri.as_deref(), &gw.server_info);
+        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, &text, call.uri.as_deref(), &gw.server_info_json);
         return Msg::Final(s, b);
     }
     match (msg.method.as_deref(), msg.id.is_some()) {

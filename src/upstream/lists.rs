@@ -93,8 +93,15 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
             }
         }
     }
+    let mut hints = crate::route::table::ToolHints::default();
+    if kind == ListKind::Tools {
+        if let Some(a) = desc.get("annotations").and_then(|a| serde_json::from_str::<Value>(a.get()).ok()) {
+            hints.destructive = a.get("destructiveHint").and_then(Value::as_bool).unwrap_or(false);
+            hints.read_only = a.get("readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+        }
+    }
     if !kind.named() {
-        return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers });
+        return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers, hints });
     }
     let Some(public) = names.publish(&up.name, &key) else {
         tracing::warn!(upstream = %up.name, name = %key, "dropped: prefixed name longer than 128 characters");
@@ -107,5 +114,5 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         desc.insert("name".into(), name);
         RawValue::from_string(serde_json::to_string(&desc).ok()?).ok()?
     };
-    Some(Item { key, public, raw, headers })
+    Some(Item { key, public, raw, headers, hints })
 }

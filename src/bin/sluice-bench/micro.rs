@@ -127,7 +127,7 @@ pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result
     let answer = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": crate::wire::arg_text()}],
         "resultType": "complete", "_meta": m}})
     .to_string();
-    let info = sluice::upstream::discover::server_info();
+    let info = sluice::upstream::discover::server_info().to_string();
     let name = "stamp upstream answer";
     out.extend(want(name).then(|| Micro {
         name,
