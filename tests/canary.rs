@@ -238,7 +238,9 @@ fn py1() -> Py1 {
         panic!("SLUICE_PY1 is not set: the canary test needs the real legacy peer; run `eval \"$(bash scripts/peers.sh)\"` first")
     });
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let events = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("canary-{}-events", std::process::id()));
+    // Named by pid and time: pids repeat, and the upstream appends to its event files.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let events = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("canary-{}-{nanos}-events", std::process::id()));
     let mut child = Command::new(python)
         .arg(root.join("tests/peers/py1_upstream.py"))
         .arg("--events")

@@ -167,7 +167,10 @@ impl Live {
         let gather = gw.cfg.bridge.gather;
         loop {
             let wait = if self.asks.is_empty() { None } else { Some(gather) };
+            // Biased: a message (an ask among them) that is ready together with the gather timer
+            // joins this round instead of being left for the next.
             let msg = tokio::select! {
+                biased;
                 m = self.post_rx.recv() => match m {
                     Some(PostEvent::Msg(d)) => d,
                     Some(PostEvent::End(e)) => return Outcome::Failed(e.unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),

@@ -166,7 +166,9 @@ async fn malformed_input_response_is_refused_and_the_exchange_stays_for_a_correc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_response_gets_a_new_round_for_what_is_missing_and_unknown_keys_are_ignored() {
-    let (gw, py1, http) = with_py1(Bridge::default()).await;
+    // The two concurrent asks must land in one round: gather for 200 ms (the most the config
+    // allows), not 20, so a stall between them on a loaded machine does not split them.
+    let (gw, py1, http) = with_py1(Bridge { gather_ms: 200, ..Bridge::default() }).await;
     let url = gw.url();
     let call = Call::new("pair", json!({"topic": "p", "tag": "adv-missing"}));
     let first = call.send(&http, &url, json!({})).await;
@@ -217,7 +219,8 @@ async fn input_responses_without_request_state_start_a_fresh_exchange_using_answ
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_comes_back_is_cancelled_upstream_when_the_park_expires() {
-    let (gw, py1, http) = with_py1(Bridge { park_ms: 200, ..Bridge::default() }).await;
+    // park_ms 1000: long enough that the checks of the parked state below run before it expires.
+    let (gw, py1, http) = with_py1(Bridge { park_ms: 1000, ..Bridge::default() }).await;
     let url = gw.url();
     let baseline = gw.gateway.bridge.pool.open_sessions();
     let call = Call::new("sample_forever", json!({"tag": "adv-abandoned"}));
@@ -227,7 +230,7 @@ async fn a_client_that_never_comes_back_is_cancelled_upstream_when_the_park_expi
     assert_eq!(gw.gateway.bridge.parked.len(), 1);
     assert_eq!(gw.gateway.bridge.pool.open_sessions(), baseline + 1, "the call leased a session of its own");
     // Nobody answers: past park_ms the upstream sees notifications/cancelled for its call.
-    let events = py1.wait_event("adv-abandoned", "cancelled").await;
+    let events = py1.wait_event_within("adv-abandoned", "cancelled", Duration::from_secs(3)).await;
     assert_eq!(events, ["start", "cancel-notified", "cancelled"], "the upstream was cancelled by notifications/cancelled");
     eventually("the park table is empty", || gw.gateway.bridge.parked.is_empty()).await;
     eventually("the abandoned call's session is closed", || gw.gateway.bridge.pool.open_sessions() == baseline).await;

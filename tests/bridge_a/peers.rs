@@ -36,11 +36,18 @@ pub(crate) fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
 }
 
-/// This run's scratch directory (per process, so parallel runs never share event files).
+/// This run's scratch directory: one per process, named by pid and start time (pids repeat, and
+/// the upstreams append to their event files), created empty on first use.
 pub(crate) fn scratch() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bridge_a-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create the scratch directory");
-    dir
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bridge_a-{}-{nanos}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        dir
+    })
+    .clone()
 }
 
 /// A running peer process.
@@ -62,13 +69,21 @@ impl Peer {
 
     /// Waits (at most 2 s) until the upstream recorded `event` under `tag`; fails the test otherwise.
     pub(crate) async fn wait_event(&self, tag: &str, event: &str) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        self.wait_event_within(tag, event, Duration::from_secs(2)).await
+    }
+
+    /// [`Peer::wait_event`] waiting at most `within`.
+    pub(crate) async fn wait_event_within(&self, tag: &str, event: &str, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
         loop {
             let seen = self.events(tag);
             if seen.iter().any(|e| e == event) {
                 return seen;
             }
-            assert!(Instant::now() < deadline, "the upstream did not record {event:?} for tag {tag:?} within 2 s; it recorded {seen:?}");
+            assert!(
+                Instant::now() < deadline,
+                "the upstream did not record {event:?} for tag {tag:?} within {within:?}; it recorded {seen:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

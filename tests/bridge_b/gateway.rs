@@ -100,9 +100,11 @@ impl Setup {
     }
 }
 
-/// A per-process scratch file path under the target's temp dir.
+/// A per-process scratch file path under the target's temp dir (any earlier file removed).
 pub(crate) fn scratch_file(name: &str) -> PathBuf {
-    crate::peers::scratch().join(name)
+    let path = crate::peers::scratch().join(name);
+    let _ = std::fs::remove_file(&path);
+    path
 }
 
 /// An HTTP client for raw calls; a request that hangs fails the test after 20 s.

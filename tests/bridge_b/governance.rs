@@ -20,7 +20,12 @@ async fn records(path: &std::path::Path, n: usize) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let recs: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}"))).collect();
+        // Complete lines only: the writer may be mid-line.
+        let recs: Vec<Value> = text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}")))
+            .collect();
         if recs.len() >= n {
             return recs;
         }

@@ -37,11 +37,18 @@ pub(crate) fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
 }
 
-/// This run's scratch directory (per process).
+/// This run's scratch directory: one per process, named by pid and start time (pids repeat, and
+/// upstreams and audit sinks append to their files), created empty on first use.
 pub(crate) fn scratch() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bridge_b-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create the scratch directory");
-    dir
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bridge_b-{}-{nanos}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        dir
+    })
+    .clone()
 }
 
 /// A running upstream process.

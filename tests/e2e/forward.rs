@@ -313,14 +313,14 @@ async fn a_client_disconnect_closes_the_upstream_stream() {
 #[tokio::test]
 async fn an_upstream_response_timeout_gives_an_error_naming_the_upstream() {
     let m = MockSpec::new("slow").on(|seen| (seen.method == "tools/call").then_some(Reply::Hang)).start().await;
-    let s = Setup::new().timeout("response_ms", 300).upstream("slow", &m.url()).start().await;
+    let s = Setup::new().timeout("response_ms", 1000).upstream("slow", &m.url()).start().await;
     let started = std::time::Instant::now();
     let r = call("echo", json!({})).id(json!("t")).send(&s.url()).await;
-    assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert_eq!(r.status, 504, "{}", r.text);
     let e = r.error(504, -32603, &json!("t"));
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.contains("'slow'") && msg.contains("300 ms"), "{msg}");
+    assert!(msg.contains("'slow'") && msg.contains("1000 ms"), "{msg}");
 }
 
 #[tokio::test]
@@ -335,7 +335,7 @@ async fn an_upstream_that_stalls_mid_stream_ends_the_stream_with_an_error_naming
         })
         .start()
         .await;
-    let s = Setup::new().timeout("response_ms", 300).upstream("stall", &m.url()).start().await;
+    let s = Setup::new().timeout("response_ms", 1000).upstream("stall", &m.url()).start().await;
     let mut st = call("echo", json!({})).id(json!("st")).meta(with_meta(json!({"progressToken": 5}))).stream(&s.url()).await;
     assert_eq!(st.next().await.expect("progress")["method"], "notifications/progress");
     let e = st.next().await.expect("an error event");
@@ -398,8 +398,8 @@ async fn an_upstream_connect_timeout_gives_an_error_naming_it() {
     let hole = stalled();
     let up = MockSpec::new("ct-up").start().await;
     let started = std::time::Instant::now();
-    let s = Setup::new().timeout("connect_ms", 200).upstream("ct-up", &up.url()).upstream("ct-hole", &hole.url).start().await;
-    assert!(started.elapsed() < Duration::from_millis(1500), "the probe gave up after the connect timeout: {:?}", started.elapsed());
+    let s = Setup::new().timeout("connect_ms", 1000).upstream("ct-up", &up.url()).upstream("ct-hole", &hole.url).start().await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the probe gave up after the connect timeout: {:?}", started.elapsed());
     let r = call("ct-hole__echo", json!({})).id(json!("ct")).send(&s.url()).await;
     assert_eq!(r.status, 502, "{}", r.text);
     let e = r.error(502, -32603, &json!("ct"));

@@ -145,5 +145,5 @@ async fn listen_ends_with_its_result_when_sluice_shuts_down() {
     assert_eq!(r["result"]["resultType"], "complete");
     assert_eq!(r["result"]["_meta"][SUB], "end-1");
     assert!(st.next().await.is_none(), "the stream closes after the result");
-    tokio::time::timeout(WAIT, stopping).await.expect("Sluice stops within 2 s").expect("stop task");
+    tokio::time::timeout(WAIT, stopping).await.expect("Sluice stops within 10 s").expect("stop task");
 }

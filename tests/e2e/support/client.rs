@@ -151,13 +151,13 @@ impl Req {
 
     /// Sends and reads the whole answer.
     pub(crate) async fn send(self, url: &str) -> Resp {
-        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 2 s").expect("request sent");
+        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 10 s").expect("request sent");
         Resp::read(resp).await
     }
 
     /// Sends and keeps the answer open as an SSE stream.
     pub(crate) async fn stream(self, url: &str) -> Stream {
-        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 2 s").expect("request sent");
+        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 10 s").expect("request sent");
         Stream { status: resp.status().as_u16(), headers: resp.headers().clone(), resp, buf: String::new() }
     }
 }
@@ -179,7 +179,7 @@ impl Resp {
     async fn read(resp: reqwest::Response) -> Self {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let text = tokio::time::timeout(WAIT, resp.text()).await.expect("body within 2 s").expect("body");
+        let text = tokio::time::timeout(WAIT, resp.text()).await.expect("body within 10 s").expect("body");
         Resp { status, headers, text }
     }
 
@@ -301,7 +301,7 @@ impl Stream {
         }
     }
 
-    /// The next event's message within 2 s.
+    /// The next event's message within [`WAIT`].
     pub(crate) async fn next(&mut self) -> Option<Value> {
         self.next_within(WAIT).await
     }
@@ -337,7 +337,7 @@ pub(crate) async fn raw_post(addr: SocketAddr, path: &str, head_lines: &[String]
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.write_all(req.as_bytes()).await.expect("write");
     let mut out = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.expect("answer within 2 s").expect("read");
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.expect("answer within 10 s").expect("read");
     let text = String::from_utf8_lossy(&out).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);

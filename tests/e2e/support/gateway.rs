@@ -109,11 +109,13 @@ pub(crate) async fn one_demo(name: &'static str) -> (sluice::demo::upstream::Dem
     (demo, sluice)
 }
 
-/// An `http://` URL on loopback where nothing listens.
+/// An `http://` URL on loopback where nothing listens: its port stays bound (never listening,
+/// so connections are refused) until the test process exits, so no other test can take it.
 pub(crate) fn dead_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr");
-    drop(l);
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = sock.local_addr().expect("addr");
+    std::mem::forget(sock);
     format!("http://{addr}/mcp")
 }
 

@@ -34,7 +34,7 @@ pub(crate) fn capture_logs() {
     });
 }
 
-/// Waits (up to 2 s) for a warning line holding every one of `parts`.
+/// Waits (up to [`WAIT`]) for a warning line holding every one of `parts`.
 pub(crate) async fn wait_warning(parts: &[&str]) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
