@@ -167,10 +167,11 @@ impl Live {
         let gather = gw.cfg.bridge.gather;
         loop {
             let wait = if self.asks.is_empty() { None } else { Some(gather) };
-            // Biased: a message (an ask among them) that is ready together with the gather timer
-            // joins this round instead of being left for the next.
+            // Biased: a client that went away wins; then a message (an ask among them) that is
+            // ready together with the gather timer joins this round instead of the next.
             let msg = tokio::select! {
                 biased;
+                _ = events.closed() => return Outcome::ClientGone,
                 m = self.post_rx.recv() => match m {
                     Some(PostEvent::Msg(d)) => d,
                     Some(PostEvent::End(e)) => return Outcome::Failed(e.unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),
@@ -181,7 +182,6 @@ impl Live {
                     None => { self.get_open = false; continue; }
                 },
                 _ = sleep_opt(wait) => return Outcome::Asks,
-                _ = events.closed() => return Outcome::ClientGone,
             };
             if let Some(out) = self.handle(gw, events, supplied, &msg).await {
                 return out;
