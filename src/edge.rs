@@ -13,7 +13,7 @@ use crate::respond::Reply;
 
 /// Whether `host` (no port) is a loopback name.
 fn is_loopback_host(host: &str) -> bool {
-    matches!(host.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "[::1]")
+    ["localhost", "127.0.0.1", "[::1]"].iter().any(|h| h.eq_ignore_ascii_case(host))
 }
 
 /// The host part of `authority` (`host[:port]`, IPv6 in brackets).
@@ -68,9 +68,9 @@ pub fn check_accept(h: &HeaderMap) -> Result<(), Reply> {
     let (mut json, mut sse) = (false, false);
     for v in h.get_all(http::header::ACCEPT) {
         for part in v.to_str().unwrap_or("").split(',') {
-            let ty = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-            json |= ty == "application/json";
-            sse |= ty == "text/event-stream";
+            let ty = part.split(';').next().unwrap_or("").trim();
+            json |= ty.eq_ignore_ascii_case("application/json");
+            sse |= ty.eq_ignore_ascii_case("text/event-stream");
         }
     }
     if json && sse {

@@ -80,7 +80,7 @@ impl Metrics {
         let labels = OpLabels {
             mcp_method_name: r.method.clone().unwrap_or_default(),
             upstream: r.upstream.clone().unwrap_or_default(),
-            error_type: error_type.clone(),
+            error_type,
         };
         self.duration.get_or_create(&labels).observe(took.as_secs_f64());
         self.requests.get_or_create(&labels).inc();

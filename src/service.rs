@@ -43,7 +43,9 @@ async fn mcp(gw: &Arc<Gateway>, parts: http::request::Parts, body: hyper::body::
     let reply = if in_flight.count > gw.cfg.limits.max_in_flight {
         Reply::Overloaded
     } else {
-        let run = crate::audit::scope(guard.record(), crate::pipeline::run(gw, parts, body));
+        // Boxed once here: the pipeline's future is several KiB, and moving it by value through
+        // the audit scope and the deadline would copy it at each step.
+        let run = crate::audit::scope(guard.record(), Box::pin(crate::pipeline::run(gw, parts, body)));
         match tokio::time::timeout(gw.cfg.timeouts.request, run).await {
             Ok(r) => r,
             Err(_) => Reply::Plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout: the request took longer than timeouts.request_ms\n"),

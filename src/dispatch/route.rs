@@ -17,7 +17,7 @@ use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::route::uri;
 use crate::route::xheader::ParamHeader;
-use crate::upstream::forward::{forward as send, Call};
+use crate::upstream::forward::{forward as send, Call, MakeSeal};
 use crate::upstream::Upstream;
 use crate::validate::Meta;
 
@@ -43,11 +43,12 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method.as_str() {
         "tools/call" => {
-            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
+            let name = env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
             named(gw, ListKind::Tools, &name).await.map(Some)
         }
         "prompts/get" => {
-            let name = env.param_str("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
+            let name =
+                env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
             named(gw, ListKind::Prompts, &name).await.map(Some)
         }
         "resources/read" => {
@@ -157,8 +158,9 @@ pub async fn forward(
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
     };
-    let seal = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read")
-        .then(|| super::govern::next_seal(gw, env, &t, principal, retry.round, meta.capabilities.contains_key("elicitation")));
+    let elicitation = meta.capabilities.contains_key("elicitation");
+    let make_seal = || super::govern::next_seal(gw, env, &t, principal, retry.round, elicitation);
+    let sealable = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read");
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();
     let body = match (t.renamed, env.method.as_str()) {
@@ -200,9 +202,9 @@ pub async fn forward(
         uri: is_read.then(|| t.own.clone()),
         body,
         log_level: meta.log_level,
-        seal,
+        seal: None,
     };
-    send(gw, &t.up, call, headers).await
+    send(gw, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).await
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).

@@ -6,18 +6,20 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use http::HeaderValue;
+use std::borrow::Cow;
+
+use http::{HeaderName, HeaderValue};
 
 /// `MCP-Protocol-Version`: the request's protocol version, mirrored from `_meta`.
-pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// `Mcp-Method`: the JSON-RPC method, mirrored from the body.
-pub const METHOD: &str = "mcp-method";
+pub const METHOD: HeaderName = HeaderName::from_static("mcp-method");
 /// `Mcp-Name`: `params.name` or `params.uri`, mirrored from the body.
-pub const NAME: &str = "mcp-name";
+pub const NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// Prefix of the headers that mirror `x-mcp-header` annotated tool arguments.
 pub const PARAM_PREFIX: &str = "mcp-param-";
 /// `Mcp-Session-Id`: the legacy session header.
-pub const SESSION_ID: &str = "mcp-session-id";
+pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
@@ -38,23 +40,23 @@ pub enum DecodeError {
 
 /// Decodes one header value: trims surrounding whitespace, decodes a value wrapped in both
 /// sentinel ends, and takes any other value literally.
-pub fn decode(raw: &HeaderValue) -> Result<String, DecodeError> {
+pub fn decode(raw: &HeaderValue) -> Result<Cow<'_, str>, DecodeError> {
     let text = raw.to_str().map_err(|_| DecodeError::NotAscii)?;
     decode_str(text)
 }
 
 /// [`decode`] for a value already known to be ASCII text.
-pub fn decode_str(text: &str) -> Result<String, DecodeError> {
+pub fn decode_str(text: &str) -> Result<Cow<'_, str>, DecodeError> {
     if !text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
         return Err(DecodeError::NotAscii);
     }
     let text = text.trim_matches([' ', '\t']);
     let inner = text.strip_prefix(SENTINEL_START).and_then(|rest| rest.strip_suffix(SENTINEL_END));
     match inner {
-        None => Ok(text.to_owned()),
+        None => Ok(Cow::Borrowed(text)),
         Some(b64) => {
             let bytes = STANDARD.decode(b64).map_err(|_| DecodeError::BadBase64)?;
-            String::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8)
+            String::from_utf8(bytes).map(Cow::Owned).map_err(|_| DecodeError::NotUtf8)
         }
     }
 }

@@ -252,6 +252,16 @@ impl Envelope {
         self.param(key).map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
     }
 
+    /// [`Envelope::param_str`] without a copy when the string has no escapes.
+    pub fn param_text(&self, key: &str) -> Option<Result<std::borrow::Cow<'_, str>, ()>> {
+        let raw = self.param(key)?;
+        match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+            // Validated JSON: a string without a backslash holds no escapes and no raw quote.
+            Some(inner) if !inner.contains('\\') => Some(Ok(std::borrow::Cow::Borrowed(inner))),
+            _ => Some(serde_json::from_str::<String>(raw).map(std::borrow::Cow::Owned).map_err(|_| ())),
+        }
+    }
+
     /// The top-level `params` members in body order, as raw JSON text.
     pub fn members(&self) -> impl Iterator<Item = (&str, &str)> {
         self.members.iter().map(|(k, r)| (k.as_str(), self.slice(r)))

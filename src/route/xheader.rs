@@ -139,8 +139,8 @@ pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader])
             (false, Some(h)) => {
                 let got = crate::mcp::headers::decode(h).map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
                 let same = match ann.kind {
-                    Kind::Str => v.as_str() == Some(got.as_str()),
-                    Kind::Bool => v.as_bool().map(|b| b.to_string()) == Some(got.clone()),
+                    Kind::Str => v.as_str() == Some(got.as_ref()),
+                    Kind::Bool => v.as_bool().map(|b| b.to_string()).as_deref() == Some(got.as_ref()),
                     Kind::Int => match (v.as_f64(), got.parse::<f64>()) {
                         (Some(a), Ok(b)) => a == b,
                         _ => false,

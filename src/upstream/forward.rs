@@ -35,7 +35,8 @@ pub struct Call {
     pub body: Bytes,
     /// The lowest log level the client asked for (`None`: relay no log messages).
     pub log_level: Option<u8>,
-    /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read).
+    /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); filled
+    /// by [`forward`] from its `make_seal` only when the answer may need it.
     pub seal: Option<super::rounds::RoundSeal>,
 }
 
@@ -50,8 +51,18 @@ enum Msg {
     Skip,
 }
 
+/// Builds the seal of a possible round; called only when an answer may be `input_required`, so
+/// the common call pays nothing for it.
+pub type MakeSeal<'a> = &'a (dyn Fn() -> super::rounds::RoundSeal + Sync);
+
 /// Sends the call and relays the answer.
-pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_headers: &HeaderMap) -> Result<Reply, GatewayError> {
+pub async fn forward(
+    gw: &Arc<Gateway>,
+    up: &Arc<Upstream>,
+    mut call: Call,
+    client_headers: &HeaderMap,
+    make_seal: Option<MakeSeal<'_>>,
+) -> Result<Reply, GatewayError> {
     let mut headers = modern_headers(&up.host, &call.method, call.mcp_name.as_deref(), &up.extra);
     for (k, v) in client_headers {
         let n = k.as_str();
@@ -72,6 +83,9 @@ pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_h
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");
+            if call.seal.is_none() && text.contains("input_required") {
+                call.seal = make_seal.map(|f| f());
+            }
             let text = match sealed(gw, &call, text) {
                 Ok(t) => t,
                 Err(r) => return Ok(Reply::refusal(&call.id, &r)),
@@ -81,6 +95,9 @@ pub async fn forward(gw: &Arc<Gateway>, up: &Arc<Upstream>, call: Call, client_h
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
         Answer::Sse(mut stream) => loop {
+            if call.seal.is_none() {
+                call.seal = make_seal.map(|f| f());
+            }
             let Some(data) = stream.next().await? else {
                 return Err(UpstreamError::Closed(up.name.clone()).into());
             };

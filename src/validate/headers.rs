@@ -16,7 +16,7 @@ fn mismatch(msg: String) -> GatewayError {
     GatewayError::HeaderMismatch(msg)
 }
 
-fn header(h: &HeaderMap, name: &'static str, display: &str) -> Result<String, GatewayError> {
+fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result<std::borrow::Cow<'h, str>, GatewayError> {
     let mut values = h.get_all(name).iter();
     let v = values.next().ok_or_else(|| mismatch(format!("Header mismatch: the {display} header is required; mirror the body into it")))?;
     if values.next().is_some() {
@@ -46,7 +46,7 @@ pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), GatewayEr
     }
     if let Some(member) = name_member(&env.method) {
         let name = header(h, headers::NAME, "Mcp-Name")?;
-        match env.param_str(member) {
+        match env.param_text(member) {
             Some(Ok(body)) if body == name => {}
             // The value itself is not echoed: a name or URI may carry user content.
             _ => return Err(mismatch(format!("Header mismatch: Mcp-Name does not equal params.{member}"))),
