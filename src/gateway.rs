@@ -188,6 +188,7 @@ impl Gateway {
                 tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
             }
             tokio::spawn(crate::bridge::sweep_sessions(gw.clone()));
+            tokio::spawn(crate::bridge::sweep_parked(gw.clone()));
             tokio::spawn(crate::policy::reload_on_sighup(gw.clone()));
             tokio::spawn(crate::policy::sweep_budgets(gw.clone()));
             loop {

@@ -480,7 +480,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
         None => gw
             .bridge
             .parked
-            .insert(handle.clone(), parked)
+            .insert(handle, parked, std::time::Instant::now() + park_for)
             .err()
             .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
     };
@@ -493,15 +493,6 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
         });
         return Event::Reply(Reply::refusal(id, &refusal));
     }
-    let gw2 = gw.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(park_for).await;
-        if let Some(p) = gw2.bridge.parked.take(&handle) {
-            if let Some(mut l) = p.live {
-                l.cancel(&gw2, "the client did not answer in time").await;
-            }
-        }
-    });
     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
         "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
     Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
@@ -531,6 +522,25 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
                 }
             });
             Reply::Sse(srx)
+        }
+    }
+}
+
+/// Cancels upstream every parked exchange whose client did not retry within `bridge.park_ms`,
+/// until shutdown: one task for the whole table, ticking at an eighth of the park time (5 ms to
+/// 250 ms), so an exchange costs no timer task of its own.
+pub async fn sweep_parked(gw: Arc<Gateway>) {
+    let every = (gw.cfg.bridge.park / 8).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = gw.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        for p in gw.bridge.parked.expired(std::time::Instant::now()) {
+            if let Some(mut l) = p.live {
+                let gw = gw.clone();
+                tokio::spawn(async move { l.cancel(&gw, "the client did not answer in time").await });
+            }
         }
     }
 }
