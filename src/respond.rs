@@ -146,16 +146,7 @@ fn push_key(out: &mut String, key: &str, first: &mut bool) {
     if !std::mem::take(first) {
         out.push(',');
     }
-    if key.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        match serde_json::to_string(key) {
-            Ok(k) => out.push_str(&k),
-            Err(_) => out.push_str("\"\""),
-        }
-    } else {
-        out.push('"');
-        out.push_str(key);
-        out.push('"');
-    }
+    jsonrpc::push_json_str(out, key);
     out.push(':');
 }
 

@@ -113,7 +113,9 @@ impl Live {
         let session = lease.session.clone();
         let client = gw.client.clone();
         let post_task = tokio::spawn(async move {
-            let end = match session.post(&client, body, None).await {
+            // The request's future is boxed so that it is freed once the answer started: the
+            // task lives as long as the exchange, parked or not.
+            let end = match Box::pin(session.post(&client, body, None)).await {
                 Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
                     session.broken.store(true, std::sync::atomic::Ordering::Release);
                     Some(UpstreamError::SessionGone(session.up.name.clone()))
@@ -272,6 +274,9 @@ impl Live {
 
 async fn sleep_opt(d: Option<Duration>) {
     match d {
+        // Zero (`gather_ms = 0`): ready at once, not at the timer wheel's next millisecond tick;
+        // the biased select still takes a message that is already there first.
+        Some(d) if d.is_zero() => {}
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
     }

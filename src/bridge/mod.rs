@@ -224,11 +224,13 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
                 Some(live) => live,
                 None => start(gw, env, meta, &t, principal, info).await?,
             };
-            tokio::spawn(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone()));
+            // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
+            // its wakers, and a boxed future is freed as soon as it completes.
+            tokio::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
         }
         None => {
             let live = start(gw, env, meta, &t, principal, info).await?;
-            tokio::spawn(run(gw.clone(), live, supplied, tx, id, t.up.clone()));
+            tokio::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
         }
     }
     Ok(reply_from(rx).await)

@@ -293,28 +293,43 @@ impl Envelope {
             out.push_str(id);
         }
         out.push_str(",\"method\":");
-        out.push_str(&Value::String(self.method.clone()).to_string());
+        push_json_str(&mut out, &self.method);
         if self.params {
             out.push_str(",\"params\":{");
             let mut first = true;
             for (key, raw) in self.members() {
-                let value = match edit(key, raw) {
-                    None => raw.to_owned(),
-                    Some(None) => continue,
-                    Some(Some(new)) => new,
-                };
-                if !first {
+                let edited = edit(key, raw);
+                if matches!(edited, Some(None)) {
+                    continue;
+                }
+                if !std::mem::take(&mut first) {
                     out.push(',');
                 }
-                first = false;
-                out.push_str(&Value::String(key.to_owned()).to_string());
+                push_json_str(&mut out, key);
                 out.push(':');
-                out.push_str(&value);
+                match &edited {
+                    Some(Some(new)) => out.push_str(new),
+                    _ => out.push_str(raw),
+                }
             }
             out.push('}');
         }
         out.push('}');
         Bytes::from(out)
+    }
+}
+
+/// Appends `s` as a JSON string (quoted; escaped only when it needs escapes).
+pub fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        match serde_json::to_string(s) {
+            Ok(q) => out.push_str(&q),
+            Err(_) => out.push_str("\"\""),
+        }
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
     }
 }
 

@@ -104,7 +104,9 @@ impl Session {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (c, u, v, sd, l) = (client.clone(), up.clone(), version.clone(), sid.clone(), leased.clone());
         let get_task = tokio::spawn(async move {
-            let stream = open_get_stream(&c, &u, &v, sd.as_ref()).await;
+            // Boxed, so the opening request's future is freed once the stream is open: this task
+            // lives as long as the session.
+            let stream = Box::pin(open_get_stream(&c, &u, &v, sd.as_ref())).await;
             let _ = ready_tx.send(());
             if let Some(stream) = stream {
                 read_get_stream(stream, c, u, v, sd, tx, l, on_list_changed).await;
@@ -215,7 +217,8 @@ async fn read_get_stream(
             continue;
         };
         match (msg.method.as_deref(), msg.id.as_ref()) {
-            (Some("ping"), Some(id)) => session.reply(id.get(), Ok("{}")).await,
+            // Replies are boxed: their request futures would otherwise size this long-lived task.
+            (Some("ping"), Some(id)) => Box::pin(session.reply(id.get(), Ok("{}"))).await,
             (Some(m), None) if m.ends_with("/list_changed") || m == "notifications/resources/updated" => on_list_changed(&data),
             _ if leased.load(Ordering::Acquire) => {
                 if tx.send(data).await.is_err() {
@@ -224,7 +227,7 @@ async fn read_get_stream(
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %up.name, method = m, "upstream asked something outside any call; refused");
-                session.reply(id.get(), Err((-32600, "no call is in progress on this session to route the request to"))).await;
+                Box::pin(session.reply(id.get(), Err((-32600, "no call is in progress on this session to route the request to")))).await;
             }
             _ => {}
         }
