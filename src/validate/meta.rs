@@ -4,10 +4,11 @@
 //! requested log level. Refuses (`-32602`, HTTP 400) a missing `_meta`, a missing or non-string
 //! `protocolVersion`, missing or non-object `clientCapabilities`, and an unknown log level.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::GatewayError;
-use crate::mcp::{self, jsonrpc::Envelope};
+use crate::mcp::jsonrpc::Envelope;
 use crate::upstream::forward::level_rank;
 
 /// What a modern request says about itself.
@@ -30,20 +31,35 @@ pub fn read(env: &Envelope) -> Result<Meta, GatewayError> {
     let raw = env.param("_meta").ok_or_else(|| {
         invalid("params._meta is required in 2026-07-28: add io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities")
     })?;
-    let meta: Map<String, Value> = serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object"))?;
-    let version = match meta.get(mcp::META_PROTOCOL_VERSION) {
-        Some(Value::String(v)) => v.clone(),
+    // Only the three members Sluice reads are parsed (borrowed); clientInfo and the rest stay text.
+    #[derive(serde::Deserialize)]
+    struct Wire<'a> {
+        #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+        version: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "io.modelcontextprotocol/clientCapabilities")]
+        capabilities: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "io.modelcontextprotocol/logLevel")]
+        log_level: Option<&'a RawValue>,
+    }
+    let meta: Wire<'_> =
+        serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object, each of its members given once"))?;
+    let version = match meta.version.map(|r| serde_json::from_str::<Value>(r.get())) {
+        Some(Ok(Value::String(v))) => v,
+        Some(Ok(Value::Null)) | None => {
+            return Err(invalid("_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")"))
+        }
         Some(_) => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion must be a string such as \"2026-07-28\"")),
-        None => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")")),
     };
-    let capabilities = match meta.get(mcp::META_CLIENT_CAPABILITIES) {
-        Some(Value::Object(c)) => c.clone(),
+    let capabilities = match meta.capabilities.map(|r| serde_json::from_str::<Value>(r.get())) {
+        Some(Ok(Value::Object(c))) => c,
+        Some(Ok(Value::Null)) | None => {
+            return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)"))
+        }
         Some(_) => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities must be an object ({} declares none)")),
-        None => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)")),
     };
-    let log_level = match meta.get(mcp::META_LOG_LEVEL) {
-        None => None,
-        Some(Value::String(l)) => Some(level_rank(l).ok_or_else(|| {
+    let log_level = match meta.log_level.map(|r| serde_json::from_str::<Value>(r.get())) {
+        None | Some(Ok(Value::Null)) => None,
+        Some(Ok(Value::String(l))) => Some(level_rank(&l).ok_or_else(|| {
             invalid("_meta io.modelcontextprotocol/logLevel must be one of debug, info, notice, warning, error, critical, alert, emergency")
         })?),
         Some(_) => return Err(invalid("_meta io.modelcontextprotocol/logLevel must be a string")),
