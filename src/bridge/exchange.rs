@@ -47,9 +47,11 @@ pub enum Outcome {
     ClientGone,
 }
 
+/// What the call's POST stream delivers. The error is boxed: the channel allocates 32 slots at
+/// once and each parked exchange keeps its channel, so the slot is kept small.
 enum PostEvent {
     Msg(String),
-    End(Option<UpstreamError>),
+    End(Option<Box<UpstreamError>>),
 }
 
 /// The request a live exchange serves, as bound into its sealed state.
@@ -140,7 +142,7 @@ impl Live {
                 }
                 Err(e) => Some(e),
             };
-            let _ = tx.send(PostEvent::End(end)).await;
+            let _ = tx.send(PostEvent::End(end.map(Box::new))).await;
         })
         .abort_handle();
         Live { lease, upstream_id, post_rx: rx, post_task, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
@@ -176,7 +178,7 @@ impl Live {
                 _ = events.closed() => return Outcome::ClientGone,
                 m = self.post_rx.recv() => match m {
                     Some(PostEvent::Msg(d)) => d,
-                    Some(PostEvent::End(e)) => return Outcome::Failed(e.unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),
+                    Some(PostEvent::End(e)) => return Outcome::Failed(e.map(|e| *e).unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),
                     None => return Outcome::Failed(UpstreamError::Closed(self.lease.session.up.name.clone())),
                 },
                 m = self.lease.session.recv(), if self.get_open => match m {

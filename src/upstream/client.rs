@@ -95,14 +95,25 @@ impl SseStream {
     }
 }
 
-/// The shared client: one connection pool for all upstreams.
+/// The shared client: one connection pool for all upstreams. A clone is one `Arc` (long-lived
+/// tasks hold one each, so it is kept small).
 #[derive(Clone)]
-pub struct HttpClient {
+pub struct HttpClient(std::sync::Arc<ClientShared>);
+
+/// What every clone of an [`HttpClient`] shares.
+pub struct ClientShared {
     inner: Client<HttpConnector, Full<Bytes>>,
     connect_timeout: Duration,
     response_timeout: Duration,
     max_body: usize,
     max_event: usize,
+}
+
+impl std::ops::Deref for HttpClient {
+    type Target = ClientShared;
+    fn deref(&self) -> &ClientShared {
+        &self.0
+    }
 }
 
 impl HttpClient {
@@ -113,7 +124,7 @@ impl HttpClient {
         conn.set_nodelay(true);
         let inner =
             Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
-        HttpClient { inner, connect_timeout: connect, response_timeout: response, max_body, max_event }
+        HttpClient(std::sync::Arc::new(ClientShared { inner, connect_timeout: connect, response_timeout: response, max_body, max_event }))
     }
 
     /// The configured connect timeout.
