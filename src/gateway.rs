@@ -182,13 +182,14 @@ impl Gateway {
     /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
     pub fn spawn_background(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let gw = self.clone();
+        // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
+        tokio::spawn(crate::bridge::sweep_sessions(self.clone()));
+        tokio::spawn(crate::bridge::sweep_parked(self.clone()));
         tokio::spawn(async move {
             gw.probe_all().await;
             for up in &gw.upstreams {
                 tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
             }
-            tokio::spawn(crate::bridge::sweep_sessions(gw.clone()));
-            tokio::spawn(crate::bridge::sweep_parked(gw.clone()));
             tokio::spawn(crate::policy::reload_on_sighup(gw.clone()));
             tokio::spawn(crate::policy::sweep_budgets(gw.clone()));
             loop {

@@ -139,7 +139,7 @@ pub fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String
 }
 
 fn members(raw: &str) -> Option<RawObject<'_>> {
-    serde_json::from_str(raw).ok()
+    serde_json::from_str::<RawObject<'_>>(raw).ok().map(RawObject::dedup_last)
 }
 
 fn push_key(out: &mut String, key: &str, first: &mut bool) {
@@ -273,7 +273,8 @@ pub fn finish(
             out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
             out.push_str(id);
             out.push_str(",\"result\":");
-            stamp_into(&mut out, &r, method, server_info);
+            // A repeated key is written once, with its last value, as the round sealing reads it.
+            stamp_into(&mut out, &r.dedup_last(), method, server_info);
             out.push('}');
             (StatusCode::OK, Bytes::from(out))
         }
@@ -315,6 +316,8 @@ mod tests {
             r#"{"content":[{"type":"text","text":"a  b"}],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"sluice"},"k":1.50},"xA":2,"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
         );
         assert_eq!(stamp_result("[1]", "tools/call", "{}"), None);
+        let twice = stamp_result(r#"{"resultType":"input_required","a":1,"resultType":"complete"}"#, "tools/call", "{}").unwrap();
+        assert_eq!(twice, r#"{"resultType":"complete","a":1,"_meta":{"io.modelcontextprotocol/serverInfo":{}}}"#);
         let odd_meta = stamp_result(r#"{"_meta":7}"#, "tools/call", "{}").unwrap();
         assert_eq!(odd_meta, r#"{"_meta":{"io.modelcontextprotocol/serverInfo":{}},"resultType":"complete"}"#);
     }

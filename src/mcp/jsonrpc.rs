@@ -83,6 +83,34 @@ impl<'a> RawObject<'a> {
     pub fn get(&self, key: &str) -> Option<&'a str> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.get())
     }
+
+    /// Whether a key appears more than once (linear: pairwise for a few members, hashed above).
+    pub fn has_repeats(&self) -> bool {
+        if self.0.len() <= 16 {
+            return self.0.iter().enumerate().any(|(i, (k, _))| self.0[..i].iter().any(|(seen, _)| seen == k));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(self.0.len());
+        !self.0.iter().all(|(k, _)| seen.insert(k.as_ref()))
+    }
+
+    /// Each key once, at its first position with its last value (what a map-based reader sees).
+    pub fn dedup_last(mut self) -> Self {
+        if !self.has_repeats() {
+            return self;
+        }
+        let mut at: std::collections::HashMap<std::borrow::Cow<'a, str>, usize> = std::collections::HashMap::new();
+        let mut out: Vec<(std::borrow::Cow<'a, str>, &'a RawValue)> = Vec::with_capacity(self.0.len());
+        for (k, v) in self.0.drain(..) {
+            match at.get(&k) {
+                Some(&i) => out[i].1 = v,
+                None => {
+                    at.insert(k.clone(), out.len());
+                    out.push((k, v));
+                }
+            }
+        }
+        RawObject(out)
+    }
 }
 
 struct Key<'a>(std::borrow::Cow<'a, str>);
@@ -213,13 +241,10 @@ impl Envelope {
             None => (false, Vec::new()),
             Some(Params::Other) => return Err(FrameError::NotRequest("\"params\" must be an object")),
             Some(Params::Object(obj)) => {
-                let mut members: Vec<(String, Range<usize>)> = Vec::with_capacity(obj.0.len());
-                for (k, v) in obj.0 {
-                    if members.iter().any(|(seen, _)| *seen == k) {
-                        return Err(FrameError::NotRequest("a \"params\" member is repeated: send each member once"));
-                    }
-                    members.push((k.into_owned(), range_of(text, v.get())));
+                if obj.has_repeats() {
+                    return Err(FrameError::NotRequest("a \"params\" member is repeated: send each member once"));
                 }
+                let members = obj.0.into_iter().map(|(k, v)| (k.into_owned(), range_of(text, v.get()))).collect();
                 (true, members)
             }
         };
@@ -429,6 +454,10 @@ mod tests {
         );
         let twice = parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#);
         assert!(matches!(twice, Err(FrameError::NotRequest(m)) if m.contains("repeated")));
+        let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        let late = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{{},"k3":0}}}}"#, many.join(","));
+        assert!(matches!(parse(&late), Err(FrameError::NotRequest(m)) if m.contains("repeated")));
+        assert!(parse(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{{}}}}}"#, many.join(","))).is_ok());
         let escaped = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n\u0061me":"a","b":{"c" : [1, 2]}}}"#).unwrap();
         assert_eq!(escaped.param("name"), Some("\"a\""));
         assert_eq!(escaped.param("b"), Some(r#"{"c" : [1, 2]}"#));

@@ -35,8 +35,8 @@ pub struct Call {
     pub body: Bytes,
     /// The lowest log level the client asked for (`None`: relay no log messages).
     pub log_level: Option<u8>,
-    /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); filled
-    /// by [`forward`] from its `make_seal` only when the answer may need it.
+    /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); `None`
+    /// when built, filled by [`forward`] from its `make_seal` only when the answer may need it.
     pub seal: Option<super::rounds::RoundSeal>,
 }
 
@@ -51,8 +51,9 @@ enum Msg {
     Skip,
 }
 
-/// Builds the seal of a possible round; called only when an answer may be `input_required`, so
-/// the common call pays nothing for it.
+/// Builds the seal of a possible round; called only for a JSON answer that mentions
+/// `input_required` or an SSE answer (which may carry one later), so a plain JSON answer pays
+/// nothing for it.
 pub type MakeSeal<'a> = &'a (dyn Fn() -> super::rounds::RoundSeal + Sync);
 
 /// Sends the call and relays the answer.
