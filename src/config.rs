@@ -72,6 +72,22 @@ struct RawConfig {
     policies: Vec<String>,
     #[serde(default)]
     audit: RawAudit,
+    #[serde(default)]
+    metrics: RawMetrics,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    require_auth: Option<bool>,
+}
+
+/// `/metrics` and `/readyz`.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct MetricsConfig {
+    /// Whether `/metrics` and `/readyz` need a credential, like the MCP endpoint (default false;
+    /// needs `[auth]`).
+    pub require_auth: bool,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -106,6 +122,7 @@ struct RawLimitsSet {
     max_parked_per_principal: Option<usize>,
     max_input_request_bytes: Option<usize>,
     max_input_response_bytes: Option<usize>,
+    max_asks_per_round: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -161,6 +178,8 @@ pub struct BudgetLimits {
     pub max_input_request_bytes: usize,
     /// Bytes of one input response from the client (default 1 MiB).
     pub max_input_response_bytes: usize,
+    /// Input requests (asks) in one round; an upstream asking more at once is refused (default 16).
+    pub max_asks_per_round: usize,
 }
 
 impl Default for BudgetLimits {
@@ -176,6 +195,7 @@ impl Default for BudgetLimits {
             max_parked_per_principal: 16,
             max_input_request_bytes: 256 << 10,
             max_input_response_bytes: 1 << 20,
+            max_asks_per_round: 16,
         }
     }
 }
@@ -193,6 +213,7 @@ impl BudgetLimits {
             max_parked_per_principal: r.max_parked_per_principal.unwrap_or(self.max_parked_per_principal),
             max_input_request_bytes: r.max_input_request_bytes.unwrap_or(self.max_input_request_bytes),
             max_input_response_bytes: r.max_input_response_bytes.unwrap_or(self.max_input_response_bytes),
+            max_asks_per_round: r.max_asks_per_round.unwrap_or(self.max_asks_per_round),
         }
     }
 }
@@ -306,6 +327,9 @@ struct RawBridge {
     max_parked: Option<usize>,
     max_client_sessions: Option<usize>,
     client_session_idle_ms: Option<u64>,
+    max_client_sessions_per_principal: Option<usize>,
+    max_sessions_per_principal: Option<usize>,
+    max_subscriptions_per_session: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -327,6 +351,11 @@ struct RawLimits {
     max_response_bytes: Option<usize>,
     max_sse_event_bytes: Option<usize>,
     max_list_pages: Option<u32>,
+    max_list_items: Option<usize>,
+    max_json_depth: Option<usize>,
+    max_streams: Option<usize>,
+    max_streams_per_principal: Option<usize>,
+    max_resource_subscriptions: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -339,6 +368,7 @@ struct RawTimeouts {
     refresh_ms: Option<u64>,
     shutdown_ms: Option<u64>,
     listen_retry_ms: Option<u64>,
+    stream_idle_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -385,6 +415,19 @@ pub struct Limits {
     pub max_sse_event_bytes: usize,
     /// Upstream list pages followed per list. Default 50.
     pub max_list_pages: u32,
+    /// Items kept per upstream per list (the rest dropped with a warning). Default 10000.
+    pub max_list_items: usize,
+    /// Deepest nesting of arrays and objects in a client's request body (-32600 past it).
+    /// Default 64, at most 128.
+    pub max_json_depth: usize,
+    /// SSE streams open to clients at once (listen and GET streams, streamed answers); past it
+    /// 503 with Retry-After. Default 10000.
+    pub max_streams: usize,
+    /// The same per principal (429 with Retry-After past it). Default 100.
+    pub max_streams_per_principal: usize,
+    /// Resource URIs one listen or one 2025-11-25 session may subscribe to (-32602 past it).
+    /// Default 256.
+    pub max_resource_subscriptions: usize,
 }
 
 /// Every wait Sluice makes; each can be set in `[timeouts]` down to milliseconds.
@@ -411,6 +454,10 @@ pub struct Timeouts {
     /// Pause before re-opening an upstream listen stream that ended. Default 1 s.
     #[serde(with = "ms", rename = "listen_retry_ms")]
     pub listen_retry: Duration,
+    /// An upstream listen or GET stream that sends nothing (not even a keep-alive) this long is
+    /// closed and reopened. Default 5 min.
+    #[serde(with = "ms", rename = "stream_idle_ms")]
+    pub stream_idle: Duration,
 }
 
 mod ms {
@@ -491,6 +538,8 @@ pub struct Config {
     pub policies: Vec<String>,
     /// The audit log.
     pub audit: AuditConfig,
+    /// `/metrics` and `/readyz`.
+    pub metrics: MetricsConfig,
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
@@ -518,6 +567,13 @@ pub struct Bridge {
     /// A 2025-11-25 client's session ends after this long unused (default 30 min).
     #[serde(with = "ms", rename = "client_session_idle_ms")]
     pub client_session_idle: Duration,
+    /// Sessions of 2025-11-25 clients one principal holds; its own least recently used goes
+    /// first (default 16).
+    pub max_client_sessions_per_principal: usize,
+    /// Legacy upstream sessions one principal holds (default 32).
+    pub max_sessions_per_principal: usize,
+    /// Resource URIs one 2025-11-25 client session may subscribe to (default 256).
+    pub max_subscriptions_per_session: usize,
 }
 
 /// Sealing keys for `requestState`.
@@ -699,6 +755,16 @@ impl Config {
         if gather > 200 {
             return Err(ConfigError(format!("{origin}: bridge.gather_ms = {gather}: expected at most 200")));
         }
+        let max_json_depth = l.max_json_depth.unwrap_or(64);
+        if !(8..=128).contains(&max_json_depth) {
+            return Err(ConfigError(format!("{origin}: limits.max_json_depth = {max_json_depth}: expected 8 to 128")));
+        }
+        let require_auth = raw.metrics.require_auth.unwrap_or(false);
+        if require_auth && no_auth {
+            return Err(ConfigError(format!(
+                "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
+            )));
+        }
         for k in &raw.state.keys {
             crate::state::parse_key(k).map_err(|e| ConfigError(format!("{origin}: state.keys: {e}")))?;
         }
@@ -716,6 +782,11 @@ impl Config {
                 max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),
                 max_sse_event_bytes: l.max_sse_event_bytes.unwrap_or(4 << 20),
                 max_list_pages: l.max_list_pages.unwrap_or(50),
+                max_list_items: l.max_list_items.unwrap_or(10_000),
+                max_json_depth,
+                max_streams: l.max_streams.unwrap_or(10_000).max(1),
+                max_streams_per_principal: l.max_streams_per_principal.unwrap_or(100).max(1),
+                max_resource_subscriptions: l.max_resource_subscriptions.unwrap_or(256),
             },
             timeouts: Timeouts {
                 header_read: ms(t.header_read_ms, 10_000),
@@ -725,6 +796,7 @@ impl Config {
                 refresh: ms(t.refresh_ms, 30_000),
                 shutdown: ms(t.shutdown_ms, 10_000),
                 listen_retry: ms(t.listen_retry_ms, 1_000),
+                stream_idle: ms(t.stream_idle_ms, 300_000),
             },
             bridge: Bridge {
                 gather: Duration::from_millis(gather),
@@ -734,6 +806,9 @@ impl Config {
                 max_parked: b.max_parked.unwrap_or_else(default_max_parked),
                 max_client_sessions: b.max_client_sessions.unwrap_or(1000),
                 client_session_idle: ms(b.client_session_idle_ms, 30 * 60_000),
+                max_client_sessions_per_principal: b.max_client_sessions_per_principal.unwrap_or(16).max(1),
+                max_sessions_per_principal: b.max_sessions_per_principal.unwrap_or(32).max(1),
+                max_subscriptions_per_session: b.max_subscriptions_per_session.unwrap_or(256),
             },
             state: StateConfig {
                 keys: raw.state.keys,
@@ -748,6 +823,7 @@ impl Config {
                 sink: raw.audit.sink.clone().unwrap_or_else(|| "stderr".into()),
                 capacity: raw.audit.capacity.unwrap_or(8192),
             },
+            metrics: MetricsConfig { require_auth },
             policies: raw.policies.into_iter().chain(over.policies.iter().cloned()).collect(),
             upstreams,
         })
