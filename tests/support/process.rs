@@ -1,0 +1,323 @@
+//! The `sluice` binary as a child process: started with a config text (written to a scratch
+//! directory), `RUST_LOG=trace`, its stdout and stderr collected; its address read from its
+//! `sluice listening addr=…` line; its CPU time and RSS read from /proc; a `/healthz` prober
+//! that records the worst latency while a test runs; and `sluice check` runs. Killed on drop.
+
+#![allow(dead_code)] // each test uses part of it
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+
+/// A fresh scratch directory for one test.
+pub(crate) fn scratch(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+/// Environment changes for the child: variables set, variables removed.
+#[derive(Default, Clone)]
+pub(crate) struct Env {
+    set: Vec<(String, String)>,
+    remove: Vec<String>,
+}
+
+impl Env {
+    /// No changes.
+    pub(crate) fn new() -> Env {
+        Env::default()
+    }
+
+    /// Sets `k` to `v` in the child.
+    pub(crate) fn set(mut self, k: &str, v: &str) -> Env {
+        self.set.push((k.to_owned(), v.to_owned()));
+        self
+    }
+
+    /// Removes `k` from the child's environment.
+    pub(crate) fn unset(mut self, k: &str) -> Env {
+        self.remove.push(k.to_owned());
+        self
+    }
+
+    fn apply(&self, c: &mut tokio::process::Command) {
+        for k in &self.remove {
+            c.env_remove(k);
+        }
+        for (k, v) in &self.set {
+            c.env(k, v);
+        }
+    }
+}
+
+/// A running `sluice serve`.
+pub(crate) struct Sluice {
+    child: tokio::process::Child,
+    /// Its pid.
+    pub(crate) pid: u32,
+    /// Its bound address.
+    pub(crate) addr: String,
+    /// Its scratch directory (the config is `sluice.toml` there).
+    pub(crate) dir: PathBuf,
+    out: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// How a start ended when it did not come up.
+pub(crate) struct Exited {
+    /// The exit code (None: killed by a signal).
+    pub(crate) code: Option<i32>,
+    /// Everything it wrote.
+    pub(crate) output: String,
+}
+
+fn collect(mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<u8>>>, line: Arc<tokio::sync::Notify>) {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 << 10];
+        while let Ok(n) = pipe.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            into.lock().unwrap().extend_from_slice(&buf[..n]);
+            line.notify_waiters();
+        }
+        line.notify_waiters();
+    });
+}
+
+/// Removes ANSI colour sequences.
+pub(crate) fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' && it.peek() == Some(&'[') {
+            for d in it.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Sluice {
+    /// Starts `sluice serve` with `config`; fails the test unless it listens within 10 s.
+    /// Waits until `/readyz` says every upstream was probed.
+    pub(crate) async fn start(config: &str) -> Sluice {
+        Sluice::start_env(config, &Env::new()).await
+    }
+
+    /// The same, with environment changes.
+    pub(crate) async fn start_env(config: &str, env: &Env) -> Sluice {
+        match Sluice::spawn(config, env).await {
+            Ok(s) => {
+                s.ready().await;
+                s
+            }
+            Err(e) => panic!("sluice did not start (exit {:?}):\n{}\nconfig:\n{config}", e.code, e.output),
+        }
+    }
+
+    /// Starts it and gives it once it listens, or how it exited (10 s at most).
+    pub(crate) async fn spawn(config: &str, env: &Env) -> Result<Sluice, Exited> {
+        let dir = scratch("serve");
+        let path = dir.join("sluice.toml");
+        std::fs::write(&path, config).expect("write the config");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(["serve", "--config"]).arg(&path).env("RUST_LOG", "trace").env("NO_COLOR", "1");
+        env.apply(&mut cmd);
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the sluice binary");
+        let pid = child.id().expect("its pid");
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let line = Arc::new(tokio::sync::Notify::new());
+        collect(child.stdout.take().expect("stdout"), out.clone(), line.clone());
+        collect(child.stderr.take().expect("stderr"), out.clone(), line.clone());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let notified = line.notified();
+            let text = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
+            if let Some(l) = text.lines().find(|l| l.contains("sluice listening")) {
+                let addr = l.split("addr=").nth(1).and_then(|r| r.split_whitespace().next()).expect("addr= in the listening line");
+                return Ok(Sluice { child, pid, addr: addr.to_owned(), dir, out });
+            }
+            tokio::select! {
+                _ = notified => {}
+                status = child.wait() => {
+                    let status = status.expect("wait for sluice");
+                    // Let the readers drain the pipes.
+                    let _ = tokio::time::timeout(Duration::from_millis(500), line.notified()).await;
+                    let output = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
+                    return Err(Exited { code: status.code(), output });
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    let output = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
+                    panic!("sluice neither listened nor exited within 10 s:\n{output}");
+                }
+            }
+        }
+    }
+
+    /// Its MCP endpoint.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// `http://addr` + `path`.
+    pub(crate) fn at(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Waits (at most 10 s) until `/readyz` answers 200.
+    pub(crate) async fn ready(&self) {
+        let h = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(r) = h.get(self.at("/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "sluice was not ready within 10 s:\n{}", self.output());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Everything it wrote so far (stdout and stderr, colours stripped).
+    pub(crate) fn output(&self) -> String {
+        strip_ansi(&String::from_utf8_lossy(&self.out.lock().unwrap()))
+    }
+
+    /// Its user + system CPU time so far (/proc/<pid>/stat, in 10 ms ticks).
+    pub(crate) fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).expect("read /proc/<pid>/stat");
+        // Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
+        let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// Its resident set size (VmRSS), in bytes.
+    pub(crate) fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).expect("read /proc/<pid>/status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS");
+        kb * 1024
+    }
+
+    /// Starts a `/healthz` prober (one probe every 50 ms).
+    pub(crate) fn prober(&self) -> Prober {
+        let url = self.at("/healthz");
+        let (stop, worst, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(Vec::new())));
+        let (s, w, f) = (stop.clone(), worst.clone(), failed.clone());
+        let task = tokio::spawn(async move {
+            let h = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("reqwest client");
+            while !s.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let r = h.get(&url).send().await;
+                let took = started.elapsed();
+                w.fetch_max(took.as_micros() as u64, Ordering::Relaxed);
+                match r {
+                    Ok(r) if r.status() == 200 => {}
+                    Ok(r) => f.lock().unwrap().push(format!("HTTP {}", r.status())),
+                    Err(e) => f.lock().unwrap().push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Prober { stop, worst, failed, task }
+    }
+
+    /// Asserts none of `canaries` appears in its output (plain or JSON-escaped).
+    pub(crate) fn assert_no_leak(&self, canaries: &[&str]) {
+        let out = self.output();
+        for c in canaries {
+            let escaped = serde_json::to_string(c).unwrap();
+            for form in [c.to_string(), escaped[1..escaped.len() - 1].to_owned()] {
+                if let Some(at) = out.find(&form) {
+                    let line = out[..at].rfind('\n').map_or(0, |i| i + 1);
+                    let end = out[at..].find('\n').map_or(out.len(), |i| at + i);
+                    panic!("the canary {c:?} leaked into sluice's output:\n{}", &out[line..end.min(line + 2000)]);
+                }
+            }
+        }
+    }
+}
+
+/// A running `/healthz` prober.
+pub(crate) struct Prober {
+    stop: Arc<AtomicBool>,
+    worst: Arc<AtomicU64>,
+    failed: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Prober {
+    /// Stops it and asserts every probe answered 200 within `limit`.
+    pub(crate) async fn assert_within(self, limit: Duration) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        let failed = self.failed.lock().unwrap().clone();
+        assert!(failed.is_empty(), "/healthz probes failed: {failed:?}");
+        let worst = Duration::from_micros(self.worst.load(Ordering::Relaxed));
+        assert!(worst < limit, "the slowest /healthz probe took {worst:?}, more than {limit:?}");
+    }
+}
+
+/// What a `sluice check` (or any one-shot) run gave.
+pub(crate) struct Run {
+    /// Its exit code.
+    pub(crate) code: Option<i32>,
+    /// Its stdout.
+    pub(crate) stdout: String,
+    /// Its stderr.
+    pub(crate) stderr: String,
+}
+
+/// Runs `sluice check --config <config written to a file>` with environment changes.
+pub(crate) async fn check(config: &str, env: &Env) -> Run {
+    let dir = scratch("check");
+    let path = dir.join("sluice.toml");
+    std::fs::write(&path, config).expect("write the config");
+    check_file(&path, env).await
+}
+
+/// Runs `sluice check --config <path>`.
+pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["check", "--config"]).arg(path).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true);
+    env.apply(&mut cmd);
+    let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
+        .await
+        .expect("sluice check ends within 20 s")
+        .expect("run sluice check");
+    Run {
+        code: out.status.code(),
+        stdout: strip_ansi(&String::from_utf8_lossy(&out.stdout)),
+        stderr: strip_ansi(&String::from_utf8_lossy(&out.stderr)),
+    }
+}
