@@ -54,6 +54,7 @@ async fn a_body_nested_deeper_than_64_is_refused_with_32600_wherever_the_nesting
     );
     let unknown_method =
         format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x/unknown","params":{{"deep":{},"_meta":{meta}}}}}"#, nest(63, &leaf));
+    let mut wrong = Vec::new();
     for (what, method, name, body) in [
         ("65 levels in arguments", "tools/call", Some("echo"), in_arguments),
         ("65 levels in _meta", "tools/call", Some("echo"), in_meta),
@@ -61,10 +62,11 @@ async fn a_body_nested_deeper_than_64_is_refused_with_32600_wherever_the_nesting
         ("65 levels under an unknown method", "x/unknown", None, unknown_method),
     ] {
         let a = client::post(&h, &sluice.url(), method, name, body, None, &[]).await;
-        a.refused(400, -32600, what);
-        assert!(a.message().contains("64"), "{what}: the message says how deep is allowed: {}", a.text);
-        assert_eq!(a.msg["id"], 1, "{what}: the error carries the id");
+        if (a.status, a.code()) != (400, Some(-32600)) || !a.message().contains("64") || a.msg["id"] != 1 {
+            wrong.push(format!("{what}: want 400 -32600 with the id and a message naming 64; got HTTP {}: {}", a.status, client::cut(&a.text)));
+        }
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert_eq!(up.calls("echo"), 0, "no over-deep body reached the upstream");
     // Exactly 64: body (1) > params (2) > arguments (3) > 61 arrays.
     let at_limit = format!(
@@ -92,6 +94,7 @@ async fn a_state_is_refused_for_arguments_that_denote_another_value() {
     let rule = "[[rule]]\nname = \"approve-deploy\"\nmatch = { method = [\"tools/call\"], tool = [\"deploy\"] }\neffect = \"approve\"\n";
     let sluice = Sluice::start(&Conf::new().policy(rule).upstream("deep", &up.url(), &[]).text()).await;
     let canary = unique("target");
+    let mut wrong = Vec::new();
     let deep = |v: &str| format!(r#"{{"d":{}}}"#, nest(58, &format!(r#"{{"k":"{v}"}}"#)));
     for (what, original, changed) in [
         ("a string", r#"{"target":"staging"}"#.to_owned(), format!(r#"{{"target":"production {canary}"}}"#)),
@@ -100,9 +103,11 @@ async fn a_state_is_refused_for_arguments_that_denote_another_value() {
         ("a member 60 levels down", deep("a"), deep("b")),
     ] {
         let a = approve_then_retry(&sluice, &original, &changed).await;
-        let data = a.refused(400, -32602, what);
-        assert_eq!(data["reason"], "request_changed", "{what}: {}", a.text);
+        if (a.status, a.code(), a.msg["error"]["data"]["reason"].as_str()) != (400, Some(-32602), Some("request_changed")) {
+            wrong.push(format!("{what}: want 400 -32602 request_changed; got HTTP {}: {}", a.status, a.text));
+        }
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert_eq!(up.calls("deploy"), 0, "no changed request reached the upstream");
     // Reordered and re-spaced: the same request.
     let a = approve_then_retry(&sluice, r#"{"target":"staging","n":1}"#, "{ \"n\" : 1 ,\n \"target\" :\t\"staging\" }").await;
