@@ -41,6 +41,7 @@ async fn costed<T>(sluice: &Sluice, what: &str, limit: Duration, fut: impl std::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_cpu() {
+    let _measured = crate::process::measured().await;
     let templates = json!([
         {"uriTemplate": "test://{+a}{+b}{+c}/x", "name": "three"},
         {"uriTemplate": "x{+a}y{+b}z", "name": "two"},
@@ -89,6 +90,7 @@ async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_1_mib_sse_event_one_byte_per_chunk_costs_at_most_5x_the_same_bytes_in_4_chunks() {
+    let _measured = crate::process::measured().await;
     let up = Spec::new("streamer")
         .tools(json!([tool("big", &["chunk"])]))
         .on(|s| {
@@ -143,6 +145,7 @@ async fn flooder(canary: &str) -> legacy::Legacy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_tiny_legacy_asks_in_one_round_are_refused_with_31016_cheaply() {
+    let _measured = crate::process::measured().await;
     let canary = unique("ask");
     let up = flooder(&canary).await;
     let sluice = Sluice::start(&Conf::new().upstream("flooder", &up.url(), &[]).text()).await;
@@ -159,6 +162,7 @@ async fn ten_thousand_tiny_legacy_asks_in_one_round_are_refused_with_31016_cheap
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hundred_200_kb_legacy_asks_are_refused_without_holding_them() {
+    let _measured = crate::process::measured().await;
     let canary = unique("ask");
     let up = flooder(&canary).await;
     let sluice = Sluice::start(&Conf::new().upstream("flooder", &up.url(), &[]).text()).await;
@@ -177,6 +181,7 @@ async fn three_hundred_200_kb_legacy_asks_are_refused_without_holding_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_round_with_17_input_requests_is_refused_with_31016() {
+    let _measured = crate::process::measured().await;
     let canary = unique("ask");
     let c = canary.clone();
     let up = Spec::new("many")
@@ -203,6 +208,7 @@ async fn a_modern_round_with_17_input_requests_is_refused_with_31016() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_labels_stay_bounded_whatever_methods_and_error_codes_arrive() {
+    let _measured = crate::process::measured().await;
     let up = Spec::new("errs")
         .tools(json!([tool("fail", &["code"])]))
         .on(|s| {
@@ -233,6 +239,7 @@ async fn metrics_labels_stay_bounded_whatever_methods_and_error_codes_arrive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_readyz_refuse_a_foreign_host_and_readyz_repeats_nothing_an_upstream_said() {
+    let _measured = crate::process::measured().await;
     let canary = unique("upstream-error");
     let broken = Spec::new("broken")
         .discover(Reply::Json(format!(
@@ -263,6 +270,7 @@ const KEY_B: &str = "hostile-principal-b-key-9876543210";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_require_auth_asks_for_the_key() {
+    let _measured = crate::process::measured().await;
     let up = Spec::new("u").tools(json!([tool("t", &[])])).start().await;
     let cfg = Conf::new().key(KEY_A, "a", &[]).set("metrics", "require_auth = true").upstream("u", &up.url(), &[]);
     let sluice = Sluice::start(&cfg.text()).await;
@@ -275,6 +283,7 @@ async fn metrics_require_auth_asks_for_the_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_legacy_initializes_of_one_principal_leave_another_principals_session_alone() {
+    let _measured = crate::process::measured().await;
     let up = Spec::new("u").tools(json!([tool("t", &[])])).start().await;
     let cfg = Conf::new().key(KEY_A, "a", &[]).key(KEY_B, "b", &[]).upstream("u", &up.url(), &[]);
     let sluice = Sluice::start(&cfg.text()).await;
@@ -301,6 +310,7 @@ async fn a_thousand_legacy_initializes_of_one_principal_leave_another_principals
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_declaring_junk_inside_sampling_share_legacy_upstream_sessions() {
+    let _measured = crate::process::measured().await;
     let up = legacy::start(json!([tool("echo", &[])]), |_| {
         vec![Step::Send(result_text("{id}", r#"{"content":[{"type":"text","text":"echoed"}]}"#))]
     })
@@ -330,6 +340,7 @@ async fn items() -> hostile::Upstream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_session_subscribing_257_uris_gets_32602_on_the_257th() {
+    let _measured = crate::process::measured().await;
     let up = items().await;
     let sluice = Sluice::start(&Conf::new().upstream("items", &up.url(), &[]).text()).await;
     let probe = sluice.prober();
@@ -369,6 +380,7 @@ async fn acked(resp: reqwest::Response, what: &str) -> client::Events {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_with_257_resource_subscriptions_is_refused_with_32602() {
+    let _measured = crate::process::measured().await;
     let up = items().await;
     let sluice = Sluice::start(&Conf::new().upstream("items", &up.url(), &[]).text()).await;
     let probe = sluice.prober();
@@ -376,13 +388,14 @@ async fn a_listen_with_257_resource_subscriptions_is_refused_with_32602() {
     let uris = |n: usize| (0..n).map(|i| format!("test://item/{i}")).collect::<Vec<_>>();
     let ok = acked(open_listen(&h, &sluice.url(), 1, None, json!({"resourceSubscriptions": uris(256)})).await, "256 subscriptions").await;
     drop(ok);
-    let a = client::read(open_listen(&h, &sluice.url(), 2, None, json!({"resourceSubscriptions": uris(257)})).await).await;
+    let a = client::first(open_listen(&h, &sluice.url(), 2, None, json!({"resourceSubscriptions": uris(257)})).await).await;
     a.refused(400, -32602, "a listen with 257 resource subscriptions");
     probe.assert_within(PROBE_LIMIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fourth_concurrent_listen_of_one_principal_is_429_and_another_principal_still_listens() {
+    let _measured = crate::process::measured().await;
     let up = Spec::new("u").tools(json!([tool("t", &[])])).start().await;
     let cfg = Conf::new().key(KEY_A, "a", &[]).key(KEY_B, "b", &[]).set("limits", "max_streams_per_principal = 3");
     let sluice = Sluice::start(&cfg.upstream("u", &up.url(), &[]).text()).await;
@@ -395,7 +408,7 @@ async fn a_fourth_concurrent_listen_of_one_principal_is_429_and_another_principa
     }
     let resp = open_listen(&h, &sluice.url(), 9, Some(KEY_A), filter.clone()).await;
     let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let a = client::read(resp).await;
+    let a = client::first(resp).await;
     a.refused(429, -31018, "a's fourth listen");
     assert!(retry_after.as_deref().is_some_and(|v| v.parse::<u64>().is_ok()), "a Retry-After in seconds: {retry_after:?}");
     let _b = acked(open_listen(&h, &sluice.url(), 10, Some(KEY_B), filter).await, "b's listen").await;

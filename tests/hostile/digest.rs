@@ -63,7 +63,11 @@ async fn a_body_nested_deeper_than_64_is_refused_with_32600_wherever_the_nesting
     ] {
         let a = client::post(&h, &sluice.url(), method, name, body, None, &[]).await;
         if (a.status, a.code()) != (400, Some(-32600)) || !a.message().contains("64") || a.msg["id"] != 1 {
-            wrong.push(format!("{what}: want 400 -32600 with the id and a message naming 64; got HTTP {}: {}", a.status, client::cut(&a.text)));
+            wrong.push(format!(
+                "{what}: want 400 -32600 with the id and a message naming 64; got HTTP {}: {}",
+                a.status,
+                client::cut(&a.text)
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

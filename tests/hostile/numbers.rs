@@ -192,7 +192,10 @@ async fn mcp_param_integers_are_compared_exactly_and_written_in_decimal() {
         let ok = if accepted { a.status == 200 && reached == 1 } else { a.status == 400 && a.code() == Some(-32020) && reached == 0 };
         if !ok {
             let want = if accepted { "accepted and forwarded" } else { "400 -32020, not forwarded" };
-            wrong.push(format!("body {body} with Mcp-Param-N: {header}: want {want}; got HTTP {} (forwarded {reached}): {}", a.status, a.text));
+            wrong.push(format!(
+                "body {body} with Mcp-Param-N: {header}: want {want}; got HTTP {} (forwarded {reached}): {}",
+                a.status, a.text
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

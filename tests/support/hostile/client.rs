@@ -128,6 +128,19 @@ pub(crate) async fn post(
     read(r.body(body).send().await.expect("POST to sluice")).await
 }
 
+/// Reads an answer that may be a stream that stays open (a listen): a JSON body whole, an SSE
+/// body up to its first JSON-RPC message (10 s at most).
+pub(crate) async fn first(resp: reqwest::Response) -> Answer {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let sse = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"));
+    if !sse {
+        return read(resp).await;
+    }
+    let msg = Events::of(resp).next(Duration::from_secs(10)).await.unwrap_or(Value::Null);
+    Answer { status, headers, text: format!("(an SSE stream, first message) {msg}"), msg }
+}
+
 /// Reads an answer.
 pub(crate) async fn read(resp: reqwest::Response) -> Answer {
     let status = resp.status().as_u16();
