@@ -27,15 +27,30 @@ use crate::process::Sluice;
 /// The slowest `/healthz` probe allowed while a hostile request runs.
 const PROBE_LIMIT: Duration = Duration::from_secs(1);
 
-/// Sends `fut` and gives its answer with the CPU Sluice spent meanwhile; fails the test when it
-/// takes longer than `limit` (saying how much CPU was spent by then).
-async fn costed<T>(sluice: &Sluice, what: &str, limit: Duration, fut: impl std::future::Future<Output = T>) -> (T, Duration) {
+/// Awaits `fut` and gives its answer with the CPU Sluice spent meanwhile. Fails the test as
+/// soon as that CPU passes `cpu` (when given: the bound is broken, no need to wait for the
+/// answer), or when no answer came within `wall`.
+async fn costed<T>(
+    sluice: &Sluice,
+    what: &str,
+    cpu: Option<Duration>,
+    wall: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> (T, Duration) {
     let before = sluice.cpu_time();
-    match tokio::time::timeout(limit, fut).await {
-        Ok(v) => (v, sluice.cpu_time().saturating_sub(before)),
-        Err(_) => {
-            panic!("{what}: no answer within {limit:?}; sluice had spent {:?} of CPU on it", sluice.cpu_time().saturating_sub(before))
+    let spent = || sluice.cpu_time().saturating_sub(before);
+    let watch = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(limit) = cpu.filter(|l| spent() > *l) {
+                return format!("sluice spent {:?} of CPU, more than {limit:?}, and had not answered yet", spent());
+            }
         }
+    };
+    tokio::select! {
+        v = fut => (v, spent()),
+        why = watch => panic!("{what}: {why}"),
+        _ = tokio::time::sleep(wall) => panic!("{what}: no answer within {wall:?}; sluice had spent {:?} of CPU on it", spent()),
     }
 }
 
@@ -76,48 +91,76 @@ async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_c
         ("x + 1 MiB of y against x{+a}y{+b}z", format!("x{}", "y".repeat(MIB))),
         ("file:/// + 1 MiB against file:///{+path}", format!("file:///{}", "a".repeat(MIB))),
     ] {
-        let (a, cpu) = costed(&sluice, what, Duration::from_secs(10), read(uri)).await;
+        let (a, cpu) = costed(&sluice, what, Some(Duration::from_millis(100)), Duration::from_secs(10), read(uri)).await;
         assert!(!matches!(a.status, 413 | 431), "{what}: refused at the edge ({}), not matched", a.status);
         assert!(!a.msg.is_null(), "{what}: a JSON-RPC answer: {}", client::cut(&a.text));
         assert!(cpu < Duration::from_millis(100), "{what}: sluice spent {cpu:?} of CPU");
     }
     let two = async { tokio::join!(read(format!("test://{}", "b".repeat(MIB))), read(format!("test://{}", "c".repeat(MIB)))) };
-    let ((a, b), cpu) = costed(&sluice, "two 1 MiB URIs at once", Duration::from_secs(10), two).await;
+    let ((a, b), cpu) = costed(&sluice, "two 1 MiB URIs at once", Some(Duration::from_millis(200)), Duration::from_secs(10), two).await;
     assert!(!a.msg.is_null() && !b.msg.is_null(), "both answered");
     assert!(cpu < Duration::from_millis(200), "two 1 MiB URIs at once: sluice spent {cpu:?} of CPU");
     probe.assert_within(PROBE_LIMIT).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_1_mib_sse_event_one_byte_per_chunk_costs_at_most_5x_the_same_bytes_in_4_chunks() {
-    let _measured = crate::process::measured().await;
-    let up = Spec::new("streamer")
-        .tools(json!([tool("big", &["chunk"])]))
+/// A tool `big` answering with about 1 MiB of SSE, in chunks of `arguments.chunk` bytes ("0":
+/// a quarter of the answer each): `arguments.shape` "one" sends it as one event on one `data:`
+/// line, "lines" as one event of 16,384 short `data:` lines (no line longer than 64 bytes).
+async fn streamer() -> hostile::Upstream {
+    Spec::new("streamer")
+        .tools(json!([tool("big", &["shape", "chunk"])]))
         .on(|s| {
             let size: usize = s.params["arguments"]["chunk"].as_str()?.parse().ok()?;
-            let text = "z".repeat(1 << 20);
-            let msg = result_text(&s.id, &format!(r#"{{"resultType":"complete","content":[{{"type":"text","text":"{text}"}}]}}"#));
-            let bytes = event(&msg).into_bytes();
+            let bytes = match s.params["arguments"]["shape"].as_str()? {
+                "one" => {
+                    let text = "z".repeat(1 << 20);
+                    event(&result_text(&s.id, &format!(r#"{{"resultType":"complete","content":[{{"type":"text","text":"{text}"}}]}}"#)))
+                }
+                _ => {
+                    // The JSON split at whitespace between items: each `data:` line is one item.
+                    let mut ev =
+                        format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"resultType\":\"complete\",\"content\":[\n", s.id);
+                    for i in 0..16384 {
+                        let sep = if i + 1 < 16384 { "," } else { "" };
+                        ev.push_str(&format!("data: {{\"type\":\"text\",\"text\":\"{}\"}}{sep}\n", "z".repeat(26)));
+                    }
+                    ev.push_str("data: ]}}\n\n");
+                    ev
+                }
+            }
+            .into_bytes();
             let size = if size == 0 { bytes.len().div_ceil(4) } else { size };
             Some(Reply::Chunks(chunks(&bytes, size)))
         })
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_mib_sse_event_one_byte_per_chunk_costs_at_most_5x_as_many_bytes_in_short_lines() {
+    let _measured = crate::process::measured().await;
+    let up = streamer().await;
     let cfg = Conf::new().set("limits", "max_sse_event_bytes = 4194304").upstream("streamer", &up.url(), &[]);
     let sluice = Sluice::start(&cfg.text()).await;
     let probe = sluice.prober();
-    let h = http();
-    let big = |chunk: &'static str| {
+    let h = client::http_with(Duration::from_secs(300));
+    let big = |shape: &'static str, chunk: &'static str| {
         let (h, url) = (h.clone(), sluice.url());
-        async move { call(&h, &url, 1, "big", &json!({"chunk": chunk}).to_string(), "", None).await }
+        async move { call(&h, &url, 1, "big", &json!({"shape": shape, "chunk": chunk}).to_string(), "", None).await }
     };
-    let (a, four) = costed(&sluice, "4 chunks", Duration::from_secs(20), big("0")).await;
-    assert_eq!(a.status, 200, "{}", client::cut(&a.text));
-    assert_eq!(a.msg["result"]["content"][0]["text"].as_str().map(str::len), Some(1 << 20));
-    let (a, one) = costed(&sluice, "one byte per chunk", Duration::from_secs(20), big("1")).await;
-    assert_eq!(a.status, 200, "{}", client::cut(&a.text));
-    assert_eq!(a.msg["result"]["content"][0]["text"].as_str().map(str::len), Some(1 << 20));
-    assert!(one <= four * 5 + Duration::from_millis(50), "one byte per chunk cost {one:?} of CPU; 4 chunks cost {four:?}");
+    let minute = Duration::from_secs(120);
+    // Information for the message: the same event in 4 chunks.
+    let (a, four) = costed(&sluice, "one event in 4 chunks", None, minute, big("one", "0")).await;
+    assert_eq!(a.msg["result"]["content"][0]["text"].as_str().map(str::len), Some(1 << 20), "{}", client::cut(&a.text));
+    // The baseline: as many one-byte chunks, in lines short enough that no reader rescans much.
+    let (a, lines) = costed(&sluice, "short lines, one byte per chunk", None, minute, big("lines", "1")).await;
+    assert_eq!(a.msg["result"]["content"].as_array().map(Vec::len), Some(16384), "{}", client::cut(&a.text));
+    eprintln!("one 1 MiB event in 4 chunks cost {four:?} of CPU; as many bytes in short lines, one byte per chunk, {lines:?}");
+    let limit = lines * 5 + Duration::from_millis(50);
+    let what = format!("one 1 MiB event one byte per chunk (short lines cost {lines:?}, 4 chunks {four:?})");
+    let (a, one) = costed(&sluice, &what, Some(limit), minute * 2, big("one", "1")).await;
+    assert_eq!(a.msg["result"]["content"][0]["text"].as_str().map(str::len), Some(1 << 20), "{}", client::cut(&a.text));
+    assert!(one <= limit, "{what}: cost {one:?} of CPU");
     probe.assert_within(PROBE_LIMIT).await;
 }
 
@@ -152,7 +195,14 @@ async fn ten_thousand_tiny_legacy_asks_in_one_round_are_refused_with_31016_cheap
     let probe = sluice.prober();
     let h = http();
     let args = json!({"n": "10000", "size": "0"}).to_string();
-    let (a, cpu) = costed(&sluice, "10,000 asks", Duration::from_secs(20), call(&h, &sluice.url(), 1, "flood", &args, "", None)).await;
+    let (a, cpu) = costed(
+        &sluice,
+        "10,000 asks",
+        Some(Duration::from_millis(250)),
+        Duration::from_secs(20),
+        call(&h, &sluice.url(), 1, "flood", &args, "", None),
+    )
+    .await;
     let data = a.refused(400, -31016, "10,000 asks in one round");
     assert_eq!(data["limit"], 16, "{}", a.text);
     assert!(cpu < Duration::from_millis(250), "10,000 asks cost sluice {cpu:?} of CPU");
@@ -170,7 +220,8 @@ async fn three_hundred_200_kb_legacy_asks_are_refused_without_holding_them() {
     let h = http();
     let rss = sluice.rss();
     let args = json!({"n": "300", "size": "200000"}).to_string();
-    let (a, _) = costed(&sluice, "300 asks of 200 KB", Duration::from_secs(20), call(&h, &sluice.url(), 1, "flood", &args, "", None)).await;
+    let (a, _) =
+        costed(&sluice, "300 asks of 200 KB", None, Duration::from_secs(20), call(&h, &sluice.url(), 1, "flood", &args, "", None)).await;
     let data = a.refused(400, -31016, "300 asks of 200 KB in one round");
     assert_eq!(data["limit"], 16, "{}", client::cut(&a.text));
     let grown = sluice.rss().saturating_sub(rss);

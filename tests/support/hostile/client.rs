@@ -13,6 +13,11 @@ pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("reqwest client")
 }
 
+/// An HTTP client whose requests fail after `limit`.
+pub(crate) fn http_with(limit: Duration) -> reqwest::Client {
+    reqwest::Client::builder().timeout(limit).build().expect("reqwest client")
+}
+
 /// The `_meta` envelope declaring `caps`, as JSON text.
 pub(crate) fn meta(caps: &Value) -> String {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}).to_string()
