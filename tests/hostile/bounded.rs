@@ -260,11 +260,13 @@ async fn a_modern_round_with_17_input_requests_is_refused_with_31016() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_labels_stay_bounded_whatever_methods_and_error_codes_arrive() {
     let _measured = crate::process::measured().await;
+    let canary = unique("upstream-error");
+    let c = canary.clone();
     let up = Spec::new("errs")
         .tools(json!([tool("fail", &["code"])]))
-        .on(|s| {
+        .on(move |s| {
             let code: i64 = s.params["arguments"]["code"].as_str()?.parse().ok()?;
-            Some(hostile::error(&s.id, code, "failed on purpose"))
+            Some(hostile::error(&s.id, code, &format!("failed on purpose {c}")))
         })
         .start()
         .await;
@@ -286,6 +288,7 @@ async fn metrics_labels_stay_bounded_whatever_methods_and_error_codes_arrive() {
     assert!(m.contains("\"other\""), "made-up methods are counted as `other`: {}", client::cut(&m));
     assert!(m.len() < 64 << 10, "/metrics is {} bytes", m.len());
     probe.assert_within(PROBE_LIMIT).await;
+    sluice.assert_no_leak(&[&canary]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
