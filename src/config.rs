@@ -471,7 +471,8 @@ mod ms {
 pub struct UpstreamConfig {
     /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
     pub name: String,
-    /// Its MCP endpoint URL (`http://`).
+    /// Its MCP endpoint URL (`http://`). Printed with credentials in it redacted.
+    #[serde(serialize_with = "redact_url_ser")]
     pub url: String,
     /// Its era, or `auto` to probe.
     pub era: Era,
@@ -490,12 +491,55 @@ impl std::fmt::Debug for UpstreamConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamConfig")
             .field("name", &self.name)
-            .field("url", &self.url)
+            .field("url", &redact_url(&self.url))
             .field("era", &self.era)
             .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
             .finish()
     }
+}
+
+/// `url` with its userinfo and every query value replaced by `redacted` (still a valid URL, so
+/// a printed config loads again).
+pub fn redact_url(url: &str) -> String {
+    let (head, frag) = match url.split_once('#') {
+        Some((h, f)) => (h, Some(f)),
+        None => (url, None),
+    };
+    let (head, query) = match head.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (head, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+            match authority.rsplit_once('@') {
+                Some((_, host)) => format!("{scheme}://redacted@{host}{path}"),
+                None => head.to_owned(),
+            }
+        }
+        None => head.to_owned(),
+    };
+    if let Some(q) = query {
+        let pairs: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) => format!("{k}=redacted"),
+                None => kv.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    if let Some(f) = frag {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
+fn redact_url_ser<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
 }
 
 fn redact_map<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
@@ -693,7 +737,8 @@ impl Config {
             }
             let url = u.url.get_ref().clone();
             if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
-                return Err(ConfigError(format!("{}: upstream {name:?} url {url:?}: expected an http:// URL", at(u.url.span()))));
+                let shown = redact_url(&url);
+                return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", at(u.url.span()))));
             }
             upstreams.push(UpstreamConfig {
                 name,
@@ -943,6 +988,15 @@ mod tests {
             .unwrap();
         assert!(!c.redacted().contains("s3cret"));
         assert!(!format!("{c:?}").contains("s3cret"));
+        let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://user:pa55word@127.0.0.1:1/mcp?token=t0ken&x=1#f\"\n").unwrap();
+        let printed = c.redacted();
+        for secret in ["pa55word", "user:", "t0ken"] {
+            assert!(!printed.contains(secret) && !format!("{c:?}").contains(secret), "{secret} in {printed}");
+        }
+        assert!(printed.contains("http://redacted@127.0.0.1:1/mcp?token=redacted&x=redacted#f"), "{printed}");
+        Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
+        let e = load("[[upstream]]\nname = \"a\"\nurl = \"https://u:pa55word@h/mcp\"\n").unwrap_err().0;
+        assert!(!e.contains("pa55word"), "{e}");
     }
 }
 

@@ -90,6 +90,9 @@ impl GatewayError {
         match self {
             GatewayError::Frame(FrameError::NotJson(_)) => (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None),
             GatewayError::Frame(FrameError::NotRequest(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None),
+            GatewayError::Frame(FrameError::TooDeep(max)) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, Some(json!({"maxDepth": max})))
+            }
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
             GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             GatewayError::HeaderMismatch(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),

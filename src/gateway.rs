@@ -55,16 +55,50 @@ pub struct Gateway {
     pub legacy_sessions: crate::bridge_b::Sessions,
 }
 
+/// Everything a gateway reads from the environment and the disk (credentials, keys, policy
+/// files, the audit file), checked the same way by `sluice serve` and `sluice check`.
+pub struct Parts {
+    upstreams: Vec<Arc<Upstream>>,
+    auth: crate::auth::Authenticator,
+    governor: crate::policy::Governor,
+    keys: crate::state::Keys,
+}
+
+/// Reads and checks what the config points at, starting nothing. A configured security source
+/// that yields nothing (an unset or empty key variable, a policy file without rules, an empty
+/// secret) is an error here, never a silent "off".
+pub fn preflight(cfg: &Config) -> Result<Parts, String> {
+    let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+    let auth = crate::auth::Authenticator::new(&cfg.auth)?;
+    if !auth.enabled() && !cfg.listen.ip().is_loopback() {
+        return Err(format!(
+            "listen = {} is not loopback but no credential is configured: anyone could call through; add [auth] or listen on 127.0.0.1",
+            cfg.listen
+        ));
+    }
+    if cfg.metrics.require_auth && !auth.enabled() {
+        return Err("metrics.require_auth = true but no credential is configured: add [auth] or drop require_auth".into());
+    }
+    let governor = crate::policy::Governor::new(cfg)?;
+    let keys = crate::state::keys_from(&cfg.state)?;
+    if cfg.audit.enabled && cfg.audit.sink != "stderr" {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&cfg.audit.sink)
+            .map_err(|e| format!("audit.sink = {:?}: cannot open it for appending: {e}", cfg.audit.sink))?;
+    }
+    Ok(Parts { upstreams, auth, governor, keys })
+}
+
 impl Gateway {
-    /// Builds the state (no I/O yet).
+    /// Builds the state (no I/O yet but reading what the config points at: see [`preflight`]).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
-        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let Parts { upstreams, auth, governor, keys } = preflight(&cfg)?;
         let client =
             HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
         let names = Names::new(cfg.prefixed(), &cfg.separator);
-        let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
-        let auth = crate::auth::Authenticator::new(&cfg.auth)?;
-        let governor = crate::policy::Governor::new(&cfg)?;
+        let bridge = crate::bridge::Bridge::new(&cfg, client.clone(), keys);
         let shutdown = CancellationToken::new();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
         Ok(Arc::new(Gateway {

@@ -104,7 +104,8 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Check { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
-            sluice::policy::Rules::load(&cfg.policies).map_err(anyhow::Error::msg)?;
+            // Exactly what `serve` reads before it listens: credentials, keys, policies, files.
+            sluice::gateway::preflight(&cfg).map_err(anyhow::Error::msg)?;
             println!("{}", cfg.redacted());
             Ok(std::process::ExitCode::SUCCESS)
         }

@@ -53,13 +53,18 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         Ok(b) => b,
         Err(r) => return r,
     };
+    // Nesting first, for either era: nothing below reads a body deeper than the bound.
+    let max_depth = gw.cfg.limits.max_json_depth;
+    if crate::mcp::jsonrpc::nests_deeper_than(&bytes, max_depth) {
+        return Reply::error(&readable_id(&bytes), &GatewayError::from(crate::mcp::jsonrpc::FrameError::TooDeep(max_depth)));
+    }
     // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
         return crate::bridge_b::post(gw, &parts.headers, &principal, bytes).await;
     }
     // Parse once: every later stage reads from this envelope.
     let bytes_for_id = bytes.clone();
-    let env = match Envelope::parse(bytes) {
+    let env = match Envelope::parse_prechecked(bytes) {
         Ok(e) => e,
         Err(e) => return Reply::error(&readable_id(&bytes_for_id), &GatewayError::from(e)),
     };

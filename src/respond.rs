@@ -130,9 +130,62 @@ pub fn is_cacheable(method: &str) -> bool {
     matches!(method, "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read")
 }
 
+/// What a result's `resultType` says, decoded (an escaped spelling reads as what it spells).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultKind {
+    /// `complete`, or absent (earlier servers).
+    Complete,
+    /// `input_required`: a round, which Sluice seals and judges.
+    InputRequired,
+    /// Anything else (an extension Sluice does not serve, a typo, not a string).
+    Other,
+}
+
+/// Decodes `resultType` (the last of repeated keys, as the members are read).
+pub fn result_kind(m: &RawObject<'_>) -> ResultKind {
+    match m.get("resultType").map(serde_json::from_str::<std::borrow::Cow<'_, str>>) {
+        None => ResultKind::Complete,
+        Some(Ok(t)) if t == "complete" => ResultKind::Complete,
+        Some(Ok(t)) if t == "input_required" => ResultKind::InputRequired,
+        Some(_) => ResultKind::Other,
+    }
+}
+
+/// An upstream's final JSON-RPC message, read once.
+pub enum Final<'a> {
+    /// A result: its members (each key once, with its last value) and its decoded kind.
+    Result(RawObject<'a>, ResultKind),
+    /// A JSON-RPC error.
+    Error(jsonrpc::RpcError),
+    /// Not a JSON-RPC response.
+    Bad,
+}
+
+/// Reads an upstream's final message.
+pub fn read_final(msg: &str) -> Final<'_> {
+    #[derive(serde::Deserialize)]
+    struct Wire<'a> {
+        #[serde(borrow, default)]
+        result: Option<RawObject<'a>>,
+        #[serde(default)]
+        error: Option<jsonrpc::RpcError>,
+    }
+    match serde_json::from_str::<Wire<'_>>(msg) {
+        Ok(Wire { result: Some(r), .. }) => {
+            // A repeated key is written once, with its last value, as the round sealing reads it.
+            let r = r.dedup_last();
+            let kind = result_kind(&r);
+            Final::Result(r, kind)
+        }
+        Ok(Wire { error: Some(e), .. }) => Final::Error(e),
+        _ => Final::Bad,
+    }
+}
+
 /// Stamps a result object: `resultType` (absent means complete), Sluice's `serverInfo` (given
 /// as JSON text) in `_meta`, and cache hints on complete results of cacheable methods.
-pub fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String> {
+#[cfg(test)]
+fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String> {
     let mut out = String::with_capacity(raw.len() + server_info.len() + 96);
     stamp_into(&mut out, &members(raw)?, method, server_info);
     Some(out)
@@ -154,14 +207,11 @@ fn push_key(out: &mut String, key: &str, first: &mut bool) {
 /// `_meta` is rebuilt, and the members Sluice adds come last. Nothing is re-serialized.
 fn stamp_into(out: &mut String, m: &RawObject<'_>, method: &str, server_info: &str) {
     let find = |k: &str| m.get(k);
-    let result_type = match find("resultType") {
-        None => "complete",
-        Some("\"complete\"") => "complete",
-        Some(_) => "other",
-    };
-    let hints = result_type == "complete" && is_cacheable(method);
+    let hints = result_kind(m) == ResultKind::Complete && is_cacheable(method);
     let ttl_ok = find("ttlMs").is_some_and(|r| r.parse::<u64>().is_ok());
-    let scope_ok = matches!(find("cacheScope"), Some("\"public\"" | "\"private\""));
+    let scope_ok = find("cacheScope")
+        .and_then(|r| serde_json::from_str::<std::borrow::Cow<'_, str>>(r).ok())
+        .is_some_and(|s| s == "public" || s == "private");
     let mut first = true;
     out.push('{');
     let mut wrote_meta = false;
@@ -250,7 +300,28 @@ pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Opt
     (status, e)
 }
 
-/// Turns an upstream's final message into the client's body and status.
+/// The client's body for an upstream's result (complete, or a round Sluice has sealed).
+pub fn result_reply(id: &str, method: &str, m: &RawObject<'_>, server_info: &str) -> (StatusCode, Bytes) {
+    let mut out =
+        String::with_capacity(256 + server_info.len() + id.len() + m.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>());
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(id);
+    out.push_str(",\"result\":");
+    stamp_into(&mut out, m, method, server_info);
+    out.push('}');
+    (StatusCode::OK, Bytes::from(out))
+}
+
+/// The client's body for an upstream's JSON-RPC error.
+pub fn error_reply(id: &str, e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Option<&str>) -> (StatusCode, Bytes) {
+    let (status, e) = map_error(e, upstream_status, uri);
+    let err = serde_json::to_value(&e).unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
+    (status, Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}")))
+}
+
+/// Turns an upstream's final message into the client's body and status, where no round may
+/// come (a legacy upstream's answer, a method that cannot return `input_required`): a result
+/// that is not `complete` is the upstream's protocol error.
 pub fn finish(
     id: &str,
     method: &str,
@@ -260,31 +331,21 @@ pub fn finish(
     uri: Option<&str>,
     server_info: &str,
 ) -> (StatusCode, Bytes) {
-    #[derive(serde::Deserialize)]
-    struct Final<'a> {
-        #[serde(borrow, default)]
-        result: Option<RawObject<'a>>,
-        #[serde(default)]
-        error: Option<jsonrpc::RpcError>,
+    match read_final(msg) {
+        Final::Result(r, ResultKind::Complete) => result_reply(id, method, &r, server_info),
+        Final::Result(_, _) => unexpected_result(id, upstream),
+        Final::Error(e) => error_reply(id, e, upstream_status, uri),
+        Final::Bad => bad_upstream(id, upstream),
     }
-    match serde_json::from_str::<Final<'_>>(msg) {
-        Ok(Final { result: Some(r), .. }) => {
-            let mut out = String::with_capacity(msg.len() + server_info.len() + id.len() + 128);
-            out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-            out.push_str(id);
-            out.push_str(",\"result\":");
-            // A repeated key is written once, with its last value, as the round sealing reads it.
-            stamp_into(&mut out, &r.dedup_last(), method, server_info);
-            out.push('}');
-            (StatusCode::OK, Bytes::from(out))
-        }
-        Ok(Final { error: Some(e), .. }) => {
-            let (status, e) = map_error(e, upstream_status, uri);
-            let err = serde_json::to_value(&e).unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
-            (status, Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}")))
-        }
-        _ => bad_upstream(id, upstream),
-    }
+}
+
+/// A result Sluice may not relay: `input_required` where no round may come, or a `resultType`
+/// it does not serve. The value itself is the upstream's text and is not repeated.
+pub fn unexpected_result(id: &str, upstream: &str) -> (StatusCode, Bytes) {
+    let msg = format!(
+        "upstream '{upstream}' answered with a resultType other than complete where only a complete result may come (or one Sluice does not serve); report it to that server's owners"
+    );
+    (StatusCode::BAD_GATEWAY, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None))
 }
 
 fn bad_upstream(id: &str, upstream: &str) -> (StatusCode, Bytes) {
@@ -332,6 +393,27 @@ mod tests {
         );
         let (s, _) = finish("1", "tools/call", "u", StatusCode::OK, "not json", None, "{}");
         assert_eq!(s, StatusCode::BAD_GATEWAY);
+    }
+
+    #[test]
+    fn result_types_are_decoded_and_only_complete_passes_where_no_round_may_come() {
+        let kind = |r: &str| result_kind(&members(r).unwrap());
+        assert_eq!(kind("{}"), ResultKind::Complete);
+        assert_eq!(kind(r#"{"resultType":"compl\u0065te"}"#), ResultKind::Complete);
+        assert_eq!(kind(r#"{"resultType":"input\u005frequired"}"#), ResultKind::InputRequired);
+        assert_eq!(kind(r#"{"result\u0054ype":"input_required"}"#), ResultKind::InputRequired);
+        assert_eq!(kind(r#"{"resultType":"complete","resultType":"input_required"}"#), ResultKind::InputRequired);
+        for other in [r#"{"resultType":"task"}"#, r#"{"resultType":"Input_Required"}"#, r#"{"resultType":""}"#, r#"{"resultType":1}"#] {
+            assert_eq!(kind(other), ResultKind::Other, "{other}");
+        }
+        for msg in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input\u005frequired","inputRequests":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#,
+        ] {
+            let (s, b) = finish("1", "tools/call", "u", StatusCode::OK, msg, None, "{}");
+            assert_eq!(s, StatusCode::BAD_GATEWAY, "{msg}");
+            assert!(!String::from_utf8_lossy(&b).contains("inputRequests"));
+        }
     }
 
     #[test]

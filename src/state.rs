@@ -12,7 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -200,47 +200,9 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// Digest of the canonical params of a request: every top-level member but `_meta`,
-/// `inputResponses` and `requestState`, keys sorted at every depth.
-pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut kept: Vec<(&str, &str)> = members.filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState")).collect();
-    kept.sort_by(|a, b| a.0.cmp(b.0));
-    let mut h = Sha256::new();
-    for (k, raw) in kept {
-        let v: serde_json::Value = serde_json::from_str(raw).unwrap_or(serde_json::Value::Null);
-        h.update(serde_json::to_vec(k).unwrap_or_default());
-        h.update(b":");
-        canonical(&v, &mut h);
-        h.update(b",");
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn canonical(v: &serde_json::Value, h: &mut Sha256) {
-    match v {
-        serde_json::Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for k in keys {
-                h.update(serde_json::to_vec(k).unwrap_or_default());
-                h.update(b":");
-                canonical(&m[k], h);
-                h.update(b",");
-            }
-            h.update(b"}");
-        }
-        serde_json::Value::Array(a) => {
-            h.update(b"[");
-            for x in a {
-                canonical(x, h);
-                h.update(b",");
-            }
-            h.update(b"]");
-        }
-        other => h.update(other.to_string().as_bytes()),
-    }
-}
+pub mod digest;
+pub mod nonces;
+pub use digest::params_digest;
 
 #[cfg(test)]
 mod tests;
@@ -258,10 +220,17 @@ pub fn parse_key(spec: &str) -> Result<Key, String> {
 pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
     let mut keys = cfg.keys.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
     if let Some(var) = &cfg.key_env {
-        if let Ok(v) = std::env::var(var) {
-            for k in v.split(',').filter(|k| !k.trim().is_empty()) {
-                keys.push(parse_key(k).map_err(|e| format!("{var}: {e}"))?);
-            }
+        // A configured source that yields no key must not fall back to a random one.
+        let v = std::env::var(var)
+            .map_err(|_| format!("state.key_env names the environment variable {var}, which is not set; set it (ID:BASE64, comma-separated) or remove key_env"))?;
+        let before = keys.len();
+        for k in v.split(',').filter(|k| !k.trim().is_empty()) {
+            keys.push(parse_key(k).map_err(|e| format!("{var}: {e}"))?);
+        }
+        if keys.len() == before {
+            return Err(format!(
+                "state.key_env: the environment variable {var} holds no key; set it (ID:BASE64, comma-separated) or remove key_env"
+            ));
         }
     }
     if keys.is_empty() {

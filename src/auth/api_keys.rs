@@ -33,11 +33,19 @@ impl ApiKeys {
     pub fn load(cfg: &AuthConfig) -> Result<ApiKeys, String> {
         let mut keys = Vec::new();
         for k in &cfg.api_keys {
+            if k.principal.trim().is_empty() {
+                return Err("auth.api_keys: an entry has an empty principal; name who the key authenticates".into());
+            }
             let p = Principal { id: k.principal.clone(), groups: k.groups.clone(), scopes: k.scopes.iter().cloned().collect() };
             keys.push((parse_hash(&k.sha256)?, p));
         }
         if let Some(var) = &cfg.api_keys_env {
-            if let Ok(v) = std::env::var(var) {
+            // A configured source that yields no key would turn authentication off: refuse it.
+            let v = std::env::var(var).map_err(|_| {
+                format!("auth.api_keys_env names the environment variable {var}, which is not set; set it (HASH=principal, comma-separated) or remove api_keys_env")
+            })?;
+            let before = keys.len();
+            {
                 for entry in v.split(',').filter(|e| !e.trim().is_empty()) {
                     let (hash, rest) = entry.split_once('=').ok_or_else(|| format!("{var}: expected HASH=principal[:groups][:scopes]"))?;
                     let mut parts = rest.split(':');
@@ -47,8 +55,16 @@ impl ApiKeys {
                     };
                     let groups = list(parts.next());
                     let scopes: BTreeSet<String> = list(parts.next()).into_iter().collect();
+                    if id.is_empty() {
+                        return Err(format!("{var}: an entry has an empty principal; expected HASH=principal[:groups][:scopes]"));
+                    }
                     keys.push((parse_hash(hash)?, Principal { id, groups, scopes }));
                 }
+            }
+            if keys.len() == before {
+                return Err(format!(
+                    "auth.api_keys_env: the environment variable {var} holds no API key; set it (HASH=principal, comma-separated) or remove api_keys_env"
+                ));
             }
         }
         Ok(ApiKeys { keys })

@@ -23,8 +23,12 @@ impl JwtVerifier {
     /// Loads the keys.
     pub fn new(cfg: &JwtConfig, resource: &str) -> Result<JwtVerifier, String> {
         let mut keys = Vec::new();
+        if cfg.issuer.trim().is_empty() {
+            return Err("auth.jwt.issuer is empty: name the issuer whose tokens are accepted".into());
+        }
         if let Some(var) = &cfg.hs256_secret_env {
             let secret = std::env::var(var).map_err(|_| format!("auth.jwt: environment variable {var} is not set"))?;
+            check_secret(secret.as_bytes(), &format!("the environment variable {var}"))?;
             keys.push((
                 None,
                 DecodingKey::from_secret(secret.as_bytes()).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
@@ -34,6 +38,7 @@ impl JwtVerifier {
         if let Some(path) = &cfg.hs256_secret_file {
             let secret = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
             let secret = secret.trim_ascii();
+            check_secret(secret, path)?;
             keys.push((None, DecodingKey::from_secret(secret).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?, Algorithm::HS256));
         }
         for path in &cfg.public_keys {
@@ -47,6 +52,9 @@ impl JwtVerifier {
         if let Some(path) = &cfg.jwks_file {
             let text = std::fs::read_to_string(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
             let set: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&text).map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
+            if set.keys.is_empty() {
+                return Err(format!("auth.jwt: {path} holds no key; add the issuer's keys or remove jwks_file"));
+            }
             for jwk in &set.keys {
                 let alg = match jwk.common.key_algorithm.map(|a| format!("{a:?}")) {
                     Some(a) if a == "ES256" => Algorithm::ES256,
@@ -103,6 +111,19 @@ impl JwtVerifier {
             claims.get("scope").and_then(Value::as_str).map(|s| s.split_whitespace().map(str::to_owned).collect()).unwrap_or_default();
         Ok(Principal { id: id.to_owned(), groups, scopes })
     }
+}
+
+/// An HS256 secret shorter than the hash (RFC 7518 §3.2) is guessable; an empty one signs for anyone.
+const MIN_SECRET: usize = 32;
+
+fn check_secret(secret: &[u8], from: &str) -> Result<(), String> {
+    if secret.len() < MIN_SECRET {
+        return Err(format!(
+            "auth.jwt: the HS256 secret in {from} is {} bytes; it must be at least {MIN_SECRET} (an empty or short secret lets anyone sign tokens)",
+            secret.len()
+        ));
+    }
+    Ok(())
 }
 
 fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {

@@ -223,8 +223,15 @@ impl Live {
                     return Some(Outcome::MissingCapability(needed));
                 }
                 let mut ask = ask;
-                match crate::policy::ask::judge(gw, &self.info.ctx, &ask.method, &mut ask.params) {
+                let raw = msg.params.as_ref().map(|p| p.get());
+                match crate::policy::ask::judge(gw, &self.info.ctx, &ask.method, raw, &mut ask.params) {
                     crate::policy::ask::AskVerdict::Allow => {}
+                    crate::policy::ask::AskVerdict::Malformed(why) => {
+                        // The upstream's mistake: that ask fails, its call goes on.
+                        tracing::warn!(upstream = %session.up.name, method = %ask.method, reason = %why, "upstream sent a malformed ask; answered with an error");
+                        session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
+                        return None;
+                    }
                     crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
                     crate::policy::ask::AskVerdict::Deny(_) => {
                         // This ask only: the upstream hears "rejected" and its call goes on.

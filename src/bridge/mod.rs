@@ -51,12 +51,12 @@ pub struct Bridge {
 
 impl Bridge {
     /// Builds the bridge from config.
-    pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient) -> Result<Bridge, String> {
-        Ok(Bridge {
+    pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient, keys: Keys) -> Bridge {
+        Bridge {
             pool: Pool::new(client, cfg.bridge.max_sessions, cfg.bridge.session_idle),
             parked: ParkTable::new(cfg.bridge.max_parked),
-            keys: state::keys_from(&cfg.state)?,
-        })
+            keys,
+        }
     }
 }
 
@@ -458,11 +458,12 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
     let approving = asks.iter().any(|a| a.approval.is_some());
     let requests = match asks.iter().find(|a| a.approval.is_some()) {
         Some(a) => {
+            let shape = crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string())).unwrap_or_default();
             let msg = crate::policy::approval::for_ask(
                 &up.name,
                 live.info.ctx.tool.as_deref(),
                 &a.method,
-                &a.params,
+                &shape,
                 a.approval.as_deref().unwrap_or(""),
             );
             json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})

@@ -55,6 +55,17 @@ pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result
     }
 }
 
+/// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
+/// its exchange gone.
+fn consume(gw: &Gateway, sealed: &Sealed) -> Result<(), GatewayError> {
+    let nonce = sealed.handle.as_deref().ok_or_else(|| state_error(StateError::Tampered))?;
+    if gw.governor.consume_state(nonce, sealed.expires_ms) {
+        Ok(())
+    } else {
+        Err(state_error(StateError::UnknownExchange))
+    }
+}
+
 fn annotations(t: &Target) -> (bool, bool) {
     let h = t.up.list(ListKind::Tools).by_key(&t.own).map(|i| i.hints).unwrap_or_default();
     (h.destructive, h.read_only)
@@ -98,15 +109,11 @@ fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Pr
         if sealed.kind.as_deref() != Some("approval") {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
-        let handle = sealed.handle.clone().unwrap_or_default();
+        consume(gw, &sealed)?;
         let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
         return match approval::granted(responses.get(approval::KEY)) {
             None => Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, sealed.round + 1))),
-            Some(false) => {
-                gw.governor.consume_approval(&handle, sealed.expires_ms);
-                Err(GatewayError::Refused(Refusal::Declined { rule }))
-            }
-            Some(true) if !gw.governor.consume_approval(&handle, sealed.expires_ms) => Err(state_error(StateError::UnknownExchange)),
+            Some(false) => Err(GatewayError::Refused(Refusal::Declined { rule })),
             Some(true) => {
                 let fresh = env.rewrite_params(|k, _| matches!(k, "requestState" | "inputResponses").then_some(None));
                 Ok(Gate::Approved(Envelope::parse(fresh).map_err(GatewayError::from)?))
@@ -181,6 +188,7 @@ pub fn modern_retry(
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
+    consume(gw, &sealed)?;
     let max = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_rounds;
     if sealed.round >= max {
         return Err(GatewayError::Refused(Refusal::RoundCap(max)));
@@ -196,6 +204,7 @@ pub fn modern_retry(
             Some(true) => {
                 let mut next = sealed.clone();
                 next.pending = None;
+                next.handle = Some(crate::bridge::park::ParkTable::handle());
                 next.round = sealed.round + 1;
                 next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
@@ -227,7 +236,7 @@ pub fn next_seal(
             round: round + 1,
             expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
             owner: gw.cfg.state.replica.clone(),
-            handle: None,
+            handle: Some(crate::bridge::park::ParkTable::handle()),
             kind: Some("modern".into()),
             extra: None,
             declined: Vec::new(),

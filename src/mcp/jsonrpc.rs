@@ -38,6 +38,48 @@ pub enum FrameError {
     /// JSON, but not one JSON-RPC 2.0 request or notification (`-32600`).
     #[error("{0}")]
     NotRequest(&'static str),
+    /// Arrays and objects nested deeper than the limit (`-32600`), refused before any reading.
+    #[error("the body nests arrays and objects deeper than {0} levels (limits.max_json_depth); flatten it")]
+    TooDeep(usize),
+}
+
+/// The nesting bound [`Envelope::parse`] applies (the pipeline passes `limits.max_json_depth`).
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
+/// Whether `text` nests arrays and objects deeper than `max` (strings are skipped, so brackets
+/// inside them do not count). One pass; invalid JSON is left for the parser to refuse.
+pub fn nests_deeper_than(text: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                // Skip to the closing quote, honouring backslash escapes.
+                let mut j = i + 1;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &text[j.min(text.len())..]) {
+                        None => return false,
+                        Some(k) if text[j + k] == b'\\' => j += k + 2,
+                        Some(k) => {
+                            i = j + k + 1;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 // === impl Envelope ===
@@ -209,8 +251,23 @@ fn range_of(body: &str, part: &str) -> Range<usize> {
 
 impl Envelope {
     /// Parses a body: one JSON object with `"jsonrpc": "2.0"`, a string `method`, an optional
-    /// string or number `id`, and an optional object `params`.
+    /// string or number `id`, and an optional object `params`, nested at most
+    /// [`DEFAULT_MAX_DEPTH`] deep.
     pub fn parse(body: Bytes) -> Result<Self, FrameError> {
+        Envelope::parse_limited(body, DEFAULT_MAX_DEPTH)
+    }
+
+    /// [`Envelope::parse`] with another nesting bound.
+    pub fn parse_limited(body: Bytes, max_depth: usize) -> Result<Self, FrameError> {
+        if nests_deeper_than(&body, max_depth) {
+            return Err(FrameError::TooDeep(max_depth));
+        }
+        Envelope::parse_prechecked(body)
+    }
+
+    /// [`Envelope::parse`] of a body whose nesting the caller has already bounded with
+    /// [`nests_deeper_than`] (the pipeline checks it once, for both eras).
+    pub fn parse_prechecked(body: Bytes) -> Result<Self, FrameError> {
         let text = std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
         let first = text.trim_start().as_bytes().first().copied();
         if first == Some(b'[') {
@@ -222,7 +279,8 @@ impl Envelope {
             serde_json::error::Category::Data => FrameError::NotRequest("not a JSON-RPC 2.0 request object"),
             _ => FrameError::NotJson(e.to_string()),
         })?;
-        if wire.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        let version = wire.jsonrpc.map(|v| serde_json::from_str::<std::borrow::Cow<'_, str>>(v.get()));
+        if !matches!(version, Some(Ok(v)) if v == "2.0") {
             return Err(FrameError::NotRequest("\"jsonrpc\" must be \"2.0\""));
         }
         let Some(method) = wire.method else {
@@ -444,6 +502,7 @@ mod tests {
     #[test]
     fn framing_errors_are_classified() {
         assert!(matches!(parse("{nope"), Err(FrameError::NotJson(_))));
+        assert!(parse(r#"{"jsonrpc":"2\u002e0","id":1,"method":"x"}"#).is_ok(), "the version is read decoded");
         assert!(matches!(parse("[{}]"), Err(FrameError::NotRequest(_))));
         assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Err(FrameError::NotRequest(_))));
         assert!(matches!(parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), Err(FrameError::NotRequest(_))));
@@ -461,5 +520,18 @@ mod tests {
         let escaped = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n\u0061me":"a","b":{"c" : [1, 2]}}}"#).unwrap();
         assert_eq!(escaped.param("name"), Some("\"a\""));
         assert_eq!(escaped.param("b"), Some(r#"{"c" : [1, 2]}"#));
+    }
+
+    #[test]
+    fn bodies_nested_past_the_limit_are_refused_before_reading() {
+        let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let body = |n: usize| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{{"pad":{}}}}}}}"#, nest(n));
+        // The envelope, params and arguments objects are three levels; `pad` adds n.
+        assert!(parse(&body(DEFAULT_MAX_DEPTH - 3)).is_ok());
+        assert!(matches!(parse(&body(DEFAULT_MAX_DEPTH - 2)), Err(FrameError::TooDeep(64))));
+        assert!(matches!(parse(&format!("{{\"x\":{}}}", nest(200))), Err(FrameError::TooDeep(_))), "even before the request is read");
+        let quoted = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"s":"{}\\\"{}"}}}}"#, "[".repeat(100), "{".repeat(100));
+        assert!(parse(&quoted).is_ok(), "brackets inside strings do not count");
+        assert!(!nests_deeper_than(b"\"unterminated [[[", 1));
     }
 }

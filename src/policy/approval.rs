@@ -30,22 +30,22 @@ pub fn for_call(upstream: &str, tool: &str, rule: &str) -> String {
 }
 
 /// The message for an upstream's ask: names the upstream, the tool and the shape of the ask.
-pub fn for_ask(upstream: &str, tool: Option<&str>, method: &str, params: &Value, rule: &str) -> String {
+pub fn for_ask(upstream: &str, tool: Option<&str>, method: &str, shape: &super::shape::AskShape, rule: &str) -> String {
     let mut what = vec![method.to_owned()];
-    if let Some(t) = params.get("maxTokens").and_then(Value::as_u64) {
-        what.push(format!("maxTokens {t}"));
+    if method == "sampling/createMessage" {
+        what.push(format!("maxTokens {}", shape.max_tokens));
     }
-    if params.get("systemPrompt").is_some_and(|s| !s.is_null()) {
+    if shape.system_prompt_present {
         what.push("with a system prompt".into());
     }
-    if let Some(tools) = params.get("tools").and_then(Value::as_array) {
-        what.push(format!("offering {} tool(s)", tools.len()));
+    if shape.tools_present {
+        what.push(format!("offering {} tool(s)", shape.tools_offered));
     }
-    if let Some(hints) = params.pointer("/modelPreferences/hints").and_then(Value::as_array) {
-        let names: Vec<&str> = hints.iter().filter_map(|h| h.get("name").and_then(Value::as_str)).collect();
-        if !names.is_empty() {
-            what.push(format!("model hints {}", names.join(", ")));
-        }
+    if !shape.model_hints.is_empty() {
+        what.push(format!("model hints {}", shape.model_hints.join(", ")));
+    }
+    if let Some(host) = &shape.url_host {
+        what.push(format!("opening a page on {host}"));
     }
     let during = tool.map(|t| format!(" during tool {t:?}")).unwrap_or_default();
     format!("Sluice policy {rule:?}: server {upstream:?}{during} asks: {}. Allow?", what.join(", "))

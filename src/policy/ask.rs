@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::rules::{Effect, Subject};
+use super::shape::AskShape;
 use super::Refusal;
 use crate::config::MaxTokensAction;
 use crate::gateway::Gateway;
@@ -36,16 +37,24 @@ pub enum AskVerdict {
     Refuse(Refusal),
     /// An approval round comes first (the rule's name).
     Approve(String),
+    /// The ask breaks its schema where it decides something (`maxTokens` not a non-negative
+    /// integer, an unknown `includeContext`…): the upstream's protocol error (the reason).
+    Malformed(String),
 }
 
-/// Judges an ask; charges the budgets when it may go on.
-pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, params: &mut Value) -> AskVerdict {
+/// Judges an ask (`raw`: its params as received; `params`: the same, parsed, rewritten when
+/// the ask goes on: `maxTokens` written as the exact integer judged, or clamped). Charges the
+/// budgets when it may go on, and notes a deny or approval in the audit record.
+pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, raw: Option<&str>, params: &mut Value) -> AskVerdict {
     let limits = gw.governor.budgets.limits(&ctx.upstream, &ctx.groups);
-    let size = params.to_string().len();
-    if size > limits.max_input_request_bytes {
+    let shape = match AskShape::read(method, raw) {
+        Ok(s) => s,
+        Err(why) => return AskVerdict::Malformed(why),
+    };
+    if shape.bytes > limits.max_input_request_bytes {
         return AskVerdict::Refuse(Refusal::TooLarge(format!(
-            "the upstream's {method} is {size} bytes, over budget.max_input_request_bytes ({})",
-            limits.max_input_request_bytes
+            "the upstream's {method} is {} bytes, over budget.max_input_request_bytes ({})",
+            shape.bytes, limits.max_input_request_bytes
         )));
     }
     let rules = gw.governor.rules();
@@ -55,7 +64,7 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, params: &mut Value) -> As
         upstream: &ctx.upstream,
         method,
         tool: ctx.tool.as_deref(),
-        ask: Some(params),
+        ask: Some(&shape),
         ..Default::default()
     });
     let rule = decision.rule.clone().unwrap_or_default();
@@ -63,25 +72,28 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, params: &mut Value) -> As
         Effect::Deny => {
             let reason = decision.reason.unwrap_or_else(|| "not allowed".into());
             tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, method, rule = %rule, "ask denied by policy");
+            note(Some(&rule), "deny");
             return AskVerdict::Deny(Refusal::Denied { rule, reason });
         }
         Effect::Approve | Effect::Allow => {}
     }
     if method == "sampling/createMessage" {
-        let mut max = params.get("maxTokens").and_then(Value::as_u64).unwrap_or(0);
+        let mut max = shape.max_tokens;
         if max > limits.max_tokens_per_ask {
             match limits.max_tokens_action {
                 MaxTokensAction::Deny => {
+                    note(None, "deny");
                     return AskVerdict::Deny(Refusal::TooLarge(format!(
                         "the upstream asked for maxTokens {max}, over budget.max_tokens_per_ask ({})",
                         limits.max_tokens_per_ask
-                    )))
+                    )));
                 }
-                MaxTokensAction::Clamp => {
-                    max = limits.max_tokens_per_ask;
-                    params["maxTokens"] = max.into();
-                }
+                MaxTokensAction::Clamp => max = limits.max_tokens_per_ask,
             }
+        }
+        // What the client is shown is exactly what was judged and charged.
+        if let Some(p) = params.as_object_mut() {
+            p.insert("maxTokens".into(), max.into());
         }
         let charged = gw.governor.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max);
         if let Err(r) = charged {
@@ -94,7 +106,20 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, params: &mut Value) -> As
         }
     }
     if decision.effect == Effect::Approve {
+        note(Some(&rule), "approve");
         return AskVerdict::Approve(rule);
     }
     AskVerdict::Allow
+}
+
+/// Records an ask's decision: a deny or an approval outranks the call's own `allow`.
+fn note(rule: Option<&str>, decision: &'static str) {
+    crate::audit::note(|r| {
+        if r.decision != Some("deny") {
+            r.decision = Some(decision);
+            if let Some(rule) = rule {
+                r.policy_rule = Some(rule.to_owned());
+            }
+        }
+    });
 }

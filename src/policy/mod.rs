@@ -9,6 +9,7 @@ pub mod ask;
 pub mod budget;
 pub mod refusal;
 pub mod rules;
+pub mod shape;
 
 use std::sync::{Arc, RwLock};
 
@@ -16,14 +17,17 @@ pub use budget::Budgets;
 pub use refusal::Refusal;
 pub use rules::{Decision, Effect, Rules, Subject};
 
+/// Round states remembered as consumed at once (each until its expiry, `bridge.park_ms`).
+const MAX_CONSUMED: usize = 1 << 20;
+
 /// Rules and budgets, shared by all requests.
 pub struct Governor {
     rules: RwLock<Arc<Rules>>,
     paths: Vec<String>,
     /// Budgets per principal.
     pub budgets: Budgets,
-    /// Approval rounds already answered (single use), with their expiry.
-    approvals: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// Nonces of round states already presented (every Sluice-sealed round state is single use).
+    consumed: crate::state::nonces::Nonces,
 }
 
 impl Governor {
@@ -34,7 +38,7 @@ impl Governor {
             rules: RwLock::new(Arc::new(rules)),
             paths: cfg.policies.clone(),
             budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides),
-            approvals: Default::default(),
+            consumed: crate::state::nonces::Nonces::new(MAX_CONSUMED),
         })
     }
 
@@ -43,12 +47,9 @@ impl Governor {
         self.rules.read().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// Marks an approval round answered; `false` when it was answered before (a replay).
-    pub fn consume_approval(&self, handle: &str, expires_ms: u64) -> bool {
-        let Ok(mut used) = self.approvals.lock() else { return false };
-        let now = crate::state::now_ms();
-        used.retain(|_, exp| *exp > now);
-        used.insert(handle.to_owned(), expires_ms).is_none()
+    /// Consumes a round state's nonce; `false` when it was presented before (a replay).
+    pub fn consume_state(&self, nonce: &str, expires_ms: u64) -> bool {
+        self.consumed.consume(nonce, expires_ms, crate::state::now_ms())
     }
 
     /// Reloads the policy files; on error keeps the old rules and says why.

@@ -40,6 +40,8 @@ pub enum Refusal {
     Declined { rule: String },
     /// Over a size limit.
     TooLarge(String),
+    /// An upstream asked more things in one round than `budget.max_asks_per_round`.
+    TooManyAsks(usize),
     /// An approval round is needed but the client did not declare elicitation (-32021).
     NeedsElicitation(String),
 }
@@ -97,6 +99,12 @@ impl Refusal {
                 json!({"requiredCapabilities": {"elicitation": {}}}),
             ),
             Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
+            Refusal::TooManyAsks(limit) => (
+                StatusCode::BAD_REQUEST,
+                TOO_LARGE,
+                format!("the upstream asked more than {limit} things at once (budget.max_asks_per_round); the call was stopped"),
+                json!({"limit": limit}),
+            ),
         }
     }
 }

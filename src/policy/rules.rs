@@ -102,8 +102,8 @@ pub struct Subject<'a> {
     pub destructive: bool,
     /// `annotations.readOnlyHint` of that tool.
     pub read_only: bool,
-    /// The ask's params (sampling or elicitation), when judging an ask.
-    pub ask: Option<&'a serde_json::Value>,
+    /// The ask's deciding parts (sampling or elicitation), decoded, when judging an ask.
+    pub ask: Option<&'a super::shape::AskShape>,
 }
 
 /// A decision and the rule that made it.
@@ -130,7 +130,14 @@ impl Rules {
         for p in paths {
             let p = p.as_ref();
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: cannot read policy file: {e}", p.display()))?;
-            rules.extend(Rules::parse(&text, &p.display().to_string())?.rules);
+            let file = Rules::parse(&text, &p.display().to_string())?;
+            if file.is_empty() {
+                return Err(format!(
+                    "{}: holds no [[rule]]; a policy file must decide something (add rules or remove it from policies)",
+                    p.display()
+                ));
+            }
+            rules.extend(file.rules);
         }
         Ok(Rules { rules })
     }
@@ -197,10 +204,9 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 }
 
 fn matches(m: &Match, s: &Subject<'_>) -> bool {
-    use serde_json::Value;
-    let ask = s.ask;
-    let get = |k: &str| ask.and_then(|a| a.get(k));
     let bool_is = |want: Option<bool>, got: bool| want.is_none_or(|w| w == got);
+    // Ask conditions hold only for an ask; a tool call never matches them.
+    let ask = |f: &dyn Fn(&super::shape::AskShape) -> bool| s.ask.is_some_and(f);
     any_eq(&m.principal, s.principal)
         && (m.group.is_empty() || m.group.iter().any(|g| s.groups.contains(g)))
         && any_eq(&m.upstream, s.upstream)
@@ -208,29 +214,23 @@ fn matches(m: &Match, s: &Subject<'_>) -> bool {
         && any_glob(&m.tool, s.tool)
         && bool_is(m.destructive, s.destructive)
         && bool_is(m.read_only, s.read_only)
-        && (m.include_context.is_empty()
-            || m.include_context.iter().any(|c| Some(c.as_str()) == get("includeContext").and_then(Value::as_str).or(ask.map(|_| "none"))))
-        && m.max_tokens_above.is_none_or(|cap| get("maxTokens").and_then(Value::as_u64).is_some_and(|t| t > cap))
-        && bool_is(m.tools_present, get("tools").is_some_and(|t| !t.is_null()))
-        && bool_is(m.system_prompt_present, get("systemPrompt").is_some_and(|t| !t.is_null()))
-        && (m.model_hint.is_empty() || {
-            let hints = get("modelPreferences").and_then(|p| p.get("hints")).and_then(Value::as_array);
-            hints.is_some_and(|h| h.iter().filter_map(|x| x.get("name").and_then(Value::as_str)).any(|n| any_glob(&m.model_hint, Some(n))))
-        })
-        && (m.elicitation_mode.is_empty() || any_eq(&m.elicitation_mode, get("mode").and_then(Value::as_str).unwrap_or("form")))
-        && (m.url_host.is_empty() || {
-            let host = get("url")
-                .and_then(Value::as_str)
-                .and_then(|u| u.split_once("://"))
-                .map(|(_, r)| r.split(['/', ':', '?']).next().unwrap_or(""));
-            any_glob(&m.url_host, host)
-        })
+        && (m.include_context.is_empty() || ask(&|a| any_eq(&m.include_context, a.include_context.as_str())))
+        && m.max_tokens_above.is_none_or(|cap| ask(&|a| a.max_tokens > cap))
+        && m.tools_present.is_none_or(|w| ask(&|a| a.tools_present == w))
+        && m.system_prompt_present.is_none_or(|w| ask(&|a| a.system_prompt_present == w))
+        && (m.model_hint.is_empty() || ask(&|a| a.model_hints.iter().any(|n| any_glob(&m.model_hint, Some(n)))))
+        && (m.elicitation_mode.is_empty() || ask(&|a| any_eq(&m.elicitation_mode, a.mode.as_str())))
+        && (m.url_host.is_empty() || ask(&|a| any_glob(&m.url_host, a.url_host.as_deref())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::policy::shape::AskShape;
+
+    fn shape(params: &str) -> AskShape {
+        AskShape::read("sampling/createMessage", Some(params)).unwrap()
+    }
 
     #[test]
     fn the_first_matching_rule_decides() {
@@ -240,13 +240,13 @@ mod tests {
             "p.toml",
         )
         .unwrap();
-        let ask = json!({"includeContext": "allServers", "tools": [{}]});
+        let ask = shape(r#"{"maxTokens":1,"includeContext": "allServers", "tools": [{}]}"#);
         let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
         assert_eq!(r.judge(&s).rule.as_deref(), Some("ctx"));
-        let ask = json!({"tools": [{}], "maxTokens": 5});
+        let ask = shape(r#"{"tools": [{}], "maxTokens": 5}"#);
         let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
         assert_eq!(r.judge(&s).effect, Effect::Approve);
-        let ask = json!({"maxTokens": 5});
+        let ask = shape(r#"{"maxTokens": 5}"#);
         assert_eq!(r.judge(&Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() }).effect, Effect::Allow);
     }
 

@@ -93,21 +93,65 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
     Ok(())
 }
 
+/// The raw value at each annotation's path in `arguments` (`None`: absent), in `anns` order.
+/// Each object on the way is read once, whatever the number of annotations under it, so the
+/// work is linear in the arguments' size times the deepest annotated path.
+fn values<'a, 'b>(arguments: Option<&'a str>, anns: &'b [ParamHeader]) -> Result<Vec<Option<&'a str>>, String> {
+    let mut out = vec![None; anns.len()];
+    let Some(raw) = arguments else { return Ok(out) };
+    let mut order: Vec<usize> = (0..anns.len()).collect();
+    order.sort_by(|&a, &b| anns[a].path.cmp(&anns[b].path));
+    walk_values(raw, anns, &order, 0, &mut out)?;
+    Ok(out)
+}
+
+fn walk_values<'a>(raw: &'a str, anns: &[ParamHeader], group: &[usize], depth: usize, out: &mut [Option<&'a str>]) -> Result<(), String> {
+    let Ok(obj) = serde_json::from_str::<crate::mcp::jsonrpc::RawObject<'a>>(raw) else {
+        // Not an object (or not JSON): nothing below it is present.
+        return if serde_json::from_str::<&serde_json::value::RawValue>(raw).is_ok() {
+            Ok(())
+        } else {
+            Err("arguments are not JSON".into())
+        };
+    };
+    let mut i = 0;
+    while i < group.len() {
+        let seg = &anns[group[i]].path[depth];
+        let j = i + group[i..].iter().take_while(|&&a| anns[a].path[depth] == *seg).count();
+        if let Some(child) = obj.get(seg) {
+            let (leaves, deeper): (Vec<usize>, Vec<usize>) = group[i..j].iter().partition(|&&a| anns[a].path.len() == depth + 1);
+            for a in leaves {
+                out[a] = Some(child);
+            }
+            if !deeper.is_empty() {
+                walk_values(child, anns, &deeper, depth + 1, out)?;
+            }
+        }
+        i = j;
+    }
+    Ok(())
+}
+
+/// The header text of an annotated argument's raw value (`None` for null, and for a value of
+/// another type than the annotation's).
+fn header_text(raw: &str, kind: Kind) -> Option<String> {
+    match kind {
+        Kind::Str => serde_json::from_str::<String>(raw).ok(),
+        Kind::Bool => matches!(raw, "true" | "false").then(|| raw.to_owned()),
+        Kind::Int => {
+            // Integers travel in decimal; `42.0` and `4.2e1` are the integer 42.
+            let n = crate::mcp::number::Exact::parse(raw).filter(crate::mcp::number::Exact::is_integer)?;
+            Some(n.to_decimal())
+        }
+    }
+}
+
 /// The `Mcp-Param-*` headers a call's `arguments` need (for requests Sluice builds itself).
 pub fn mirror(arguments: Option<&str>, anns: &[ParamHeader]) -> HeaderMap {
     let mut out = HeaderMap::new();
-    let args: Value = arguments.and_then(|a| serde_json::from_str(a).ok()).unwrap_or(Value::Null);
-    for ann in anns {
-        let mut v = &args;
-        for seg in &ann.path {
-            v = v.get(seg).unwrap_or(&Value::Null);
-        }
-        let text = match v {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            _ => continue,
-        };
+    let Ok(found) = values(arguments, anns) else { return out };
+    for (ann, raw) in anns.iter().zip(found) {
+        let Some(text) = raw.and_then(|r| header_text(r, ann.kind)) else { continue };
         if let (Ok(name), Ok(value)) =
             (http::HeaderName::from_bytes(ann.header.as_bytes()), http::HeaderValue::from_str(&crate::mcp::headers::encode(&text)))
         {
@@ -117,32 +161,28 @@ pub fn mirror(arguments: Option<&str>, anns: &[ParamHeader]) -> HeaderMap {
     out
 }
 
-/// Checks a call's `Mcp-Param-*` headers against its `arguments` (raw JSON, if any).
+/// Checks a call's `Mcp-Param-*` headers against its `arguments` (raw JSON, if any). Values
+/// are compared decoded and typed: strings as strings, booleans as `true`/`false`, integers
+/// exactly (never through a float).
 pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader]) -> Result<(), String> {
     if anns.is_empty() {
         return Ok(());
     }
-    let args: Value = match arguments {
-        Some(raw) => serde_json::from_str(raw).map_err(|_| "arguments are not JSON".to_owned())?,
-        None => Value::Null,
-    };
-    for ann in anns {
-        let mut v = &args;
-        for seg in &ann.path {
-            v = v.get(seg).unwrap_or(&Value::Null);
-        }
+    let found = values(arguments, anns)?;
+    for (ann, raw) in anns.iter().zip(found) {
+        let present = raw.filter(|r| *r != "null");
         let header = headers.get(&ann.header);
-        match (v.is_null(), header) {
-            (true, None) => {}
-            (true, Some(_)) => return Err(format!("header Mcp-Param-{} is sent but its argument is absent", ann.name)),
-            (false, None) => return Err(format!("header Mcp-Param-{} is missing for an argument present in the body", ann.name)),
-            (false, Some(h)) => {
+        match (present, header) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("header Mcp-Param-{} is sent but its argument is absent", ann.name)),
+            (Some(_), None) => return Err(format!("header Mcp-Param-{} is missing for an argument present in the body", ann.name)),
+            (Some(v), Some(h)) => {
                 let got = crate::mcp::headers::decode(h).map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
                 let same = match ann.kind {
-                    Kind::Str => v.as_str() == Some(got.as_ref()),
-                    Kind::Bool => v.as_bool().map(|b| b.to_string()).as_deref() == Some(got.as_ref()),
-                    Kind::Int => match (v.as_f64(), got.parse::<f64>()) {
-                        (Some(a), Ok(b)) => a == b,
+                    Kind::Str => serde_json::from_str::<String>(v).is_ok_and(|s| s == got.as_ref()),
+                    Kind::Bool => matches!(v, "true" | "false") && v == got.as_ref(),
+                    Kind::Int => match (crate::mcp::number::Exact::parse(v), crate::mcp::number::decimal_integer(&got)) {
+                        (Some(a), Some(b)) => a == b,
                         _ => false,
                     },
                 };
@@ -194,5 +234,28 @@ mod tests {
         h.insert("mcp-param-n", "42".parse().unwrap());
         assert!(check(&h, Some(r#"{"r":"eu","n":42.0}"#), &anns).is_ok());
         assert!(check(&h, Some(r#"{"r":"us","n":42}"#), &anns).is_err());
+        assert!(check(&h, Some(r#"{"r":"eu","n":4.2e1}"#), &anns).is_ok(), "integers compare by value");
+        assert!(check(&h, Some(r#"{"r":"eu","n":42.5}"#), &anns).is_err());
+        h.insert("mcp-param-n", "9007199254740992".parse().unwrap());
+        assert!(check(&h, Some(r#"{"r":"eu","n":9007199254740993}"#), &anns).is_err(), "never through a float");
+        assert!(check(&h, Some(r#"{"r":"eu","n":9007199254740992}"#), &anns).is_ok());
+        h.insert("mcp-param-n", "1e2".parse().unwrap());
+        assert!(check(&h, Some(r#"{"r":"eu","n":100}"#), &anns).is_err(), "headers carry integers in decimal");
+        h.insert("mcp-param-n", "100".parse().unwrap());
+        assert!(check(&h, Some(r#"{"r":"e\u0075","n":100}"#), &anns).is_ok(), "strings compare decoded");
+        assert!(check(&h, Some(r#"{"r":"eu","n":100,"r":"us"}"#), &anns).is_err(), "the last of a repeated member counts");
+    }
+
+    #[test]
+    fn mirrored_headers_carry_the_exact_values() {
+        let anns = annotations(&json!({"properties":{"n":{"type":"integer","x-mcp-header":"N"},
+            "o":{"type":"object","properties":{"s":{"type":"string","x-mcp-header":"S"},"b":{"type":"boolean","x-mcp-header":"B"}}}}}))
+        .unwrap();
+        let h = mirror(Some(r#"{"n":9007199254740993.0e0,"o":{"s":" x","b":true}}"#), &anns);
+        assert_eq!(h["mcp-param-n"], "9007199254740993");
+        assert_eq!(h["mcp-param-s"], "=?base64?IHg=?=");
+        assert_eq!(h["mcp-param-b"], "true");
+        assert!(check(&h, Some(r#"{"n":9007199254740993,"o":{"s":" x","b":true}}"#), &anns).is_ok());
+        assert!(mirror(Some(r#"{"n":1.5,"o":null}"#), &anns).is_empty());
     }
 }

@@ -15,11 +15,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::client::{modern_headers, Answer, SseStream, UpstreamError};
+use super::rounds::RoundError;
 use super::Upstream;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::RawObject;
 use crate::mcp::{jsonrpc, sse};
-use crate::respond::{finish, Reply};
+use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
 
 /// One request on its way to an upstream.
 pub struct Call {
@@ -46,14 +48,15 @@ pub fn level_rank(level: &str) -> Option<u8> {
 }
 
 enum Msg {
-    Final(StatusCode, Bytes),
+    Final(Reply),
     Relay(Bytes),
     Skip,
 }
 
-/// Builds the seal of a possible round; called only for a JSON answer that mentions
-/// `input_required` or an SSE answer (which may carry one later), so a plain JSON answer pays
-/// nothing for it.
+/// Builds the seal of a possible round; called only for a JSON answer whose decoded
+/// `resultType` is `input_required`, or before relaying an SSE answer (which may carry one
+/// later), so a plain JSON answer pays nothing for it. `None` for a method that may not
+/// return `input_required`.
 pub type MakeSeal<'a> = &'a (dyn Fn() -> super::rounds::RoundSeal + Sync);
 
 /// Sends the call and relays the answer.
@@ -84,15 +87,7 @@ pub async fn forward(
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");
-            if call.seal.is_none() && text.contains("input_required") {
-                call.seal = make_seal.map(|f| f());
-            }
-            let text = match sealed(gw, &call, text) {
-                Ok(t) => t,
-                Err(r) => return Ok(Reply::refusal(&call.id, &r)),
-            };
-            let (s, b) = finish(&call.id, &call.method, &up.name, status, &text, call.uri.as_deref(), &gw.server_info_json);
-            Ok(Reply::Json(s, b))
+            Ok(reply_for(gw, up, &call, status, read_final(text), || make_seal.map(|f| f())))
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
         Answer::Sse(mut stream) => loop {
@@ -104,7 +99,7 @@ pub async fn forward(
             };
             match classify(gw, up, &call, &data) {
                 Msg::Skip => continue,
-                Msg::Final(s, b) => return Ok(Reply::Json(s, b)),
+                Msg::Final(reply) => return Ok(reply),
                 Msg::Relay(first) => {
                     let (tx, rx) = mpsc::channel(64);
                     let _ = tx.try_send(sse::frame(&first));
@@ -141,21 +136,46 @@ async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseSt
                     return;
                 }
             }
-            Msg::Final(_, b) => {
-                let _ = tx.send(sse::frame(&b)).await;
+            Msg::Final(reply) => {
+                let _ = tx.send(sse::frame(reply.json_body().map_or(&b""[..], |b| &b[..]))).await;
                 return;
             }
         }
     }
 }
 
-/// The message with an `input_required` round put under Sluice's seal (when sealing applies).
-fn sealed<'a>(gw: &Gateway, call: &Call, data: &'a str) -> Result<std::borrow::Cow<'a, str>, crate::policy::Refusal> {
-    match &call.seal {
-        Some(seal) if data.contains("input_required") => {
-            Ok(super::rounds::wrap(gw, seal, data)?.map(std::borrow::Cow::Owned).unwrap_or(std::borrow::Cow::Borrowed(data)))
+/// The client's reply for an upstream's final message: a complete result stamped, an
+/// `input_required` round sealed and judged (only where the method allows one), anything else
+/// refused as the upstream's protocol error; decided on the decoded `resultType`.
+fn reply_for(
+    gw: &Gateway,
+    up: &Upstream,
+    call: &Call,
+    status: StatusCode,
+    fin: Final<'_>,
+    seal: impl FnOnce() -> Option<super::rounds::RoundSeal>,
+) -> Reply {
+    let (id, method, info) = (&call.id, &call.method, &gw.server_info_json);
+    let json = |(s, b): (StatusCode, Bytes)| Reply::Json(s, b);
+    match fin {
+        Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
+        Final::Result(m, ResultKind::InputRequired) => {
+            let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
+            match super::rounds::wrap(gw, &seal, &m) {
+                Ok(result) => match serde_json::from_str::<RawObject<'_>>(&result) {
+                    Ok(m) => json(result_reply(id, method, &m, info)),
+                    Err(_) => json(unexpected_result(id, &up.name)),
+                },
+                Err(RoundError::Refused(r)) => Reply::refusal(id, &r),
+                Err(RoundError::Protocol(why)) => {
+                    tracing::warn!(upstream = %up.name, reason = %why, "upstream sent a round that breaks the protocol; call refused");
+                    Reply::error(id, &UpstreamError::Protocol(up.name.clone(), why).into())
+                }
+            }
         }
-        _ => Ok(std::borrow::Cow::Borrowed(data)),
+        Final::Result(_, ResultKind::Other) => json(unexpected_result(id, &up.name)),
+        Final::Error(e) => json(error_reply(id, e, status, call.uri.as_deref())),
+        Final::Bad => json(finish(id, method, &up.name, status, "", None, info)),
     }
 }
 
@@ -169,15 +189,7 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
         return Msg::Skip;
     };
     if msg.is_response() {
-        let text = match sealed(gw, call, data) {
-            Ok(t) => t,
-            Err(r) => {
-                let reply = Reply::refusal(&call.id, &r);
-                return Msg::Final(reply.status(), reply.json_body().cloned().unwrap_or_default());
-            }
-        };
-        let (s, b) = finish(&call.id, &call.method, &up.name, StatusCode::OK, &text, call.uri.as_deref(), &gw.server_info_json);
-        return Msg::Final(s, b);
+        return Msg::Final(reply_for(gw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
     }
     match (msg.method.as_deref(), msg.id.is_some()) {
         (Some("notifications/progress"), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),

@@ -80,6 +80,9 @@ impl Upstream {
         }
         if let Some(var) = &cfg.bearer_token_env {
             let token = std::env::var(var).map_err(|_| format!("upstream '{}': environment variable {var} is not set", cfg.name))?;
+            if token.trim().is_empty() {
+                return Err(format!("upstream '{}': environment variable {var} (bearer_token_env) is empty", cfg.name));
+            }
             let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
             value.set_sensitive(true);

@@ -1,22 +1,26 @@
 //! Every `input_required` round of a modern upstream under Sluice's seal.
 //!
-//! Takes an upstream's final message; when it is an `input_required` result, gives it back with
-//! Sluice's sealed `requestState` in place of the upstream's (which the seal carries byte for
-//! byte, with the round number and the principal), and each input request judged by policy and
-//! budgets: a denied elicitation is removed and answered `decline` by Sluice on the retry; a
-//! denied sampling or roots ask, or a spent budget, refuses the call.
+//! Takes the members of an upstream result whose decoded `resultType` is `input_required`
+//! (whatever its spelling); gives the result the client sees: Sluice's sealed `requestState` in
+//! place of the upstream's (the seal carries it byte for byte, with the round number, the
+//! principal and a single-use nonce), and each input request judged by policy and budgets: a
+//! denied elicitation is removed and answered `decline` by Sluice on the retry; a denied
+//! sampling or roots ask, or a spent budget, refuses the call. Refuses as the upstream's
+//! protocol error a round that breaks the schema where it decides something (`inputRequests`
+//! not an object, a repeated key, a method other than the three asks, a malformed ask), and
+//! with `-31016` a round of more than `budget.max_asks_per_round` asks.
 
-use indexmap::IndexMap;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{push_json_str, RawObject};
 use crate::policy::ask::{judge, AskCtx, AskVerdict};
 use crate::policy::Refusal;
 use crate::state::Sealed;
 
-/// What sealing a modern round needs: the state template (with the next round number) and who
-/// asks for whom.
+/// What sealing a modern round needs: the state template (with the next round number and a
+/// fresh nonce) and who asks for whom.
+#[derive(Clone)]
 pub struct RoundSeal {
     /// The sealed state, `round` already the number of the round being answered to the client.
     pub template: Sealed,
@@ -28,70 +32,120 @@ pub struct RoundSeal {
     pub request: bytes::Bytes,
 }
 
-/// Rewrites `data` when it is an `input_required` result; `Ok(None)` when it is not.
-pub fn wrap(gw: &Gateway, seal: &RoundSeal, data: &str) -> Result<Option<String>, Refusal> {
-    let Ok(mut msg) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(data) else { return Ok(None) };
-    let Some(result) = msg.get("result") else { return Ok(None) };
-    let Ok(mut result) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(result.get()) else { return Ok(None) };
-    if result.get("resultType").map(|r| r.get()) != Some("\"input_required\"") {
-        return Ok(None);
+/// Why a round cannot go to the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoundError {
+    /// Governance refuses the call.
+    Refused(Refusal),
+    /// The upstream broke the protocol (what, content-free).
+    Protocol(String),
+}
+
+impl From<Refusal> for RoundError {
+    fn from(r: Refusal) -> Self {
+        RoundError::Refused(r)
     }
+}
+
+fn text(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    serde_json::from_str(raw).ok()
+}
+
+/// The result the client sees for an upstream's `input_required` result (its members).
+pub fn wrap(gw: &Gateway, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
     let mut sealed = seal.template.clone();
     if sealed.digest.is_empty() {
         // Most calls never ask: the digest of the params is paid for only by those that do.
-        let env = crate::mcp::jsonrpc::Envelope::parse(seal.request.clone()).map_err(|_| Refusal::TooLarge("bad request".into()))?;
+        let env = crate::mcp::jsonrpc::Envelope::parse(seal.request.clone())
+            .map_err(|_| RoundError::Protocol("the request could not be read again".into()))?;
         sealed.digest = crate::state::params_digest(env.members());
     }
-    sealed.extra = result.get("requestState").map(|r| r.get().to_owned());
-    if let Some(raw) = result.get("inputRequests") {
-        let mut requests: Map<String, Value> = serde_json::from_str(raw.get()).unwrap_or_default();
-        let mut kept = Map::new();
-        let mut approval: Option<(String, String)> = None;
-        for (key, mut req) in std::mem::take(&mut requests) {
-            let method = req.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
-            let had_params = req.get("params").is_some();
-            let mut params = req.get("params").cloned().unwrap_or_else(|| Value::Object(Map::new()));
-            match judge(gw, &seal.ctx, &method, &mut params) {
-                AskVerdict::Approve(rule) => {
-                    if had_params {
-                        req["params"] = params.clone();
-                    }
-                    if approval.is_none() {
-                        let msg = crate::policy::approval::for_ask(&seal.ctx.upstream, seal.ctx.tool.as_deref(), &method, &params, &rule);
-                        approval = Some((rule, msg));
-                    }
-                    kept.insert(key, req);
-                }
-                AskVerdict::Allow => {
-                    if had_params {
-                        req["params"] = params; // maxTokens may have been clamped
-                    }
-                    kept.insert(key, req);
-                }
-                AskVerdict::Deny(_) if method == "elicitation/create" => sealed.declined.push(key),
-                AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r),
-            }
-        }
-        // An approval round comes first: the asks are held in the seal until the user approves.
-        let shown = match approval {
-            Some((rule, _)) if !seal.elicitation => return Err(Refusal::NeedsElicitation(rule)),
-            Some((rule, message)) => {
-                sealed.pending = Some((Value::Object(kept).to_string(), rule));
-                serde_json::json!({crate::policy::approval::KEY: crate::policy::approval::request(&message)})
-            }
-            None => Value::Object(kept),
-        };
-        result.insert(
-            "inputRequests".into(),
-            RawValue::from_string(shown.to_string()).map_err(|_| Refusal::TooLarge("bad input requests".into()))?,
-        );
-    }
+    sealed.extra = result.get("requestState").map(str::to_owned);
+    let shown = match result.get("inputRequests") {
+        None => None,
+        Some(raw) => Some(judge_requests(gw, seal, &mut sealed, raw)?),
+    };
     let token = gw.bridge.keys.seal(&sealed);
-    result.insert(
-        "requestState".into(),
-        RawValue::from_string(Value::String(token).to_string()).map_err(|_| Refusal::TooLarge("bad state".into()))?,
-    );
-    let result = serde_json::to_string(&result).map_err(|_| Refusal::TooLarge("bad result".into()))?;
-    msg.insert("result".into(), RawValue::from_string(result).map_err(|_| Refusal::TooLarge("bad result".into()))?);
-    serde_json::to_string(&msg).map(Some).map_err(|_| Refusal::TooLarge("bad result".into()))
+    let mut out = String::with_capacity(256 + token.len() + shown.as_ref().map_or(0, String::len));
+    out.push('{');
+    for (k, v) in &result.0 {
+        if matches!(k.as_ref(), "resultType" | "inputRequests" | "requestState") {
+            continue;
+        }
+        push_json_str(&mut out, k);
+        out.push(':');
+        out.push_str(v.get());
+        out.push(',');
+    }
+    out.push_str("\"resultType\":\"input_required\",");
+    if let Some(shown) = shown {
+        out.push_str("\"inputRequests\":");
+        out.push_str(&shown);
+        out.push(',');
+    }
+    out.push_str("\"requestState\":");
+    push_json_str(&mut out, &token);
+    out.push('}');
+    Ok(out)
+}
+
+/// Judges each input request; gives the `inputRequests` the client is shown (an approval round
+/// instead when a rule wants one, the asks then held in the seal).
+fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
+    let protocol = |m: &str| RoundError::Protocol(m.to_owned());
+    let requests: RawObject<'_> = serde_json::from_str(raw).map_err(|_| protocol("inputRequests is not an object"))?;
+    if requests.has_repeats() {
+        return Err(protocol("inputRequests repeats an input key"));
+    }
+    let limit = gw.governor.budgets.limits(&seal.ctx.upstream, &seal.ctx.groups).max_asks_per_round;
+    if requests.0.len() > limit {
+        return Err(Refusal::TooManyAsks(limit).into());
+    }
+    let mut kept = Map::new();
+    let mut approval: Option<(String, String)> = None;
+    for (key, req) in &requests.0 {
+        let req: RawObject<'_> = serde_json::from_str(req.get()).map_err(|_| protocol("an input request is not an object"))?;
+        let method = req.get("method").and_then(text).ok_or_else(|| protocol("an input request has no method"))?;
+        if !matches!(method.as_ref(), "sampling/createMessage" | "elicitation/create" | "roots/list") {
+            return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
+        }
+        let raw_params = req.get("params");
+        let mut params: Value = match raw_params {
+            Some(p) => serde_json::from_str(p).map_err(|_| protocol("an input request's params are not JSON"))?,
+            None => Value::Object(Map::new()),
+        };
+        let keep = |params: Value| {
+            let mut r = Map::new();
+            r.insert("method".into(), Value::String(method.clone().into_owned()));
+            if raw_params.is_some() || method == "sampling/createMessage" {
+                r.insert("params".into(), params);
+            }
+            Value::Object(r)
+        };
+        match judge(gw, &seal.ctx, &method, raw_params, &mut params) {
+            AskVerdict::Malformed(why) => return Err(RoundError::Protocol(why)),
+            AskVerdict::Approve(rule) => {
+                if approval.is_none() {
+                    let shape = crate::policy::shape::AskShape::read(&method, raw_params).unwrap_or_default();
+                    let msg = crate::policy::approval::for_ask(&seal.ctx.upstream, seal.ctx.tool.as_deref(), &method, &shape, &rule);
+                    approval = Some((rule, msg));
+                }
+                kept.insert(key.to_string(), keep(params));
+            }
+            AskVerdict::Allow => {
+                kept.insert(key.to_string(), keep(params));
+            }
+            AskVerdict::Deny(_) if method == "elicitation/create" => sealed.declined.push(key.to_string()),
+            AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r.into()),
+        }
+    }
+    // An approval round comes first: the asks are held in the seal until the user approves.
+    Ok(match approval {
+        Some((rule, _)) if !seal.elicitation => return Err(Refusal::NeedsElicitation(rule).into()),
+        Some((rule, message)) => {
+            sealed.pending = Some((Value::Object(kept).to_string(), rule));
+            serde_json::json!({crate::policy::approval::KEY: crate::policy::approval::request(&message)}).to_string()
+        }
+        None => Value::Object(kept).to_string(),
+    })
 }

@@ -1,0 +1,81 @@
+//! Single use of sealed state: every round state Sluice seals carries a nonce, and the retry
+//! that presents it consumes it.
+//!
+//! Takes a nonce with its state's expiry; gives `true` the first time (and only the first
+//! time) it is presented before expiry. Entries leave with their state's expiry, swept as new
+//! ones come (no timer). Refuses (answers `false`, as for a replay) once `max` nonces are held:
+//! a full store fails closed, the retry is told its exchange is gone.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Mutex;
+
+/// Consumed nonces until their states expire.
+pub struct Nonces {
+    inner: Mutex<Inner>,
+    max: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    used: HashSet<String>,
+    by_expiry: BTreeSet<(u64, String)>,
+}
+
+impl Nonces {
+    /// A store holding at most `max` nonces.
+    pub fn new(max: usize) -> Nonces {
+        Nonces { inner: Mutex::new(Inner::default()), max: max.max(1) }
+    }
+
+    /// Consumes `nonce` (its state expires at `expires_ms`); `false` when it was consumed
+    /// before, or the store is full.
+    pub fn consume(&self, nonce: &str, expires_ms: u64, now_ms: u64) -> bool {
+        let Ok(mut g) = self.inner.lock() else { return false };
+        let Inner { used, by_expiry } = &mut *g;
+        while let Some(first) = by_expiry.first() {
+            if first.0 > now_ms {
+                break;
+            }
+            if let Some((_, n)) = by_expiry.pop_first() {
+                used.remove(&n);
+            }
+        }
+        if used.contains(nonce) {
+            return false;
+        }
+        if used.len() >= self.max {
+            tracing::warn!(limit = self.max, "single-use store full: a retry is refused as a replay");
+            return false;
+        }
+        used.insert(nonce.to_owned());
+        by_expiry.insert((expires_ms, nonce.to_owned()));
+        true
+    }
+
+    /// How many nonces are held.
+    pub fn len(&self) -> usize {
+        self.inner.lock().map(|g| g.used.len()).unwrap_or(0)
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nonce_is_consumed_once_until_its_state_expires_and_a_full_store_fails_closed() {
+        let n = Nonces::new(2);
+        assert!(n.consume("a", 100, 0));
+        assert!(!n.consume("a", 100, 50), "a replay");
+        assert!(n.consume("b", 100, 50));
+        assert!(!n.consume("c", 100, 50), "full");
+        assert!(n.consume("c", 300, 100), "expired entries left");
+        assert_eq!(n.len(), 1);
+        assert!(!n.consume("c", 300, 200));
+    }
+}
