@@ -83,6 +83,19 @@ pub async fn scope<F: std::future::Future>(rec: Arc<Mutex<Record>>, fut: F) -> F
     CURRENT.scope(rec, fut).await
 }
 
+/// Spawns work of the current request (a relay, a bridge's rounds): what it notes lands in the
+/// same record. Outside a request it is a plain `tokio::spawn`.
+pub fn spawn<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match CURRENT.try_with(Arc::clone) {
+        Ok(rec) => tokio::spawn(CURRENT.scope(rec, fut)),
+        Err(_) => tokio::spawn(fut),
+    }
+}
+
 /// The sending side of the audit log.
 #[derive(Clone)]
 pub struct Audit {
@@ -155,7 +168,28 @@ pub struct AuditGuard {
     metrics: Arc<crate::metrics::Metrics>,
     record: Arc<Mutex<Record>>,
     started: Instant,
+    /// When the response head went out (a streamed answer is emitted later, when it ends).
+    head: Option<std::time::Duration>,
     done: bool,
+}
+
+/// A streamed answer's record: it sees each frame (the last JSON-RPC response sets the error
+/// code and input keys) and is emitted when the stream ends, so what the stream's own tasks
+/// noted (a decision taken mid-stream) is in it.
+pub struct StreamAudit(AuditGuard);
+
+impl StreamAudit {
+    /// Reads one SSE frame Sluice sends.
+    pub fn observe(&self, frame: &[u8]) {
+        let Ok(mut r) = self.0.record.lock() else { return };
+        r.bytes_out += frame.len() as u64;
+        let Some(at) = memchr::memmem::find(frame, b"data: ") else { return };
+        let data = &frame[at + 6..];
+        let data = &data[..memchr::memchr(b'\n', data).unwrap_or(data.len())];
+        if !data.is_empty() {
+            read_reply(&mut r, data);
+        }
+    }
 }
 
 impl AuditGuard {
@@ -168,8 +202,18 @@ impl AuditGuard {
             metrics: metrics.clone(),
             record: Arc::new(Mutex::new(record)),
             started: Instant::now(),
+            head: None,
             done: false,
         }
+    }
+
+    /// Keeps the record open for a streamed answer whose head is going out now.
+    pub fn into_stream(mut self) -> StreamAudit {
+        self.head = Some(self.started.elapsed());
+        if let Ok(mut r) = self.record.lock() {
+            r.status = 200;
+        }
+        StreamAudit(self)
     }
 
     /// The shared record, for [`scope`].
@@ -196,11 +240,12 @@ impl AuditGuard {
         }
         self.done = true;
         let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
-        r.latency_us = self.started.elapsed().as_micros() as u64;
+        let took = self.head.unwrap_or_else(|| self.started.elapsed());
+        r.latency_us = took.as_micros() as u64;
         if r.status == 0 {
             r.status = 499; // the client went away before the answer
         }
-        self.metrics.observe(&r, self.started.elapsed());
+        self.metrics.observe(&r, took);
         self.audit.emit(r);
     }
 }
@@ -241,7 +286,9 @@ fn read_reply(r: &mut Record, body: &[u8]) {
         return;
     }
     if let Ok(m) = serde_json::from_slice::<Msg>(body) {
-        r.error_code = m.error.map(|e| e.code);
+        if let Some(e) = m.error {
+            r.error_code = Some(e.code);
+        }
         if let Some(reqs) = m.result.and_then(|x| x.input_requests) {
             r.input_keys = reqs.into_iter().map(|(k, v)| format!("{k}={}", v.method)).collect();
         }

@@ -24,11 +24,15 @@ fn host_of(authority: &str) -> &str {
     authority.split(':').next().unwrap_or(authority)
 }
 
-/// Checks `Host` and `Origin` (DNS-rebinding protection, digest §5.6).
-pub fn check_origin(h: &HeaderMap, loopback: bool, allowed: &[String]) -> Result<(), Reply> {
+/// Checks `Host` (or HTTP/2's `:authority`) and `Origin` (DNS-rebinding protection, digest §5.6).
+pub fn check_origin(parts: &http::request::Parts, loopback: bool, allowed: &[String]) -> Result<(), Reply> {
+    let h = &parts.headers;
     let forbidden = Reply::Plain(StatusCode::FORBIDDEN, "forbidden: Host or Origin is not allowed for this endpoint\n");
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let host_header = h.get(http::header::HOST).map(|v| v.to_str().unwrap_or("\u{0}"));
     if loopback {
-        let host = h.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        // An unreadable Host is foreign; HTTP/2 names the host in `:authority` instead.
+        let host = host_header.or(authority).unwrap_or("");
         if !host.is_empty() && !is_loopback_host(host_of(host)) {
             return Err(forbidden);
         }
@@ -44,7 +48,7 @@ pub fn check_origin(h: &HeaderMap, loopback: bool, allowed: &[String]) -> Result
     let ok = if loopback {
         is_loopback_host(host_of(authority))
     } else {
-        let host = h.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let host = host_header.or(parts.uri.authority().map(|a| a.as_str())).unwrap_or("");
         !authority.is_empty() && authority.eq_ignore_ascii_case(host)
     };
     if ok {

@@ -53,6 +53,8 @@ pub struct Gateway {
     pub in_flight: std::sync::atomic::AtomicUsize,
     /// Sessions of 2025-11-25 clients (bridge B).
     pub legacy_sessions: crate::bridge_b::Sessions,
+    /// Open client streams, per principal and in total.
+    pub streams: Arc<crate::streams::Streams>,
 }
 
 /// Everything a gateway reads from the environment and the disk (credentials, keys, policy
@@ -106,6 +108,7 @@ impl Gateway {
             metrics: Arc::new(crate::metrics::Metrics::new()),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             legacy_sessions: crate::bridge_b::Sessions::new(cfg.bridge.max_client_sessions, cfg.bridge.client_session_idle),
+            streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,
             auth,
             bridge,

@@ -33,6 +33,7 @@ pub mod server;
 pub mod service;
 pub mod shutdown;
 pub mod state;
+pub mod streams;
 pub mod telemetry;
 pub mod upstream;
 pub mod validate;

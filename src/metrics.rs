@@ -31,6 +31,60 @@ struct KindLabels {
     kind: String,
 }
 
+/// Label values come from closed sets, so no client or upstream can grow the exposition: a
+/// method Sluice does not serve is `other`, and so is a code or status Sluice does not define.
+const METHODS: &[&str] = &[
+    "server/discover",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "notifications/initialized",
+    "notifications/cancelled",
+];
+
+/// JSON-RPC codes of the spec and Sluice's own (README, "Error codes").
+const CODES: &[i64] = &[
+    -32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022, -31001, -31003, -31010, -31011, -31012, -31013, -31014, -31015, -31016,
+    -31017, -31018,
+];
+
+/// HTTP statuses Sluice answers with.
+const STATUSES: &[u16] = &[400, 401, 403, 404, 405, 406, 413, 429, 431, 499, 500, 502, 503, 504];
+
+fn method_label(m: Option<&str>) -> String {
+    match m {
+        None => String::new(),
+        Some(m) => METHODS.iter().find(|k| **k == m).map_or("other", |k| *k).to_owned(),
+    }
+}
+
+fn code_label(c: i64) -> String {
+    if CODES.contains(&c) {
+        c.to_string()
+    } else {
+        "other".into()
+    }
+}
+
+fn status_label(s: u16) -> String {
+    if STATUSES.contains(&s) {
+        s.to_string()
+    } else {
+        "other".into()
+    }
+}
+
 /// All metrics.
 pub struct Metrics {
     registry: Registry,
@@ -73,22 +127,19 @@ impl Metrics {
     /// Accounts one finished request.
     pub fn observe(&self, r: &Record, took: Duration) {
         let error_type = match (r.error_code, r.status) {
-            (Some(c), _) => c.to_string(),
-            (None, s) if s >= 400 => s.to_string(),
+            (Some(c), _) => code_label(c),
+            (None, s) if s >= 400 => status_label(s),
             _ => "ok".to_owned(),
         };
-        let labels = OpLabels {
-            mcp_method_name: r.method.clone().unwrap_or_default(),
-            upstream: r.upstream.clone().unwrap_or_default(),
-            error_type,
-        };
+        let labels =
+            OpLabels { mcp_method_name: method_label(r.method.as_deref()), upstream: r.upstream.clone().unwrap_or_default(), error_type };
         self.duration.get_or_create(&labels).observe(took.as_secs_f64());
         self.requests.get_or_create(&labels).inc();
         if !r.input_keys.is_empty() {
             self.rounds.inc();
         }
         if let Some(c) = r.error_code.filter(|c| (-31999..=-31000).contains(c)) {
-            self.refusals.get_or_create(&KindLabels { kind: c.to_string() }).inc();
+            self.refusals.get_or_create(&KindLabels { kind: code_label(c) }).inc();
         }
         if matches!(r.status, 502 | 504) {
             self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default() }).inc();

@@ -26,7 +26,7 @@ use crate::validate;
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
-    if let Err(r) = edge::check_origin(&parts.headers, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
+    if let Err(r) = edge::check_origin(&parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
     }
     // GET and DELETE exist only for 2025-11-25 sessions (bridge B); otherwise 405.
@@ -44,7 +44,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     };
     if session_verb {
         return if parts.method == http::Method::GET {
-            crate::bridge_b::get(gw, &parts.headers, &principal)
+            hold_stream(gw, &principal, "null", crate::bridge_b::get(gw, &parts.headers, &principal))
         } else {
             crate::bridge_b::delete(gw, &parts.headers, &principal)
         };
@@ -60,7 +60,8 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     }
     // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
-        return crate::bridge_b::post(gw, &parts.headers, &principal, bytes).await;
+        let reply = crate::bridge_b::post(gw, &parts.headers, &principal, bytes).await;
+        return hold_stream(gw, &principal, "null", reply);
     }
     // Parse once: every later stage reads from this envelope.
     let bytes_for_id = bytes.clone();
@@ -79,7 +80,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         r.name = crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok);
     });
     match validated(gw, &env, &parts.headers, &principal).await {
-        Ok(reply) => reply,
+        Ok(reply) => hold_stream(gw, &principal, &id, reply),
         Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
         Err(GatewayError::Refused(r)) => {
             // A policy rule's deny stays `deny` (with its rule); budgets and caps are `refused`.
@@ -129,12 +130,14 @@ async fn validated_with(
     // _meta before headers: the conformance suite expects -32602 for a missing envelope even
     // when the headers are right.
     let meta = validate::meta::read(env)?;
-    // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
-    // own errors (unknown name) wait until version and method have been checked.
-    let target = route::resolve(gw, env).await;
+    // Headers before the route: a request whose headers disagree with its body costs no
+    // lookup (URI templates included).
     if client_headers.is_some() {
         validate::headers::check(headers, env, &meta)?;
     }
+    // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
+    // own errors (unknown name) wait until version and method have been checked.
+    let target = route::resolve(gw, env).await;
     if let (Ok(Some(t)), Some(_)) = (&target, client_headers) {
         if env.method == "tools/call" {
             xheader::check(headers, env.param("arguments"), &t.headers)
@@ -142,6 +145,8 @@ async fn validated_with(
         }
     }
     validate::check_version(&meta)?;
+    // Method existence is global: a call to an upstream the principal lacks the scope for gets
+    // 403 with the scope to ask for (OAuth step-up), not -32601.
     validate::check_method(&env.method, |cap| gw.serves(cap))?;
     let target = target?;
     if let Some(t) = &target {
@@ -157,6 +162,23 @@ async fn validated_with(
         _ => None,
     };
     dispatch::dispatch(gw, env, &meta, target, synthetic.as_ref().unwrap_or(headers), principal).await
+}
+
+/// A streamed answer takes one of the principal's stream places for as long as it is open;
+/// past the caps it is refused (and dropping it ends whatever fed it).
+fn hold_stream(gw: &Gateway, principal: &crate::auth::Principal, id: &str, reply: Reply) -> Reply {
+    let Reply::Sse(mut body) = reply else { return reply };
+    match gw.streams.acquire(principal.id()) {
+        Ok(permit) => {
+            body.hold(permit);
+            Reply::Sse(body)
+        }
+        Err(r) => {
+            tracing::info!(principal = %principal.id(), "stream refused: too many open");
+            crate::audit::note(|a| a.decision = Some("refused"));
+            Reply::refusal(id, &r)
+        }
+    }
 }
 
 /// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).

@@ -19,20 +19,56 @@ use crate::mcp::jsonrpc::{self, RawObject};
 /// The body type of every response Sluice writes.
 pub type Body = BoxBody<Bytes, Infallible>;
 
+/// The frames of an SSE answer, and what must live exactly as long as the stream: its place
+/// among the open streams and its audit record (emitted when the stream ends, with what its
+/// last message said).
+pub struct SseBody {
+    rx: mpsc::Receiver<Bytes>,
+    permit: Option<crate::streams::StreamPermit>,
+    audit: Option<crate::audit::StreamAudit>,
+}
+
+impl From<mpsc::Receiver<Bytes>> for SseBody {
+    fn from(rx: mpsc::Receiver<Bytes>) -> Self {
+        SseBody { rx, permit: None, audit: None }
+    }
+}
+
+impl SseBody {
+    /// The next frame.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        let frame = self.rx.recv().await;
+        if let (Some(f), Some(a)) = (&frame, &self.audit) {
+            a.observe(f);
+        }
+        frame
+    }
+
+    /// Holds `permit` until the stream ends.
+    pub fn hold(&mut self, permit: crate::streams::StreamPermit) {
+        self.permit = Some(permit);
+    }
+
+    /// Emits `audit` when the stream ends.
+    pub fn audit(&mut self, audit: crate::audit::StreamAudit) {
+        self.audit = Some(audit);
+    }
+}
+
 /// What a request ends in.
 pub enum Reply {
     /// One JSON object with a status.
     Json(StatusCode, Bytes),
     /// An SSE stream of frames (status 200).
-    Sse(mpsc::Receiver<Bytes>),
+    Sse(SseBody),
     /// 202 with an empty body.
     Accepted,
     /// A status with a short plain-text explanation (edge refusals).
     Plain(StatusCode, &'static str),
     /// 401 / 403 with a `WWW-Authenticate` challenge and a JSON-RPC error body.
     Challenge(StatusCode, String, Bytes),
-    /// 429 with `Retry-After` (seconds) and a JSON-RPC error body.
-    Limited(Bytes, u64),
+    /// 429 (or 503) with `Retry-After` (seconds) and a JSON-RPC error body.
+    Limited(StatusCode, Bytes, u64),
     /// 503 with `Retry-After: 1`: too many requests in progress (load shedding).
     Overloaded,
     /// A legacy `initialize` answer carrying the new `Mcp-Session-Id`.
@@ -49,19 +85,19 @@ impl Reply {
     /// The reply for a governance refusal: 429 with `Retry-After` for a spent window budget.
     pub fn refusal(id: &str, r: &crate::policy::Refusal) -> Reply {
         let e = GatewayError::Refused(r.clone());
-        match r {
-            crate::policy::Refusal::Sampling { retry_after_ms } | crate::policy::Refusal::Tokens { retry_after_ms } => {
-                let (_, code, data) = e.classify();
-                Reply::Limited(jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()), retry_after_ms.div_ceil(1000).max(1))
-            }
-            _ => Reply::error(id, &e),
-        }
+        let retry_after_ms = match r {
+            crate::policy::Refusal::Sampling { retry_after_ms } | crate::policy::Refusal::Tokens { retry_after_ms } => *retry_after_ms,
+            crate::policy::Refusal::Streams { .. } => 1000,
+            _ => return Reply::error(id, &e),
+        };
+        let (status, code, data) = e.classify();
+        Reply::Limited(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()), retry_after_ms.div_ceil(1000).max(1))
     }
 
     /// The body of this reply when it is one JSON object (for sending it in-stream instead).
     pub fn json_body(&self) -> Option<&Bytes> {
         match self {
-            Reply::Json(_, b) | Reply::Limited(b, _) | Reply::Challenge(_, _, b) | Reply::Session(_, b, _) => Some(b),
+            Reply::Json(_, b) | Reply::Limited(_, b, _) | Reply::Challenge(_, _, b) | Reply::Session(_, b, _) => Some(b),
             _ => None,
         }
     }
@@ -70,7 +106,7 @@ impl Reply {
     pub fn status(&self) -> StatusCode {
         match self {
             Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
-            Reply::Limited(..) => StatusCode::TOO_MANY_REQUESTS,
+            Reply::Limited(s, ..) => *s,
             Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
@@ -85,13 +121,13 @@ impl Reply {
                 b = b.header(http::header::CONTENT_TYPE, "application/json");
                 Full::new(bytes).boxed()
             }
-            Reply::Sse(rx) => {
+            Reply::Sse(body) => {
                 b = b
                     .header(http::header::CONTENT_TYPE, "text/event-stream")
                     .header(http::header::CACHE_CONTROL, "no-cache")
                     .header("x-accel-buffering", "no");
-                let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-                    rx.recv().await.map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), rx))
+                let stream = futures_util::stream::unfold(body, |mut body| async move {
+                    body.recv().await.map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), body))
                 });
                 StreamBody::new(stream).boxed()
             }
@@ -105,7 +141,7 @@ impl Reply {
                 Full::new(Bytes::from_static(b"service unavailable: too many requests in progress (limits.max_in_flight); retry shortly\n"))
                     .boxed()
             }
-            Reply::Limited(bytes, secs) => {
+            Reply::Limited(_, bytes, secs) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());
                 Full::new(bytes).boxed()
             }

@@ -23,8 +23,11 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Re
     }
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/metrics" => metrics(&gw),
-        "/readyz" => readyz(&gw),
+        "/metrics" | "/readyz" => match guard_ops(&gw, &parts) {
+            Some(refused) => refused.into_response(),
+            None if path == "/metrics" => metrics(&gw),
+            None => readyz(&gw),
+        },
         p if p == "/.well-known/oauth-protected-resource"
             || p.strip_prefix("/.well-known/oauth-protected-resource") == Some(gw.cfg.path.as_str()) =>
         {
@@ -32,6 +35,25 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Re
         }
         _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
+}
+
+/// `/metrics` and `/readyz` follow the endpoint's Host and Origin rules and, with
+/// `[metrics] require_auth`, need a credential; `None` lets the request through.
+fn guard_ops(gw: &Gateway, parts: &http::request::Parts) -> Option<Reply> {
+    let headers = &parts.headers;
+    if let Err(r) = crate::edge::check_origin(parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
+        return Some(r);
+    }
+    if gw.cfg.metrics.require_auth {
+        if let Err(e) = gw.auth.authenticate(headers) {
+            let header = gw.auth.challenge(&e);
+            return Some(match Reply::error("null", &crate::error::GatewayError::Auth(e)) {
+                Reply::Json(status, body) => Reply::Challenge(status, header, body),
+                other => other,
+            });
+        }
+    }
+    None
 }
 
 /// The MCP endpoint: load shedding, the request deadline, and the audit record around the
@@ -52,8 +74,17 @@ async fn mcp(gw: &Arc<Gateway>, parts: http::request::Parts, body: hyper::body::
         }
     };
     drop(in_flight);
-    guard.finish(&reply);
-    reply
+    match reply {
+        // A stream's record is complete when the stream ends (what its last message says).
+        Reply::Sse(mut body) => {
+            body.audit(guard.into_stream());
+            Reply::Sse(body)
+        }
+        reply => {
+            guard.finish(&reply);
+            reply
+        }
+    }
 }
 
 /// Counts a request in progress for as long as it lives.
@@ -107,7 +138,8 @@ fn readyz(gw: &Gateway) -> Response<Body> {
         .iter()
         .map(|u| {
             let s = u.status();
-            json!({"name": u.name, "probed": s.probed, "healthy": s.healthy, "error": s.error})
+            // No error text: it may repeat what an upstream said; the log has the reason.
+            json!({"name": u.name, "probed": s.probed, "healthy": s.healthy})
         })
         .collect();
     let ready = gw.is_ready();

@@ -116,6 +116,18 @@ impl Authenticator {
         Ok(principal)
     }
 
+    /// Whether `p` may reach `upstream` at all (its `required_scopes`): lists, discovery and
+    /// listen streams show a principal only the upstreams it may call.
+    pub fn may_reach(&self, p: &Principal, upstream: &str) -> bool {
+        self.authorize_upstream(p, upstream).is_ok()
+    }
+
+    /// Whether any upstream requires scopes (then what a principal sees depends on who it is,
+    /// and nothing listed is `cacheScope: public`).
+    pub fn scoped(&self) -> bool {
+        self.enabled() && !self.cfg.upstream_scopes.is_empty()
+    }
+
     /// Checks the scopes an upstream requires.
     pub fn authorize_upstream(&self, p: &Principal, upstream: &str) -> Result<(), AuthError> {
         if !self.enabled() {

@@ -214,6 +214,12 @@ impl Live {
         match (msg.method.as_deref(), msg.id.as_ref()) {
             (Some("ping"), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
             (Some(m), Some(id)) if asks::is_bridged(m) => {
+                let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
+                if self.asks.len() >= limit {
+                    // A round is bounded before anything of the ask is read.
+                    session.reply(&gw.client, id.get(), Err((-1, "too many requests at once (gateway limit)"))).await;
+                    return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
+                }
                 let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
                 let ask = asks::ask(id.get(), m, msg.params.as_ref().map(|p| p.get()), &taken);
                 if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {

@@ -226,11 +226,11 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
-            tokio::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
+            crate::audit::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
         }
         None => {
             let live = start(gw, env, meta, &t, principal, info).await?;
-            tokio::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
+            crate::audit::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
         }
     }
     Ok(reply_from(rx).await)
@@ -511,7 +511,7 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
         Some(Event::Relay(first)) => {
             let (stx, srx) = mpsc::channel(64);
             let _ = stx.try_send(sse::frame(&first));
-            tokio::spawn(async move {
+            crate::audit::spawn(async move {
                 while let Some(ev) = rx.recv().await {
                     let (bytes, last) = match ev {
                         Event::Relay(b) => (b, false),
@@ -524,7 +524,7 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
                     }
                 }
             });
-            Reply::Sse(srx)
+            Reply::Sse(srx.into())
         }
     }
 }

@@ -108,7 +108,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
         }
         drop(want);
     });
-    Reply::Sse(rx)
+    Reply::Sse(rx.into())
 }
 
 /// `DELETE` with a session: ends it (later requests with its id get 404).
@@ -209,7 +209,7 @@ fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> 
     let caps = modern_caps(v.pointer("/params/capabilities").unwrap_or(&Value::Null));
     let info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
     let s = gw.legacy_sessions.create(principal.id(), version, caps, info);
-    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw)).unwrap_or(Value::Null);
+    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal)).unwrap_or(Value::Null);
     let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
     server_caps["logging"] = json!({});
     let mut result = json!({"protocolVersion": version, "capabilities": server_caps, "serverInfo": gw.server_info});
@@ -302,7 +302,8 @@ async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal
         m.insert(id.clone(), cancel.clone());
     }
     let (gw, principal) = (gw.clone(), principal.clone());
-    tokio::spawn(async move {
+    // In the request's audit scope: what the rounds decide lands in this request's record.
+    crate::audit::spawn(async move {
         let work = rounds(&gw, &s, &principal, &method, &params, &id, &tx);
         let out = tokio::select! {
             out = work => Some(out),
@@ -316,7 +317,7 @@ async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal
             m.remove(&id);
         }
     });
-    Reply::Sse(rx)
+    Reply::Sse(rx.into())
 }
 
 /// Runs the request and its `input_required` rounds; gives the final message body.

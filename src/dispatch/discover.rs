@@ -10,12 +10,12 @@ use crate::gateway::Gateway;
 use crate::mcp::version;
 
 /// The discover result JSON.
-pub fn result(gw: &Gateway) -> String {
+pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
     let mut caps = Map::new();
     let mut ttl: Option<u64> = None;
     let mut public = true;
     let mut instructions = Vec::new();
-    let healthy: Vec<_> = gw.upstreams.iter().filter(|u| u.status().healthy).collect();
+    let healthy: Vec<_> = gw.reachable(principal).filter(|u| u.status().healthy).collect();
     for up in &healthy {
         let status = up.status();
         let Some(d) = status.discovered.as_ref() else {
@@ -52,7 +52,7 @@ pub fn result(gw: &Gateway) -> String {
         "supportedVersions": version::SUPPORTED_MODERN,
         "capabilities": caps,
         "ttlMs": ttl.unwrap_or(0),
-        "cacheScope": if public && !healthy.is_empty() { "public" } else { "private" },
+        "cacheScope": if public && !healthy.is_empty() && !gw.auth.scoped() { "public" } else { "private" },
         "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info},
     });
     if !instructions.is_empty() {

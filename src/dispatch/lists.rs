@@ -15,7 +15,7 @@ use crate::respond::Reply;
 use crate::route::table::ListKind;
 
 /// Serves one federated list.
-pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind) -> Result<Reply, GatewayError> {
+pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal: &crate::auth::Principal) -> Result<Reply, GatewayError> {
     if env.param("cursor").is_some_and(|c| c != "null") {
         return Err(GatewayError::InvalidParams(
             "invalid cursor: Sluice returns each list in one page; call again without a cursor".into(),
@@ -27,10 +27,11 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind) -> Result<
     out.push_str(kind.member());
     out.push_str("\":[");
     let mut ttl = u64::MAX;
-    let mut public = true;
+    // What a principal sees depends on its scopes once any upstream requires some: never public.
+    let mut public = !gw.auth.scoped();
     let mut seen = std::collections::HashSet::new();
     let mut any = false;
-    for up in gw.upstreams.iter().filter(|u| u.serves(kind.capability())) {
+    for up in gw.reachable(principal).filter(|u| u.serves(kind.capability())) {
         let mut table = up.list(kind);
         let now = Instant::now();
         if table.fresh_for(now).is_none() {

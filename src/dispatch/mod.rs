@@ -28,6 +28,16 @@ impl Gateway {
     pub fn serves(&self, cap: &str) -> bool {
         self.upstreams.iter().any(|u| u.serves(cap))
     }
+
+    /// The upstreams `p` may reach (its scopes), in config order.
+    pub fn reachable<'a>(&'a self, p: &'a crate::auth::Principal) -> impl Iterator<Item = &'a Arc<crate::upstream::Upstream>> + 'a {
+        self.upstreams.iter().filter(move |u| self.auth.may_reach(p, &u.name))
+    }
+
+    /// Whether an upstream `p` may reach serves `cap`.
+    pub fn serves_for(&self, p: &crate::auth::Principal, cap: &str) -> bool {
+        self.reachable(p).any(|u| u.serves(cap))
+    }
 }
 
 /// Answers a validated request.
@@ -41,19 +51,19 @@ pub async fn dispatch(
 ) -> Result<Reply, GatewayError> {
     let id = env.id_json();
     match env.method.as_str() {
-        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw)))),
+        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal)))),
         "subscriptions/listen" => {
             let asked = Filter::parse(env.param("notifications")).map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
-                tools: asked.tools && gw.serves("tools"),
-                prompts: asked.prompts && gw.serves("prompts"),
-                resources: asked.resources && gw.serves("resources"),
-                uris: if gw.serves("resources") { asked.uris } else { Vec::new() },
+                tools: asked.tools && gw.serves_for(principal, "tools"),
+                prompts: asked.prompts && gw.serves_for(principal, "prompts"),
+                resources: asked.resources && gw.serves_for(principal, "resources"),
+                uris: if gw.serves_for(principal, "resources") { asked.uris } else { Vec::new() },
             };
-            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured)))
+            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured).into()))
         }
         m => match ListKind::from_method(m) {
-            Some(kind) => lists::serve(gw, env, kind).await,
+            Some(kind) => lists::serve(gw, env, kind, principal).await,
             None => {
                 let target = target.ok_or_else(|| GatewayError::MethodNotFound(m.to_owned()))?;
                 route::forward(gw, env, meta, target, headers, principal).await

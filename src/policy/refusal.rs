@@ -20,6 +20,8 @@ pub const POLICY_DENIED: i64 = -31014;
 pub const APPROVAL_DECLINED: i64 = -31015;
 /// Sluice: an ask or an answer is over a size limit (maxTokens or bytes).
 pub const TOO_LARGE: i64 = -31016;
+/// Sluice: too many streams are open (for this principal, or in total); retry later.
+pub const STREAM_CAP: i64 = -31018;
 
 /// A governance refusal.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +44,8 @@ pub enum Refusal {
     TooLarge(String),
     /// An upstream asked more things in one round than `budget.max_asks_per_round`.
     TooManyAsks(usize),
+    /// Streams at their cap (`per_principal` true: this principal's).
+    Streams { limit: usize, per_principal: bool },
     /// An approval round is needed but the client did not declare elicitation (-32021).
     NeedsElicitation(String),
 }
@@ -99,6 +103,15 @@ impl Refusal {
                 json!({"requiredCapabilities": {"elicitation": {}}}),
             ),
             Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
+            Refusal::Streams { limit, per_principal } => (
+                if *per_principal { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::SERVICE_UNAVAILABLE },
+                STREAM_CAP,
+                format!(
+                    "too many streams are open ({limit}, {}); close a listen or streamed call, or retry shortly",
+                    if *per_principal { "limits.max_streams_per_principal" } else { "limits.max_streams" }
+                ),
+                json!({"limit": limit, "perPrincipal": per_principal, "retryAfterMs": 1000}),
+            ),
             Refusal::TooManyAsks(limit) => (
                 StatusCode::BAD_REQUEST,
                 TOO_LARGE,

@@ -103,8 +103,8 @@ pub async fn forward(
                 Msg::Relay(first) => {
                     let (tx, rx) = mpsc::channel(64);
                     let _ = tx.try_send(sse::frame(&first));
-                    tokio::spawn(pump(gw.clone(), up.clone(), call, stream, tx));
-                    return Ok(Reply::Sse(rx));
+                    crate::audit::spawn(pump(gw.clone(), up.clone(), call, stream, tx));
+                    return Ok(Reply::Sse(rx.into()));
                 }
             }
         },
