@@ -59,8 +59,13 @@ impl Gateway {
     /// Builds the state (no I/O yet).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
         let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
-        let client =
-            HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
+        let client = HttpClient::new(
+            cfg.timeouts.connect,
+            cfg.timeouts.response,
+            cfg.limits.max_response_bytes,
+            cfg.limits.max_sse_event_bytes,
+            cfg.timeouts.stream_idle,
+        );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone())?;
         let auth = crate::auth::Authenticator::new(&cfg.auth)?;
