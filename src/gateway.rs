@@ -76,7 +76,7 @@ impl Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
-            legacy_sessions: crate::bridge_b::Sessions::new(cfg.bridge.max_client_sessions, cfg.bridge.client_session_idle),
+            legacy_sessions: crate::bridge_b::Sessions::new(&cfg.bridge),
             governor,
             auth,
             bridge,
