@@ -53,7 +53,7 @@ impl Bridge {
     /// Builds the bridge from config.
     pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient) -> Result<Bridge, String> {
         Ok(Bridge {
-            pool: Pool::new(client, cfg.bridge.max_sessions, cfg.bridge.session_idle),
+            pool: Pool::new(client, &cfg.bridge, INTERNAL),
             parked: ParkTable::new(cfg.bridge.max_parked),
             keys: state::keys_from(&cfg.state)?,
         })
