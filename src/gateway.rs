@@ -85,7 +85,7 @@ impl Gateway {
             names,
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),
-            hub: Arc::new(Hub::new()),
+            hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: AtomicBool::new(false),
             shutdown,
             cfg,
