@@ -158,3 +158,98 @@ pub(crate) fn open_state(data: &[u8]) {
         assert!(refused(&keys, &t), "an edited state was accepted: {t}");
     }
 }
+
+/// `uri_template`: the input is a template, a NUL byte, then a URI (each read as UTF-8, lossily;
+/// no NUL: all template, empty URI). Properties: on inputs under 64 bytes the linear matcher
+/// agrees with [`reference_matches`] (the recursive matcher it replaced); on any input it takes
+/// at most 8 × (len(uri) + 1) × (parts + 1) steps, with parts bounded by 2 × (number of `}`) + 1,
+/// so no template shape makes it superlinear in the URI.
+pub(crate) fn uri_template(data: &[u8]) {
+    let (t, u) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let (t, u) = (String::from_utf8_lossy(t), String::from_utf8_lossy(u));
+    let (got, steps) = sluice::route::uri::matches_counting(&t, &u);
+    assert_eq!(got, sluice::route::uri::matches(&t, &u));
+    let parts = 2 * t.bytes().filter(|&b| b == b'}').count() as u64 + 1;
+    let bound = 8 * (u.len() as u64 + 1) * (parts + 1);
+    assert!(steps <= bound, "{steps} steps for a {}-byte uri and at most {parts} parts (bound {bound})", u.len());
+    if data.len() < 64 {
+        assert_eq!(got, reference_matches(&t, &u), "template {t:?} uri {u:?}");
+    }
+}
+
+/// The recursive matcher `route::uri` used before it was made linear, with failed states
+/// remembered so inputs of up to 64 bytes stay fast: the reference semantics.
+pub(crate) fn reference_matches(template: &str, uri: &str) -> bool {
+    fn go<'a>(template: &'a str, uri: &'a str, failed: &mut std::collections::HashSet<(usize, usize)>) -> bool {
+        if failed.contains(&(template.len(), uri.len())) {
+            return false;
+        }
+        let ok = match template.find('{') {
+            None => template == uri,
+            Some(open) => match template[open..].find('}').map(|c| open + c) {
+                None => template == uri,
+                Some(close) => {
+                    let (lit, var, rest) = (&template[..open], &template[open + 1..close], &template[close + 1..]);
+                    match uri.strip_prefix(lit) {
+                        None => false,
+                        Some(tail) => {
+                            let reserved = var.starts_with('+') || var.starts_with('#');
+                            (1..=tail.len()).filter(|&i| tail.is_char_boundary(i)).any(|i| {
+                                let (value, after) = tail.split_at(i);
+                                (reserved || !value.contains(['/', '?', '#'])) && go(rest, after, failed)
+                            })
+                        }
+                    }
+                }
+            },
+        };
+        if !ok {
+            failed.insert((template.len(), uri.len()));
+        }
+        ok
+    }
+    go(template, uri, &mut std::collections::HashSet::new())
+}
+
+/// The event bound every `sse_reader` input is read with (small, so seeds reach it).
+const SSE_MAX: usize = 512;
+
+/// `sse_reader`: the input is an SSE byte stream. It is fed whole, one byte per push, and in
+/// two chunkings derived from the input. Properties: every chunking gives the same events, or
+/// every one is refused as too large; and the reader examines at most twice the bytes pushed
+/// (`Reader::scanned`), so no chunking makes it rescan what it has read.
+pub(crate) fn sse_reader(data: &[u8]) {
+    let whole = read_chunked(data, std::iter::repeat(data.len().max(1)));
+    let bytes = read_chunked(data, std::iter::repeat(1));
+    assert_eq!(whole, bytes, "fed whole vs one byte per push");
+    let mut seed = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let random = std::iter::from_fn(|| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        Some(1 + (seed >> 59) as usize)
+    });
+    assert_eq!(whole, read_chunked(data, random), "fed whole vs chunks of 1 to 32 bytes");
+    let own = data.iter().map(|&b| 1 + b as usize % 7);
+    assert_eq!(whole, read_chunked(data, own.chain(std::iter::repeat(1))), "fed whole vs chunks sized by the input");
+}
+
+/// Feeds `data` in chunks of the given sizes; gives the events or the refusal, having checked
+/// the reader's work bound.
+fn read_chunked(data: &[u8], sizes: impl Iterator<Item = usize>) -> Result<Vec<sluice::mcp::sse::Event>, sluice::mcp::sse::TooLarge> {
+    let mut r = sluice::mcp::sse::Reader::new(SSE_MAX);
+    let (mut events, mut rest, mut pushed) = (Vec::new(), data, 0u64);
+    for size in sizes {
+        if rest.is_empty() {
+            break;
+        }
+        let (chunk, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        pushed += chunk.len() as u64;
+        let got = r.push(chunk);
+        assert!(r.scanned() <= 2 * pushed, "{} bytes examined for {pushed} pushed", r.scanned());
+        events.extend(got?);
+    }
+    Ok(events)
+}

@@ -106,14 +106,30 @@ mod tests {
         pairs.iter().map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap())).collect()
     }
 
+    fn head(pairs: &[(&'static str, &str)]) -> http::request::Parts {
+        head_at("/mcp", pairs)
+    }
+
+    fn head_at(uri: &str, pairs: &[(&'static str, &str)]) -> http::request::Parts {
+        let mut r = http::Request::builder().uri(uri).body(()).unwrap();
+        *r.headers_mut() = headers(pairs);
+        r.into_parts().0
+    }
+
+    #[test]
+    fn an_http2_authority_is_checked_like_a_host() {
+        assert!(check_origin(&head_at("http://evil.example.com/mcp", &[]), true, &[]).is_err());
+        assert!(check_origin(&head_at("http://localhost:8080/mcp", &[]), true, &[]).is_ok());
+    }
+
     #[test]
     fn loopback_host_and_origin_are_accepted_on_any_port_and_others_refused() {
-        assert!(check_origin(&headers(&[("host", "127.0.0.1:9"), ("origin", "http://localhost:3000")]), true, &[]).is_ok());
-        assert!(check_origin(&headers(&[("host", "[::1]:9")]), true, &[]).is_ok());
-        assert!(check_origin(&headers(&[("host", "evil.example.com")]), true, &[]).is_err());
-        assert!(check_origin(&headers(&[("host", "localhost"), ("origin", "http://evil.example.com")]), true, &[]).is_err());
+        assert!(check_origin(&head(&[("host", "127.0.0.1:9"), ("origin", "http://localhost:3000")]), true, &[]).is_ok());
+        assert!(check_origin(&head(&[("host", "[::1]:9")]), true, &[]).is_ok());
+        assert!(check_origin(&head(&[("host", "evil.example.com")]), true, &[]).is_err());
+        assert!(check_origin(&head(&[("host", "localhost"), ("origin", "http://evil.example.com")]), true, &[]).is_err());
         let allowed = vec!["https://app.example.com".to_owned()];
-        assert!(check_origin(&headers(&[("host", "localhost"), ("origin", "https://app.example.com")]), true, &allowed).is_ok());
+        assert!(check_origin(&head(&[("host", "localhost"), ("origin", "https://app.example.com")]), true, &allowed).is_ok());
     }
 
     #[test]

@@ -97,8 +97,13 @@ impl Gateway {
     /// Builds the state (no I/O yet but reading what the config points at: see [`preflight`]).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
         let Parts { upstreams, auth, governor, keys } = preflight(&cfg)?;
-        let client =
-            HttpClient::new(cfg.timeouts.connect, cfg.timeouts.response, cfg.limits.max_response_bytes, cfg.limits.max_sse_event_bytes);
+        let client = HttpClient::new(
+            cfg.timeouts.connect,
+            cfg.timeouts.response,
+            cfg.limits.max_response_bytes,
+            cfg.limits.max_sse_event_bytes,
+            cfg.timeouts.stream_idle,
+        );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let bridge = crate::bridge::Bridge::new(&cfg, client.clone(), keys);
         let shutdown = CancellationToken::new();
@@ -107,7 +112,7 @@ impl Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
-            legacy_sessions: crate::bridge_b::Sessions::new(cfg.bridge.max_client_sessions, cfg.bridge.client_session_idle),
+            legacy_sessions: crate::bridge_b::Sessions::new(&cfg.bridge),
             streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,
             auth,
@@ -117,7 +122,7 @@ impl Gateway {
             names,
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),
-            hub: Arc::new(Hub::new()),
+            hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: AtomicBool::new(false),
             shutdown,
             cfg,

@@ -2,8 +2,12 @@
 //!
 //! Takes upstream listen streams (list-changed and resource-updated notifications) and client
 //! listen requests; gives each client an acknowledgement first, then only the notifications it
-//! opted into, tagged with its own subscription id; never progress or log messages. Refuses
-//! nothing: an upstream whose listen fails is retried after `timeouts.listen_retry_ms`.
+//! opted into, tagged with its own subscription id; never progress or log messages. Refuses a
+//! listen naming more than `limits.max_resource_subscriptions` resource URIs (-32602). Bounded:
+//! the URIs wanted upstream (all listens together) are at most 16 × that limit; past it new URIs
+//! are not subscribed upstream (one warning per listen, with the limit), and URIs already wanted
+//! are still delivered. An upstream whose listen fails, ends, or stays silent past
+//! `timeouts.stream_idle_ms` is listened to again after `timeouts.listen_retry_ms`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -37,14 +41,17 @@ pub struct Hub {
     tx: broadcast::Sender<Change>,
     /// Resource URIs clients subscribed to, with how many listens want each.
     wanted: Mutex<BTreeMap<String, usize>>,
+    /// The most URIs `wanted` holds (16 × `limits.max_resource_subscriptions`).
+    max_wanted: usize,
     /// Woken when `wanted` gains a URI, so upstream listens re-subscribe.
     pub(crate) changed: Notify,
 }
 
 impl Hub {
-    /// An empty hub.
-    pub fn new() -> Self {
-        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), changed: Notify::new() }
+    /// An empty hub wanting at most 16 × `max_resource_subscriptions` URIs upstream.
+    pub fn new(max_resource_subscriptions: usize) -> Self {
+        let max_wanted = max_resource_subscriptions.saturating_mul(16);
+        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), max_wanted, changed: Notify::new() }
     }
 
     /// Announces a change to every client listen.
@@ -57,20 +64,35 @@ impl Hub {
         self.tx.subscribe()
     }
 
-    /// Registers resource URIs a client listens to; returns a guard that releases them.
+    /// Registers resource URIs a client listens to (a URI not wanted yet only while the hub is
+    /// under its cap); returns a guard that releases the ones registered.
     pub fn want(self: &Arc<Self>, uris: &[String]) -> WantGuard {
-        let mut grew = false;
+        let (mut grew, mut kept, mut refused) = (false, Vec::with_capacity(uris.len()), 0usize);
         if let Ok(mut w) = self.wanted.lock() {
             for u in uris {
-                let n = w.entry(u.clone()).or_insert(0);
-                grew |= *n == 0;
-                *n += 1;
+                if let Some(n) = w.get_mut(u) {
+                    *n += 1;
+                } else if w.len() < self.max_wanted {
+                    w.insert(u.clone(), 1);
+                    grew = true;
+                } else {
+                    refused += 1;
+                    continue;
+                }
+                kept.push(u.clone());
             }
+        }
+        if refused > 0 {
+            tracing::warn!(
+                refused,
+                limit = self.max_wanted,
+                "resource URIs not subscribed upstream: the hub holds 16 x limits.max_resource_subscriptions"
+            );
         }
         if grew {
             self.changed.notify_waiters();
         }
-        WantGuard { hub: self.clone(), uris: uris.to_vec() }
+        WantGuard { hub: self.clone(), uris: kept }
     }
 
     fn wanted(&self) -> Vec<String> {
@@ -79,8 +101,9 @@ impl Hub {
 }
 
 impl Default for Hub {
+    /// A hub for the default `limits.max_resource_subscriptions` (256).
     fn default() -> Self {
-        Hub::new()
+        Hub::new(256)
     }
 }
 
@@ -152,7 +175,16 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
     let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
         return false;
     };
-    while let Ok(Some(data)) = stream.next().await {
+    loop {
+        let data = match stream.next().await {
+            Ok(Some(data)) => data,
+            Ok(None) => break,
+            Err(e) => {
+                // Silent past timeouts.stream_idle_ms (or broken): the caller listens again.
+                tracing::debug!(upstream = %up.name, timeout = e.is_timeout(), "upstream listen stream ended");
+                break;
+            }
+        };
         let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
             continue;
         };
@@ -197,8 +229,9 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Reads the `notifications` member of a listen request.
-    pub fn parse(raw: Option<&str>) -> Result<Filter, String> {
+    /// Reads the `notifications` member of a listen request; refuses more than
+    /// `max_uris` resource subscriptions.
+    pub fn parse(raw: Option<&str>, max_uris: usize) -> Result<Filter, String> {
         let v: Value = match raw {
             Some(r) => serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?,
             None => return Ok(Filter::default()),
@@ -207,6 +240,12 @@ impl Filter {
         let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
         let uris = match obj.get("resourceSubscriptions") {
             None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if a.len() > max_uris => {
+                return Err(format!(
+                    "resourceSubscriptions names {} URIs; at most {max_uris} are allowed (limits.max_resource_subscriptions)",
+                    a.len()
+                ))
+            }
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|u| u.as_str().map(str::to_owned).ok_or("resourceSubscriptions must hold strings"))
@@ -296,5 +335,33 @@ impl Gateway {
 
     fn hub_arc(&self) -> Arc<Hub> {
         self.hub.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_naming_more_resource_uris_than_the_limit_is_refused() {
+        let uris = |n: usize| json!({"resourceSubscriptions": (0..n).map(|i| format!("mock://{i}")).collect::<Vec<_>>()}).to_string();
+        assert_eq!(Filter::parse(Some(&uris(3)), 3).expect("at the limit").uris.len(), 3);
+        let err = Filter::parse(Some(&uris(4)), 3).unwrap_err();
+        assert!(err.contains("limits.max_resource_subscriptions") && err.contains("at most 3"), "{err}");
+        assert!(!err.contains("mock://"), "no URI in the message: {err}");
+    }
+
+    #[test]
+    fn the_hub_wants_at_most_sixteen_times_the_limit_and_keeps_what_it_has() {
+        let hub = Arc::new(Hub::new(2));
+        let first: Vec<String> = (0..40).map(|i| format!("mock://{i}")).collect();
+        let a = hub.want(&first);
+        assert_eq!(hub.wanted().len(), 32, "16 x 2");
+        let again = hub.want(&first[..5]);
+        assert_eq!(again.uris.len(), 5, "URIs already wanted are counted again");
+        drop(a);
+        assert_eq!(hub.wanted().len(), 5, "the URIs the second listen holds");
+        drop(again);
+        assert!(hub.wanted().is_empty(), "a refused URI was never counted, so nothing is left");
     }
 }

@@ -44,3 +44,13 @@ fn the_header_value_corpus_replays_clean() {
 fn the_open_state_corpus_replays_clean() {
     replay("open_state", checks::open_state);
 }
+
+#[test]
+fn the_uri_template_corpus_replays_clean() {
+    replay("uri_template", checks::uri_template);
+}
+
+#[test]
+fn the_sse_reader_corpus_replays_clean() {
+    replay("sse_reader", checks::sse_reader);
+}

@@ -25,8 +25,16 @@ fn load(name: &str) -> Rules {
     Rules::load(&[policies_dir().join(name)]).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-fn sampling(ask: &serde_json::Value) -> Subject<'_> {
+fn shape(method: &str, ask: &serde_json::Value) -> sluice::policy::shape::AskShape {
+    sluice::policy::shape::AskShape::read(method, Some(&ask.to_string())).expect("a well-formed ask")
+}
+
+fn sampling(ask: &sluice::policy::shape::AskShape) -> Subject<'_> {
     Subject { principal: "p", upstream: "u", method: "sampling/createMessage", tool: Some("t"), ask: Some(ask), ..Default::default() }
+}
+
+fn judge_sampling(r: &Rules, ask: serde_json::Value) -> sluice::policy::Decision {
+    r.judge(&sampling(&shape("sampling/createMessage", &ask)))
 }
 
 fn tool_call(destructive: bool, read_only: bool) -> Subject<'static> {
@@ -54,7 +62,7 @@ fn every_shipped_policy_loads_and_explains_itself_in_a_comment_at_its_top() {
 #[test]
 fn default_denies_context_and_large_asks_and_approves_tools_and_destructive_calls() {
     let r = load("default.toml");
-    let judge = |ask: serde_json::Value| r.judge(&sampling(&ask));
+    let judge = |ask: serde_json::Value| judge_sampling(&r, ask);
     let d = judge(json!({"maxTokens": 50, "includeContext": "thisServer"}));
     assert_eq!((d.effect, d.rule.as_deref()), (Effect::Deny, Some("no-foreign-context")));
     assert!(d.reason.is_some_and(|r| r.contains("includeContext")));
@@ -67,13 +75,16 @@ fn default_denies_context_and_large_asks_and_approves_tools_and_destructive_call
     assert_eq!(r.judge(&tool_call(true, false)).effect, Effect::Approve);
     assert_eq!(r.judge(&tool_call(false, false)).effect, Effect::Allow);
     let elicit = json!({"mode": "url", "url": "https://x.example/"});
-    assert_eq!(r.judge(&Subject { method: "elicitation/create", ask: Some(&elicit), ..Default::default() }).effect, Effect::Allow);
+    assert_eq!(
+        r.judge(&Subject { method: "elicitation/create", ask: Some(&shape("elicitation/create", &elicit)), ..Default::default() }).effect,
+        Effect::Allow
+    );
 }
 
 #[test]
 fn strict_approves_every_sampling_and_every_tool_not_read_only() {
     let r = load("strict.toml");
-    let judge = |ask: serde_json::Value| r.judge(&sampling(&ask)).effect;
+    let judge = |ask: serde_json::Value| judge_sampling(&r, ask).effect;
     assert_eq!(judge(json!({"maxTokens": 50})), Effect::Approve);
     assert_eq!(judge(json!({"maxTokens": 50, "tools": [{"name": "x"}]})), Effect::Deny);
     assert_eq!(judge(json!({"maxTokens": 2000})), Effect::Deny);
@@ -82,15 +93,21 @@ fn strict_approves_every_sampling_and_every_tool_not_read_only() {
     assert_eq!(r.judge(&tool_call(false, false)).effect, Effect::Approve);
     assert_eq!(r.judge(&tool_call(true, false)).rule.as_deref(), Some("approve-destructive-tools"));
     let url = json!({"mode": "url", "url": "https://x.example/"});
-    assert_eq!(r.judge(&Subject { method: "elicitation/create", ask: Some(&url), ..Default::default() }).effect, Effect::Deny);
+    assert_eq!(
+        r.judge(&Subject { method: "elicitation/create", ask: Some(&shape("elicitation/create", &url)), ..Default::default() }).effect,
+        Effect::Deny
+    );
     let form = json!({"message": "m", "requestedSchema": {"type": "object"}});
-    assert_eq!(r.judge(&Subject { method: "elicitation/create", ask: Some(&form), ..Default::default() }).effect, Effect::Allow);
+    assert_eq!(
+        r.judge(&Subject { method: "elicitation/create", ask: Some(&shape("elicitation/create", &form)), ..Default::default() }).effect,
+        Effect::Allow
+    );
 }
 
 #[test]
 fn permissive_denies_only_the_context_of_all_servers() {
     let r = load("permissive.toml");
-    let judge = |ask: serde_json::Value| r.judge(&sampling(&ask)).effect;
+    let judge = |ask: serde_json::Value| judge_sampling(&r, ask).effect;
     assert_eq!(judge(json!({"maxTokens": 50, "includeContext": "allServers"})), Effect::Deny);
     assert_eq!(judge(json!({"maxTokens": 50, "includeContext": "thisServer"})), Effect::Allow);
     assert_eq!(judge(json!({"maxTokens": 100000, "tools": [{"name": "x"}]})), Effect::Allow);

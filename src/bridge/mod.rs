@@ -52,11 +52,7 @@ pub struct Bridge {
 impl Bridge {
     /// Builds the bridge from config.
     pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient, keys: Keys) -> Bridge {
-        Bridge {
-            pool: Pool::new(client, cfg.bridge.max_sessions, cfg.bridge.session_idle),
-            parked: ParkTable::new(cfg.bridge.max_parked),
-            keys,
-        }
+        Bridge { pool: Pool::new(client, &cfg.bridge, INTERNAL), parked: ParkTable::new(cfg.bridge.max_parked), keys }
     }
 }
 

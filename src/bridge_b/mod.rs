@@ -84,7 +84,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     let mut changes = gw.hub.subscribe();
     let gw = gw.clone();
     tokio::spawn(async move {
-        let want = gw.hub.want(&s.subscriptions.lock().map(|v| v.clone()).unwrap_or_default());
+        let want = gw.hub.want(&s.subscriptions());
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => break,
@@ -95,7 +95,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
                 Ok(crate::listen::Change::Tools) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
                 Ok(crate::listen::Change::Prompts) => json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}),
                 Ok(crate::listen::Change::Resources) => json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
-                Ok(crate::listen::Change::Updated(u)) if s.subscriptions.lock().map(|v| v.contains(&u)).unwrap_or(false) => {
+                Ok(crate::listen::Change::Updated(u)) if s.is_subscribed(&u) => {
                     json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": u}})
                 }
                 Ok(_) => continue,
@@ -191,10 +191,11 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
         "resources/subscribe" | "resources/unsubscribe" => {
-            if let (Ok(mut subs), Some(uri)) = (s.subscriptions.lock(), params.get("uri").and_then(Value::as_str)) {
-                subs.retain(|u| u != uri);
-                if method == "resources/subscribe" {
-                    subs.push(uri.to_owned());
+            if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+                if method == "resources/unsubscribe" {
+                    s.unsubscribe(uri);
+                } else if let Err(e) = s.subscribe(uri) {
+                    return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
                 }
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))

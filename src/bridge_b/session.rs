@@ -1,13 +1,28 @@
-//! Legacy client sessions: sealed, unguessable ids bound to the principal; bounded, least
-//! recently used idle session evicted first; ended by DELETE or idle expiry.
+//! Legacy client sessions: sealed, unguessable ids bound to the principal; ended by DELETE, idle
+//! expiry or eviction.
 //!
 //! Takes an `initialize`; gives a session and its `Mcp-Session-Id` (visible ASCII). Refuses an
-//! id that is forged, another principal's, ended or expired (the caller answers 404).
+//! id that is forged, another principal's, ended or expired (the caller answers 404), and a
+//! resource subscription past `bridge.max_subscriptions_per_session` ([`TooManySubscriptions`],
+//! answered -32602).
+//!
+//! Bounds: at most `bridge.max_client_sessions_per_principal` sessions per principal (one more
+//! evicts that principal's own least recently used session, so one principal cannot push out
+//! another's) and `bridge.max_client_sessions` in all (one more evicts the least recently used
+//! anywhere); a session unused for `bridge.client_session_idle_ms` is gone (checked lazily, on
+//! `get` and before each eviction). Every store operation is O(log n): see [`store`]. A
+//! session's subscriptions are a set of at most `max_subscriptions_per_session` URIs, and a
+//! request Sluice sends the client stays registered only while its [`Expected`] lives.
 
-use std::collections::HashMap;
+mod store;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -17,6 +32,9 @@ use serde_json::{Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use store::Store;
 
 /// One legacy client's session.
 pub struct LegacySession {
@@ -32,16 +50,47 @@ pub struct LegacySession {
     pub client_info: Value,
     /// The log level set with `logging/setLevel`.
     pub log_level: Mutex<Option<String>>,
-    last_used: Mutex<Instant>,
     next_id: AtomicU64,
-    /// Sluice's requests to the client waiting for its responses, by id (JSON text).
+    /// Sluice's requests to the client waiting for its responses, by id (JSON text); each entry
+    /// lives as long as the [`Expected`] that waits for it.
     pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// Client requests in progress, by id (JSON text), for `notifications/cancelled`.
     pub inflight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// The standalone GET stream, when open.
     pub get_stream: Mutex<Option<mpsc::Sender<Bytes>>>,
     /// Resource URIs subscribed with `resources/subscribe`.
-    pub subscriptions: Mutex<Vec<String>>,
+    subscriptions: Mutex<HashSet<String>>,
+    max_subscriptions: usize,
+}
+
+/// A `resources/subscribe` past `bridge.max_subscriptions_per_session`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this session already holds {0} resource subscriptions, the most allowed (bridge.max_subscriptions_per_session): unsubscribe from one first"
+)]
+pub struct TooManySubscriptions(pub usize);
+
+/// A request Sluice sent the client: resolves to the client's response. Dropping it (answered,
+/// timed out or abandoned) forgets the request, so a client that never answers leaves nothing.
+pub struct Expected<'a> {
+    session: &'a LegacySession,
+    id: String,
+    rx: oneshot::Receiver<Value>,
+}
+
+impl Future for Expected<'_> {
+    type Output = Result<Value, oneshot::error::RecvError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx).poll(cx)
+    }
+}
+
+impl Drop for Expected<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.session.pending.lock() {
+            p.remove(&self.id);
+        }
+    }
 }
 
 impl LegacySession {
@@ -50,13 +99,14 @@ impl LegacySession {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Registers a request to the client; its response arrives on the returned receiver.
-    pub fn expect(&self, id: &str) -> oneshot::Receiver<Value> {
+    /// Registers a request to the client; the returned [`Expected`] resolves to its response
+    /// and unregisters it when dropped.
+    pub fn expect(&self, id: &str) -> Expected<'_> {
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
             p.insert(id.to_owned(), tx);
         }
-        rx
+        Expected { session: self, id: id.to_owned(), rx }
     }
 
     /// Delivers a response the client POSTed; `false` when nothing waits for it.
@@ -67,31 +117,61 @@ impl LegacySession {
         }
     }
 
-    fn touch(&self) {
-        if let Ok(mut t) = self.last_used.lock() {
-            *t = Instant::now();
+    /// Subscribes to a resource URI (again is fine); refused past the session's cap.
+    pub fn subscribe(&self, uri: &str) -> Result<(), TooManySubscriptions> {
+        let Ok(mut subs) = self.subscriptions.lock() else { return Ok(()) };
+        if !subs.contains(uri) {
+            if subs.len() >= self.max_subscriptions {
+                return Err(TooManySubscriptions(self.max_subscriptions));
+            }
+            subs.insert(uri.to_owned());
+        }
+        Ok(())
+    }
+
+    /// Drops a resource subscription (none held is fine).
+    pub fn unsubscribe(&self, uri: &str) {
+        if let Ok(mut subs) = self.subscriptions.lock() {
+            subs.remove(uri);
         }
     }
 
-    fn idle_for(&self) -> Duration {
-        self.last_used.lock().map(|t| t.elapsed()).unwrap_or_default()
+    /// Whether the session subscribed to `uri`.
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions.lock().map(|s| s.contains(uri)).unwrap_or(false)
+    }
+
+    /// The URIs subscribed to now.
+    pub fn subscriptions(&self) -> Vec<String> {
+        self.subscriptions.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default()
     }
 }
 
 /// All legacy sessions.
 pub struct Sessions {
-    map: Mutex<HashMap<String, Arc<LegacySession>>>,
+    store: Mutex<Store>,
     key: [u8; 32],
     max: usize,
+    per_principal: usize,
+    max_subscriptions: usize,
     idle: Duration,
 }
 
 type HmacSha256 = Hmac<Sha256>;
 
 impl Sessions {
-    /// An empty store holding at most `max` sessions, each ended after `idle` unused.
-    pub fn new(max: usize, idle: Duration) -> Sessions {
-        Sessions { map: Mutex::new(HashMap::new()), key: rand::random(), max: max.max(1), idle }
+    /// An empty store bounded by `bridge.max_client_sessions`,
+    /// `max_client_sessions_per_principal`, `max_subscriptions_per_session` and
+    /// `client_session_idle_ms`.
+    pub fn new(cfg: &crate::config::Bridge) -> Sessions {
+        Sessions {
+            store: Mutex::new(Store::default()),
+            key: rand::random(),
+            max: cfg.max_client_sessions.max(1),
+            per_principal: cfg.max_client_sessions_per_principal.max(1),
+            max_subscriptions: cfg.max_subscriptions_per_session,
+            idle: cfg.client_session_idle,
+        }
     }
 
     fn tag(&self, principal: &str, nonce: &[u8]) -> [u8; 16] {
@@ -107,35 +187,36 @@ impl Sessions {
         out
     }
 
-    /// Creates a session (evicting the least recently used one when full).
+    /// Creates a session: expired ones go first, then (when full) the principal's own least
+    /// recently used, then the least recently used of all.
     pub fn create(&self, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
         let nonce: [u8; 16] = rand::random();
         let mut raw = nonce.to_vec();
         raw.extend_from_slice(&self.tag(principal, &nonce));
-        let id = format!("s1.{}", URL_SAFE_NO_PAD.encode(raw));
         let s = Arc::new(LegacySession {
-            id: id.clone(),
+            id: format!("s1.{}", URL_SAFE_NO_PAD.encode(raw)),
             principal: principal.to_owned(),
             version: version.to_owned(),
             caps,
             client_info,
             log_level: Mutex::new(None),
-            last_used: Mutex::new(Instant::now()),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             get_stream: Mutex::new(None),
-            subscriptions: Mutex::new(Vec::new()),
+            subscriptions: Mutex::new(HashSet::new()),
+            max_subscriptions: self.max_subscriptions,
         });
-        if let Ok(mut m) = self.map.lock() {
-            let idle = self.idle;
-            m.retain(|_, s| s.idle_for() < idle);
-            if m.len() >= self.max {
-                if let Some(oldest) = m.iter().max_by_key(|(_, s)| s.idle_for()).map(|(k, _)| k.clone()) {
-                    m.remove(&oldest);
-                }
+        if let Ok(mut st) = self.store.lock() {
+            let now = Instant::now();
+            st.expire(now, self.idle);
+            if st.held_by(principal) >= self.per_principal {
+                st.evict_oldest_of(principal);
             }
-            m.insert(id, s.clone());
+            if st.len() >= self.max {
+                st.evict_oldest();
+            }
+            st.insert(s.clone(), now);
         }
         s
     }
@@ -150,24 +231,17 @@ impl Sessions {
         if !bool::from(self.tag(principal, nonce).ct_eq(tag)) {
             return None;
         }
-        let mut m = self.map.lock().ok()?;
-        let s = m.get(id).cloned()?;
-        if s.idle_for() >= self.idle {
-            m.remove(id);
-            return None;
-        }
-        s.touch();
-        Some(s)
+        self.store.lock().ok()?.touch(id, Instant::now(), self.idle)
     }
 
     /// Ends a session; `false` when it was not there.
     pub fn remove(&self, id: &str) -> bool {
-        self.map.lock().ok().and_then(|mut m| m.remove(id)).is_some()
+        self.store.lock().ok().and_then(|mut st| st.remove(id)).is_some()
     }
 
-    /// How many sessions are held.
+    /// How many sessions are held (expired ones not yet noticed included).
     pub fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(0)
+        self.store.lock().map(|st| st.len()).unwrap_or(0)
     }
 
     /// Whether none is held.
@@ -177,39 +251,4 @@ impl Sessions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_are_visible_ascii_and_bound_to_their_principal() {
-        let s = Sessions::new(10, Duration::from_secs(60));
-        let a = s.create("alice", "2025-11-25", Map::new(), Value::Null);
-        assert!(a.id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
-        assert!(s.get(&a.id, "alice").is_some());
-        assert!(s.get(&a.id, "bob").is_none(), "another principal's id");
-        // Flip one character of the tag (not the last one, whose low bits are padding).
-        let mut forged: Vec<char> = a.id.chars().collect();
-        let i = forged.len() - 5;
-        forged[i] = if forged[i] == 'A' { 'B' } else { 'A' };
-        let forged: String = forged.into_iter().collect();
-        assert_ne!(forged, a.id);
-        assert!(s.get(&forged, "alice").is_none());
-        assert!(s.remove(&a.id));
-        assert!(s.get(&a.id, "alice").is_none(), "ended");
-    }
-
-    #[test]
-    fn the_least_recently_used_session_is_evicted_and_idle_ones_expire() {
-        let s = Sessions::new(2, Duration::from_secs(60));
-        let a = s.create("p", "v", Map::new(), Value::Null);
-        std::thread::sleep(Duration::from_millis(5));
-        let b = s.create("p", "v", Map::new(), Value::Null);
-        assert!(s.get(&b.id, "p").is_some());
-        let _c = s.create("p", "v", Map::new(), Value::Null);
-        assert!(s.get(&a.id, "p").is_none(), "a was the least recently used");
-        let short = Sessions::new(2, Duration::from_millis(1));
-        let d = short.create("p", "v", Map::new(), Value::Null);
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(short.get(&d.id, "p").is_none(), "expired");
-    }
-}
+mod tests;

@@ -53,7 +53,8 @@ pub async fn dispatch(
     match env.method.as_str() {
         "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal)))),
         "subscriptions/listen" => {
-            let asked = Filter::parse(env.param("notifications")).map_err(|m| GatewayError::InvalidParams(m, None))?;
+            let asked = Filter::parse(env.param("notifications"), gw.cfg.limits.max_resource_subscriptions)
+                .map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
                 tools: asked.tools && gw.serves_for(principal, "tools"),
                 prompts: asked.prompts && gw.serves_for(principal, "prompts"),

@@ -1,8 +1,12 @@
 //! Server-Sent Events: an incremental reader for upstream streams and the frame writer.
 //!
 //! Takes byte chunks as they arrive; gives complete events (their joined `data:` lines and
-//! `event:` name). Drops `id:`, `retry:` and comment lines: Sluice never relays them. Refuses an
-//! event larger than the configured bound (the reader reports it, the caller ends the stream).
+//! `event:` name). Drops `id:`, `retry:` and comment lines: Sluice never relays them. Refuses
+//! (the reader reports [`TooLarge`], the caller ends the stream) an event whose joined data is
+//! over the configured bound, and any line, finished or not, longer than it (bytes before its
+//! `\n`), so the outcome does not depend on how the stream was chunked. Bounded work: every byte
+//! pushed is searched for `\n` once (the reader remembers how far it looked) and parsed once,
+//! whatever the chunk sizes; the buffer holds at most one unfinished line.
 
 use bytes::{Bytes, BytesMut};
 
@@ -20,67 +24,107 @@ pub struct Event {
 #[error("SSE event larger than {0} bytes")]
 pub struct TooLarge(pub usize);
 
+/// Buffer capacity kept after a large line has been read (bytes).
+const SHRINK_ABOVE: usize = 64 << 10;
+
 /// Incremental SSE reader.
 #[derive(Debug)]
 pub struct Reader {
-    buf: BytesMut,
-    name: String,
-    data: String,
-    has_data: bool,
+    /// Bytes of the unfinished line (after the last `\n` seen).
+    buf: Vec<u8>,
+    /// How much of `buf` is known to hold no `\n`.
+    searched: usize,
+    event: Partial,
     max: usize,
+    /// Bytes examined so far (searched plus parsed), for the fuzz target's no-rescan check.
+    work: u64,
+}
+
+/// The event being assembled.
+#[derive(Debug, Default)]
+struct Partial {
+    name: String,
+    /// The joined `data:` lines, `None` until the first one.
+    data: Option<String>,
 }
 
 impl Reader {
     /// A reader that refuses events over `max` bytes.
     pub fn new(max: usize) -> Self {
-        Reader { buf: BytesMut::new(), name: String::new(), data: String::new(), has_data: false, max }
+        Reader { buf: Vec::new(), searched: 0, event: Partial::default(), max, work: 0 }
     }
 
     /// Feeds a chunk; returns the events it completed.
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, TooLarge> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-            let line = self.buf.split_to(pos + 1);
-            let mut line = &line[..pos];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            let line = String::from_utf8_lossy(line);
-            if line.is_empty() {
-                if self.has_data {
-                    out.push(Event { name: std::mem::take(&mut self.name), data: std::mem::take(&mut self.data) });
-                }
-                self.name.clear();
-                self.has_data = false;
-                continue;
-            }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (&*line, ""),
-            };
-            match field {
-                "data" => {
-                    if self.has_data {
-                        self.data.push('\n');
-                    }
-                    self.data.push_str(value);
-                    self.has_data = true;
-                }
-                "event" => self.name = value.to_owned(),
-                _ => {} // id, retry and unknown fields are not relayed
-            }
-            if self.data.len() > self.max {
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &self.buf[self.searched..]) {
+            let end = self.searched + i;
+            self.work += (i + 1) as u64 + (end - start) as u64;
+            if end - start > self.max {
                 return Err(TooLarge(self.max));
             }
+            if let Some(ev) = self.event.line(&self.buf[start..end]) {
+                out.push(ev);
+            }
+            if self.event.data.as_ref().is_some_and(|d| d.len() > self.max) {
+                return Err(TooLarge(self.max));
+            }
+            start = end + 1;
+            self.searched = start;
         }
+        self.work += (self.buf.len() - self.searched) as u64;
+        // Only bytes of this chunk follow the last newline found in it, so this moves at most
+        // the chunk's length.
+        self.buf.drain(..start);
+        if self.buf.capacity() > SHRINK_ABOVE && self.buf.len() <= SHRINK_ABOVE / 4 {
+            self.buf.shrink_to(SHRINK_ABOVE / 4); // a long-lived stream keeps no large buffer after a large event
+        }
+        self.searched = self.buf.len();
         if self.buf.len() > self.max {
             return Err(TooLarge(self.max));
         }
         Ok(out)
+    }
+
+    /// Bytes the reader has examined: at most twice the bytes pushed (each searched once and
+    /// parsed once), however they were chunked.
+    #[doc(hidden)]
+    pub fn scanned(&self) -> u64 {
+        self.work
+    }
+}
+
+impl Partial {
+    /// Applies one line (without its `\n`); gives the event a blank line completes.
+    fn line(&mut self, line: &[u8]) -> Option<Event> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            let done = self.data.take().map(|data| Event { name: std::mem::take(&mut self.name), data });
+            self.name.clear();
+            return done;
+        }
+        if line.starts_with(b":") {
+            return None;
+        }
+        let line = String::from_utf8_lossy(line);
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (&*line, ""),
+        };
+        match field {
+            "data" => match &mut self.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => self.data = Some(value.to_owned()),
+            },
+            "event" => self.name = value.to_owned(),
+            _ => {} // id, retry and unknown fields are not relayed
+        }
+        None
     }
 }
 
@@ -113,5 +157,37 @@ mod tests {
     fn an_oversized_event_is_refused() {
         let mut r = Reader::new(8);
         assert!(r.push(b"data: 0123456789\n").is_err());
+    }
+
+    #[test]
+    fn a_priming_event_comes_out_with_empty_data() {
+        let mut r = Reader::new(64);
+        let ev = r.push(b"id: 0\nretry: 1000\ndata: \n\n").unwrap();
+        assert_eq!(ev, vec![Event { name: String::new(), data: String::new() }]);
+    }
+
+    #[test]
+    fn a_large_event_sent_a_byte_at_a_time_is_searched_once() {
+        let mut body = b"event: message\ndata: ".to_vec();
+        body.extend(std::iter::repeat_n(b'x', 128 << 10));
+        body.extend_from_slice(b"\r\n\r\n");
+        let mut r = Reader::new(256 << 10);
+        let mut events = Vec::new();
+        for b in &body {
+            events.extend(r.push(std::slice::from_ref(b)).unwrap());
+        }
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data.len(), 128 << 10);
+        assert!(r.scanned() <= 2 * body.len() as u64, "{} bytes examined for {} pushed", r.scanned(), body.len());
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_refused_however_it_was_chunked() {
+        let line = b": a comment longer than sixteen bytes\n";
+        assert_eq!(Reader::new(16).push(line), Err(TooLarge(16)), "whole");
+        let mut r = Reader::new(16);
+        let split = line.iter().map(|b| r.push(std::slice::from_ref(b))).find(Result::is_err);
+        assert_eq!(split, Some(Err(TooLarge(16))), "a byte at a time");
+        assert!(Reader::new(16).push(b": sixteen bytes.\n").is_ok(), "exactly the bound");
     }
 }

@@ -1,9 +1,13 @@
 //! The pooled HTTP client Sluice uses toward upstreams, with connect and response timeouts.
 //!
 //! Takes a prepared request (URL, headers, body bytes); gives the upstream's answer classified
-//! as JSON, an SSE stream, 202, or an HTTP error, with the body bounded. Refuses (as
-//! [`UpstreamError`]) a connect failure, a timeout, an oversized answer or an unexpected content
-//! type; every error names the upstream.
+//! as JSON, an SSE stream, 202, or an HTTP error, with the body bounded. Every wait is bounded:
+//! the response headers and a JSON body by `timeouts.response_ms`; each message of an SSE
+//! answer by the stream timeout the caller gives (a deadline per message: bytes that complete
+//! no message do not extend it); a stream opened without one (listen and GET streams) by
+//! `timeouts.stream_idle_ms` of silence (any bytes, keep-alive comments included, reset it).
+//! Refuses (as [`UpstreamError`]) a connect failure, a timeout, an oversized answer or an
+//! unexpected content type; every error names the upstream.
 
 use std::time::Duration;
 
@@ -22,8 +26,11 @@ pub enum UpstreamError {
     /// No connection could be made.
     #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
     Unreachable(String, String),
-    /// The upstream took longer than the configured response timeout.
-    #[error("upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms)")]
+    /// The upstream took longer than the configured response timeout, or a stream stayed silent
+    /// past `timeouts.stream_idle_ms`.
+    #[error(
+        "upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms; timeouts.stream_idle_ms for a stream that stays silent)"
+    )]
     Timeout(String, u64),
     /// The answer was larger than `limits.max_response_bytes` or an SSE event than `limits.max_sse_event_bytes`.
     #[error("upstream '{0}' sent an answer over the {1}-byte limit (limits.max_response_bytes / max_sse_event_bytes)")]
@@ -56,42 +63,68 @@ pub enum Answer {
     Status(StatusCode, Bytes),
 }
 
-/// The events of an upstream SSE answer, read with the per-message timeout and size bound.
-pub struct SseStream {
-    upstream: String,
-    body: hyper::body::Incoming,
-    reader: sse::Reader,
-    pending: std::collections::VecDeque<sse::Event>,
-    timeout: Option<Duration>,
+/// How long an SSE stream may take.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    /// Each message must arrive within this long of the wait for it starting (calls).
+    PerMessage(Duration),
+    /// Some bytes must arrive at least this often (listen and GET streams).
+    Idle(Duration),
 }
 
-impl SseStream {
+/// The events of an upstream SSE answer, read with the per-message deadline (or the idle
+/// bound) and the event size bound. The body type is a parameter only so tests can feed one.
+pub struct SseStream<B = hyper::body::Incoming> {
+    upstream: std::sync::Arc<str>,
+    body: B,
+    reader: sse::Reader,
+    pending: std::collections::VecDeque<sse::Event>,
+    bound: Bound,
+    /// When the message waited for must have arrived (`PerMessage`); kept in the stream so a
+    /// `next` cancelled and called again does not start a fresh wait.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl<B> SseStream<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+{
+    fn new(upstream: &str, body: B, reader: sse::Reader, bound: Bound) -> Self {
+        SseStream { upstream: upstream.into(), body, reader, pending: Default::default(), bound, deadline: None }
+    }
+
     /// The next event's data, `Ok(None)` at the end of the stream.
     pub async fn next(&mut self) -> Result<Option<String>, UpstreamError> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
                 if ev.data.trim().is_empty() {
-                    continue; // priming events carry no message
+                    continue; // priming events carry no message (and do not extend the deadline)
                 }
+                self.deadline = None;
                 return Ok(Some(ev.data));
             }
-            let frame = match self.timeout {
-                Some(t) => tokio::time::timeout(t, self.body.frame())
-                    .await
-                    .map_err(|_| UpstreamError::Timeout(self.upstream.clone(), t.as_millis() as u64))?,
-                None => self.body.frame().await,
-            };
-            match frame {
-                None => return Ok(None),
-                Some(Err(_)) => return Ok(None),
+            match self.frame().await? {
+                None | Some(Err(_)) => return Ok(None),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        let events = self.reader.push(&data).map_err(|e| UpstreamError::TooLarge(self.upstream.clone(), e.0))?;
+                        let events = self.reader.push(&data).map_err(|e| UpstreamError::TooLarge(self.upstream.to_string(), e.0))?;
                         self.pending.extend(events);
                     }
                 }
             }
         }
+    }
+
+    /// The next body frame, within the message deadline or the idle bound.
+    async fn frame(&mut self) -> Result<Option<Result<hyper::body::Frame<Bytes>, B::Error>>, UpstreamError> {
+        let now = tokio::time::Instant::now();
+        let (until, limit) = match self.bound {
+            Bound::PerMessage(t) => (*self.deadline.get_or_insert(now + t), t),
+            Bound::Idle(t) => (now + t, t),
+        };
+        tokio::time::timeout_at(until, self.body.frame())
+            .await
+            .map_err(|_| UpstreamError::Timeout(self.upstream.to_string(), limit.as_millis() as u64))
     }
 }
 
@@ -107,6 +140,7 @@ pub struct ClientShared {
     response_timeout: Duration,
     max_body: usize,
     max_event: usize,
+    stream_idle: Duration,
 }
 
 impl std::ops::Deref for HttpClient {
@@ -117,14 +151,16 @@ impl std::ops::Deref for HttpClient {
 }
 
 impl HttpClient {
-    /// A pooled HTTP/1.1 client with the given connect timeout and bounds.
-    pub fn new(connect: Duration, response: Duration, max_body: usize, max_event: usize) -> Self {
+    /// A pooled HTTP/1.1 client with the given connect timeout and bounds; `stream_idle` ends an
+    /// SSE stream opened without a stream timeout that sends nothing for that long.
+    pub fn new(connect: Duration, response: Duration, max_body: usize, max_event: usize, stream_idle: Duration) -> Self {
         let mut conn = HttpConnector::new();
         conn.set_connect_timeout(Some(connect));
         conn.set_nodelay(true);
         let inner =
             Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
-        HttpClient(std::sync::Arc::new(ClientShared { inner, connect_timeout: connect, response_timeout: response, max_body, max_event }))
+        let shared = ClientShared { inner, connect_timeout: connect, response_timeout: response, max_body, max_event, stream_idle };
+        HttpClient(std::sync::Arc::new(shared))
     }
 
     /// The configured connect timeout.
@@ -138,7 +174,7 @@ impl HttpClient {
     }
 
     /// POSTs `body` to `url` with `headers`; `stream_timeout` bounds the wait for each SSE message
-    /// (`None` for long-lived listen streams).
+    /// (`None` for long-lived listen streams, which end after `stream_idle` of silence).
     pub async fn post(
         &self,
         upstream: &str,
@@ -175,13 +211,8 @@ impl HttpClient {
         let (parts, body) = resp.into_parts();
         let ctype = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if ctype.starts_with("text/event-stream") && status.is_success() {
-            let stream = SseStream {
-                upstream: upstream.into(),
-                body,
-                reader: sse::Reader::new(self.max_event),
-                pending: Default::default(),
-                timeout: stream_timeout,
-            };
+            let bound = stream_timeout.map_or(Bound::Idle(self.stream_idle), Bound::PerMessage);
+            let stream = SseStream::new(upstream, body, sse::Reader::new(self.max_event), bound);
             return Ok((parts.headers, Answer::Sse(stream)));
         }
         let bytes = self.read_bounded(upstream, body).await?;
@@ -254,4 +285,73 @@ pub fn modern_headers(host: &HeaderValue, method: &str, name: Option<&str>, extr
         h.insert(k, v.clone());
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use hyper::body::Frame;
+    use tokio::sync::mpsc;
+    use tokio::time::{sleep, Instant};
+
+    use super::*;
+
+    /// A body fed by hand, one chunk per send.
+    struct Fed(mpsc::UnboundedReceiver<&'static [u8]>);
+
+    impl hyper::body::Body for Fed {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(Bytes::from_static(c)))))
+        }
+    }
+
+    /// A stream over a body that gets `chunks`, one every `every`, then stays open and silent.
+    fn fed(bound: Bound, every: Duration, chunks: Vec<&'static [u8]>) -> SseStream<Fed> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            for c in chunks {
+                sleep(every).await;
+                if tx.send(c).is_err() {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await;
+        });
+        SseStream::new("slow", Fed(rx), sse::Reader::new(1 << 20), bound)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn trickled_bytes_do_not_extend_a_message_deadline() {
+        let trickle = vec![b"da" as &[u8], b"ta", b": \n\n", b"data", b": x", b"y"];
+        let mut st = fed(Bound::PerMessage(Duration::from_secs(60)), Duration::from_secs(14), trickle);
+        let started = Instant::now();
+        let err = tokio::time::timeout(Duration::from_secs(3600), st.next()).await.expect("the deadline ends the wait").unwrap_err();
+        assert!(err.is_timeout() && err.to_string().contains("'slow'"), "{err}");
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_complete_message_gets_a_fresh_deadline() {
+        let msgs = vec![b"data: 1\n\n" as &[u8], b"data: 2\n\n", b"data: 3\n\n"];
+        let mut st = fed(Bound::PerMessage(Duration::from_secs(60)), Duration::from_secs(50), msgs);
+        for want in ["1", "2", "3"] {
+            assert_eq!(st.next().await.unwrap().as_deref(), Some(want));
+        }
+        assert!(st.next().await.unwrap_err().is_timeout());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_without_a_timeout_ends_after_the_idle_bound_and_keep_alives_reset_it() {
+        let keep_alives = vec![b": ka\n\n" as &[u8], b": ka\n\n", b"data: m\n\n", b": ka\n\n"];
+        let mut st = fed(Bound::Idle(Duration::from_secs(300)), Duration::from_secs(200), keep_alives);
+        let started = Instant::now();
+        assert_eq!(st.next().await.unwrap().as_deref(), Some("m"));
+        let err = st.next().await.unwrap_err();
+        assert!(err.is_timeout() && err.to_string().contains("stream_idle_ms"), "{err}");
+        assert_eq!(started.elapsed(), Duration::from_secs(4 * 200 + 300));
+    }
 }

@@ -1,9 +1,11 @@
 //! Fetching an upstream's lists into federation tables.
 //!
 //! Takes an upstream and a list kind; gives a [`ListTable`] built from every page (cursors
-//! followed up to `limits.max_list_pages`), with names rewritten to their public form. Refuses
-//! (drops with a warning) tools whose `x-mcp-header` annotations are invalid and names that
-//! would exceed 128 characters once prefixed.
+//! followed up to `limits.max_list_pages`), with names rewritten to their public form. Bounded:
+//! at most `limits.max_list_items` items per upstream per list (the rest dropped, with one
+//! warning naming the upstream and the limit; no further page is fetched). Refuses (drops with a
+//! warning) tools whose `x-mcp-header` annotations are invalid and names that would exceed 128
+//! characters once prefixed.
 
 use std::time::Instant;
 
@@ -22,7 +24,7 @@ pub async fn fetch(
     up: &std::sync::Arc<Upstream>,
     kind: ListKind,
 ) -> Result<ListTable, String> {
-    let (names, max_pages) = (&gw.names, gw.cfg.limits.max_list_pages);
+    let (names, max_pages, max_items) = (&gw.names, gw.cfg.limits.max_list_pages, gw.cfg.limits.max_list_items);
     let legacy = up.status().legacy;
     let started = Instant::now();
     let mut items = Vec::new();
@@ -53,11 +55,10 @@ pub async fn fetch(
             public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
         }
         if let Some(list) = page.get(kind.member()) {
-            let raw_items: Vec<Box<RawValue>> = serde_json::from_str(list.get()).unwrap_or_default();
-            for raw in raw_items {
-                if let Some(item) = build_item(up, kind, names, &raw) {
-                    items.push(item);
-                }
+            if !add_page(up, kind, names, list, &mut items, max_items) {
+                tracing::warn!(upstream = %up.name, list = kind.method(), limit = max_items, "list truncated at limits.max_list_items");
+                cursor = None;
+                break;
             }
         }
         match page.get("nextCursor").map(|r| r.get()) {
@@ -69,6 +70,20 @@ pub async fn fetch(
         tracing::warn!(upstream = %up.name, list = kind.method(), "list truncated at limits.max_list_pages");
     }
     Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
+}
+
+/// Adds one page's items to `items`, up to `max` in all; `false` when the page held more than fit.
+fn add_page(up: &Upstream, kind: ListKind, names: &Names, list: &RawValue, items: &mut Vec<Item>, max: usize) -> bool {
+    let raw_items: Vec<Box<RawValue>> = serde_json::from_str(list.get()).unwrap_or_default();
+    for raw in raw_items {
+        if items.len() >= max {
+            return false;
+        }
+        if let Some(item) = build_item(up, kind, names, &raw) {
+            items.push(item);
+        }
+    }
+    true
 }
 
 fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> Option<Item> {
@@ -115,4 +130,32 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         RawValue::from_string(serde_json::to_string(&desc).ok()?).ok()?
     };
     Some(Item { key, public, raw, headers, hints })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream() -> (Upstream, Names) {
+        let cfg =
+            crate::config::Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "t", &Default::default())
+                .expect("config");
+        (Upstream::new(&cfg.upstreams[0]).expect("upstream"), Names::new(cfg.prefixed(), &cfg.separator))
+    }
+
+    fn page(from: usize, n: usize) -> Box<RawValue> {
+        let tools: Vec<Value> = (from..from + n).map(|i| serde_json::json!({"name": format!("t{i}"), "inputSchema": {}})).collect();
+        RawValue::from_string(Value::Array(tools).to_string()).expect("json")
+    }
+
+    #[test]
+    fn a_list_keeps_at_most_max_list_items_across_pages() {
+        let (up, names) = upstream();
+        let mut items = Vec::new();
+        assert!(add_page(&up, ListKind::Tools, &names, &page(0, 2), &mut items, 3));
+        assert!(!add_page(&up, ListKind::Tools, &names, &page(2, 5), &mut items, 3), "the second page overflows");
+        assert_eq!(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t2"]);
+        assert!(!add_page(&up, ListKind::Tools, &names, &page(7, 1), &mut items, 3));
+        assert_eq!(items.len(), 3);
+    }
 }

@@ -142,7 +142,7 @@ pub(crate) fn free_port() -> Result<u16, String> {
 
 /// The client the benchmark's own Rust loops use: Sluice's pooled upstream client.
 pub(crate) fn client() -> HttpClient {
-    HttpClient::new(Duration::from_secs(2), Duration::from_secs(30), 16 << 20, 4 << 20)
+    HttpClient::new(Duration::from_secs(2), Duration::from_secs(30), 16 << 20, 4 << 20, Duration::from_secs(24 * 3600))
 }
 
 /// Waits until `GET base/readyz` answers 200.

@@ -1,29 +1,36 @@
-//! The pool of legacy sessions, keyed by (principal, upstream, declared capabilities).
+//! The pool of legacy sessions, keyed by (principal, upstream, bridged capability set).
 //!
 //! Takes a lease request; gives a [`Lease`]: an idle session of that key, or a new one. A lease
 //! is exclusive and returns its session to the pool when dropped (a broken one is closed
-//! instead). Idle sessions are ended (DELETE) after `bridge.session_idle_ms`. Refuses a new
-//! session past `bridge.max_sessions` when no idle session can be evicted.
+//! instead). The key's capabilities are the closed [`Bridged`] set, so a client cannot force a
+//! new handshake by varying what it declares. Idle sessions are ended (DELETE) after
+//! `bridge.session_idle_ms`. Bounded: `bridge.max_sessions_per_principal` per principal (a
+//! principal at its cap closes its own least recently used idle session; Sluice's internal
+//! principal is exempt) and `bridge.max_sessions` in all (the least recently used idle session
+//! anywhere is closed); every pool operation is O(log n), see [`slots`]. Refuses a new session
+//! past either cap when no idle session can be closed for it, naming the limit.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod slots;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
+use self::slots::{Caps, Key, Slots};
 use super::session::{ListChanged, Session};
+use super::Bridged;
 use crate::upstream::client::{HttpClient, UpstreamError};
 use crate::upstream::Upstream;
-
-type Key = (String, String, String);
 
 /// All legacy sessions Sluice holds.
 pub struct Pool {
     client: HttpClient,
-    idle: Mutex<HashMap<Key, Vec<Arc<Session>>>>,
-    count: AtomicUsize,
-    max: usize,
+    slots: Mutex<Slots<Arc<Session>>>,
+    caps: Caps,
+    /// The principal exempt from the cap per principal (Sluice's own list and probe calls).
+    exempt: &'static str,
     idle_ttl: Duration,
 }
 
@@ -41,18 +48,38 @@ impl Drop for Lease {
     }
 }
 
+/// A counted slot for a session being opened; released unless the session opened.
+struct Reservation<'a> {
+    pool: &'a Pool,
+    principal: &'a str,
+    opened: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.opened {
+            if let Ok(mut s) = self.pool.slots.lock() {
+                s.release(self.principal);
+            }
+        }
+    }
+}
+
 impl Pool {
-    /// An empty pool.
-    pub fn new(client: HttpClient, max: usize, idle_ttl: Duration) -> Arc<Pool> {
-        Arc::new(Pool { client, idle: Mutex::new(HashMap::new()), count: AtomicUsize::new(0), max, idle_ttl })
+    /// An empty pool bounded by `bridge.max_sessions`, `max_sessions_per_principal` (not for
+    /// `exempt`) and `session_idle_ms`.
+    pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str) -> Arc<Pool> {
+        let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal };
+        Arc::new(Pool { client, slots: Mutex::new(Slots::default()), caps, exempt, idle_ttl: cfg.session_idle })
     }
 
     /// How many sessions are open (idle and leased).
     pub fn open_sessions(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
+        self.slots.lock().map(|s| s.open()).unwrap_or(0)
     }
 
-    /// Leases a session of this key, opening one when none is idle.
+    /// Leases a session of this key (`caps` is normalized to the bridged set), opening one when
+    /// none is idle.
     pub async fn lease(
         self: &Arc<Self>,
         up: &Arc<Upstream>,
@@ -60,86 +87,54 @@ impl Pool {
         caps: &Value,
         on_list_changed: ListChanged,
     ) -> Result<Lease, UpstreamError> {
-        let key = (principal.to_owned(), up.name.clone(), caps.to_string());
-        let reused = self.idle.lock().ok().and_then(|mut m| m.get_mut(&key).and_then(Vec::pop));
+        let key = Key { principal: principal.to_owned(), upstream: up.name.clone(), caps: Bridged::from_value(caps) };
+        let reused = self.slots.lock().ok().and_then(|mut s| s.take(&key));
         let session = match reused {
             Some(s) => s,
-            None => {
-                if self.count.load(Ordering::Relaxed) >= self.max && !self.evict_one().await {
-                    return Err(UpstreamError::Protocol(
-                        up.name.clone(),
-                        format!("too many legacy sessions open (bridge.max_sessions = {})", self.max),
-                    ));
-                }
-                let s = Session::open(&self.client, up.clone(), caps, principal, on_list_changed).await?;
-                self.count.fetch_add(1, Ordering::Relaxed);
-                s
-            }
+            None => self.open(up, &key, on_list_changed).await?,
         };
         session.set_leased(true);
         Ok(Lease { session, pool: self.clone() })
     }
 
+    /// Reserves room (closing an idle session when a cap says so) and opens a session.
+    async fn open(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+        let exempt = key.principal == self.exempt;
+        let reserved = self.slots.lock().map_err(|_| UpstreamError::Closed(up.name.clone()))?.reserve(&key.principal, exempt, self.caps);
+        let closed = reserved.map_err(|r| UpstreamError::Protocol(up.name.clone(), r.to_string()))?;
+        let mut slot = Reservation { pool: self, principal: &key.principal, opened: false };
+        if let Some(s) = closed {
+            s.close(&self.client).await;
+        }
+        let s = Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?;
+        slot.opened = true;
+        Ok(s)
+    }
+
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {
-        if s.broken.load(Ordering::Acquire) {
-            self.count.fetch_sub(1, Ordering::Relaxed);
+        if s.broken.load(std::sync::atomic::Ordering::Acquire) {
+            if let Ok(mut slots) = self.slots.lock() {
+                slots.release(&s.principal);
+            }
             let client = self.client.clone();
             tokio::spawn(async move { s.close(&client).await });
             return;
         }
-        if let Ok(mut t) = s.idle_since.lock() {
-            *t = Instant::now();
-        }
-        let key = (s.principal.clone(), s.up.name.clone(), s.caps_key.clone());
-        if let Ok(mut m) = self.idle.lock() {
-            m.entry(key).or_default().push(s);
-        }
-    }
-
-    async fn evict_one(&self) -> bool {
-        let victim = self.idle.lock().ok().and_then(|mut m| {
-            let key = m
-                .iter()
-                .filter_map(|(k, v)| v.first().and_then(|s| Some((k.clone(), *s.idle_since.lock().ok()?))))
-                .min_by_key(|(_, t)| *t)
-                .map(|(k, _)| k)?;
-            let list = m.get_mut(&key)?;
-            let s = list.remove(0);
-            if list.is_empty() {
-                m.remove(&key);
-            }
-            Some(s)
-        });
-        match victim {
-            Some(s) => {
-                self.count.fetch_sub(1, Ordering::Relaxed);
-                s.close(&self.client).await;
-                true
-            }
-            None => false,
+        let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), caps: s.caps };
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.put(key, s, Instant::now());
         }
     }
 
     /// Ends sessions idle longer than the idle TTL (`all`: every idle session, at shutdown).
     pub async fn sweep(&self, all: bool) {
-        let now = Instant::now();
-        let expired: Vec<Arc<Session>> = match self.idle.lock() {
-            Ok(mut m) => {
-                let mut out = Vec::new();
-                for list in m.values_mut() {
-                    let (old, keep): (Vec<_>, Vec<_>) = list
-                        .drain(..)
-                        .partition(|s| all || s.idle_since.lock().map(|t| now.duration_since(*t) >= self.idle_ttl).unwrap_or(true));
-                    *list = keep;
-                    out.extend(old);
-                }
-                m.retain(|_, v| !v.is_empty());
-                out
-            }
-            Err(_) => Vec::new(),
+        let cutoff = match (all, Instant::now().checked_sub(self.idle_ttl)) {
+            (true, _) => None,
+            (false, Some(c)) => Some(c),
+            (false, None) => return, // nothing can have been idle that long yet
         };
+        let expired = self.slots.lock().map(|mut s| s.expire(cutoff)).unwrap_or_default();
         for s in expired {
-            self.count.fetch_sub(1, Ordering::Relaxed);
             s.close(&self.client).await;
         }
     }

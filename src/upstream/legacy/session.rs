@@ -1,14 +1,14 @@
 //! One 2025-11-25 session with an upstream: the handshake, the GET stream, requests, replies.
 //!
-//! Takes an upstream, the capabilities to declare and the principal it serves; gives a session
-//! whose standalone GET stream is read by a task of its own: pings are answered there, list
-//! changes reported, and server requests and notifications handed to the call that leases the
-//! session (or refused with an error reply and a warning when none does). Refuses nothing
-//! itself; transport failures are [`UpstreamError`]s naming the upstream.
+//! Takes an upstream, the bridged capability set to declare and the principal it serves; gives
+//! a session whose standalone GET stream is read by a task of its own: pings are answered there,
+//! list changes reported, and server requests and notifications handed to the call that leases
+//! the session (or refused with an error reply and a warning when none does). The GET stream is
+//! bounded by `timeouts.stream_idle_ms`: one silent that long is closed and opened again.
+//! Refuses nothing itself; transport failures are [`UpstreamError`]s naming the upstream.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
@@ -34,16 +34,14 @@ pub struct Session {
     pub init: Value,
     /// The principal it serves (never shared between principals).
     pub principal: String,
-    /// Canonical JSON of the capabilities it declared.
-    pub caps_key: String,
+    /// The capabilities it declared (part of its pool key).
+    pub caps: super::Bridged,
     next_id: AtomicU64,
     /// Messages from the GET stream for the call that leases the session.
     inbox: tokio::sync::Mutex<mpsc::Receiver<String>>,
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
-    /// When it was last returned to the pool.
-    pub idle_since: std::sync::Mutex<Instant>,
     get_task: tokio::task::AbortHandle,
 }
 
@@ -73,12 +71,12 @@ impl Session {
     pub async fn open(
         client: &HttpClient,
         up: Arc<Upstream>,
-        caps: &Value,
+        caps: super::Bridged,
         principal: &str,
         on_list_changed: ListChanged,
     ) -> Result<Arc<Session>, UpstreamError> {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": crate::upstream::discover::server_info()}});
+            "protocolVersion": "2025-11-25", "capabilities": caps.to_legacy(), "clientInfo": crate::upstream::discover::server_info()}});
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
         let (resp_headers, answer) =
@@ -102,17 +100,9 @@ impl Session {
         // right after the first call is not lost; a server slow to answer it is waited for only
         // up to the connect timeout.
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (c, u, v, sd, l) = (client.clone(), up.clone(), version.clone(), sid.clone(), leased.clone());
-        let get_task = tokio::spawn(async move {
-            // Boxed, so the opening request's future is freed once the stream is open: this task
-            // lives as long as the session.
-            let stream = Box::pin(open_get_stream(&c, &u, &v, sd.as_ref())).await;
-            let _ = ready_tx.send(());
-            if let Some(stream) = stream {
-                read_get_stream(stream, c, u, v, sd, tx, l, on_list_changed).await;
-            }
-        })
-        .abort_handle();
+        let session = SessionRef { client: client.clone(), up: up.clone(), version: version.clone(), sid: sid.clone() };
+        let reader = GetReader { session, tx, leased: leased.clone(), on_list_changed };
+        let get_task = tokio::spawn(reader.run(ready_tx)).abort_handle();
         let _ = tokio::time::timeout(client.connect_timeout(), ready_rx).await;
         Ok(Arc::new(Session {
             up,
@@ -120,12 +110,11 @@ impl Session {
             version,
             init: result,
             principal: principal.to_owned(),
-            caps_key: caps.to_string(),
+            caps,
             next_id: AtomicU64::new(1),
             inbox: tokio::sync::Mutex::new(rx),
             leased,
             broken: AtomicBool::new(false),
-            idle_since: std::sync::Mutex::new(Instant::now()),
             get_task,
         }))
     }
@@ -200,36 +189,68 @@ async fn open_get_stream(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn read_get_stream(
-    mut stream: crate::upstream::client::SseStream,
-    client: HttpClient,
-    up: Arc<Upstream>,
-    version: HeaderValue,
-    sid: Option<HeaderValue>,
+/// The task that reads a session's GET stream.
+struct GetReader {
+    session: SessionRef,
     tx: mpsc::Sender<String>,
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
-) {
-    let session = SessionRef { client: client.clone(), up: up.clone(), version, sid };
-    while let Ok(Some(data)) = stream.next().await {
-        let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
-            continue;
-        };
-        match (msg.method.as_deref(), msg.id.as_ref()) {
-            // Replies are boxed: their request futures would otherwise size this long-lived task.
-            (Some("ping"), Some(id)) => Box::pin(session.reply(id.get(), Ok("{}"))).await,
-            (Some(m), None) if m.ends_with("/list_changed") || m == "notifications/resources/updated" => on_list_changed(&data),
-            _ if leased.load(Ordering::Acquire) => {
-                if tx.send(data).await.is_err() {
-                    return;
+}
+
+impl GetReader {
+    /// Opens the stream (signalling `ready` once the first answer is in) and reads it; opens it
+    /// again each time it ends by staying silent past `timeouts.stream_idle_ms`.
+    async fn run(self, ready: tokio::sync::oneshot::Sender<()>) {
+        let mut ready = Some(ready);
+        loop {
+            let s = &self.session;
+            // Boxed, so the opening request's future is freed once the stream is open: this task
+            // lives as long as the session.
+            let stream = Box::pin(open_get_stream(&s.client, &s.up, &s.version, s.sid.as_ref())).await;
+            if let Some(r) = ready.take() {
+                let _ = r.send(());
+            }
+            let Some(stream) = stream else { return };
+            if !self.read(stream).await {
+                return;
+            }
+            tracing::debug!(upstream = %s.up.name, "legacy GET stream idle past timeouts.stream_idle_ms; reopening");
+        }
+    }
+
+    /// Reads the stream to its end; `true` when it ended by the idle bound.
+    async fn read(&self, mut stream: crate::upstream::client::SseStream) -> bool {
+        loop {
+            let data = match stream.next().await {
+                Ok(Some(d)) => d,
+                Ok(None) => return false,
+                Err(e) => return e.is_timeout(),
+            };
+            let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
+                continue;
+            };
+            let session_alive = match (msg.method.as_deref(), msg.id.as_ref()) {
+                // Replies are boxed: their request futures would otherwise size this long-lived task.
+                (Some("ping"), Some(id)) => {
+                    Box::pin(self.session.reply(id.get(), Ok("{}"))).await;
+                    true
                 }
+                (Some(m), None) if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
+                    (self.on_list_changed)(&data);
+                    true
+                }
+                _ if self.leased.load(Ordering::Acquire) => self.tx.send(data).await.is_ok(),
+                (Some(m), Some(id)) => {
+                    tracing::warn!(upstream = %self.session.up.name, method = m, "upstream asked something outside any call; refused");
+                    let refusal = Err((-32600, "no call is in progress on this session to route the request to"));
+                    Box::pin(self.session.reply(id.get(), refusal)).await;
+                    true
+                }
+                _ => true,
+            };
+            if !session_alive {
+                return false;
             }
-            (Some(m), Some(id)) => {
-                tracing::warn!(upstream = %up.name, method = m, "upstream asked something outside any call; refused");
-                Box::pin(session.reply(id.get(), Err((-32600, "no call is in progress on this session to route the request to")))).await;
-            }
-            _ => {}
         }
     }
 }

@@ -1,0 +1,110 @@
+use super::*;
+
+fn limits(max: usize, per_principal: usize, subscriptions: usize, idle: Duration) -> crate::config::Bridge {
+    let mut b = crate::config::Config::from_toml("", "t", &Default::default()).expect("default config").bridge;
+    b.max_client_sessions = max;
+    b.max_client_sessions_per_principal = per_principal;
+    b.max_subscriptions_per_session = subscriptions;
+    b.client_session_idle = idle;
+    b
+}
+
+fn open(s: &Sessions, principal: &str) -> Arc<LegacySession> {
+    s.create(principal, "2025-11-25", Map::new(), Value::Null)
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn session_ids_are_visible_ascii_and_bound_to_their_principal() {
+    let s = Sessions::new(&limits(10, 10, 8, Duration::from_secs(60)));
+    let a = open(&s, "alice");
+    assert!(a.id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    assert!(s.get(&a.id, "alice").is_some());
+    assert!(s.get(&a.id, "bob").is_none(), "another principal's id");
+    // Flip one character of the tag (not the last one, whose low bits are padding).
+    let mut forged: Vec<char> = a.id.chars().collect();
+    let i = forged.len() - 5;
+    forged[i] = if forged[i] == 'A' { 'B' } else { 'A' };
+    let forged: String = forged.into_iter().collect();
+    assert_ne!(forged, a.id);
+    assert!(s.get(&forged, "alice").is_none());
+    assert!(s.remove(&a.id));
+    assert!(s.get(&a.id, "alice").is_none(), "ended");
+}
+
+#[test]
+fn a_thousand_initializes_by_one_principal_leave_another_principals_session() {
+    let s = Sessions::new(&limits(1000, 16, 8, HOUR));
+    let bob = open(&s, "bob");
+    let alice: Vec<_> = (0..1000).map(|_| open(&s, "alice")).collect();
+    assert!(s.get(&bob.id, "bob").is_some(), "bob's session survived");
+    assert_eq!(s.len(), 17, "alice holds her 16, bob his one");
+    assert!(alice[..984].iter().all(|a| s.get(&a.id, "alice").is_none()), "alice's oldest went");
+    assert!(alice[984..].iter().all(|a| s.get(&a.id, "alice").is_some()));
+}
+
+#[test]
+fn the_cap_per_principal_evicts_that_principals_least_recently_used() {
+    let s = Sessions::new(&limits(100, 2, 8, HOUR));
+    let (a1, a2) = (open(&s, "alice"), open(&s, "alice"));
+    assert!(s.get(&a1.id, "alice").is_some(), "a1 used: a2 is now the oldest");
+    let a3 = open(&s, "alice");
+    assert!(s.get(&a2.id, "alice").is_none());
+    assert!(s.get(&a1.id, "alice").is_some() && s.get(&a3.id, "alice").is_some());
+}
+
+#[test]
+fn the_global_cap_evicts_the_least_recently_used_of_all() {
+    let s = Sessions::new(&limits(2, 2, 8, HOUR));
+    let (a, b) = (open(&s, "alice"), open(&s, "bob"));
+    assert!(s.get(&a.id, "alice").is_some());
+    let c = open(&s, "carol");
+    assert!(s.get(&b.id, "bob").is_none(), "bob's was the least recently used");
+    assert!(s.get(&a.id, "alice").is_some() && s.get(&c.id, "carol").is_some());
+    assert_eq!(s.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_sessions_expire_on_get_and_before_an_eviction() {
+    let s = Sessions::new(&limits(10, 10, 8, Duration::from_secs(60)));
+    let (old, kept) = (open(&s, "p"), open(&s, "q"));
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(s.get(&kept.id, "q").is_some(), "used just in time");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(s.len(), 2, "expiry is lazy");
+    let _new = open(&s, "r");
+    assert_eq!(s.len(), 2, "the expired one went when another was created");
+    assert!(s.get(&old.id, "p").is_none());
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert!(s.get(&kept.id, "q").is_none(), "expired on get");
+}
+
+#[test]
+fn subscriptions_are_a_set_capped_per_session() {
+    let s = Sessions::new(&limits(10, 10, 2, HOUR));
+    let a = open(&s, "alice");
+    assert!(a.subscribe("mock://1").is_ok() && a.subscribe("mock://2").is_ok());
+    assert!(a.subscribe("mock://1").is_ok(), "held already");
+    let err = a.subscribe("mock://3").unwrap_err();
+    assert_eq!(err, TooManySubscriptions(2));
+    assert!(err.to_string().contains("bridge.max_subscriptions_per_session"), "{err}");
+    a.unsubscribe("mock://1");
+    assert!(a.subscribe("mock://3").is_ok());
+    assert!(a.is_subscribed("mock://3") && !a.is_subscribed("mock://1"));
+    assert_eq!(a.subscriptions().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_to_the_client_is_forgotten_when_its_wait_times_out() {
+    let s = Sessions::new(&limits(10, 10, 8, HOUR));
+    let a = open(&s, "alice");
+    let waited = tokio::time::timeout(Duration::from_secs(5), a.expect("\"sluice-1\"")).await;
+    assert!(waited.is_err(), "no answer");
+    assert!(a.pending.lock().unwrap().is_empty(), "the timed-out request is gone");
+    assert!(!a.deliver("\"sluice-1\"", Value::Null), "a late answer finds nothing");
+    let answered = a.expect("\"sluice-2\"");
+    assert!(a.deliver("\"sluice-2\"", Value::Bool(true)));
+    assert_eq!(answered.await.unwrap(), Value::Bool(true));
+    assert!(a.pending.lock().unwrap().is_empty());
+}

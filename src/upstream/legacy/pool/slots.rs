@@ -1,0 +1,156 @@
+//! The pool's bookkeeping, without I/O: which sessions are idle, in what order, and how many
+//! each principal holds.
+//!
+//! Takes sessions returned idle, leases and reservations for new sessions; gives an idle session
+//! of a key (the most recently returned), the session to close to make room, and the idle ones
+//! past their TTL. Refuses a reservation past `bridge.max_sessions_per_principal` when the
+//! principal has no idle session of its own to close, and past `bridge.max_sessions` when no
+//! idle session is left at all. Every operation is O(log n) (plus the sessions it hands back):
+//! idle sessions sit in a `BTreeMap` by a return stamp (oldest first), indexed per key and per
+//! principal by the same stamps.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tokio::time::Instant;
+
+use crate::upstream::legacy::Bridged;
+
+/// What a pooled session serves: one principal, one upstream, one bridged capability set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub(crate) principal: String,
+    pub(crate) upstream: String,
+    pub(crate) caps: Bridged,
+}
+
+/// A new session would pass a cap and nothing idle can be closed for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The principal holds `bridge.max_sessions_per_principal`, all leased.
+    #[error("too many legacy sessions open for this principal (bridge.max_sessions_per_principal = {0}), none of them idle")]
+    Principal(usize),
+    /// Sluice holds `bridge.max_sessions`, all leased.
+    #[error("too many legacy sessions open (bridge.max_sessions = {0})")]
+    Global(usize),
+}
+
+/// The caps a reservation is checked against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub(crate) max: usize,
+    pub(crate) per_principal: usize,
+}
+
+/// Idle sessions and open counts.
+pub(crate) struct Slots<S> {
+    stamp: u64,
+    idle: BTreeMap<u64, (Key, S, Instant)>,
+    by_key: HashMap<Key, BTreeSet<u64>>,
+    held: HashMap<String, Held>,
+    open: usize,
+}
+
+/// One principal's sessions: how many are open (idle or leased) and which are idle.
+#[derive(Default)]
+struct Held {
+    open: usize,
+    idle: BTreeSet<u64>,
+}
+
+impl<S> Default for Slots<S> {
+    fn default() -> Self {
+        Slots { stamp: 0, idle: BTreeMap::new(), by_key: HashMap::new(), held: HashMap::new(), open: 0 }
+    }
+}
+
+impl<S> Slots<S> {
+    /// Sessions open (idle and leased).
+    pub(crate) fn open(&self) -> usize {
+        self.open
+    }
+
+    /// The most recently returned idle session of `key`, now leased.
+    pub(crate) fn take(&mut self, key: &Key) -> Option<S> {
+        let stamp = *self.by_key.get(key)?.last()?;
+        self.unidle(stamp).map(|(_, s)| s)
+    }
+
+    /// Returns a leased session to the idle set, idle from `now`.
+    pub(crate) fn put(&mut self, key: Key, s: S, now: Instant) {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        self.by_key.entry(key.clone()).or_default().insert(stamp);
+        self.held.entry(key.principal.clone()).or_default().idle.insert(stamp);
+        self.idle.insert(stamp, (key, s, now));
+    }
+
+    /// Counts one more open session for `principal` (`exempt`: no cap per principal); gives the
+    /// idle session closed to make room (the principal's own oldest when it is at its cap, else
+    /// the oldest of all when Sluice is at its cap), or why there is no room.
+    pub(crate) fn reserve(&mut self, principal: &str, exempt: bool, caps: Caps) -> Result<Option<S>, Refused> {
+        let held = self.held.get(principal).map_or(0, |h| h.open);
+        let victim = if !exempt && held >= caps.per_principal {
+            let oldest = self.held.get(principal).and_then(|h| h.idle.first().copied());
+            Some(self.close_idle(oldest.ok_or(Refused::Principal(caps.per_principal))?))
+        } else if self.open >= caps.max {
+            let oldest = self.idle.first_key_value().map(|(stamp, _)| *stamp);
+            Some(self.close_idle(oldest.ok_or(Refused::Global(caps.max))?))
+        } else {
+            None
+        };
+        self.open += 1;
+        self.held.entry(principal.to_owned()).or_default().open += 1;
+        Ok(victim.flatten())
+    }
+
+    /// One of `principal`'s open sessions is gone (closed, broken, or never opened).
+    pub(crate) fn release(&mut self, principal: &str) {
+        self.open = self.open.saturating_sub(1);
+        if let Some(h) = self.held.get_mut(principal) {
+            h.open = h.open.saturating_sub(1);
+            if h.open == 0 && h.idle.is_empty() {
+                self.held.remove(principal);
+            }
+        }
+    }
+
+    /// Removes and gives the idle sessions returned before `cutoff` (every idle one when `None`);
+    /// they count as closed.
+    pub(crate) fn expire(&mut self, cutoff: Option<Instant>) -> Vec<S> {
+        let mut out = Vec::new();
+        while let Some((&stamp, (_, _, since))) = self.idle.first_key_value() {
+            if cutoff.is_some_and(|c| *since > c) {
+                break;
+            }
+            if let Some(s) = self.close_idle(stamp) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Removes an idle session from every index; gives it with its key.
+    fn unidle(&mut self, stamp: u64) -> Option<(Key, S)> {
+        let (key, s, _) = self.idle.remove(&stamp)?;
+        if let Some(set) = self.by_key.get_mut(&key) {
+            set.remove(&stamp);
+            if set.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+        if let Some(h) = self.held.get_mut(&key.principal) {
+            h.idle.remove(&stamp);
+        }
+        Some((key, s))
+    }
+
+    /// Removes an idle session that is to be closed, and counts it closed.
+    fn close_idle(&mut self, stamp: u64) -> Option<S> {
+        let (key, s) = self.unidle(stamp)?;
+        self.release(&key.principal);
+        Some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,84 @@
+use std::time::Duration;
+
+use super::*;
+
+fn key(principal: &str, caps: Bridged) -> Key {
+    Key { principal: principal.into(), upstream: "up".into(), caps }
+}
+
+const CAPS: Caps = Caps { max: 4, per_principal: 2 };
+const SAMPLING: Bridged = Bridged { sampling: true, sampling_tools: false, elicitation_form: false, elicitation_url: false, roots: false };
+
+/// Opens a session for `principal` (reserving, then returning it idle); gives what was closed.
+fn open_idle(slots: &mut Slots<&'static str>, principal: &str, name: &'static str, now: Instant) -> Option<&'static str> {
+    let closed = slots.reserve(principal, false, CAPS).expect("room");
+    slots.put(key(principal, SAMPLING), name, now);
+    closed
+}
+
+#[test]
+fn an_idle_session_is_reused_only_for_its_own_key() {
+    let mut s = Slots::default();
+    let now = Instant::now();
+    open_idle(&mut s, "alice", "a1", now);
+    assert_eq!(s.take(&key("alice", Bridged::default())), None, "other capabilities");
+    assert_eq!(s.take(&key("bob", SAMPLING)), None, "another principal");
+    assert_eq!(s.take(&key("alice", SAMPLING)), Some("a1"));
+    assert_eq!(s.take(&key("alice", SAMPLING)), None, "leased now");
+    assert_eq!(s.open(), 1);
+}
+
+#[test]
+fn a_principal_at_its_cap_closes_its_own_oldest_idle_session_else_is_refused() {
+    let mut s = Slots::default();
+    let now = Instant::now();
+    open_idle(&mut s, "bob", "b1", now);
+    open_idle(&mut s, "alice", "a1", now);
+    open_idle(&mut s, "alice", "a2", now);
+    assert_eq!(s.reserve("alice", false, CAPS), Ok(Some("a1")), "her own oldest, not bob's");
+    assert_eq!(s.open(), 3);
+    assert_eq!(s.take(&key("alice", SAMPLING)), Some("a2"));
+    assert_eq!(s.reserve("alice", false, CAPS), Err(Refused::Principal(2)), "both leased");
+    let msg = Refused::Principal(2).to_string();
+    assert!(msg.contains("too many legacy sessions") && msg.contains("bridge.max_sessions_per_principal = 2"), "{msg}");
+    assert_eq!(s.take(&key("bob", SAMPLING)), Some("b1"), "bob's session was never touched");
+}
+
+#[test]
+fn the_internal_principal_is_exempt_from_the_cap_per_principal_but_not_the_global_one() {
+    let mut s: Slots<&'static str> = Slots::default();
+    for _ in 0..4 {
+        assert_eq!(s.reserve("sluice-internal", true, CAPS), Ok(None));
+    }
+    assert_eq!(s.reserve("sluice-internal", true, CAPS), Err(Refused::Global(4)));
+}
+
+#[test]
+fn at_the_global_cap_the_least_recently_returned_idle_session_is_closed() {
+    let mut s = Slots::default();
+    let t0 = Instant::now();
+    open_idle(&mut s, "a", "a1", t0);
+    open_idle(&mut s, "b", "b1", t0 + Duration::from_secs(1));
+    open_idle(&mut s, "c", "c1", t0 + Duration::from_secs(2));
+    open_idle(&mut s, "a", "a2", t0 + Duration::from_secs(3));
+    assert_eq!(s.reserve("d", false, CAPS), Ok(Some("a1")));
+    for k in ["b", "c", "a"] {
+        assert!(s.take(&key(k, SAMPLING)).is_some());
+    }
+    assert_eq!(s.reserve("d", false, CAPS), Err(Refused::Global(4)), "everything is leased");
+    s.release("d");
+    assert_eq!(s.reserve("e", false, CAPS), Ok(None), "a released slot is free again");
+}
+
+#[test]
+fn idle_sessions_past_the_cutoff_expire_oldest_first() {
+    let mut s = Slots::default();
+    let t0 = Instant::now();
+    open_idle(&mut s, "a", "old", t0);
+    open_idle(&mut s, "a", "new", t0 + Duration::from_secs(10));
+    assert_eq!(s.expire(Some(t0 + Duration::from_secs(5))), vec!["old"]);
+    assert_eq!(s.open(), 1);
+    assert_eq!(s.expire(None), vec!["new"]);
+    assert_eq!(s.open(), 0);
+    assert!(s.held.is_empty() && s.by_key.is_empty(), "nothing left behind");
+}
