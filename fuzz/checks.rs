@@ -253,3 +253,122 @@ fn read_chunked(data: &[u8], sizes: impl Iterator<Item = usize>) -> Result<Vec<s
     }
     Ok(events)
 }
+
+/// `digest`: the input is two JSON texts split at the first NUL (the second may be absent).
+/// Properties: a text and its reference canonical form always share a digest; two texts share
+/// a digest exactly when their reference canonical forms are equal (keys sorted, duplicates in
+/// order, strings decoded, numbers by their text, whitespace dropped). The reference is written
+/// independently of `sluice::state::digest` (it builds text; the library hashes a tree).
+pub(crate) fn digest(data: &[u8]) {
+    let (a, b) = match data.iter().position(|&x| x == 0) {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    };
+    let (Ok(a), b) = (std::str::from_utf8(a), b.map(std::str::from_utf8)) else { return };
+    let da = sluice::state::digest::value_digest(a);
+    if let Some(ca) = reference_canonical(a) {
+        assert_eq!(da, sluice::state::digest::value_digest(&ca), "a text and its canonical form differ: {a:?} vs {ca:?}");
+        if let Some(Ok(b)) = b {
+            if let Some(cb) = reference_canonical(b) {
+                assert_eq!(ca == cb, da == sluice::state::digest::value_digest(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+}
+
+/// Canonical text of a JSON value, or `None` when it is not JSON (or deeper than 64).
+pub(crate) fn reference_canonical(text: &str) -> Option<String> {
+    struct P<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn ws(&mut self) {
+            while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            }
+        }
+        fn value(&mut self, depth: usize) -> Option<String> {
+            if depth > 64 {
+                return None;
+            }
+            self.ws();
+            let start = self.i;
+            match *self.s.get(self.i)? {
+                b'{' => {
+                    self.i += 1;
+                    let mut members: Vec<(String, String)> = Vec::new();
+                    self.ws();
+                    if self.s.get(self.i) == Some(&b'}') {
+                        self.i += 1;
+                    } else {
+                        loop {
+                            self.ws();
+                            let k = self.string()?;
+                            self.ws();
+                            (self.s.get(self.i) == Some(&b':')).then_some(())?;
+                            self.i += 1;
+                            let v = self.value(depth + 1)?;
+                            members.push((k, v));
+                            self.ws();
+                            match self.s.get(self.i)? {
+                                b',' => self.i += 1,
+                                b'}' => {
+                                    self.i += 1;
+                                    break;
+                                }
+                                _ => return None,
+                            }
+                        }
+                    }
+                    members.sort_by(|x, y| x.0.cmp(&y.0));
+                    let body: Vec<String> =
+                        members.iter().map(|(k, v)| serde_json::to_string(k).ok().map(|k| format!("{k}:{v}"))).collect::<Option<_>>()?;
+                    Some(format!("{{{}}}", body.join(",")))
+                }
+                b'[' => {
+                    self.i += 1;
+                    let mut items = Vec::new();
+                    self.ws();
+                    if self.s.get(self.i) == Some(&b']') {
+                        self.i += 1;
+                    } else {
+                        loop {
+                            items.push(self.value(depth + 1)?);
+                            self.ws();
+                            match self.s.get(self.i)? {
+                                b',' => self.i += 1,
+                                b']' => {
+                                    self.i += 1;
+                                    break;
+                                }
+                                _ => return None,
+                            }
+                        }
+                    }
+                    Some(format!("[{}]", items.join(",")))
+                }
+                b'"' => serde_json::to_string(&self.string()?).ok(),
+                _ => {
+                    while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                        self.i += 1;
+                    }
+                    let tok = std::str::from_utf8(&self.s[start..self.i]).ok()?;
+                    let ok = matches!(tok, "true" | "false" | "null") || sluice::mcp::number::Exact::parse(tok).is_some();
+                    ok.then(|| tok.to_owned())
+                }
+            }
+        }
+        fn string(&mut self) -> Option<String> {
+            let rest = std::str::from_utf8(&self.s[self.i..]).ok()?;
+            let mut de = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+            let s = de.next()?.ok()?;
+            self.i += de.byte_offset();
+            Some(s)
+        }
+    }
+    let mut p = P { s: text.as_bytes(), i: 0 };
+    let v = p.value(0)?;
+    p.ws();
+    (p.i == p.s.len()).then_some(v)
+}

@@ -84,13 +84,24 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     let governor = crate::policy::Governor::new(cfg)?;
     let keys = crate::state::keys_from(&cfg.state)?;
     if cfg.audit.enabled && cfg.audit.sink != "stderr" {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&cfg.audit.sink)
-            .map_err(|e| format!("audit.sink = {:?}: cannot open it for appending: {e}", cfg.audit.sink))?;
+        check_sink(&cfg.audit.sink)?;
     }
     Ok(Parts { upstreams, auth, governor, keys })
+}
+
+/// The audit file can be appended to (created if need be). A FIFO or device is taken as is:
+/// opening one may wait for its reader, which is the audit writer's business, not startup's.
+fn check_sink(path: &str) -> Result<(), String> {
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if special {
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("audit.sink = {path:?}: cannot open it for appending: {e}; point it at a writable file or use \"stderr\""))
 }
 
 impl Gateway {

@@ -36,9 +36,19 @@ pub enum Change {
     Updated(String),
 }
 
+/// A change and the upstream it came from (listeners see only the upstreams their principal
+/// may reach).
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The upstream that announced it.
+    pub upstream: Arc<str>,
+    /// What changed.
+    pub change: Change,
+}
+
 /// The fan-out point between upstream and client listen streams.
 pub struct Hub {
-    tx: broadcast::Sender<Change>,
+    tx: broadcast::Sender<Published>,
     /// Resource URIs clients subscribed to, with how many listens want each.
     wanted: Mutex<BTreeMap<String, usize>>,
     /// The most URIs `wanted` holds (16 × `limits.max_resource_subscriptions`).
@@ -54,13 +64,13 @@ impl Hub {
         Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), max_wanted, changed: Notify::new() }
     }
 
-    /// Announces a change to every client listen.
-    pub fn publish(&self, c: Change) {
-        let _ = self.tx.send(c);
+    /// Announces an upstream's change to every client listen.
+    pub fn publish(&self, upstream: &str, change: Change) {
+        let _ = self.tx.send(Published { upstream: upstream.into(), change });
     }
 
     /// A receiver for changes from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Published> {
         self.tx.subscribe()
     }
 
@@ -210,7 +220,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
                 gw.invalidate(up, ListKind::Templates).await;
             }
         }
-        gw.hub.publish(change);
+        gw.hub.publish(&up.name, change);
     }
     true
 }
@@ -290,7 +300,7 @@ impl Filter {
 
 /// Runs one client listen: acknowledgement, then matching notifications, then on shutdown the
 /// listen result. Returns the SSE receiver for the response.
-pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter) -> mpsc::Receiver<Bytes> {
+pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: crate::auth::Principal) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(64);
     let mut changes = gw.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
@@ -309,7 +319,8 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter) -> mpsc::Re
                 c = changes.recv() => c,
             };
             let change = match change {
-                Ok(c) => c,
+                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) => p.change,
+                Ok(_) => continue, // an upstream this principal may not reach
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };

@@ -268,6 +268,9 @@ async fn modern(c: &Arc<Canaries>) -> mock::Mock {
         {"name": "locate", "inputSchema": {"type": "object", "properties": {
             "region": {"type": "string", "x-mcp-header": "Region"}, "note": {"type": "string"}}}},
         mock::tool("ask", &["question"]),
+        mock::tool("escaped", &["question"]),
+        mock::tool("malformed", &["question"]),
+        mock::tool("erroring", &["question"]),
     ]);
     let resources = json!([{"uri": "mock://alpha/doc", "name": "doc"}]);
     let c = c.clone();
@@ -298,6 +301,26 @@ async fn modern(c: &Arc<Canaries>) -> mock::Mock {
                 let answer = r.params["inputResponses"]["answer"]["content"]["answer"].as_str().unwrap_or("-").to_owned();
                 let llm = r.params["inputResponses"]["llm"]["content"]["text"].as_str().unwrap_or("-").to_owned();
                 Answer::Result(text(format!("asked: {answer} | {llm} | {}", c.get("modern round result"))))
+            }
+            // Hostile shapes (issue 10): an escaped resultType (sealed and judged all the same), a
+            // malformed ask (the upstream's 502), an error message carrying content.
+            ("tools/call", "escaped") if r.params.get("inputResponses").is_none() => {
+                let result = json!({"inputRequests": {"q": {"method": "elicitation/create", "params": {"mode": "form",
+                    "message": c.get("hostile elicitation message"), "requestedSchema": {"type": "object"}}}},
+                    "requestState": c.get("hostile requestState")});
+                // The key and the value both escaped: every JSON reader reads `resultType: input_required`.
+                let text = json!({"jsonrpc": "2.0", "id": r.id, "result": result}).to_string();
+                let text = text.replacen("\"result\":{", "\"result\":{\"result\\u0054ype\":\"input\\u005frequired\",", 1);
+                Answer::Raw(200, "application/json", bytes::Bytes::from(text))
+            }
+            ("tools/call", "escaped") => Answer::Result(text("escaped done".into())),
+            ("tools/call", "malformed") => Answer::Result(json!({"resultType": "input_required", "inputRequests": {"llm": {
+                "method": "sampling/createMessage", "params": {"maxTokens": 1.5, "systemPrompt": c.get("malformed ask system prompt"),
+                "messages": [{"role": "user", "content": {"type": "text", "text": c.get("malformed ask message")}}]}}}})),
+            ("tools/call", "erroring") => {
+                let e = json!({"jsonrpc": "2.0", "id": r.id, "error": {"code": -32099, "message": c.get("upstream error message"),
+                    "data": {"detail": c.get("upstream error data")}}});
+                Answer::Raw(200, "application/json", bytes::Bytes::from(e.to_string()))
             }
             ("resources/read", _) => Answer::Result(json!({"contents": [{"uri": "mock://alpha/doc", "mimeType": "text/plain",
                 "text": c.get("resource contents")}], "ttlMs": 0, "cacheScope": "private"})),
@@ -422,6 +445,15 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
         ("b-arg", "bridge B tool argument"),
         ("b-elicit-answer", "bridge B elicitation answer"),
         ("b-sampling-answer", "bridge B sampling answer"),
+        ("hostile-elicit-msg", "hostile elicitation message"),
+        ("hostile-state", "hostile requestState"),
+        ("hostile-elicit-answer", "hostile elicitation answer"),
+        ("malformed-system", "malformed ask system prompt"),
+        ("malformed-msg", "malformed ask message"),
+        ("upstream-error", "upstream error message"),
+        ("upstream-error-data", "upstream error data"),
+        ("unknown-method-param", "unknown method param"),
+        ("deep-body", "too deep body"),
     ]));
     let up = modern(&c).await;
     let legacy = tokio::task::spawn_blocking(py1).await.unwrap();
@@ -467,6 +499,27 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
     // Resource contents.
     let a = call(&h, &url, &body(2, "resources/read", json!({"uri": "mock://alpha/doc"}), json!({})), None).await;
     assert_eq!(a.msg["result"]["contents"][0]["text"], json!(c.get("resource contents")), "{}", a.text);
+
+    // Hostile upstream shapes and refused requests (issue 10): nothing of them is logged.
+    let t = modern_call(
+        &h,
+        &url,
+        "alpha__escaped",
+        json!({"question": c.get("modern tool argument")}),
+        |_, _| json!({"action": "accept", "content": {"a": c.get("hostile elicitation answer")}}),
+    )
+    .await;
+    assert_eq!(t, "escaped done");
+    let a = call(&h, &url, &body(3, "tools/call", json!({"name": "alpha__malformed", "arguments": {"question": "q"}}), CAPS()), None).await;
+    assert_eq!((a.status, a.msg["error"]["code"].as_i64()), (502, Some(-32603)), "{}", a.text);
+    let a = call(&h, &url, &body(4, "tools/call", json!({"name": "alpha__erroring", "arguments": {"question": "q"}}), CAPS()), None).await;
+    assert_eq!(a.msg["error"]["code"].as_i64(), Some(-32603), "an undefined code is mapped: {}", a.text);
+    let a = call(&h, &url, &body(5, "x/unknown", json!({"p": c.get("unknown method param")}), CAPS()), None).await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let deep = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "alpha__locate", "arguments":
+        {"note": c.get("too deep body"), "pad": (0..70).fold(json!(1), |v, _| json!([v]))}}});
+    let a = send(request(&h, &url, &deep, None, &[])).await;
+    assert_eq!((a.status, a.msg["error"]["code"].as_i64()), (400, Some(-32600)), "{}", a.text);
 
     // Bridge A: a sampling ask with a system prompt, and an elicitation; each answer comes
     // back in the tool's result.

@@ -54,3 +54,8 @@ fn the_uri_template_corpus_replays_clean() {
 fn the_sse_reader_corpus_replays_clean() {
     replay("sse_reader", checks::sse_reader);
 }
+
+#[test]
+fn the_digest_corpus_replays_clean() {
+    replay("digest", checks::digest);
+}

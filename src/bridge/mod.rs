@@ -89,7 +89,7 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
             for k in kinds {
                 gw.invalidate(&up, *k).await;
             }
-            gw.hub.publish(change);
+            gw.hub.publish(&up.name, change);
         });
     })
 }

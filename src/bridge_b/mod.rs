@@ -83,6 +83,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     }
     let mut changes = gw.hub.subscribe();
     let gw = gw.clone();
+    let principal = principal.clone();
     tokio::spawn(async move {
         let want = gw.hub.want(&s.subscriptions());
         loop {
@@ -90,6 +91,11 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
                 _ = tx.closed() => break,
                 _ = gw.shutdown.cancelled() => break,
                 c = changes.recv() => c,
+            };
+            let change = match change {
+                Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) => continue,
+                Ok(p) => Ok(p.change),
+                Err(e) => Err(e),
             };
             let msg = match change {
                 Ok(crate::listen::Change::Tools) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),

@@ -61,7 +61,7 @@ pub async fn dispatch(
                 resources: asked.resources && gw.serves_for(principal, "resources"),
                 uris: if gw.serves_for(principal, "resources") { asked.uris } else { Vec::new() },
             };
-            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured).into()))
+            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured, principal.clone()).into()))
         }
         m => match ListKind::from_method(m) {
             Some(kind) => lists::serve(gw, env, kind, principal).await,

@@ -101,3 +101,97 @@ fn ten_thousand_random_mutations_of_a_valid_state_are_all_refused() {
         assert!(k.open(&m, "alice", "tools/call", "x", "d", 5).is_err(), "mutation accepted: {m}");
     }
 }
+
+/// A random JSON argument object as text, with integers, fractions written as text, strings
+/// (escapes included), literals, nesting.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        (-1.0e6f64..1.0e6).prop_map(serde_json::Value::from),
+        "[a-z \"\\\\é\\n]{0,8}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(5, 40, 5, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..5).prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// The same value with one token changed (a leaf's value or spelling, or a key), or `None` when
+/// it has no token to change.
+fn edit(v: &serde_json::Value, pick: usize) -> Option<serde_json::Value> {
+    let mut out = v.clone();
+    let mut n = 0usize;
+    edit_at(&mut out, pick, &mut n).then_some(out)
+}
+
+fn edit_at(v: &mut serde_json::Value, pick: usize, n: &mut usize) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let keys: Vec<String> = m.keys().cloned().collect();
+            for k in keys {
+                if *n == pick {
+                    let child = m.remove(&k).unwrap_or(Value::Null);
+                    let mut renamed = format!("{k}x");
+                    while m.contains_key(&renamed) {
+                        renamed.push('x');
+                    }
+                    m.insert(renamed, child);
+                    return true;
+                }
+                *n += 1;
+                if edit_at(m.get_mut(&k).expect("key"), pick, n) {
+                    return true;
+                }
+            }
+            false
+        }
+        Value::Array(a) => a.iter_mut().any(|x| edit_at(x, pick, n)),
+        leaf => {
+            if *n != pick {
+                *n += 1;
+                return false;
+            }
+            *leaf = match leaf.take() {
+                Value::Null => Value::from(0),
+                Value::Bool(b) => Value::from(!b),
+                Value::String(s) => Value::from(format!("{s}y")),
+                Value::Number(x) if x.is_i64() => {
+                    // `1` becomes `1.0`: the same value, another token.
+                    let i = x.as_i64().unwrap_or(0);
+                    if i.unsigned_abs() < (1 << 52) {
+                        Value::from(i as f64)
+                    } else {
+                        Value::from(i.wrapping_add(1))
+                    }
+                }
+                Value::Number(x) => Value::from(x.as_f64().unwrap_or(0.0) + 1.0),
+                other => other,
+            };
+            true
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_state_sealed_for_arguments_is_refused_for_any_single_token_edit(args in json_value(), pick in 0usize..64) {
+        let wrap = |v: &serde_json::Value| serde_json::json!({"a": v}).to_string();
+        let Some(edited) = edit(&args, pick) else { return Ok(()) };
+        let (before, after) = (wrap(&args), wrap(&edited));
+        prop_assume!(before != after);
+        let k = keys();
+        let digest = |a: &str| params_digest([("name", "\"t\""), ("arguments", a)].into_iter());
+        let sealed = Sealed { digest: digest(&before), ..sample() };
+        let t = k.seal(&sealed);
+        prop_assert!(k.open(&t, "alice", "tools/call", "x", &digest(&before), 5).is_ok());
+        prop_assert_eq!(k.open(&t, "alice", "tools/call", "x", &digest(&after), 5), Err(StateError::RequestChanged), "{} vs {}", before, after);
+        // The same tokens, pretty-printed: the same request.
+        let pretty = serde_json::to_string_pretty(&serde_json::json!({"a": args})).unwrap();
+        prop_assert!(k.open(&t, "alice", "tools/call", "x", &digest(&pretty), 5).is_ok());
+    }
+}

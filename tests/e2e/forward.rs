@@ -422,10 +422,14 @@ async fn mrtr_retries_and_reads_are_never_served_from_a_cache() {
     let uri = "mock://nocache/doc";
     let round = Req::new("resources/read").id(json!("r0")).params(json!({"uri": uri})).send(&s.url()).await.result(&json!("r0"));
     let token = round["requestState"].as_str().expect("sealed state").to_owned();
-    let retry =
-        |id: &str| Req::new("resources/read").id(json!(id)).params(json!({"uri": uri, "inputResponses": {}, "requestState": token}));
-    let first = retry("r1").send(&s.url()).await.result(&json!("r1"));
-    let second = retry("r2").send(&s.url()).await.result(&json!("r2"));
+    let retry = |id: &str, token: &str| {
+        Req::new("resources/read").id(json!(id)).params(json!({"uri": uri, "inputResponses": {}, "requestState": token}))
+    };
+    let first = retry("r1", &token).send(&s.url()).await.result(&json!("r1"));
+    // Each round state is single use: the second retry answers a round of its own.
+    let round = Req::new("resources/read").id(json!("r0b")).params(json!({"uri": uri})).send(&s.url()).await.result(&json!("r0b"));
+    let token = round["requestState"].as_str().expect("sealed state").to_owned();
+    let second = retry("r2", &token).send(&s.url()).await.result(&json!("r2"));
     assert_eq!((first["contents"][0]["text"].as_str(), second["contents"][0]["text"].as_str()), (Some("\"r1\""), Some("\"r2\"")));
-    assert_eq!(m.count("resources/read"), 3, "each retry reached the upstream");
+    assert_eq!(m.count("resources/read"), 4, "each retry reached the upstream");
 }

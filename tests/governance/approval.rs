@@ -20,9 +20,13 @@ async fn an_approval_accepted_lets_the_call_go_on_once() {
     // The same approval replayed is refused: it was used.
     let replay = wipe.send(&http, &url, retry(approve(), &state)).await;
     assert_eq!(refused(&replay, 400, -32602)["reason"], "unknown_exchange");
-    // Retrying without an answer asks again; answering without the state starts over.
-    let again = wipe.send(&http, &url, retry(json!({}), &first.state())).await;
+    // Retrying a fresh round without an answer asks again (that round's state is used up by it);
+    // answering without the state starts over.
+    let second = wipe.send(&http, &url, json!({})).await;
+    let again = wipe.send(&http, &url, retry(json!({}), &second.state())).await;
     approval_message(&again);
+    let used = wipe.send(&http, &url, retry(approve(), &second.state())).await;
+    assert_eq!(refused(&used, 400, -32602)["reason"], "unknown_exchange", "a state that asked again is used");
     let fresh = wipe.send(&http, &url, json!({"inputResponses": approve()})).await;
     approval_message(&fresh);
     assert_eq!(calls_of(&mock, "wipe").len(), 1, "exactly the one approved call reached the upstream");

@@ -187,13 +187,14 @@ impl Sluice {
         format!("http://{}{path}", self.addr)
     }
 
-    /// Waits (at most 10 s) until `/readyz` answers 200.
+    /// Waits (at most 10 s) until `/readyz` answers 200 (or 401: it needs a credential, with
+    /// `[metrics] require_auth`, and Sluice is up).
     pub(crate) async fn ready(&self) {
         let h = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(r) = h.get(self.at("/readyz")).send().await {
-                if r.status() == 200 {
+                if r.status() == 200 || r.status() == 401 {
                     return;
                 }
             }
