@@ -161,6 +161,7 @@ async fn a_1_mib_sse_event_one_byte_per_chunk_costs_at_most_5x_as_many_bytes_in_
     let (a, one) = costed(&sluice, &what, Some(limit), minute * 2, big("one", "1")).await;
     assert_eq!(a.msg["result"]["content"][0]["text"].as_str().map(str::len), Some(1 << 20), "{}", client::cut(&a.text));
     assert!(one <= limit, "{what}: cost {one:?} of CPU");
+    eprintln!("one 1 MiB event one byte per chunk cost {one:?} of CPU");
     probe.assert_within(PROBE_LIMIT).await;
 }
 
