@@ -202,7 +202,7 @@ impl Gateway {
                 up.set_list(kind, table);
             }
             Err(why) => {
-                tracing::warn!(upstream = %up.name, list = kind.method(), reason = %why, "list fetch failed; serving the other upstreams");
+                tracing::warn!(upstream = %up.name, list = kind.name(), reason = %why, "list fetch failed; serving the other upstreams");
                 up.mark_failed(&why);
             }
         }
@@ -225,7 +225,7 @@ impl Gateway {
             let theirs = other.list(kind);
             for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
                 tracing::warn!(
-                    name = %item.public, first = %up.name, second = %other.name, list = kind.method(),
+                    name = %item.public, first = %up.name, second = %other.name, list = kind.name(),
                     "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
                 );
             }

@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc, Notify};
 
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::route::table::ListKind;
 use crate::upstream::client::{modern_headers, Answer};
@@ -34,6 +35,46 @@ pub enum Change {
     Resources,
     /// `notifications/resources/updated` for a URI.
     Updated(String),
+}
+
+impl Change {
+    /// The change an upstream's notification announces (`params` as raw JSON), if it is one.
+    pub fn of(method: &Method, params: Option<&str>) -> Option<Change> {
+        match method {
+            Method::ToolsListChanged => Some(Change::Tools),
+            Method::PromptsListChanged => Some(Change::Prompts),
+            Method::ResourcesListChanged => Some(Change::Resources),
+            Method::ResourcesUpdated => {
+                let p: Value = serde_json::from_str(params?).ok()?;
+                p.get("uri").and_then(Value::as_str).map(|u| Change::Updated(u.to_owned()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The tables it makes stale.
+    pub fn kinds(&self) -> &'static [ListKind] {
+        match self {
+            Change::Tools => &[ListKind::Tools],
+            Change::Prompts => &[ListKind::Prompts],
+            Change::Resources => &[ListKind::Resources, ListKind::Templates],
+            Change::Updated(_) => &[],
+        }
+    }
+
+    /// The notification that tells a client, with its params (`_meta` left to the caller).
+    pub fn notification(&self) -> (Method, Map<String, Value>) {
+        match self {
+            Change::Tools => (Method::ToolsListChanged, Map::new()),
+            Change::Prompts => (Method::PromptsListChanged, Map::new()),
+            Change::Resources => (Method::ResourcesListChanged, Map::new()),
+            Change::Updated(u) => {
+                let mut m = Map::new();
+                m.insert("uri".into(), u.clone().into());
+                (Method::ResourcesUpdated, m)
+            }
+        }
+    }
 }
 
 /// A change and the upstream it came from (listeners see only the upstreams their principal
@@ -180,8 +221,8 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
     }
     let mut extra = Map::new();
     extra.insert("notifications".into(), Value::Object(filter));
-    let body = discover::internal_body("subscriptions/listen", extra);
-    let headers = modern_headers(&up.host, "subscriptions/listen", None, &up.extra);
+    let body = discover::internal_body(&Method::SubscriptionsListen, extra);
+    let headers = modern_headers(&up.host, Method::SubscriptionsListen.as_str(), None, &up.extra);
     let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
         return false;
     };
@@ -201,24 +242,11 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
         if msg.is_response() {
             return true;
         }
-        let change = match msg.method.as_deref() {
-            Some("notifications/tools/list_changed") => Some((Change::Tools, Some(ListKind::Tools))),
-            Some("notifications/prompts/list_changed") => Some((Change::Prompts, Some(ListKind::Prompts))),
-            Some("notifications/resources/list_changed") => Some((Change::Resources, Some(ListKind::Resources))),
-            Some("notifications/resources/updated") => {
-                let uri = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                uri.and_then(|p| p.get("uri").and_then(Value::as_str).map(|u| (Change::Updated(u.to_owned()), None)))
-            }
-            _ => None,
-        };
-        let Some((change, kind)) = change else {
+        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else {
             continue;
         };
-        if let Some(kind) = kind {
-            gw.invalidate(up, kind).await;
-            if kind == ListKind::Resources {
-                gw.invalidate(up, ListKind::Templates).await;
-            }
+        for kind in change.kinds() {
+            gw.invalidate(up, *kind).await;
         }
         gw.hub.publish(&up.name, change);
     }
@@ -283,17 +311,16 @@ impl Filter {
         Value::Object(m)
     }
 
-    fn notification(&self, c: &Change) -> Option<(&'static str, Map<String, Value>)> {
-        match c {
-            Change::Tools if self.tools => Some(("notifications/tools/list_changed", Map::new())),
-            Change::Prompts if self.prompts => Some(("notifications/prompts/list_changed", Map::new())),
-            Change::Resources if self.resources => Some(("notifications/resources/list_changed", Map::new())),
-            Change::Updated(u) if self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))) => {
-                let mut m = Map::new();
-                m.insert("uri".into(), u.clone().into());
-                Some(("notifications/resources/updated", m))
-            }
-            _ => None,
+    fn notification(&self, c: &Change) -> Option<(Method, Map<String, Value>)> {
+        let wanted = match c {
+            Change::Tools => self.tools,
+            Change::Prompts => self.prompts,
+            Change::Resources => self.resources,
+            Change::Updated(u) => self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))),
+        };
+        match wanted {
+            true => Some(c.notification()),
+            false => None,
         }
     }
 }
@@ -305,7 +332,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
     let mut changes = gw.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
-    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body("notifications/subscriptions/acknowledged", &ack)));
+    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
     tokio::spawn(async move {
         let _want = gw.hub_arc().want(&honoured.uris);
         loop {
@@ -326,7 +353,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
             };
             if let Some((method, mut params)) = honoured.notification(&change) {
                 params.insert("_meta".into(), json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}));
-                if tx.send(sse::frame(&jsonrpc::notification_body(method, &Value::Object(params)))).await.is_err() {
+                if tx.send(sse::frame(&jsonrpc::notification_body(&method, &Value::Object(params)))).await.is_err() {
                     return;
                 }
             }

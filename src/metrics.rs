@@ -17,6 +17,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::audit::Record;
+use crate::mcp::method::Method;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
@@ -32,27 +33,8 @@ struct KindLabels {
 }
 
 /// Label values come from closed sets, so no client or upstream can grow the exposition: a
-/// method Sluice does not serve is `other`, and so is a code or status Sluice does not define.
-const METHODS: &[&str] = &[
-    "server/discover",
-    "subscriptions/listen",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "completion/complete",
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "notifications/initialized",
-    "notifications/cancelled",
-];
-
+/// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
+/// Sluice does not define.
 /// JSON-RPC codes of the spec and Sluice's own (README, "Error codes").
 const CODES: &[i64] = &[
     -32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022, -31001, -31003, -31010, -31011, -31012, -31013, -31014, -31015, -31016,
@@ -65,7 +47,7 @@ const STATUSES: &[u16] = &[400, 401, 403, 404, 405, 406, 413, 429, 431, 499, 500
 fn method_label(m: Option<&str>) -> String {
     match m {
         None => String::new(),
-        Some(m) => METHODS.iter().find(|k| **k == m).map_or("other", |k| *k).to_owned(),
+        Some(m) => Method::parse(m).known().unwrap_or("other").to_owned(),
     }
 }
 

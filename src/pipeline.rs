@@ -19,6 +19,7 @@ use crate::edge;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::xheader;
 use crate::validate;
@@ -76,8 +77,8 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     let id = env.id_json().to_owned();
     crate::audit::note(|r| {
         r.principal = Some(principal.id.clone());
-        r.method = Some(env.method.clone());
-        r.name = crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok);
+        r.method = Some(env.method.to_string());
+        r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
     });
     match validated(gw, &env, &parts.headers, &principal).await {
         Ok(reply) => hold_stream(gw, &principal, &id, reply),
@@ -139,7 +140,7 @@ async fn validated_with(
     // own errors (unknown name) wait until version and method have been checked.
     let target = route::resolve(gw, env).await;
     if let (Ok(Some(t)), Some(_)) = (&target, client_headers) {
-        if env.method == "tools/call" {
+        if env.method == Method::ToolsCall {
             xheader::check(headers, env.param("arguments"), &t.headers)
                 .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
         }
@@ -158,7 +159,9 @@ async fn validated_with(
     }
     // A request Sluice built itself mirrors its annotated arguments into Mcp-Param-* headers.
     let synthetic = match (&target, client_headers) {
-        (Some(t), None) if env.method == "tools/call" && !t.headers.is_empty() => Some(xheader::mirror(env.param("arguments"), &t.headers)),
+        (Some(t), None) if env.method == Method::ToolsCall && !t.headers.is_empty() => {
+            Some(xheader::mirror(env.param("arguments"), &t.headers))
+        }
         _ => None,
     };
     dispatch::dispatch(gw, env, &meta, target, synthetic.as_ref().unwrap_or(headers), principal).await

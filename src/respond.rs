@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::error::GatewayError;
 use crate::mcp::jsonrpc::{self, RawObject};
+use crate::mcp::method::Method;
 
 /// The body type of every response Sluice writes.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -162,8 +163,16 @@ impl Reply {
 }
 
 /// Methods whose complete results must carry `ttlMs` and `cacheScope`.
-pub fn is_cacheable(method: &str) -> bool {
-    matches!(method, "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" | "resources/read")
+pub fn is_cacheable(method: &Method) -> bool {
+    matches!(
+        method,
+        Method::ServerDiscover
+            | Method::ToolsList
+            | Method::PromptsList
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
+            | Method::ResourcesRead
+    )
 }
 
 /// What a result's `resultType` says, decoded (an escaped spelling reads as what it spells).
@@ -222,6 +231,7 @@ pub fn read_final(msg: &str) -> Final<'_> {
 /// as JSON text) in `_meta`, and cache hints on complete results of cacheable methods.
 #[cfg(test)]
 fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String> {
+    let method = &Method::parse(method);
     let mut out = String::with_capacity(raw.len() + server_info.len() + 96);
     stamp_into(&mut out, &members(raw)?, method, server_info);
     Some(out)
@@ -241,7 +251,7 @@ fn push_key(out: &mut String, key: &str, first: &mut bool) {
 
 /// Writes the stamped result to `out`: members keep their order and bytes (compacted), only
 /// `_meta` is rebuilt, and the members Sluice adds come last. Nothing is re-serialized.
-fn stamp_into(out: &mut String, m: &RawObject<'_>, method: &str, server_info: &str) {
+fn stamp_into(out: &mut String, m: &RawObject<'_>, method: &Method, server_info: &str) {
     let find = |k: &str| m.get(k);
     let hints = result_kind(m) == ResultKind::Complete && is_cacheable(method);
     let ttl_ok = find("ttlMs").is_some_and(|r| r.parse::<u64>().is_ok());
@@ -337,7 +347,7 @@ pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Opt
 }
 
 /// The client's body for an upstream's result (complete, or a round Sluice has sealed).
-pub fn result_reply(id: &str, method: &str, m: &RawObject<'_>, server_info: &str) -> (StatusCode, Bytes) {
+pub fn result_reply(id: &str, method: &Method, m: &RawObject<'_>, server_info: &str) -> (StatusCode, Bytes) {
     let mut out =
         String::with_capacity(256 + server_info.len() + id.len() + m.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>());
     out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
@@ -360,7 +370,7 @@ pub fn error_reply(id: &str, e: jsonrpc::RpcError, upstream_status: StatusCode, 
 /// that is not `complete` is the upstream's protocol error.
 pub fn finish(
     id: &str,
-    method: &str,
+    method: &Method,
     upstream: &str,
     upstream_status: StatusCode,
     msg: &str,
@@ -421,13 +431,14 @@ mod tests {
 
     #[test]
     fn finish_wraps_the_stamped_result_in_the_client_id() {
-        let (s, b) = finish("\"c1\"", "tools/call", "u", StatusCode::OK, r#"{"jsonrpc":"2.0","id":9,"result":{"content":[]}}"#, None, "{}");
+        let (s, b) =
+            finish("\"c1\"", &Method::ToolsCall, "u", StatusCode::OK, r#"{"jsonrpc":"2.0","id":9,"result":{"content":[]}}"#, None, "{}");
         assert_eq!(s, StatusCode::OK);
         assert_eq!(
             std::str::from_utf8(&b).unwrap(),
             r#"{"jsonrpc":"2.0","id":"c1","result":{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#
         );
-        let (s, _) = finish("1", "tools/call", "u", StatusCode::OK, "not json", None, "{}");
+        let (s, _) = finish("1", &Method::ToolsCall, "u", StatusCode::OK, "not json", None, "{}");
         assert_eq!(s, StatusCode::BAD_GATEWAY);
     }
 
@@ -446,7 +457,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input\u005frequired","inputRequests":{}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#,
         ] {
-            let (s, b) = finish("1", "tools/call", "u", StatusCode::OK, msg, None, "{}");
+            let (s, b) = finish("1", &Method::ToolsCall, "u", StatusCode::OK, msg, None, "{}");
             assert_eq!(s, StatusCode::BAD_GATEWAY, "{msg}");
             assert!(!String::from_utf8_lossy(&b).contains("inputRequests"));
         }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::asks::{self, Ask};
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::method::Method;
 use crate::upstream::client::{Answer, UpstreamError};
 use crate::upstream::legacy::Lease;
 
@@ -60,7 +61,7 @@ pub struct CallInfo {
     /// The principal.
     pub principal: String,
     /// The method.
-    pub method: String,
+    pub method: crate::mcp::method::Method,
     /// The name or URI the client used.
     pub name: String,
     /// Digest of the canonical params.
@@ -202,18 +203,22 @@ impl Live {
     ) -> Option<Outcome> {
         let msg: Incoming = serde_json::from_str(data).ok()?;
         let session = self.lease.session.clone();
-        tracing::trace!(upstream = %session.up.name, method = msg.method.as_deref().unwrap_or("(response)"), id = msg.id.as_ref().map(|i| i.get()).unwrap_or("-"), ours = self.upstream_id, "legacy exchange message");
+        // Names only: an upstream's method it made up is `other`.
+        let known = msg.method.as_ref().map(|m| m.known().unwrap_or("other"));
+        tracing::trace!(upstream = %session.up.name, method = known.unwrap_or("(response)"), ours = self.upstream_id, "legacy exchange message");
         if msg.is_response() {
-            let ours = msg.id.as_ref().map(|i| i.get()) == Some(self.upstream_id.to_string().as_str());
+            // The id decoded, not compared as text: `7` and `7.0` are the same number.
+            let ours = msg.id.as_ref().and_then(|i| crate::mcp::number::Exact::parse(i.get()))
+                == crate::mcp::number::Exact::parse(&self.upstream_id.to_string());
             if ours {
                 self.finished = true;
                 return Some(Outcome::Final(data.to_owned()));
             }
             return None;
         }
-        match (msg.method.as_deref(), msg.id.as_ref()) {
-            (Some("ping"), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
-            (Some(m), Some(id)) if asks::is_bridged(m) => {
+        match (msg.method.as_ref(), msg.id.as_ref()) {
+            (Some(Method::Ping), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
+            (Some(m), Some(id)) if m.is_ask() => {
                 let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
                 if self.asks.len() >= limit {
                     // A round is bounded before anything of the ask is read.
@@ -241,8 +246,8 @@ impl Live {
                     crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
                     crate::policy::ask::AskVerdict::Deny(_) => {
                         // This ask only: the upstream hears "rejected" and its call goes on.
-                        match ask.method.as_str() {
-                            "elicitation/create" => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
+                        match ask.method {
+                            Method::ElicitationCreate => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
                             _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
                         }
                         return None;
@@ -265,13 +270,13 @@ impl Live {
                 self.asks.push(ask);
             }
             (Some(m), Some(id)) => {
-                tracing::warn!(upstream = %session.up.name, method = m, "upstream sent a request Sluice does not bridge; refused");
+                tracing::warn!(upstream = %session.up.name, method = m.known().unwrap_or("other"), "upstream sent a request Sluice does not bridge; refused");
                 session.reply(&gw.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
             }
-            (Some("notifications/progress"), None) => {
+            (Some(Method::Progress), None) => {
                 let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
             }
-            (Some("notifications/message"), None) => {
+            (Some(Method::LogMessage), None) => {
                 let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
                 let rank =
                     level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::upstream::forward::level_rank);

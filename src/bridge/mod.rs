@@ -25,9 +25,9 @@ use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::listen::Change;
 use crate::mcp::jsonrpc::{self, Envelope, Incoming};
+use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
-use crate::route::table::ListKind;
 use crate::state::{self, Keys, Sealed, StateError};
 use crate::upstream::client::{final_message, UpstreamError};
 use crate::upstream::legacy::{self, session::ListChanged, Pool};
@@ -70,23 +70,9 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
             return;
         };
         let up = up.clone();
-        let uri = msg
-            .params
-            .as_ref()
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
+        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else { return };
         tokio::spawn(async move {
-            let (change, kinds): (Change, &[ListKind]) = match msg.method.as_deref() {
-                Some("notifications/tools/list_changed") => (Change::Tools, &[ListKind::Tools]),
-                Some("notifications/prompts/list_changed") => (Change::Prompts, &[ListKind::Prompts]),
-                Some("notifications/resources/list_changed") => (Change::Resources, &[ListKind::Resources, ListKind::Templates]),
-                Some("notifications/resources/updated") => match uri {
-                    Some(u) => (Change::Updated(u), &[]),
-                    None => return,
-                },
-                _ => return,
-            };
-            for k in kinds {
+            for k in change.kinds() {
                 gw.invalidate(&up, *k).await;
             }
             gw.hub.publish(&up.name, change);
@@ -128,14 +114,14 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
 pub async fn internal_call(
     gw: &Arc<Gateway>,
     up: &Arc<Upstream>,
-    method: &str,
+    method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
     let lease =
         gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
     lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": extra});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
     let answer =
         lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
     let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
@@ -166,7 +152,7 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
 
 /// Serves a routed request on a legacy upstream.
 pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, principal: &Principal) -> Result<Reply, GatewayError> {
-    let member = crate::validate::headers::name_member(&env.method);
+    let member = env.method.name_member();
     let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
     let info = CallInfo {
         principal: principal.id().to_owned(),
@@ -175,12 +161,12 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
         digest: state::params_digest(env.members()),
         caps: meta.capabilities.clone(),
         log_level: meta.log_level,
-        uri: (env.method == "resources/read").then(|| t.own.clone()),
+        uri: (env.method == Method::ResourcesRead).then(|| t.own.clone()),
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),
             groups: principal.groups.clone(),
             upstream: t.up.name.clone(),
-            tool: (env.method == "tools/call").then(|| t.own.clone()),
+            tool: (env.method == Method::ToolsCall).then(|| t.own.clone()),
         },
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
@@ -196,7 +182,7 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             let sealed = gw
                 .bridge
                 .keys
-                .open(&token, &info.principal, &info.method, &info.name, &info.digest, state::now_ms())
+                .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
                 .map_err(state_error)?;
             let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
@@ -244,7 +230,7 @@ async fn start(
     let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up)).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
-        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": "logging/setLevel", "params": {"level": level}});
+        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
         if let Ok(a) = lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await {
             let _ = final_message(a, &t.up.name).await;
         }
@@ -424,7 +410,7 @@ fn url_elicitations(data: &str) -> Option<Vec<asks::Ask>> {
         let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
         let mut params = e;
         params["mode"] = "url".into();
-        out.push(asks::ask(&format!("\"url-{i}\""), "elicitation/create", Some(&params.to_string()), &taken));
+        out.push(asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&params.to_string()), &taken));
     }
     (!out.is_empty()).then_some(out)
 }
@@ -436,7 +422,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
     let park_for = gw.cfg.bridge.park;
     let sealed = Sealed {
         principal: live.info.principal.clone(),
-        method: live.info.method.clone(),
+        method: live.info.method.to_string(),
         name: live.info.name.clone(),
         digest: live.info.digest.clone(),
         upstream: up.name.clone(),

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::method::Method;
 use crate::mcp::{headers as mh, version};
 use crate::respond::Reply;
 pub use session::{LegacySession, Sessions};
@@ -44,7 +45,8 @@ pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
     if modern {
         return false;
     }
-    v.get("method").and_then(Value::as_str) == Some("initialize") || headers.contains_key(mh::SESSION_ID) || v.get("method").is_none()
+    let method = v.get("method").and_then(Value::as_str).map(Method::parse);
+    method == Some(Method::Initialize) || headers.contains_key(mh::SESSION_ID) || method.is_none()
 }
 
 fn session_of(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
@@ -98,13 +100,15 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
                 Err(e) => Err(e),
             };
             let msg = match change {
-                Ok(crate::listen::Change::Tools) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
-                Ok(crate::listen::Change::Prompts) => json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}),
-                Ok(crate::listen::Change::Resources) => json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
-                Ok(crate::listen::Change::Updated(u)) if s.is_subscribed(&u) => {
-                    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": u}})
+                Ok(crate::listen::Change::Updated(u)) if !s.is_subscribed(&u) => continue,
+                Ok(c) => {
+                    let (method, params) = c.notification();
+                    let mut m = json!({"jsonrpc": "2.0", "method": method.as_str()});
+                    if !params.is_empty() {
+                        m["params"] = Value::Object(params);
+                    }
+                    m
                 }
-                Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => break,
             };
@@ -154,15 +158,15 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
     if !v.is_object() || v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return bad("not a single JSON-RPC 2.0 message");
     }
-    let method = v.get("method").and_then(Value::as_str).map(str::to_owned);
+    let method = v.get("method").and_then(Value::as_str).map(Method::parse);
     crate::audit::note(|r| {
         r.client_era = "legacy";
         r.principal = Some(principal.id.clone());
-        r.method = method.clone();
-        let member = method.as_deref().and_then(crate::validate::headers::name_member);
+        r.method = method.as_ref().map(Method::to_string);
+        let member = method.as_ref().and_then(Method::name_member);
         r.name = member.and_then(|m| v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
     });
-    if method.as_deref() == Some("initialize") {
+    if method == Some(Method::Initialize) {
         return initialize(gw, principal, &v, &id);
     }
     let Some(s) = session_of(gw, headers, principal) else {
@@ -179,7 +183,7 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         return Reply::Accepted;
     };
     if v.get("id").is_none() {
-        if method == "notifications/cancelled" {
+        if method == Method::Cancelled {
             let target = v.pointer("/params/requestId").map(|i| i.to_string()).unwrap_or_default();
             if let Some(t) = s.inflight.lock().ok().and_then(|m| m.get(&target).cloned()) {
                 t.cancel();
@@ -188,17 +192,17 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         return Reply::Accepted;
     }
     let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
-    match method.as_str() {
-        "ping" => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
-        "logging/setLevel" => {
+    match method {
+        Method::Ping => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
+        Method::LoggingSetLevel => {
             if let (Ok(mut l), Some(level)) = (s.log_level.lock(), params.get("level").and_then(Value::as_str)) {
                 *l = Some(level.to_owned());
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
-        "resources/subscribe" | "resources/unsubscribe" => {
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
             if let Some(uri) = params.get("uri").and_then(Value::as_str) {
-                if method == "resources/unsubscribe" {
+                if method == Method::ResourcesUnsubscribe {
                     s.unsubscribe(uri);
                 } else if let Err(e) = s.subscribe(uri) {
                     return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
@@ -206,6 +210,8 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
+        // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
+        Method::SubscriptionsListen => Reply::error(&id, &crate::error::GatewayError::MethodNotFound(method.to_string())),
         _ => forward(gw, s, principal, method, params, id).await,
     }
 }
@@ -227,7 +233,7 @@ fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> 
 }
 
 /// The modern body for a legacy request: `_meta` filled from the session.
-fn modern_body(s: &LegacySession, method: &str, params: &Value, extra: Option<(&Map<String, Value>, Option<&Value>)>) -> Bytes {
+fn modern_body(s: &LegacySession, method: &Method, params: &Value, extra: Option<(&Map<String, Value>, Option<&Value>)>) -> Bytes {
     let mut p = params.as_object().cloned().unwrap_or_default();
     let mut meta = p.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
     meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), version::MODERN.into());
@@ -246,7 +252,7 @@ fn modern_body(s: &LegacySession, method: &str, params: &Value, extra: Option<(&
         }
     }
     let n = s.next_request_id();
-    Bytes::from(json!({"jsonrpc": "2.0", "id": format!("sluice-b-{n}"), "method": method, "params": p}).to_string())
+    Bytes::from(json!({"jsonrpc": "2.0", "id": format!("sluice-b-{n}"), "method": method.as_str(), "params": p}).to_string())
 }
 
 /// One message out of a modern reply: notifications to relay, then the final message.
@@ -288,8 +294,8 @@ fn legacy_final(msg: &Value, id: &str) -> Bytes {
     Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
 }
 
-async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal, method: String, params: Value, id: String) -> Reply {
-    let streamed = matches!(method.as_str(), "tools/call" | "prompts/get" | "resources/read");
+async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal, method: Method, params: Value, id: String) -> Reply {
+    let streamed = method.may_ask();
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     if !streamed {
         let env = match Envelope::parse(modern_body(&s, &method, &params, None)) {
@@ -332,7 +338,7 @@ async fn rounds(
     gw: &Arc<Gateway>,
     s: &LegacySession,
     principal: &Principal,
-    method: &str,
+    method: &Method,
     params: &Value,
     id: &str,
     tx: &mpsc::Sender<Bytes>,
@@ -395,19 +401,19 @@ async fn ask_client(
 ) -> Result<Map<String, Value>, String> {
     let mut waiting = Vec::new();
     for (key, req) in requests {
-        let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+        let method = Method::parse(req.get("method").and_then(Value::as_str).unwrap_or(""));
         let mut params = req.get("params").cloned().unwrap_or_else(|| json!({}));
         let needed = match method {
-            "sampling/createMessage" => (!s.caps.contains_key("sampling")).then(|| json!({"sampling": {}})),
-            "elicitation/create" => (!s.caps.contains_key("elicitation")).then(|| json!({"elicitation": {}})),
-            "roots/list" => (!s.caps.contains_key("roots")).then(|| json!({"roots": {}})),
+            Method::SamplingCreateMessage => (!s.caps.contains_key("sampling")).then(|| json!({"sampling": {}})),
+            Method::ElicitationCreate => (!s.caps.contains_key("elicitation")).then(|| json!({"elicitation": {}})),
+            Method::RootsList => (!s.caps.contains_key("roots")).then(|| json!({"roots": {}})),
             _ => Some(json!({})),
         };
         if let Some(needed) = needed {
             let msg = format!("the server needs the client capability {needed} for this request; declare it at initialize");
             return Err(error_text(jsonrpc::MISSING_CAPABILITY, &msg, Some(&json!({"requiredCapabilities": needed}))));
         }
-        if method == "elicitation/create"
+        if method == Method::ElicitationCreate
             && params.get("mode").and_then(Value::as_str) == Some("url")
             && params.get("elicitationId").is_none()
         {
@@ -416,11 +422,11 @@ async fn ask_client(
         let rid = s.next_request_id();
         let rid_json = format!("\"sluice-{rid}\"");
         let rx = s.expect(&rid_json);
-        let request = json!({"jsonrpc": "2.0", "id": format!("sluice-{rid}"), "method": method, "params": params});
+        let request = json!({"jsonrpc": "2.0", "id": format!("sluice-{rid}"), "method": method.as_str(), "params": params});
         if tx.send(crate::mcp::sse::frame(request.to_string().as_bytes())).await.is_err() {
             return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client went away", None));
         }
-        waiting.push((key.clone(), method.to_owned(), rx));
+        waiting.push((key.clone(), method, rx));
     }
     let mut out = Map::new();
     for (key, method, rx) in waiting {
@@ -428,11 +434,11 @@ async fn ask_client(
             Ok(Ok(a)) => a,
             _ => return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client did not answer the server's request in time", None)),
         };
-        match (answer.get("result"), method.as_str()) {
+        match (answer.get("result"), method) {
             (Some(r), _) => {
                 out.insert(key, r.clone());
             }
-            (None, "elicitation/create") => {
+            (None, Method::ElicitationCreate) => {
                 out.insert(key, json!({"action": "cancel"}));
             }
             (None, _) => {

@@ -14,6 +14,7 @@ use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
 use crate::respond::Reply;
 use crate::route::table::ListKind;
@@ -36,7 +37,7 @@ fn state_error(e: StateError) -> GatewayError {
 
 /// The name or URI a request is bound to in sealed state.
 pub fn bound_name(env: &Envelope) -> String {
-    crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+    env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
 }
 
 /// Opens the request's `requestState`, if it carries one.
@@ -48,7 +49,7 @@ pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result
             let digest = state::params_digest(env.members());
             gw.bridge
                 .keys
-                .open(&token, principal.id(), &env.method, &bound_name(env), &digest, state::now_ms())
+                .open(&token, principal.id(), env.method.as_str(), &bound_name(env), &digest, state::now_ms())
                 .map(Some)
                 .map_err(state_error)
         }
@@ -73,7 +74,7 @@ fn annotations(t: &Target) -> (bool, bool) {
 
 /// Applies the rules to a tool call before it reaches the upstream.
 pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
-    if env.method != "tools/call" {
+    if env.method != Method::ToolsCall {
         return Ok(Gate::Go);
     }
     let (destructive, read_only) = annotations(t);
@@ -82,7 +83,7 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
         principal: principal.id(),
         groups: &principal.groups,
         upstream: &t.up.name,
-        method: "tools/call",
+        method: Method::ToolsCall.as_str(),
         tool: Some(&t.own),
         destructive,
         read_only,
@@ -132,7 +133,7 @@ fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Pr
 fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
     let sealed = Sealed {
         principal: principal.id().to_owned(),
-        method: env.method.clone(),
+        method: env.method.to_string(),
         name: bound_name(env),
         digest: state::params_digest(env.members()),
         upstream: t.up.name.clone(),
@@ -229,7 +230,7 @@ pub fn next_seal(
     crate::upstream::rounds::RoundSeal {
         template: Sealed {
             principal: principal.id().to_owned(),
-            method: env.method.clone(),
+            method: env.method.to_string(),
             name: bound_name(env),
             digest: String::new(), // computed only if the upstream asks (see rounds::wrap)
             upstream: t.up.name.clone(),
@@ -246,7 +247,7 @@ pub fn next_seal(
             principal: principal.id().to_owned(),
             groups: principal.groups.clone(),
             upstream: t.up.name.clone(),
-            tool: (env.method == "tools/call").then(|| t.own.clone()),
+            tool: (env.method == Method::ToolsCall).then(|| t.own.clone()),
         },
         elicitation,
         request: env.body().clone(),

@@ -17,6 +17,7 @@ use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::listen::{client_listen, Filter};
 use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::validate::Meta;
@@ -50,9 +51,11 @@ pub async fn dispatch(
     principal: &crate::auth::Principal,
 ) -> Result<Reply, GatewayError> {
     let id = env.id_json();
-    match env.method.as_str() {
-        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal)))),
-        "subscriptions/listen" => {
+    match &env.method {
+        Method::ServerDiscover => {
+            Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal))))
+        }
+        Method::SubscriptionsListen => {
             let asked = Filter::parse(env.param("notifications"), gw.cfg.limits.max_resource_subscriptions)
                 .map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
@@ -66,7 +69,7 @@ pub async fn dispatch(
         m => match ListKind::from_method(m) {
             Some(kind) => lists::serve(gw, env, kind, principal).await,
             None => {
-                let target = target.ok_or_else(|| GatewayError::MethodNotFound(m.to_owned()))?;
+                let target = target.ok_or_else(|| GatewayError::MethodNotFound(m.to_string()))?;
                 route::forward(gw, env, meta, target, headers, principal).await
             }
         },

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::route::uri;
@@ -41,21 +42,21 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
 pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
-    match env.method.as_str() {
-        "tools/call" => {
+    match env.method {
+        Method::ToolsCall => {
             let name = env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
             named(gw, ListKind::Tools, &name).await.map(Some)
         }
-        "prompts/get" => {
+        Method::PromptsGet => {
             let name =
                 env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
             named(gw, ListKind::Prompts, &name).await.map(Some)
         }
-        "resources/read" => {
+        Method::ResourcesRead => {
             let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
             by_uri(gw, &u).await.map(Some)
         }
-        "completion/complete" => {
+        Method::CompletionComplete => {
             let r: Value = env
                 .param("ref")
                 .and_then(|r| serde_json::from_str(r).ok())
@@ -160,12 +161,12 @@ pub async fn forward(
     };
     let elicitation = meta.capabilities.contains_key("elicitation");
     let make_seal = || super::govern::next_seal(gw, env, &t, principal, retry.round, elicitation);
-    let sealable = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read");
+    let sealable = env.method.may_ask();
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();
-    let body = match (t.renamed, env.method.as_str()) {
+    let body = match (t.renamed, &env.method) {
         (false, _) if !restore => env.body().clone(),
-        (true, "completion/complete") => env.rewrite_params(|k, raw| {
+        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| {
             (k == "ref").then(|| {
                 let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
                 r.insert("name".into(), Value::String(t.own.clone()));
@@ -194,11 +195,11 @@ pub async fn forward(
             out
         }
     };
-    let is_read = env.method == "resources/read";
+    let is_read = env.method == Method::ResourcesRead;
     let call = Call {
         id: env.id_json().to_owned(),
         method: env.method.clone(),
-        mcp_name: crate::validate::headers::name_member(&env.method).map(|_| t.own.clone()),
+        mcp_name: env.method.name_member().map(|_| t.own.clone()),
         uri: is_read.then(|| t.own.clone()),
         body,
         log_level: meta.log_level,

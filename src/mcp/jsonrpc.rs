@@ -90,8 +90,8 @@ pub struct Envelope {
     body: Bytes,
     /// The request id as written (a string or a number); `None` for a notification.
     pub id: Option<Box<RawValue>>,
-    /// The JSON-RPC method.
-    pub method: String,
+    /// The JSON-RPC method, decoded.
+    pub method: super::method::Method,
     /// Whether the body had a `params` object.
     params: bool,
     /// Top-level `params` members and the byte ranges of their values, in body order.
@@ -306,7 +306,7 @@ impl Envelope {
                 (true, members)
             }
         };
-        let method = method.into_owned();
+        let method = super::method::Method::parse(&method);
         Ok(Envelope { body, id, method, params, members })
     }
 
@@ -376,7 +376,7 @@ impl Envelope {
             out.push_str(id);
         }
         out.push_str(",\"method\":");
-        push_json_str(&mut out, &self.method);
+        push_json_str(&mut out, self.method.as_str());
         if self.params {
             out.push_str(",\"params\":{");
             let mut first = true;
@@ -436,8 +436,8 @@ pub fn result_body(id: &str, result: &str) -> Bytes {
 }
 
 /// A JSON-RPC notification body.
-pub fn notification_body(method: &str, params: &Value) -> Bytes {
-    let m = Value::String(method.to_owned());
+pub fn notification_body(method: &super::method::Method, params: &Value) -> Bytes {
+    let m = Value::String(method.as_str().to_owned());
     Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"))
 }
 
@@ -447,9 +447,9 @@ pub struct Incoming {
     /// The id, for responses and requests.
     #[serde(default)]
     pub id: Option<Box<RawValue>>,
-    /// The method, for requests and notifications.
+    /// The method, for requests and notifications (decoded).
     #[serde(default)]
-    pub method: Option<String>,
+    pub method: Option<super::method::Method>,
     /// The params, for requests and notifications.
     #[serde(default)]
     pub params: Option<Box<RawValue>>,

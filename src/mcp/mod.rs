@@ -6,6 +6,7 @@
 
 pub mod headers;
 pub mod jsonrpc;
+pub mod method;
 pub mod number;
 pub mod sse;
 pub mod version;

@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use crate::mcp::method::Method;
+
 use super::xheader::ParamHeader;
 
 /// The four federated lists.
@@ -29,13 +31,18 @@ impl ListKind {
     pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
 
     /// The list method.
-    pub fn method(self) -> &'static str {
+    pub fn method(self) -> Method {
         match self {
-            ListKind::Tools => "tools/list",
-            ListKind::Prompts => "prompts/list",
-            ListKind::Resources => "resources/list",
-            ListKind::Templates => "resources/templates/list",
+            ListKind::Tools => Method::ToolsList,
+            ListKind::Prompts => Method::PromptsList,
+            ListKind::Resources => Method::ResourcesList,
+            ListKind::Templates => Method::ResourcesTemplatesList,
         }
+    }
+
+    /// The list method's name (for logs and messages).
+    pub fn name(self) -> &'static str {
+        self.method().known().unwrap_or("")
     }
 
     /// The result member holding the items.
@@ -58,8 +65,8 @@ impl ListKind {
     }
 
     /// The kind a list method names.
-    pub fn from_method(m: &str) -> Option<ListKind> {
-        ListKind::ALL.into_iter().find(|k| k.method() == m)
+    pub fn from_method(m: &Method) -> Option<ListKind> {
+        ListKind::ALL.into_iter().find(|k| k.method() == *m)
     }
 
     /// Index for per-kind arrays.

@@ -20,6 +20,7 @@ use super::Upstream;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RawObject;
+use crate::mcp::method::Method;
 use crate::mcp::{jsonrpc, sse};
 use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
 
@@ -28,7 +29,7 @@ pub struct Call {
     /// The client's request id (JSON text).
     pub id: String,
     /// The JSON-RPC method.
-    pub method: String,
+    pub method: crate::mcp::method::Method,
     /// The upstream's own name for `Mcp-Name` (tools/call, prompts/get) or the URI (resources/read).
     pub mcp_name: Option<String>,
     /// The URI of a `resources/read`, for error data.
@@ -67,7 +68,7 @@ pub async fn forward(
     client_headers: &HeaderMap,
     make_seal: Option<MakeSeal<'_>>,
 ) -> Result<Reply, GatewayError> {
-    let mut headers = modern_headers(&up.host, &call.method, call.mcp_name.as_deref(), &up.extra);
+    let mut headers = modern_headers(&up.host, call.method.as_str(), call.mcp_name.as_deref(), &up.extra);
     for (k, v) in client_headers {
         let n = k.as_str();
         if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
@@ -191,9 +192,9 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
     if msg.is_response() {
         return Msg::Final(reply_for(gw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
     }
-    match (msg.method.as_deref(), msg.id.is_some()) {
-        (Some("notifications/progress"), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
-        (Some("notifications/message"), false) => {
+    match (msg.method.as_ref(), msg.id.is_some()) {
+        (Some(Method::Progress), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
+        (Some(Method::LogMessage), false) => {
             let Some(want) = call.log_level else {
                 return Msg::Skip;
             };

@@ -37,12 +37,12 @@ pub async fn fetch(
             extra.insert("cursor".into(), c);
         }
         let result = if legacy {
-            crate::bridge::internal_call(gw, up, kind.method(), extra).await?
+            crate::bridge::internal_call(gw, up, &kind.method(), extra).await?
         } else {
-            discover::call(&gw.client, up, kind.method(), extra).await?
+            discover::call(&gw.client, up, &kind.method(), extra).await?
         };
         let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
-            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.method()))?;
+            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.name()))?;
         if legacy {
             // A legacy server gives no hints: use the configured ones (0 / private by default).
             let s = up.status();
@@ -56,7 +56,7 @@ pub async fn fetch(
         }
         if let Some(list) = page.get(kind.member()) {
             if !add_page(up, kind, names, list, &mut items, max_items) {
-                tracing::warn!(upstream = %up.name, list = kind.method(), limit = max_items, "list truncated at limits.max_list_items");
+                tracing::warn!(upstream = %up.name, list = kind.name(), limit = max_items, "list truncated at limits.max_list_items");
                 cursor = None;
                 break;
             }
@@ -67,7 +67,7 @@ pub async fn fetch(
         }
     }
     if cursor.is_some() {
-        tracing::warn!(upstream = %up.name, list = kind.method(), "list truncated at limits.max_list_pages");
+        tracing::warn!(upstream = %up.name, list = kind.name(), "list truncated at limits.max_list_pages");
     }
     Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
 }

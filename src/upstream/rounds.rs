@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{push_json_str, RawObject};
+use crate::mcp::method::Method;
 use crate::policy::ask::{judge, AskCtx, AskVerdict};
 use crate::policy::Refusal;
 use crate::state::Sealed;
@@ -105,8 +106,9 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
     let mut approval: Option<(String, String)> = None;
     for (key, req) in &requests.0 {
         let req: RawObject<'_> = serde_json::from_str(req.get()).map_err(|_| protocol("an input request is not an object"))?;
-        let method = req.get("method").and_then(text).ok_or_else(|| protocol("an input request has no method"))?;
-        if !matches!(method.as_ref(), "sampling/createMessage" | "elicitation/create" | "roots/list") {
+        let method =
+            req.get("method").and_then(text).map(|m| Method::parse(&m)).ok_or_else(|| protocol("an input request has no method"))?;
+        if !method.is_ask() {
             return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
         }
         let raw_params = req.get("params");
@@ -116,8 +118,8 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
         };
         let keep = |params: Value| {
             let mut r = Map::new();
-            r.insert("method".into(), Value::String(method.clone().into_owned()));
-            if raw_params.is_some() || method == "sampling/createMessage" {
+            r.insert("method".into(), Value::String(method.as_str().to_owned()));
+            if raw_params.is_some() || method == Method::SamplingCreateMessage {
                 r.insert("params".into(), params);
             }
             Value::Object(r)
@@ -135,7 +137,7 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
             AskVerdict::Allow => {
                 kept.insert(key.to_string(), keep(params));
             }
-            AskVerdict::Deny(_) if method == "elicitation/create" => sealed.declined.push(key.to_string()),
+            AskVerdict::Deny(_) if method == Method::ElicitationCreate => sealed.declined.push(key.to_string()),
             AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r.into()),
         }
     }
