@@ -162,6 +162,20 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
     }
 }
 
+/// The most bytes a record keeps of a method or a name.
+const MAX_FIELD: usize = 256;
+
+fn truncate(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+}
+
 /// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
 pub struct AuditGuard {
     audit: Audit,
@@ -240,6 +254,13 @@ impl AuditGuard {
         }
         self.done = true;
         let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        // What a client named is kept short: a record (and the channel of them) stays small
+        // whatever the request carried.
+        for field in [&mut r.method, &mut r.name] {
+            if let Some(v) = field.as_mut() {
+                truncate(v, MAX_FIELD);
+            }
+        }
         let took = self.head.unwrap_or_else(|| self.started.elapsed());
         r.latency_us = took.as_micros() as u64;
         if r.status == 0 {

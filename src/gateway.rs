@@ -209,12 +209,23 @@ impl Gateway {
         up.list(kind)
     }
 
+    /// Refreshes a table after a lookup missed in it, within the table's miss budget (else
+    /// the current table).
+    pub async fn refresh_missed(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
+        if up.miss_refresh[kind.index()].check().is_err() {
+            return up.list(kind);
+        }
+        self.refresh(up, kind).await
+    }
+
     /// Marks one table stale after a list-changed notification and refreshes it.
     pub async fn invalidate(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) {
         let mut stale = (*up.list(kind)).clone();
         stale.ttl_ms = 0;
         up.set_list(kind, stale);
-        self.refresh(up, kind).await;
+        // Within the table's refresh budget: an upstream repeating list_changed gets its list
+        // refetched a few times a second at most; a stale table is refetched when next used.
+        self.refresh_missed(up, kind).await;
     }
 
     fn warn_collisions(&self, up: &Upstream, kind: ListKind, table: &ListTable) {
@@ -225,7 +236,7 @@ impl Gateway {
             let theirs = other.list(kind);
             for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
                 tracing::warn!(
-                    name = %item.public, first = %up.name, second = %other.name, list = kind.name(),
+                    name = %crate::telemetry::peer_name(&item.public), first = %up.name, second = %other.name, list = kind.name(),
                     "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
                 );
             }

@@ -90,10 +90,12 @@ pub struct Published {
 /// The fan-out point between upstream and client listen streams.
 pub struct Hub {
     tx: broadcast::Sender<Published>,
-    /// Resource URIs clients subscribed to, with how many listens want each.
-    wanted: Mutex<BTreeMap<String, usize>>,
-    /// The most URIs `wanted` holds (16 × `limits.max_resource_subscriptions`).
+    /// Resource URIs clients subscribed to: who wants each, and how many of their listens.
+    wanted: Mutex<Wanted>,
+    /// The most URIs the hub holds (16 × `limits.max_resource_subscriptions`).
     max_wanted: usize,
+    /// The most distinct URIs one principal holds across its listens.
+    max_per_principal: usize,
     /// Woken when `wanted` gains a URI, so upstream listens re-subscribe.
     pub(crate) changed: Notify,
 }
@@ -102,7 +104,13 @@ impl Hub {
     /// An empty hub wanting at most 16 × `max_resource_subscriptions` URIs upstream.
     pub fn new(max_resource_subscriptions: usize) -> Self {
         let max_wanted = max_resource_subscriptions.saturating_mul(16);
-        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), max_wanted, changed: Notify::new() }
+        Hub {
+            tx: broadcast::channel(256).0,
+            wanted: Mutex::new(Wanted::default()),
+            max_wanted,
+            max_per_principal: max_resource_subscriptions,
+            changed: Notify::new(),
+        }
     }
 
     /// Announces an upstream's change to every client listen.
@@ -115,21 +123,26 @@ impl Hub {
         self.tx.subscribe()
     }
 
-    /// Registers resource URIs a client listens to (a URI not wanted yet only while the hub is
-    /// under its cap); returns a guard that releases the ones registered.
-    pub fn want(self: &Arc<Self>, uris: &[String]) -> WantGuard {
+    /// Registers resource URIs a principal's listen wants (a URI new to the hub only while it
+    /// is under its cap, and one new to the principal only while the principal is under its
+    /// own); returns a guard that releases the ones registered.
+    pub fn want(self: &Arc<Self>, who: &crate::auth::Principal, uris: &[String]) -> WantGuard {
+        let principal = who.id();
         let (mut grew, mut kept, mut refused) = (false, Vec::with_capacity(uris.len()), 0usize);
         if let Ok(mut w) = self.wanted.lock() {
             for u in uris {
-                if let Some(n) = w.get_mut(u) {
-                    *n += 1;
-                } else if w.len() < self.max_wanted {
-                    w.insert(u.clone(), 1);
-                    grew = true;
-                } else {
+                let held = w.by_principal.get(principal).copied().unwrap_or(0);
+                let entry = w.by_uri.get(u);
+                let new_to_principal = entry.is_none_or(|p| !p.contains_key(principal));
+                if (entry.is_none() && w.by_uri.len() >= self.max_wanted) || (new_to_principal && held >= self.max_per_principal) {
                     refused += 1;
                     continue;
                 }
+                grew |= entry.is_none();
+                if new_to_principal {
+                    *w.by_principal.entry(principal.to_owned()).or_insert(0) += 1;
+                }
+                w.by_uri.entry(u.clone()).or_default().entry(principal.to_owned()).or_insert_with(|| (0, who.clone())).0 += 1;
                 kept.push(u.clone());
             }
         }
@@ -137,18 +150,36 @@ impl Hub {
             tracing::warn!(
                 refused,
                 limit = self.max_wanted,
-                "resource URIs not subscribed upstream: the hub holds 16 x limits.max_resource_subscriptions"
+                per_principal = self.max_per_principal,
+                "resource URIs not subscribed upstream: the hub holds 16 x limits.max_resource_subscriptions, a principal that many"
             );
         }
         if grew {
             self.changed.notify_waiters();
         }
-        WantGuard { hub: self.clone(), uris: kept }
+        WantGuard { hub: self.clone(), principal: principal.to_owned(), uris: kept }
     }
 
-    fn wanted(&self) -> Vec<String> {
-        self.wanted.lock().map(|w| w.keys().cloned().collect()).unwrap_or_default()
+    /// The wanted URIs for which `keep(principal, uri)` holds for some principal that wants it.
+    fn wanted_where(&self, keep: impl Fn(&crate::auth::Principal, &str) -> bool) -> Vec<String> {
+        let Ok(w) = self.wanted.lock() else { return Vec::new() };
+        w.by_uri.iter().filter(|(u, who)| who.values().any(|(_, p)| keep(p, u))).map(|(u, _)| u.clone()).collect()
     }
+
+    #[cfg(test)]
+    fn wanted(&self) -> Vec<String> {
+        self.wanted_where(|_, _| true)
+    }
+}
+
+/// Who wants which resource URIs.
+#[derive(Default)]
+struct Wanted {
+    /// URI → principal id → how many of its listens want it (and the principal, whose scopes
+    /// decide which upstreams hear of the URI).
+    by_uri: BTreeMap<String, BTreeMap<String, (usize, crate::auth::Principal)>>,
+    /// Principal → how many distinct URIs it wants.
+    by_principal: std::collections::HashMap<String, usize>,
 }
 
 impl Default for Hub {
@@ -161,19 +192,29 @@ impl Default for Hub {
 /// Releases a client's resource subscriptions when its listen ends.
 pub struct WantGuard {
     hub: Arc<Hub>,
+    principal: String,
     uris: Vec<String>,
 }
 
 impl Drop for WantGuard {
     fn drop(&mut self) {
-        if let Ok(mut w) = self.hub.wanted.lock() {
-            for u in &self.uris {
-                if let Some(n) = w.get_mut(u) {
-                    *n -= 1;
-                    if *n == 0 {
-                        w.remove(u);
+        let Ok(mut w) = self.hub.wanted.lock() else { return };
+        let Wanted { by_uri, by_principal } = &mut *w;
+        for u in &self.uris {
+            let Some(who) = by_uri.get_mut(u) else { continue };
+            let Some((n, _)) = who.get_mut(&self.principal) else { continue };
+            *n -= 1;
+            if *n == 0 {
+                who.remove(&self.principal);
+                if let Some(c) = by_principal.get_mut(&self.principal) {
+                    *c -= 1;
+                    if *c == 0 {
+                        by_principal.remove(&self.principal);
                     }
                 }
+            }
+            if who.is_empty() {
+                by_uri.remove(u);
             }
         }
     }
@@ -215,7 +256,13 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
             filter.insert(key.into(), true.into());
         }
     }
-    let uris = gw.hub_wanted();
+    // Only for principals that may reach this upstream, and only what it serves (a URI no
+    // upstream lists or matches goes to every upstream such a principal may reach).
+    let lists = |o: &Upstream, u: &str| {
+        o.list(ListKind::Resources).by_key(u).is_some()
+            || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
+    };
+    let uris = gw.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))));
     if up.serves("resources") && !uris.is_empty() {
         filter.insert("resourceSubscriptions".into(), json!(uris));
     }
@@ -334,7 +381,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
     tokio::spawn(async move {
-        let _want = gw.hub_arc().want(&honoured.uris);
+        let _want = gw.hub_arc().want(&principal, &honoured.uris);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,
@@ -363,10 +410,6 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
 }
 
 impl Gateway {
-    fn hub_wanted(&self) -> Vec<String> {
-        self.hub.wanted()
-    }
-
     async fn hub_changed(&self) {
         self.hub.changed.notified().await
     }
@@ -393,12 +436,17 @@ mod tests {
     fn the_hub_wants_at_most_sixteen_times_the_limit_and_keeps_what_it_has() {
         let hub = Arc::new(Hub::new(2));
         let first: Vec<String> = (0..40).map(|i| format!("mock://{i}")).collect();
-        let a = hub.want(&first);
-        assert_eq!(hub.wanted().len(), 32, "16 x 2");
-        let again = hub.want(&first[..5]);
-        assert_eq!(again.uris.len(), 5, "URIs already wanted are counted again");
+        let who = |id: &str| crate::auth::Principal { id: id.into(), ..crate::auth::Principal::local() };
+        let a = hub.want(&who("p"), &first);
+        assert_eq!(hub.wanted().len(), 2, "a principal holds at most the per-listen limit");
+        let many: Vec<WantGuard> = (0..20).map(|i| hub.want(&who(&format!("p{i}")), &first[2 * i..2 * i + 2])).collect();
+        assert_eq!(hub.wanted().len(), 32, "16 x 2 in all");
+        drop(many);
+        assert_eq!(hub.wanted().len(), 2);
+        let again = hub.want(&who("q"), &first[..5]);
+        assert_eq!(again.uris.len(), 2, "another principal has its own share");
         drop(a);
-        assert_eq!(hub.wanted().len(), 5, "the URIs the second listen holds");
+        assert_eq!(hub.wanted().len(), 2, "the URIs the second listen holds");
         drop(again);
         assert!(hub.wanted().is_empty(), "a refused URI was never counted, so nothing is left");
     }

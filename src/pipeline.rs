@@ -90,11 +90,11 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
                     a.decision = Some("refused");
                 }
             });
-            tracing::info!(method = %env.method, code = r.classify().1, "request refused by governance");
+            tracing::info!(method = env.method.known().unwrap_or("other"), code = r.classify().1, "request refused by governance");
             Reply::refusal(&id, &r)
         }
         Err(e) => {
-            tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
+            tracing::debug!(method = env.method.known().unwrap_or("other"), code = e.classify().1, "request refused");
             Reply::error(&id, &e)
         }
     }
@@ -138,7 +138,7 @@ async fn validated_with(
     }
     // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
     // own errors (unknown name) wait until version and method have been checked.
-    let target = route::resolve(gw, env).await;
+    let target = route::resolve(gw, env, principal).await;
     if let (Ok(Some(t)), Some(_)) = (&target, client_headers) {
         if env.method == Method::ToolsCall {
             xheader::check(headers, env.param("arguments"), &t.headers)

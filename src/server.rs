@@ -36,7 +36,14 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(gw.cfg.timeouts.header_read)
         .max_buf_size(gw.cfg.limits.max_header_bytes);
-    builder.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(gw.cfg.limits.max_header_bytes as u32);
+    // HTTP/2 keeps a connection open between streams: a peer that stops answering PINGs within
+    // header_read_ms is closed, so idle connections cannot hold the connection budget.
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(gw.cfg.limits.max_header_bytes as u32)
+        .keep_alive_interval(Some(gw.cfg.timeouts.header_read))
+        .keep_alive_timeout(gw.cfg.timeouts.header_read);
     let connections = Arc::new(tokio::sync::Semaphore::new(gw.cfg.limits.max_connections));
     let graceful = GracefulShutdown::new();
     let background = gw.spawn_background();

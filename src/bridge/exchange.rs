@@ -82,7 +82,7 @@ pub struct Live {
     pub lease: Lease,
     /// The upstream request id of the call.
     pub upstream_id: u64,
-    post_rx: mpsc::Receiver<PostEvent>,
+    post_rx: crate::upstream::queue::Receiver<PostEvent>,
     post_task: tokio::task::AbortHandle,
     /// Asks waiting for the client's answers.
     pub asks: Vec<Ask>,
@@ -112,25 +112,31 @@ impl Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
-        let (tx, rx) = mpsc::channel(64);
+        // Bounded by bytes too: while the exchange is parked nothing reads this, and a hostile
+        // upstream must not fill Sluice's memory meanwhile (the reader waits; TCP holds the rest).
+        let (tx, rx) = crate::upstream::queue::bounded(64, gw.cfg.limits.max_sse_event_bytes);
         let session = lease.session.clone();
         let client = gw.client.clone();
+        // Each message within the park time (the client's turn) plus the response time (the
+        // upstream's): keep-alives or a trickle do not hold the call open past it.
+        let per_message = gw.cfg.bridge.park + gw.cfg.timeouts.response;
         let post_task = tokio::spawn(async move {
             // The request's future is boxed so that it is freed once the answer started: the
             // task lives as long as the exchange, parked or not.
-            let end = match Box::pin(session.post(&client, body, None)).await {
+            let end = match Box::pin(session.post(&client, body, Some(per_message))).await {
                 Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
                     session.broken.store(true, std::sync::atomic::Ordering::Release);
                     Some(UpstreamError::SessionGone(session.up.name.clone()))
                 }
                 Ok(Answer::Json(_, b)) => {
-                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned())).await;
+                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
                     None
                 }
                 Ok(Answer::Sse(mut s)) => loop {
                     match s.next().await {
                         Ok(Some(d)) => {
-                            if tx.send(PostEvent::Msg(d)).await.is_err() {
+                            let size = d.len();
+                            if tx.send(PostEvent::Msg(d), size).await.is_err() {
                                 return;
                             }
                         }
@@ -143,7 +149,7 @@ impl Live {
                 }
                 Err(e) => Some(e),
             };
-            let _ = tx.send(PostEvent::End(end.map(Box::new))).await;
+            let _ = tx.send(PostEvent::End(end.map(Box::new)), 1).await;
         })
         .abort_handle();
         Live { lease, upstream_id, post_rx: rx, post_task, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
@@ -239,7 +245,7 @@ impl Live {
                     crate::policy::ask::AskVerdict::Allow => {}
                     crate::policy::ask::AskVerdict::Malformed(why) => {
                         // The upstream's mistake: that ask fails, its call goes on.
-                        tracing::warn!(upstream = %session.up.name, method = %ask.method, reason = %why, "upstream sent a malformed ask; answered with an error");
+                        tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
                         session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
                         return None;
                     }
@@ -259,6 +265,16 @@ impl Live {
                 }
                 // An ask that needs approval is never answered by a pre-supplied response.
                 if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
+                    // The same size bound as an answer to a round.
+                    let max = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
+                    let size = answer.to_string().len();
+                    if size > max {
+                        session.reply(&gw.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
+                        return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
+                            "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
+                            ask.key
+                        ))));
+                    }
                     return match asks::validate(&ask.method, &answer) {
                         Ok(result) => {
                             session.reply(&gw.client, &ask.id, Ok(&result)).await;

@@ -37,7 +37,7 @@ use exchange::{CallInfo, Event, Live, Outcome};
 use park::{ParkTable, Parked};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
-const INTERNAL: &str = "sluice-internal";
+const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
 /// Bridge A's shared state.
 pub struct Bridge {
@@ -183,6 +183,7 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
                 .bridge
                 .keys
                 .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
+                .and_then(|s| if s.upstream == t.up.name { Ok(s) } else { Err(StateError::RequestChanged) })
                 .map_err(state_error)?;
             let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
@@ -215,7 +216,7 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             crate::audit::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
         }
     }
-    Ok(reply_from(rx).await)
+    Ok(reply_from(rx, env.id_json(), &t.up.name).await)
 }
 
 async fn start(
@@ -340,26 +341,27 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
         let (_, code, data) = e.classify();
         Event::Final(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()))
     };
-    let event = match outcome {
-        Outcome::Final(data) => match url_elicitations(&data) {
-            Some(asks) => {
+    let outcome = match outcome {
+        // A -32042 answer is a round of URL elicitations, judged like any other asks.
+        Outcome::Final(data) => match url_elicitations(gw, &live, &data) {
+            Some(Ok(asks)) => {
                 live.asks = asks;
                 live.finished = true;
-                park(gw, live, true, id, up)
+                let _ = tx.send(park(gw, live, true, id, up)).await;
+                return;
             }
-            None => {
-                let (s, b) = crate::respond::finish(
-                    id,
-                    &live.info.method,
-                    &up.name,
-                    StatusCode::OK,
-                    &data,
-                    live.info.uri.as_deref(),
-                    &gw.server_info_json,
-                );
-                Event::Final(s, b)
-            }
+            Some(Err(refused)) => refused,
+            None => Outcome::Final(data),
         },
+        other => other,
+    };
+    let event = match outcome {
+        Outcome::Final(data) => {
+            let info = &live.info;
+            let (s, b) =
+                crate::respond::finish(id, &info.method, &up.name, StatusCode::OK, &data, info.uri.as_deref(), &gw.server_info_json);
+            Event::Final(s, b)
+        }
         Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
             live.cancel(gw, "approval needs elicitation, which the client did not declare").await;
             let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
@@ -400,19 +402,46 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
 }
 
 /// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
-/// re-issues the call.
-fn url_elicitations(data: &str) -> Option<Vec<asks::Ask>> {
+/// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
+/// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
+/// -32042 answer.
+fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
     let msg: Incoming = serde_json::from_str(data).ok()?;
     let err = msg.error.filter(|e| e.code == -32042)?;
-    let list = err.data.as_ref()?.get("elicitations")?.as_array()?.clone();
-    let mut out: Vec<asks::Ask> = Vec::new();
-    for (i, e) in list.into_iter().enumerate() {
-        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
-        let mut params = e;
-        params["mode"] = "url".into();
-        out.push(asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&params.to_string()), &taken));
+    let up = &live.lease.session.up.name;
+    let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));
+    let Some(list) = err.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
+        return Some(Err(protocol("a -32042 answer without data.elicitations")));
+    };
+    let limit = gw.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
+    if list.len() > limit {
+        return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit))));
     }
-    (!out.is_empty()).then_some(out)
+    let mut out: Vec<asks::Ask> = Vec::with_capacity(list.len());
+    for (i, e) in list.iter().enumerate() {
+        let Some(obj) = e.as_object() else { return Some(Err(protocol("a -32042 elicitation that is not an object"))) };
+        let mut params = obj.clone();
+        params.insert("mode".into(), "url".into());
+        let raw = Value::Object(params).to_string();
+        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
+        let mut ask = asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&raw), &taken);
+        if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
+            return Some(Err(Outcome::MissingCapability(needed)));
+        }
+        match crate::policy::ask::judge(gw, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
+            crate::policy::ask::AskVerdict::Allow => {}
+            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
+            crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
+            crate::policy::ask::AskVerdict::Deny(r) | crate::policy::ask::AskVerdict::Refuse(r) => {
+                return Some(Err(Outcome::Refused(r)));
+            }
+        }
+        out.push(ask);
+    }
+    if out.is_empty() {
+        return Some(Err(protocol("a -32042 answer with no elicitation")));
+    }
+    Some(Ok(out))
 }
 
 fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
@@ -485,9 +514,9 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
 
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
 /// when a notification comes first.
-async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
+async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
     match rx.recv().await {
-        None => Reply::error("null", &GatewayError::from(UpstreamError::Closed("legacy".into()))),
+        None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
         Some(Event::Reply(r)) => r,
         Some(Event::Relay(first)) => {

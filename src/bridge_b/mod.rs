@@ -87,7 +87,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     let gw = gw.clone();
     let principal = principal.clone();
     tokio::spawn(async move {
-        let want = gw.hub.want(&s.subscriptions());
+        let want = gw.hub.want(&principal, &s.subscriptions());
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => break,

@@ -41,7 +41,9 @@ pub fn bound_name(env: &Envelope) -> String {
 }
 
 /// Opens the request's `requestState`, if it carries one.
-pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
+/// The state must also name the upstream the request routes to now: a state one upstream's
+/// round earned never carries its answers to another (one that started to list the same URI).
+pub fn open_state(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
     match env.param_str("requestState") {
         None => Ok(None),
         Some(Err(())) => Err(state_error(StateError::Tampered)),
@@ -50,7 +52,7 @@ pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result
             gw.bridge
                 .keys
                 .open(&token, principal.id(), env.method.as_str(), &bound_name(env), &digest, state::now_ms())
-                .map(Some)
+                .and_then(|s| if s.upstream == t.up.name { Ok(Some(s)) } else { Err(StateError::RequestChanged) })
                 .map_err(state_error)
         }
     }
@@ -106,7 +108,7 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
 }
 
 fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
-    if let Some(sealed) = open_state(gw, env, principal)? {
+    if let Some(sealed) = open_state(gw, env, t, principal)? {
         if sealed.kind.as_deref() != Some("approval") {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
@@ -184,7 +186,7 @@ pub fn modern_retry(
             ))));
         }
     }
-    let Some(sealed) = open_state(gw, env, principal)? else { return Ok(Ok(fresh)) };
+    let Some(sealed) = open_state(gw, env, t, principal)? else { return Ok(Ok(fresh)) };
     if sealed.kind.as_deref() != Some("modern") {
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
@@ -40,21 +41,21 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
-pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>, GatewayError> {
+pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method {
         Method::ToolsCall => {
             let name = env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
-            named(gw, ListKind::Tools, &name).await.map(Some)
+            named(gw, ListKind::Tools, &name, principal).await.map(Some)
         }
         Method::PromptsGet => {
             let name =
                 env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
-            named(gw, ListKind::Prompts, &name).await.map(Some)
+            named(gw, ListKind::Prompts, &name, principal).await.map(Some)
         }
         Method::ResourcesRead => {
             let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
-            by_uri(gw, &u).await.map(Some)
+            by_uri(gw, &u, principal).await.map(Some)
         }
         Method::CompletionComplete => {
             let r: Value = env
@@ -62,8 +63,8 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>
                 .and_then(|r| serde_json::from_str(r).ok())
                 .ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
             match (r.get("type").and_then(Value::as_str), r.get("name").and_then(Value::as_str), r.get("uri").and_then(Value::as_str)) {
-                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n).await.map(Some),
-                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u).await.map(Some),
+                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n, principal).await.map(Some),
+                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u, principal).await.map(Some),
                 _ => Err(bad("params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
             }
         }
@@ -80,31 +81,37 @@ fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
     }
 }
 
-async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
+async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
     let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
         let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
+        // The scope first: a principal without it learns the same of a name that exists and
+        // of one that does not.
+        gw.auth.authorize_upstream(principal, &up.name)?;
         healthy(up)?;
         let mut table = up.list(kind);
         if table.by_key(own).is_none() {
-            table = gw.refresh(up, kind).await;
+            table = gw.refresh_missed(up, kind).await;
         }
         let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
         return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
     }
+    // Unprefixed: only the upstreams the principal may reach are searched.
+    let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
     for pass in 0..2 {
-        for up in &gw.upstreams {
-            let table = if pass == 0 { up.list(kind) } else { gw.refresh(up, kind).await };
+        for up in &reachable {
+            let table = if pass == 0 { up.list(kind) } else { gw.refresh_missed(up, kind).await };
             if let Some(item) = table.by_key(public) {
                 healthy(up)?;
-                return Ok(Target { up: up.clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
+                return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
             }
         }
     }
     match gw.upstreams.as_slice() {
         // One unprefixed upstream: it may serve names it does not list; let it answer.
         [only] => {
+            gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(only)?;
             Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
         }
@@ -112,19 +119,27 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target
     }
 }
 
-fn find_uri(gw: &Gateway, u: &str) -> Option<Arc<Upstream>> {
-    let exact = gw.upstreams.iter().find(|up| up.list(ListKind::Resources).by_key(u).is_some());
-    exact.or_else(|| gw.upstreams.iter().find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
+fn find_uri(gw: &Gateway, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
+    let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some());
+    exact.or_else(|| gw.reachable(principal).find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
 }
 
-async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
-    let mut found = find_uri(gw, u);
+async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
+    // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
+    // on the modern wire; refusing it bounds template matching on every path.
+    if u.len() > gw.cfg.limits.max_header_bytes {
+        return Err(GatewayError::InvalidParams(
+            format!("params.uri is longer than {} bytes (limits.max_header_bytes)", gw.cfg.limits.max_header_bytes),
+            None,
+        ));
+    }
+    let mut found = find_uri(gw, u, principal);
     if found.is_none() {
-        for up in &gw.upstreams {
-            gw.refresh(up, ListKind::Resources).await;
-            gw.refresh(up, ListKind::Templates).await;
+        for up in gw.reachable(principal) {
+            gw.refresh_missed(up, ListKind::Resources).await;
+            gw.refresh_missed(up, ListKind::Templates).await;
         }
-        found = find_uri(gw, u);
+        found = find_uri(gw, u, principal);
     }
     let up = found.ok_or_else(|| {
         GatewayError::UnknownTarget(

@@ -129,7 +129,9 @@ impl AskShape {
                     let url = obj.get("url").and_then(text).ok_or("a URL-mode elicitation/create needs a url")?;
                     let uri: http::Uri = url.parse().map_err(|_| "the url of elicitation/create must be an absolute URL")?;
                     let host = uri.host().ok_or("the url of elicitation/create must be an absolute URL")?;
-                    shape.url_host = Some(host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase());
+                    // `evil.example.` is `evil.example`: the root label's dot does not make another host.
+                    let host = host.trim_start_matches('[').trim_end_matches(']').trim_end_matches('.');
+                    shape.url_host = Some(host.to_ascii_lowercase());
                 }
             }
             _ => {}
@@ -182,6 +184,8 @@ mod tests {
             AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"u\u0072l","url":"https://Login.Example.com:8443/x?y"}"#)).unwrap();
         assert_eq!((e.mode, e.url_host.as_deref()), (ElicitationMode::Url, Some("login.example.com")));
         assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"not a url"}"#)).is_err());
+        let dot = AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"https://evil.example./login"}"#)).unwrap();
+        assert_eq!(dot.url_host.as_deref(), Some("evil.example"));
         assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"URL"}"#)).is_err());
         assert_eq!(AskShape::read(&Method::RootsList, None).unwrap().bytes, 2);
     }

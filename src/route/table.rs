@@ -116,12 +116,23 @@ pub struct ListTable {
     pub public: bool,
     /// When it was fetched.
     pub fetched_at: Instant,
+    /// Item positions by key (the first item of a key), so a lookup costs one hash.
+    index: std::collections::HashMap<String, usize>,
 }
 
 impl ListTable {
+    /// A table of `items` (indexed by key once, here).
+    pub fn new(items: Vec<Item>, ttl_ms: u64, public: bool, fetched_at: Instant) -> Self {
+        let mut index = std::collections::HashMap::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            index.entry(item.key.clone()).or_insert(i);
+        }
+        ListTable { items, ttl_ms, public, fetched_at, index }
+    }
+
     /// An empty table (nothing fetched yet, or the family is not served).
     pub fn empty() -> Self {
-        ListTable { items: Vec::new(), ttl_ms: 0, public: false, fetched_at: Instant::now() }
+        ListTable::new(Vec::new(), 0, false, Instant::now())
     }
 
     /// Milliseconds of freshness left, if any.
@@ -132,6 +143,6 @@ impl ListTable {
 
     /// The item with upstream key `key`.
     pub fn by_key(&self, key: &str) -> Option<&Item> {
-        self.items.iter().find(|i| i.key == key)
+        self.index.get(key).map(|&i| &self.items[i])
     }
 }

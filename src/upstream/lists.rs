@@ -69,7 +69,7 @@ pub async fn fetch(
     if cursor.is_some() {
         tracing::warn!(upstream = %up.name, list = kind.name(), "list truncated at limits.max_list_pages");
     }
-    Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
+    Ok(ListTable::new(items, if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, started))
 }
 
 /// Adds one page's items to `items`, up to `max` in all; `false` when the page held more than fit.
@@ -98,12 +98,13 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
     };
     let key: String = serde_json::from_str(desc.get(key_member)?.get()).ok()?;
     let mut headers = Vec::new();
-    if kind == ListKind::Tools && raw.get().contains("x-mcp-header") {
+    // Parsed unless the text certainly has no annotation: a key may be spelled with escapes.
+    if kind == ListKind::Tools && (raw.get().contains("x-mcp-header") || raw.get().contains('\\')) {
         let schema: Value = desc.get("inputSchema").and_then(|s| serde_json::from_str(s.get()).ok()).unwrap_or(Value::Null);
         match xheader::annotations(&schema) {
             Ok(h) => headers = h,
             Err(why) => {
-                tracing::warn!(upstream = %up.name, tool = %key, reason = %why, "tool dropped: invalid x-mcp-header annotation");
+                tracing::warn!(upstream = %up.name, tool = %crate::telemetry::peer_name(&key), reason = %why, "tool dropped: invalid x-mcp-header annotation");
                 return None;
             }
         }
@@ -119,7 +120,7 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers, hints });
     }
     let Some(public) = names.publish(&up.name, &key) else {
-        tracing::warn!(upstream = %up.name, name = %key, "dropped: prefixed name longer than 128 characters");
+        tracing::warn!(upstream = %up.name, name = %crate::telemetry::peer_name(&key), "dropped: prefixed name longer than 128 characters");
         return None;
     };
     let raw = if public == key {

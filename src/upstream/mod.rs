@@ -9,6 +9,7 @@ pub mod discover;
 pub mod forward;
 pub mod legacy;
 pub mod lists;
+pub mod queue;
 pub mod rounds;
 
 use std::sync::{Arc, RwLock};
@@ -63,6 +64,9 @@ pub struct Upstream {
     lists: [RwLock<Arc<ListTable>>; 4],
     /// Serializes refreshes of each list so a burst of misses costs one fetch.
     pub(crate) refresh_lock: [tokio::sync::Mutex<()>; 4],
+    /// Refreshes a lookup miss may cause, per table: a burst of 5, then 1 per second, so
+    /// clients asking for names that do not exist cannot make Sluice refetch lists at will.
+    pub(crate) miss_refresh: [governor::DefaultDirectRateLimiter; 4],
 }
 
 impl Upstream {
@@ -97,6 +101,11 @@ impl Upstream {
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            miss_refresh: std::array::from_fn(|_| {
+                let quota = governor::Quota::per_second(std::num::NonZeroU32::MIN)
+                    .allow_burst(std::num::NonZeroU32::new(5).unwrap_or(std::num::NonZeroU32::MIN));
+                governor::RateLimiter::direct(quota)
+            }),
         })
     }
 

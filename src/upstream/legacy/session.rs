@@ -13,7 +13,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method as McpMethod;
@@ -39,7 +38,7 @@ pub struct Session {
     pub caps: super::Bridged,
     next_id: AtomicU64,
     /// Messages from the GET stream for the call that leases the session.
-    inbox: tokio::sync::Mutex<mpsc::Receiver<String>>,
+    inbox: tokio::sync::Mutex<crate::upstream::queue::Receiver<String>>,
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
@@ -95,7 +94,9 @@ impl Session {
         let version = HeaderValue::from_str(version).map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
         let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
         client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
-        let (tx, rx) = mpsc::channel(256);
+        // Bounded by bytes: a parked call does not read it, and an upstream must not fill
+        // Sluice's memory on the GET stream meanwhile.
+        let (tx, rx) = crate::upstream::queue::bounded(256, client.max_event_bytes());
         let leased = Arc::new(AtomicBool::new(false));
         // The GET stream is opened before the session is used, so an ask the server sends there
         // right after the first call is not lost; a server slow to answer it is waited for only
@@ -194,7 +195,7 @@ async fn open_get_stream(
 /// The task that reads a session's GET stream.
 struct GetReader {
     session: SessionRef,
-    tx: mpsc::Sender<String>,
+    tx: crate::upstream::queue::Sender<String>,
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
 }
@@ -241,7 +242,10 @@ impl GetReader {
                     (self.on_list_changed)(&data);
                     true
                 }
-                _ if self.leased.load(Ordering::Acquire) => self.tx.send(data).await.is_ok(),
+                _ if self.leased.load(Ordering::Acquire) => {
+                    let size = data.len();
+                    self.tx.send(data, size).await.is_ok()
+                }
                 (Some(m), Some(id)) => {
                     tracing::warn!(upstream = %self.session.up.name, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
                     let refusal = Err((-32600, "no call is in progress on this session to route the request to"));
