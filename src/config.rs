@@ -1018,3 +1018,6 @@ mod roundtrip {
         assert_eq!(again.timeouts.connect, Duration::from_millis(7));
     }
 }
+
+#[cfg(test)]
+mod sections;
