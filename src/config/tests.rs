@@ -1,4 +1,5 @@
-//! Each section's rules, checked with their exact messages against the loader as it stands.
+//! The loader's tests: what a file or a flag is refused with (the exact message, with the file
+//! and the line), what each section defaults to, and that the printed config loads back.
 
 use std::time::Duration;
 
@@ -14,6 +15,60 @@ fn refused(text: &str) -> String {
 
 fn flags(over: Overrides) -> Result<Config, ConfigError> {
     Config::from_toml("", "sluice.toml", &over)
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_file_and_line() {
+    let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n").unwrap_err().0;
+    assert!(err.starts_with("sluice.toml:4:"), "{err}");
+    assert!(err.contains("max_bodybytes"), "{err}");
+}
+
+#[test]
+fn an_upstream_name_holding_the_separator_is_refused_with_its_line() {
+    let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap_err().0;
+    assert!(err.starts_with("sluice.toml:2:") && err.contains("separator"), "{err}");
+}
+
+#[test]
+fn defaults_listen_on_loopback_and_flags_add_upstreams() {
+    let over = Overrides { upstreams: vec!["a=http://127.0.0.1:9/mcp".into()], ..Default::default() };
+    let c = Config::from_toml("", "x", &over).unwrap();
+    assert!(c.listen.ip().is_loopback());
+    assert_eq!(c.upstreams[0].name, "a");
+    assert!(!c.prefixed());
+    assert_eq!(c.limits.max_body_bytes, 4 << 20);
+}
+
+#[test]
+fn secrets_are_redacted_when_printed() {
+    let c =
+        load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n").unwrap();
+    assert!(!c.redacted().contains("s3cret"));
+    assert!(!format!("{c:?}").contains("s3cret"));
+    let c = load("[[upstream]]\nname = \"a\"\nurl = \"http://user:pa55word@127.0.0.1:1/mcp?token=t0ken&x=1#f\"\n").unwrap();
+    let printed = c.redacted();
+    for secret in ["pa55word", "user:", "t0ken"] {
+        assert!(!printed.contains(secret) && !format!("{c:?}").contains(secret), "{secret} in {printed}");
+    }
+    assert!(printed.contains("http://redacted@127.0.0.1:1/mcp?token=redacted&x=redacted#f"), "{printed}");
+    Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
+    let e = load("[[upstream]]\nname = \"a\"\nurl = \"https://u:pa55word@h/mcp\"\n").unwrap_err().0;
+    assert!(!e.contains("pa55word"), "{e}");
+}
+
+#[test]
+fn the_printed_effective_config_loads_back_unchanged() {
+    let c = Config::from_toml(
+        "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n[timeouts]\nconnect_ms = 7\n",
+        "x",
+        &Overrides::default(),
+    )
+    .unwrap();
+    let printed = c.redacted();
+    let again = Config::from_toml(&printed, "printed", &Overrides::default()).unwrap();
+    assert_eq!(again.redacted(), printed);
+    assert_eq!(again.timeouts.connect, Duration::from_millis(7));
 }
 
 // === top-level keys and flags ===
