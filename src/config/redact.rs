@@ -23,29 +23,44 @@ pub fn redact_url(url: &str) -> String {
     let mut out = match head.split_once("://") {
         Some((scheme, rest)) => {
             let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-            match authority.rsplit_once('@') {
-                Some((_, host)) => format!("{scheme}://redacted@{host}{path}"),
-                None => head.to_owned(),
-            }
+            let authority = authority.rsplit_once('@').map_or(authority.to_owned(), |(_, host)| format!("redacted@{host}"));
+            format!("{scheme}://{authority}{}", redact_path_params(path))
         }
         None => head.to_owned(),
     };
     if let Some(q) = query {
+        // Every value goes, and a bare value (`?secret`) too.
         let pairs: Vec<String> = q
             .split('&')
             .map(|kv| match kv.split_once('=') {
                 Some((k, _)) => format!("{k}=redacted"),
-                None => kv.to_owned(),
+                None if kv.is_empty() => String::new(),
+                None => "redacted".to_owned(),
             })
             .collect();
         out.push('?');
         out.push_str(&pairs.join("&"));
     }
-    if let Some(f) = frag {
-        out.push('#');
-        out.push_str(f);
+    if frag.is_some() {
+        // A fragment can carry a token (`#access_token=…`): never printed.
+        out.push_str("#redacted");
     }
     out
+}
+
+/// Path segment parameters (`;jsessionid=…`) with their values redacted.
+fn redact_path_params(path: &str) -> String {
+    path.split('/')
+        .map(|seg| match seg.split_once(';') {
+            Some((name, params)) => {
+                let params: Vec<String> =
+                    params.split(';').map(|p| p.split_once('=').map_or("redacted".to_owned(), |(k, _)| format!("{k}=redacted"))).collect();
+                format!("{name};{}", params.join(";"))
+            }
+            None => seg.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Serializes a URL through [`redact_url`].

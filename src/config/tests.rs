@@ -51,7 +51,15 @@ fn secrets_are_redacted_when_printed() {
     for secret in ["pa55word", "user:", "t0ken"] {
         assert!(!printed.contains(secret) && !format!("{c:?}").contains(secret), "{secret} in {printed}");
     }
-    assert!(printed.contains("http://redacted@127.0.0.1:1/mcp?token=redacted&x=redacted#f"), "{printed}");
+    assert!(printed.contains("http://redacted@127.0.0.1:1/mcp?token=redacted&x=redacted#redacted"), "{printed}");
+    let odd = super::redact_url("http://h/a;jsessionid=j5e55/b?s3cret#access_token=t0k");
+    assert_eq!(odd, "http://h/a;jsessionid=redacted/b?redacted#redacted");
+    let auth = load("[auth]\nresource = \"https://u:pa55@gw/mcp?k=v\"\nauthorization_servers = [\"https://as/?c=s3\"]\n[[auth.api_keys]]\nsha256 = \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"\nprincipal = \"p\"\n").unwrap();
+    let printed = auth.redacted();
+    assert!(!printed.contains("pa55") && !printed.contains("s3") && !printed.contains("k=v"), "{printed}");
+    let empty =
+        load("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer \" }\n").unwrap_err().0;
+    assert!(empty.contains("header \"Authorization\" is empty"), "{empty}");
     Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
     let e = load("[[upstream]]\nname = \"a\"\nurl = \"https://u:pa55word@h/mcp\"\n").unwrap_err().0;
     assert!(!e.contains("pa55word"), "{e}");

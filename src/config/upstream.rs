@@ -149,6 +149,12 @@ impl UpstreamConfig {
             let shown = redact_url(&url);
             return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(u.url.span()))));
         }
+        if let Some((header, _)) = u.headers.iter().find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer")) {
+            return Err(ConfigError(format!(
+                "{}: upstream {name:?} header {header:?} is empty: an empty credential is not one; set it or remove it",
+                src.at(u.name.span())
+            )));
+        }
         let upstream = UpstreamConfig {
             name,
             url,
