@@ -171,8 +171,9 @@ fn truncate(s: &mut String, max: usize) {
         while !s.is_char_boundary(end) {
             end -= 1;
         }
-        s.truncate(end);
-        s.push('…');
+        // A new string: truncating in place would keep the whole allocation alive in the
+        // record (and in the channel behind a slow sink).
+        *s = format!("{}…", &s[..end]);
     }
 }
 

@@ -24,6 +24,9 @@ use crate::route::table::ListKind;
 use crate::upstream::client::{modern_headers, Answer};
 use crate::upstream::{discover, Upstream};
 
+/// The longest resource URI a listen may subscribe to: every upstream listen repeats the set.
+pub const MAX_URI: usize = 2048;
+
 /// A change a listener may care about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -230,13 +233,20 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
         let status = up.status();
         let mut pause = gw.cfg.timeouts.listen_retry;
         if status.healthy && !status.legacy {
-            tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
-                _ = gw.hub_changed() => {} // re-subscribe with the new URI set
-                supported = listen_once(&gw, &up) => {
-                    if !supported {
-                        // No listen stream here (e.g. -32601): ask again at the refresh pace only.
-                        pause = gw.cfg.timeouts.refresh;
+            let uris = wanted_by(&gw, &up);
+            let once = listen_once(&gw, &up, &uris);
+            tokio::pin!(once);
+            loop {
+                tokio::select! {
+                    _ = gw.shutdown.cancelled() => return,
+                    // Re-subscribe only when this upstream's own URI set changed.
+                    _ = gw.hub_changed() => if wanted_by(&gw, &up) != uris { break },
+                    supported = &mut once => {
+                        if !supported {
+                            // No listen stream here (e.g. -32601): ask again at the refresh pace only.
+                            pause = gw.cfg.timeouts.refresh;
+                        }
+                        break;
                     }
                 }
             }
@@ -249,20 +259,23 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
 }
 
 /// Holds one upstream listen stream; `false` when the upstream does not offer one.
-async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
+/// The URIs `up` is to be told of: only for principals that may reach it, and only what it
+/// serves (a URI no upstream lists or matches goes to every upstream such a principal may reach).
+fn wanted_by(gw: &Gateway, up: &Upstream) -> Vec<String> {
+    let lists = |o: &Upstream, u: &str| {
+        o.list(ListKind::Resources).by_key(u).is_some()
+            || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
+    };
+    gw.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))))
+}
+
+async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> bool {
     let mut filter = Map::new();
     for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
         if up.serves(cap) {
             filter.insert(key.into(), true.into());
         }
     }
-    // Only for principals that may reach this upstream, and only what it serves (a URI no
-    // upstream lists or matches goes to every upstream such a principal may reach).
-    let lists = |o: &Upstream, u: &str| {
-        o.list(ListKind::Resources).by_key(u).is_some()
-            || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
-    };
-    let uris = gw.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))));
     if up.serves("resources") && !uris.is_empty() {
         filter.insert("resourceSubscriptions".into(), json!(uris));
     }
@@ -333,7 +346,11 @@ impl Filter {
             }
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|u| u.as_str().map(str::to_owned).ok_or("resourceSubscriptions must hold strings"))
+                .map(|u| match u.as_str() {
+                    Some(u) if u.len() > MAX_URI => Err("a resourceSubscriptions URI is longer than 2048 bytes"),
+                    Some(u) => Ok(u.to_owned()),
+                    None => Err("resourceSubscriptions must hold strings"),
+                })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err("resourceSubscriptions must be an array of URIs".into()),
         };

@@ -176,6 +176,11 @@ impl Live {
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
     pub async fn drive(&mut self, gw: &Gateway, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
         let gather = gw.cfg.bridge.gather;
+        // While Sluice waits on the upstream (not on the client), each message is due within
+        // timeouts.response_ms: keep-alives and trickled bytes bring none.
+        let response = gw.cfg.timeouts.response;
+        let deadline = tokio::time::sleep(response);
+        tokio::pin!(deadline);
         loop {
             let wait = if self.asks.is_empty() { None } else { Some(gather) };
             // Biased: a client that went away wins; then a message (an ask among them) that is
@@ -193,7 +198,12 @@ impl Live {
                     None => { self.get_open = false; continue; }
                 },
                 _ = sleep_opt(wait) => return Outcome::Asks,
+                _ = &mut deadline => {
+                    let up = self.lease.session.up.name.clone();
+                    return Outcome::Failed(UpstreamError::Timeout(up, response.as_millis() as u64));
+                }
             };
+            deadline.as_mut().reset(tokio::time::Instant::now() + response);
             if let Some(out) = self.handle(gw, events, supplied, &msg).await {
                 return out;
             }

@@ -202,6 +202,10 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         }
         Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
             if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+                if uri.len() > crate::listen::MAX_URI {
+                    let e = format!("the uri is longer than {} bytes; subscribe to a shorter one", crate::listen::MAX_URI);
+                    return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e, None));
+                }
                 if method == Method::ResourcesUnsubscribe {
                     s.unsubscribe(uri);
                 } else if let Err(e) = s.subscribe(uri) {
