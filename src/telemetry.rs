@@ -4,10 +4,10 @@
 //! ignored, which tests rely on).
 
 /// A name a peer chose (a tool name, a URI), as a log line may show it: escaped (no control
-/// character can forge a line), at most 64 characters, and never a query string.
+/// character can forge a line), at most 200 characters, and never a query string.
 pub fn peer_name(s: &str) -> String {
     let s = s.split(['?', '#']).next().unwrap_or("");
-    let mut short: String = s.chars().take(64).collect();
+    let mut short: String = s.chars().take(200).collect();
     if short.len() < s.len() {
         short.push('…');
     }
