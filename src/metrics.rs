@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::audit::Record;
+use crate::audit::record::Record;
 use crate::mcp::method::Method;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -46,7 +46,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         .keep_alive_timeout(gw.cfg.timeouts.header_read);
     let connections = Arc::new(tokio::sync::Semaphore::new(gw.cfg.limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let background = gw.spawn_background();
+    let background = crate::background::spawn(&gw);
     tokio::pin!(shutdown);
     loop {
         let (stream, _peer) = tokio::select! {

@@ -81,7 +81,7 @@ async fn mcp(gw: &Arc<Gateway>, parts: http::request::Parts, body: hyper::body::
             Reply::Sse(body)
         }
         reply => {
-            guard.finish(&reply);
+            guard.finish(reply.status(), reply.json_body());
             reply
         }
     }

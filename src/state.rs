@@ -217,9 +217,9 @@ pub fn parse_key(spec: &str) -> Result<Key, String> {
 }
 
 /// The key ring from config and the environment; a random key (with a warning) when none.
-pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
-    let mut keys = cfg.keys.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
-    if let Some(var) = &cfg.key_env {
+pub fn keys_from(configured: &[String], key_env: Option<&str>) -> Result<Keys, String> {
+    let mut keys = configured.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(var) = key_env {
         // A configured source that yields no key must not fall back to a random one.
         let v = std::env::var(var)
             .map_err(|_| format!("state.key_env names the environment variable {var}, which is not set; set it (ID:BASE64, comma-separated) or remove key_env"))?;

@@ -14,11 +14,20 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::asks::{self, Ask};
-use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::{Answer, UpstreamError};
 use crate::upstream::legacy::Lease;
+
+/// What a live exchange uses of the gateway: the upstream client, the governor and the config.
+pub struct Env<'a> {
+    /// The pooled upstream client.
+    pub client: &'a crate::upstream::client::HttpClient,
+    /// Policy and budgets.
+    pub governor: &'a crate::policy::Governor,
+    /// The config (bridge timings, limits).
+    pub cfg: &'a crate::config::Config,
+}
 
 /// What the client-facing side receives from a round.
 pub enum Event {
@@ -108,7 +117,7 @@ impl Drop for Live {
 
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
-    pub fn start(gw: &Gateway, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
+    pub fn start(gw: &Env<'_>, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
@@ -157,7 +166,7 @@ impl Live {
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
     /// cancellation) and marks nothing else: dropping the exchange frees the session.
-    pub async fn cancel(&mut self, gw: &Gateway, reason: &str) {
+    pub async fn cancel(&mut self, gw: &Env<'_>, reason: &str) {
         if !self.finished {
             self.lease.session.cancel(&gw.client, self.upstream_id, reason).await;
             self.finished = true;
@@ -168,13 +177,13 @@ impl Live {
     }
 
     /// Sends the same call again on a new session (after the old one answered 404).
-    pub fn restart(self, gw: &Gateway, lease: Lease) -> Live {
+    pub fn restart(self, gw: &Env<'_>, lease: Lease) -> Live {
         let rebuild = self.rebuild.clone();
         Live::start(gw, lease, move |id| rebuild(id), self.info.clone())
     }
 
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
-    pub async fn drive(&mut self, gw: &Gateway, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
+    pub async fn drive(&mut self, gw: &Env<'_>, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
         let gather = gw.cfg.bridge.gather;
         // While Sluice waits on the upstream (not on the client), each message is due within
         // timeouts.response_ms: keep-alives and trickled bytes bring none.
@@ -212,7 +221,7 @@ impl Live {
 
     async fn handle(
         &mut self,
-        gw: &Gateway,
+        gw: &Env<'_>,
         events: &mpsc::Sender<Event>,
         supplied: &mut Map<String, Value>,
         data: &str,
@@ -251,7 +260,7 @@ impl Live {
                 }
                 let mut ask = ask;
                 let raw = msg.params.as_ref().map(|p| p.get());
-                match crate::policy::ask::judge(gw, &self.info.ctx, &ask.method, raw, &mut ask.params) {
+                match crate::policy::ask::judge(&gw.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
                     crate::policy::ask::AskVerdict::Allow => {}
                     crate::policy::ask::AskVerdict::Malformed(why) => {
                         // The upstream's mistake: that ask fails, its call goes on.
@@ -304,8 +313,7 @@ impl Live {
             }
             (Some(Method::LogMessage), None) => {
                 let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                let rank =
-                    level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::upstream::forward::level_rank);
+                let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
                 if let (Some(want), Some(r)) = (self.info.log_level, rank) {
                     if r >= want {
                         let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;

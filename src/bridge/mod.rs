@@ -11,8 +11,11 @@
 pub mod asks;
 pub mod exchange;
 pub mod park;
+pub mod shared;
 
-use std::sync::{Arc, Weak};
+pub use shared::Bridge;
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -20,118 +23,31 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
-use crate::dispatch::Target;
+use crate::ctx::RequestCtx;
+use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
-use crate::listen::Change;
 use crate::mcp::jsonrpc::{self, Envelope, Incoming};
 use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
-use crate::state::{self, Keys, Sealed, StateError};
+use crate::state::{self, Sealed, StateError};
 use crate::upstream::client::{final_message, UpstreamError};
-use crate::upstream::legacy::{self, session::ListChanged, Pool};
-use crate::upstream::{Discovered, Status, Upstream};
+use crate::upstream::legacy;
+use crate::upstream::Upstream;
 use crate::validate::Meta;
 use exchange::{CallInfo, Event, Live, Outcome};
 use park::{ParkTable, Parked};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
-const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
-/// Bridge A's shared state.
-pub struct Bridge {
-    /// Legacy sessions.
-    pub pool: Arc<Pool>,
-    /// Parked exchanges.
-    pub parked: ParkTable,
-    /// Sealing keys.
-    pub keys: Keys,
-}
-
-impl Bridge {
-    /// Builds the bridge from config.
-    pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient, keys: Keys) -> Bridge {
-        Bridge { pool: Pool::new(client, &cfg.bridge, INTERNAL), parked: ParkTable::new(cfg.bridge.max_parked), keys }
-    }
+/// What a live exchange uses of the gateway.
+fn deps(gw: &Gateway) -> exchange::Env<'_> {
+    exchange::Env { client: &gw.client, governor: &gw.governor, cfg: &gw.cfg }
 }
 
 fn state_error(e: StateError) -> GatewayError {
     GatewayError::InvalidParams(e.to_string(), Some(json!({"reason": e.reason()})))
-}
-
-/// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
-pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
-    let weak: Weak<Gateway> = Arc::downgrade(gw);
-    let up = up.clone();
-    Arc::new(move |data: &str| {
-        let Some(gw) = weak.upgrade() else { return };
-        let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
-            return;
-        };
-        let up = up.clone();
-        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else { return };
-        tokio::spawn(async move {
-            for k in change.kinds() {
-                gw.invalidate(&up, *k).await;
-            }
-            gw.hub.publish(&up.name, change);
-        });
-    })
-}
-
-/// Probes a handshake-era upstream with `initialize` on Sluice's own session.
-pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
-        Ok(lease) => {
-            // Sluice's own sessions serve no call: asks on their GET stream are refused there.
-            lease.session.set_leased(false);
-            let init = &lease.session.init;
-            let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
-            caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
-            let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
-            let discovered = Discovered {
-                capabilities: caps,
-                instructions: init.get("instructions").and_then(Value::as_str).map(str::to_owned),
-                ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
-                public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
-            };
-            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: true };
-            up.set_status(s.clone());
-            s
-        }
-        Err(e) => {
-            let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
-            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), legacy: true };
-            up.set_status(s.clone());
-            s
-        }
-    }
-}
-
-/// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
-pub async fn internal_call(
-    gw: &Arc<Gateway>,
-    up: &Arc<Upstream>,
-    method: &Method,
-    extra: Map<String, Value>,
-) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease =
-        gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
-    lease.session.set_leased(false); // no call: asks on its GET stream are refused there
-    let id = lease.session.next_id();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
-    let answer =
-        lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
-    let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&bytes)
-        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
-    match (msg.result, msg.error) {
-        (Some(r), _) => Ok(r),
-        (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
-        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
-    }
 }
 
 /// The legacy request for a modern one: the upstream's own name, no modern `_meta` keys (the
@@ -151,7 +67,8 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
 }
 
 /// Serves a routed request on a legacy upstream.
-pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, principal: &Principal) -> Result<Reply, GatewayError> {
+pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+    let (env, meta, principal) = (&ctx.env, &ctx.meta, ctx.principal);
     let member = env.method.name_member();
     let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
     let info = CallInfo {
@@ -192,7 +109,7 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             // upstream's call cancelled, so a server cannot loop on the user's model.
             if sealed.round >= limits.max_rounds {
                 if let Some(mut l) = gw.bridge.parked.take(&handle).and_then(|p| p.live) {
-                    l.cancel(gw, "the request reached the gateway's round cap").await;
+                    l.cancel(&deps(gw), "the request reached the gateway's round cap").await;
                 }
                 return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(limits.max_rounds)));
             }
@@ -205,14 +122,14 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             let parked = gw.bridge.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let live = match parked.live {
                 Some(live) => live,
-                None => start(gw, env, meta, &t, principal, info).await?,
+                None => start(gw, env, meta, t, principal, info).await?,
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
             crate::audit::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
         }
         None => {
-            let live = start(gw, env, meta, &t, principal, info).await?;
+            let live = start(gw, env, meta, t, principal, info).await?;
             crate::audit::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
         }
     }
@@ -228,7 +145,7 @@ async fn start(
     info: CallInfo,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up)).await?;
+    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
         let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
@@ -237,7 +154,7 @@ async fn start(
         }
     }
     let (env, t) = (env.clone(), t.clone());
-    Ok(Live::start(gw, lease, move |id| legacy_body(&env, &t, id), info))
+    Ok(Live::start(&deps(gw), lease, move |id| legacy_body(&env, &t, id), info))
 }
 
 type Answered = Vec<(String, String)>;
@@ -307,7 +224,7 @@ async fn resume(
             for a in asked.iter().filter(|a| a.approval.is_some()) {
                 live.lease.session.reply(&gw.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
             }
-            live.cancel(&gw, "the user declined the approval").await;
+            live.cancel(&deps(&gw), "the user declined the approval").await;
             let _ = tx.send(Event::Reply(Reply::refusal(&id, &crate::policy::Refusal::Declined { rule }))).await;
             return;
         }
@@ -323,14 +240,14 @@ async fn resume(
 }
 
 async fn run(gw: Arc<Gateway>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, up: Arc<Upstream>) {
-    let mut outcome = live.drive(&gw, &tx, &mut supplied).await;
+    let mut outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
     // A new session on 404, once, when nothing of the call has reached the client yet.
     if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_))) && live.round == 0 && live.asks.is_empty() {
         let caps = legacy::legacy_capabilities(&live.info.caps);
         let principal = live.info.principal.clone();
-        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, list_changed_hook(&gw, &up)).await {
-            live = live.restart(&gw, lease);
-            outcome = live.drive(&gw, &tx, &mut supplied).await;
+        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, crate::catalog::legacy::list_changed_hook(&gw, &up)).await {
+            live = live.restart(&deps(&gw), lease);
+            outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
         }
     }
     conclude(&gw, live, outcome, &tx, &id, &up).await
@@ -363,7 +280,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             Event::Final(s, b)
         }
         Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
-            live.cancel(gw, "approval needs elicitation, which the client did not declare").await;
+            live.cancel(&deps(gw), "approval needs elicitation, which the client did not declare").await;
             let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
             Event::Final(
                 StatusCode::BAD_REQUEST,
@@ -372,11 +289,11 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
         }
         Outcome::Asks => park(gw, live, false, id, up),
         Outcome::Refused(r) => {
-            live.cancel(gw, "refused by the gateway").await;
+            live.cancel(&deps(gw), "refused by the gateway").await;
             Event::Reply(Reply::refusal(id, &r))
         }
         Outcome::MissingCapability(needed) => {
-            live.cancel(gw, "the client lacks a capability the request needs").await;
+            live.cancel(&deps(gw), "the client lacks a capability the request needs").await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
             Event::Final(
                 StatusCode::BAD_REQUEST,
@@ -384,7 +301,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             )
         }
         Outcome::BadAnswer(why) => {
-            live.cancel(gw, "malformed input response").await;
+            live.cancel(&deps(gw), "malformed input response").await;
             error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
         }
         Outcome::Failed(e) => {
@@ -394,7 +311,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             error(e.classify().0, &e)
         }
         Outcome::ClientGone => {
-            live.cancel(gw, "the client disconnected").await;
+            live.cancel(&deps(gw), "the client disconnected").await;
             return;
         }
     };
@@ -428,7 +345,7 @@ fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<Result<Vec<
         if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
             return Some(Err(Outcome::MissingCapability(needed)));
         }
-        match crate::policy::ask::judge(gw, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
+        match crate::policy::ask::judge(&gw.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
@@ -502,7 +419,7 @@ fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Ups
         let gw2 = gw.clone();
         tokio::spawn(async move {
             if let Some(mut l) = back.live {
-                l.cancel(&gw2, "too many parked exchanges").await;
+                l.cancel(&deps(&gw2), "too many parked exchanges").await;
             }
         });
         return Event::Reply(Reply::refusal(id, &refusal));
@@ -553,7 +470,7 @@ pub async fn sweep_parked(gw: Arc<Gateway>) {
         for p in gw.bridge.parked.expired(std::time::Instant::now()) {
             if let Some(mut l) = p.live {
                 let gw = gw.clone();
-                tokio::spawn(async move { l.cancel(&gw, "the client did not answer in time").await });
+                tokio::spawn(async move { l.cancel(&deps(&gw), "the client did not answer in time").await });
             }
         }
     }
@@ -574,7 +491,7 @@ pub async fn sweep_sessions(gw: Arc<Gateway>) {
 pub async fn shutdown(gw: &Arc<Gateway>) {
     for p in gw.bridge.parked.drain() {
         if let Some(mut live) = p.live {
-            live.cancel(gw, "the gateway is shutting down").await;
+            live.cancel(&deps(gw), "the gateway is shutting down").await;
         }
     }
     gw.bridge.pool.sweep(true).await;

@@ -306,7 +306,7 @@ async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal
             Ok(e) => e,
             Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
         };
-        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
+        let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
         return match messages(reply, &tx).await {
             Ok(msg) => Reply::Json(StatusCode::OK, legacy_final(&msg, &id)),
             Err(r) => r,
@@ -356,7 +356,7 @@ async fn rounds(
             Ok(e) => e,
             Err(e) => return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None),
         };
-        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
+        let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
         let msg = match messages(reply, tx).await {
             Ok(m) => m,
             Err(r) => {

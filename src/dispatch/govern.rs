@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::route::Target;
+use super::target::Target;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;

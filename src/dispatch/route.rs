@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
+pub use super::target::Target;
 use crate::auth::Principal;
+use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
@@ -18,23 +19,8 @@ use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::route::uri;
-use crate::route::xheader::ParamHeader;
 use crate::upstream::forward::{forward as send, Call, MakeSeal};
 use crate::upstream::Upstream;
-use crate::validate::Meta;
-
-/// Where a routed request goes.
-#[derive(Clone)]
-pub struct Target {
-    /// The upstream.
-    pub up: Arc<Upstream>,
-    /// The upstream's own name (tools, prompts) or the URI (resources).
-    pub own: String,
-    /// Whether the body must be rewritten (the public name differs from `own`).
-    pub renamed: bool,
-    /// `x-mcp-header` annotations of the tool.
-    pub headers: Vec<ParamHeader>,
-}
 
 fn unknown(kind: &str, name: &str) -> GatewayError {
     GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
@@ -152,30 +138,17 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
 }
 
 /// Forwards a routed request with the upstream's own name.
-pub async fn forward(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    meta: &Meta,
-    t: Target,
-    headers: &HeaderMap,
-    principal: &crate::auth::Principal,
-) -> Result<Reply, GatewayError> {
-    // Policy first: a denied or not-yet-approved tool call never reaches the upstream.
-    let approved = match super::govern::gate(gw, env, meta, &t, principal)? {
-        super::govern::Gate::Go => None,
-        super::govern::Gate::Approved(fresh) => Some(fresh),
-        super::govern::Gate::Answer(reply) => return Ok(reply),
-    };
-    let env = approved.as_ref().unwrap_or(env);
+pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+    let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
     if t.up.status().legacy {
-        return crate::bridge::call(gw, env, meta, t, principal).await;
+        return crate::bridge::call(gw, ctx, t).await;
     }
-    let retry = match super::govern::modern_retry(gw, env, &t, principal)? {
+    let retry = match super::govern::modern_retry(gw, env, t, principal)? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
     };
     let elicitation = meta.capabilities.contains_key("elicitation");
-    let make_seal = || super::govern::next_seal(gw, env, &t, principal, retry.round, elicitation);
+    let make_seal = || super::govern::next_seal(gw, env, t, principal, retry.round, elicitation);
     let sealable = env.method.may_ask();
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();

@@ -24,6 +24,11 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// Notification `_meta` key naming the listen request a notification belongs to.
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+/// Numeric severity of a log level name.
+pub fn level_rank(level: &str) -> Option<u8> {
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
+}
+
 /// `text` without whitespace outside strings; every token keeps its bytes. Upstream JSON is
 /// relayed through it so each body Sluice writes is one compact object and each SSE frame one
 /// `data:` line, however the upstream formatted its own. Strings are skipped with `memchr`, so

@@ -43,11 +43,6 @@ pub struct Call {
     pub seal: Option<super::rounds::RoundSeal>,
 }
 
-/// Numeric severity of a log level name.
-pub fn level_rank(level: &str) -> Option<u8> {
-    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
-}
-
 enum Msg {
     Final(Reply),
     Relay(Bytes),
@@ -162,7 +157,7 @@ fn reply_for(
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
             let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
-            match super::rounds::wrap(gw, &seal, &m) {
+            match super::rounds::wrap(&gw.bridge.keys, &gw.governor, &seal, &m) {
                 Ok(result) => match serde_json::from_str::<RawObject<'_>>(&result) {
                     Ok(m) => json(result_reply(id, method, &m, info)),
                     Err(_) => json(unexpected_result(id, &up.name)),
@@ -199,7 +194,7 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
                 return Msg::Skip;
             };
             let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(level_rank);
+            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
             if rank.is_some_and(|r| r >= want) {
                 Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
             } else {

@@ -37,7 +37,7 @@ pub async fn fetch(
             extra.insert("cursor".into(), c);
         }
         let result = if legacy {
-            crate::bridge::internal_call(gw, up, &kind.method(), extra).await?
+            crate::catalog::legacy::internal_call(gw, up, &kind.method(), extra).await?
         } else {
             discover::call(&gw.client, up, &kind.method(), extra).await?
         };
