@@ -244,65 +244,7 @@ impl Live {
         match (msg.method.as_ref(), msg.id.as_ref()) {
             (Some(Method::Ping), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
             (Some(m), Some(id)) if m.is_ask() => {
-                let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
-                if self.asks.len() >= limit {
-                    // A round is bounded before anything of the ask is read.
-                    session.reply(&gw.client, id.get(), Err((-1, "too many requests at once (gateway limit)"))).await;
-                    return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
-                }
-                let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
-                let ask = asks::ask(id.get(), m, msg.params.as_ref().map(|p| p.get()), &taken);
-                if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
-                    session
-                        .reply(&gw.client, id.get(), Err((-32601, "the client did not declare the capability this request needs")))
-                        .await;
-                    return Some(Outcome::MissingCapability(needed));
-                }
-                let mut ask = ask;
-                let raw = msg.params.as_ref().map(|p| p.get());
-                match crate::policy::ask::judge(&gw.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
-                    crate::policy::ask::AskVerdict::Allow => {}
-                    crate::policy::ask::AskVerdict::Malformed(why) => {
-                        // The upstream's mistake: that ask fails, its call goes on.
-                        tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
-                        session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
-                        return None;
-                    }
-                    crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
-                    crate::policy::ask::AskVerdict::Deny(_) => {
-                        // This ask only: the upstream hears "rejected" and its call goes on.
-                        match ask.method {
-                            Method::ElicitationCreate => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
-                            _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
-                        }
-                        return None;
-                    }
-                    crate::policy::ask::AskVerdict::Refuse(r) => {
-                        session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
-                        return Some(Outcome::Refused(r));
-                    }
-                }
-                // An ask that needs approval is never answered by a pre-supplied response.
-                if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
-                    // The same size bound as an answer to a round.
-                    let max = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
-                    let size = answer.to_string().len();
-                    if size > max {
-                        session.reply(&gw.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
-                        return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
-                            "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
-                            ask.key
-                        ))));
-                    }
-                    return match asks::validate(&ask.method, &answer) {
-                        Ok(result) => {
-                            session.reply(&gw.client, &ask.id, Ok(&result)).await;
-                            None
-                        }
-                        Err(why) => Some(Outcome::BadAnswer(why)),
-                    };
-                }
-                self.asks.push(ask);
+                return self.on_ask(gw, supplied, m, id.get(), msg.params.as_deref().map(|p| p.get())).await
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %session.up.name, method = m.known().unwrap_or("other"), "upstream sent a request Sluice does not bridge; refused");
@@ -322,6 +264,77 @@ impl Live {
             }
             _ => {}
         }
+        None
+    }
+
+    /// One ask of the upstream: bounded per round, checked against the client's capabilities,
+    /// judged by policy and budgets, answered from a pre-supplied response, or kept for the round.
+    async fn on_ask(
+        &mut self,
+        gw: &Env<'_>,
+        supplied: &mut Map<String, Value>,
+        m: &Method,
+        id: &str,
+        params: Option<&str>,
+    ) -> Option<Outcome> {
+        let session = self.lease.session.clone();
+        let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
+        if self.asks.len() >= limit {
+            // A round is bounded before anything of the ask is read.
+            session.reply(&gw.client, id, Err((-1, "too many requests at once (gateway limit)"))).await;
+            return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
+        }
+        let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
+        let ask = asks::ask(id, m, params, &taken);
+        if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
+            session.reply(&gw.client, id, Err((-32601, "the client did not declare the capability this request needs"))).await;
+            return Some(Outcome::MissingCapability(needed));
+        }
+        let mut ask = ask;
+        let raw = params;
+        match crate::policy::ask::judge(&gw.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
+            crate::policy::ask::AskVerdict::Allow => {}
+            crate::policy::ask::AskVerdict::Malformed(why) => {
+                // The upstream's mistake: that ask fails, its call goes on.
+                tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
+                session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
+                return None;
+            }
+            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
+            crate::policy::ask::AskVerdict::Deny(_) => {
+                // This ask only: the upstream hears "rejected" and its call goes on.
+                match ask.method {
+                    Method::ElicitationCreate => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
+                    _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
+                }
+                return None;
+            }
+            crate::policy::ask::AskVerdict::Refuse(r) => {
+                session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
+                return Some(Outcome::Refused(r));
+            }
+        }
+        // An ask that needs approval is never answered by a pre-supplied response.
+        if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
+            // The same size bound as an answer to a round.
+            let max = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
+            let size = answer.to_string().len();
+            if size > max {
+                session.reply(&gw.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
+                return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
+                    "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
+                    ask.key
+                ))));
+            }
+            return match asks::validate(&ask.method, &answer) {
+                Ok(result) => {
+                    session.reply(&gw.client, &ask.id, Ok(&result)).await;
+                    None
+                }
+                Err(why) => Some(Outcome::BadAnswer(why)),
+            };
+        }
+        self.asks.push(ask);
         None
     }
 }

@@ -11,9 +11,13 @@
 pub mod asks;
 pub mod exchange;
 pub mod park;
+mod round;
 pub mod shared;
+mod sweep;
 
+use round::{park, url_elicitations};
 pub use shared::Bridge;
+pub use sweep::{shutdown, sweep_parked, sweep_sessions};
 
 use std::sync::Arc;
 
@@ -27,7 +31,7 @@ use crate::ctx::RequestCtx;
 use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
-use crate::mcp::jsonrpc::{self, Envelope, Incoming};
+use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
@@ -37,9 +41,7 @@ use crate::upstream::legacy;
 use crate::upstream::Upstream;
 use crate::validate::Meta;
 use exchange::{CallInfo, Event, Live, Outcome};
-use park::{ParkTable, Parked};
-
-/// The principal of Sluice's own sessions (lists, probes); never a client's.
+use park::Parked;
 
 /// What a live exchange uses of the gateway.
 fn deps(gw: &Gateway) -> exchange::Env<'_> {
@@ -318,117 +320,6 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
     let _ = tx.send(event).await;
 }
 
-/// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
-/// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
-/// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
-/// -32042 answer.
-fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
-    let msg: Incoming = serde_json::from_str(data).ok()?;
-    let err = msg.error.filter(|e| e.code == -32042)?;
-    let up = &live.lease.session.up.name;
-    let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));
-    let Some(list) = err.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
-        return Some(Err(protocol("a -32042 answer without data.elicitations")));
-    };
-    let limit = gw.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
-    if list.len() > limit {
-        return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit))));
-    }
-    let mut out: Vec<asks::Ask> = Vec::with_capacity(list.len());
-    for (i, e) in list.iter().enumerate() {
-        let Some(obj) = e.as_object() else { return Some(Err(protocol("a -32042 elicitation that is not an object"))) };
-        let mut params = obj.clone();
-        params.insert("mode".into(), "url".into());
-        let raw = Value::Object(params).to_string();
-        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
-        let mut ask = asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&raw), &taken);
-        if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
-            return Some(Err(Outcome::MissingCapability(needed)));
-        }
-        match crate::policy::ask::judge(&gw.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
-            crate::policy::ask::AskVerdict::Allow => {}
-            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
-            crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
-            crate::policy::ask::AskVerdict::Deny(r) | crate::policy::ask::AskVerdict::Refuse(r) => {
-                return Some(Err(Outcome::Refused(r)));
-            }
-        }
-        out.push(ask);
-    }
-    if out.is_empty() {
-        return Some(Err(protocol("a -32042 answer with no elicitation")));
-    }
-    Some(Ok(out))
-}
-
-fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
-    let asks = std::mem::take(&mut live.asks);
-    let round = live.round + 1;
-    let handle = ParkTable::handle();
-    let park_for = gw.cfg.bridge.park;
-    let sealed = Sealed {
-        principal: live.info.principal.clone(),
-        method: live.info.method.to_string(),
-        name: live.info.name.clone(),
-        digest: live.info.digest.clone(),
-        upstream: up.name.clone(),
-        round,
-        expires_ms: state::now_ms() + park_for.as_millis() as u64,
-        owner: gw.cfg.state.replica.clone(),
-        handle: Some(handle.clone()),
-        kind: None,
-        extra: None,
-        declined: Vec::new(),
-        pending: None,
-    };
-    let token = gw.bridge.keys.seal(&sealed);
-    // An approval round comes first when a rule wants one for any of these asks.
-    let approving = asks.iter().any(|a| a.approval.is_some());
-    let requests = match asks.iter().find(|a| a.approval.is_some()) {
-        Some(a) => {
-            let shape = crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string())).unwrap_or_default();
-            let msg = crate::policy::approval::for_ask(
-                &up.name,
-                live.info.ctx.tool.as_deref(),
-                &a.method,
-                &shape,
-                a.approval.as_deref().unwrap_or(""),
-            );
-            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
-        }
-        None => asks::input_requests(&asks),
-    };
-    let info = live.info.clone();
-    let limits = gw.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
-    let over = if gw.bridge.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
-        Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
-    } else {
-        None
-    };
-    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
-    let refused = match over {
-        Some(r) => Some((r, Box::new(parked))),
-        None => gw
-            .bridge
-            .parked
-            .insert(handle, parked, std::time::Instant::now() + park_for)
-            .err()
-            .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
-    };
-    if let Some((refusal, back)) = refused {
-        let gw2 = gw.clone();
-        tokio::spawn(async move {
-            if let Some(mut l) = back.live {
-                l.cancel(&deps(&gw2), "too many parked exchanges").await;
-            }
-        });
-        return Event::Reply(Reply::refusal(id, &refusal));
-    }
-    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
-        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
-    Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
-}
-
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
 /// when a notification comes first.
 async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
@@ -455,44 +346,4 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> 
             Reply::Sse(srx.into())
         }
     }
-}
-
-/// Cancels upstream every parked exchange whose client did not retry within `bridge.park_ms`,
-/// until shutdown: one task for the whole table, ticking at an eighth of the park time (5 ms to
-/// 250 ms), so an exchange costs no timer task of its own.
-pub async fn sweep_parked(gw: Arc<Gateway>) {
-    let every = (gw.cfg.bridge.park / 8).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_millis(250));
-    loop {
-        tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        for p in gw.bridge.parked.expired(std::time::Instant::now()) {
-            if let Some(mut l) = p.live {
-                let gw = gw.clone();
-                tokio::spawn(async move { l.cancel(&deps(&gw), "the client did not answer in time").await });
-            }
-        }
-    }
-}
-
-/// Ends legacy sessions idle past `bridge.session_idle_ms`, until shutdown.
-pub async fn sweep_sessions(gw: Arc<Gateway>) {
-    let every = (gw.cfg.bridge.session_idle / 2).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => gw.bridge.pool.sweep(false).await,
-        }
-    }
-}
-
-/// At shutdown: cancels every parked exchange upstream and ends every idle legacy session.
-pub async fn shutdown(gw: &Arc<Gateway>) {
-    for p in gw.bridge.parked.drain() {
-        if let Some(mut live) = p.live {
-            live.cancel(&deps(gw), "the gateway is shutting down").await;
-        }
-    }
-    gw.bridge.pool.sweep(true).await;
 }

@@ -6,8 +6,10 @@
 
 pub mod headers;
 pub mod jsonrpc;
+pub mod message;
 pub mod method;
 pub mod number;
+pub mod raw;
 pub mod sse;
 pub mod version;
 
