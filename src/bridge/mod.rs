@@ -104,7 +104,8 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
                 .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
                 .and_then(|s| if s.upstream == t.up.name { Ok(s) } else { Err(StateError::RequestChanged) })
                 .map_err(state_error)?;
-            let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
+            let handle =
+                sealed.handle.clone().filter(|_| sealed.kind == state::Kind::Bridge).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
             let limits = gw.governor.budgets.limits(&t.up.name, &principal.groups).clone();
             // The round cap: the retry that answers the last allowed round is refused and the

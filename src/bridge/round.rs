@@ -13,13 +13,13 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::exchange::{Event, Live, Outcome};
-use super::park::{ParkTable, Parked};
+use super::park::Parked;
 use super::{asks, deps};
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::method::Method;
 use crate::respond::Reply;
-use crate::state::{self, Sealed};
+use crate::state::{self, Bound, Kind, Sealed};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::Upstream;
 
@@ -69,23 +69,17 @@ pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<
 pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
     let asks = std::mem::take(&mut live.asks);
     let round = live.round + 1;
-    let handle = ParkTable::handle();
     let park_for = gw.cfg.bridge.park;
-    let sealed = Sealed {
+    let bound = Bound {
         principal: live.info.principal.clone(),
         method: live.info.method.to_string(),
         name: live.info.name.clone(),
         digest: live.info.digest.clone(),
         upstream: up.name.clone(),
-        round,
-        expires_ms: state::now_ms() + park_for.as_millis() as u64,
-        owner: gw.cfg.state.replica.clone(),
-        handle: Some(handle.clone()),
-        kind: None,
-        extra: None,
-        declined: Vec::new(),
-        pending: None,
     };
+    let sealed = Sealed::issue(Kind::Bridge, bound, round, state::now_ms() + park_for.as_millis() as u64, &gw.cfg.state.replica);
+    // The park handle is the state's nonce: taking the exchange once is its single use.
+    let handle = sealed.handle.clone().unwrap_or_default();
     let token = gw.bridge.keys.seal(&sealed);
     // An approval round comes first when a rule wants one for any of these asks.
     let approving = asks.iter().any(|a| a.approval.is_some());

@@ -215,7 +215,7 @@ async fn ask_client(
             && params.get("mode").and_then(Value::as_str) == Some("url")
             && params.get("elicitationId").is_none()
         {
-            params["elicitationId"] = format!("sluice-{}", crate::bridge::park::ParkTable::handle()).into();
+            params["elicitationId"] = format!("sluice-{}", crate::state::nonce()).into();
         }
         let rid = s.next_request_id();
         let rid_json = format!("\"sluice-{rid}\"");

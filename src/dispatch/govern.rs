@@ -18,7 +18,7 @@ use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
 use crate::respond::Reply;
 use crate::route::table::ListKind;
-use crate::state::{self, Sealed, StateError};
+use crate::state::{self, Bound, Kind, Sealed, StateError};
 use crate::validate::Meta;
 
 /// What the gate decided.
@@ -38,6 +38,17 @@ fn state_error(e: StateError) -> GatewayError {
 /// The name or URI a request is bound to in sealed state.
 pub fn bound_name(env: &Envelope) -> String {
     env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+}
+
+/// What a state issued for this request binds.
+fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> Bound {
+    Bound {
+        principal: principal.id().to_owned(),
+        method: env.method.to_string(),
+        name: bound_name(env),
+        digest,
+        upstream: t.up.name.clone(),
+    }
 }
 
 /// Opens the request's `requestState`, if it carries one.
@@ -109,7 +120,7 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
 
 fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
     if let Some(sealed) = open_state(gw, env, t, principal)? {
-        if sealed.kind.as_deref() != Some("approval") {
+        if sealed.kind != Kind::Approval {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
         consume(gw, &sealed)?;
@@ -133,21 +144,9 @@ fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Pr
 }
 
 fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
-    let sealed = Sealed {
-        principal: principal.id().to_owned(),
-        method: env.method.to_string(),
-        name: bound_name(env),
-        digest: state::params_digest(env.members()),
-        upstream: t.up.name.clone(),
-        round,
-        expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
-        owner: gw.cfg.state.replica.clone(),
-        handle: Some(crate::bridge::park::ParkTable::handle()),
-        kind: Some("approval".into()),
-        extra: Some(rule.clone()),
-        declined: Vec::new(),
-        pending: None,
-    };
+    let bound = bound(env, t, principal, state::params_digest(env.members()));
+    let expires = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
+    let sealed = Sealed { extra: Some(rule.clone()), ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica) };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
         "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
@@ -187,7 +186,7 @@ pub fn modern_retry(
         }
     }
     let Some(sealed) = open_state(gw, env, t, principal)? else { return Ok(Ok(fresh)) };
-    if sealed.kind.as_deref() != Some("modern") {
+    if sealed.kind != Kind::Modern {
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
@@ -207,7 +206,7 @@ pub fn modern_retry(
             Some(true) => {
                 let mut next = sealed.clone();
                 next.pending = None;
-                next.handle = Some(crate::bridge::park::ParkTable::handle());
+                next.handle = Some(state::nonce());
                 next.round = sealed.round + 1;
                 next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
@@ -230,21 +229,14 @@ pub fn next_seal(
     elicitation: bool,
 ) -> crate::upstream::rounds::RoundSeal {
     crate::upstream::rounds::RoundSeal {
-        template: Sealed {
-            principal: principal.id().to_owned(),
-            method: env.method.to_string(),
-            name: bound_name(env),
-            digest: String::new(), // computed only if the upstream asks (see rounds::wrap)
-            upstream: t.up.name.clone(),
-            round: round + 1,
-            expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
-            owner: gw.cfg.state.replica.clone(),
-            handle: Some(crate::bridge::park::ParkTable::handle()),
-            kind: Some("modern".into()),
-            extra: None,
-            declined: Vec::new(),
-            pending: None,
-        },
+        // The digest is computed only if the upstream asks (see rounds::wrap).
+        template: Sealed::issue(
+            Kind::Modern,
+            bound(env, t, principal, String::new()),
+            round + 1,
+            state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
+            &gw.cfg.state.replica,
+        ),
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),
             groups: principal.groups.clone(),

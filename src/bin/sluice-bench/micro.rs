@@ -72,7 +72,7 @@ pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result
         expires_ms: now + 60_000,
         owner: "local".into(),
         handle: Some("00112233445566778899aabbccddeeff".into()),
-        kind: None,
+        kind: sluice::state::Kind::Bridge,
         extra: None,
         declined: Vec::new(),
         pending: None,
