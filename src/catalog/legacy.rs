@@ -16,7 +16,7 @@ use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::final_message;
 use crate::upstream::legacy::{self, session::ListChanged};
-use crate::upstream::{Discovered, Status, Upstream};
+use crate::upstream::{Discovered, Status, Upstream, Wire};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
@@ -57,14 +57,14 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
                 ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
                 public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
             };
-            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: true };
+            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Legacy };
             up.set_status(s.clone());
             s
         }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), legacy: true };
+            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), wire: Wire::Legacy };
             up.set_status(s.clone());
             s
         }

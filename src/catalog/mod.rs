@@ -16,6 +16,19 @@ use crate::route::table::{ListKind, ListTable};
 use crate::upstream::{discover, lists, Upstream};
 
 impl Gateway {
+    /// One request Sluice makes for itself (a list page) in the upstream's own era.
+    pub async fn request(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        method: &crate::mcp::method::Method,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<serde_json::value::RawValue>, String> {
+        match up.status().wire {
+            crate::upstream::Wire::Modern => discover::call(&self.client, up, method, extra).await,
+            crate::upstream::Wire::Legacy => legacy::internal_call(self, up, method, extra).await,
+        }
+    }
+
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
         let probes = self.upstreams.iter().map(|up| async move {

@@ -140,7 +140,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
 /// Forwards a routed request with the upstream's own name.
 pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
-    if t.up.status().legacy {
+    if t.up.status().is_legacy() {
         return crate::bridge::call(gw, ctx, t).await;
     }
     let retry = match super::govern::modern_retry(gw, env, t, principal)? {

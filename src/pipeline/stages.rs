@@ -68,7 +68,7 @@ pub async fn run(
     if let Some(t) = &target {
         crate::audit::note(|r| {
             r.upstream = Some(t.up.name.clone());
-            r.upstream_era = Some(if t.up.status().legacy { "legacy" } else { "modern" });
+            r.upstream_era = Some(t.up.status().wire.name());
         });
         gw.auth.authorize_upstream(principal, &t.up.name)?;
     }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::client::{final_message, modern_headers, HttpClient};
-use super::{Discovered, Status, Upstream};
+use super::{Discovered, Status, Upstream, Wire};
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 
@@ -122,7 +122,7 @@ pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: false };
+    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Modern };
     up.set_status(status.clone());
     Probe::Modern(status)
 }

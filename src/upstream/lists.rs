@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{discover, Upstream};
+use super::Upstream;
 use crate::route::names::Names;
 use crate::route::table::{Item, ListKind, ListTable};
 use crate::route::xheader;
@@ -25,7 +25,7 @@ pub async fn fetch(
     kind: ListKind,
 ) -> Result<ListTable, String> {
     let (names, max_pages, max_items) = (&gw.names, gw.cfg.limits.max_list_pages, gw.cfg.limits.max_list_items);
-    let legacy = up.status().legacy;
+    let legacy = up.status().is_legacy();
     let started = Instant::now();
     let mut items = Vec::new();
     let mut ttl_ms = u64::MAX;
@@ -36,11 +36,7 @@ pub async fn fetch(
         if let Some(c) = cursor.take() {
             extra.insert("cursor".into(), c);
         }
-        let result = if legacy {
-            crate::catalog::legacy::internal_call(gw, up, &kind.method(), extra).await?
-        } else {
-            discover::call(&gw.client, up, &kind.method(), extra).await?
-        };
+        let result = gw.request(up, &kind.method(), extra).await?;
         let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
             .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.name()))?;
         if legacy {

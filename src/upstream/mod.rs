@@ -44,8 +44,36 @@ pub struct Status {
     pub discovered: Option<Discovered>,
     /// Why it is unhealthy (content-free: names and error kinds only).
     pub error: Option<String>,
-    /// Whether it speaks the handshake era (2025-11-25), served through bridge A.
-    pub legacy: bool,
+    /// What it speaks, as probed.
+    pub wire: Wire,
+}
+
+/// The era an upstream speaks, as probed: where every era switch of Sluice's looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// 2026-07-28, stateless: requests forwarded, rounds sealed, one listen stream.
+    #[default]
+    Modern,
+    /// 2025-11-25 (handshake): sessions Sluice owns, asks bridged (bridge A), list changes on
+    /// each session's GET stream.
+    Legacy,
+}
+
+impl Wire {
+    /// Its name in audit records and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Modern => "modern",
+            Wire::Legacy => "legacy",
+        }
+    }
+}
+
+impl Status {
+    /// Whether it speaks the handshake era (served through bridge A).
+    pub fn is_legacy(&self) -> bool {
+        self.wire == Wire::Legacy
+    }
 }
 
 /// One upstream MCP server.

@@ -51,7 +51,7 @@ pub(crate) async fn start_with(upstreams: &[(&str, &str)], bridge: Bridge, table
     for up in &running.gateway.upstreams {
         let s = up.status();
         assert!(s.healthy, "upstream {} is not healthy behind sluice: {:?}", up.name, s.error);
-        assert!(s.legacy, "upstream {} was not recognised as a 2025-11-25 upstream", up.name);
+        assert!(s.is_legacy(), "upstream {} was not recognised as a 2025-11-25 upstream", up.name);
     }
     running
 }
