@@ -47,8 +47,6 @@ pub struct Gateway {
     pub audit: crate::audit::Audit,
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// Requests in progress (for load shedding).
-    pub in_flight: std::sync::atomic::AtomicUsize,
     /// Sessions of 2025-11-25 clients (bridge B).
     pub legacy_sessions: crate::bridge_b::session::Sessions,
     /// Open client streams, per principal and in total.
@@ -120,7 +118,6 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
             legacy_sessions: crate::bridge_b::session::Sessions::new(&cfg.bridge),
             streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,

@@ -81,6 +81,8 @@ pub struct Metrics {
     pub sessions: Gauge,
     /// Audit records dropped (set when scraped).
     pub audit_dropped: Gauge,
+    /// MCP requests in progress (until their response head).
+    in_flight: Gauge,
 }
 
 impl Metrics {
@@ -103,7 +105,20 @@ impl Metrics {
         registry.register("sluice_legacy_sessions", "Open sessions with legacy upstreams", sessions.clone());
         let audit_dropped = Gauge::default();
         registry.register("sluice_audit_dropped", "Audit records dropped because the audit channel was full", audit_dropped.clone());
-        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped }
+        let in_flight = Gauge::default();
+        registry.register("sluice_requests_in_flight", "MCP requests in progress (until their response head)", in_flight.clone());
+        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped, in_flight }
+    }
+
+    /// Counts a request in progress until the guard is dropped.
+    pub fn enter(self: &std::sync::Arc<Self>) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.clone())
+    }
+
+    /// MCP requests in progress now.
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.get()
     }
 
     /// Accounts one finished request.
@@ -139,5 +154,14 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// A request in progress (see [`Metrics::enter`]).
+pub struct InFlight(std::sync::Arc<Metrics>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.dec();
     }
 }

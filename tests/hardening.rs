@@ -249,7 +249,7 @@ async fn a_flood_past_max_in_flight_gets_503_with_retry_after() {
     });
     let slow: Vec<_> = slow.collect();
     let deadline = Instant::now() + Duration::from_secs(2);
-    while gw.gateway.in_flight.load(Ordering::Acquire) < 4 {
+    while gw.gateway.metrics.in_flight() < 4 {
         assert!(Instant::now() < deadline, "the four slow calls did not all start");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
