@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use serde_json::{json, Value};
@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::upstream::{json_reply, serve, DemoUpstream, Seen};
+use crate::mcp::method::Method;
 use crate::respond::Body;
 
 /// The fake repository the tool summarizes: file names and contents.
@@ -85,7 +86,7 @@ fn event(msg: &Value) -> Bytes {
 async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let sid = header("mcp-session-id");
-    if req.method() != Method::POST {
+    if req.method() != http::Method::POST {
         tracing::debug!(session = sid.as_deref().unwrap_or("-"), method = %req.method(), "repo demo upstream");
     }
     let end = sid.as_ref().and_then(|s| sessions.lock().ok()?.get(s).map(|s| s.end.clone()));
@@ -95,48 +96,56 @@ async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::I
     if header("mcp-protocol-version").is_some_and(|v| !VERSIONS.contains(&v.as_str())) {
         return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Unsupported protocol version"));
     }
-    let missing = || error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Missing session ID");
-    match (req.method().clone(), end) {
-        (Method::GET, Some(end)) => {
-            // The standalone stream: this server never sends anything on it, it only ends with the session.
-            let (tx, rx) = mpsc::channel(1);
-            tokio::spawn(async move {
-                tokio::select! { _ = end.cancelled() => {}, _ = tx.closed() => {} }
-            });
-            return Ok(sse(rx));
-        }
-        (Method::DELETE, Some(end)) => {
-            sid.and_then(|s| sessions.lock().ok()?.remove(&s));
-            end.cancel();
-            return Ok(status(StatusCode::OK));
-        }
-        (Method::GET | Method::DELETE, None) => return Ok(missing()),
-        (Method::POST, _) => {}
-        _ => return Ok(status(StatusCode::METHOD_NOT_ALLOWED)),
+    if let Some(resp) = without_body(&sessions, req.method(), sid.as_deref(), end) {
+        return Ok(resp);
     }
     let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     tracing::debug!(session = sid.as_deref().unwrap_or("-"), body = %String::from_utf8_lossy(&body), "repo demo upstream: POST");
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "Parse error"));
     };
+    Ok(message(&sessions, seen, sid, msg))
+}
+
+/// 400 `-32600` for a request that needs a session and has none.
+fn missing() -> Response<Body> {
+    error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Missing session ID")
+}
+
+/// The answer to a request other than a POST (a GET stream, a DELETE, or a refusal); `None` for
+/// a POST, whose body is read next. `end` is the session's token, when it has one.
+fn without_body(sessions: &Sessions, method: &http::Method, sid: Option<&str>, end: Option<CancellationToken>) -> Option<Response<Body>> {
+    match (method.clone(), end) {
+        (http::Method::GET, Some(end)) => {
+            // The standalone stream: this server never sends anything on it, it only ends with the session.
+            let (tx, rx) = mpsc::channel(1);
+            tokio::spawn(async move {
+                tokio::select! { _ = end.cancelled() => {}, _ = tx.closed() => {} }
+            });
+            Some(sse(rx))
+        }
+        (http::Method::DELETE, Some(end)) => {
+            sid.and_then(|s| sessions.lock().ok()?.remove(s));
+            end.cancel();
+            Some(status(StatusCode::OK))
+        }
+        (http::Method::GET | http::Method::DELETE, None) => Some(missing()),
+        (http::Method::POST, _) => None,
+        _ => Some(status(StatusCode::METHOD_NOT_ALLOWED)),
+    }
+}
+
+/// A JSON-RPC result answering `id`.
+fn reply(id: &Option<Value>, r: Value) -> Response<Body> {
+    json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}))
+}
+
+/// The answer to one POSTed message, on session `sid` when it names one.
+fn message(sessions: &Sessions, seen: Arc<Seen>, sid: Option<String>, msg: Value) -> Response<Body> {
     let id = msg.get("id").cloned();
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let reply = |r: Value| json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}));
-    Ok(match (sid, msg.get("method").and_then(Value::as_str)) {
-        (None, Some("initialize")) => {
-            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
-            let version = if VERSIONS.contains(&asked) { asked } else { VERSIONS[0] };
-            let sid = format!("{:032x}", rand::random::<u128>());
-            let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new(), calls: HashMap::new() };
-            if let Ok(mut m) = sessions.lock() {
-                m.insert(sid.clone(), s);
-            }
-            let mut resp = reply(json!({"protocolVersion": version, "capabilities": {"tools": {}},
-                "serverInfo": {"name": "repo", "version": "1.0.0"},
-                "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice; loop_forever never stops asking."}));
-            resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")));
-            resp
-        }
+    match (sid, msg.get("method").and_then(Value::as_str).map(Method::parse)) {
+        (None, Some(Method::Initialize)) => initialize(sessions, &id, &params),
         (None, _) => missing(),
         (Some(sid), None) => {
             // A response to one of our asks.
@@ -146,7 +155,7 @@ async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::I
             }
             status(StatusCode::ACCEPTED)
         }
-        (Some(sid), Some("notifications/cancelled")) if id.is_none() => {
+        (Some(sid), Some(Method::Cancelled)) if id.is_none() => {
             let call = params.get("requestId").and_then(|r| sessions.lock().ok()?.get_mut(&sid)?.calls.remove(&r.to_string()));
             if let Some((tool, stop)) = call {
                 seen.note(&format!("cancelled {tool}"));
@@ -155,38 +164,65 @@ async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::I
             status(StatusCode::ACCEPTED)
         }
         (Some(_), Some(_)) if id.is_none() => status(StatusCode::ACCEPTED),
-        (Some(_), Some("ping")) => reply(json!({})),
-        (Some(_), Some("tools/list")) => reply(json!({"tools": [{"name": "summarize_repo",
-            "description": "Summarize this repository for an audience: asks the model to pick three representative files, then to summarize them",
-            "inputSchema": {"type": "object", "properties": {"audience": {"type": "string", "description": "who the summary is for"}}, "required": ["audience"]},
-            "outputSchema": {"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "summary": {"type": "string"}},
-                             "required": ["files", "summary"]}},
-            {"name": "loop_forever",
-            "description": "Brainstorm on a topic: asks the model for one more idea after every answer, forever (a loop bomb)",
-            "inputSchema": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}}]})),
-        (Some(sid), Some("tools/call")) => {
-            let arg = |k: &str| params.pointer(&format!("/arguments/{k}")).and_then(Value::as_str).map(str::to_owned);
-            let id = id.clone().unwrap_or(Value::Null);
-            match (params.get("name").and_then(Value::as_str), arg("audience"), arg("topic")) {
-                (Some("summarize_repo"), Some(audience), _) => {
-                    let (tx, rx) = mpsc::channel(8);
-                    let task = summarize(sessions.clone(), sid.clone(), id.clone(), audience, tx);
-                    spawn_call(&sessions, &sid, &id, "summarize_repo", task);
-                    sse(rx)
-                }
-                (Some("summarize_repo"), None, _) => reply(tool_error("the argument `audience` (a string) is required")),
-                (Some("loop_forever"), _, Some(topic)) => {
-                    let (tx, rx) = mpsc::channel(8);
-                    let task = loop_forever(sessions.clone(), sid.clone(), id.clone(), topic, tx, seen);
-                    spawn_call(&sessions, &sid, &id, "loop_forever", task);
-                    sse(rx)
-                }
-                (Some("loop_forever"), _, None) => reply(tool_error("the argument `topic` (a string) is required")),
-                _ => error(StatusCode::OK, &id, -32602, "Unknown tool"),
-            }
-        }
+        (Some(_), Some(Method::Ping)) => reply(&id, json!({})),
+        (Some(_), Some(Method::ToolsList)) => reply(&id, tools()),
+        (Some(sid), Some(Method::ToolsCall)) => call(sessions, seen, &sid, &id, &params),
         (Some(_), Some(_)) => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32601, "Method not found"),
-    })
+    }
+}
+
+/// `initialize`: a new session, its id in `Mcp-Session-Id`.
+fn initialize(sessions: &Sessions, id: &Option<Value>, params: &Value) -> Response<Body> {
+    let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+    let version = if VERSIONS.contains(&asked) { asked } else { VERSIONS[0] };
+    let sid = format!("{:032x}", rand::random::<u128>());
+    let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new(), calls: HashMap::new() };
+    if let Ok(mut m) = sessions.lock() {
+        m.insert(sid.clone(), s);
+    }
+    let mut resp = reply(
+        id,
+        json!({"protocolVersion": version, "capabilities": {"tools": {}},
+        "serverInfo": {"name": "repo", "version": "1.0.0"},
+        "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice; loop_forever never stops asking."}),
+    );
+    resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")));
+    resp
+}
+
+/// The `tools/list` result: the two tools.
+fn tools() -> Value {
+    json!({"tools": [{"name": "summarize_repo",
+        "description": "Summarize this repository for an audience: asks the model to pick three representative files, then to summarize them",
+        "inputSchema": {"type": "object", "properties": {"audience": {"type": "string", "description": "who the summary is for"}}, "required": ["audience"]},
+        "outputSchema": {"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "summary": {"type": "string"}},
+                         "required": ["files", "summary"]}},
+        {"name": "loop_forever",
+        "description": "Brainstorm on a topic: asks the model for one more idea after every answer, forever (a loop bomb)",
+        "inputSchema": {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}}]})
+}
+
+/// `tools/call`: a tool's call streamed on its own SSE answer, or a tool error.
+fn call(sessions: &Sessions, seen: Arc<Seen>, sid: &str, rid: &Option<Value>, params: &Value) -> Response<Body> {
+    let arg = |k: &str| params.pointer(&format!("/arguments/{k}")).and_then(Value::as_str).map(str::to_owned);
+    let id = rid.clone().unwrap_or(Value::Null);
+    match (params.get("name").and_then(Value::as_str), arg("audience"), arg("topic")) {
+        (Some("summarize_repo"), Some(audience), _) => {
+            let (tx, rx) = mpsc::channel(8);
+            let task = summarize(sessions.clone(), sid.to_owned(), id.clone(), audience, tx);
+            spawn_call(sessions, sid, &id, "summarize_repo", task);
+            sse(rx)
+        }
+        (Some("summarize_repo"), None, _) => reply(rid, tool_error("the argument `audience` (a string) is required")),
+        (Some("loop_forever"), _, Some(topic)) => {
+            let (tx, rx) = mpsc::channel(8);
+            let task = loop_forever(sessions.clone(), sid.to_owned(), id.clone(), topic, tx, seen);
+            spawn_call(sessions, sid, &id, "loop_forever", task);
+            sse(rx)
+        }
+        (Some("loop_forever"), _, None) => reply(rid, tool_error("the argument `topic` (a string) is required")),
+        _ => error(StatusCode::OK, &id, -32602, "Unknown tool"),
+    }
 }
 
 /// Runs a tool call until it ends or a `notifications/cancelled` names it.
@@ -271,7 +307,7 @@ async fn ask(sessions: &Sessions, sid: &str, out: &mpsc::Sender<Bytes>, key: &st
         s.pending.insert(s.next_ask.to_string(), tx);
         s.next_ask
     };
-    let req = json!({"jsonrpc": "2.0", "id": ask_id, "method": "sampling/createMessage", "params": {
+    let req = json!({"jsonrpc": "2.0", "id": ask_id, "method": Method::SamplingCreateMessage.as_str(), "params": {
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 300,
         "_meta": {crate::bridge::asks::INPUT_KEY_HINT: key}}});
     out.send(event(&req)).await.ok()?;

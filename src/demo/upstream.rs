@@ -20,6 +20,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
 
+use crate::mcp::method::Method;
 use crate::respond::Body;
 
 /// The branches `delete_branch` can delete, at start.
@@ -151,7 +152,6 @@ fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<
 }
 
 async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
-    let name = demo.name;
     if req.method() != http::Method::POST {
         return Ok(Response::builder().status(405).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
     }
@@ -170,9 +170,19 @@ async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<
     if params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion").is_none() {
         return Ok(error(StatusCode::BAD_REQUEST, &id, -32602, "missing _meta", None));
     }
-    Ok(match method {
-        "server/discover" => result(
-            &id,
+    Ok(match Method::parse(method) {
+        Method::ToolsCall => call(&demo, &id, &params).await,
+        Method::SubscriptionsListen => listen(&id, &params),
+        m => answer(demo.name, &id, &m, &params),
+    })
+}
+
+/// The answers from memory: discovery, the lists, a prompt and a resource read.
+fn answer(name: &str, id: &Value, method: &Method, params: &Value) -> Response<Body> {
+    let listed = |member: &str, items: Value| result(id, name, json!({member: items, "ttlMs": 60000, "cacheScope": "public"}));
+    match method {
+        Method::ServerDiscover => result(
+            id,
             name,
             json!({
             "supportedVersions": ["2026-07-28"],
@@ -180,48 +190,43 @@ async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<
             "instructions": format!("The {name} demo server: echo, add, ask, progress, locate, delete_branch."),
             "ttlMs": 60000, "cacheScope": "public"}),
         ),
-        "tools/list" => result(&id, name, json!({"tools": tools(), "ttlMs": 60000, "cacheScope": "public"})),
-        "prompts/list" => result(
-            &id,
-            name,
-            json!({"prompts": [{"name": "greet", "description": "Greet someone", "arguments": [{"name": "who", "required": true}]}], "ttlMs": 60000, "cacheScope": "public"}),
-        ),
-        "prompts/get" => {
-            let who = params.pointer("/arguments/who").and_then(Value::as_str).unwrap_or("you");
-            result(&id, name, json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}))
+        Method::ToolsList => listed("tools", tools()),
+        Method::PromptsList => {
+            listed("prompts", json!([{"name": "greet", "description": "Greet someone", "arguments": [{"name": "who", "required": true}]}]))
         }
-        "resources/list" => result(
-            &id,
-            name,
-            json!({"resources": [{"uri": format!("demo://{name}/readme"), "name": "readme", "mimeType": "text/plain"}], "ttlMs": 60000, "cacheScope": "public"}),
-        ),
-        "resources/templates/list" => result(
-            &id,
-            name,
-            json!({"resourceTemplates": [{"uriTemplate": format!("demo://{name}/items/{{id}}"), "name": "item"}], "ttlMs": 60000, "cacheScope": "public"}),
-        ),
-        "resources/read" => {
+        Method::PromptsGet => {
+            let who = params.pointer("/arguments/who").and_then(Value::as_str).unwrap_or("you");
+            result(id, name, json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}))
+        }
+        Method::ResourcesList => {
+            listed("resources", json!([{"uri": format!("demo://{name}/readme"), "name": "readme", "mimeType": "text/plain"}]))
+        }
+        Method::ResourcesTemplatesList => {
+            listed("resourceTemplates", json!([{"uriTemplate": format!("demo://{name}/items/{{id}}"), "name": "item"}]))
+        }
+        Method::ResourcesRead => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
             if uri == format!("demo://{name}/readme") || uri.starts_with(&format!("demo://{name}/items/")) {
                 result(
-                    &id,
+                    id,
                     name,
                     json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("{name}: {uri}")}], "ttlMs": 1000, "cacheScope": "public"}),
                 )
             } else {
-                error(StatusCode::OK, &id, -32602, "resource not found", Some(json!({"uri": uri})))
+                error(StatusCode::OK, id, -32602, "resource not found", Some(json!({"uri": uri})))
             }
         }
-        "tools/call" => call(&demo, &id, &params).await,
-        "subscriptions/listen" => listen(&id, &params),
-        _ => error(StatusCode::NOT_FOUND, &id, -32601, "method not found", None),
-    })
+        _ => error(StatusCode::NOT_FOUND, id, -32601, "method not found", None),
+    }
+}
+
+fn text(t: String) -> Value {
+    json!({"content": [{"type": "text", "text": t}]})
 }
 
 async fn call(demo: &Demo, id: &Value, params: &Value) -> Response<Body> {
     let name = demo.name;
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
-    let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
     let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
     demo.seen.note(&format!("call {tool}"));
     match tool {
@@ -231,64 +236,76 @@ async fn call(demo: &Demo, id: &Value, params: &Value) -> Response<Body> {
             result(id, name, text(sum.to_string()))
         }
         "locate" => result(id, name, text(format!("region={}", args.get("region").and_then(Value::as_str).unwrap_or("none")))),
-        "ask" => match params.pointer("/inputResponses/answer") {
-            None => result(
-                id,
-                name,
-                json!({
-                "resultType": "input_required",
-                "inputRequests": {"answer": {"method": "elicitation/create", "params": {"mode": "form",
-                    "message": args.get("question").and_then(Value::as_str).unwrap_or("?"),
-                    "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}},
-                "requestState": "demo-round-1"}),
-            ),
-            Some(resp) => {
-                let state_ok = params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
-                let answer = resp.pointer("/content/answer").and_then(Value::as_str).unwrap_or("(declined)");
-                if state_ok {
-                    result(id, name, text(format!("you answered: {answer}")))
-                } else {
-                    error(StatusCode::BAD_REQUEST, id, -32602, "bad requestState", None)
-                }
-            }
-        },
-        "progress" => {
-            let token = params.pointer("/_meta/progressToken").cloned();
-            let mut frames = String::new();
-            if let Some(t) = token {
-                for i in 1..=3 {
-                    let n = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": i, "total": 3}});
-                    frames.push_str(&format!("id: {i}\ndata: {n}\n\n"));
-                }
-            }
-            let done =
-                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
-            frames.push_str(&format!("data: {done}\n\n"));
-            Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(frames)).boxed()).unwrap_or_default()
-        }
-        "delete_branch" => {
-            let branch = args.get("name").and_then(Value::as_str).unwrap_or("");
-            let Ok(mut branches) = demo.branches.lock() else {
-                return error(StatusCode::INTERNAL_SERVER_ERROR, id, -32603, "internal error", None);
-            };
-            match branches.iter().position(|b| b == branch) {
-                Some(i) => {
-                    branches.remove(i);
-                    result(id, name, text(format!("deleted branch {branch:?}; branches left: {}", branches.join(", "))))
-                }
-                None => result(
-                    id,
-                    name,
-                    json!({"content": [{"type": "text", "text": format!("no branch {branch:?}; branches: {}", branches.join(", "))}], "isError": true}),
-                ),
-            }
-        }
+        "ask" => ask(name, id, params, &args),
+        "progress" => progress(id, params),
+        "delete_branch" => delete_branch(demo, id, &args),
         _ => result(id, name, json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true})),
     }
 }
 
+/// `ask`: one `input_required` round (an elicitation), then the answer echoed.
+fn ask(name: &str, id: &Value, params: &Value, args: &Value) -> Response<Body> {
+    match params.pointer("/inputResponses/answer") {
+        None => result(
+            id,
+            name,
+            json!({
+            "resultType": "input_required",
+            "inputRequests": {"answer": {"method": Method::ElicitationCreate.as_str(), "params": {"mode": "form",
+                "message": args.get("question").and_then(Value::as_str).unwrap_or("?"),
+                "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}},
+            "requestState": "demo-round-1"}),
+        ),
+        Some(resp) => {
+            let state_ok = params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
+            let answer = resp.pointer("/content/answer").and_then(Value::as_str).unwrap_or("(declined)");
+            if state_ok {
+                result(id, name, text(format!("you answered: {answer}")))
+            } else {
+                error(StatusCode::BAD_REQUEST, id, -32602, "bad requestState", None)
+            }
+        }
+    }
+}
+
+/// `progress`: three progress notifications (when the call has a token), then the result, as SSE.
+fn progress(id: &Value, params: &Value) -> Response<Body> {
+    let token = params.pointer("/_meta/progressToken").cloned();
+    let mut frames = String::new();
+    if let Some(t) = token {
+        for i in 1..=3 {
+            let n =
+                json!({"jsonrpc": "2.0", "method": Method::Progress.as_str(), "params": {"progressToken": t, "progress": i, "total": 3}});
+            frames.push_str(&format!("id: {i}\ndata: {n}\n\n"));
+        }
+    }
+    let done = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
+    frames.push_str(&format!("data: {done}\n\n"));
+    Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(frames)).boxed()).unwrap_or_default()
+}
+
+/// `delete_branch`: removes the branch, or a tool error when there is none of that name.
+fn delete_branch(demo: &Demo, id: &Value, args: &Value) -> Response<Body> {
+    let name = demo.name;
+    let branch = args.get("name").and_then(Value::as_str).unwrap_or("");
+    let Ok(mut branches) = demo.branches.lock() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, id, -32603, "internal error", None);
+    };
+    match branches.iter().position(|b| b == branch) {
+        Some(i) => {
+            branches.remove(i);
+            result(id, name, text(format!("deleted branch {branch:?}; branches left: {}", branches.join(", "))))
+        }
+        None => result(
+            id,
+            name,
+            json!({"content": [{"type": "text", "text": format!("no branch {branch:?}; branches: {}", branches.join(", "))}], "isError": true}),
+        ),
+    }
+}
+
 fn listen(id: &Value, params: &Value) -> Response<Body> {
-    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+    let ack = json!({"jsonrpc": "2.0", "method": Method::SubscriptionsAcknowledged.as_str(),
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}, "notifications": params.get("notifications").cloned().unwrap_or(json!({}))}});
     let first =
         futures_util::stream::once(async move { Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(format!("data: {ack}\n\n")))) });

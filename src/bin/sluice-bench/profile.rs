@@ -210,25 +210,9 @@ fn tool(cmd: &str, args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
 }
 
-/// Runs the profile; writes `<dir>/profile.md`.
-pub(crate) async fn run(o: Opts) -> Result<(), String> {
-    std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
-    let env = Env { dir: o.dir.clone(), pid_file: o.pid_file.clone() };
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let c = procs::client();
-    let mut mock = env.spawn(
-        "modern-upstream",
-        &me,
-        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
-        &[],
-        true,
-    )?;
-    let ports = mock.line("LISTENING", Duration::from_secs(10))?;
-    let upstreams: Vec<String> = ports.split_whitespace().map(|p| format!("http://127.0.0.1:{p}/mcp")).collect();
-    let mut md = String::new();
+/// Instructions per call (callgrind) of the forwarder and both Sluices.
+async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
     let warm = (o.requests / 10).max(50);
-
-    // Instructions per request.
     let mut per_request = Vec::new();
     if Command::new("valgrind").arg("--version").output().is_ok() {
         for t in [Target::Forwarder, Target::Sluice, Target::SluiceProd] {
@@ -238,8 +222,8 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
                 let wrapper: Vec<String> =
                     vec!["valgrind".into(), "--tool=callgrind".into(), format!("--callgrind-out-file={}", out.display())];
                 eprintln!("callgrind: {} for {n} calls", t.name());
-                let (mut p, url) = start(&env, &o, t, &upstreams, &wrapper, &c, &format!("cg{n}")).await?;
-                drive(&c, &url, n, t).await?;
+                let (mut p, url) = start(env, o, t, upstreams, &wrapper, c, &format!("cg{n}")).await?;
+                drive(c, &url, n, t).await?;
                 if !stop(&mut p, t) {
                     return Err(format!("{} under valgrind did not exit", t.name()));
                 }
@@ -275,13 +259,17 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
         let _ = writeln!(md, "valgrind not found: no instruction counts.\n");
     }
 
-    // The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
+    Ok(())
+}
+
+/// The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
+async fn parked_heap(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> Result<(), String> {
     if Command::new("valgrind").arg("--version").output().is_ok() {
         let (small, large) = (o.parked / 5, o.parked);
         let mut peaks = Vec::new();
         for n in [small, large] {
             eprintln!("massif: sluice (bridge A) with {n} parked exchanges");
-            peaks.push(massif_parked(&env, &o, &c, n).await?);
+            peaks.push(massif_parked(env, o, c, n).await?);
         }
         let heap = (peaks[1].0 as f64 - peaks[0].0 as f64) / (large - small) as f64;
         let extra = (peaks[1].1 as f64 - peaks[0].1 as f64) / (large - small) as f64;
@@ -294,14 +282,18 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
         );
     }
 
-    // A sampled profile under load, where perf can sample.
+    Ok(())
+}
+
+/// A sampled profile under load, where perf can sample.
+async fn sampled(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
     let perf_ok = tool("perf", &["record", "-e", "cpu-clock", "-o", "/dev/null", "true"]).is_some_and(|t| !t.contains("not supported"));
     if perf_ok {
         let script = o.dir.join("call-echo.lua");
         std::fs::write(&script, wire::wrk_script("echo", None)).map_err(|e| e.to_string())?;
         for t in [Target::Forwarder, Target::Sluice] {
             eprintln!("perf: {} under wrk -c16 for {} s", t.name(), o.secs);
-            let (p, url) = start(&env, &o, t, &upstreams, &[], &c, "perf").await?;
+            let (p, url) = start(env, o, t, upstreams, &[], c, "perf").await?;
             let data = o.dir.join(format!("perf-{}.data", t.name()));
             let pid = p.pid().to_string();
             let secs = o.secs.to_string();
@@ -332,6 +324,29 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     } else {
         let _ = writeln!(md, "perf cannot sample here: no sampled profile.");
     }
+    Ok(())
+}
+
+/// Runs the profile; writes `<dir>/profile.md`.
+pub(crate) async fn run(o: Opts) -> Result<(), String> {
+    std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
+    let env = Env { dir: o.dir.clone(), pid_file: o.pid_file.clone() };
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let c = procs::client();
+    let mut mock = env.spawn(
+        "modern-upstream",
+        &me,
+        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
+        &[],
+        true,
+    )?;
+    let ports = mock.line("LISTENING", Duration::from_secs(10))?;
+    let upstreams: Vec<String> = ports.split_whitespace().map(|p| format!("http://127.0.0.1:{p}/mcp")).collect();
+    let mut md = String::new();
+
+    instructions(&env, &o, &c, &upstreams, &mut md).await?;
+    parked_heap(&env, &o, &c, &mut md).await?;
+    sampled(&env, &o, &c, &upstreams, &mut md).await?;
     let _ = mock.close_stdin(Duration::from_secs(5));
     println!("{md}");
     std::fs::write(o.dir.join("profile.md"), &md).map_err(|e| e.to_string())?;

@@ -1,0 +1,178 @@
+//! The four HTTP paths of `run` (direct, forwarder, Sluice plain, Sluice production-like),
+//! measured with wrk: throughput at 16 connections, then latency at 1, the paths rotated every
+//! run. Takes the run's [`Bench`]; gives the wrk runs and the Sluices' memory around them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::Uri;
+use serde_json::Value;
+use sluice::upstream::client::{Answer, HttpClient};
+
+use super::Bench;
+use crate::procs::{self, rss_kib, Env, Proc};
+use crate::wire::{self, WrkRun};
+
+/// What the HTTP part measured.
+pub(crate) struct Web {
+    pub(crate) paths: Vec<Path4>,
+    pub(crate) idle_plain: u64,
+    pub(crate) idle_prod: u64,
+    pub(crate) loaded_plain: u64,
+    pub(crate) loaded_prod: u64,
+    /// Calls wrk counted as answered by the production-like Sluice (the sanity call included).
+    pub(crate) prod_requests: u64,
+    /// Records in its audit log.
+    pub(crate) audit_records: u64,
+}
+
+/// One HTTP path under test.
+pub(crate) struct Path4 {
+    pub(crate) label: &'static str,
+    url: String,
+    script: PathBuf,
+    pub(crate) tput: Vec<WrkRun>,
+    pub(crate) lat: Vec<WrkRun>,
+}
+
+async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Result<WrkRun, String> {
+    let args: Vec<String> = vec![
+        "-k".into(),
+        "5".into(),
+        (secs + 30).to_string(),
+        "wrk".into(),
+        "-t1".into(),
+        format!("-c{conns}"),
+        format!("-d{secs}s"),
+        "--timeout".into(),
+        "5s".into(),
+        "-s".into(),
+        script.display().to_string(),
+        url.to_owned(),
+    ];
+    let out = tokio::task::spawn_blocking(move || std::process::Command::new("timeout").args(&args).output())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot run wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    wire::parse_wrk(&text).ok_or_else(|| format!("wrk printed no result for {url}: {text}{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// One call through a path, checked: HTTP 200 and the mock's full text back.
+async fn sanity(c: &HttpClient, url: &str, name: &str, bearer: Option<&str>) -> Result<(), String> {
+    let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
+    let body = wire::bytes(wire::tools_call(7, name));
+    let v: Value = match c.post("path", &uri, wire::authed_headers(name, bearer), body, None).await.map_err(|e| e.to_string())? {
+        Answer::Json(http::StatusCode::OK, b) => serde_json::from_slice(&b).map_err(|e| e.to_string())?,
+        Answer::Json(s, b) | Answer::Status(s, b) => return Err(format!("{url}: HTTP {s}: {}", String::from_utf8_lossy(&b))),
+        Answer::Sse(_) => return Err(format!("{url}: unexpected SSE")),
+    };
+    let ok = v["id"] == 7 && v["result"]["resultType"] == "complete" && v["result"]["content"][0]["text"] == wire::arg_text().as_str();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{url}: unexpected answer {v}"))
+    }
+}
+
+fn sluice_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+pub(crate) async fn start_sluice(env: &Env, bin: &Path, name: &str, text: String, c: &HttpClient) -> Result<(Proc, String), String> {
+    let port = procs::free_port()?;
+    let cfg = sluice_config(&env.dir, name, &format!("listen = \"127.0.0.1:{port}\"\n{text}"))?;
+    let p = env.spawn(name, bin, &["serve".into(), "--config".into(), cfg.display().to_string()], &[("RUST_LOG", "info")], false)?;
+    let base = format!("http://127.0.0.1:{port}");
+    procs::wait_ready(c, &base, Duration::from_secs(20)).await?;
+    Ok((p, format!("{base}/mcp")))
+}
+
+fn first_port(s: &str) -> Result<Vec<u16>, String> {
+    s.split_whitespace().map(|p| p.parse::<u16>().map_err(|e| e.to_string())).collect()
+}
+
+/// The production-like config: two upstreams federated behind API-key authentication, the audit
+/// log on (to a file), the default policy (no policy file, default budgets).
+fn prod_config(audit_file: &Path, alpha: &str, beta: &str) -> String {
+    format!(
+        "\n[audit]\nsink = \"{}\"\n\n[[auth.api_keys]]\nsha256 = \"{}\"\nprincipal = \"bench\"\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n\n[[upstream]]\nname = \"beta\"\nurl = \"{beta}\"\n",
+        audit_file.display(),
+        sluice::auth::api_keys::hash_key(wire::API_KEY)
+    )
+}
+
+/// Starts the mock, the forwarder and both Sluices, measures the four paths, stops them.
+pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
+    let (env, me, c, o) = (&b.env, &b.me, &b.c, b.o);
+    b.log("starting the modern mock upstream, the forwarder and two Sluices");
+    let mut mock = env.spawn(
+        "modern-upstream",
+        me,
+        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
+        &[],
+        true,
+    )?;
+    let ports = first_port(&mock.line("LISTENING", Duration::from_secs(10))?)?;
+    let (alpha, beta) = (format!("http://127.0.0.1:{}/mcp", ports[0]), format!("http://127.0.0.1:{}/mcp", ports[1]));
+    let mut fwd = env.spawn("forwarder", me, &["forwarder".into(), "--to".into(), alpha.clone(), "--parent-stdin".into()], &[], true)?;
+    let fwd_url = format!("http://127.0.0.1:{}/mcp", fwd.line("LISTENING", Duration::from_secs(10))?);
+    // Plain: one upstream, no authentication, no audit log (the default policy applies).
+    let plain_cfg = format!("\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n");
+    let audit_file = o.dir.join("audit-prod.log");
+    let _ = std::fs::remove_file(&audit_file);
+    let (plain, plain_url) = start_sluice(env, &o.sluice, "sluice-plain", plain_cfg, c).await?;
+    let (prod, prod_url) = start_sluice(env, &o.sluice, "sluice-prod", prod_config(&audit_file, &alpha, &beta), c).await?;
+    let idle_plain = rss_kib(plain.pid()).unwrap_or(0);
+    let idle_prod = rss_kib(prod.pid()).unwrap_or(0);
+
+    let mut paths = Vec::new();
+    for (label, url, name, bearer) in [
+        ("direct to the mock upstream", alpha.clone(), "echo", None),
+        ("do-nothing forwarder", fwd_url.clone(), "echo", None),
+        ("Sluice plain (one upstream, no auth)", plain_url.clone(), "echo", None),
+        ("Sluice production-like (two upstreams federated, API-key auth)", prod_url.clone(), "alpha__echo", Some(wire::API_KEY)),
+    ] {
+        sanity(c, &url, name, bearer).await?;
+        let script = o.dir.join(format!("call-{name}.lua"));
+        std::fs::write(&script, wire::wrk_script(name, bearer)).map_err(|e| e.to_string())?;
+        paths.push(Path4 { label, url, script, tput: Vec::new(), lat: Vec::new() });
+    }
+    let warm_prod = rotate(b, &mut paths).await?;
+    let loaded_plain = rss_kib(plain.pid()).unwrap_or(0);
+    let loaded_prod = rss_kib(prod.pid()).unwrap_or(0);
+    drop((plain, prod, fwd, mock));
+    // The audit log proves it was on; it is large, so only its record count is kept.
+    // wrk counts completed calls; the sanity call adds one.
+    let prod_requests: u64 = 1 + warm_prod + paths[3].tput.iter().chain(paths[3].lat.iter()).map(|w| w.requests).sum::<u64>();
+    let audit_records =
+        std::fs::File::open(&audit_file).map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64).unwrap_or(0);
+    let _ = std::fs::remove_file(&audit_file);
+    Ok(Web { paths, idle_plain, idle_prod, loaded_plain, loaded_prod, prod_requests, audit_records })
+}
+
+/// A warm-up of each path, then the runs, rotated; gives the production-like warm-up's count.
+async fn rotate(b: &Bench<'_>, paths: &mut [Path4]) -> Result<u64, String> {
+    b.log("warm-up (1 s per path)");
+    let mut warm_requests = Vec::new();
+    for p in paths.iter() {
+        warm_requests.push(wrk(&p.script, &p.url, 16, 1).await?.requests);
+    }
+    let n = paths.len();
+    for (conns, what) in [(16u32, "throughput, 16 connections"), (1, "latency, 1 connection")] {
+        for r in 0..b.plan.runs {
+            b.log(&format!("{what}: run {}/{} ({} s per path)", r + 1, b.plan.runs, b.plan.secs));
+            for k in 0..n {
+                let p = &mut paths[(k + r) % n];
+                let w = wrk(&p.script, &p.url, conns, b.plan.secs).await?;
+                if w.errors > 0 {
+                    b.log(&format!("warning: {} errors on {}", w.errors, p.label));
+                }
+                if conns == 16 { &mut p.tput } else { &mut p.lat }.push(w);
+            }
+        }
+    }
+    Ok(warm_requests[3])
+}
