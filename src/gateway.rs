@@ -112,13 +112,13 @@ impl Gateway {
             cfg.timeouts.stream_idle,
         );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
-        let bridge = crate::bridge::shared::Bridge::new(&cfg, client.clone(), keys);
+        let bridge = crate::bridge::shared::Bridge::new(&cfg, client.clone(), keys.clone());
         let shutdown = CancellationToken::new();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
         Ok(Arc::new(Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            legacy_sessions: crate::bridge_b::session::Sessions::new(&cfg.bridge),
+            legacy_sessions: crate::bridge_b::session::Sessions::new(&cfg.bridge, keys),
             streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,
             auth,

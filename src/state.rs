@@ -13,12 +13,15 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 type HmacSha256 = Hmac<Sha256>;
 
 const VERSION: u8 = 1;
 const DOMAIN: &[u8] = b"sluice/requestState/v1\0";
 const TAG: usize = 32;
+/// The length of [`Keys::tag`]'s tags.
+pub const SHORT_TAG: usize = 16;
 
 /// Why a state was refused (the client sees [`StateError::reason`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -191,6 +194,20 @@ impl Key {
         m.update(DOMAIN);
         m
     }
+
+    /// The first 16 bytes of HMAC-SHA256 over `domain` then each part with its length before it
+    /// (so parts cannot run into each other).
+    fn short_tag(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; SHORT_TAG] {
+        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
+        m.update(domain);
+        for p in parts {
+            m.update(&(p.len() as u64).to_be_bytes());
+            m.update(p);
+        }
+        let mut out = [0u8; SHORT_TAG];
+        out.copy_from_slice(&m.finalize().into_bytes()[..SHORT_TAG]);
+        out
+    }
 }
 
 fn unreachable_mac() -> HmacSha256 {
@@ -231,6 +248,20 @@ impl Keys {
         mac.update(&out);
         out.extend_from_slice(&mac.finalize().into_bytes());
         URL_SAFE_NO_PAD.encode(out)
+    }
+
+    /// A short tag over `parts` under the sealing key, for values other than a `requestState`
+    /// (bridge B's session ids): gives the key's id and the tag. `domain` keeps each use's tags
+    /// apart from the others' and from `requestState`'s.
+    pub fn tag(&self, domain: &[u8], parts: &[&[u8]]) -> (u8, [u8; SHORT_TAG]) {
+        let key = &self.keys[0];
+        (key.id, key.short_tag(domain, parts))
+    }
+
+    /// Whether `tag` is [`Keys::tag`]'s over `parts` under key `id` of the ring (compared in
+    /// constant time); false for a key id the ring does not hold.
+    pub fn verify_tag(&self, id: u8, domain: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.keys.iter().find(|k| k.id == id).is_some_and(|k| bool::from(k.short_tag(domain, parts).ct_eq(tag)))
     }
 
     /// Verifies the tag (constant time), then decodes, then checks expiry, principal and digest.

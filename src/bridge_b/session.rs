@@ -27,14 +27,13 @@ use std::time::Duration;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
-use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use store::Store;
+
+use crate::state::{Keys, SHORT_TAG};
 
 /// One legacy client's session.
 pub struct LegacySession {
@@ -150,23 +149,30 @@ impl LegacySession {
 /// All legacy sessions.
 pub struct Sessions {
     store: Mutex<Store>,
-    key: [u8; 32],
+    keys: Keys,
     max: usize,
     per_principal: usize,
     max_subscriptions: usize,
     idle: Duration,
 }
 
-type HmacSha256 = Hmac<Sha256>;
+/// The domain of a session id's tag (apart from `requestState`'s).
+const DOMAIN: &[u8] = b"sluice/session/v2\0";
+/// `s2.` then base64url(key id ‖ 16-byte nonce ‖ 16-byte tag).
+const PREFIX: &str = "s2.";
+const RAW: usize = 1 + 16 + SHORT_TAG;
 
 impl Sessions {
     /// An empty store bounded by `bridge.max_client_sessions`,
     /// `max_client_sessions_per_principal`, `max_subscriptions_per_session` and
     /// `client_session_idle_ms`.
-    pub fn new(cfg: &crate::config::Bridge) -> Sessions {
+    /// Ids are tagged with the sealing key of `keys` (`[state] keys`: replicas that share the
+    /// keys accept each other's ids, and a rotated-out key's ids stay valid while it is in the
+    /// ring).
+    pub fn new(cfg: &crate::config::Bridge, keys: Keys) -> Sessions {
         Sessions {
             store: Mutex::new(Store::default()),
-            key: rand::random(),
+            keys,
             max: cfg.max_client_sessions.max(1),
             per_principal: cfg.max_client_sessions_per_principal.max(1),
             max_subscriptions: cfg.max_subscriptions_per_session,
@@ -174,27 +180,33 @@ impl Sessions {
         }
     }
 
-    fn tag(&self, principal: &str, nonce: &[u8]) -> [u8; 16] {
-        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| <HmacSha256 as Mac>::new_from_slice(&[0; 32]).expect("hmac key"));
-        m.update(b"sluice/session/v1\0");
-        m.update(principal.as_bytes());
-        m.update(b"\0");
-        m.update(nonce);
-        let full = m.finalize().into_bytes();
-        let mut out = [0u8; 16];
-        out.copy_from_slice(&full[..16]);
-        out
+    /// A fresh id for `principal`.
+    fn mint(&self, principal: &str) -> String {
+        let nonce: [u8; 16] = rand::random();
+        let (key, tag) = self.keys.tag(DOMAIN, &[principal.as_bytes(), &nonce]);
+        let mut raw = Vec::with_capacity(RAW);
+        raw.push(key);
+        raw.extend_from_slice(&nonce);
+        raw.extend_from_slice(&tag);
+        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw))
+    }
+
+    /// Whether `id` is one this gateway (or a replica sharing its keys) minted for `principal`:
+    /// the tag is checked, in constant time, before the store is looked at.
+    fn genuine(&self, id: &str, principal: &str) -> bool {
+        let Some(raw) = id.strip_prefix(PREFIX).and_then(|b| URL_SAFE_NO_PAD.decode(b).ok()) else { return false };
+        if raw.len() != RAW {
+            return false;
+        }
+        let (nonce, tag) = raw[1..].split_at(16);
+        self.keys.verify_tag(raw[0], DOMAIN, &[principal.as_bytes(), nonce], tag)
     }
 
     /// Creates a session: expired ones go first, then (when full) the principal's own least
     /// recently used, then the least recently used of all.
     pub fn create(&self, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
-        let nonce: [u8; 16] = rand::random();
-        let mut raw = nonce.to_vec();
-        raw.extend_from_slice(&self.tag(principal, &nonce));
         let s = Arc::new(LegacySession {
-            id: format!("s1.{}", URL_SAFE_NO_PAD.encode(raw)),
+            id: self.mint(principal),
             principal: principal.to_owned(),
             version: version.to_owned(),
             caps,
@@ -223,12 +235,7 @@ impl Sessions {
 
     /// The session `id` names for `principal`: the tag is checked in constant time first.
     pub fn get(&self, id: &str, principal: &str) -> Option<Arc<LegacySession>> {
-        let raw = URL_SAFE_NO_PAD.decode(id.strip_prefix("s1.")?).ok()?;
-        if raw.len() != 32 {
-            return None;
-        }
-        let (nonce, tag) = raw.split_at(16);
-        if !bool::from(self.tag(principal, nonce).ct_eq(tag)) {
+        if !self.genuine(id, principal) {
             return None;
         }
         self.store.lock().ok()?.touch(id, Instant::now(), self.idle)
