@@ -6,6 +6,7 @@
 //! be probed or listed is marked unhealthy with a reason that names it, and the others serve.
 
 pub mod legacy;
+pub mod lists;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::time::Instant;
 
 use crate::gateway::Gateway;
 use crate::route::table::{ListKind, ListTable};
-use crate::upstream::{discover, lists, Upstream};
+use crate::upstream::{discover, Upstream};
 
 impl Gateway {
     /// One request Sluice makes for itself (a list page) in the upstream's own era.

@@ -227,8 +227,8 @@ pub fn next_seal(
     principal: &Principal,
     round: u32,
     elicitation: bool,
-) -> crate::upstream::rounds::RoundSeal {
-    crate::upstream::rounds::RoundSeal {
+) -> super::rounds::RoundSeal {
+    super::rounds::RoundSeal {
         // The digest is computed only if the upstream asks (see rounds::wrap).
         template: Sealed::issue(
             Kind::Modern,

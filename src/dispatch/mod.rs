@@ -5,8 +5,10 @@
 //! (`-32602`), and reports a down upstream by name.
 
 pub mod discover;
+pub mod forward;
 pub mod govern;
 pub mod lists;
+pub mod rounds;
 pub mod route;
 
 use std::sync::Arc;

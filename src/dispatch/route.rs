@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::forward::{forward as send, Call, MakeSeal};
 pub use super::target::Target;
 use crate::auth::Principal;
 use crate::ctx::RequestCtx;
@@ -19,7 +20,6 @@ use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::route::uri;
-use crate::upstream::forward::{forward as send, Call, MakeSeal};
 use crate::upstream::Upstream;
 
 fn unknown(kind: &str, name: &str) -> GatewayError {

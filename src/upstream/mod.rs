@@ -1,16 +1,27 @@
-//! Stage 6, upstreams: the servers behind Sluice and how it talks to them.
+//! Upstreams: the servers behind Sluice and the clients that speak to them, below every
+//! stage (this module names no stage: not the gateway, policy, dispatch or the bridges).
 //!
-//! Takes the configured upstreams; gives, per upstream, its probed discovery, its federation
-//! tables and the pooled client to reach it. Refuses nothing here: failures are recorded in
-//! [`Status`] and surfaced by the callers with the upstream's name.
+//! Takes the configured upstreams; gives, per upstream, its probed [`Status`] (health,
+//! discovery and its [`Wire`]), its federation tables and the pooled clients to reach it: the
+//! HTTP client (`client`), the modern probe (`discover`), the legacy session pool (`legacy`)
+//! and the bytes-bounded queue of a parked exchange (`queue`). Refuses nothing here: failures
+//! are recorded in [`Status`] and surfaced by the callers with the upstream's name.
+//!
+//! The operations on an upstream, by [`Wire`] (each era switch reads the probed wire):
+//!
+//! | operation | `Wire::Modern` | `Wire::Legacy` |
+//! |---|---|---|
+//! | probe | `discover::probe` (`server/discover`) | `catalog::legacy::probe` (`initialize` on a pooled session) |
+//! | Sluice's own request (list pages) | `discover::call` | `catalog::legacy::internal_call` (one switch: `Gateway::request`) |
+//! | a client's call | `dispatch::forward` (rounds sealed by `dispatch::rounds`) | `bridge::call` (park and resume, bridge A) |
+//! | list changes | one `subscriptions/listen` stream (`listen`) | each session's GET stream (`catalog::legacy`'s hook) |
+//! | cancel | the connection closed | `notifications/cancelled` on its session |
+//! | shut down | nothing held | the pool's idle sessions ended with DELETE (`legacy::pool`) |
 
 pub mod client;
 pub mod discover;
-pub mod forward;
 pub mod legacy;
-pub mod lists;
 pub mod queue;
-pub mod rounds;
 
 use std::sync::{Arc, RwLock};
 

@@ -13,10 +13,10 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::Upstream;
 use crate::route::names::Names;
 use crate::route::table::{Item, ListKind, ListTable};
 use crate::route::xheader;
+use crate::upstream::Upstream;
 
 /// Fetches all pages of one list from one upstream.
 pub async fn fetch(

@@ -14,15 +14,15 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::client::{modern_headers, Answer, SseStream, UpstreamError};
 use super::rounds::RoundError;
-use super::Upstream;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RawObject;
 use crate::mcp::method::Method;
 use crate::mcp::{jsonrpc, sse};
 use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
+use crate::upstream::client::{modern_headers, Answer, SseStream, UpstreamError};
+use crate::upstream::Upstream;
 
 /// One request on its way to an upstream.
 pub struct Call {
