@@ -1,9 +1,12 @@
-//! The gateway's shared state: config, upstreams, the federation codec, the listen hub.
+//! The composition root: builds every part a request needs from a checked config and holds
+//! them (config, upstreams, the federation codec, the HTTP client, bridge A's store and keys,
+//! authentication, the governor, audit, metrics, the listen hub, bridge B's sessions, stream
+//! caps).
 //!
-//! Takes a validated [`Config`]; gives one `Arc<Gateway>` every request borrows, plus the
-//! background work (probing, table refresh, upstream listen streams) tied to its shutdown
-//! token. Refuses to build when an upstream's settings cannot be used (bad header, missing
-//! token variable).
+//! Takes a [`Config`]; gives one `Arc<Gateway>` every request borrows (background work tied to
+//! its shutdown token is in `background.rs`). Refuses to build when the config fails
+//! [`preflight`] (an upstream's settings cannot be used, a security feature configured empty,
+//! an unopenable audit sink).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
