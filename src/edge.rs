@@ -16,12 +16,14 @@ fn is_loopback_host(host: &str) -> bool {
     ["localhost", "127.0.0.1", "[::1]"].iter().any(|h| h.eq_ignore_ascii_case(host))
 }
 
-/// The host part of `authority` (`host[:port]`, IPv6 in brackets).
-fn host_of(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        return authority.split_inclusive(']').next().unwrap_or(authority);
-    }
-    authority.split(':').next().unwrap_or(authority)
+/// Whether `authority` (`host[:port]`, IPv6 in brackets) parses as one (`http::uri::Authority`)
+/// whose host is a loopback name or address.
+fn is_loopback_authority(authority: &str) -> bool {
+    // No userinfo: neither a Host header nor an Origin carries one.
+    !authority.contains('@')
+        && authority
+            .parse::<http::uri::Authority>()
+            .is_ok_and(|a| is_loopback_host(a.host()) && (a.as_str().len() == a.host().len() || a.port_u16().is_some()))
 }
 
 /// Checks `Host` (or HTTP/2's `:authority`) and `Origin` (DNS-rebinding protection, digest §5.6).
@@ -33,7 +35,7 @@ pub fn check_origin(parts: &http::request::Parts, loopback: bool, allowed: &[Str
     if loopback {
         // An unreadable Host is foreign; HTTP/2 names the host in `:authority` instead.
         let host = host_header.or(authority).unwrap_or("");
-        if !host.is_empty() && !is_loopback_host(host_of(host)) {
+        if !host.is_empty() && !is_loopback_authority(host) {
             return Err(forbidden);
         }
     }
@@ -46,7 +48,7 @@ pub fn check_origin(parts: &http::request::Parts, loopback: bool, allowed: &[Str
     }
     let authority = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
     let ok = if loopback {
-        is_loopback_host(host_of(authority))
+        is_loopback_authority(authority)
     } else {
         let host = host_header.or(parts.uri.authority().map(|a| a.as_str())).unwrap_or("");
         !authority.is_empty() && authority.eq_ignore_ascii_case(host)
@@ -130,6 +132,18 @@ mod tests {
         assert!(check_origin(&head(&[("host", "localhost"), ("origin", "http://evil.example.com")]), true, &[]).is_err());
         let allowed = vec!["https://app.example.com".to_owned()];
         assert!(check_origin(&head(&[("host", "localhost"), ("origin", "https://app.example.com")]), true, &allowed).is_ok());
+    }
+
+    #[test]
+    fn authorities_are_parsed_not_split() {
+        for ok in ["localhost", "LOCALHOST:1", "127.0.0.1:8080", "[::1]", "[::1]:9"] {
+            assert!(is_loopback_authority(ok), "{ok}");
+        }
+        for foreign in
+            ["", "evil.com", "localhost.evil.com", "a@localhost", "localhost@evil.com", "[::1", "::1", "localhost:x", "127.0.0.1:8080/"]
+        {
+            assert!(!is_loopback_authority(foreign), "{foreign}");
+        }
     }
 
     #[test]

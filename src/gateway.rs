@@ -8,7 +8,6 @@
 //! [`preflight`] (an upstream's settings cannot be used, a security feature configured empty,
 //! an unopenable audit sink).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -37,7 +36,7 @@ pub struct Gateway {
     /// Listen streams: list-changed and resource-updated fan-out.
     pub hub: Arc<Hub>,
     /// Set once every upstream has been probed.
-    pub ready: AtomicBool,
+    pub ready: tokio::sync::watch::Sender<bool>,
     /// Cancelled on shutdown; background tasks and listen streams end with it.
     pub shutdown: CancellationToken,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
@@ -132,7 +131,7 @@ impl Gateway {
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
-            ready: AtomicBool::new(false),
+            ready: tokio::sync::watch::Sender::new(false),
             shutdown,
             cfg,
         }))
@@ -160,6 +159,6 @@ impl Gateway {
 
     /// Whether Sluice has probed every upstream once.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        *self.ready.borrow()
     }
 }

@@ -62,9 +62,7 @@ impl Running {
 
     /// Waits until every upstream has been probed once.
     pub async fn ready(&self) {
-        while !self.gateway.is_ready() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let _ = self.gateway.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// Stops gracefully and waits for the server to end.

@@ -8,7 +8,6 @@
 pub mod legacy;
 pub mod lists;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,7 +40,7 @@ impl Gateway {
             }
         });
         futures_util::future::join_all(probes).await;
-        self.ready.store(true, Ordering::Release);
+        self.ready.send_replace(true);
     }
 
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
