@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::mcp::jsonrpc::{self, FrameError};
 use crate::upstream::client::UpstreamError;
+use crate::validate::ValidateError;
 
 /// Sluice: the request carries no valid credential (HTTP 401).
 pub const UNAUTHENTICATED: i64 = -31001;
@@ -38,14 +39,9 @@ pub enum GatewayError {
     /// A header is missing, undecodable or disagrees with the body.
     #[error("{0}")]
     HeaderMismatch(String),
-    /// The requested protocol version is not served.
-    #[error("unsupported protocol version {requested:?}: use one of {supported:?}")]
-    UnsupportedVersion {
-        /// What the request asked for.
-        requested: String,
-        /// What Sluice serves.
-        supported: Vec<&'static str>,
-    },
+    /// Validation refused it (`_meta`, mirrored headers, version, method).
+    #[error(transparent)]
+    Validate(#[from] crate::validate::ValidateError),
     /// The method does not exist (or its family is not served).
     #[error("method {0:?} is not served by this endpoint")]
     MethodNotFound(String),
@@ -76,7 +72,7 @@ impl GatewayError {
             GatewayError::Frame(_)
             | GatewayError::InvalidParams(..)
             | GatewayError::HeaderMismatch(_)
-            | GatewayError::UnsupportedVersion { .. }
+            | GatewayError::Validate(_)
             | GatewayError::MethodNotFound(_)
             | GatewayError::UnknownTarget(..) => Side::Downstream,
             GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
@@ -96,9 +92,12 @@ impl GatewayError {
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
             GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             GatewayError::HeaderMismatch(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
-            GatewayError::UnsupportedVersion { requested, supported } => {
+            GatewayError::Validate(ValidateError::Meta(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None),
+            GatewayError::Validate(ValidateError::Headers(_)) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
+            GatewayError::Validate(ValidateError::Version { requested, supported }) => {
                 (StatusCode::BAD_REQUEST, jsonrpc::UNSUPPORTED_VERSION, Some(json!({"supported": supported, "requested": requested})))
             }
+            GatewayError::Validate(ValidateError::Method(_)) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
             GatewayError::MethodNotFound(_) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
             GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.

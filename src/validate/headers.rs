@@ -7,16 +7,15 @@
 
 use http::HeaderMap;
 
-use super::Meta;
-use crate::error::GatewayError;
+use super::{Meta, ValidateError};
 use crate::mcp::headers::{self, decode};
 use crate::mcp::jsonrpc::Envelope;
 
-fn mismatch(msg: String) -> GatewayError {
-    GatewayError::HeaderMismatch(msg)
+fn mismatch(msg: String) -> ValidateError {
+    ValidateError::Headers(msg)
 }
 
-fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result<std::borrow::Cow<'h, str>, GatewayError> {
+fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result<std::borrow::Cow<'h, str>, ValidateError> {
     let mut values = h.get_all(name).iter();
     let v = values.next().ok_or_else(|| mismatch(format!("Header mismatch: the {display} header is required; mirror the body into it")))?;
     if values.next().is_some() {
@@ -26,7 +25,7 @@ fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result
 }
 
 /// Checks the standard mirrored headers.
-pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), GatewayError> {
+pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), ValidateError> {
     let version = header(h, headers::PROTOCOL_VERSION, "MCP-Protocol-Version")?;
     if version != meta.version {
         return Err(mismatch("Header mismatch: MCP-Protocol-Version does not equal _meta io.modelcontextprotocol/protocolVersion".into()));

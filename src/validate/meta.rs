@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::GatewayError;
+use super::ValidateError;
 use crate::mcp;
 use crate::mcp::jsonrpc::{Envelope, RawObject};
 use crate::mcp::level_rank;
@@ -22,12 +22,12 @@ pub struct Meta {
     pub log_level: Option<u8>,
 }
 
-fn invalid(msg: &str) -> GatewayError {
-    GatewayError::InvalidParams(msg.to_owned(), None)
+fn invalid(msg: &str) -> ValidateError {
+    ValidateError::Meta(msg.to_owned())
 }
 
 /// Reads and checks the envelope.
-pub fn read(env: &Envelope) -> Result<Meta, GatewayError> {
+pub fn read(env: &Envelope) -> Result<Meta, ValidateError> {
     let raw = env.param("_meta").ok_or_else(|| {
         invalid("params._meta is required in 2026-07-28: add io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities")
     })?;
@@ -59,7 +59,7 @@ pub fn read(env: &Envelope) -> Result<Meta, GatewayError> {
 mod tests {
     use super::*;
 
-    fn meta(m: &str) -> Result<Meta, GatewayError> {
+    fn meta(m: &str) -> Result<Meta, ValidateError> {
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{m}}}}}"#);
         read(&Envelope::parse(bytes::Bytes::from(body)).unwrap())
     }
@@ -73,7 +73,7 @@ mod tests {
         let null_level = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":null}"#;
         assert!(meta(null_level).is_err(), "a null logLevel is not a string");
         let null_version = r#"{"io.modelcontextprotocol/protocolVersion":null,"io.modelcontextprotocol/clientCapabilities":{}}"#;
-        assert!(matches!(meta(null_version), Err(GatewayError::InvalidParams(m, _)) if m.contains("must be a string")));
+        assert!(matches!(meta(null_version), Err(ValidateError::Meta(m)) if m.contains("must be a string")));
         let twice = r#"{"io.modelcontextprotocol/protocolVersion":1,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
         assert_eq!(meta(twice).unwrap().version, "2026-07-28", "the last of a repeated member wins");
     }
