@@ -26,6 +26,8 @@ import socket
 import sys
 import time
 
+from common import wait_stdin_closed
+
 
 def raise_nofile(target: int) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -81,8 +83,7 @@ def main() -> None:
         except OSError:
             closed.add(fd)
     print(f"HELD {len(socks) - len(closed)} CLOSED {len(closed)}", flush=True)
-    while sys.stdin.buffer.read(4096):
-        pass
+    wait_stdin_closed()
     for s in socks:
         s.close()
 
