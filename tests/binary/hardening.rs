@@ -15,19 +15,19 @@
 //!
 //! Everything binds 127.0.0.1 port 0; timeouts are milliseconds; no test sleeps longer than 2 s.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::gateway::Gateway;
 use crate::support::modern::{self, Reply};
+use crate::support::peers::hold_connections;
+use crate::support::process::{Env, Sluice};
 use crate::support::rpc::{body, call, http, request, send};
 
 /// A mock upstream `alpha`: `echo`; `slow` answers once `gate` opens; `huge` answers a 256 KiB
@@ -138,9 +138,10 @@ impl Normal {
     }
 }
 
-/// Reads until the server closes the connection; gives what it sent and when it closed.
+/// Reads until the server closes the connection; gives what it sent and when it closed, on
+/// tokio's clock (Sluice's, paused or not).
 async fn until_closed(mut s: TcpStream, limit: Duration) -> (String, Duration) {
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -156,6 +157,8 @@ async fn until_closed(mut s: TcpStream, limit: Duration) -> (String, Duration) {
 async fn slowloris_clients_are_closed_after_the_header_read_timeout() {
     let up = alpha().await;
     let gw = gateway(&up.url(), &[], &[("header_read_ms", 300)]).await;
+    // Paused: hyper's header-read timer (a tokio timer) fires as soon as everything waits on it.
+    tokio::time::pause();
     let normal = Normal::start(gw.url());
     let partial_head = async {
         let mut s = TcpStream::connect(gw.addr).await.unwrap();
@@ -236,11 +239,8 @@ async fn a_flood_past_max_in_flight_gets_503_with_retry_after() {
         })
     });
     let slow: Vec<_> = slow.collect();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while gw.gateway.in_flight.load(Ordering::Acquire) < 4 {
-        assert!(Instant::now() < deadline, "the four slow calls did not all start");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // All four reached the upstream (held at its gate): they hold their slots in Sluice.
+    up.until("the four slow calls did not all start", |m| m.calls("slow") == 4).await;
     let started = Instant::now();
     let flood = (0..40).map(|i| {
         let (h, url) = (h.clone(), url.clone());
@@ -284,36 +284,6 @@ async fn a_request_head_over_max_header_bytes_gets_431() {
     gw.stop().await;
 }
 
-/// Runs tests/peers/hold_connections.py against `addr`; gives the process (holding its
-/// connections until its stdin closes) and its report lines so far.
-fn hold(addr: SocketAddr, count: usize) -> (std::process::Child, Vec<String>) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/hold_connections.py");
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .args(["--port", &addr.port().to_string(), "--count", &count.to_string(), "--settle-ms", "500"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start python3 tests/peers/hold_connections.py");
-    let mut lines = Vec::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    loop {
-        let mut l = String::new();
-        if out.read_line(&mut l).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hold_connections.py ended early: {lines:?}");
-        }
-        eprintln!("hold_connections.py: {}", l.trim());
-        let done = l.starts_with("HELD ");
-        lines.push(l.trim().to_owned());
-        if done {
-            return (child, lines);
-        }
-    }
-}
-
 /// The soft RLIMIT_NOFILE of this process.
 fn nofile() -> (u64, u64) {
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
@@ -355,7 +325,7 @@ async fn thousands_of_idle_connections_leave_a_normal_client_served() {
     // The normal client's keep-alive connection exists before the flood.
     assert_eq!(call(&h, &gw.url(), &echo(1), None).await.status, 200);
     let addr = gw.addr;
-    let (mut first, lines) = tokio::task::spawn_blocking(move || hold(addr, IDLE)).await.unwrap();
+    let (mut first, lines) = tokio::task::spawn_blocking(move || hold_connections(addr, IDLE)).await.unwrap();
     assert!(!lines.iter().any(|l| l.starts_with("NOFILE-SHORT")), "the helper could not raise RLIMIT_NOFILE far enough: {lines:?}");
     assert_eq!(field(&lines, "OPENED", "OPENED"), IDLE, "{lines:?}");
     assert_eq!(field(&lines, "HELD", "HELD"), IDLE, "every idle connection under the limit is held: {lines:?}");
@@ -363,7 +333,7 @@ async fn thousands_of_idle_connections_leave_a_normal_client_served() {
     assert_eq!(call(&h, &gw.url(), &echo(2), None).await.status, 200, "the pooled connection");
     assert_eq!(call(&http(), &gw.url(), &echo(3), None).await.status, 200, "a fresh connection");
     // Past the limit: new connections are closed at once; the held ones keep working.
-    let (mut second, lines) = tokio::task::spawn_blocking(move || hold(addr, 200)).await.unwrap();
+    let (mut second, lines) = tokio::task::spawn_blocking(move || hold_connections(addr, 200)).await.unwrap();
     let closed = field(&lines, "HELD", "CLOSED");
     assert!(closed >= 140, "connections past max_connections are closed at once: {lines:?}");
     assert_eq!(call(&h, &gw.url(), &echo(4), None).await.status, 200, "the pooled connection past the limit");
@@ -388,49 +358,10 @@ async fn thousands_of_idle_connections_leave_a_normal_client_served() {
 #[tokio::test]
 async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
     let up = alpha().await;
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hardening-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // It listens on 127.0.0.1:0; its address comes from its `sluice listening addr=…` line.
-    let cfg = dir.join("sigterm.toml");
-    std::fs::write(&cfg, config(&up.url(), &[], &[]).text()).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "sluice=info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the sluice binary");
-    let mut log = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut err = String::new();
-    let addr = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(l) = log.next_line().await.expect("sluice's stderr") {
-            err.push_str(&l);
-            err.push('\n');
-            if l.contains("sluice listening") {
-                return l.split("addr=").nth(1).and_then(|r| r.split_whitespace().next()).map(str::to_owned);
-            }
-        }
-        None
-    })
-    .await
-    .expect("sluice logs its address within 10 s");
-    let addr = addr.unwrap_or_else(|| panic!("sluice ended without logging its address:\n{err}"));
-    let url = format!("http://{addr}/mcp");
+    // The binary, on 127.0.0.1:0, ready once /readyz answers.
+    let mut sluice = Sluice::start_env(&config(&up.url(), &[], &[]).text(), &Env::new().set("RUST_LOG", "sluice=info")).await;
+    let (addr, url) = (sluice.addr.clone(), sluice.url());
     let h = http();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(r) = h.get(format!("http://{addr}/readyz")).send().await {
-            if r.status() == 200 {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "sluice did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let mut b = body(1, "tools/call", json!({"name": "stream", "arguments": {}}), json!({}));
     b["params"]["_meta"]["progressToken"] = json!("p1");
     let mut resp = request(&h, &url, &b, None, &[]).send().await.expect("the streaming call");
@@ -439,17 +370,15 @@ async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
     let first = resp.chunk().await.unwrap().expect("a first event");
     assert!(String::from_utf8_lossy(&first).contains("notifications/progress"), "{first:?}");
     // Mid-stream: SIGTERM.
-    let pid = child.id().expect("pid").to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    sluice.signal("TERM").await;
     let mut rest = Vec::new();
     while let Some(c) = tokio::time::timeout(Duration::from_secs(2), resp.chunk()).await.expect("the stream goes on").expect("a chunk") {
         rest.extend_from_slice(&c);
     }
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("stream done") && rest.contains("\"resultType\":\"complete\""), "the in-flight response completed: {rest}");
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("sluice exits after the stream").unwrap();
+    let (status, err) = sluice.exit_within(Duration::from_secs(5)).await.expect("sluice exits after the stream");
     assert!(status.success(), "sluice exit status {status}");
-    log.into_inner().read_to_string(&mut err).await.unwrap();
     assert!(err.contains("shutdown signal received"), "{err}");
     assert!(TcpStream::connect(&addr).await.is_err(), "the listener is closed after shutdown");
 }

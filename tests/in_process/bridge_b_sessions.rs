@@ -60,17 +60,19 @@ async fn forged_and_another_principals_session_ids_get_404() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_idle_session_expires_and_its_id_then_gets_404() {
     let (gw, _m) = with_mock(Gateway::bridge_b().bridge_key("client_session_idle_ms", 800)).await;
     let mut c = Legacy::new(&gw.url());
     c.initialize(json!({})).await;
+    // Sluice's session clock is tokio's: paused, it moves only when the test advances it.
+    tokio::time::pause();
     // Use keeps it alive past one idle period.
     for id in 1..=4 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::advance(Duration::from_millis(250)).await;
         assert_eq!(c.call(id, "ping", json!({})).await.0, 200, "ping {id}, 250 ms after the last use");
     }
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::advance(Duration::from_millis(1200)).await;
     let (status, msg) = c.call(5, "ping", json!({})).await;
     not_found(status, &msg, "an expired session");
     assert_eq!(c.get().await.status(), 405, "GET with an expired session");
@@ -167,7 +169,7 @@ async fn local_answers_are_exactly_empty_and_relayed_results_carry_no_result_typ
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn sessions_are_bounded_and_the_least_recently_used_goes_first() {
     // The defaults: 1000 sessions, 30 minutes idle.
     let defaults = sluice::config::Config::from_toml("listen = \"127.0.0.1:0\"\n", "defaults.toml", &Default::default()).unwrap();
@@ -176,13 +178,15 @@ async fn sessions_are_bounded_and_the_least_recently_used_goes_first() {
 
     let (gw, _m) = with_mock(Gateway::bridge_b().bridge_key("max_client_sessions", 2)).await;
     let (mut a, mut b, mut c) = (Legacy::new(&gw.url()), Legacy::new(&gw.url()), Legacy::new(&gw.url()));
+    // Paused: each use is 5 ms after the last on Sluice's (tokio's) clock, whatever the machine does.
+    tokio::time::pause();
     a.initialize(json!({})).await;
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::advance(Duration::from_millis(5)).await;
     b.initialize(json!({})).await;
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::advance(Duration::from_millis(5)).await;
     // a is used after b: b is now the least recently used.
     assert_eq!(a.call(1, "ping", json!({})).await.0, 200);
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::advance(Duration::from_millis(5)).await;
     c.initialize(json!({})).await;
     assert_eq!(gw.gateway.legacy_sessions.len(), 2, "the bound holds");
     let (status, msg) = b.call(2, "ping", json!({})).await;
@@ -190,9 +194,9 @@ async fn sessions_are_bounded_and_the_least_recently_used_goes_first() {
     assert_eq!(a.call(3, "ping", json!({})).await.0, 200, "the recently used session stays");
     assert_eq!(c.call(4, "ping", json!({})).await.0, 200, "the new session");
     // Next out: a was touched before c.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::advance(Duration::from_millis(5)).await;
     assert_eq!(c.call(5, "ping", json!({})).await.0, 200);
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::advance(Duration::from_millis(5)).await;
     b.initialize(json!({})).await;
     assert_eq!(a.call(6, "ping", json!({})).await.0, 404);
     assert_eq!(c.call(7, "ping", json!({})).await.0, 200);

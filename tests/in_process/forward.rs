@@ -307,13 +307,15 @@ async fn a_client_disconnect_closes_the_upstream_stream() {
     assert_eq!(st.next().await.expect("first progress")["params"]["progressToken"], "c");
     assert_eq!(m.streams_closed(), 0, "the upstream stream is open while the client reads");
     drop(st);
-    eventually("the upstream stream closed after the client left", || m.streams_closed() == 1).await;
+    m.until("the upstream stream closed after the client left", |m| m.streams_closed() == 1).await;
 }
 
 #[tokio::test]
 async fn an_upstream_response_timeout_gives_an_error_naming_the_upstream() {
     let m = Spec::new("slow").on(|seen| (seen.method == "tools/call").then_some(Reply::Hang)).start().await;
     let s = Gateway::e2e().timeout("response_ms", 1000).upstream("slow", &m.url()).start().await;
+    // Sluice's clock, paused: it runs to the response timeout as soon as everything waits.
+    tokio::time::pause();
     let started = std::time::Instant::now();
     let r = call("echo", json!({})).id(json!("t")).send(&s.url()).await;
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
@@ -332,6 +334,7 @@ async fn an_upstream_that_stalls_mid_stream_ends_the_stream_with_an_error_naming
         .start()
         .await;
     let s = Gateway::e2e().timeout("response_ms", 1000).upstream("stall", &m.url()).start().await;
+    tokio::time::pause();
     let mut st = call("echo", json!({})).id(json!("st")).meta(with_meta(json!({"progressToken": 5}))).stream(&s.url()).await;
     assert_eq!(st.next().await.expect("progress")["method"], "notifications/progress");
     let e = st.next().await.expect("an error event");
@@ -392,6 +395,8 @@ async fn multi_line_upstream_sse_data_is_relayed_as_one_data_line() {
 async fn an_upstream_connect_timeout_gives_an_error_naming_it() {
     let hole = stalled();
     let up = Spec::new("ct-up").start().await;
+    // Paused: the probe of the stalled upstream runs to its connect timeout at once.
+    tokio::time::pause();
     let started = std::time::Instant::now();
     let s = Gateway::e2e().timeout("connect_ms", 1000).upstream("ct-up", &up.url()).upstream("ct-hole", &hole.url).start().await;
     assert!(started.elapsed() < Duration::from_secs(5), "the probe gave up after the connect timeout: {:?}", started.elapsed());

@@ -119,7 +119,7 @@ async fn resource_subscriptions_reach_the_upstream_and_updates_come_back_tagged(
     let mut st = listen(json!("res"), json!({"resourceSubscriptions": [uri], "promptsListChanged": false})).stream(&s.url()).await;
     let ack = st.next().await.expect("acknowledgement");
     assert_eq!(ack["params"]["notifications"], json!({"resourceSubscriptions": [uri]}), "{ack}");
-    eventually("an upstream listen holding the URI", || {
+    m.until("an upstream listen holding the URI", |m| {
         m.seen("subscriptions/listen").iter().any(|x| x.params["notifications"]["resourceSubscriptions"] == json!([uri]))
     })
     .await;

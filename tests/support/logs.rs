@@ -4,14 +4,18 @@
 //!
 //! The filter is `RUST_LOG` when set, `warn` otherwise.
 
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
-
 use super::WAIT;
+use std::sync::{Mutex, OnceLock};
 
 fn log_buf() -> &'static Mutex<Vec<u8>> {
     static BUF: OnceLock<Mutex<Vec<u8>>> = OnceLock::new();
     BUF.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Notified after every write to the buffer.
+fn written() -> &'static tokio::sync::Notify {
+    static N: OnceLock<tokio::sync::Notify> = OnceLock::new();
+    N.get_or_init(tokio::sync::Notify::new)
 }
 
 /// Writes to the buffer and to the test's captured output.
@@ -22,6 +26,7 @@ impl std::io::Write for Tee {
         if let Ok(mut v) = log_buf().lock() {
             v.extend_from_slice(b);
         }
+        written().notify_waiters();
         // `print!` is what the test harness captures per test.
         print!("{}", String::from_utf8_lossy(b));
         Ok(b.len())
@@ -46,11 +51,11 @@ pub(crate) fn capture() {
 pub(crate) async fn wait_warning(parts: &[&str]) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
+        let next = written().notified();
         let text = log_buf().lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
         if let Some(line) = text.lines().find(|l| l.contains("WARN") && parts.iter().all(|p| l.contains(p))) {
             return line.to_owned();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no warning holding {parts:?} in the log:\n{text}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(tokio::time::timeout_at(deadline, next).await.is_ok(), "no warning holding {parts:?} in the log:\n{text}");
     }
 }

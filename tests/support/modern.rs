@@ -412,6 +412,7 @@ impl Spec {
             notes: broadcast::channel(64).0,
             listening: watch::channel(0usize).0,
             streams_closed: AtomicUsize::new(0),
+            changed: tokio::sync::Notify::new(),
             stop: stop.clone(),
         });
         let (st, token) = (state.clone(), stop.clone());
@@ -463,6 +464,9 @@ struct State {
     notes: broadcast::Sender<Note>,
     listening: watch::Sender<usize>,
     streams_closed: AtomicUsize,
+    /// Notified whenever a request is recorded, an SSE answer closes or a listen opens or
+    /// closes: what [`Mock::until`] waits on.
+    changed: tokio::sync::Notify,
     stop: CancellationToken,
 }
 
@@ -549,6 +553,22 @@ impl Mock {
             .expect("listen counter");
     }
 
+    /// Waits (at most [`WAIT`]) until `cond` holds of the mock: woken by each request it
+    /// records, each SSE answer that closes and each listen stream that opens or closes.
+    pub(crate) async fn until(&self, what: &str, cond: impl Fn(&Mock) -> bool) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let changed = self.state.changed.notified();
+            if cond(self) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                assert!(cond(self), "timed out waiting for: {what}");
+                return;
+            }
+        }
+    }
+
     /// Stops accepting and closes its connections.
     pub(crate) fn stop(&self) {
         self.stop.cancel();
@@ -564,6 +584,7 @@ impl Drop for CloseGuard {
         if let Some(f) = self.1.take() {
             f();
         }
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -608,6 +629,7 @@ async fn handle(st: Arc<State>, req: http::Request<hyper::body::Incoming>) -> Re
     if let Ok(mut s) = st.seen.lock() {
         s.push(seen.clone());
     }
+    st.changed.notify_waiters();
     let observe = st.spec.lock().ok().and_then(|s| s.observe.clone());
     if let Some(f) = observe {
         f(&seen);
@@ -708,6 +730,7 @@ fn listen(st: &Arc<State>, seen: &Seen, mut notes: broadcast::Receiver<Note>) ->
             return;
         }
         st.listening.send_modify(|n| *n += 1);
+        st.changed.notify_waiters();
         loop {
             let text = tokio::select! {
                 _ = st.stop.cancelled() => break,
@@ -725,6 +748,7 @@ fn listen(st: &Arc<State>, seen: &Seen, mut notes: broadcast::Receiver<Note>) ->
             }
         }
         st.listening.send_modify(|n| *n -= 1);
+        st.changed.notify_waiters();
     });
     sse_body(rx, None)
 }

@@ -295,3 +295,34 @@ pub(crate) async fn ts1_client(plan: &Value) -> Run {
     cmd.env("NODE_PATH", peer_env("SLUICE_TS_SDK1")).arg(script("ts1_client.cjs")).arg(plan.to_string());
     run_client("tests/peers/ts1_client.cjs", cmd).await
 }
+
+/// Runs tests/peers/hold_connections.py (any python3) against `addr`, opening `count` idle
+/// connections from a separate process; gives the process (holding its connections until its
+/// stdin closes) and its report lines up to `HELD`.
+pub(crate) fn hold_connections(addr: std::net::SocketAddr, count: usize) -> (std::process::Child, Vec<String>) {
+    let script = script("hold_connections.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["--port", &addr.port().to_string(), "--count", &count.to_string(), "--settle-ms", "500"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start python3 tests/peers/hold_connections.py");
+    let mut lines = Vec::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    loop {
+        let mut l = String::new();
+        if out.read_line(&mut l).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hold_connections.py ended early: {lines:?}");
+        }
+        eprintln!("hold_connections.py: {}", l.trim());
+        let done = l.starts_with("HELD ");
+        lines.push(l.trim().to_owned());
+        if done {
+            return (child, lines);
+        }
+    }
+}

@@ -280,20 +280,36 @@ impl Sluice {
         Prober { stop, worst, failed, task }
     }
 
-    /// Stops it with SIGTERM (killed after 10 s); gives everything it wrote, stdout then stderr
-    /// as they arrived.
-    pub(crate) async fn terminate(mut self) -> String {
-        let pid = self.pid.to_string();
-        let _ = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await;
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
-            let _ = self.child.start_kill();
-            let _ = self.child.wait().await;
-        }
-        // The readers end when the pipes close.
+    /// Sends it `SIG<name>` (e.g. "TERM").
+    pub(crate) async fn signal(&self, name: &str) {
+        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(self.pid.to_string()).status().await;
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {}", self.pid);
+    }
+
+    /// Waits (at most `within`) until it exits; gives its status and everything it wrote.
+    pub(crate) async fn exit_within(&mut self, within: Duration) -> Option<(std::process::ExitStatus, String)> {
+        let status = tokio::time::timeout(within, self.child.wait()).await.ok()?.expect("wait for sluice");
+        self.drained().await;
+        Some((status, self.output()))
+    }
+
+    /// Waits (at most 2 s) until both pipe readers reached the end.
+    async fn drained(&self) {
         let deadline = Instant::now() + Duration::from_secs(2);
         while (Arc::strong_count(&self.out) > 1 || Arc::strong_count(&self.err) > 1) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Stops it with SIGTERM (killed after 10 s); gives everything it wrote, stdout then stderr
+    /// as they arrived.
+    pub(crate) async fn terminate(mut self) -> String {
+        self.signal("TERM").await;
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
+        self.drained().await;
         self.output()
     }
 
