@@ -7,7 +7,7 @@
 //! - `client` (requests built member by member, SSE read event by event, raw HTTP/1.1), `rpc`
 //!   (JSON bodies) and `text` (raw-text bodies): 2026-07-28 clients; `call`: `tools/call` rounds;
 //!   `legacy_client`: the 2025-11-25 client;
-//! - `peers`: the Python and Node SDK peers; `process`: the `sluice` binary as a child process;
+//! - `peers`: the Python and Node SDK peers; `rmcp_client`: the Rust SDK as an in-process client; `process`: the `sluice` binary as a child process;
 //!   `net`: addresses where nothing answers.
 //!
 //! No fixed ports. Waits end on the event they wait for (a channel, a counter, a line), each
@@ -26,6 +26,7 @@ pub(crate) mod modern;
 pub(crate) mod net;
 pub(crate) mod peers;
 pub(crate) mod process;
+pub(crate) mod rmcp_client;
 pub(crate) mod rpc;
 pub(crate) mod text;
 

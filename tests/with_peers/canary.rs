@@ -39,13 +39,13 @@
 //! ```
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::support::gateway::Gateway;
+use crate::support::legacy_client::Legacy;
 use crate::support::modern::{self, Reply};
 use crate::support::peers;
 use crate::support::process::Sluice;
@@ -227,57 +227,24 @@ async fn modern_call(h: &reqwest::Client, url: &str, name: &str, args: Value, an
 /// A 2025-11-25 client (bridge B): initialize, then `tools/call name(args)`, answering the
 /// server→client requests on the POST's SSE stream from `answer`; gives the result text.
 async fn legacy_client_call(h: &reqwest::Client, url: &str, name: &str, args: Value, answer: impl Fn(&str, &Value) -> Value) -> String {
-    let post = |session: Option<&str>, msg: &Value| {
-        let mut r = h
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(msg.to_string());
-        if let Some(s) = session {
-            r = r.header("mcp-session-id", s).header("mcp-protocol-version", "2025-11-25");
-        }
-        r
-    };
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {"sampling": {}, "elicitation": {}}, "clientInfo": {"name": "canary", "version": "1"}}});
-    let r = post(None, &init).send().await.expect("initialize");
-    assert_eq!(r.status(), 200);
-    let session = r.headers().get("mcp-session-id").expect("an Mcp-Session-Id").to_str().unwrap().to_owned();
-    TOKENS.lock().unwrap().push(session.clone());
-    let _ = r.text().await;
-    let r = post(Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).send().await.unwrap();
-    assert_eq!(r.status(), 202);
-    let mut resp =
-        post(Some(&session), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}}))
-            .send()
-            .await
-            .expect("tools/call");
-    assert_eq!(resp.status(), 200);
-    let mut buf = String::new();
+    let mut c = Legacy::with(h, url, None);
+    c.initialize(json!({"sampling": {}, "elicitation": {}})).await;
+    TOKENS.lock().unwrap().push(c.sid());
+    let mut sse = c.stream(1, "tools/call", json!({"name": name, "arguments": args})).await;
+    assert_eq!(sse.status, 200);
     loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), resp.chunk()).await.expect("the SSE stream goes on").unwrap();
-        let Some(chunk) = chunk else { panic!("{name}: the stream ended without a result: {buf}") };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let event: String = buf.drain(..end + 2).collect();
-            let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-            if data.is_empty() {
-                continue;
+        let msg = sse.next_message().await;
+        if let Some(method) = msg["method"].as_str() {
+            if msg.get("id").is_some() {
+                let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer(method, &msg["params"])});
+                assert_eq!(c.post(&reply).await.status(), 202, "{name}: the answer to {method}");
             }
-            let msg: Value = serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"));
-            if let Some(method) = msg["method"].as_str() {
-                if msg.get("id").is_some() {
-                    let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer(method, &msg["params"])});
-                    let r = post(Some(&session), &reply).send().await.unwrap();
-                    assert_eq!(r.status(), 202, "{name}: the answer to {method}");
-                }
-                continue;
-            }
-            if msg["id"] == 1 {
-                assert!(msg.get("error").is_none(), "{name}: {msg}");
-                assert_ne!(msg["result"]["isError"], true, "{name}: {msg}");
-                return msg["result"]["content"][0]["text"].as_str().unwrap_or("").to_owned();
-            }
+            continue;
+        }
+        if msg["id"] == 1 {
+            assert!(msg.get("error").is_none(), "{name}: {msg}");
+            assert_ne!(msg["result"]["isError"], true, "{name}: {msg}");
+            return msg["result"]["content"][0]["text"].as_str().unwrap_or("").to_owned();
         }
     }
 }

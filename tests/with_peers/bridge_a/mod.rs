@@ -26,5 +26,4 @@
 mod adversarial;
 mod concurrent;
 mod gateway;
-mod rmcp_client;
 mod sdk_clients;

@@ -3,8 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{gateway, rmcp_client};
+use super::gateway;
 use crate::support::peers::{self, Run};
+use crate::support::rmcp_client;
 
 /// The methods the Python client's callbacks served for call `i` of its plan, in order.
 fn asked(summary: &Value, i: usize) -> Vec<String> {

@@ -12,12 +12,12 @@
 
 mod bare_upstream;
 mod gateway;
-mod rmcp_client;
 mod rmcp_upstream;
 
 use serde_json::{json, Value};
 
 use crate::support::peers::{self, Run};
+use crate::support::rmcp_client;
 
 /// The federated tool list with upstreams `py` then `rs`: config order, each upstream's own order.
 fn expected_tools() -> Vec<String> {
@@ -71,7 +71,7 @@ async fn python_client_lists_prefixed_tools_stably_and_calls_both_upstreams_incl
 async fn rmcp_client_lists_prefixed_tools_stably_and_calls_both_upstreams_including_input_required() {
     let (gw, _rs) = two_upstreams().await;
     let asked = rmcp_client::Asked::default();
-    let client = rmcp_client::connect(&gw.url(), asked.clone()).await;
+    let client = rmcp_client::connect(&gw.url(), asked.clone(), false).await;
     let info = client.peer().peer_info().expect("discover result");
     assert_eq!(info.protocol_version, rmcp::model::ProtocolVersion::V_2026_07_28);
     assert_eq!(info.server_info.as_ref().map(|s| s.name.as_str()), Some("sluice"));
@@ -91,8 +91,8 @@ async fn rmcp_client_lists_prefixed_tools_stably_and_calls_both_upstreams_includ
         let (text, is_error) = rmcp_client::call(&client, name, args).await;
         assert!(!is_error && text.contains(expect), "{name} answered {text:?} (isError {is_error}); expected it to contain {expect:?}");
     }
-    assert_eq!(*asked.sampled.lock().unwrap(), ["rs-q1", "rs-q2"]);
-    assert_eq!(*asked.elicited.lock().unwrap(), ["ship it?"]);
+    assert_eq!(asked.sampled(), ["rs-q1", "rs-q2"]);
+    assert_eq!(asked.elicited(), ["ship it?"]);
     let _ = client.cancel().await;
     gw.stop().await;
 }
@@ -140,7 +140,7 @@ async fn sdk_clients_succeed_through_sluice_when_the_upstream_omits_result_type_
         "the bare upstream no longer breaks the Python client: {direct:#}"
     );
 
-    let client = rmcp_client::connect(&url, rmcp_client::Asked::default()).await;
+    let client = rmcp_client::connect(&url, rmcp_client::Asked::default(), false).await;
     assert_eq!(rmcp_client::tool_names(&client).await, bare_upstream::TOOLS);
     assert_eq!(rmcp_client::call(&client, "shout", json!({"text": "quiet"})).await, ("QUIET".to_owned(), false));
     let _ = client.cancel().await;

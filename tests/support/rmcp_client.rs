@@ -21,8 +21,23 @@ use serde_json::{json, Map, Value};
 pub(crate) struct Asked(pub(crate) Arc<Mutex<Vec<String>>>);
 
 impl Asked {
+    /// Everything asked so far, emptied.
     pub(crate) fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    /// The prompts of the sampling requests so far, in order.
+    pub(crate) fn sampled(&self) -> Vec<String> {
+        self.of("sampling: ")
+    }
+
+    /// The messages of the elicitation requests so far, in order.
+    pub(crate) fn elicited(&self) -> Vec<String> {
+        self.of("elicitation: ")
+    }
+
+    fn of(&self, kind: &str) -> Vec<String> {
+        self.0.lock().unwrap().iter().filter_map(|a| a.strip_prefix(kind)).map(str::to_owned).collect()
     }
 }
 
@@ -75,7 +90,7 @@ impl ClientHandler for Handler {
         } else {
             ClientCapabilities::builder().enable_sampling().enable_elicitation().build()
         };
-        ClientConfig::new(caps, Implementation::new("bridge-a-rmcp-client", "1.0.0"))
+        ClientConfig::new(caps, Implementation::new("sluice-tests-rmcp-client", "1.0.0"))
     }
 }
 
@@ -99,4 +114,10 @@ pub(crate) async fn call(client: &RunningService<RoleClient, Handler>, name: &st
         .unwrap_or_else(|e| panic!("rmcp tools/call {name} through sluice: {e}"));
     let text: Vec<String> = r.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.clone()).collect();
     (text.join(" | "), r.is_error.unwrap_or(false))
+}
+
+/// The names `tools/list` gives, in order.
+pub(crate) async fn tool_names(client: &RunningService<RoleClient, Handler>) -> Vec<String> {
+    let listed = client.list_tools(None).await.unwrap_or_else(|e| panic!("rmcp tools/list through sluice: {e}"));
+    listed.tools.iter().map(|t| t.name.to_string()).collect()
 }
