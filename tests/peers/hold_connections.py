@@ -1,4 +1,4 @@
-"""Opens many idle TCP connections to one address and holds them, for `cargo test --test hardening`.
+"""Opens many idle TCP connections to one address and holds them, for `cargo test --test process` (hardening).
 
 The connections come from this separate process so that the test process (which runs Sluice)
 is not the one short of file descriptors. Standard library only (any python3).

@@ -1,4 +1,4 @@
-"""A 2025-11-25 MCP client on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test bridge_b`.
+"""A 2025-11-25 MCP client on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test peers` (bridge_b).
 
 It knows only the handshake-era wire: `initialize`, `Mcp-Session-Id`, SSE, and server->client
 requests that arrive mid-call, which its sampling callback answers. It knows nothing of

@@ -1,4 +1,4 @@
-"""A pure 2025-11-25 MCP upstream on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test bridge_a`.
+"""A pure 2025-11-25 MCP upstream on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test peers` (bridge_a).
 
 It knows only the handshake-era wire (initialize, Mcp-Session-Id, SSE, server->client requests
 sent mid-call) and nothing of Sluice, server/discover or input_required. Its tools ask the client

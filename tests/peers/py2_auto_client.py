@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in its default `auto` mode, for `cargo test --test bridge_b`.
+"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in its default `auto` mode, for `cargo test --test peers` (bridge_b).
 
 `auto` probes `server/discover` first and falls back to the 2025-11-25 `initialize` handshake
 only when the server does not answer it. Sluice serves both eras on one endpoint, so this client

@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test interop`.
+"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test peers` (interop).
 
 Takes one argument, a JSON plan:
   {"url": "http://127.0.0.1:PORT/mcp",

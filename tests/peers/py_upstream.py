@@ -1,4 +1,4 @@
-"""A modern MCP upstream on the official Python SDK (PyPI `mcp==2.3.0`), for `cargo test --test interop`.
+"""A modern MCP upstream on the official Python SDK (PyPI `mcp==2.3.0`), for `cargo test --test peers` (interop).
 
 Binds 127.0.0.1 on a free port, prints `LISTENING <port>` on stdout once it accepts requests, and
 serves the streamable HTTP endpoint `/mcp` (2026-07-28 stateless requests; the SDK also answers

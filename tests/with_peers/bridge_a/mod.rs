@@ -21,7 +21,7 @@
 //!
 //! Everything binds 127.0.0.1 port 0; bridge timeouts are milliseconds; no test sleeps longer
 //! than 2 s. Peers come from `eval "$(bash scripts/peers.sh)"`; without them these tests fail and
-//! say so. The upstream processes are shared by the tests of this binary (see `peers`).
+//! say so. The upstream processes are shared by the tests of the binary (tests/support/peers.rs).
 
 mod adversarial;
 mod concurrent;

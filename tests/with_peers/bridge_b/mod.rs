@@ -23,7 +23,7 @@
 //!
 //! Everything binds 127.0.0.1 port 0; timeouts and expiries are milliseconds; no test sleeps
 //! longer than 2 s. Peers come from `eval "$(bash scripts/peers.sh)"`; without them the tests that
-//! use them fail and say so. The Python upstreams are shared by the tests of this binary.
+//! use them fail and say so. The Python upstreams are shared by the tests of the binary (tests/support/peers.rs).
 
 mod cancel;
 mod governance;
