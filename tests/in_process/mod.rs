@@ -29,5 +29,5 @@ mod prelude {
     pub(crate) use crate::support::logs::wait_warning;
     pub(crate) use crate::support::modern::{err, ev, ok, sse, tool, Reply, Spec};
     pub(crate) use crate::support::net::{dead_url, stalled};
-    pub(crate) use crate::support::{eventually, V, WAIT};
+    pub(crate) use crate::support::{V, WAIT};
 }
