@@ -127,14 +127,15 @@ struct Records {
 }
 
 impl Records {
-    fn open(path: &Path) -> Records {
+    /// Opens the sink once Sluice's writer created it (polled: the file has no event to wait on).
+    async fn open(path: &Path) -> Records {
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
             if let Ok(f) = std::fs::File::open(path) {
                 return Records { reader: BufReader::new(f), pending: String::new() };
             }
             assert!(Instant::now() < deadline, "the audit sink {} was not created", path.display());
-            std::thread::sleep(Duration::from_millis(10));
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -223,7 +224,7 @@ async fn every_path_writes_exactly_one_content_free_record() {
     let repo = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into()).await.expect("legacy demo upstream");
     let gw = gateway(&sink, 1024, &up.url(), &repo.url()).await;
     let (url, h) = (gw.url(), http());
-    let mut log = Records::open(&sink);
+    let mut log = Records::open(&sink).await;
     let caps = json!({"elicitation": {"form": {}}, "sampling": {}});
     let key = Some(KEY);
     let ok = |method, name, upstream| Expect { status: 200, method: Some(method), name, upstream, principal: true, ..Default::default() };
