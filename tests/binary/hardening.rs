@@ -155,6 +155,8 @@ async fn until_closed(mut s: TcpStream, limit: Duration) -> (String, Duration) {
 
 #[tokio::test]
 async fn slowloris_clients_are_closed_after_the_header_read_timeout() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     let gw = gateway(&up.url(), &[], &[("header_read_ms", 300)]).await;
     // Paused: hyper's header-read timer (a tokio timer) fires as soon as everything waits on it.
@@ -182,6 +184,8 @@ async fn slowloris_clients_are_closed_after_the_header_read_timeout() {
 
 #[tokio::test]
 async fn a_20_mib_body_gets_413_declared_or_streamed() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     let gw = gateway(&up.url(), &[], &[]).await;
     let normal = Normal::start(gw.url());
@@ -227,6 +231,8 @@ async fn a_20_mib_body_gets_413_declared_or_streamed() {
 
 #[tokio::test]
 async fn a_flood_past_max_in_flight_gets_503_with_retry_after() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     // The four slow calls hold their slots until the flood has been answered.
     let (open, gate) = tokio::sync::watch::channel(false);
     let up = alpha_gated(gate).await;
@@ -265,6 +271,8 @@ async fn a_flood_past_max_in_flight_gets_503_with_retry_after() {
 
 #[tokio::test]
 async fn a_request_head_over_max_header_bytes_gets_431() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     let gw = gateway(&up.url(), &[("max_header_bytes", 8192)], &[]).await;
     let normal = Normal::start(gw.url());
@@ -314,6 +322,8 @@ fn field(lines: &[String], prefix: &str, key: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_idle_connections_leave_a_normal_client_served() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     const IDLE: usize = 3000;
     const LIMIT: usize = IDLE + 50;
     let started = Instant::now();
@@ -357,6 +367,8 @@ async fn thousands_of_idle_connections_leave_a_normal_client_served() {
 
 #[tokio::test]
 async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     // The binary, on 127.0.0.1:0, ready once /readyz answers.
     let mut sluice = Sluice::start_env(&config(&up.url(), &[], &[]).text(), &Env::new().set("RUST_LOG", "sluice=info")).await;
@@ -385,6 +397,8 @@ async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
 
 #[tokio::test]
 async fn an_oversized_upstream_answer_is_a_502_naming_the_upstream() {
+    // Heavy (connections, bodies, floods): not next to the tests that measure Sluice.
+    let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     let gw = gateway(&up.url(), &[("max_response_bytes", 65536), ("max_sse_event_bytes", 65536)], &[]).await;
     let normal = Normal::start(gw.url());

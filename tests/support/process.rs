@@ -383,8 +383,9 @@ pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
     }
 }
 
-/// Serializes the tests that measure Sluice's CPU time, memory or latency, so they do not
-/// measure each other on a small machine. Hold the guard for the whole test.
+/// Serializes the tests that measure Sluice's CPU time, memory or latency, and the heavy ones
+/// that share their binary (hardening), so they do not disturb each other on a small machine.
+/// Hold the guard for the whole test.
 pub(crate) async fn measured() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
     LOCK.get_or_init(|| tokio::sync::Mutex::new(())).lock().await
