@@ -95,6 +95,8 @@ struct Normal {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failed: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Notified after each call.
+    called: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -102,7 +104,8 @@ impl Normal {
     fn start(url: String) -> Normal {
         let (stop, ok, failed) =
             (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::Mutex::new(Vec::new())));
-        let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let called = Arc::new(tokio::sync::Notify::new());
+        let (s, o, f, c) = (stop.clone(), ok.clone(), failed.clone(), called.clone());
         let task = tokio::spawn(async move {
             // A new connection per call: hyper's header-read timer also runs on an idle
             // keep-alive connection, so a pooled one could be closed just as it is reused.
@@ -116,18 +119,26 @@ impl Normal {
                 } else {
                     f.lock().unwrap().push(format!("{} {}", a.status, a.text));
                 }
+                c.notify_waiters();
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        Normal { stop, ok, failed, task }
+        Normal { stop, ok, failed, called, task }
     }
 
     /// Waits (at most 2 s) until it was served `min` times, stops, and asserts it was served
     /// every time.
     async fn served(self, min: usize) {
         let deadline = Instant::now() + Duration::from_secs(2);
-        while self.ok.load(Ordering::Relaxed) < min && Instant::now() < deadline && self.failed.lock().unwrap().is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            let called = self.called.notified();
+            if self.ok.load(Ordering::Relaxed) >= min || !self.failed.lock().unwrap().is_empty() {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if tokio::time::timeout(left, called).await.is_err() {
+                break;
+            }
         }
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.expect("normal client task");
