@@ -7,12 +7,15 @@
 //! - `client` (requests built member by member, SSE read event by event, raw HTTP/1.1), `rpc`
 //!   (JSON bodies) and `text` (raw-text bodies): 2026-07-28 clients; `call`: `tools/call` rounds;
 //!   `legacy_client`: the 2025-11-25 client;
-//! - `peers`: the Python and Node SDK peers; `rmcp_client`: the Rust SDK as an in-process client; `process`: the `sluice` binary as a child process;
-//!   `net`: addresses where nothing answers.
+//! - `peers`: the Python and Node SDK peers (and hold_connections.py); `rmcp_client`: the Rust
+//!   SDK as an in-process client; `process`: the `sluice` binary as a child process; `net`:
+//!   addresses where nothing answers.
 //!
-//! No fixed ports. Waits end on the event they wait for (a channel, a counter, a line), each
-//! bounded by a deadline; where the other side is a separate process (a peer, the binary) they
-//! poll on the wall clock.
+//! No fixed ports. Waits end on the event they wait for (a channel, a notification, a line),
+//! each bounded by a deadline. They poll only where nothing can notify: a separate process (a
+//! peer, the binary), a file Sluice appends to (the audit sink), or Sluice's own state
+//! ([`eventually`]). A test that waits for one of Sluice's timeouts in-process pauses tokio's
+//! clock (`tokio::time::pause`) instead of sleeping.
 
 #![allow(dead_code, unused_imports)] // each binary uses part of it
 
