@@ -7,17 +7,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::listen::Hub;
+use crate::listen::hub::Hub;
 use crate::route::names::Names;
-use crate::route::table::{ListKind, ListTable};
 use crate::upstream::client::HttpClient;
-use crate::upstream::{discover, lists, Upstream};
+use crate::upstream::{discover, Upstream};
 
 /// Everything requests share.
 pub struct Gateway {
@@ -40,7 +38,7 @@ pub struct Gateway {
     /// Cancelled on shutdown; background tasks and listen streams end with it.
     pub shutdown: CancellationToken,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
-    pub bridge: crate::bridge::Bridge,
+    pub bridge: crate::bridge::shared::Bridge,
     /// Authentication (API keys, JWT) and the resource metadata.
     pub auth: crate::auth::Authenticator,
     /// Approval rules and budgets.
@@ -49,10 +47,8 @@ pub struct Gateway {
     pub audit: crate::audit::Audit,
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// Requests in progress (for load shedding).
-    pub in_flight: std::sync::atomic::AtomicUsize,
     /// Sessions of 2025-11-25 clients (bridge B).
-    pub legacy_sessions: crate::bridge_b::Sessions,
+    pub legacy_sessions: crate::bridge_b::session::Sessions,
     /// Open client streams, per principal and in total.
     pub streams: Arc<crate::streams::Streams>,
 }
@@ -82,7 +78,7 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
         return Err("metrics.require_auth = true but no credential is configured: add [auth] or drop require_auth".into());
     }
     let governor = crate::policy::Governor::new(cfg)?;
-    let keys = crate::state::keys_from(&cfg.state)?;
+    let keys = crate::state::keys_from(&cfg.state.keys, cfg.state.key_env.as_deref())?;
     if cfg.audit.enabled && cfg.audit.sink != "stderr" {
         check_sink(&cfg.audit.sink)?;
     }
@@ -116,14 +112,13 @@ impl Gateway {
             cfg.timeouts.stream_idle,
         );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
-        let bridge = crate::bridge::Bridge::new(&cfg, client.clone(), keys);
+        let bridge = crate::bridge::shared::Bridge::new(&cfg, client.clone(), keys);
         let shutdown = CancellationToken::new();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
         Ok(Arc::new(Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
-            legacy_sessions: crate::bridge_b::Sessions::new(&cfg.bridge),
+            legacy_sessions: crate::bridge_b::session::Sessions::new(&cfg.bridge),
             streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,
             auth,
@@ -140,6 +135,21 @@ impl Gateway {
         }))
     }
 
+    /// Whether any healthy upstream advertises the server capability `cap`.
+    pub fn serves(&self, cap: &str) -> bool {
+        self.upstreams.iter().any(|u| u.serves(cap))
+    }
+
+    /// The upstreams `p` may reach (its scopes), in config order.
+    pub fn reachable<'a>(&'a self, p: &'a crate::auth::Principal) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+        self.upstreams.iter().filter(move |u| self.auth.may_reach(p, &u.name))
+    }
+
+    /// Whether an upstream `p` may reach serves `cap`.
+    pub fn serves_for(&self, p: &crate::auth::Principal, cap: &str) -> bool {
+        self.reachable(p).any(|u| u.serves(cap))
+    }
+
     /// The upstream called `name`.
     pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
         self.upstreams.iter().find(|u| u.name == name)
@@ -148,117 +158,5 @@ impl Gateway {
     /// Whether Sluice has probed every upstream once.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
-    }
-
-    /// Probes every upstream and fetches the tables of the healthy ones.
-    pub async fn probe_all(self: &Arc<Self>) {
-        let probes = self.upstreams.iter().map(|up| async move {
-            let status = self.probe(up).await;
-            if status.healthy {
-                for kind in ListKind::ALL {
-                    self.refresh(up, kind).await;
-                }
-            }
-        });
-        futures_util::future::join_all(probes).await;
-        self.ready.store(true, Ordering::Release);
-    }
-
-    /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
-    /// (or the upstream is configured as 2025-11-25).
-    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
-        if up.era == crate::config::Era::Legacy {
-            return crate::bridge::probe(self, up).await;
-        }
-        match discover::probe(&self.client, up).await {
-            discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
-            discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
-                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
-                crate::bridge::probe(self, up).await
-            }
-            discover::Probe::NotModern(why) => {
-                up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));
-                up.status().as_ref().clone()
-            }
-        }
-    }
-
-    /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
-    /// for another's fetch takes its result). Returns the current table.
-    pub async fn refresh(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
-        let asked = Instant::now();
-        let _guard = up.refresh_lock[kind.index()].lock().await;
-        let current = up.list(kind);
-        if current.fetched_at >= asked {
-            return current;
-        }
-        if !up.serves(kind.capability()) {
-            up.set_list(kind, ListTable::empty());
-            return up.list(kind);
-        }
-        match lists::fetch(self, up, kind).await {
-            Ok(table) => {
-                self.warn_collisions(up, kind, &table);
-                up.set_list(kind, table);
-            }
-            Err(why) => {
-                tracing::warn!(upstream = %up.name, list = kind.method(), reason = %why, "list fetch failed; serving the other upstreams");
-                up.mark_failed(&why);
-            }
-        }
-        up.list(kind)
-    }
-
-    /// Marks one table stale after a list-changed notification and refreshes it.
-    pub async fn invalidate(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) {
-        let mut stale = (*up.list(kind)).clone();
-        stale.ttl_ms = 0;
-        up.set_list(kind, stale);
-        self.refresh(up, kind).await;
-    }
-
-    fn warn_collisions(&self, up: &Upstream, kind: ListKind, table: &ListTable) {
-        if self.names.prefixed() || !kind.named() {
-            return;
-        }
-        for other in self.upstreams.iter().filter(|o| o.name != up.name) {
-            let theirs = other.list(kind);
-            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
-                tracing::warn!(
-                    name = %item.public, first = %up.name, second = %other.name, list = kind.method(),
-                    "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
-                );
-            }
-        }
-    }
-
-    /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
-    pub fn spawn_background(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        let gw = self.clone();
-        // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
-        tokio::spawn(crate::bridge::sweep_sessions(self.clone()));
-        tokio::spawn(crate::bridge::sweep_parked(self.clone()));
-        tokio::spawn(async move {
-            gw.probe_all().await;
-            for up in &gw.upstreams {
-                tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
-            }
-            tokio::spawn(crate::policy::reload_on_sighup(gw.clone()));
-            tokio::spawn(crate::policy::sweep_budgets(gw.clone()));
-            loop {
-                tokio::select! {
-                    _ = gw.shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(gw.cfg.timeouts.refresh) => {}
-                }
-                for up in &gw.upstreams {
-                    let status = gw.probe(up).await;
-                    if status.healthy {
-                        for kind in ListKind::ALL {
-                            gw.refresh(up, kind).await;
-                        }
-                    }
-                }
-            }
-        })
     }
 }

@@ -14,9 +14,12 @@
 
 pub mod audit;
 pub mod auth;
+pub mod background;
 pub mod bridge;
 pub mod bridge_b;
+pub mod catalog;
 pub mod config;
+pub mod ctx;
 pub mod demo;
 pub mod dispatch;
 pub mod edge;

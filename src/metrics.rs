@@ -16,7 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::audit::Record;
+use crate::audit::record::Record;
+use crate::mcp::method::Method;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
@@ -32,27 +33,8 @@ struct KindLabels {
 }
 
 /// Label values come from closed sets, so no client or upstream can grow the exposition: a
-/// method Sluice does not serve is `other`, and so is a code or status Sluice does not define.
-const METHODS: &[&str] = &[
-    "server/discover",
-    "subscriptions/listen",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "completion/complete",
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "notifications/initialized",
-    "notifications/cancelled",
-];
-
+/// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
+/// Sluice does not define.
 /// JSON-RPC codes of the spec and Sluice's own (README, "Error codes").
 const CODES: &[i64] = &[
     -32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022, -31001, -31003, -31010, -31011, -31012, -31013, -31014, -31015, -31016,
@@ -65,7 +47,7 @@ const STATUSES: &[u16] = &[400, 401, 403, 404, 405, 406, 413, 429, 431, 499, 500
 fn method_label(m: Option<&str>) -> String {
     match m {
         None => String::new(),
-        Some(m) => METHODS.iter().find(|k| **k == m).map_or("other", |k| *k).to_owned(),
+        Some(m) => Method::parse(m).known().unwrap_or("other").to_owned(),
     }
 }
 
@@ -99,6 +81,8 @@ pub struct Metrics {
     pub sessions: Gauge,
     /// Audit records dropped (set when scraped).
     pub audit_dropped: Gauge,
+    /// MCP requests in progress (until their response head).
+    in_flight: Gauge,
 }
 
 impl Metrics {
@@ -121,7 +105,20 @@ impl Metrics {
         registry.register("sluice_legacy_sessions", "Open sessions with legacy upstreams", sessions.clone());
         let audit_dropped = Gauge::default();
         registry.register("sluice_audit_dropped", "Audit records dropped because the audit channel was full", audit_dropped.clone());
-        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped }
+        let in_flight = Gauge::default();
+        registry.register("sluice_requests_in_flight", "MCP requests in progress (until their response head)", in_flight.clone());
+        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped, in_flight }
+    }
+
+    /// Counts a request in progress until the guard is dropped.
+    pub fn enter(self: &std::sync::Arc<Self>) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.clone())
+    }
+
+    /// MCP requests in progress now.
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.get()
     }
 
     /// Accounts one finished request.
@@ -157,5 +154,14 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// A request in progress (see [`Metrics::enter`]).
+pub struct InFlight(std::sync::Arc<Metrics>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.dec();
     }
 }

@@ -36,10 +36,18 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(gw.cfg.timeouts.header_read)
         .max_buf_size(gw.cfg.limits.max_header_bytes);
-    builder.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(gw.cfg.limits.max_header_bytes as u32);
+    // HTTP/2 keeps a connection open between streams: a peer that stops answering PINGs within
+    // header_read_ms is closed, so idle connections cannot hold the connection budget.
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(gw.cfg.limits.max_header_bytes as u32)
+        .keep_alive_interval(Some(gw.cfg.timeouts.header_read))
+        .keep_alive_timeout(gw.cfg.timeouts.header_read);
     let connections = Arc::new(tokio::sync::Semaphore::new(gw.cfg.limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let background = gw.spawn_background();
+    let endpoint = crate::service::stack::endpoint(gw.clone());
+    let background = crate::background::spawn(&gw);
     tokio::pin!(shutdown);
     loop {
         let (stream, _peer) = tokio::select! {
@@ -60,13 +68,13 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let gw = gw.clone();
+        let (gw, endpoint) = (gw.clone(), endpoint.clone());
         let (builder, watcher) = (builder.clone(), graceful.watcher());
         tokio::spawn(async move {
             if !first_bytes_within(&stream, gw.cfg.timeouts.header_read).await {
                 return; // closes the connection and frees its permit
             }
-            let svc = service_fn(move |req| crate::service::handle(gw.clone(), req));
+            let svc = service_fn(move |req| crate::service::handle(gw.clone(), endpoint.clone(), req));
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
             let _ = watcher.watch(conn.into_owned()).await;
             drop(permit);

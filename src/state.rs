@@ -83,10 +83,9 @@ pub struct Sealed {
     /// The park handle of the exchange (bridge A).
     #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
-    /// What the state is for: `None` for a bridge A round, `approval` for an approval round,
-    /// `modern` for a modern upstream's round.
-    #[serde(rename = "k", default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    /// What the state is for.
+    #[serde(rename = "k", default, skip_serializing_if = "Kind::is_bridge")]
+    pub kind: Kind,
     /// For `modern`: the upstream's own `requestState`, byte for byte (`None`: it gave none).
     /// For `approval`: the rule that asked for it.
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +97,70 @@ pub struct Sealed {
     /// (JSON), with the rule that asked for the approval.
     #[serde(rename = "ap", default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<(String, String)>,
+}
+
+/// What a sealed state is for (its wire name; a bridge A round has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Kind {
+    /// A round of a legacy upstream's asks (bridge A): `handle` names the parked exchange.
+    #[default]
+    #[serde(rename = "bridge")]
+    Bridge,
+    /// An approval round Sluice asked before a tool call: `extra` is the rule.
+    #[serde(rename = "approval")]
+    Approval,
+    /// A modern upstream's round: `extra` is the upstream's own `requestState`.
+    #[serde(rename = "modern")]
+    Modern,
+}
+
+impl Kind {
+    fn is_bridge(&self) -> bool {
+        *self == Kind::Bridge
+    }
+}
+
+/// What a state is issued for: the request it answers (the retry must match all of it).
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The principal.
+    pub principal: String,
+    /// The method.
+    pub method: String,
+    /// Its name or URI.
+    pub name: String,
+    /// Digest of its canonical params ([`params_digest`]); may be filled later.
+    pub digest: String,
+    /// The upstream it routes to.
+    pub upstream: String,
+}
+
+/// A fresh unguessable nonce (128 bits, hex): a state's single-use handle.
+pub fn nonce() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Sealed {
+    /// A state of `kind` for the request `bound`, answering round `round`, expiring at
+    /// `expires_ms`, with a fresh single-use nonce as its handle.
+    pub fn issue(kind: Kind, bound: Bound, round: u32, expires_ms: u64, owner: &str) -> Sealed {
+        Sealed {
+            principal: bound.principal,
+            method: bound.method,
+            name: bound.name,
+            digest: bound.digest,
+            upstream: bound.upstream,
+            round,
+            expires_ms,
+            owner: owner.to_owned(),
+            handle: Some(nonce()),
+            kind,
+            extra: None,
+            declined: Vec::new(),
+            pending: None,
+        }
+    }
 }
 
 /// One HMAC key with its id.
@@ -217,9 +280,9 @@ pub fn parse_key(spec: &str) -> Result<Key, String> {
 }
 
 /// The key ring from config and the environment; a random key (with a warning) when none.
-pub fn keys_from(cfg: &crate::config::StateConfig) -> Result<Keys, String> {
-    let mut keys = cfg.keys.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
-    if let Some(var) = &cfg.key_env {
+pub fn keys_from(configured: &[String], key_env: Option<&str>) -> Result<Keys, String> {
+    let mut keys = configured.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(var) = key_env {
         // A configured source that yields no key must not fall back to a random one.
         let v = std::env::var(var)
             .map_err(|_| format!("state.key_env names the environment variable {var}, which is not set; set it (ID:BASE64, comma-separated) or remove key_env"))?;

@@ -36,6 +36,9 @@ impl ApiKeys {
             if k.principal.trim().is_empty() {
                 return Err("auth.api_keys: an entry has an empty principal; name who the key authenticates".into());
             }
+            if k.principal == super::INTERNAL_PRINCIPAL {
+                return Err(format!("auth.api_keys: the principal {:?} is Sluice's own; choose another", super::INTERNAL_PRINCIPAL));
+            }
             let p = Principal { id: k.principal.clone(), groups: k.groups.clone(), scopes: k.scopes.iter().cloned().collect() };
             keys.push((parse_hash(&k.sha256)?, p));
         }
@@ -57,6 +60,9 @@ impl ApiKeys {
                     let scopes: BTreeSet<String> = list(parts.next()).into_iter().collect();
                     if id.is_empty() {
                         return Err(format!("{var}: an entry has an empty principal; expected HASH=principal[:groups][:scopes]"));
+                    }
+                    if id == super::INTERNAL_PRINCIPAL {
+                        return Err(format!("{var}: the principal {:?} is Sluice's own; choose another", super::INTERNAL_PRINCIPAL));
                     }
                     keys.push((parse_hash(hash)?, Principal { id, groups, scopes }));
                 }

@@ -102,6 +102,9 @@ impl JwtVerifier {
 
     fn principal(&self, claims: &Value) -> Result<Principal, AuthError> {
         let id = claims.get(&self.principal_claim).and_then(Value::as_str).ok_or(AuthError::Invalid("the principal claim is missing"))?;
+        if id.is_empty() || id == super::INTERNAL_PRINCIPAL {
+            return Err(AuthError::Invalid("the principal claim names no usable principal"));
+        }
         let groups = match claims.get(&self.groups_claim) {
             Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
             Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),

@@ -15,6 +15,9 @@ use http::HeaderMap;
 
 use crate::config::AuthConfig;
 
+/// The principal of Sluice's own upstream sessions (lists, probes): no credential may claim it.
+pub const INTERNAL_PRINCIPAL: &str = "sluice-internal";
+
 /// An authenticated caller: the key of budgets, sealed state and upstream session pools.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal {

@@ -10,6 +10,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::mcp::method::Method;
+
 /// The `_meta` key a legacy server may set on an ask to name its input key.
 pub const INPUT_KEY_HINT: &str = "dev.sluice/inputKey";
 
@@ -20,8 +22,8 @@ pub struct Ask {
     pub key: String,
     /// The upstream's request id (JSON text).
     pub id: String,
-    /// The method.
-    pub method: String,
+    /// The method (an ask: sampling, elicitation or roots).
+    pub method: Method,
     /// Params as the modern client sees them.
     pub params: Value,
     /// URL-mode elicitation id (2025-11-25 only), kept here and hidden from the client.
@@ -30,13 +32,8 @@ pub struct Ask {
     pub approval: Option<String>,
 }
 
-/// Whether `method` is an ask Sluice can bridge.
-pub fn is_bridged(method: &str) -> bool {
-    matches!(method, "sampling/createMessage" | "elicitation/create" | "roots/list")
-}
-
 /// Builds an [`Ask`]; `taken` holds keys already used in this round.
-pub fn ask(id: &str, method: &str, params: Option<&str>, taken: &[String]) -> Ask {
+pub fn ask(id: &str, method: &Method, params: Option<&str>, taken: &[String]) -> Ask {
     let mut params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_else(|| json!({}));
     let mut hint = None;
     if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
@@ -46,24 +43,24 @@ pub fn ask(id: &str, method: &str, params: Option<&str>, taken: &[String]) -> As
         }
     }
     let mut elicitation_id = None;
-    if method == "elicitation/create" && params.get("mode").and_then(Value::as_str) == Some("url") {
+    if *method == Method::ElicitationCreate && params.get("mode").and_then(Value::as_str) == Some("url") {
         elicitation_id = params.as_object_mut().and_then(|p| p.remove("elicitationId")).and_then(|v| v.as_str().map(str::to_owned));
     }
-    if method == "sampling/createMessage" {
+    if *method == Method::SamplingCreateMessage {
         params.as_object_mut().map(|p| p.remove("task"));
     }
     let key = match hint {
         Some(h) if !h.is_empty() && !taken.contains(&h) => h,
         _ => (1..).map(|n| format!("{method}-{n}")).find(|k| !taken.contains(k)).unwrap_or_default(),
     };
-    Ask { key, id: id.to_owned(), method: method.to_owned(), params, elicitation_id, approval: None }
+    Ask { key, id: id.to_owned(), method: method.clone(), params, elicitation_id, approval: None }
 }
 
 /// The client capability an ask needs, as a `ClientCapabilities` object, when `declared`
 /// lacks it.
 pub fn missing_capability(a: &Ask, declared: &Map<String, Value>) -> Option<Value> {
-    match a.method.as_str() {
-        "sampling/createMessage" => {
+    match a.method {
+        Method::SamplingCreateMessage => {
             let wants_tools = a.params.get("tools").is_some_and(|t| !t.is_null());
             match declared.get("sampling") {
                 None => Some(if wants_tools { json!({"sampling": {"tools": {}}}) } else { json!({"sampling": {}}) }),
@@ -71,7 +68,7 @@ pub fn missing_capability(a: &Ask, declared: &Map<String, Value>) -> Option<Valu
                 _ => None,
             }
         }
-        "elicitation/create" => {
+        Method::ElicitationCreate => {
             let url = a.params.get("mode").and_then(Value::as_str) == Some("url");
             let e = declared.get("elicitation");
             let ok = match e {
@@ -81,38 +78,34 @@ pub fn missing_capability(a: &Ask, declared: &Map<String, Value>) -> Option<Valu
             };
             (!ok).then(|| if url { json!({"elicitation": {"url": {}}}) } else { json!({"elicitation": {"form": {}}}) })
         }
-        "roots/list" => declared.get("roots").is_none().then(|| json!({"roots": {}})),
+        Method::RootsList => declared.get("roots").is_none().then(|| json!({"roots": {}})),
         _ => None,
     }
 }
 
 /// Checks a client's answer to an ask; gives the result JSON to send upstream.
-pub fn validate(method: &str, answer: &Value) -> Result<String, String> {
+pub fn validate(method: &Method, answer: &Value) -> Result<String, String> {
     let obj = answer.as_object().ok_or("an input response must be an object")?;
-    let ok = match method {
-        "sampling/createMessage" => {
+    let (ok, shape) = match method {
+        Method::SamplingCreateMessage => (
             matches!(obj.get("role").and_then(Value::as_str), Some("user" | "assistant"))
                 && obj.get("content").is_some_and(|c| c.is_object() || c.is_array())
-                && obj.get("model").is_some_and(Value::is_string)
-        }
-        "elicitation/create" => {
+                && obj.get("model").is_some_and(Value::is_string),
+            "a CreateMessageResult {role, content, model}",
+        ),
+        Method::ElicitationCreate => (
             matches!(obj.get("action").and_then(Value::as_str), Some("accept" | "decline" | "cancel"))
-                && obj.get("content").is_none_or(|c| c.is_object() || c.is_null())
-        }
-        "roots/list" => {
-            obj.get("roots").and_then(Value::as_array).is_some_and(|r| r.iter().all(|x| x.get("uri").is_some_and(Value::is_string)))
-        }
-        _ => false,
+                && obj.get("content").is_none_or(|c| c.is_object() || c.is_null()),
+            "an ElicitResult {action: accept|decline|cancel, content?}",
+        ),
+        Method::RootsList => (
+            obj.get("roots").and_then(Value::as_array).is_some_and(|r| r.iter().all(|x| x.get("uri").is_some_and(Value::is_string))),
+            "a ListRootsResult {roots: [{uri}]}",
+        ),
+        _ => (false, "the result of an ask"),
     };
     if !ok {
-        return Err(match method {
-            "sampling/createMessage" => "the input response to sampling/createMessage must be a CreateMessageResult {role, content, model}",
-            "elicitation/create" => {
-                "the input response to elicitation/create must be an ElicitResult {action: accept|decline|cancel, content?}"
-            }
-            _ => "the input response to roots/list must be a ListRootsResult {roots: [{uri}]}",
-        }
-        .to_owned());
+        return Err(format!("the input response to {method} must be {shape}"));
     }
     let mut clean = obj.clone();
     clean.remove("resultType");
@@ -123,7 +116,7 @@ pub fn validate(method: &str, answer: &Value) -> Result<String, String> {
 pub fn input_requests(asks: &[Ask]) -> Value {
     let mut m = Map::new();
     for a in asks {
-        m.insert(a.key.clone(), json!({"method": a.method, "params": a.params}));
+        m.insert(a.key.clone(), json!({"method": a.method.as_str(), "params": a.params}));
     }
     Value::Object(m)
 }
@@ -134,34 +127,38 @@ mod tests {
 
     #[test]
     fn the_input_key_hint_is_used_once_and_stripped() {
-        let a = ask("5", "sampling/createMessage", Some(r#"{"messages":[],"maxTokens":5,"_meta":{"dev.sluice/inputKey":"llm"}}"#), &[]);
+        let a =
+            ask("5", &Method::SamplingCreateMessage, Some(r#"{"messages":[],"maxTokens":5,"_meta":{"dev.sluice/inputKey":"llm"}}"#), &[]);
         assert_eq!(a.key, "llm");
         assert!(a.params.get("_meta").is_none());
-        let b = ask("6", "sampling/createMessage", Some(r#"{"_meta":{"dev.sluice/inputKey":"llm"}}"#), &["llm".into()]);
+        let b = ask("6", &Method::SamplingCreateMessage, Some(r#"{"_meta":{"dev.sluice/inputKey":"llm"}}"#), &["llm".into()]);
         assert_eq!(b.key, "sampling/createMessage-1");
     }
 
     #[test]
     fn asks_need_the_capabilities_they_use() {
         let caps: Map<String, Value> = serde_json::from_value(json!({"sampling": {}, "elicitation": {}})).unwrap();
-        let tools = ask("1", "sampling/createMessage", Some(r#"{"tools":[{"name":"t"}]}"#), &[]);
+        let tools = ask("1", &Method::SamplingCreateMessage, Some(r#"{"tools":[{"name":"t"}]}"#), &[]);
         assert_eq!(missing_capability(&tools, &caps), Some(json!({"sampling": {"tools": {}}})));
-        let url = ask("2", "elicitation/create", Some(r#"{"mode":"url","url":"https://x","elicitationId":"e"}"#), &[]);
+        let url = ask("2", &Method::ElicitationCreate, Some(r#"{"mode":"url","url":"https://x","elicitationId":"e"}"#), &[]);
         assert_eq!(url.elicitation_id.as_deref(), Some("e"));
         assert_eq!(missing_capability(&url, &caps), Some(json!({"elicitation": {"url": {}}})));
-        let form = ask("3", "elicitation/create", Some(r#"{"message":"m"}"#), &[]);
+        let form = ask("3", &Method::ElicitationCreate, Some(r#"{"message":"m"}"#), &[]);
         assert_eq!(missing_capability(&form, &caps), None);
-        assert_eq!(missing_capability(&ask("4", "roots/list", None, &[]), &caps), Some(json!({"roots": {}})));
+        assert_eq!(missing_capability(&ask("4", &Method::RootsList, None, &[]), &caps), Some(json!({"roots": {}})));
     }
 
     #[test]
     fn answers_are_checked_for_shape_only() {
-        assert!(validate("sampling/createMessage", &json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}))
-            .is_ok());
-        assert!(validate("sampling/createMessage", &json!({"role": "assistant"})).is_err());
-        assert!(validate("elicitation/create", &json!({"action": "accept", "content": {"anything": [1]}})).is_ok());
-        assert!(validate("elicitation/create", &json!({"action": "maybe"})).is_err());
-        assert!(validate("roots/list", &json!({"roots": [{"uri": "file:///x"}]})).is_ok());
-        assert!(validate("roots/list", &json!({"roots": [{}]})).is_err());
+        assert!(validate(
+            &Method::SamplingCreateMessage,
+            &json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"})
+        )
+        .is_ok());
+        assert!(validate(&Method::SamplingCreateMessage, &json!({"role": "assistant"})).is_err());
+        assert!(validate(&Method::ElicitationCreate, &json!({"action": "accept", "content": {"anything": [1]}})).is_ok());
+        assert!(validate(&Method::ElicitationCreate, &json!({"action": "maybe"})).is_err());
+        assert!(validate(&Method::RootsList, &json!({"roots": [{"uri": "file:///x"}]})).is_ok());
+        assert!(validate(&Method::RootsList, &json!({"roots": [{}]})).is_err());
     }
 }

@@ -14,10 +14,20 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::asks::{self, Ask};
-use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::method::Method;
 use crate::upstream::client::{Answer, UpstreamError};
 use crate::upstream::legacy::Lease;
+
+/// What a live exchange uses of the gateway: the upstream client, the governor and the config.
+pub struct Env<'a> {
+    /// The pooled upstream client.
+    pub client: &'a crate::upstream::client::HttpClient,
+    /// Policy and budgets.
+    pub governor: &'a crate::policy::Governor,
+    /// The config (bridge timings, limits).
+    pub cfg: &'a crate::config::Config,
+}
 
 /// What the client-facing side receives from a round.
 pub enum Event {
@@ -60,7 +70,7 @@ pub struct CallInfo {
     /// The principal.
     pub principal: String,
     /// The method.
-    pub method: String,
+    pub method: crate::mcp::method::Method,
     /// The name or URI the client used.
     pub name: String,
     /// Digest of the canonical params.
@@ -81,7 +91,7 @@ pub struct Live {
     pub lease: Lease,
     /// The upstream request id of the call.
     pub upstream_id: u64,
-    post_rx: mpsc::Receiver<PostEvent>,
+    post_rx: crate::upstream::queue::Receiver<PostEvent>,
     post_task: tokio::task::AbortHandle,
     /// Asks waiting for the client's answers.
     pub asks: Vec<Ask>,
@@ -107,29 +117,35 @@ impl Drop for Live {
 
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
-    pub fn start(gw: &Gateway, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
+    pub fn start(gw: &Env<'_>, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
-        let (tx, rx) = mpsc::channel(64);
+        // Bounded by bytes too: while the exchange is parked nothing reads this, and a hostile
+        // upstream must not fill Sluice's memory meanwhile (the reader waits; TCP holds the rest).
+        let (tx, rx) = crate::upstream::queue::bounded(64, gw.cfg.limits.max_sse_event_bytes);
         let session = lease.session.clone();
         let client = gw.client.clone();
+        // Each message within the park time (the client's turn) plus the response time (the
+        // upstream's): keep-alives or a trickle do not hold the call open past it.
+        let per_message = gw.cfg.bridge.park + gw.cfg.timeouts.response;
         let post_task = tokio::spawn(async move {
             // The request's future is boxed so that it is freed once the answer started: the
             // task lives as long as the exchange, parked or not.
-            let end = match Box::pin(session.post(&client, body, None)).await {
+            let end = match Box::pin(session.post(&client, body, Some(per_message))).await {
                 Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
                     session.broken.store(true, std::sync::atomic::Ordering::Release);
                     Some(UpstreamError::SessionGone(session.up.name.clone()))
                 }
                 Ok(Answer::Json(_, b)) => {
-                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned())).await;
+                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
                     None
                 }
                 Ok(Answer::Sse(mut s)) => loop {
                     match s.next().await {
                         Ok(Some(d)) => {
-                            if tx.send(PostEvent::Msg(d)).await.is_err() {
+                            let size = d.len();
+                            if tx.send(PostEvent::Msg(d), size).await.is_err() {
                                 return;
                             }
                         }
@@ -142,7 +158,7 @@ impl Live {
                 }
                 Err(e) => Some(e),
             };
-            let _ = tx.send(PostEvent::End(end.map(Box::new))).await;
+            let _ = tx.send(PostEvent::End(end.map(Box::new)), 1).await;
         })
         .abort_handle();
         Live { lease, upstream_id, post_rx: rx, post_task, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
@@ -150,7 +166,7 @@ impl Live {
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
     /// cancellation) and marks nothing else: dropping the exchange frees the session.
-    pub async fn cancel(&mut self, gw: &Gateway, reason: &str) {
+    pub async fn cancel(&mut self, gw: &Env<'_>, reason: &str) {
         if !self.finished {
             self.lease.session.cancel(&gw.client, self.upstream_id, reason).await;
             self.finished = true;
@@ -161,14 +177,19 @@ impl Live {
     }
 
     /// Sends the same call again on a new session (after the old one answered 404).
-    pub fn restart(self, gw: &Gateway, lease: Lease) -> Live {
+    pub fn restart(self, gw: &Env<'_>, lease: Lease) -> Live {
         let rebuild = self.rebuild.clone();
         Live::start(gw, lease, move |id| rebuild(id), self.info.clone())
     }
 
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
-    pub async fn drive(&mut self, gw: &Gateway, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
+    pub async fn drive(&mut self, gw: &Env<'_>, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
         let gather = gw.cfg.bridge.gather;
+        // While Sluice waits on the upstream (not on the client), each message is due within
+        // timeouts.response_ms: keep-alives and trickled bytes bring none.
+        let response = gw.cfg.timeouts.response;
+        let deadline = tokio::time::sleep(response);
+        tokio::pin!(deadline);
         loop {
             let wait = if self.asks.is_empty() { None } else { Some(gather) };
             // Biased: a client that went away wins; then a message (an ask among them) that is
@@ -186,7 +207,12 @@ impl Live {
                     None => { self.get_open = false; continue; }
                 },
                 _ = sleep_opt(wait) => return Outcome::Asks,
+                _ = &mut deadline => {
+                    let up = self.lease.session.up.name.clone();
+                    return Outcome::Failed(UpstreamError::Timeout(up, response.as_millis() as u64));
+                }
             };
+            deadline.as_mut().reset(tokio::time::Instant::now() + response);
             if let Some(out) = self.handle(gw, events, supplied, &msg).await {
                 return out;
             }
@@ -195,86 +221,41 @@ impl Live {
 
     async fn handle(
         &mut self,
-        gw: &Gateway,
+        gw: &Env<'_>,
         events: &mpsc::Sender<Event>,
         supplied: &mut Map<String, Value>,
         data: &str,
     ) -> Option<Outcome> {
         let msg: Incoming = serde_json::from_str(data).ok()?;
         let session = self.lease.session.clone();
-        tracing::trace!(upstream = %session.up.name, method = msg.method.as_deref().unwrap_or("(response)"), id = msg.id.as_ref().map(|i| i.get()).unwrap_or("-"), ours = self.upstream_id, "legacy exchange message");
+        // Names only: an upstream's method it made up is `other`.
+        let known = msg.method.as_ref().map(|m| m.known().unwrap_or("other"));
+        tracing::trace!(upstream = %session.up.name, method = known.unwrap_or("(response)"), ours = self.upstream_id, "legacy exchange message");
         if msg.is_response() {
-            let ours = msg.id.as_ref().map(|i| i.get()) == Some(self.upstream_id.to_string().as_str());
+            // The id decoded, not compared as text: `7` and `7.0` are the same number.
+            let ours = msg.id.as_ref().and_then(|i| crate::mcp::number::Exact::parse(i.get()))
+                == crate::mcp::number::Exact::parse(&self.upstream_id.to_string());
             if ours {
                 self.finished = true;
                 return Some(Outcome::Final(data.to_owned()));
             }
             return None;
         }
-        match (msg.method.as_deref(), msg.id.as_ref()) {
-            (Some("ping"), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
-            (Some(m), Some(id)) if asks::is_bridged(m) => {
-                let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
-                if self.asks.len() >= limit {
-                    // A round is bounded before anything of the ask is read.
-                    session.reply(&gw.client, id.get(), Err((-1, "too many requests at once (gateway limit)"))).await;
-                    return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
-                }
-                let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
-                let ask = asks::ask(id.get(), m, msg.params.as_ref().map(|p| p.get()), &taken);
-                if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
-                    session
-                        .reply(&gw.client, id.get(), Err((-32601, "the client did not declare the capability this request needs")))
-                        .await;
-                    return Some(Outcome::MissingCapability(needed));
-                }
-                let mut ask = ask;
-                let raw = msg.params.as_ref().map(|p| p.get());
-                match crate::policy::ask::judge(gw, &self.info.ctx, &ask.method, raw, &mut ask.params) {
-                    crate::policy::ask::AskVerdict::Allow => {}
-                    crate::policy::ask::AskVerdict::Malformed(why) => {
-                        // The upstream's mistake: that ask fails, its call goes on.
-                        tracing::warn!(upstream = %session.up.name, method = %ask.method, reason = %why, "upstream sent a malformed ask; answered with an error");
-                        session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
-                        return None;
-                    }
-                    crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
-                    crate::policy::ask::AskVerdict::Deny(_) => {
-                        // This ask only: the upstream hears "rejected" and its call goes on.
-                        match ask.method.as_str() {
-                            "elicitation/create" => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
-                            _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
-                        }
-                        return None;
-                    }
-                    crate::policy::ask::AskVerdict::Refuse(r) => {
-                        session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
-                        return Some(Outcome::Refused(r));
-                    }
-                }
-                // An ask that needs approval is never answered by a pre-supplied response.
-                if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
-                    return match asks::validate(&ask.method, &answer) {
-                        Ok(result) => {
-                            session.reply(&gw.client, &ask.id, Ok(&result)).await;
-                            None
-                        }
-                        Err(why) => Some(Outcome::BadAnswer(why)),
-                    };
-                }
-                self.asks.push(ask);
+        match (msg.method.as_ref(), msg.id.as_ref()) {
+            (Some(Method::Ping), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
+            (Some(m), Some(id)) if m.is_ask() => {
+                return self.on_ask(gw, supplied, m, id.get(), msg.params.as_deref().map(|p| p.get())).await
             }
             (Some(m), Some(id)) => {
-                tracing::warn!(upstream = %session.up.name, method = m, "upstream sent a request Sluice does not bridge; refused");
+                tracing::warn!(upstream = %session.up.name, method = m.known().unwrap_or("other"), "upstream sent a request Sluice does not bridge; refused");
                 session.reply(&gw.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
             }
-            (Some("notifications/progress"), None) => {
+            (Some(Method::Progress), None) => {
                 let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
             }
-            (Some("notifications/message"), None) => {
+            (Some(Method::LogMessage), None) => {
                 let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                let rank =
-                    level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::upstream::forward::level_rank);
+                let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
                 if let (Some(want), Some(r)) = (self.info.log_level, rank) {
                     if r >= want {
                         let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
@@ -283,6 +264,77 @@ impl Live {
             }
             _ => {}
         }
+        None
+    }
+
+    /// One ask of the upstream: bounded per round, checked against the client's capabilities,
+    /// judged by policy and budgets, answered from a pre-supplied response, or kept for the round.
+    async fn on_ask(
+        &mut self,
+        gw: &Env<'_>,
+        supplied: &mut Map<String, Value>,
+        m: &Method,
+        id: &str,
+        params: Option<&str>,
+    ) -> Option<Outcome> {
+        let session = self.lease.session.clone();
+        let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
+        if self.asks.len() >= limit {
+            // A round is bounded before anything of the ask is read.
+            session.reply(&gw.client, id, Err((-1, "too many requests at once (gateway limit)"))).await;
+            return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
+        }
+        let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
+        let ask = asks::ask(id, m, params, &taken);
+        if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
+            session.reply(&gw.client, id, Err((-32601, "the client did not declare the capability this request needs"))).await;
+            return Some(Outcome::MissingCapability(needed));
+        }
+        let mut ask = ask;
+        let raw = params;
+        match crate::policy::ask::judge(&gw.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
+            crate::policy::ask::AskVerdict::Allow => {}
+            crate::policy::ask::AskVerdict::Malformed(why) => {
+                // The upstream's mistake: that ask fails, its call goes on.
+                tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
+                session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
+                return None;
+            }
+            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
+            crate::policy::ask::AskVerdict::Deny(_) => {
+                // This ask only: the upstream hears "rejected" and its call goes on.
+                match ask.method {
+                    Method::ElicitationCreate => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
+                    _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
+                }
+                return None;
+            }
+            crate::policy::ask::AskVerdict::Refuse(r) => {
+                session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
+                return Some(Outcome::Refused(r));
+            }
+        }
+        // An ask that needs approval is never answered by a pre-supplied response.
+        if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
+            // The same size bound as an answer to a round.
+            let max = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
+            let size = answer.to_string().len();
+            if size > max {
+                session.reply(&gw.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
+                return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
+                    "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
+                    ask.key
+                ))));
+            }
+            return match asks::validate(&ask.method, &answer) {
+                Ok(result) => {
+                    session.reply(&gw.client, &ask.id, Ok(&result)).await;
+                    None
+                }
+                Err(why) => Some(Outcome::BadAnswer(why)),
+            };
+        }
+        self.asks.push(ask);
         None
     }
 }

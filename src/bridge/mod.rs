@@ -11,8 +11,15 @@
 pub mod asks;
 pub mod exchange;
 pub mod park;
+mod round;
+pub mod shared;
+mod sweep;
 
-use std::sync::{Arc, Weak};
+use round::{park, url_elicitations};
+pub use shared::Bridge;
+pub use sweep::{shutdown, sweep_parked, sweep_sessions};
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -20,132 +27,29 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
-use crate::dispatch::Target;
+use crate::ctx::RequestCtx;
+use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
-use crate::listen::Change;
-use crate::mcp::jsonrpc::{self, Envelope, Incoming};
+use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
-use crate::route::table::ListKind;
-use crate::state::{self, Keys, Sealed, StateError};
+use crate::state::{self, Sealed, StateError};
 use crate::upstream::client::{final_message, UpstreamError};
-use crate::upstream::legacy::{self, session::ListChanged, Pool};
-use crate::upstream::{Discovered, Status, Upstream};
+use crate::upstream::legacy;
+use crate::upstream::Upstream;
 use crate::validate::Meta;
 use exchange::{CallInfo, Event, Live, Outcome};
-use park::{ParkTable, Parked};
+use park::Parked;
 
-/// The principal of Sluice's own sessions (lists, probes); never a client's.
-const INTERNAL: &str = "sluice-internal";
-
-/// Bridge A's shared state.
-pub struct Bridge {
-    /// Legacy sessions.
-    pub pool: Arc<Pool>,
-    /// Parked exchanges.
-    pub parked: ParkTable,
-    /// Sealing keys.
-    pub keys: Keys,
-}
-
-impl Bridge {
-    /// Builds the bridge from config.
-    pub fn new(cfg: &crate::config::Config, client: crate::upstream::client::HttpClient, keys: Keys) -> Bridge {
-        Bridge { pool: Pool::new(client, &cfg.bridge, INTERNAL), parked: ParkTable::new(cfg.bridge.max_parked), keys }
-    }
+/// What a live exchange uses of the gateway.
+fn deps(gw: &Gateway) -> exchange::Env<'_> {
+    exchange::Env { client: &gw.client, governor: &gw.governor, cfg: &gw.cfg }
 }
 
 fn state_error(e: StateError) -> GatewayError {
     GatewayError::InvalidParams(e.to_string(), Some(json!({"reason": e.reason()})))
-}
-
-/// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
-pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
-    let weak: Weak<Gateway> = Arc::downgrade(gw);
-    let up = up.clone();
-    Arc::new(move |data: &str| {
-        let Some(gw) = weak.upgrade() else { return };
-        let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
-            return;
-        };
-        let up = up.clone();
-        let uri = msg
-            .params
-            .as_ref()
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
-        tokio::spawn(async move {
-            let (change, kinds): (Change, &[ListKind]) = match msg.method.as_deref() {
-                Some("notifications/tools/list_changed") => (Change::Tools, &[ListKind::Tools]),
-                Some("notifications/prompts/list_changed") => (Change::Prompts, &[ListKind::Prompts]),
-                Some("notifications/resources/list_changed") => (Change::Resources, &[ListKind::Resources, ListKind::Templates]),
-                Some("notifications/resources/updated") => match uri {
-                    Some(u) => (Change::Updated(u), &[]),
-                    None => return,
-                },
-                _ => return,
-            };
-            for k in kinds {
-                gw.invalidate(&up, *k).await;
-            }
-            gw.hub.publish(&up.name, change);
-        });
-    })
-}
-
-/// Probes a handshake-era upstream with `initialize` on Sluice's own session.
-pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
-        Ok(lease) => {
-            // Sluice's own sessions serve no call: asks on their GET stream are refused there.
-            lease.session.set_leased(false);
-            let init = &lease.session.init;
-            let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
-            caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
-            let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
-            let discovered = Discovered {
-                capabilities: caps,
-                instructions: init.get("instructions").and_then(Value::as_str).map(str::to_owned),
-                ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
-                public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
-            };
-            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: true };
-            up.set_status(s.clone());
-            s
-        }
-        Err(e) => {
-            let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
-            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), legacy: true };
-            up.set_status(s.clone());
-            s
-        }
-    }
-}
-
-/// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
-pub async fn internal_call(
-    gw: &Arc<Gateway>,
-    up: &Arc<Upstream>,
-    method: &str,
-    extra: Map<String, Value>,
-) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease =
-        gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
-    lease.session.set_leased(false); // no call: asks on its GET stream are refused there
-    let id = lease.session.next_id();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": extra});
-    let answer =
-        lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
-    let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&bytes)
-        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
-    match (msg.result, msg.error) {
-        (Some(r), _) => Ok(r),
-        (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
-        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
-    }
 }
 
 /// The legacy request for a modern one: the upstream's own name, no modern `_meta` keys (the
@@ -165,8 +69,9 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
 }
 
 /// Serves a routed request on a legacy upstream.
-pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, principal: &Principal) -> Result<Reply, GatewayError> {
-    let member = crate::validate::headers::name_member(&env.method);
+pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+    let (env, meta, principal) = (&ctx.env, &ctx.meta, ctx.principal);
+    let member = env.method.name_member();
     let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
     let info = CallInfo {
         principal: principal.id().to_owned(),
@@ -175,12 +80,12 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
         digest: state::params_digest(env.members()),
         caps: meta.capabilities.clone(),
         log_level: meta.log_level,
-        uri: (env.method == "resources/read").then(|| t.own.clone()),
+        uri: (env.method == Method::ResourcesRead).then(|| t.own.clone()),
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),
             groups: principal.groups.clone(),
             upstream: t.up.name.clone(),
-            tool: (env.method == "tools/call").then(|| t.own.clone()),
+            tool: (env.method == Method::ToolsCall).then(|| t.own.clone()),
         },
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
@@ -196,16 +101,18 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             let sealed = gw
                 .bridge
                 .keys
-                .open(&token, &info.principal, &info.method, &info.name, &info.digest, state::now_ms())
+                .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
+                .and_then(|s| if s.upstream == t.up.name { Ok(s) } else { Err(StateError::RequestChanged) })
                 .map_err(state_error)?;
-            let handle = sealed.handle.clone().filter(|_| sealed.kind.is_none()).ok_or_else(|| state_error(StateError::Tampered))?;
+            let handle =
+                sealed.handle.clone().filter(|_| sealed.kind == state::Kind::Bridge).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
             let limits = gw.governor.budgets.limits(&t.up.name, &principal.groups).clone();
             // The round cap: the retry that answers the last allowed round is refused and the
             // upstream's call cancelled, so a server cannot loop on the user's model.
             if sealed.round >= limits.max_rounds {
                 if let Some(mut l) = gw.bridge.parked.take(&handle).and_then(|p| p.live) {
-                    l.cancel(gw, "the request reached the gateway's round cap").await;
+                    l.cancel(&deps(gw), "the request reached the gateway's round cap").await;
                 }
                 return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(limits.max_rounds)));
             }
@@ -218,18 +125,18 @@ pub async fn call(gw: &Arc<Gateway>, env: &Envelope, meta: &Meta, t: Target, pri
             let parked = gw.bridge.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let live = match parked.live {
                 Some(live) => live,
-                None => start(gw, env, meta, &t, principal, info).await?,
+                None => start(gw, env, meta, t, principal, info).await?,
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
             crate::audit::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
         }
         None => {
-            let live = start(gw, env, meta, &t, principal, info).await?;
+            let live = start(gw, env, meta, t, principal, info).await?;
             crate::audit::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
         }
     }
-    Ok(reply_from(rx).await)
+    Ok(reply_from(rx, env.id_json(), &t.up.name).await)
 }
 
 async fn start(
@@ -241,16 +148,16 @@ async fn start(
     info: CallInfo,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, list_changed_hook(gw, &t.up)).await?;
+    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
-        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": "logging/setLevel", "params": {"level": level}});
+        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
         if let Ok(a) = lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await {
             let _ = final_message(a, &t.up.name).await;
         }
     }
     let (env, t) = (env.clone(), t.clone());
-    Ok(Live::start(gw, lease, move |id| legacy_body(&env, &t, id), info))
+    Ok(Live::start(&deps(gw), lease, move |id| legacy_body(&env, &t, id), info))
 }
 
 type Answered = Vec<(String, String)>;
@@ -320,7 +227,7 @@ async fn resume(
             for a in asked.iter().filter(|a| a.approval.is_some()) {
                 live.lease.session.reply(&gw.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
             }
-            live.cancel(&gw, "the user declined the approval").await;
+            live.cancel(&deps(&gw), "the user declined the approval").await;
             let _ = tx.send(Event::Reply(Reply::refusal(&id, &crate::policy::Refusal::Declined { rule }))).await;
             return;
         }
@@ -336,14 +243,14 @@ async fn resume(
 }
 
 async fn run(gw: Arc<Gateway>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, up: Arc<Upstream>) {
-    let mut outcome = live.drive(&gw, &tx, &mut supplied).await;
+    let mut outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
     // A new session on 404, once, when nothing of the call has reached the client yet.
     if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_))) && live.round == 0 && live.asks.is_empty() {
         let caps = legacy::legacy_capabilities(&live.info.caps);
         let principal = live.info.principal.clone();
-        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, list_changed_hook(&gw, &up)).await {
-            live = live.restart(&gw, lease);
-            outcome = live.drive(&gw, &tx, &mut supplied).await;
+        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, crate::catalog::legacy::list_changed_hook(&gw, &up)).await {
+            live = live.restart(&deps(&gw), lease);
+            outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
         }
     }
     conclude(&gw, live, outcome, &tx, &id, &up).await
@@ -354,28 +261,29 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
         let (_, code, data) = e.classify();
         Event::Final(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()))
     };
-    let event = match outcome {
-        Outcome::Final(data) => match url_elicitations(&data) {
-            Some(asks) => {
+    let outcome = match outcome {
+        // A -32042 answer is a round of URL elicitations, judged like any other asks.
+        Outcome::Final(data) => match url_elicitations(gw, &live, &data) {
+            Some(Ok(asks)) => {
                 live.asks = asks;
                 live.finished = true;
-                park(gw, live, true, id, up)
+                let _ = tx.send(park(gw, live, true, id, up)).await;
+                return;
             }
-            None => {
-                let (s, b) = crate::respond::finish(
-                    id,
-                    &live.info.method,
-                    &up.name,
-                    StatusCode::OK,
-                    &data,
-                    live.info.uri.as_deref(),
-                    &gw.server_info_json,
-                );
-                Event::Final(s, b)
-            }
+            Some(Err(refused)) => refused,
+            None => Outcome::Final(data),
         },
+        other => other,
+    };
+    let event = match outcome {
+        Outcome::Final(data) => {
+            let info = &live.info;
+            let (s, b) =
+                crate::respond::finish(id, &info.method, &up.name, StatusCode::OK, &data, info.uri.as_deref(), &gw.server_info_json);
+            Event::Final(s, b)
+        }
         Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
-            live.cancel(gw, "approval needs elicitation, which the client did not declare").await;
+            live.cancel(&deps(gw), "approval needs elicitation, which the client did not declare").await;
             let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
             Event::Final(
                 StatusCode::BAD_REQUEST,
@@ -384,11 +292,11 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
         }
         Outcome::Asks => park(gw, live, false, id, up),
         Outcome::Refused(r) => {
-            live.cancel(gw, "refused by the gateway").await;
+            live.cancel(&deps(gw), "refused by the gateway").await;
             Event::Reply(Reply::refusal(id, &r))
         }
         Outcome::MissingCapability(needed) => {
-            live.cancel(gw, "the client lacks a capability the request needs").await;
+            live.cancel(&deps(gw), "the client lacks a capability the request needs").await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
             Event::Final(
                 StatusCode::BAD_REQUEST,
@@ -396,7 +304,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             )
         }
         Outcome::BadAnswer(why) => {
-            live.cancel(gw, "malformed input response").await;
+            live.cancel(&deps(gw), "malformed input response").await;
             error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
         }
         Outcome::Failed(e) => {
@@ -406,102 +314,18 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             error(e.classify().0, &e)
         }
         Outcome::ClientGone => {
-            live.cancel(gw, "the client disconnected").await;
+            live.cancel(&deps(gw), "the client disconnected").await;
             return;
         }
     };
     let _ = tx.send(event).await;
 }
 
-/// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
-/// re-issues the call.
-fn url_elicitations(data: &str) -> Option<Vec<asks::Ask>> {
-    let msg: Incoming = serde_json::from_str(data).ok()?;
-    let err = msg.error.filter(|e| e.code == -32042)?;
-    let list = err.data.as_ref()?.get("elicitations")?.as_array()?.clone();
-    let mut out: Vec<asks::Ask> = Vec::new();
-    for (i, e) in list.into_iter().enumerate() {
-        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
-        let mut params = e;
-        params["mode"] = "url".into();
-        out.push(asks::ask(&format!("\"url-{i}\""), "elicitation/create", Some(&params.to_string()), &taken));
-    }
-    (!out.is_empty()).then_some(out)
-}
-
-fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
-    let asks = std::mem::take(&mut live.asks);
-    let round = live.round + 1;
-    let handle = ParkTable::handle();
-    let park_for = gw.cfg.bridge.park;
-    let sealed = Sealed {
-        principal: live.info.principal.clone(),
-        method: live.info.method.clone(),
-        name: live.info.name.clone(),
-        digest: live.info.digest.clone(),
-        upstream: up.name.clone(),
-        round,
-        expires_ms: state::now_ms() + park_for.as_millis() as u64,
-        owner: gw.cfg.state.replica.clone(),
-        handle: Some(handle.clone()),
-        kind: None,
-        extra: None,
-        declined: Vec::new(),
-        pending: None,
-    };
-    let token = gw.bridge.keys.seal(&sealed);
-    // An approval round comes first when a rule wants one for any of these asks.
-    let approving = asks.iter().any(|a| a.approval.is_some());
-    let requests = match asks.iter().find(|a| a.approval.is_some()) {
-        Some(a) => {
-            let shape = crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string())).unwrap_or_default();
-            let msg = crate::policy::approval::for_ask(
-                &up.name,
-                live.info.ctx.tool.as_deref(),
-                &a.method,
-                &shape,
-                a.approval.as_deref().unwrap_or(""),
-            );
-            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
-        }
-        None => asks::input_requests(&asks),
-    };
-    let info = live.info.clone();
-    let limits = gw.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
-    let over = if gw.bridge.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
-        Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
-    } else {
-        None
-    };
-    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
-    let refused = match over {
-        Some(r) => Some((r, Box::new(parked))),
-        None => gw
-            .bridge
-            .parked
-            .insert(handle, parked, std::time::Instant::now() + park_for)
-            .err()
-            .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
-    };
-    if let Some((refusal, back)) = refused {
-        let gw2 = gw.clone();
-        tokio::spawn(async move {
-            if let Some(mut l) = back.live {
-                l.cancel(&gw2, "too many parked exchanges").await;
-            }
-        });
-        return Event::Reply(Reply::refusal(id, &refusal));
-    }
-    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
-        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
-    Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
-}
-
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
 /// when a notification comes first.
-async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
+async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
     match rx.recv().await {
-        None => Reply::error("null", &GatewayError::from(UpstreamError::Closed("legacy".into()))),
+        None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
         Some(Event::Reply(r)) => r,
         Some(Event::Relay(first)) => {
@@ -523,44 +347,4 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>) -> Reply {
             Reply::Sse(srx.into())
         }
     }
-}
-
-/// Cancels upstream every parked exchange whose client did not retry within `bridge.park_ms`,
-/// until shutdown: one task for the whole table, ticking at an eighth of the park time (5 ms to
-/// 250 ms), so an exchange costs no timer task of its own.
-pub async fn sweep_parked(gw: Arc<Gateway>) {
-    let every = (gw.cfg.bridge.park / 8).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_millis(250));
-    loop {
-        tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        for p in gw.bridge.parked.expired(std::time::Instant::now()) {
-            if let Some(mut l) = p.live {
-                let gw = gw.clone();
-                tokio::spawn(async move { l.cancel(&gw, "the client did not answer in time").await });
-            }
-        }
-    }
-}
-
-/// Ends legacy sessions idle past `bridge.session_idle_ms`, until shutdown.
-pub async fn sweep_sessions(gw: Arc<Gateway>) {
-    let every = (gw.cfg.bridge.session_idle / 2).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => gw.bridge.pool.sweep(false).await,
-        }
-    }
-}
-
-/// At shutdown: cancels every parked exchange upstream and ends every idle legacy session.
-pub async fn shutdown(gw: &Arc<Gateway>) {
-    for p in gw.bridge.parked.drain() {
-        if let Some(mut live) = p.live {
-            live.cancel(gw, "the gateway is shutting down").await;
-        }
-    }
-    gw.bridge.pool.sweep(true).await;
 }

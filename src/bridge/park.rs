@@ -44,12 +44,6 @@ impl ParkTable {
         ParkTable { map: Mutex::new(HashMap::new()), max }
     }
 
-    /// A fresh unguessable handle.
-    pub fn handle() -> String {
-        let bytes: [u8; 16] = rand::random();
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
     /// Parks an exchange; gives it back when the table is full.
     pub fn insert(&self, handle: String, p: Parked, deadline: Instant) -> Result<(), Box<Parked>> {
         let p = Box::new(p);

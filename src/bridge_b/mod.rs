@@ -10,10 +10,10 @@
 //! this round's `inputResponses` and the byte-exact `requestState`, until complete, an error,
 //! or the round cap. Refuses a forged, another principal's, ended or expired session with 404.
 
+mod relay;
 pub mod session;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 
 use crate::auth::Principal;
 use crate::gateway::Gateway;
-use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::jsonrpc;
+use crate::mcp::method::Method;
 use crate::mcp::{headers as mh, version};
 use crate::respond::Reply;
 pub use session::{LegacySession, Sessions};
@@ -44,7 +45,8 @@ pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
     if modern {
         return false;
     }
-    v.get("method").and_then(Value::as_str) == Some("initialize") || headers.contains_key(mh::SESSION_ID) || v.get("method").is_none()
+    let method = v.get("method").and_then(Value::as_str).map(Method::parse);
+    method == Some(Method::Initialize) || headers.contains_key(mh::SESSION_ID) || method.is_none()
 }
 
 fn session_of(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
@@ -85,7 +87,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     let gw = gw.clone();
     let principal = principal.clone();
     tokio::spawn(async move {
-        let want = gw.hub.want(&s.subscriptions());
+        let want = gw.hub.want(&principal, &s.subscriptions());
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => break,
@@ -98,13 +100,15 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
                 Err(e) => Err(e),
             };
             let msg = match change {
-                Ok(crate::listen::Change::Tools) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
-                Ok(crate::listen::Change::Prompts) => json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}),
-                Ok(crate::listen::Change::Resources) => json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
-                Ok(crate::listen::Change::Updated(u)) if s.is_subscribed(&u) => {
-                    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": u}})
+                Ok(crate::listen::Change::Updated(u)) if !s.is_subscribed(&u) => continue,
+                Ok(c) => {
+                    let (method, params) = c.notification();
+                    let mut m = json!({"jsonrpc": "2.0", "method": method.as_str()});
+                    if !params.is_empty() {
+                        m["params"] = Value::Object(params);
+                    }
+                    m
                 }
-                Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => break,
             };
@@ -154,15 +158,15 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
     if !v.is_object() || v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return bad("not a single JSON-RPC 2.0 message");
     }
-    let method = v.get("method").and_then(Value::as_str).map(str::to_owned);
+    let method = v.get("method").and_then(Value::as_str).map(Method::parse);
     crate::audit::note(|r| {
         r.client_era = "legacy";
         r.principal = Some(principal.id.clone());
-        r.method = method.clone();
-        let member = method.as_deref().and_then(crate::validate::headers::name_member);
+        r.method = method.as_ref().map(Method::to_string);
+        let member = method.as_ref().and_then(Method::name_member);
         r.name = member.and_then(|m| v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
     });
-    if method.as_deref() == Some("initialize") {
+    if method == Some(Method::Initialize) {
         return initialize(gw, principal, &v, &id);
     }
     let Some(s) = session_of(gw, headers, principal) else {
@@ -179,7 +183,7 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         return Reply::Accepted;
     };
     if v.get("id").is_none() {
-        if method == "notifications/cancelled" {
+        if method == Method::Cancelled {
             let target = v.pointer("/params/requestId").map(|i| i.to_string()).unwrap_or_default();
             if let Some(t) = s.inflight.lock().ok().and_then(|m| m.get(&target).cloned()) {
                 t.cancel();
@@ -188,17 +192,21 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         return Reply::Accepted;
     }
     let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
-    match method.as_str() {
-        "ping" => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
-        "logging/setLevel" => {
+    match method {
+        Method::Ping => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
+        Method::LoggingSetLevel => {
             if let (Ok(mut l), Some(level)) = (s.log_level.lock(), params.get("level").and_then(Value::as_str)) {
                 *l = Some(level.to_owned());
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
-        "resources/subscribe" | "resources/unsubscribe" => {
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
             if let Some(uri) = params.get("uri").and_then(Value::as_str) {
-                if method == "resources/unsubscribe" {
+                if uri.len() > crate::listen::MAX_URI {
+                    let e = format!("the uri is longer than {} bytes; subscribe to a shorter one", crate::listen::MAX_URI);
+                    return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e, None));
+                }
+                if method == Method::ResourcesUnsubscribe {
                     s.unsubscribe(uri);
                 } else if let Err(e) = s.subscribe(uri) {
                     return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
@@ -206,7 +214,9 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
-        _ => forward(gw, s, principal, method, params, id).await,
+        // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
+        Method::SubscriptionsListen => Reply::error(&id, &crate::error::GatewayError::MethodNotFound(method.to_string())),
+        _ => relay::forward(gw, s, principal, method, params, id).await,
     }
 }
 
@@ -224,222 +234,4 @@ fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> 
         result["instructions"] = i.clone();
     }
     Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()), s.id.clone())
-}
-
-/// The modern body for a legacy request: `_meta` filled from the session.
-fn modern_body(s: &LegacySession, method: &str, params: &Value, extra: Option<(&Map<String, Value>, Option<&Value>)>) -> Bytes {
-    let mut p = params.as_object().cloned().unwrap_or_default();
-    let mut meta = p.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
-    meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), version::MODERN.into());
-    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), Value::Object(s.caps.clone()));
-    if !s.client_info.is_null() {
-        meta.insert(crate::mcp::META_CLIENT_INFO.into(), s.client_info.clone());
-    }
-    if let Some(l) = s.log_level.lock().ok().and_then(|l| l.clone()) {
-        meta.insert(crate::mcp::META_LOG_LEVEL.into(), l.into());
-    }
-    p.insert("_meta".into(), Value::Object(meta));
-    if let Some((responses, state)) = extra {
-        p.insert("inputResponses".into(), Value::Object(responses.clone()));
-        if let Some(st) = state {
-            p.insert("requestState".into(), st.clone());
-        }
-    }
-    let n = s.next_request_id();
-    Bytes::from(json!({"jsonrpc": "2.0", "id": format!("sluice-b-{n}"), "method": method, "params": p}).to_string())
-}
-
-/// One message out of a modern reply: notifications to relay, then the final message.
-async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Reply> {
-    match reply {
-        Reply::Json(_, b) => serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b)),
-        Reply::Sse(mut rx) => {
-            while let Some(frame) = rx.recv().await {
-                let text = String::from_utf8_lossy(&frame);
-                let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
-                let Ok(msg) = serde_json::from_str::<Value>(data) else { continue };
-                if msg.get("method").is_some() && msg.get("id").is_none() {
-                    let _ = relay.send(crate::mcp::sse::frame(data.as_bytes())).await;
-                    continue;
-                }
-                return Ok(msg);
-            }
-            Err(Reply::Plain(StatusCode::BAD_GATEWAY, "bad gateway: the stream ended before the answer\n"))
-        }
-        other => Err(other),
-    }
-}
-
-/// A final message for the legacy client: its own id, and no modern stamping.
-fn legacy_final(msg: &Value, id: &str) -> Bytes {
-    if let Some(mut r) = msg.get("result").cloned() {
-        if let Some(o) = r.as_object_mut() {
-            o.remove("resultType");
-            if let Some(m) = o.get_mut("_meta").and_then(Value::as_object_mut) {
-                m.remove(crate::mcp::META_SERVER_INFO);
-            }
-            if o.get("_meta").and_then(Value::as_object).is_some_and(|m| m.is_empty()) {
-                o.remove("_meta");
-            }
-        }
-        return jsonrpc::result_body(id, &r.to_string());
-    }
-    let err = msg.get("error").cloned().unwrap_or_else(|| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "no answer"}));
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
-}
-
-async fn forward(gw: &Arc<Gateway>, s: Arc<LegacySession>, principal: &Principal, method: String, params: Value, id: String) -> Reply {
-    let streamed = matches!(method.as_str(), "tools/call" | "prompts/get" | "resources/read");
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    if !streamed {
-        let env = match Envelope::parse(modern_body(&s, &method, &params, None)) {
-            Ok(e) => e,
-            Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
-        };
-        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
-        return match messages(reply, &tx).await {
-            Ok(msg) => Reply::Json(StatusCode::OK, legacy_final(&msg, &id)),
-            Err(r) => r,
-        };
-    }
-    // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer.
-    let _ = tx.try_send(Bytes::from_static(b"id: 0\nretry: 1000\ndata: \n\n"));
-    let cancel = tokio_util::sync::CancellationToken::new();
-    if let Ok(mut m) = s.inflight.lock() {
-        m.insert(id.clone(), cancel.clone());
-    }
-    let (gw, principal) = (gw.clone(), principal.clone());
-    // In the request's audit scope: what the rounds decide lands in this request's record.
-    crate::audit::spawn(async move {
-        let work = rounds(&gw, &s, &principal, &method, &params, &id, &tx);
-        let out = tokio::select! {
-            out = work => Some(out),
-            _ = cancel.cancelled() => None, // notifications/cancelled: the upstream work is dropped
-            _ = tx.closed() => None,
-        };
-        if let Some(bytes) = out {
-            let _ = tx.send(crate::mcp::sse::frame(&bytes)).await;
-        }
-        if let Ok(mut m) = s.inflight.lock() {
-            m.remove(&id);
-        }
-    });
-    Reply::Sse(rx.into())
-}
-
-/// Runs the request and its `input_required` rounds; gives the final message body.
-async fn rounds(
-    gw: &Arc<Gateway>,
-    s: &LegacySession,
-    principal: &Principal,
-    method: &str,
-    params: &Value,
-    id: &str,
-    tx: &mpsc::Sender<Bytes>,
-) -> Bytes {
-    let max = gw.governor.budgets.limits("", &principal.groups).max_rounds;
-    let mut extra: Option<(Map<String, Value>, Option<Value>)> = None;
-    let mut round = 0u32;
-    loop {
-        let body = modern_body(s, method, params, extra.as_ref().map(|(r, st)| (r, st.as_ref())));
-        let env = match Envelope::parse(body) {
-            Ok(e) => e,
-            Err(e) => return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None),
-        };
-        let reply = crate::pipeline::dispatch_internal(gw, &env, principal).await;
-        let msg = match messages(reply, tx).await {
-            Ok(m) => m,
-            Err(r) => {
-                return r
-                    .json_body()
-                    .cloned()
-                    .unwrap_or_else(|| jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, "the request failed", None))
-            }
-        };
-        let result = msg.get("result");
-        if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) != Some("input_required") {
-            return legacy_final(&msg, id);
-        }
-        round += 1;
-        if round > max {
-            let r = crate::policy::Refusal::RoundCap(max);
-            let (_, code, m, data) = r.classify();
-            return jsonrpc::error_body(id, code, &m, Some(&data));
-        }
-        let result = result.cloned().unwrap_or_default();
-        let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
-        let state = result.get("requestState").cloned();
-        if requests.is_empty() {
-            tokio::time::sleep(Duration::from_millis(50)).await; // a requestState-only answer: retry, paced
-            extra = Some((Map::new(), state));
-            continue;
-        }
-        match ask_client(gw, s, &requests, tx).await {
-            Ok(responses) => extra = Some((responses, state)),
-            Err(body) => return Bytes::from(body.replace("\"id\":null", &format!("\"id\":{id}"))),
-        }
-    }
-}
-
-fn error_text(code: i64, msg: &str, data: Option<&Value>) -> String {
-    String::from_utf8_lossy(&jsonrpc::error_body("null", code, msg, data)).into_owned()
-}
-
-/// Sends each input request to the client as a real request on the stream and gathers the
-/// answers (by input key).
-async fn ask_client(
-    gw: &Gateway,
-    s: &LegacySession,
-    requests: &Map<String, Value>,
-    tx: &mpsc::Sender<Bytes>,
-) -> Result<Map<String, Value>, String> {
-    let mut waiting = Vec::new();
-    for (key, req) in requests {
-        let method = req.get("method").and_then(Value::as_str).unwrap_or("");
-        let mut params = req.get("params").cloned().unwrap_or_else(|| json!({}));
-        let needed = match method {
-            "sampling/createMessage" => (!s.caps.contains_key("sampling")).then(|| json!({"sampling": {}})),
-            "elicitation/create" => (!s.caps.contains_key("elicitation")).then(|| json!({"elicitation": {}})),
-            "roots/list" => (!s.caps.contains_key("roots")).then(|| json!({"roots": {}})),
-            _ => Some(json!({})),
-        };
-        if let Some(needed) = needed {
-            let msg = format!("the server needs the client capability {needed} for this request; declare it at initialize");
-            return Err(error_text(jsonrpc::MISSING_CAPABILITY, &msg, Some(&json!({"requiredCapabilities": needed}))));
-        }
-        if method == "elicitation/create"
-            && params.get("mode").and_then(Value::as_str) == Some("url")
-            && params.get("elicitationId").is_none()
-        {
-            params["elicitationId"] = format!("sluice-{}", crate::bridge::park::ParkTable::handle()).into();
-        }
-        let rid = s.next_request_id();
-        let rid_json = format!("\"sluice-{rid}\"");
-        let rx = s.expect(&rid_json);
-        let request = json!({"jsonrpc": "2.0", "id": format!("sluice-{rid}"), "method": method, "params": params});
-        if tx.send(crate::mcp::sse::frame(request.to_string().as_bytes())).await.is_err() {
-            return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client went away", None));
-        }
-        waiting.push((key.clone(), method.to_owned(), rx));
-    }
-    let mut out = Map::new();
-    for (key, method, rx) in waiting {
-        let answer = match tokio::time::timeout(gw.cfg.bridge.park, rx).await {
-            Ok(Ok(a)) => a,
-            _ => return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client did not answer the server's request in time", None)),
-        };
-        match (answer.get("result"), method.as_str()) {
-            (Some(r), _) => {
-                out.insert(key, r.clone());
-            }
-            (None, "elicitation/create") => {
-                out.insert(key, json!({"action": "cancel"}));
-            }
-            (None, _) => {
-                let e = answer.get("error").cloned().unwrap_or(Value::Null);
-                return Err(format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{e}}}"));
-            }
-        }
-    }
-    Ok(out)
 }

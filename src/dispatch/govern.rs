@@ -9,15 +9,16 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::route::Target;
+use super::target::Target;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Envelope};
+use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
 use crate::respond::Reply;
 use crate::route::table::ListKind;
-use crate::state::{self, Sealed, StateError};
+use crate::state::{self, Bound, Kind, Sealed, StateError};
 use crate::validate::Meta;
 
 /// What the gate decided.
@@ -36,11 +37,24 @@ fn state_error(e: StateError) -> GatewayError {
 
 /// The name or URI a request is bound to in sealed state.
 pub fn bound_name(env: &Envelope) -> String {
-    crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+    env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+}
+
+/// What a state issued for this request binds.
+fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> Bound {
+    Bound {
+        principal: principal.id().to_owned(),
+        method: env.method.to_string(),
+        name: bound_name(env),
+        digest,
+        upstream: t.up.name.clone(),
+    }
 }
 
 /// Opens the request's `requestState`, if it carries one.
-pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
+/// The state must also name the upstream the request routes to now: a state one upstream's
+/// round earned never carries its answers to another (one that started to list the same URI).
+pub fn open_state(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
     match env.param_str("requestState") {
         None => Ok(None),
         Some(Err(())) => Err(state_error(StateError::Tampered)),
@@ -48,8 +62,8 @@ pub fn open_state(gw: &Gateway, env: &Envelope, principal: &Principal) -> Result
             let digest = state::params_digest(env.members());
             gw.bridge
                 .keys
-                .open(&token, principal.id(), &env.method, &bound_name(env), &digest, state::now_ms())
-                .map(Some)
+                .open(&token, principal.id(), env.method.as_str(), &bound_name(env), &digest, state::now_ms())
+                .and_then(|s| if s.upstream == t.up.name { Ok(Some(s)) } else { Err(StateError::RequestChanged) })
                 .map_err(state_error)
         }
     }
@@ -73,7 +87,7 @@ fn annotations(t: &Target) -> (bool, bool) {
 
 /// Applies the rules to a tool call before it reaches the upstream.
 pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
-    if env.method != "tools/call" {
+    if env.method != Method::ToolsCall {
         return Ok(Gate::Go);
     }
     let (destructive, read_only) = annotations(t);
@@ -82,7 +96,7 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
         principal: principal.id(),
         groups: &principal.groups,
         upstream: &t.up.name,
-        method: "tools/call",
+        method: Method::ToolsCall.as_str(),
         tool: Some(&t.own),
         destructive,
         read_only,
@@ -105,8 +119,8 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
 }
 
 fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
-    if let Some(sealed) = open_state(gw, env, principal)? {
-        if sealed.kind.as_deref() != Some("approval") {
+    if let Some(sealed) = open_state(gw, env, t, principal)? {
+        if sealed.kind != Kind::Approval {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
         consume(gw, &sealed)?;
@@ -130,21 +144,9 @@ fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Pr
 }
 
 fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
-    let sealed = Sealed {
-        principal: principal.id().to_owned(),
-        method: env.method.clone(),
-        name: bound_name(env),
-        digest: state::params_digest(env.members()),
-        upstream: t.up.name.clone(),
-        round,
-        expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
-        owner: gw.cfg.state.replica.clone(),
-        handle: Some(crate::bridge::park::ParkTable::handle()),
-        kind: Some("approval".into()),
-        extra: Some(rule.clone()),
-        declined: Vec::new(),
-        pending: None,
-    };
+    let bound = bound(env, t, principal, state::params_digest(env.members()));
+    let expires = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
+    let sealed = Sealed { extra: Some(rule.clone()), ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica) };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
         "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
@@ -183,8 +185,8 @@ pub fn modern_retry(
             ))));
         }
     }
-    let Some(sealed) = open_state(gw, env, principal)? else { return Ok(Ok(fresh)) };
-    if sealed.kind.as_deref() != Some("modern") {
+    let Some(sealed) = open_state(gw, env, t, principal)? else { return Ok(Ok(fresh)) };
+    if sealed.kind != Kind::Modern {
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
@@ -204,7 +206,7 @@ pub fn modern_retry(
             Some(true) => {
                 let mut next = sealed.clone();
                 next.pending = None;
-                next.handle = Some(crate::bridge::park::ParkTable::handle());
+                next.handle = Some(state::nonce());
                 next.round = sealed.round + 1;
                 next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
@@ -227,26 +229,19 @@ pub fn next_seal(
     elicitation: bool,
 ) -> crate::upstream::rounds::RoundSeal {
     crate::upstream::rounds::RoundSeal {
-        template: Sealed {
-            principal: principal.id().to_owned(),
-            method: env.method.clone(),
-            name: bound_name(env),
-            digest: String::new(), // computed only if the upstream asks (see rounds::wrap)
-            upstream: t.up.name.clone(),
-            round: round + 1,
-            expires_ms: state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
-            owner: gw.cfg.state.replica.clone(),
-            handle: Some(crate::bridge::park::ParkTable::handle()),
-            kind: Some("modern".into()),
-            extra: None,
-            declined: Vec::new(),
-            pending: None,
-        },
+        // The digest is computed only if the upstream asks (see rounds::wrap).
+        template: Sealed::issue(
+            Kind::Modern,
+            bound(env, t, principal, String::new()),
+            round + 1,
+            state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
+            &gw.cfg.state.replica,
+        ),
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),
             groups: principal.groups.clone(),
             upstream: t.up.name.clone(),
-            tool: (env.method == "tools/call").then(|| t.own.clone()),
+            tool: (env.method == Method::ToolsCall).then(|| t.own.clone()),
         },
         elicitation,
         request: env.body().clone(),

@@ -11,48 +11,26 @@ pub mod route;
 
 use std::sync::Arc;
 
-use http::HeaderMap;
-
+use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::listen::{client_listen, Filter};
-use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
-use crate::validate::Meta;
 
-pub use route::Target;
-
-impl Gateway {
-    /// Whether any healthy upstream advertises the server capability `cap`.
-    pub fn serves(&self, cap: &str) -> bool {
-        self.upstreams.iter().any(|u| u.serves(cap))
-    }
-
-    /// The upstreams `p` may reach (its scopes), in config order.
-    pub fn reachable<'a>(&'a self, p: &'a crate::auth::Principal) -> impl Iterator<Item = &'a Arc<crate::upstream::Upstream>> + 'a {
-        self.upstreams.iter().filter(move |u| self.auth.may_reach(p, &u.name))
-    }
-
-    /// Whether an upstream `p` may reach serves `cap`.
-    pub fn serves_for(&self, p: &crate::auth::Principal, cap: &str) -> bool {
-        self.reachable(p).any(|u| u.serves(cap))
-    }
-}
+pub mod target;
+pub use target::Target;
 
 /// Answers a validated request.
-pub async fn dispatch(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    meta: &Meta,
-    target: Option<Target>,
-    headers: &HeaderMap,
-    principal: &crate::auth::Principal,
-) -> Result<Reply, GatewayError> {
+pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, GatewayError> {
+    let (env, principal) = (&ctx.env, ctx.principal);
     let id = env.id_json();
-    match env.method.as_str() {
-        "server/discover" => Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal)))),
-        "subscriptions/listen" => {
+    match &env.method {
+        Method::ServerDiscover => {
+            Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal))))
+        }
+        Method::SubscriptionsListen => {
             let asked = Filter::parse(env.param("notifications"), gw.cfg.limits.max_resource_subscriptions)
                 .map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
@@ -66,8 +44,8 @@ pub async fn dispatch(
         m => match ListKind::from_method(m) {
             Some(kind) => lists::serve(gw, env, kind, principal).await,
             None => {
-                let target = target.ok_or_else(|| GatewayError::MethodNotFound(m.to_owned()))?;
-                route::forward(gw, env, meta, target, headers, principal).await
+                let target = ctx.target.as_ref().ok_or_else(|| GatewayError::MethodNotFound(m.to_string()))?;
+                route::forward(gw, ctx, target).await
             }
         },
     }

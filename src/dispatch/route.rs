@@ -7,62 +7,50 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
+pub use super::target::Target;
+use crate::auth::Principal;
+use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::route::uri;
-use crate::route::xheader::ParamHeader;
 use crate::upstream::forward::{forward as send, Call, MakeSeal};
 use crate::upstream::Upstream;
-use crate::validate::Meta;
-
-/// Where a routed request goes.
-#[derive(Clone)]
-pub struct Target {
-    /// The upstream.
-    pub up: Arc<Upstream>,
-    /// The upstream's own name (tools, prompts) or the URI (resources).
-    pub own: String,
-    /// Whether the body must be rewritten (the public name differs from `own`).
-    pub renamed: bool,
-    /// `x-mcp-header` annotations of the tool.
-    pub headers: Vec<ParamHeader>,
-}
 
 fn unknown(kind: &str, name: &str) -> GatewayError {
     GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
-pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope) -> Result<Option<Target>, GatewayError> {
+pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
-    match env.method.as_str() {
-        "tools/call" => {
+    match env.method {
+        Method::ToolsCall => {
             let name = env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
-            named(gw, ListKind::Tools, &name).await.map(Some)
+            named(gw, ListKind::Tools, &name, principal).await.map(Some)
         }
-        "prompts/get" => {
+        Method::PromptsGet => {
             let name =
                 env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
-            named(gw, ListKind::Prompts, &name).await.map(Some)
+            named(gw, ListKind::Prompts, &name, principal).await.map(Some)
         }
-        "resources/read" => {
+        Method::ResourcesRead => {
             let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
-            by_uri(gw, &u).await.map(Some)
+            by_uri(gw, &u, principal).await.map(Some)
         }
-        "completion/complete" => {
+        Method::CompletionComplete => {
             let r: Value = env
                 .param("ref")
                 .and_then(|r| serde_json::from_str(r).ok())
                 .ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
             match (r.get("type").and_then(Value::as_str), r.get("name").and_then(Value::as_str), r.get("uri").and_then(Value::as_str)) {
-                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n).await.map(Some),
-                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u).await.map(Some),
+                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n, principal).await.map(Some),
+                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u, principal).await.map(Some),
                 _ => Err(bad("params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
             }
         }
@@ -79,31 +67,37 @@ fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
     }
 }
 
-async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target, GatewayError> {
+async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
     let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
         let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
+        // The scope first: a principal without it learns the same of a name that exists and
+        // of one that does not.
+        gw.auth.authorize_upstream(principal, &up.name)?;
         healthy(up)?;
         let mut table = up.list(kind);
         if table.by_key(own).is_none() {
-            table = gw.refresh(up, kind).await;
+            table = gw.refresh_missed(up, kind).await;
         }
         let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
         return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
     }
+    // Unprefixed: only the upstreams the principal may reach are searched.
+    let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
     for pass in 0..2 {
-        for up in &gw.upstreams {
-            let table = if pass == 0 { up.list(kind) } else { gw.refresh(up, kind).await };
+        for up in &reachable {
+            let table = if pass == 0 { up.list(kind) } else { gw.refresh_missed(up, kind).await };
             if let Some(item) = table.by_key(public) {
                 healthy(up)?;
-                return Ok(Target { up: up.clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
+                return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
             }
         }
     }
     match gw.upstreams.as_slice() {
         // One unprefixed upstream: it may serve names it does not list; let it answer.
         [only] => {
+            gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(only)?;
             Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
         }
@@ -111,19 +105,27 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str) -> Result<Target
     }
 }
 
-fn find_uri(gw: &Gateway, u: &str) -> Option<Arc<Upstream>> {
-    let exact = gw.upstreams.iter().find(|up| up.list(ListKind::Resources).by_key(u).is_some());
-    exact.or_else(|| gw.upstreams.iter().find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
+fn find_uri(gw: &Gateway, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
+    let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some());
+    exact.or_else(|| gw.reachable(principal).find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
 }
 
-async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
-    let mut found = find_uri(gw, u);
+async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
+    // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
+    // on the modern wire; refusing it bounds template matching on every path.
+    if u.len() > gw.cfg.limits.max_header_bytes {
+        return Err(GatewayError::InvalidParams(
+            format!("params.uri is longer than {} bytes (limits.max_header_bytes)", gw.cfg.limits.max_header_bytes),
+            None,
+        ));
+    }
+    let mut found = find_uri(gw, u, principal);
     if found.is_none() {
-        for up in &gw.upstreams {
-            gw.refresh(up, ListKind::Resources).await;
-            gw.refresh(up, ListKind::Templates).await;
+        for up in gw.reachable(principal) {
+            gw.refresh_missed(up, ListKind::Resources).await;
+            gw.refresh_missed(up, ListKind::Templates).await;
         }
-        found = find_uri(gw, u);
+        found = find_uri(gw, u, principal);
     }
     let up = found.ok_or_else(|| {
         GatewayError::UnknownTarget(
@@ -136,36 +138,23 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str) -> Result<Target, GatewayError> {
 }
 
 /// Forwards a routed request with the upstream's own name.
-pub async fn forward(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    meta: &Meta,
-    t: Target,
-    headers: &HeaderMap,
-    principal: &crate::auth::Principal,
-) -> Result<Reply, GatewayError> {
-    // Policy first: a denied or not-yet-approved tool call never reaches the upstream.
-    let approved = match super::govern::gate(gw, env, meta, &t, principal)? {
-        super::govern::Gate::Go => None,
-        super::govern::Gate::Approved(fresh) => Some(fresh),
-        super::govern::Gate::Answer(reply) => return Ok(reply),
-    };
-    let env = approved.as_ref().unwrap_or(env);
-    if t.up.status().legacy {
-        return crate::bridge::call(gw, env, meta, t, principal).await;
+pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+    let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
+    if t.up.status().is_legacy() {
+        return crate::bridge::call(gw, ctx, t).await;
     }
-    let retry = match super::govern::modern_retry(gw, env, &t, principal)? {
+    let retry = match super::govern::modern_retry(gw, env, t, principal)? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
     };
     let elicitation = meta.capabilities.contains_key("elicitation");
-    let make_seal = || super::govern::next_seal(gw, env, &t, principal, retry.round, elicitation);
-    let sealable = matches!(env.method.as_str(), "tools/call" | "prompts/get" | "resources/read");
+    let make_seal = || super::govern::next_seal(gw, env, t, principal, retry.round, elicitation);
+    let sealable = env.method.may_ask();
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();
-    let body = match (t.renamed, env.method.as_str()) {
+    let body = match (t.renamed, &env.method) {
         (false, _) if !restore => env.body().clone(),
-        (true, "completion/complete") => env.rewrite_params(|k, raw| {
+        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| {
             (k == "ref").then(|| {
                 let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
                 r.insert("name".into(), Value::String(t.own.clone()));
@@ -194,11 +183,11 @@ pub async fn forward(
             out
         }
     };
-    let is_read = env.method == "resources/read";
+    let is_read = env.method == Method::ResourcesRead;
     let call = Call {
         id: env.id_json().to_owned(),
         method: env.method.clone(),
-        mcp_name: crate::validate::headers::name_member(&env.method).map(|_| t.own.clone()),
+        mcp_name: env.method.name_member().map(|_| t.own.clone()),
         uri: is_read.then(|| t.own.clone()),
         body,
         log_level: meta.log_level,

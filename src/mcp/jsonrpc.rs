@@ -10,7 +10,10 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+
+pub use super::message::{error_body, notification_body, push_json_str, result_body, Incoming, RpcError};
+use super::raw::Params;
+pub use super::raw::RawObject;
 
 /// Standard JSON-RPC code: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -90,8 +93,8 @@ pub struct Envelope {
     body: Bytes,
     /// The request id as written (a string or a number); `None` for a notification.
     pub id: Option<Box<RawValue>>,
-    /// The JSON-RPC method.
-    pub method: String,
+    /// The JSON-RPC method, decoded.
+    pub method: super::method::Method,
     /// Whether the body had a `params` object.
     params: bool,
     /// Top-level `params` members and the byte ranges of their values, in body order.
@@ -112,136 +115,6 @@ struct Wire<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
-}
-
-/// A JSON object's members as written, in order: each key (borrowed unless it has escapes)
-/// and its raw value. Read in one pass with no hashing; repeated keys are all kept.
-#[derive(Debug, Default)]
-pub struct RawObject<'a>(pub Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>);
-
-impl<'a> RawObject<'a> {
-    /// The raw value of the last member named `key` (the one JSON parsers that keep the last
-    /// of repeated keys would read).
-    pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.get())
-    }
-
-    /// Whether a key appears more than once (linear: pairwise for a few members, hashed above).
-    pub fn has_repeats(&self) -> bool {
-        if self.0.len() <= 16 {
-            return self.0.iter().enumerate().any(|(i, (k, _))| self.0[..i].iter().any(|(seen, _)| seen == k));
-        }
-        let mut seen = std::collections::HashSet::with_capacity(self.0.len());
-        !self.0.iter().all(|(k, _)| seen.insert(k.as_ref()))
-    }
-
-    /// Each key once, at its first position with its last value (what a map-based reader sees).
-    pub fn dedup_last(mut self) -> Self {
-        if !self.has_repeats() {
-            return self;
-        }
-        let mut at: std::collections::HashMap<std::borrow::Cow<'a, str>, usize> = std::collections::HashMap::new();
-        let mut out: Vec<(std::borrow::Cow<'a, str>, &'a RawValue)> = Vec::with_capacity(self.0.len());
-        for (k, v) in self.0.drain(..) {
-            match at.get(&k) {
-                Some(&i) => out[i].1 = v,
-                None => {
-                    at.insert(k.clone(), out.len());
-                    out.push((k, v));
-                }
-            }
-        }
-        RawObject(out)
-    }
-}
-
-struct Key<'a>(std::borrow::Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-struct ObjectVisitor;
-
-impl<'de> serde::de::Visitor<'de> for ObjectVisitor {
-    type Value = RawObject<'de>;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<RawObject<'de>, A::Error> {
-        let mut out = Vec::with_capacity(m.size_hint().unwrap_or(4).min(16));
-        while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
-            let v: &'de RawValue = m.next_value()?;
-            out.push((k, v));
-        }
-        Ok(RawObject(out))
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ObjectVisitor)
-    }
-}
-
-/// A request's `params`: an object read member by member in the one pass over the body, or
-/// any other JSON value, which the caller refuses.
-enum Params<'a> {
-    Object(RawObject<'a>),
-    Other,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Params<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Params<'de>, A::Error> {
-                ObjectVisitor.visit_map(m).map(Params::Object)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Params<'de>, A::Error> {
-                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Params::Other)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Params<'de>, E> {
-                Ok(Params::Other)
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 fn range_of(body: &str, part: &str) -> Range<usize> {
@@ -306,7 +179,7 @@ impl Envelope {
                 (true, members)
             }
         };
-        let method = method.into_owned();
+        let method = super::method::Method::parse(&method);
         Ok(Envelope { body, id, method, params, members })
     }
 
@@ -376,7 +249,7 @@ impl Envelope {
             out.push_str(id);
         }
         out.push_str(",\"method\":");
-        push_json_str(&mut out, &self.method);
+        push_json_str(&mut out, self.method.as_str());
         if self.params {
             out.push_str(",\"params\":{");
             let mut first = true;
@@ -402,136 +275,5 @@ impl Envelope {
     }
 }
 
-/// Appends `s` as a JSON string (quoted; escaped only when it needs escapes).
-pub fn push_json_str(out: &mut String, s: &str) {
-    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        match serde_json::to_string(s) {
-            Ok(q) => out.push_str(&q),
-            Err(_) => out.push_str("\"\""),
-        }
-    } else {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    }
-}
-
-// === responses ===
-
-/// A JSON-RPC error body: `{"jsonrpc":"2.0","id":…,"error":{code,message,data?}}`.
-pub fn error_body(id: &str, code: i64, message: &str, data: Option<&Value>) -> Bytes {
-    let mut err = Map::new();
-    err.insert("code".into(), code.into());
-    err.insert("message".into(), message.into());
-    if let Some(d) = data {
-        err.insert("data".into(), d.clone());
-    }
-    let err = Value::Object(err).to_string();
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
-}
-
-/// A JSON-RPC result body around already-serialized result JSON.
-pub fn result_body(id: &str, result: &str) -> Bytes {
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"))
-}
-
-/// A JSON-RPC notification body.
-pub fn notification_body(method: &str, params: &Value) -> Bytes {
-    let m = Value::String(method.to_owned());
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"))
-}
-
-/// One message an upstream (or a peer) sent: a response, a request or a notification.
-#[derive(Debug, Deserialize)]
-pub struct Incoming {
-    /// The id, for responses and requests.
-    #[serde(default)]
-    pub id: Option<Box<RawValue>>,
-    /// The method, for requests and notifications.
-    #[serde(default)]
-    pub method: Option<String>,
-    /// The params, for requests and notifications.
-    #[serde(default)]
-    pub params: Option<Box<RawValue>>,
-    /// The result, for successful responses.
-    #[serde(default)]
-    pub result: Option<Box<RawValue>>,
-    /// The error, for failed responses.
-    #[serde(default)]
-    pub error: Option<RpcError>,
-}
-
-/// A JSON-RPC error object as received.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-pub struct RpcError {
-    /// The error code.
-    pub code: i64,
-    /// The message.
-    #[serde(default)]
-    pub message: String,
-    /// Optional structured data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl Incoming {
-    /// Whether this is the response (result or error) to a request.
-    pub fn is_response(&self) -> bool {
-        self.method.is_none() && (self.result.is_some() || self.error.is_some())
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(s: &str) -> Result<Envelope, FrameError> {
-        Envelope::parse(Bytes::copy_from_slice(s.as_bytes()))
-    }
-
-    #[test]
-    fn a_request_keeps_member_bytes() {
-        let e = parse(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a\"b","arguments":{"x": 1.50}}}"#).unwrap();
-        assert_eq!(e.id_json(), "7");
-        assert_eq!(e.param("arguments"), Some(r#"{"x": 1.50}"#));
-        assert_eq!(e.param_str("name"), Some(Ok("a\"b".to_owned())));
-        let out = e.rewrite_params(|k, _| (k == "name").then(|| Some("\"z\"".to_owned())));
-        assert_eq!(&out[..], br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"z","arguments":{"x": 1.50}}}"#);
-    }
-
-    #[test]
-    fn framing_errors_are_classified() {
-        assert!(matches!(parse("{nope"), Err(FrameError::NotJson(_))));
-        assert!(parse(r#"{"jsonrpc":"2\u002e0","id":1,"method":"x"}"#).is_ok(), "the version is read decoded");
-        assert!(matches!(parse("[{}]"), Err(FrameError::NotRequest(_))));
-        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Err(FrameError::NotRequest(_))));
-        assert!(matches!(parse(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), Err(FrameError::NotRequest(_))));
-        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#), Err(FrameError::NotRequest(_))));
-        assert!(parse(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap().is_notification());
-        assert!(
-            matches!(parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#), Err(FrameError::NotRequest(m)) if m.contains("object"))
-        );
-        let twice = parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#);
-        assert!(matches!(twice, Err(FrameError::NotRequest(m)) if m.contains("repeated")));
-        let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
-        let late = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{{},"k3":0}}}}"#, many.join(","));
-        assert!(matches!(parse(&late), Err(FrameError::NotRequest(m)) if m.contains("repeated")));
-        assert!(parse(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{{}}}}}"#, many.join(","))).is_ok());
-        let escaped = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n\u0061me":"a","b":{"c" : [1, 2]}}}"#).unwrap();
-        assert_eq!(escaped.param("name"), Some("\"a\""));
-        assert_eq!(escaped.param("b"), Some(r#"{"c" : [1, 2]}"#));
-    }
-
-    #[test]
-    fn bodies_nested_past_the_limit_are_refused_before_reading() {
-        let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
-        let body = |n: usize| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{{"pad":{}}}}}}}"#, nest(n));
-        // The envelope, params and arguments objects are three levels; `pad` adds n.
-        assert!(parse(&body(DEFAULT_MAX_DEPTH - 3)).is_ok());
-        assert!(matches!(parse(&body(DEFAULT_MAX_DEPTH - 2)), Err(FrameError::TooDeep(64))));
-        assert!(matches!(parse(&format!("{{\"x\":{}}}", nest(200))), Err(FrameError::TooDeep(_))), "even before the request is read");
-        let quoted = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"s":"{}\\\"{}"}}}}"#, "[".repeat(100), "{".repeat(100));
-        assert!(parse(&quoted).is_ok(), "brackets inside strings do not count");
-        assert!(!nests_deeper_than(b"\"unterminated [[[", 1));
-    }
-}
+mod tests;

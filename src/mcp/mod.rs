@@ -6,7 +6,10 @@
 
 pub mod headers;
 pub mod jsonrpc;
+pub mod message;
+pub mod method;
 pub mod number;
+pub mod raw;
 pub mod sse;
 pub mod version;
 
@@ -22,6 +25,11 @@ pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// Notification `_meta` key naming the listen request a notification belongs to.
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Numeric severity of a log level name.
+pub fn level_rank(level: &str) -> Option<u8> {
+    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
+}
 
 /// `text` without whitespace outside strings; every token keeps its bytes. Upstream JSON is
 /// relayed through it so each body Sluice writes is one compact object and each SSE frame one

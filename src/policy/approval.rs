@@ -7,12 +7,14 @@
 
 use serde_json::{json, Value};
 
+use crate::mcp::method::Method;
+
 /// The input key of an approval round.
 pub const KEY: &str = "sluice_approval";
 
 /// The approval input request.
 pub fn request(message: &str) -> Value {
-    json!({"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": {
+    json!({"method": Method::ElicitationCreate.as_str(), "params": {"mode": "form", "message": message, "requestedSchema": {
         "type": "object",
         "properties": {"approve": {"type": "boolean", "title": "Approve", "description": "Allow this to go on"}},
         "required": ["approve"]}}})
@@ -30,9 +32,9 @@ pub fn for_call(upstream: &str, tool: &str, rule: &str) -> String {
 }
 
 /// The message for an upstream's ask: names the upstream, the tool and the shape of the ask.
-pub fn for_ask(upstream: &str, tool: Option<&str>, method: &str, shape: &super::shape::AskShape, rule: &str) -> String {
-    let mut what = vec![method.to_owned()];
-    if method == "sampling/createMessage" {
+pub fn for_ask(upstream: &str, tool: Option<&str>, method: &Method, shape: &super::shape::AskShape, rule: &str) -> String {
+    let mut what = vec![method.to_string()];
+    if *method == Method::SamplingCreateMessage {
         what.push(format!("maxTokens {}", shape.max_tokens));
     }
     if shape.system_prompt_present {

@@ -11,7 +11,7 @@ use super::rules::{Effect, Subject};
 use super::shape::AskShape;
 use super::Refusal;
 use crate::config::MaxTokensAction;
-use crate::gateway::Gateway;
+use crate::mcp::method::Method;
 
 /// Who asks what for whom.
 #[derive(Debug, Clone, Default)]
@@ -45,8 +45,8 @@ pub enum AskVerdict {
 /// Judges an ask (`raw`: its params as received; `params`: the same, parsed, rewritten when
 /// the ask goes on: `maxTokens` written as the exact integer judged, or clamped). Charges the
 /// budgets when it may go on, and notes a deny or approval in the audit record.
-pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, raw: Option<&str>, params: &mut Value) -> AskVerdict {
-    let limits = gw.governor.budgets.limits(&ctx.upstream, &ctx.groups);
+pub fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Option<&str>, params: &mut Value) -> AskVerdict {
+    let limits = gov.budgets.limits(&ctx.upstream, &ctx.groups);
     let shape = match AskShape::read(method, raw) {
         Ok(s) => s,
         Err(why) => return AskVerdict::Malformed(why),
@@ -57,12 +57,12 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, raw: Option<&str>, params
             shape.bytes, limits.max_input_request_bytes
         )));
     }
-    let rules = gw.governor.rules();
+    let rules = gov.rules();
     let decision = rules.judge(&Subject {
         principal: &ctx.principal,
         groups: &ctx.groups,
         upstream: &ctx.upstream,
-        method,
+        method: method.as_str(),
         tool: ctx.tool.as_deref(),
         ask: Some(&shape),
         ..Default::default()
@@ -71,13 +71,13 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, raw: Option<&str>, params
     match decision.effect {
         Effect::Deny => {
             let reason = decision.reason.unwrap_or_else(|| "not allowed".into());
-            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, method, rule = %rule, "ask denied by policy");
+            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, method = method.as_str(), rule = %rule, "ask denied by policy");
             note(Some(&rule), "deny");
             return AskVerdict::Deny(Refusal::Denied { rule, reason });
         }
         Effect::Approve | Effect::Allow => {}
     }
-    if method == "sampling/createMessage" {
+    if *method == Method::SamplingCreateMessage {
         let mut max = shape.max_tokens;
         if max > limits.max_tokens_per_ask {
             match limits.max_tokens_action {
@@ -95,7 +95,7 @@ pub fn judge(gw: &Gateway, ctx: &AskCtx, method: &str, raw: Option<&str>, params
         if let Some(p) = params.as_object_mut() {
             p.insert("maxTokens".into(), max.into());
         }
-        let charged = gw.governor.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max);
+        let charged = gov.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max);
         if let Err(r) = charged {
             tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, "sampling budget refused an ask");
             return AskVerdict::Refuse(match r {

@@ -62,31 +62,3 @@ impl Governor {
         Ok(n)
     }
 }
-
-/// Reloads the rules on every SIGHUP until shutdown.
-pub async fn reload_on_sighup(gw: Arc<crate::gateway::Gateway>) {
-    #[cfg(unix)]
-    {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
-        loop {
-            tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
-                _ = hup.recv() => match gw.governor.reload() {
-                    Ok(n) => tracing::info!(rules = n, "policies reloaded"),
-                    Err(why) => tracing::warn!(reason = %why, "policy reload failed; keeping the previous rules"),
-                },
-            }
-        }
-    }
-}
-
-/// Forgets idle principals' budget state once per window, until shutdown.
-pub async fn sweep_budgets(gw: Arc<crate::gateway::Gateway>) {
-    let every = gw.cfg.budget.window.max(std::time::Duration::from_millis(100));
-    loop {
-        tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => gw.governor.budgets.retain_recent(),
-        }
-    }
-}

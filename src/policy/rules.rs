@@ -229,7 +229,7 @@ mod tests {
     use crate::policy::shape::AskShape;
 
     fn shape(params: &str) -> AskShape {
-        AskShape::read("sampling/createMessage", Some(params)).unwrap()
+        AskShape::read(&crate::mcp::method::Method::SamplingCreateMessage, Some(params)).unwrap()
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 
 use crate::mcp::jsonrpc::RawObject;
+use crate::mcp::method::Method;
 use crate::mcp::number::Exact;
 
 /// Sampling `includeContext`.
@@ -90,12 +91,12 @@ fn present(obj: &RawObject<'_>, key: &str) -> bool {
 
 impl AskShape {
     /// Reads the shape of an ask (`params` raw JSON; `None` when the ask has no params).
-    pub fn read(method: &str, params: Option<&str>) -> Result<AskShape, String> {
+    pub fn read(method: &Method, params: Option<&str>) -> Result<AskShape, String> {
         let raw = params.unwrap_or("{}");
         let obj: RawObject<'_> = serde_json::from_str(raw).map_err(|_| format!("the params of {method} must be an object"))?;
         let mut shape = AskShape { bytes: raw.len(), ..AskShape::default() };
         match method {
-            "sampling/createMessage" => {
+            Method::SamplingCreateMessage => {
                 let max = obj.get("maxTokens").ok_or("sampling/createMessage needs maxTokens (a non-negative integer)")?;
                 shape.max_tokens = Exact::parse(max)
                     .and_then(|n| n.as_count())
@@ -115,7 +116,7 @@ impl AskShape {
                 shape.system_prompt_present = present(&obj, "systemPrompt");
                 shape.model_hints = model_hints(obj.get("modelPreferences"));
             }
-            "elicitation/create" => {
+            Method::ElicitationCreate => {
                 shape.mode = match obj.get("mode") {
                     None | Some("null") => ElicitationMode::Form,
                     Some(v) => match text(v).as_deref() {
@@ -128,7 +129,9 @@ impl AskShape {
                     let url = obj.get("url").and_then(text).ok_or("a URL-mode elicitation/create needs a url")?;
                     let uri: http::Uri = url.parse().map_err(|_| "the url of elicitation/create must be an absolute URL")?;
                     let host = uri.host().ok_or("the url of elicitation/create must be an absolute URL")?;
-                    shape.url_host = Some(host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase());
+                    // `evil.example.` is `evil.example`: the root label's dot does not make another host.
+                    let host = host.trim_start_matches('[').trim_end_matches(']').trim_end_matches('.');
+                    shape.url_host = Some(host.to_ascii_lowercase());
                 }
             }
             _ => {}
@@ -152,7 +155,7 @@ mod tests {
     use super::*;
 
     fn sampling(params: &str) -> Result<AskShape, String> {
-        AskShape::read("sampling/createMessage", Some(params))
+        AskShape::read(&Method::SamplingCreateMessage, Some(params))
     }
 
     #[test]
@@ -177,10 +180,13 @@ mod tests {
         assert!(s.tools_present && !s.system_prompt_present);
         assert_eq!(s.model_hints, vec!["claude".to_owned()]);
         assert!(sampling(r#"{"maxTokens":5,"includeContext":"everything"}"#).is_err());
-        let e = AskShape::read("elicitation/create", Some(r#"{"mode":"u\u0072l","url":"https://Login.Example.com:8443/x?y"}"#)).unwrap();
+        let e =
+            AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"u\u0072l","url":"https://Login.Example.com:8443/x?y"}"#)).unwrap();
         assert_eq!((e.mode, e.url_host.as_deref()), (ElicitationMode::Url, Some("login.example.com")));
-        assert!(AskShape::read("elicitation/create", Some(r#"{"mode":"url","url":"not a url"}"#)).is_err());
-        assert!(AskShape::read("elicitation/create", Some(r#"{"mode":"URL"}"#)).is_err());
-        assert_eq!(AskShape::read("roots/list", None).unwrap().bytes, 2);
+        assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"not a url"}"#)).is_err());
+        let dot = AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"https://evil.example./login"}"#)).unwrap();
+        assert_eq!(dot.url_host.as_deref(), Some("evil.example"));
+        assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"URL"}"#)).is_err());
+        assert_eq!(AskShape::read(&Method::RootsList, None).unwrap().bytes, 2);
     }
 }

@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use crate::mcp::method::Method;
+
 use super::xheader::ParamHeader;
 
 /// The four federated lists.
@@ -29,13 +31,18 @@ impl ListKind {
     pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
 
     /// The list method.
-    pub fn method(self) -> &'static str {
+    pub fn method(self) -> Method {
         match self {
-            ListKind::Tools => "tools/list",
-            ListKind::Prompts => "prompts/list",
-            ListKind::Resources => "resources/list",
-            ListKind::Templates => "resources/templates/list",
+            ListKind::Tools => Method::ToolsList,
+            ListKind::Prompts => Method::PromptsList,
+            ListKind::Resources => Method::ResourcesList,
+            ListKind::Templates => Method::ResourcesTemplatesList,
         }
+    }
+
+    /// The list method's name (for logs and messages).
+    pub fn name(self) -> &'static str {
+        self.method().known().unwrap_or("")
     }
 
     /// The result member holding the items.
@@ -58,8 +65,8 @@ impl ListKind {
     }
 
     /// The kind a list method names.
-    pub fn from_method(m: &str) -> Option<ListKind> {
-        ListKind::ALL.into_iter().find(|k| k.method() == m)
+    pub fn from_method(m: &Method) -> Option<ListKind> {
+        ListKind::ALL.into_iter().find(|k| k.method() == *m)
     }
 
     /// Index for per-kind arrays.
@@ -109,12 +116,23 @@ pub struct ListTable {
     pub public: bool,
     /// When it was fetched.
     pub fetched_at: Instant,
+    /// Item positions by key (the first item of a key), so a lookup costs one hash.
+    index: std::collections::HashMap<String, usize>,
 }
 
 impl ListTable {
+    /// A table of `items` (indexed by key once, here).
+    pub fn new(items: Vec<Item>, ttl_ms: u64, public: bool, fetched_at: Instant) -> Self {
+        let mut index = std::collections::HashMap::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            index.entry(item.key.clone()).or_insert(i);
+        }
+        ListTable { items, ttl_ms, public, fetched_at, index }
+    }
+
     /// An empty table (nothing fetched yet, or the family is not served).
     pub fn empty() -> Self {
-        ListTable { items: Vec::new(), ttl_ms: 0, public: false, fetched_at: Instant::now() }
+        ListTable::new(Vec::new(), 0, false, Instant::now())
     }
 
     /// Milliseconds of freshness left, if any.
@@ -125,6 +143,6 @@ impl ListTable {
 
     /// The item with upstream key `key`.
     pub fn by_key(&self, key: &str) -> Option<&Item> {
-        self.items.iter().find(|i| i.key == key)
+        self.index.get(key).map(|&i| &self.items[i])
     }
 }

@@ -44,7 +44,7 @@ pub fn annotations(schema: &Value) -> Result<Vec<ParamHeader>, String> {
     let mut seen = std::collections::HashSet::new();
     for p in &out {
         if !seen.insert(p.header.clone()) {
-            return Err(format!("x-mcp-header {:?} is used twice", p.name));
+            return Err("an x-mcp-header annotation is used twice".into());
         }
     }
     Ok(out)
@@ -64,12 +64,12 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
             return Err("x-mcp-header on a schema not reachable through `properties`".into());
         };
         let name = ann.as_str().filter(|s| !s.is_empty() && s.bytes().all(is_tchar));
-        let name = name.ok_or_else(|| format!("x-mcp-header {ann} is not an HTTP token"))?;
+        let name = name.ok_or_else(|| "an x-mcp-header annotation is not an HTTP token".to_owned())?;
         let kind = match obj.get("type").and_then(Value::as_str) {
             Some("string") => Kind::Str,
             Some("integer") => Kind::Int,
             Some("boolean") => Kind::Bool,
-            other => return Err(format!("x-mcp-header {name:?} on a property of type {other:?}")),
+            _ => return Err("an x-mcp-header annotation on a property that is not a string, an integer or a boolean".into()),
         };
         out.push(ParamHeader { name: name.into(), header: format!("mcp-param-{}", name.to_ascii_lowercase()), path: path.clone(), kind });
     }

@@ -12,7 +12,7 @@ fn sample() -> Sealed {
         expires_ms: 10_000,
         owner: "r1".into(),
         handle: Some("h".into()),
-        kind: None,
+        kind: Kind::Bridge,
         extra: None,
         declined: Vec::new(),
         pending: None,

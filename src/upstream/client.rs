@@ -163,6 +163,11 @@ impl HttpClient {
         HttpClient(std::sync::Arc::new(shared))
     }
 
+    /// The largest SSE event read from an upstream (`limits.max_sse_event_bytes`).
+    pub fn max_event_bytes(&self) -> usize {
+        self.max_event
+    }
+
     /// The configured connect timeout.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout

@@ -11,8 +11,9 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::client::{final_message, modern_headers, HttpClient};
-use super::{Discovered, Status, Upstream};
+use super::{Discovered, Status, Upstream, Wire};
 use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::method::Method;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -23,7 +24,7 @@ pub fn server_info() -> Value {
 
 /// A request body Sluice sends for itself: its own `_meta` envelope, declaring no client
 /// capabilities, plus `extra` params members.
-pub fn internal_body(method: &str, extra: Map<String, Value>) -> Bytes {
+pub fn internal_body(method: &Method, extra: Map<String, Value>) -> Bytes {
     let mut params = extra;
     params.insert(
         "_meta".into(),
@@ -34,7 +35,7 @@ pub fn internal_body(method: &str, extra: Map<String, Value>) -> Bytes {
         }),
     );
     let id = format!("sluice-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed));
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": params});
     Bytes::from(body.to_string())
 }
 
@@ -42,10 +43,10 @@ pub fn internal_body(method: &str, extra: Map<String, Value>) -> Bytes {
 pub async fn call(
     client: &HttpClient,
     up: &Upstream,
-    method: &str,
+    method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let headers = modern_headers(&up.host, method, None, &up.extra);
+    let headers = modern_headers(&up.host, method.as_str(), None, &up.extra);
     let answer = client
         .post(&up.name, &up.uri, headers, internal_body(method, extra), Some(client_timeout(client)))
         .await
@@ -76,8 +77,8 @@ pub enum Probe {
 
 /// Probes an upstream with `server/discover`; a modern verdict is recorded.
 pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
-    let headers = modern_headers(&up.host, "server/discover", None, &up.extra);
-    let body = internal_body("server/discover", Map::new());
+    let headers = modern_headers(&up.host, Method::ServerDiscover.as_str(), None, &up.extra);
+    let body = internal_body(&Method::ServerDiscover, Map::new());
     let answer = match client.post(&up.name, &up.uri, headers, body, Some(client.response_timeout())).await {
         Ok(a) => a,
         Err(e) => return Probe::Failed(failed(up, e.to_string())),
@@ -121,7 +122,7 @@ pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, legacy: false };
+    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Modern };
     up.set_status(status.clone());
     Probe::Modern(status)
 }

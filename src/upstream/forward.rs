@@ -20,6 +20,7 @@ use super::Upstream;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RawObject;
+use crate::mcp::method::Method;
 use crate::mcp::{jsonrpc, sse};
 use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
 
@@ -28,7 +29,7 @@ pub struct Call {
     /// The client's request id (JSON text).
     pub id: String,
     /// The JSON-RPC method.
-    pub method: String,
+    pub method: crate::mcp::method::Method,
     /// The upstream's own name for `Mcp-Name` (tools/call, prompts/get) or the URI (resources/read).
     pub mcp_name: Option<String>,
     /// The URI of a `resources/read`, for error data.
@@ -40,11 +41,6 @@ pub struct Call {
     /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); `None`
     /// when built, filled by [`forward`] from its `make_seal` only when the answer may need it.
     pub seal: Option<super::rounds::RoundSeal>,
-}
-
-/// Numeric severity of a log level name.
-pub fn level_rank(level: &str) -> Option<u8> {
-    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
 }
 
 enum Msg {
@@ -67,7 +63,7 @@ pub async fn forward(
     client_headers: &HeaderMap,
     make_seal: Option<MakeSeal<'_>>,
 ) -> Result<Reply, GatewayError> {
-    let mut headers = modern_headers(&up.host, &call.method, call.mcp_name.as_deref(), &up.extra);
+    let mut headers = modern_headers(&up.host, call.method.as_str(), call.mcp_name.as_deref(), &up.extra);
     for (k, v) in client_headers {
         let n = k.as_str();
         if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
@@ -161,7 +157,7 @@ fn reply_for(
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
             let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
-            match super::rounds::wrap(gw, &seal, &m) {
+            match super::rounds::wrap(&gw.bridge.keys, &gw.governor, &seal, &m) {
                 Ok(result) => match serde_json::from_str::<RawObject<'_>>(&result) {
                     Ok(m) => json(result_reply(id, method, &m, info)),
                     Err(_) => json(unexpected_result(id, &up.name)),
@@ -191,14 +187,14 @@ fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
     if msg.is_response() {
         return Msg::Final(reply_for(gw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
     }
-    match (msg.method.as_deref(), msg.id.is_some()) {
-        (Some("notifications/progress"), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
-        (Some("notifications/message"), false) => {
+    match (msg.method.as_ref(), msg.id.is_some()) {
+        (Some(Method::Progress), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
+        (Some(Method::LogMessage), false) => {
             let Some(want) = call.log_level else {
                 return Msg::Skip;
             };
             let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(level_rank);
+            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
             if rank.is_some_and(|r| r >= want) {
                 Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
             } else {

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{discover, Upstream};
+use super::Upstream;
 use crate::route::names::Names;
 use crate::route::table::{Item, ListKind, ListTable};
 use crate::route::xheader;
@@ -25,7 +25,7 @@ pub async fn fetch(
     kind: ListKind,
 ) -> Result<ListTable, String> {
     let (names, max_pages, max_items) = (&gw.names, gw.cfg.limits.max_list_pages, gw.cfg.limits.max_list_items);
-    let legacy = up.status().legacy;
+    let legacy = up.status().is_legacy();
     let started = Instant::now();
     let mut items = Vec::new();
     let mut ttl_ms = u64::MAX;
@@ -36,13 +36,9 @@ pub async fn fetch(
         if let Some(c) = cursor.take() {
             extra.insert("cursor".into(), c);
         }
-        let result = if legacy {
-            crate::bridge::internal_call(gw, up, kind.method(), extra).await?
-        } else {
-            discover::call(&gw.client, up, kind.method(), extra).await?
-        };
+        let result = gw.request(up, &kind.method(), extra).await?;
         let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
-            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.method()))?;
+            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.name()))?;
         if legacy {
             // A legacy server gives no hints: use the configured ones (0 / private by default).
             let s = up.status();
@@ -56,7 +52,7 @@ pub async fn fetch(
         }
         if let Some(list) = page.get(kind.member()) {
             if !add_page(up, kind, names, list, &mut items, max_items) {
-                tracing::warn!(upstream = %up.name, list = kind.method(), limit = max_items, "list truncated at limits.max_list_items");
+                tracing::warn!(upstream = %up.name, list = kind.name(), limit = max_items, "list truncated at limits.max_list_items");
                 cursor = None;
                 break;
             }
@@ -67,9 +63,9 @@ pub async fn fetch(
         }
     }
     if cursor.is_some() {
-        tracing::warn!(upstream = %up.name, list = kind.method(), "list truncated at limits.max_list_pages");
+        tracing::warn!(upstream = %up.name, list = kind.name(), "list truncated at limits.max_list_pages");
     }
-    Ok(ListTable { items, ttl_ms: if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, fetched_at: started })
+    Ok(ListTable::new(items, if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, started))
 }
 
 /// Adds one page's items to `items`, up to `max` in all; `false` when the page held more than fit.
@@ -98,12 +94,13 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
     };
     let key: String = serde_json::from_str(desc.get(key_member)?.get()).ok()?;
     let mut headers = Vec::new();
-    if kind == ListKind::Tools && raw.get().contains("x-mcp-header") {
+    // Parsed unless the text certainly has no annotation: a key may be spelled with escapes.
+    if kind == ListKind::Tools && (raw.get().contains("x-mcp-header") || raw.get().contains('\\')) {
         let schema: Value = desc.get("inputSchema").and_then(|s| serde_json::from_str(s.get()).ok()).unwrap_or(Value::Null);
         match xheader::annotations(&schema) {
             Ok(h) => headers = h,
             Err(why) => {
-                tracing::warn!(upstream = %up.name, tool = %key, reason = %why, "tool dropped: invalid x-mcp-header annotation");
+                tracing::warn!(upstream = %up.name, tool = %crate::telemetry::peer_name(&key), reason = %why, "tool dropped: invalid x-mcp-header annotation");
                 return None;
             }
         }
@@ -119,7 +116,7 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers, hints });
     }
     let Some(public) = names.publish(&up.name, &key) else {
-        tracing::warn!(upstream = %up.name, name = %key, "dropped: prefixed name longer than 128 characters");
+        tracing::warn!(upstream = %up.name, name = %crate::telemetry::peer_name(&key), "dropped: prefixed name longer than 128 characters");
         return None;
     };
     let raw = if public == key {

@@ -9,6 +9,7 @@ pub mod discover;
 pub mod forward;
 pub mod legacy;
 pub mod lists;
+pub mod queue;
 pub mod rounds;
 
 use std::sync::{Arc, RwLock};
@@ -43,8 +44,36 @@ pub struct Status {
     pub discovered: Option<Discovered>,
     /// Why it is unhealthy (content-free: names and error kinds only).
     pub error: Option<String>,
-    /// Whether it speaks the handshake era (2025-11-25), served through bridge A.
-    pub legacy: bool,
+    /// What it speaks, as probed.
+    pub wire: Wire,
+}
+
+/// The era an upstream speaks, as probed: where every era switch of Sluice's looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// 2026-07-28, stateless: requests forwarded, rounds sealed, one listen stream.
+    #[default]
+    Modern,
+    /// 2025-11-25 (handshake): sessions Sluice owns, asks bridged (bridge A), list changes on
+    /// each session's GET stream.
+    Legacy,
+}
+
+impl Wire {
+    /// Its name in audit records and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Modern => "modern",
+            Wire::Legacy => "legacy",
+        }
+    }
+}
+
+impl Status {
+    /// Whether it speaks the handshake era (served through bridge A).
+    pub fn is_legacy(&self) -> bool {
+        self.wire == Wire::Legacy
+    }
 }
 
 /// One upstream MCP server.
@@ -63,6 +92,9 @@ pub struct Upstream {
     lists: [RwLock<Arc<ListTable>>; 4],
     /// Serializes refreshes of each list so a burst of misses costs one fetch.
     pub(crate) refresh_lock: [tokio::sync::Mutex<()>; 4],
+    /// Refreshes a lookup miss may cause, per table: a burst of 5, then 1 per second, so
+    /// clients asking for names that do not exist cannot make Sluice refetch lists at will.
+    pub(crate) miss_refresh: [governor::DefaultDirectRateLimiter; 4],
 }
 
 impl Upstream {
@@ -97,6 +129,11 @@ impl Upstream {
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
+            miss_refresh: std::array::from_fn(|_| {
+                let quota = governor::Quota::per_second(std::num::NonZeroU32::MIN)
+                    .allow_burst(std::num::NonZeroU32::new(5).unwrap_or(std::num::NonZeroU32::MIN));
+                governor::RateLimiter::direct(quota)
+            }),
         })
     }
 

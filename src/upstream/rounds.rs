@@ -12,10 +12,12 @@
 
 use serde_json::{Map, Value};
 
-use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{push_json_str, RawObject};
+use crate::mcp::method::Method;
 use crate::policy::ask::{judge, AskCtx, AskVerdict};
+use crate::policy::Governor;
 use crate::policy::Refusal;
+use crate::state::Keys;
 use crate::state::Sealed;
 
 /// What sealing a modern round needs: the state template (with the next round number and a
@@ -52,7 +54,7 @@ fn text(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 }
 
 /// The result the client sees for an upstream's `input_required` result (its members).
-pub fn wrap(gw: &Gateway, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
+pub fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
     let mut sealed = seal.template.clone();
     if sealed.digest.is_empty() {
         // Most calls never ask: the digest of the params is paid for only by those that do.
@@ -63,9 +65,9 @@ pub fn wrap(gw: &Gateway, seal: &RoundSeal, result: &RawObject<'_>) -> Result<St
     sealed.extra = result.get("requestState").map(str::to_owned);
     let shown = match result.get("inputRequests") {
         None => None,
-        Some(raw) => Some(judge_requests(gw, seal, &mut sealed, raw)?),
+        Some(raw) => Some(judge_requests(gov, seal, &mut sealed, raw)?),
     };
-    let token = gw.bridge.keys.seal(&sealed);
+    let token = keys.seal(&sealed);
     let mut out = String::with_capacity(256 + token.len() + shown.as_ref().map_or(0, String::len));
     out.push('{');
     for (k, v) in &result.0 {
@@ -91,13 +93,13 @@ pub fn wrap(gw: &Gateway, seal: &RoundSeal, result: &RawObject<'_>) -> Result<St
 
 /// Judges each input request; gives the `inputRequests` the client is shown (an approval round
 /// instead when a rule wants one, the asks then held in the seal).
-fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
+fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
     let protocol = |m: &str| RoundError::Protocol(m.to_owned());
     let requests: RawObject<'_> = serde_json::from_str(raw).map_err(|_| protocol("inputRequests is not an object"))?;
     if requests.has_repeats() {
         return Err(protocol("inputRequests repeats an input key"));
     }
-    let limit = gw.governor.budgets.limits(&seal.ctx.upstream, &seal.ctx.groups).max_asks_per_round;
+    let limit = gov.budgets.limits(&seal.ctx.upstream, &seal.ctx.groups).max_asks_per_round;
     if requests.0.len() > limit {
         return Err(Refusal::TooManyAsks(limit).into());
     }
@@ -105,8 +107,9 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
     let mut approval: Option<(String, String)> = None;
     for (key, req) in &requests.0 {
         let req: RawObject<'_> = serde_json::from_str(req.get()).map_err(|_| protocol("an input request is not an object"))?;
-        let method = req.get("method").and_then(text).ok_or_else(|| protocol("an input request has no method"))?;
-        if !matches!(method.as_ref(), "sampling/createMessage" | "elicitation/create" | "roots/list") {
+        let method =
+            req.get("method").and_then(text).map(|m| Method::parse(&m)).ok_or_else(|| protocol("an input request has no method"))?;
+        if !method.is_ask() {
             return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
         }
         let raw_params = req.get("params");
@@ -116,13 +119,13 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
         };
         let keep = |params: Value| {
             let mut r = Map::new();
-            r.insert("method".into(), Value::String(method.clone().into_owned()));
-            if raw_params.is_some() || method == "sampling/createMessage" {
+            r.insert("method".into(), Value::String(method.as_str().to_owned()));
+            if raw_params.is_some() || method == Method::SamplingCreateMessage {
                 r.insert("params".into(), params);
             }
             Value::Object(r)
         };
-        match judge(gw, &seal.ctx, &method, raw_params, &mut params) {
+        match judge(gov, &seal.ctx, &method, raw_params, &mut params) {
             AskVerdict::Malformed(why) => return Err(RoundError::Protocol(why)),
             AskVerdict::Approve(rule) => {
                 if approval.is_none() {
@@ -135,7 +138,7 @@ fn judge_requests(gw: &Gateway, seal: &RoundSeal, sealed: &mut Sealed, raw: &str
             AskVerdict::Allow => {
                 kept.insert(key.to_string(), keep(params));
             }
-            AskVerdict::Deny(_) if method == "elicitation/create" => sealed.declined.push(key.to_string()),
+            AskVerdict::Deny(_) if method == Method::ElicitationCreate => sealed.declined.push(key.to_string()),
             AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r.into()),
         }
     }

@@ -25,15 +25,6 @@ fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result
     decode(v).map_err(|e| mismatch(format!("Header mismatch: {display}: {e}")))
 }
 
-/// The body value `Mcp-Name` must mirror for `method`, if the method has one.
-pub fn name_member(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    }
-}
-
 /// Checks the standard mirrored headers.
 pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), GatewayError> {
     let version = header(h, headers::PROTOCOL_VERSION, "MCP-Protocol-Version")?;
@@ -41,10 +32,10 @@ pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), GatewayEr
         return Err(mismatch("Header mismatch: MCP-Protocol-Version does not equal _meta io.modelcontextprotocol/protocolVersion".into()));
     }
     let method = header(h, headers::METHOD, "Mcp-Method")?;
-    if method != env.method {
+    if method != env.method.as_str() {
         return Err(mismatch(format!("Header mismatch: Mcp-Method {method:?} does not equal the body's method {:?}", env.method)));
     }
-    if let Some(member) = name_member(&env.method) {
+    if let Some(member) = env.method.name_member() {
         let name = header(h, headers::NAME, "Mcp-Name")?;
         match env.param_text(member) {
             Some(Ok(body)) if body == name => {}

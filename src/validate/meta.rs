@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::mcp;
 use crate::mcp::jsonrpc::{Envelope, RawObject};
-use crate::upstream::forward::level_rank;
+use crate::mcp::level_rank;
 
 /// What a modern request says about itself.
 #[derive(Debug, Clone)]

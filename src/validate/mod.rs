@@ -11,21 +11,8 @@ pub mod meta;
 pub use meta::Meta;
 
 use crate::error::GatewayError;
+use crate::mcp::method::Method;
 use crate::mcp::version;
-
-/// Methods the modern front door serves, with the server capability each needs (if any).
-const METHODS: &[(&str, Option<&str>)] = &[
-    ("server/discover", None),
-    ("subscriptions/listen", None),
-    ("tools/list", Some("tools")),
-    ("tools/call", Some("tools")),
-    ("prompts/list", Some("prompts")),
-    ("prompts/get", Some("prompts")),
-    ("resources/list", Some("resources")),
-    ("resources/read", Some("resources")),
-    ("resources/templates/list", Some("resources")),
-    ("completion/complete", Some("completions")),
-];
 
 /// Refuses a version the modern front door does not serve.
 pub fn check_version(meta: &Meta) -> Result<(), GatewayError> {
@@ -38,11 +25,11 @@ pub fn check_version(meta: &Meta) -> Result<(), GatewayError> {
 
 /// Refuses a method that does not exist on the modern wire (removed ones included) or whose
 /// family no healthy upstream serves (`serves(cap)`).
-pub fn check_method(method: &str, serves: impl Fn(&str) -> bool) -> Result<(), GatewayError> {
-    match METHODS.iter().find(|(m, _)| *m == method) {
-        Some((_, None)) => Ok(()),
-        Some((_, Some(cap))) if serves(cap) => Ok(()),
-        _ => Err(GatewayError::MethodNotFound(method.to_owned())),
+pub fn check_method(method: &Method, serves: impl Fn(&str) -> bool) -> Result<(), GatewayError> {
+    match method.capability() {
+        Some(None) => Ok(()),
+        Some(Some(cap)) if serves(cap) => Ok(()),
+        _ => Err(GatewayError::MethodNotFound(method.to_string())),
     }
 }
 
@@ -53,10 +40,10 @@ mod tests {
     #[test]
     fn removed_and_unknown_methods_are_not_found() {
         for m in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "unknown/method"] {
-            assert!(matches!(check_method(m, |_| true), Err(GatewayError::MethodNotFound(_))), "{m}");
+            assert!(matches!(check_method(&Method::parse(m), |_| true), Err(GatewayError::MethodNotFound(_))), "{m}");
         }
-        assert!(check_method("tools/list", |_| true).is_ok());
-        assert!(check_method("tools/list", |c| c != "tools").is_err());
-        assert!(check_method("server/discover", |_| false).is_ok());
+        assert!(check_method(&Method::ToolsList, |_| true).is_ok());
+        assert!(check_method(&Method::ToolsList, |c| c != "tools").is_err());
+        assert!(check_method(&Method::ServerDiscover, |_| false).is_ok());
     }
 }

@@ -94,7 +94,7 @@ async fn with_prefixing_off_a_collision_is_reported_and_not_silently_shadowed() 
     let a = Spec::new("coll-first").tools(vec![tool("shared"), tool("only-first")]).start().await;
     let b = Spec::new("coll-second").tools(vec![tool("shared"), tool("only-second")]).start().await;
     let s = Gateway::e2e().no_prefix().upstream("coll-first", &a.url()).upstream("coll-second", &b.url()).start().await;
-    let line = wait_warning(&["name collision", "name=shared", "coll-first", "coll-second"]).await;
+    let line = wait_warning(&["name collision", "name=\"shared\"", "coll-first", "coll-second"]).await;
     assert!(!line.contains("only-"), "{line}");
     let (list, _) = tools_list(&s.url()).await;
     assert_eq!(names(&list, "tools"), ["shared", "only-first", "only-second"], "the colliding name is listed once");
@@ -136,7 +136,7 @@ async fn a_tool_with_an_invalid_x_mcp_header_annotation_is_dropped_with_a_warnin
     let s = Gateway::e2e().upstream("xh", &m.url()).start().await;
     assert_eq!(names(&tools_list(&s.url()).await.0, "tools"), ["xh-good"]);
     for t in ["xh-number", "xh-space", "xh-empty", "xh-items", "xh-dup"] {
-        wait_warning(&["invalid x-mcp-header", &format!("tool={t}")]).await;
+        wait_warning(&["invalid x-mcp-header", &format!("tool={t:?}")]).await;
     }
 }
 

@@ -26,7 +26,7 @@ fn load(name: &str) -> Rules {
 }
 
 fn shape(method: &str, ask: &serde_json::Value) -> sluice::policy::shape::AskShape {
-    sluice::policy::shape::AskShape::read(method, Some(&ask.to_string())).expect("a well-formed ask")
+    sluice::policy::shape::AskShape::read(&sluice::mcp::method::Method::parse(method), Some(&ask.to_string())).expect("a well-formed ask")
 }
 
 fn sampling(ask: &sluice::policy::shape::AskShape) -> Subject<'_> {

@@ -72,7 +72,7 @@ pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result
         expires_ms: now + 60_000,
         owner: "local".into(),
         handle: Some("00112233445566778899aabbccddeeff".into()),
-        kind: None,
+        kind: sluice::state::Kind::Bridge,
         extra: None,
         declined: Vec::new(),
         pending: None,
@@ -133,7 +133,15 @@ pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result
         name,
         what: "`respond::finish` of the mock's ~1.2 KiB `tools/call` result",
         ns: time(batches, batch, || {
-            let _ = black_box(sluice::respond::finish("1", "tools/call", "alpha", StatusCode::OK, black_box(&answer), None, &info));
+            let _ = black_box(sluice::respond::finish(
+                "1",
+                &sluice::mcp::method::Method::ToolsCall,
+                "alpha",
+                StatusCode::OK,
+                black_box(&answer),
+                None,
+                &info,
+            ));
         }),
     }));
     Ok(out)

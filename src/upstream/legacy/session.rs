@@ -13,9 +13,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::method::Method as McpMethod;
 use crate::upstream::client::{Answer, HttpClient, UpstreamError};
 use crate::upstream::Upstream;
 
@@ -38,7 +38,7 @@ pub struct Session {
     pub caps: super::Bridged,
     next_id: AtomicU64,
     /// Messages from the GET stream for the call that leases the session.
-    inbox: tokio::sync::Mutex<mpsc::Receiver<String>>,
+    inbox: tokio::sync::Mutex<crate::upstream::queue::Receiver<String>>,
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
@@ -75,7 +75,7 @@ impl Session {
         principal: &str,
         on_list_changed: ListChanged,
     ) -> Result<Arc<Session>, UpstreamError> {
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": McpMethod::Initialize.as_str(), "params": {
             "protocolVersion": "2025-11-25", "capabilities": caps.to_legacy(), "clientInfo": crate::upstream::discover::server_info()}});
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
@@ -92,9 +92,11 @@ impl Session {
         };
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
         let version = HeaderValue::from_str(version).map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
         client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
-        let (tx, rx) = mpsc::channel(256);
+        // Bounded by bytes: a parked call does not read it, and an upstream must not fill
+        // Sluice's memory on the GET stream meanwhile.
+        let (tx, rx) = crate::upstream::queue::bounded(256, client.max_event_bytes());
         let leased = Arc::new(AtomicBool::new(false));
         // The GET stream is opened before the session is used, so an ask the server sends there
         // right after the first call is not lost; a server slow to answer it is waited for only
@@ -159,7 +161,8 @@ impl Session {
 
     /// Sends `notifications/cancelled` for an upstream request id.
     pub async fn cancel(&self, client: &HttpClient, request_id: u64, reason: &str) {
-        let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}});
+        let body =
+            json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(), "params": {"requestId": request_id, "reason": reason}});
         let _ = self.post(client, Bytes::from(body.to_string()), None).await;
     }
 
@@ -192,7 +195,7 @@ async fn open_get_stream(
 /// The task that reads a session's GET stream.
 struct GetReader {
     session: SessionRef,
-    tx: mpsc::Sender<String>,
+    tx: crate::upstream::queue::Sender<String>,
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
 }
@@ -229,19 +232,22 @@ impl GetReader {
             let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
                 continue;
             };
-            let session_alive = match (msg.method.as_deref(), msg.id.as_ref()) {
+            let session_alive = match (msg.method.as_ref(), msg.id.as_ref()) {
                 // Replies are boxed: their request futures would otherwise size this long-lived task.
-                (Some("ping"), Some(id)) => {
+                (Some(McpMethod::Ping), Some(id)) => {
                     Box::pin(self.session.reply(id.get(), Ok("{}"))).await;
                     true
                 }
-                (Some(m), None) if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
+                (Some(m), None) if crate::listen::Change::of(m, msg.params.as_ref().map(|p| p.get())).is_some() => {
                     (self.on_list_changed)(&data);
                     true
                 }
-                _ if self.leased.load(Ordering::Acquire) => self.tx.send(data).await.is_ok(),
+                _ if self.leased.load(Ordering::Acquire) => {
+                    let size = data.len();
+                    self.tx.send(data, size).await.is_ok()
+                }
                 (Some(m), Some(id)) => {
-                    tracing::warn!(upstream = %self.session.up.name, method = m, "upstream asked something outside any call; refused");
+                    tracing::warn!(upstream = %self.session.up.name, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
                     let refusal = Err((-32600, "no call is in progress on this session to route the request to"));
                     Box::pin(self.session.reply(id.get(), refusal)).await;
                     true

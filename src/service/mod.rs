@@ -11,16 +11,23 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
+pub mod stack;
+
 use crate::gateway::Gateway;
 use crate::respond::{Body, Reply};
 
-/// Handles one request.
-pub async fn handle(gw: Arc<Gateway>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
-    let (parts, body) = req.into_parts();
-    let path = parts.uri.path();
-    if path == gw.cfg.path {
-        return Ok(mcp(&gw, parts, body).await.into_response());
+/// Handles one request: the MCP endpoint through its edge stack, the rest here.
+pub async fn handle(
+    gw: Arc<Gateway>,
+    endpoint: stack::Endpoint,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    if req.uri().path() == gw.cfg.path {
+        let reply = tower::ServiceExt::oneshot(endpoint, req).await.unwrap_or_else(|never| match never {});
+        return Ok(reply.into_response());
     }
+    let (parts, _body) = req.into_parts();
+    let path = parts.uri.path();
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/metrics" | "/readyz" => match guard_ops(&gw, &parts) {
@@ -54,56 +61,6 @@ fn guard_ops(gw: &Gateway, parts: &http::request::Parts) -> Option<Reply> {
         }
     }
     None
-}
-
-/// The MCP endpoint: load shedding, the request deadline, and the audit record around the
-/// pipeline (emitted once, also when the client goes away first).
-async fn mcp(gw: &Arc<Gateway>, parts: http::request::Parts, body: hyper::body::Incoming) -> Reply {
-    let bytes_in = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let guard = crate::audit::AuditGuard::new(&gw.audit, &gw.metrics, bytes_in);
-    let in_flight = InFlight::enter(gw);
-    let reply = if in_flight.count > gw.cfg.limits.max_in_flight {
-        Reply::Overloaded
-    } else {
-        // Boxed once here: the pipeline's future is several KiB, and moving it by value through
-        // the audit scope and the deadline would copy it at each step.
-        let run = crate::audit::scope(guard.record(), Box::pin(crate::pipeline::run(gw, parts, body)));
-        match tokio::time::timeout(gw.cfg.timeouts.request, run).await {
-            Ok(r) => r,
-            Err(_) => Reply::Plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout: the request took longer than timeouts.request_ms\n"),
-        }
-    };
-    drop(in_flight);
-    match reply {
-        // A stream's record is complete when the stream ends (what its last message says).
-        Reply::Sse(mut body) => {
-            body.audit(guard.into_stream());
-            Reply::Sse(body)
-        }
-        reply => {
-            guard.finish(&reply);
-            reply
-        }
-    }
-}
-
-/// Counts a request in progress for as long as it lives.
-struct InFlight<'a> {
-    gw: &'a Gateway,
-    count: usize,
-}
-
-impl<'a> InFlight<'a> {
-    fn enter(gw: &'a Gateway) -> Self {
-        let count = gw.in_flight.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-        InFlight { gw, count }
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.gw.in_flight.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
 }
 
 fn metrics(gw: &Gateway) -> Response<Body> {

@@ -14,14 +14,13 @@ use std::sync::Arc;
 
 use http::request::Parts;
 
-use crate::dispatch::{self, route};
+pub mod stages;
+
 use crate::edge;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
-use crate::route::xheader;
-use crate::validate;
 
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
@@ -40,7 +39,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     // Authenticate before reading the body: an unknown caller costs no more than its headers.
     let principal = match gw.auth.authenticate(&parts.headers) {
         Ok(p) => p,
-        Err(e) => return challenge(gw, "null", e),
+        Err(e) => return stages::challenge(gw, "null", e),
     };
     if session_verb {
         return if parts.method == http::Method::GET {
@@ -76,92 +75,14 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     let id = env.id_json().to_owned();
     crate::audit::note(|r| {
         r.principal = Some(principal.id.clone());
-        r.method = Some(env.method.clone());
-        r.name = crate::validate::headers::name_member(&env.method).and_then(|m| env.param_str(m)).and_then(Result::ok);
+        r.method = Some(env.method.to_string());
+        r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
     });
-    match validated(gw, &env, &parts.headers, &principal).await {
+    let method = env.method.clone();
+    match stages::run(gw, env, Some(&parts.headers), &principal).await {
         Ok(reply) => hold_stream(gw, &principal, &id, reply),
-        Err(GatewayError::Auth(e)) => challenge(gw, &id, e),
-        Err(GatewayError::Refused(r)) => {
-            // A policy rule's deny stays `deny` (with its rule); budgets and caps are `refused`.
-            crate::audit::note(|a| {
-                if a.decision != Some("deny") {
-                    a.decision = Some("refused");
-                }
-            });
-            tracing::info!(method = %env.method, code = r.classify().1, "request refused by governance");
-            Reply::refusal(&id, &r)
-        }
-        Err(e) => {
-            tracing::debug!(method = %env.method, code = e.classify().1, "request refused");
-            Reply::error(&id, &e)
-        }
+        Err(e) => stages::error_reply(gw, &id, &method, e),
     }
-}
-
-/// Runs a request Sluice built itself (bridge B's translation of a legacy request): every stage
-/// after the edge but the header checks, which have no client headers to compare.
-pub async fn dispatch_internal(gw: &Arc<Gateway>, env: &Envelope, principal: &crate::auth::Principal) -> Reply {
-    let id = env.id_json().to_owned();
-    match validated_with(gw, env, None, principal).await {
-        Ok(reply) => reply,
-        Err(GatewayError::Refused(r)) => Reply::refusal(&id, &r),
-        Err(e) => Reply::error(&id, &e),
-    }
-}
-
-async fn validated(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    headers: &http::HeaderMap,
-    principal: &crate::auth::Principal,
-) -> Result<Reply, GatewayError> {
-    validated_with(gw, env, Some(headers), principal).await
-}
-
-async fn validated_with(
-    gw: &Arc<Gateway>,
-    env: &Envelope,
-    client_headers: Option<&http::HeaderMap>,
-    principal: &crate::auth::Principal,
-) -> Result<Reply, GatewayError> {
-    let empty = http::HeaderMap::new();
-    let headers = client_headers.unwrap_or(&empty);
-    // _meta before headers: the conformance suite expects -32602 for a missing envelope even
-    // when the headers are right.
-    let meta = validate::meta::read(env)?;
-    // Headers before the route: a request whose headers disagree with its body costs no
-    // lookup (URI templates included).
-    if client_headers.is_some() {
-        validate::headers::check(headers, env, &meta)?;
-    }
-    // The route is looked up now because Mcp-Param-* checks need the tool's annotations; its
-    // own errors (unknown name) wait until version and method have been checked.
-    let target = route::resolve(gw, env).await;
-    if let (Ok(Some(t)), Some(_)) = (&target, client_headers) {
-        if env.method == "tools/call" {
-            xheader::check(headers, env.param("arguments"), &t.headers)
-                .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
-        }
-    }
-    validate::check_version(&meta)?;
-    // Method existence is global: a call to an upstream the principal lacks the scope for gets
-    // 403 with the scope to ask for (OAuth step-up), not -32601.
-    validate::check_method(&env.method, |cap| gw.serves(cap))?;
-    let target = target?;
-    if let Some(t) = &target {
-        crate::audit::note(|r| {
-            r.upstream = Some(t.up.name.clone());
-            r.upstream_era = Some(if t.up.status().legacy { "legacy" } else { "modern" });
-        });
-        gw.auth.authorize_upstream(principal, &t.up.name)?;
-    }
-    // A request Sluice built itself mirrors its annotated arguments into Mcp-Param-* headers.
-    let synthetic = match (&target, client_headers) {
-        (Some(t), None) if env.method == "tools/call" && !t.headers.is_empty() => Some(xheader::mirror(env.param("arguments"), &t.headers)),
-        _ => None,
-    };
-    dispatch::dispatch(gw, env, &meta, target, synthetic.as_ref().unwrap_or(headers), principal).await
 }
 
 /// A streamed answer takes one of the principal's stream places for as long as it is open;
@@ -178,16 +99,6 @@ fn hold_stream(gw: &Gateway, principal: &crate::auth::Principal, id: &str, reply
             crate::audit::note(|a| a.decision = Some("refused"));
             Reply::refusal(id, &r)
         }
-    }
-}
-
-/// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).
-fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
-    let header = gw.auth.challenge(&e);
-    tracing::info!(reason = %e, "request not authenticated or not authorized");
-    match Reply::error(id, &GatewayError::Auth(e)) {
-        Reply::Json(status, body) => Reply::Challenge(status, header, body),
-        other => other,
     }
 }
 

@@ -9,134 +9,22 @@
 //! are still delivered. An upstream whose listen fails, ends, or stays silent past
 //! `timeouts.stream_idle_ms` is listened to again after `timeouts.listen_retry_ms`.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
-use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::sync::{broadcast, mpsc};
 
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::route::table::ListKind;
 use crate::upstream::client::{modern_headers, Answer};
 use crate::upstream::{discover, Upstream};
 
-/// A change a listener may care about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// `notifications/tools/list_changed`.
-    Tools,
-    /// `notifications/prompts/list_changed`.
-    Prompts,
-    /// `notifications/resources/list_changed`.
-    Resources,
-    /// `notifications/resources/updated` for a URI.
-    Updated(String),
-}
-
-/// A change and the upstream it came from (listeners see only the upstreams their principal
-/// may reach).
-#[derive(Debug, Clone)]
-pub struct Published {
-    /// The upstream that announced it.
-    pub upstream: Arc<str>,
-    /// What changed.
-    pub change: Change,
-}
-
-/// The fan-out point between upstream and client listen streams.
-pub struct Hub {
-    tx: broadcast::Sender<Published>,
-    /// Resource URIs clients subscribed to, with how many listens want each.
-    wanted: Mutex<BTreeMap<String, usize>>,
-    /// The most URIs `wanted` holds (16 × `limits.max_resource_subscriptions`).
-    max_wanted: usize,
-    /// Woken when `wanted` gains a URI, so upstream listens re-subscribe.
-    pub(crate) changed: Notify,
-}
-
-impl Hub {
-    /// An empty hub wanting at most 16 × `max_resource_subscriptions` URIs upstream.
-    pub fn new(max_resource_subscriptions: usize) -> Self {
-        let max_wanted = max_resource_subscriptions.saturating_mul(16);
-        Hub { tx: broadcast::channel(256).0, wanted: Mutex::new(BTreeMap::new()), max_wanted, changed: Notify::new() }
-    }
-
-    /// Announces an upstream's change to every client listen.
-    pub fn publish(&self, upstream: &str, change: Change) {
-        let _ = self.tx.send(Published { upstream: upstream.into(), change });
-    }
-
-    /// A receiver for changes from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Published> {
-        self.tx.subscribe()
-    }
-
-    /// Registers resource URIs a client listens to (a URI not wanted yet only while the hub is
-    /// under its cap); returns a guard that releases the ones registered.
-    pub fn want(self: &Arc<Self>, uris: &[String]) -> WantGuard {
-        let (mut grew, mut kept, mut refused) = (false, Vec::with_capacity(uris.len()), 0usize);
-        if let Ok(mut w) = self.wanted.lock() {
-            for u in uris {
-                if let Some(n) = w.get_mut(u) {
-                    *n += 1;
-                } else if w.len() < self.max_wanted {
-                    w.insert(u.clone(), 1);
-                    grew = true;
-                } else {
-                    refused += 1;
-                    continue;
-                }
-                kept.push(u.clone());
-            }
-        }
-        if refused > 0 {
-            tracing::warn!(
-                refused,
-                limit = self.max_wanted,
-                "resource URIs not subscribed upstream: the hub holds 16 x limits.max_resource_subscriptions"
-            );
-        }
-        if grew {
-            self.changed.notify_waiters();
-        }
-        WantGuard { hub: self.clone(), uris: kept }
-    }
-
-    fn wanted(&self) -> Vec<String> {
-        self.wanted.lock().map(|w| w.keys().cloned().collect()).unwrap_or_default()
-    }
-}
-
-impl Default for Hub {
-    /// A hub for the default `limits.max_resource_subscriptions` (256).
-    fn default() -> Self {
-        Hub::new(256)
-    }
-}
-
-/// Releases a client's resource subscriptions when its listen ends.
-pub struct WantGuard {
-    hub: Arc<Hub>,
-    uris: Vec<String>,
-}
-
-impl Drop for WantGuard {
-    fn drop(&mut self) {
-        if let Ok(mut w) = self.hub.wanted.lock() {
-            for u in &self.uris {
-                if let Some(n) = w.get_mut(u) {
-                    *n -= 1;
-                    if *n == 0 {
-                        w.remove(u);
-                    }
-                }
-            }
-        }
-    }
-}
+pub mod hub;
+pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
 /// Keeps one listen stream open to `up` until shutdown.
 pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
@@ -147,14 +35,21 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
         // Legacy upstreams report list changes on their sessions' GET streams instead.
         let status = up.status();
         let mut pause = gw.cfg.timeouts.listen_retry;
-        if status.healthy && !status.legacy {
-            tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
-                _ = gw.hub_changed() => {} // re-subscribe with the new URI set
-                supported = listen_once(&gw, &up) => {
-                    if !supported {
-                        // No listen stream here (e.g. -32601): ask again at the refresh pace only.
-                        pause = gw.cfg.timeouts.refresh;
+        if status.healthy && status.wire == crate::upstream::Wire::Modern {
+            let uris = wanted_by(&gw, &up);
+            let once = listen_once(&gw, &up, &uris);
+            tokio::pin!(once);
+            loop {
+                tokio::select! {
+                    _ = gw.shutdown.cancelled() => return,
+                    // Re-subscribe only when this upstream's own URI set changed.
+                    _ = gw.hub_changed() => if wanted_by(&gw, &up) != uris { break },
+                    supported = &mut once => {
+                        if !supported {
+                            // No listen stream here (e.g. -32601): ask again at the refresh pace only.
+                            pause = gw.cfg.timeouts.refresh;
+                        }
+                        break;
                     }
                 }
             }
@@ -167,21 +62,30 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
 }
 
 /// Holds one upstream listen stream; `false` when the upstream does not offer one.
-async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
+/// The URIs `up` is to be told of: only for principals that may reach it, and only what it
+/// serves (a URI no upstream lists or matches goes to every upstream such a principal may reach).
+fn wanted_by(gw: &Gateway, up: &Upstream) -> Vec<String> {
+    let lists = |o: &Upstream, u: &str| {
+        o.list(ListKind::Resources).by_key(u).is_some()
+            || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
+    };
+    gw.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))))
+}
+
+async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> bool {
     let mut filter = Map::new();
     for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
         if up.serves(cap) {
             filter.insert(key.into(), true.into());
         }
     }
-    let uris = gw.hub_wanted();
     if up.serves("resources") && !uris.is_empty() {
         filter.insert("resourceSubscriptions".into(), json!(uris));
     }
     let mut extra = Map::new();
     extra.insert("notifications".into(), Value::Object(filter));
-    let body = discover::internal_body("subscriptions/listen", extra);
-    let headers = modern_headers(&up.host, "subscriptions/listen", None, &up.extra);
+    let body = discover::internal_body(&Method::SubscriptionsListen, extra);
+    let headers = modern_headers(&up.host, Method::SubscriptionsListen.as_str(), None, &up.extra);
     let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
         return false;
     };
@@ -201,24 +105,11 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
         if msg.is_response() {
             return true;
         }
-        let change = match msg.method.as_deref() {
-            Some("notifications/tools/list_changed") => Some((Change::Tools, Some(ListKind::Tools))),
-            Some("notifications/prompts/list_changed") => Some((Change::Prompts, Some(ListKind::Prompts))),
-            Some("notifications/resources/list_changed") => Some((Change::Resources, Some(ListKind::Resources))),
-            Some("notifications/resources/updated") => {
-                let uri = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                uri.and_then(|p| p.get("uri").and_then(Value::as_str).map(|u| (Change::Updated(u.to_owned()), None)))
-            }
-            _ => None,
-        };
-        let Some((change, kind)) = change else {
+        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else {
             continue;
         };
-        if let Some(kind) = kind {
-            gw.invalidate(up, kind).await;
-            if kind == ListKind::Resources {
-                gw.invalidate(up, ListKind::Templates).await;
-            }
+        for kind in change.kinds() {
+            gw.invalidate(up, *kind).await;
         }
         gw.hub.publish(&up.name, change);
     }
@@ -258,7 +149,11 @@ impl Filter {
             }
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|u| u.as_str().map(str::to_owned).ok_or("resourceSubscriptions must hold strings"))
+                .map(|u| match u.as_str() {
+                    Some(u) if u.len() > MAX_URI => Err("a resourceSubscriptions URI is longer than 2048 bytes"),
+                    Some(u) => Ok(u.to_owned()),
+                    None => Err("resourceSubscriptions must hold strings"),
+                })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err("resourceSubscriptions must be an array of URIs".into()),
         };
@@ -283,17 +178,16 @@ impl Filter {
         Value::Object(m)
     }
 
-    fn notification(&self, c: &Change) -> Option<(&'static str, Map<String, Value>)> {
-        match c {
-            Change::Tools if self.tools => Some(("notifications/tools/list_changed", Map::new())),
-            Change::Prompts if self.prompts => Some(("notifications/prompts/list_changed", Map::new())),
-            Change::Resources if self.resources => Some(("notifications/resources/list_changed", Map::new())),
-            Change::Updated(u) if self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))) => {
-                let mut m = Map::new();
-                m.insert("uri".into(), u.clone().into());
-                Some(("notifications/resources/updated", m))
-            }
-            _ => None,
+    fn notification(&self, c: &Change) -> Option<(Method, Map<String, Value>)> {
+        let wanted = match c {
+            Change::Tools => self.tools,
+            Change::Prompts => self.prompts,
+            Change::Resources => self.resources,
+            Change::Updated(u) => self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))),
+        };
+        match wanted {
+            true => Some(c.notification()),
+            false => None,
         }
     }
 }
@@ -305,9 +199,9 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
     let mut changes = gw.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
-    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body("notifications/subscriptions/acknowledged", &ack)));
+    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
     tokio::spawn(async move {
-        let _want = gw.hub_arc().want(&honoured.uris);
+        let _want = gw.hub_arc().want(&principal, &honoured.uris);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,
@@ -326,7 +220,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
             };
             if let Some((method, mut params)) = honoured.notification(&change) {
                 params.insert("_meta".into(), json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}));
-                if tx.send(sse::frame(&jsonrpc::notification_body(method, &Value::Object(params)))).await.is_err() {
+                if tx.send(sse::frame(&jsonrpc::notification_body(&method, &Value::Object(params)))).await.is_err() {
                     return;
                 }
             }
@@ -336,10 +230,6 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
 }
 
 impl Gateway {
-    fn hub_wanted(&self) -> Vec<String> {
-        self.hub.wanted()
-    }
-
     async fn hub_changed(&self) {
         self.hub.changed.notified().await
     }
@@ -360,19 +250,5 @@ mod tests {
         let err = Filter::parse(Some(&uris(4)), 3).unwrap_err();
         assert!(err.contains("limits.max_resource_subscriptions") && err.contains("at most 3"), "{err}");
         assert!(!err.contains("mock://"), "no URI in the message: {err}");
-    }
-
-    #[test]
-    fn the_hub_wants_at_most_sixteen_times_the_limit_and_keeps_what_it_has() {
-        let hub = Arc::new(Hub::new(2));
-        let first: Vec<String> = (0..40).map(|i| format!("mock://{i}")).collect();
-        let a = hub.want(&first);
-        assert_eq!(hub.wanted().len(), 32, "16 x 2");
-        let again = hub.want(&first[..5]);
-        assert_eq!(again.uris.len(), 5, "URIs already wanted are counted again");
-        drop(a);
-        assert_eq!(hub.wanted().len(), 5, "the URIs the second listen holds");
-        drop(again);
-        assert!(hub.wanted().is_empty(), "a refused URI was never counted, so nothing is left");
     }
 }

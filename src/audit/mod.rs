@@ -8,62 +8,14 @@
 //! elicitation content, results, `requestState`, tokens or keys: the record has no field that
 //! could hold them. A full channel drops the record and counts it.
 
+pub mod record;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-/// One audit record (the schema the README documents).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Record {
-    /// Milliseconds since the Unix epoch when the request arrived.
-    pub time_ms: u64,
-    /// The authenticated principal.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub principal: Option<String>,
-    /// `modern` (2026-07-28) or `legacy` (2025-11-25).
-    pub client_era: &'static str,
-    /// The JSON-RPC method.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
-    /// The tool or prompt name, or resource URI.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The upstream that served it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream: Option<String>,
-    /// The upstream's era.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_era: Option<&'static str>,
-    /// Input keys of an `input_required` answer, with their methods (`key=method`), sorted.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub input_keys: Vec<String>,
-    /// The round this request answered (from its sealed state).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub round: Option<u32>,
-    /// The policy rule that decided, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy_rule: Option<String>,
-    /// `allow`, `deny`, `approve` or `refused`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<&'static str>,
-    /// Sampling asks left in the window, when a budget was charged.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget_left: Option<u64>,
-    /// The HTTP status (499: the client went away first).
-    pub status: u16,
-    /// The JSON-RPC error code, if the answer was an error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<i64>,
-    /// Microseconds from arrival to the response head.
-    pub latency_us: u64,
-    /// Request body bytes.
-    pub bytes_in: u64,
-    /// Response body bytes (JSON answers; streams count 0).
-    pub bytes_out: u64,
-}
+pub use record::Record;
 
 tokio::task_local! {
     static CURRENT: Arc<Mutex<Record>>;
@@ -162,6 +114,21 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
     }
 }
 
+/// The most bytes a record keeps of a method or a name.
+const MAX_FIELD: usize = 256;
+
+fn truncate(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        // A new string: truncating in place would keep the whole allocation alive in the
+        // record (and in the channel behind a slow sink).
+        *s = format!("{}…", &s[..end]);
+    }
+}
+
 /// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
 pub struct AuditGuard {
     audit: Audit,
@@ -221,11 +188,10 @@ impl AuditGuard {
         self.record.clone()
     }
 
-    /// Completes the record from the reply and emits it.
-    pub fn finish(mut self, reply: &crate::respond::Reply) {
-        let body = reply.json_body();
+    /// Completes the record from the reply (its status and JSON body) and emits it.
+    pub fn finish(mut self, status: http::StatusCode, body: Option<&bytes::Bytes>) {
         if let Ok(mut r) = self.record.lock() {
-            r.status = reply.status().as_u16();
+            r.status = status.as_u16();
             r.bytes_out = body.map_or(0, |b| b.len() as u64);
             if let Some(b) = body {
                 read_reply(&mut r, b);
@@ -240,6 +206,13 @@ impl AuditGuard {
         }
         self.done = true;
         let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        // What a client named is kept short: a record (and the channel of them) stays small
+        // whatever the request carried.
+        for field in [&mut r.method, &mut r.name] {
+            if let Some(v) = field.as_mut() {
+                truncate(v, MAX_FIELD);
+            }
+        }
         let took = self.head.unwrap_or_else(|| self.started.elapsed());
         r.latency_us = took.as_micros() as u64;
         if r.status == 0 {

@@ -1,0 +1,129 @@
+//! A round of a legacy upstream's asks, put to the client: parked under a sealed state (one
+//! input request per ask, or an approval round first), and `-32042` URL elicitations read into
+//! asks like any other.
+//!
+//! Takes a live exchange with its pending asks; gives the client's `input_required` event, or a
+//! refusal when the park table or the principal's share of it is full. Refuses a `-32042`
+//! answer that breaks the protocol, asks past `budget.max_asks_per_round`, an ask the client has
+//! no capability for, and asks policy denies.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::exchange::{Event, Live, Outcome};
+use super::park::Parked;
+use super::{asks, deps};
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::method::Method;
+use crate::respond::Reply;
+use crate::state::{self, Bound, Kind, Sealed};
+use crate::upstream::client::UpstreamError;
+use crate::upstream::Upstream;
+
+/// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
+/// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
+/// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
+/// -32042 answer.
+pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
+    let msg: Incoming = serde_json::from_str(data).ok()?;
+    let err = msg.error.filter(|e| e.code == -32042)?;
+    let up = &live.lease.session.up.name;
+    let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));
+    let Some(list) = err.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
+        return Some(Err(protocol("a -32042 answer without data.elicitations")));
+    };
+    let limit = gw.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
+    if list.len() > limit {
+        return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit))));
+    }
+    let mut out: Vec<asks::Ask> = Vec::with_capacity(list.len());
+    for (i, e) in list.iter().enumerate() {
+        let Some(obj) = e.as_object() else { return Some(Err(protocol("a -32042 elicitation that is not an object"))) };
+        let mut params = obj.clone();
+        params.insert("mode".into(), "url".into());
+        let raw = Value::Object(params).to_string();
+        let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
+        let mut ask = asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&raw), &taken);
+        if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
+            return Some(Err(Outcome::MissingCapability(needed)));
+        }
+        match crate::policy::ask::judge(&gw.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
+            crate::policy::ask::AskVerdict::Allow => {}
+            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
+            crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
+            crate::policy::ask::AskVerdict::Deny(r) | crate::policy::ask::AskVerdict::Refuse(r) => {
+                return Some(Err(Outcome::Refused(r)));
+            }
+        }
+        out.push(ask);
+    }
+    if out.is_empty() {
+        return Some(Err(protocol("a -32042 answer with no elicitation")));
+    }
+    Some(Ok(out))
+}
+
+pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
+    let asks = std::mem::take(&mut live.asks);
+    let round = live.round + 1;
+    let park_for = gw.cfg.bridge.park;
+    let bound = Bound {
+        principal: live.info.principal.clone(),
+        method: live.info.method.to_string(),
+        name: live.info.name.clone(),
+        digest: live.info.digest.clone(),
+        upstream: up.name.clone(),
+    };
+    let sealed = Sealed::issue(Kind::Bridge, bound, round, state::now_ms() + park_for.as_millis() as u64, &gw.cfg.state.replica);
+    // The park handle is the state's nonce: taking the exchange once is its single use.
+    let handle = sealed.handle.clone().unwrap_or_default();
+    let token = gw.bridge.keys.seal(&sealed);
+    // An approval round comes first when a rule wants one for any of these asks.
+    let approving = asks.iter().any(|a| a.approval.is_some());
+    let requests = match asks.iter().find(|a| a.approval.is_some()) {
+        Some(a) => {
+            let shape = crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string())).unwrap_or_default();
+            let msg = crate::policy::approval::for_ask(
+                &up.name,
+                live.info.ctx.tool.as_deref(),
+                &a.method,
+                &shape,
+                a.approval.as_deref().unwrap_or(""),
+            );
+            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
+        }
+        None => asks::input_requests(&asks),
+    };
+    let info = live.info.clone();
+    let limits = gw.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
+    let over = if gw.bridge.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
+        Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
+    } else {
+        None
+    };
+    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
+    let refused = match over {
+        Some(r) => Some((r, Box::new(parked))),
+        None => gw
+            .bridge
+            .parked
+            .insert(handle, parked, std::time::Instant::now() + park_for)
+            .err()
+            .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
+    };
+    if let Some((refusal, back)) = refused {
+        let gw2 = gw.clone();
+        tokio::spawn(async move {
+            if let Some(mut l) = back.live {
+                l.cancel(&deps(&gw2), "too many parked exchanges").await;
+            }
+        });
+        return Event::Reply(Reply::refusal(id, &refusal));
+    }
+    let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
+        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+    Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
+}

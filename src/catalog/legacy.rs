@@ -1,0 +1,96 @@
+//! Handshake-era (2025-11-25) upstreams seen from the catalog: probing one with `initialize` on
+//! Sluice's own session, listing on that session, and the hook that turns list changes on a
+//! session's GET stream into refreshes and listener notifications.
+//!
+//! Takes a legacy upstream; gives its status and the results of Sluice's own requests. Refuses
+//! nothing; a failed handshake marks the upstream unhealthy with a reason naming it.
+
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use crate::gateway::Gateway;
+use crate::listen::hub::Change;
+use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::method::Method;
+use crate::upstream::client::final_message;
+use crate::upstream::legacy::{self, session::ListChanged};
+use crate::upstream::{Discovered, Status, Upstream, Wire};
+
+/// The principal of Sluice's own sessions (lists, probes); never a client's.
+const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
+
+/// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
+pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
+    let weak: Weak<Gateway> = Arc::downgrade(gw);
+    let up = up.clone();
+    Arc::new(move |data: &str| {
+        let Some(gw) = weak.upgrade() else { return };
+        let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
+            return;
+        };
+        let up = up.clone();
+        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else { return };
+        tokio::spawn(async move {
+            for k in change.kinds() {
+                gw.invalidate(&up, *k).await;
+            }
+            gw.hub.publish(&up.name, change);
+        });
+    })
+}
+
+/// Probes a handshake-era upstream with `initialize` on Sluice's own session.
+pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
+    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
+        Ok(lease) => {
+            // Sluice's own sessions serve no call: asks on their GET stream are refused there.
+            lease.session.set_leased(false);
+            let init = &lease.session.init;
+            let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
+            caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
+            let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
+            let discovered = Discovered {
+                capabilities: caps,
+                instructions: init.get("instructions").and_then(Value::as_str).map(str::to_owned),
+                ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
+                public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
+            };
+            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Legacy };
+            up.set_status(s.clone());
+            s
+        }
+        Err(e) => {
+            let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
+            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
+            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), wire: Wire::Legacy };
+            up.set_status(s.clone());
+            s
+        }
+    }
+}
+
+/// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
+pub async fn internal_call(
+    gw: &Arc<Gateway>,
+    up: &Arc<Upstream>,
+    method: &Method,
+    extra: Map<String, Value>,
+) -> Result<Box<serde_json::value::RawValue>, String> {
+    let lease =
+        gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
+    lease.session.set_leased(false); // no call: asks on its GET stream are refused there
+    let id = lease.session.next_id();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
+    let answer =
+        lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
+    let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
+    let msg: Incoming = serde_json::from_slice(&bytes)
+        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    match (msg.result, msg.error) {
+        (Some(r), _) => Ok(r),
+        (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
+        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
+    }
+}

@@ -1,0 +1,124 @@
+//! The catalog: what each upstream is and serves, as Sluice last learned it.
+//!
+//! Takes the configured upstreams; gives their probed status (era, capabilities) and their
+//! federation tables, refreshed once at a time per table, on a lookup miss and on
+//! `list_changed` within each table's refresh budget. Refuses nothing: an upstream that cannot
+//! be probed or listed is marked unhealthy with a reason that names it, and the others serve.
+
+pub mod legacy;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::gateway::Gateway;
+use crate::route::table::{ListKind, ListTable};
+use crate::upstream::{discover, lists, Upstream};
+
+impl Gateway {
+    /// One request Sluice makes for itself (a list page) in the upstream's own era.
+    pub async fn request(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        method: &crate::mcp::method::Method,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<serde_json::value::RawValue>, String> {
+        match up.status().wire {
+            crate::upstream::Wire::Modern => discover::call(&self.client, up, method, extra).await,
+            crate::upstream::Wire::Legacy => legacy::internal_call(self, up, method, extra).await,
+        }
+    }
+
+    /// Probes every upstream and fetches the tables of the healthy ones.
+    pub async fn probe_all(self: &Arc<Self>) {
+        let probes = self.upstreams.iter().map(|up| async move {
+            let status = self.probe(up).await;
+            if status.healthy {
+                for kind in ListKind::ALL {
+                    self.refresh(up, kind).await;
+                }
+            }
+        });
+        futures_util::future::join_all(probes).await;
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
+    /// (or the upstream is configured as 2025-11-25).
+    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
+        if up.era == crate::config::Era::Legacy {
+            return legacy::probe(self, up).await;
+        }
+        match discover::probe(&self.client, up).await {
+            discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
+            discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
+                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                legacy::probe(self, up).await
+            }
+            discover::Probe::NotModern(why) => {
+                up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));
+                up.status().as_ref().clone()
+            }
+        }
+    }
+
+    /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
+    /// for another's fetch takes its result). Returns the current table.
+    pub async fn refresh(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
+        let asked = Instant::now();
+        let _guard = up.refresh_lock[kind.index()].lock().await;
+        let current = up.list(kind);
+        if current.fetched_at >= asked {
+            return current;
+        }
+        if !up.serves(kind.capability()) {
+            up.set_list(kind, ListTable::empty());
+            return up.list(kind);
+        }
+        match lists::fetch(self, up, kind).await {
+            Ok(table) => {
+                self.warn_collisions(up, kind, &table);
+                up.set_list(kind, table);
+            }
+            Err(why) => {
+                tracing::warn!(upstream = %up.name, list = kind.name(), reason = %why, "list fetch failed; serving the other upstreams");
+                up.mark_failed(&why);
+            }
+        }
+        up.list(kind)
+    }
+
+    /// Refreshes a table after a lookup missed in it, within the table's miss budget (else
+    /// the current table).
+    pub async fn refresh_missed(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
+        if up.miss_refresh[kind.index()].check().is_err() {
+            return up.list(kind);
+        }
+        self.refresh(up, kind).await
+    }
+
+    /// Marks one table stale after a list-changed notification and refreshes it.
+    pub async fn invalidate(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) {
+        let mut stale = (*up.list(kind)).clone();
+        stale.ttl_ms = 0;
+        up.set_list(kind, stale);
+        // Within the table's refresh budget: an upstream repeating list_changed gets its list
+        // refetched a few times a second at most; a stale table is refetched when next used.
+        self.refresh_missed(up, kind).await;
+    }
+
+    fn warn_collisions(&self, up: &Upstream, kind: ListKind, table: &ListTable) {
+        if self.names.prefixed() || !kind.named() {
+            return;
+        }
+        for other in self.upstreams.iter().filter(|o| o.name != up.name) {
+            let theirs = other.list(kind);
+            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
+                tracing::warn!(
+                    name = %crate::telemetry::peer_name(&item.public), first = %up.name, second = %other.name, list = kind.name(),
+                    "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"
+                );
+            }
+        }
+    }
+}

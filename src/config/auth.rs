@@ -1,0 +1,123 @@
+//! `[auth]` and `[auth.jwt]`: how a caller proves who it is.
+//!
+//! Takes the raw tables, the `required_scopes` gathered from the upstreams and the endpoint's own
+//! URL (the default `resource`); gives an [`AuthConfig`] with the JWT claims and leeway at their
+//! defaults. Refuses nothing itself: whether a listener or `/metrics` may go without auth is
+//! checked where the config is assembled, since it spans sections.
+
+use serde::{Deserialize, Serialize};
+
+use super::raw::{RawAuth, RawJwt};
+use super::upstream::UpstreamScopes;
+
+/// One API key: the SHA-256 (hex) of the key, never the key itself.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// Hex SHA-256 of the key (`sluice hash-key KEY` prints it).
+    pub sha256: String,
+    /// The principal the key authenticates.
+    pub principal: String,
+    /// Its groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Its scopes.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// JWT bearer settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct JwtConfig {
+    /// Required `iss`.
+    pub issuer: String,
+    /// Required `aud` (default: `auth.resource`).
+    pub audience: Option<String>,
+    /// Environment variable holding an HS256 secret.
+    pub hs256_secret_env: Option<String>,
+    /// File holding an HS256 secret.
+    pub hs256_secret_file: Option<String>,
+    /// PEM files of RS256 / ES256 public keys.
+    pub public_keys: Vec<String>,
+    /// A JWKS file.
+    pub jwks_file: Option<String>,
+    /// The claim naming the principal (default `sub`).
+    pub principal_claim: String,
+    /// The claim listing groups (default `groups`).
+    pub groups_claim: String,
+    /// Clock leeway for `exp` / `nbf` (default 30 s).
+    pub leeway_ms: u64,
+}
+
+fn redact_urls<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut q = s.serialize_seq(Some(v.len()))?;
+    for u in v {
+        q.serialize_element(&super::redact::redact_url(u))?;
+    }
+    q.end()
+}
+
+/// Authentication: API keys and/or JWT; neither means `none` (loopback only).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct AuthConfig {
+    /// Sluice's own resource URL (the JWT audience, and RFC 9728 `resource`).
+    #[serde(serialize_with = "super::redact::redact_url_ser")]
+    pub resource: String,
+    /// Authorization servers advertised in the resource metadata.
+    #[serde(serialize_with = "redact_urls")]
+    pub authorization_servers: Vec<String>,
+    /// Scopes every request needs.
+    pub required_scopes: Vec<String>,
+    /// Scopes per upstream (from each upstream's `required_scopes`).
+    pub upstream_scopes: Vec<(String, Vec<String>)>,
+    /// API keys (hashes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<ApiKeyConfig>,
+    /// Environment variable with more keys.
+    pub api_keys_env: Option<String>,
+    /// JWT settings.
+    pub jwt: Option<JwtConfig>,
+}
+
+// === impl AuthConfig ===
+
+impl AuthConfig {
+    /// `[auth]` with the upstreams' scopes; `resource` defaults to `endpoint()`, the URL Sluice
+    /// serves MCP on.
+    pub(super) fn from_raw(raw: RawAuth, upstream_scopes: UpstreamScopes, endpoint: impl FnOnce() -> String) -> AuthConfig {
+        AuthConfig {
+            resource: raw.resource.unwrap_or_else(endpoint),
+            authorization_servers: raw.authorization_servers,
+            required_scopes: raw.required_scopes,
+            upstream_scopes,
+            api_keys: raw.api_keys,
+            api_keys_env: raw.api_keys_env,
+            jwt: raw.jwt.map(JwtConfig::from),
+        }
+    }
+
+    /// Whether any credential is configured (API keys, a key variable or JWT); without one,
+    /// every caller is let in, which is only safe on loopback.
+    pub(super) fn configured(&self) -> bool {
+        !(self.api_keys.is_empty() && self.api_keys_env.is_none() && self.jwt.is_none())
+    }
+}
+
+// === impl JwtConfig ===
+
+impl From<RawJwt> for JwtConfig {
+    fn from(j: RawJwt) -> JwtConfig {
+        JwtConfig {
+            issuer: j.issuer,
+            audience: j.audience,
+            hs256_secret_env: j.hs256_secret_env,
+            hs256_secret_file: j.hs256_secret_file,
+            public_keys: j.public_keys,
+            jwks_file: j.jwks_file,
+            principal_claim: j.principal_claim.unwrap_or_else(|| "sub".into()),
+            groups_claim: j.groups_claim.unwrap_or_else(|| "groups".into()),
+            leeway_ms: j.leeway_ms.unwrap_or(30_000),
+        }
+    }
+}

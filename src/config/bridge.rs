@@ -1,0 +1,156 @@
+//! `[bridge]`, `[state]`, `[audit]` and `[metrics]`: how legacy sessions are bounded, what seals
+//! `requestState`, where audit records go, and who may read `/metrics`.
+//!
+//! Takes the raw tables; gives [`Bridge`], [`StateConfig`], [`AuditConfig`] and [`MetricsConfig`]
+//! with each absent value at its default (`max_parked` from the file-descriptor limit). Refuses
+//! `bridge.gather_ms` over 200 and a `state.keys` entry that is not `ID:BASE64`; the keys stay
+//! redacted in `Debug` and when printed. Whether `metrics.require_auth` has an `[auth]` to
+//! require is checked where the config is assembled.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::limits::{millis, ms};
+use super::raw::{RawAudit, RawBridge, RawMetrics, RawState};
+use super::redact::redact_list;
+use super::Invalid;
+
+/// Bridge A: how legacy upstream sessions and parked exchanges are bounded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bridge {
+    /// After a first ask, how long to wait for more before answering (default 20 ms, at most 200).
+    #[serde(with = "ms", rename = "gather_ms")]
+    pub gather: Duration,
+    /// How long a parked exchange waits for the client's retry (default 60 s).
+    #[serde(with = "ms", rename = "park_ms")]
+    pub park: Duration,
+    /// Idle legacy sessions are ended (DELETE) after this (default 5 min).
+    #[serde(with = "ms", rename = "session_idle_ms")]
+    pub session_idle: Duration,
+    /// Upper bound on legacy upstream sessions held (default 1024).
+    pub max_sessions: usize,
+    /// Upper bound on parked exchanges (default: a quarter of the file-descriptor limit).
+    pub max_parked: usize,
+    /// Sessions of 2025-11-25 clients held at once; the least recently used idle one is
+    /// evicted first (default 1000).
+    pub max_client_sessions: usize,
+    /// A 2025-11-25 client's session ends after this long unused (default 30 min).
+    #[serde(with = "ms", rename = "client_session_idle_ms")]
+    pub client_session_idle: Duration,
+    /// Sessions of 2025-11-25 clients one principal holds; its own least recently used goes
+    /// first (default 16).
+    pub max_client_sessions_per_principal: usize,
+    /// Legacy upstream sessions one principal holds (default 32).
+    pub max_sessions_per_principal: usize,
+    /// Resource URIs one 2025-11-25 client session may subscribe to (default 256).
+    pub max_subscriptions_per_session: usize,
+}
+
+/// Sealing keys for `requestState`.
+#[derive(Clone, Serialize)]
+pub struct StateConfig {
+    /// `ID:BASE64` secrets; the first seals, all open. Empty: a random key (one replica only).
+    #[serde(serialize_with = "redact_list")]
+    pub keys: Vec<String>,
+    /// Environment variable with more `ID:BASE64` secrets, comma-separated.
+    pub key_env: Option<String>,
+    /// This replica's id, written into sealed state (default `local`).
+    pub replica: String,
+}
+
+/// The audit log.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditConfig {
+    /// Whether records are written (default true).
+    pub enabled: bool,
+    /// `stderr` (default) or a file path (appended).
+    pub sink: String,
+    /// Records buffered before new ones are dropped and counted (default 8192).
+    pub capacity: usize,
+}
+
+/// `/metrics` and `/readyz`.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct MetricsConfig {
+    /// Whether `/metrics` and `/readyz` need a credential, like the MCP endpoint (default false;
+    /// needs `[auth]`).
+    pub require_auth: bool,
+}
+
+// === impl Bridge ===
+
+impl TryFrom<RawBridge> for Bridge {
+    type Error = Invalid;
+
+    fn try_from(b: RawBridge) -> Result<Bridge, Invalid> {
+        let gather = b.gather_ms.unwrap_or(20);
+        if gather > 200 {
+            return Err(Invalid(format!("bridge.gather_ms = {gather}: expected at most 200")));
+        }
+        Ok(Bridge {
+            gather: Duration::from_millis(gather),
+            park: millis(b.park_ms, 60_000),
+            session_idle: millis(b.session_idle_ms, 300_000),
+            max_sessions: b.max_sessions.unwrap_or(1024),
+            max_parked: b.max_parked.unwrap_or_else(default_max_parked),
+            max_client_sessions: b.max_client_sessions.unwrap_or(1000),
+            client_session_idle: millis(b.client_session_idle_ms, 30 * 60_000),
+            max_client_sessions_per_principal: b.max_client_sessions_per_principal.unwrap_or(16).max(1),
+            max_sessions_per_principal: b.max_sessions_per_principal.unwrap_or(32).max(1),
+            max_subscriptions_per_session: b.max_subscriptions_per_session.unwrap_or(256),
+        })
+    }
+}
+
+/// A parked legacy exchange holds its session's upstream connections (the call's POST stream
+/// and the GET stream): by default allow a quarter of the soft file-descriptor limit.
+fn default_max_parked() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
+        t.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)).and_then(|v| v.parse::<usize>().ok())
+    });
+    (soft.unwrap_or(1024) / 4).clamp(64, 65_536)
+}
+
+// === impl StateConfig ===
+
+impl TryFrom<RawState> for StateConfig {
+    type Error = Invalid;
+
+    fn try_from(s: RawState) -> Result<StateConfig, Invalid> {
+        for k in &s.keys {
+            crate::state::parse_key(k).map_err(|e| Invalid(format!("state.keys: {e}")))?;
+        }
+        Ok(StateConfig { keys: s.keys, key_env: s.key_env, replica: s.replica.unwrap_or_else(|| "local".into()) })
+    }
+}
+
+impl std::fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateConfig")
+            .field("keys", &self.keys.len())
+            .field("key_env", &self.key_env)
+            .field("replica", &self.replica)
+            .finish()
+    }
+}
+
+// === impl AuditConfig ===
+
+impl From<RawAudit> for AuditConfig {
+    fn from(a: RawAudit) -> AuditConfig {
+        AuditConfig {
+            enabled: a.enabled.unwrap_or(true),
+            sink: a.sink.unwrap_or_else(|| "stderr".into()),
+            capacity: a.capacity.unwrap_or(8192),
+        }
+    }
+}
+
+// === impl MetricsConfig ===
+
+impl From<RawMetrics> for MetricsConfig {
+    fn from(m: RawMetrics) -> MetricsConfig {
+        MetricsConfig { require_auth: m.require_auth.unwrap_or(false) }
+    }
+}

@@ -1,0 +1,131 @@
+//! `[limits]` and `[timeouts]`: every size and every wait Sluice bounds.
+//!
+//! Takes the raw tables; gives [`Limits`] and [`Timeouts`] with each absent value at its default
+//! (and a few raised to a floor: a request head of at least 8 KiB, at least one stream). Refuses
+//! `max_json_depth` outside 8 to 128. Also holds the `ms` serializer the other sections use to
+//! print a [`Duration`] back as the `*_ms` key it was read from.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::raw::{RawLimits, RawTimeouts};
+use super::Invalid;
+
+/// Limits on sizes; every one has a default and can be set in `[limits]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    /// Connections held at once; past it new connections are closed at once (default 10000).
+    pub max_connections: usize,
+    /// Requests in progress at once; past it Sluice answers 503 with Retry-After (default 1024).
+    pub max_in_flight: usize,
+    /// Largest request head (431 past it, default 64 KiB).
+    pub max_header_bytes: usize,
+    /// Largest request body accepted from a client (413 past it). Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Largest upstream answer read (JSON body or one SSE event). Default 16 MiB.
+    pub max_response_bytes: usize,
+    /// Largest single SSE event read from an upstream. Default 4 MiB.
+    pub max_sse_event_bytes: usize,
+    /// Upstream list pages followed per list. Default 50.
+    pub max_list_pages: u32,
+    /// Items kept per upstream per list (the rest dropped with a warning). Default 10000.
+    pub max_list_items: usize,
+    /// Deepest nesting of arrays and objects in a client's request body (-32600 past it).
+    /// Default 64, at most 128.
+    pub max_json_depth: usize,
+    /// SSE streams open to clients at once (listen and GET streams, streamed answers); past it
+    /// 503 with Retry-After. Default 10000.
+    pub max_streams: usize,
+    /// The same per principal (429 with Retry-After past it). Default 100.
+    pub max_streams_per_principal: usize,
+    /// Resource URIs one listen or one 2025-11-25 session may subscribe to (-32602 past it).
+    /// Default 256.
+    pub max_resource_subscriptions: usize,
+}
+
+/// Every wait Sluice makes; each can be set in `[timeouts]` down to milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeouts {
+    /// A client must send a request head within this (slowloris). Default 10 s.
+    #[serde(with = "ms", rename = "header_read_ms")]
+    pub header_read: Duration,
+    /// Time from a request's arrival to its response head (504 past it). Default 120 s.
+    #[serde(with = "ms", rename = "request_ms")]
+    pub request: Duration,
+    /// TCP connect to an upstream. Default 2 s.
+    #[serde(with = "ms", rename = "connect_ms")]
+    pub connect: Duration,
+    /// Time for an upstream to answer a request (headers and each streamed message). Default 60 s.
+    #[serde(with = "ms", rename = "response_ms")]
+    pub response: Duration,
+    /// Background refresh of upstream discovery and tables. Default 30 s.
+    #[serde(with = "ms", rename = "refresh_ms")]
+    pub refresh: Duration,
+    /// Graceful shutdown deadline for in-flight requests. Default 10 s.
+    #[serde(with = "ms", rename = "shutdown_ms")]
+    pub shutdown: Duration,
+    /// Pause before re-opening an upstream listen stream that ended. Default 1 s.
+    #[serde(with = "ms", rename = "listen_retry_ms")]
+    pub listen_retry: Duration,
+    /// An upstream listen or GET stream that sends nothing (not even a keep-alive) this long is
+    /// closed and reopened. Default 5 min.
+    #[serde(with = "ms", rename = "stream_idle_ms")]
+    pub stream_idle: Duration,
+}
+
+/// Prints a [`Duration`] as whole milliseconds (the `*_ms` keys).
+pub(super) mod ms {
+    pub(in crate::config) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// A `*_ms` value, or `default` milliseconds when absent.
+pub(super) fn millis(v: Option<u64>, default: u64) -> Duration {
+    Duration::from_millis(v.unwrap_or(default))
+}
+
+// === impl Limits ===
+
+impl TryFrom<RawLimits> for Limits {
+    type Error = Invalid;
+
+    fn try_from(l: RawLimits) -> Result<Limits, Invalid> {
+        let max_json_depth = l.max_json_depth.unwrap_or(64);
+        if !(8..=128).contains(&max_json_depth) {
+            return Err(Invalid(format!("limits.max_json_depth = {max_json_depth}: expected 8 to 128")));
+        }
+        Ok(Limits {
+            max_connections: l.max_connections.unwrap_or(10_000),
+            max_in_flight: l.max_in_flight.unwrap_or(1024),
+            max_header_bytes: l.max_header_bytes.unwrap_or(64 << 10).max(8192),
+            max_body_bytes: l.max_body_bytes.unwrap_or(4 << 20),
+            max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),
+            max_sse_event_bytes: l.max_sse_event_bytes.unwrap_or(4 << 20),
+            max_list_pages: l.max_list_pages.unwrap_or(50),
+            max_list_items: l.max_list_items.unwrap_or(10_000),
+            max_json_depth,
+            max_streams: l.max_streams.unwrap_or(10_000).max(1),
+            max_streams_per_principal: l.max_streams_per_principal.unwrap_or(100).max(1),
+            max_resource_subscriptions: l.max_resource_subscriptions.unwrap_or(256),
+        })
+    }
+}
+
+// === impl Timeouts ===
+
+impl From<RawTimeouts> for Timeouts {
+    fn from(t: RawTimeouts) -> Timeouts {
+        Timeouts {
+            header_read: millis(t.header_read_ms, 10_000),
+            request: millis(t.request_ms, 120_000),
+            connect: millis(t.connect_ms, 2_000),
+            response: millis(t.response_ms, 60_000),
+            refresh: millis(t.refresh_ms, 30_000),
+            shutdown: millis(t.shutdown_ms, 10_000),
+            listen_retry: millis(t.listen_retry_ms, 1_000),
+            stream_idle: millis(t.stream_idle_ms, 300_000),
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Configuration: TOML (or CLI flags) in, a validated [`Config`] out.
+//!
+//! Takes the text of a config file and the quick flags; gives domain types (durations, byte
+//! bounds, upstream names checked against the prefix separator). Refuses an unknown key or a bad
+//! value at load, naming the file, the line and what was expected. Secrets (upstream headers and
+//! tokens) are redacted wherever the config is printed.
+//!
+//! The file is read into the structs of `raw.rs` first; each section then has its own file with
+//! its domain types and the conversion from its raw struct (`limits.rs`, `budget.rs`, `auth.rs`,
+//! `upstream.rs`, `bridge.rs`), and `redact.rs` prints the result with secrets hidden. This
+//! module orders the conversions and holds the checks that span sections.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Serialize;
+
+mod auth;
+mod bridge;
+mod budget;
+mod limits;
+mod raw;
+mod redact;
+mod upstream;
+
+#[cfg(test)]
+mod tests;
+
+pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
+pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
+pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
+pub use limits::{Limits, Timeouts};
+pub use redact::redact_url;
+pub use upstream::{CacheScope, Era, PrefixMode, UpstreamConfig};
+
+use budget::Budget;
+use raw::{RawConfig, RawUpstream};
+
+/// Why a config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The validated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Address to listen on (default `127.0.0.1:8080`, loopback).
+    pub listen: SocketAddr,
+    /// The MCP endpoint path (default `/mcp`).
+    pub path: String,
+    /// Extra allowed `Origin` values (scheme://host[:port]) besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// When names are prefixed.
+    pub prefix: PrefixMode,
+    /// The prefix separator (default `__`).
+    pub separator: String,
+    /// Size limits.
+    pub limits: Limits,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Bridge A (legacy upstreams) settings.
+    pub bridge: Bridge,
+    /// Sealing keys and this replica's id.
+    pub state: StateConfig,
+    /// Authentication.
+    pub auth: AuthConfig,
+    /// Global budget limits.
+    pub budget: BudgetLimits,
+    /// Budget limits per upstream and/or group (most specific wins).
+    pub budget_overrides: Vec<BudgetProfile>,
+    /// Policy files, in order (their rules are concatenated; first match wins).
+    pub policies: Vec<String>,
+    /// The audit log.
+    pub audit: AuditConfig,
+    /// `/metrics` and `/readyz`.
+    pub metrics: MetricsConfig,
+    /// The upstreams, in configured order.
+    #[serde(rename = "upstream")]
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// Quick flags that override or extend a config file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen ADDR`.
+    pub listen: Option<String>,
+    /// `--upstream NAME=URL`, repeatable.
+    pub upstreams: Vec<String>,
+    /// `--no-prefix`.
+    pub no_prefix: bool,
+    /// `--policy FILE`, repeatable: policy files added after the config's.
+    pub policies: Vec<String>,
+}
+
+/// Where config text came from, so errors can name the file and the line.
+#[derive(Debug, Clone, Copy)]
+struct Origin<'a> {
+    /// The file's path, or `<flags>`.
+    name: &'a str,
+    /// Its text (spans index into it).
+    text: &'a str,
+}
+
+/// A section's value refused; [`Origin::refuse`] puts the file's name in front.
+#[derive(Debug)]
+struct Invalid(String);
+
+// === impl Config ===
+
+impl Config {
+    /// Loads a config file (when given) and applies the quick flags.
+    pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {
+        let (text, origin) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError(format!("{}: cannot read config: {e}", p.display())))?;
+                (text, p.display().to_string())
+            }
+            None => (String::new(), "<flags>".to_owned()),
+        };
+        Config::from_toml(&text, &origin, over)
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    ///
+    /// The checks run in a fixed order (top-level keys, upstreams, budget, the listener against
+    /// auth, bridge, limits, metrics against auth, state), so a file with several mistakes is
+    /// always told about the same one first.
+    pub fn from_toml(text: &str, origin: &str, over: &Overrides) -> Result<Config, ConfigError> {
+        let src = Origin { name: origin, text };
+        let mut raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
+            ConfigError(format!("{origin}:{line}: {}", e.message()))
+        })?;
+        over.apply(&mut raw)?;
+        let listen = listen_addr(raw.listen, src)?;
+        let separator = upstream::separator(raw.separator, src)?;
+        let path = endpoint_path(raw.path, src)?;
+        let (upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src)?;
+        let Budget { global: budget, overrides: budget_overrides } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
+        let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || format!("http://{listen}{path}"));
+        // Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
+        if !auth.configured() && !listen.ip().is_loopback() {
+            return Err(ConfigError(format!(
+                "{origin}: listen = {listen} is not loopback but [auth] configures no API keys and no JWT: anyone could call through; add [auth] or listen on 127.0.0.1"
+            )));
+        }
+        let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
+        let limits = Limits::try_from(raw.limits).map_err(|e| src.refuse(e))?;
+        let metrics = MetricsConfig::from(raw.metrics);
+        // Across sections: `/metrics` can only require the auth `[auth]` configures.
+        if metrics.require_auth && !auth.configured() {
+            return Err(ConfigError(format!(
+                "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
+            )));
+        }
+        let state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
+        Ok(Config {
+            listen,
+            path,
+            allowed_origins: raw.allowed_origins,
+            prefix: raw.prefix.unwrap_or_default(),
+            separator,
+            limits,
+            timeouts: raw.timeouts.into(),
+            bridge,
+            state,
+            auth,
+            budget,
+            budget_overrides,
+            audit: raw.audit.into(),
+            metrics,
+            policies: raw.policies,
+            upstreams,
+        })
+    }
+
+    /// Whether tool and prompt names carry their upstream's prefix.
+    pub fn prefixed(&self) -> bool {
+        match self.prefix {
+            PrefixMode::Always => true,
+            PrefixMode::Never => false,
+            PrefixMode::Auto => self.upstreams.len() > 1,
+        }
+    }
+
+    /// The effective config as TOML with secrets redacted (for `sluice check`); without
+    /// secrets it loads back unchanged.
+    pub fn redacted(&self) -> String {
+        redact::print(self)
+    }
+}
+
+/// `listen`, or `127.0.0.1:8080` (loopback) when absent.
+fn listen_addr(listen: Option<String>, src: Origin<'_>) -> Result<SocketAddr, ConfigError> {
+    let text = listen.unwrap_or_else(|| "127.0.0.1:8080".into());
+    text.parse().map_err(|_| ConfigError(format!("{}: listen = {text:?}: expected IP:PORT, e.g. 127.0.0.1:8080", src.name)))
+}
+
+/// `path`, or `/mcp` when absent; it must be absolute.
+fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, ConfigError> {
+    let path = path.unwrap_or_else(|| "/mcp".into());
+    if !path.starts_with('/') {
+        return Err(ConfigError(format!("{}: path = {path:?}: expected an absolute path such as \"/mcp\"", src.name)));
+    }
+    Ok(path)
+}
+
+// === impl Overrides ===
+
+impl Overrides {
+    /// Writes the flags into the file's values: `--listen` and `--no-prefix` replace, and
+    /// `--upstream` and `--policy` come after the file's own.
+    fn apply(&self, raw: &mut RawConfig) -> Result<(), ConfigError> {
+        for spec in &self.upstreams {
+            raw.upstream.push(RawUpstream::from_flag(spec)?);
+        }
+        if let Some(listen) = &self.listen {
+            raw.listen = Some(listen.clone());
+        }
+        if self.no_prefix {
+            raw.prefix = Some(PrefixMode::Never);
+        }
+        raw.policies.extend(self.policies.iter().cloned());
+        Ok(())
+    }
+}
+
+// === impl Origin ===
+
+impl Origin<'_> {
+    /// `file:line` of a span, or `--upstream` for an upstream given as a flag (empty span).
+    fn at(&self, span: Range<usize>) -> String {
+        if span.end == 0 {
+            "--upstream".to_owned()
+        } else {
+            format!("{}:{}", self.name, line_of(self.text, span.start))
+        }
+    }
+
+    /// A section's refusal, named by the file.
+    fn refuse(&self, e: Invalid) -> ConfigError {
+        ConfigError(format!("{}: {}", self.name, e.0))
+    }
+}
+
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}

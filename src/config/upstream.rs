@@ -1,0 +1,191 @@
+//! `[[upstream]]` (and `--upstream NAME=URL`): the upstream MCP servers and how their names are
+//! prefixed.
+//!
+//! Takes the raw upstream tables and the `separator`; gives [`UpstreamConfig`]s in configured
+//! order, plus each upstream's `required_scopes` for `[auth]`. Refuses a name outside
+//! `[A-Za-z0-9_.-]`, one holding the separator or used twice, and a URL that is not `http://`,
+//! naming the line (or `--upstream`) and never printing the URL's credentials.
+
+use serde::{Deserialize, Serialize};
+
+use super::raw::RawUpstream;
+use super::redact::{redact_map, redact_url, redact_url_ser};
+use super::{ConfigError, Origin};
+
+/// How tool and prompt names are prefixed with their upstream's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefixMode {
+    /// Prefix only when more than one upstream is configured.
+    #[default]
+    Auto,
+    /// Always prefix.
+    Always,
+    /// Never prefix; a name served by two upstreams is reported as a collision.
+    Never,
+}
+
+/// The protocol era of an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Era {
+    /// Probe with `server/discover`.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// A stateless 2026-07-28 server.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+    /// A 2025-11-25 (handshake) server.
+    #[serde(rename = "2025-11-25")]
+    Legacy,
+}
+
+/// A cache scope Sluice stamps on a legacy upstream's lists and reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Shareable across principals.
+    Public,
+    /// One authorization context only.
+    #[default]
+    Private,
+}
+
+/// One upstream MCP server.
+#[derive(Clone, Serialize)]
+pub struct UpstreamConfig {
+    /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
+    pub name: String,
+    /// Its MCP endpoint URL (`http://`). Printed with credentials in it redacted.
+    #[serde(serialize_with = "redact_url_ser")]
+    pub url: String,
+    /// Its era, or `auto` to probe.
+    pub era: Era,
+    /// Static headers sent with every upstream request (credentials for that upstream).
+    #[serde(serialize_with = "redact_map")]
+    pub headers: Vec<(String, String)>,
+    /// Environment variable holding a bearer token for this upstream.
+    pub bearer_token_env: Option<String>,
+    /// `ttlMs` stamped on a legacy upstream's lists and reads (default 0).
+    pub cache_ttl_ms: u64,
+    /// `cacheScope` stamped on a legacy upstream's lists and reads (default private).
+    pub cache_scope: CacheScope,
+}
+
+impl std::fmt::Debug for UpstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConfig")
+            .field("name", &self.name)
+            .field("url", &redact_url(&self.url))
+            .field("era", &self.era)
+            .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
+            .field("bearer_token_env", &self.bearer_token_env)
+            .finish()
+    }
+}
+
+/// Upstream scopes by upstream name, as `[auth]` keeps them.
+pub(super) type UpstreamScopes = Vec<(String, Vec<String>)>;
+
+/// Whether `s` is a usable upstream name or separator: one or more of `[A-Za-z0-9_.-]`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+/// `separator`, or `__` when absent.
+pub(super) fn separator(separator: Option<String>, src: Origin<'_>) -> Result<String, ConfigError> {
+    let separator = separator.unwrap_or_else(|| "__".into());
+    if !is_name(&separator) {
+        return Err(ConfigError(format!("{}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]", src.name)));
+    }
+    Ok(separator)
+}
+
+/// Every upstream, checked in order against the separator and the names before it; with the
+/// `required_scopes` of those that have some.
+pub(super) fn upstreams(
+    raw: Vec<RawUpstream>,
+    separator: &str,
+    src: Origin<'_>,
+) -> Result<(Vec<UpstreamConfig>, UpstreamScopes), ConfigError> {
+    let mut upstreams: Vec<UpstreamConfig> = Vec::new();
+    let mut scopes = Vec::new();
+    for u in raw {
+        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src)?;
+        if !required.is_empty() {
+            scopes.push((upstream.name.clone(), required));
+        }
+        upstreams.push(upstream);
+    }
+    Ok((upstreams, scopes))
+}
+
+// === impl UpstreamConfig ===
+
+impl UpstreamConfig {
+    /// One upstream, its name checked against `separator` and the upstreams `before` it; with
+    /// its `required_scopes`.
+    fn from_raw(
+        u: RawUpstream,
+        separator: &str,
+        before: &[UpstreamConfig],
+        src: Origin<'_>,
+    ) -> Result<(UpstreamConfig, Vec<String>), ConfigError> {
+        let name = u.name.get_ref().clone();
+        if !is_name(&name) {
+            return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", src.at(u.name.span()))));
+        }
+        if name.contains(separator) {
+            return Err(ConfigError(format!(
+                "{}: upstream name {name:?} contains the prefix separator {separator:?}: rename it or set another `separator`",
+                src.at(u.name.span())
+            )));
+        }
+        if before.iter().any(|x| x.name == name) {
+            return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
+        }
+        let url = u.url.get_ref().clone();
+        if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
+            let shown = redact_url(&url);
+            return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(u.url.span()))));
+        }
+        if let Some((header, _)) = u.headers.iter().find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer")) {
+            return Err(ConfigError(format!(
+                "{}: upstream {name:?} header {header:?} is empty: an empty credential is not one; set it or remove it",
+                src.at(u.name.span())
+            )));
+        }
+        let upstream = UpstreamConfig {
+            name,
+            url,
+            era: u.era,
+            headers: u.headers.into_iter().collect(),
+            bearer_token_env: u.bearer_token_env,
+            cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
+            cache_scope: u.cache_scope.unwrap_or_default(),
+        };
+        Ok((upstream, u.required_scopes))
+    }
+}
+
+// === impl RawUpstream ===
+
+impl RawUpstream {
+    /// `--upstream NAME=URL`: an upstream with every other key at its default. Its empty spans
+    /// make errors name the flag instead of a line.
+    pub(super) fn from_flag(spec: &str) -> Result<RawUpstream, ConfigError> {
+        let (name, url) = spec.split_once('=').ok_or_else(|| {
+            ConfigError(format!("--upstream {spec:?}: expected NAME=URL, e.g. --upstream weather=http://127.0.0.1:9000/mcp"))
+        })?;
+        Ok(RawUpstream {
+            name: toml::Spanned::new(0..0, name.to_owned()),
+            url: toml::Spanned::new(0..0, url.to_owned()),
+            era: Era::Auto,
+            headers: Default::default(),
+            bearer_token_env: None,
+            cache_ttl_ms: None,
+            cache_scope: None,
+            required_scopes: Vec::new(),
+        })
+    }
+}

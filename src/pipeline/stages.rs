@@ -1,0 +1,126 @@
+//! The stages after the front door, in order, for a parsed request of either era (a
+//! 2026-07-28 client's, or one bridge B built for a 2025-11-25 client):
+//!
+//! ```text
+//! validate  _meta (-32602) → headers vs body (-32020, client requests only)
+//! route     the target (errors held) → Mcp-Param-* vs arguments (-32020)
+//!           → version (-32022) → method (-32601/404) → the route's own errors → scopes (403)
+//! policy    the rules on a tool call (deny -31014, approval round, -32021 without elicitation)
+//! dispatch  discover, lists, listen, or the forward to the target's upstream
+//! ```
+//!
+//! Takes the envelope, the client's headers (none for a request Sluice built) and the
+//! principal; gives the reply, or the stage error, which [`error_reply`] turns into the
+//! client's answer (the same for both eras).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::auth::Principal;
+use crate::ctx::RequestCtx;
+use crate::dispatch::{self, govern, route};
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::mcp::jsonrpc::Envelope;
+use crate::mcp::method::Method;
+use crate::respond::Reply;
+use crate::route::xheader;
+use crate::validate;
+
+/// Runs a request Sluice built itself (bridge B's translation of a legacy request): every
+/// stage but the header checks, which have no client headers to compare.
+pub async fn run_internal(gw: &Arc<Gateway>, env: Envelope, principal: &Principal) -> Reply {
+    let (id, method) = (env.id_json().to_owned(), env.method.clone());
+    match run(gw, env, None, principal).await {
+        Ok(reply) => reply,
+        Err(e) => error_reply(gw, &id, &method, e),
+    }
+}
+
+/// Validate, route, policy, dispatch.
+pub async fn run(
+    gw: &Arc<Gateway>,
+    env: Envelope,
+    client_headers: Option<&http::HeaderMap>,
+    principal: &Principal,
+) -> Result<Reply, GatewayError> {
+    // Validate. _meta before headers: the conformance suite expects -32602 for a missing
+    // envelope even when the headers are right; headers before the route, so a request whose
+    // headers disagree with its body costs no lookup (URI templates included).
+    let meta = validate::meta::read(&env)?;
+    if let Some(h) = client_headers {
+        validate::headers::check(h, &env, &meta)?;
+    }
+    // Route. Looked up now because Mcp-Param-* checks need the tool's annotations; its own
+    // errors (unknown name) wait until version and method have been checked.
+    let target = route::resolve(gw, &env, principal).await;
+    if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
+        if env.method == Method::ToolsCall {
+            xheader::check(h, env.param("arguments"), &t.headers)
+                .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
+        }
+    }
+    validate::check_version(&meta)?;
+    // Method existence is global: a call to an upstream the principal lacks the scope for gets
+    // 403 with the scope to ask for (OAuth step-up), not -32601.
+    validate::check_method(&env.method, |cap| gw.serves(cap))?;
+    let target = target?;
+    if let Some(t) = &target {
+        crate::audit::note(|r| {
+            r.upstream = Some(t.up.name.clone());
+            r.upstream_era = Some(t.up.status().wire.name());
+        });
+        gw.auth.authorize_upstream(principal, &t.up.name)?;
+    }
+    // A request Sluice built itself mirrors its annotated arguments into Mcp-Param-* headers.
+    let headers = match (&target, client_headers) {
+        (_, Some(h)) => Cow::Borrowed(h),
+        (Some(t), None) if env.method == Method::ToolsCall && !t.headers.is_empty() => {
+            Cow::Owned(xheader::mirror(env.param("arguments"), &t.headers))
+        }
+        _ => Cow::Owned(http::HeaderMap::new()),
+    };
+    let mut ctx = RequestCtx { principal, env, meta, target, headers };
+    // Policy: a denied or not-yet-approved tool call never reaches the upstream.
+    if let Some(t) = &ctx.target {
+        match govern::gate(gw, &ctx.env, &ctx.meta, t, principal)? {
+            govern::Gate::Go => {}
+            govern::Gate::Approved(fresh) => ctx.env = fresh,
+            govern::Gate::Answer(reply) => return Ok(reply),
+        }
+    }
+    // Dispatch.
+    dispatch::dispatch(gw, &ctx).await
+}
+
+/// The client's answer for a stage error: a challenge for authentication, a refusal (noted in
+/// the audit record) for governance, the mapped error otherwise.
+pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> Reply {
+    match e {
+        GatewayError::Auth(e) => challenge(gw, id, e),
+        GatewayError::Refused(r) => {
+            // A policy rule's deny stays `deny` (with its rule); budgets and caps are `refused`.
+            crate::audit::note(|a| {
+                if a.decision != Some("deny") {
+                    a.decision = Some("refused");
+                }
+            });
+            tracing::info!(method = method.known().unwrap_or("other"), code = r.classify().1, "request refused by governance");
+            Reply::refusal(id, &r)
+        }
+        e => {
+            tracing::debug!(method = method.known().unwrap_or("other"), code = e.classify().1, "request refused");
+            Reply::error(id, &e)
+        }
+    }
+}
+
+/// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).
+pub fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
+    let header = gw.auth.challenge(&e);
+    tracing::info!(reason = %e, "request not authenticated or not authorized");
+    match Reply::error(id, &GatewayError::Auth(e)) {
+        Reply::Json(status, body) => Reply::Challenge(status, header, body),
+        other => other,
+    }
+}

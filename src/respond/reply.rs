@@ -1,0 +1,160 @@
+//! What a request ends in, as hyper sends it: one JSON object, an SSE stream (with its stream
+//! place and audit record riding along), 202, a plain-text edge refusal, a challenge, a limit
+//! with `Retry-After`, a new session.
+//!
+//! Takes the outcome of the pipeline; gives the HTTP response. Refuses nothing.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use tokio::sync::mpsc;
+
+use crate::error::GatewayError;
+use crate::mcp::jsonrpc;
+
+/// The body type of every response Sluice writes.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// The frames of an SSE answer, and what must live exactly as long as the stream: its place
+/// among the open streams and its audit record (emitted when the stream ends, with what its
+/// last message said).
+pub struct SseBody {
+    rx: mpsc::Receiver<Bytes>,
+    permit: Option<crate::streams::StreamPermit>,
+    audit: Option<crate::audit::StreamAudit>,
+}
+
+impl From<mpsc::Receiver<Bytes>> for SseBody {
+    fn from(rx: mpsc::Receiver<Bytes>) -> Self {
+        SseBody { rx, permit: None, audit: None }
+    }
+}
+
+impl SseBody {
+    /// The next frame.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        let frame = self.rx.recv().await;
+        if let (Some(f), Some(a)) = (&frame, &self.audit) {
+            a.observe(f);
+        }
+        frame
+    }
+
+    /// Holds `permit` until the stream ends.
+    pub fn hold(&mut self, permit: crate::streams::StreamPermit) {
+        self.permit = Some(permit);
+    }
+
+    /// Emits `audit` when the stream ends.
+    pub fn audit(&mut self, audit: crate::audit::StreamAudit) {
+        self.audit = Some(audit);
+    }
+}
+
+/// What a request ends in.
+pub enum Reply {
+    /// One JSON object with a status.
+    Json(StatusCode, Bytes),
+    /// An SSE stream of frames (status 200).
+    Sse(SseBody),
+    /// 202 with an empty body.
+    Accepted,
+    /// A status with a short plain-text explanation (edge refusals).
+    Plain(StatusCode, &'static str),
+    /// 401 / 403 with a `WWW-Authenticate` challenge and a JSON-RPC error body.
+    Challenge(StatusCode, String, Bytes),
+    /// 429 (or 503) with `Retry-After` (seconds) and a JSON-RPC error body.
+    Limited(StatusCode, Bytes, u64),
+    /// 503 with `Retry-After: 1`: too many requests in progress (load shedding).
+    Overloaded,
+    /// A legacy `initialize` answer carrying the new `Mcp-Session-Id`.
+    Session(StatusCode, Bytes, String),
+}
+
+impl Reply {
+    /// The reply for a stage error, carrying the request's id.
+    pub fn error(id: &str, err: &GatewayError) -> Reply {
+        let (status, code, data) = err.classify();
+        Reply::Json(status, jsonrpc::error_body(id, code, &err.to_string(), data.as_ref()))
+    }
+
+    /// The reply for a governance refusal: 429 with `Retry-After` for a spent window budget.
+    pub fn refusal(id: &str, r: &crate::policy::Refusal) -> Reply {
+        let e = GatewayError::Refused(r.clone());
+        let retry_after_ms = match r {
+            crate::policy::Refusal::Sampling { retry_after_ms } | crate::policy::Refusal::Tokens { retry_after_ms } => *retry_after_ms,
+            crate::policy::Refusal::Streams { .. } => 1000,
+            _ => return Reply::error(id, &e),
+        };
+        let (status, code, data) = e.classify();
+        Reply::Limited(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()), retry_after_ms.div_ceil(1000).max(1))
+    }
+
+    /// The body of this reply when it is one JSON object (for sending it in-stream instead).
+    pub fn json_body(&self) -> Option<&Bytes> {
+        match self {
+            Reply::Json(_, b) | Reply::Limited(_, b, _) | Reply::Challenge(_, _, b) | Reply::Session(_, b, _) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status this reply will carry.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
+            Reply::Limited(s, ..) => *s,
+            Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Reply::Sse(_) => StatusCode::OK,
+            Reply::Accepted => StatusCode::ACCEPTED,
+        }
+    }
+
+    /// Builds the hyper response.
+    pub fn into_response(self) -> Response<Body> {
+        let mut b = Response::builder().status(self.status());
+        let body = match self {
+            Reply::Json(_, bytes) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json");
+                Full::new(bytes).boxed()
+            }
+            Reply::Sse(body) => {
+                b = b
+                    .header(http::header::CONTENT_TYPE, "text/event-stream")
+                    .header(http::header::CACHE_CONTROL, "no-cache")
+                    .header("x-accel-buffering", "no");
+                let stream = futures_util::stream::unfold(body, |mut body| async move {
+                    body.recv().await.map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), body))
+                });
+                StreamBody::new(stream).boxed()
+            }
+            Reply::Accepted => Full::new(Bytes::new()).boxed(),
+            Reply::Session(_, bytes, sid) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(crate::mcp::headers::SESSION_ID, sid);
+                Full::new(bytes).boxed()
+            }
+            Reply::Overloaded => {
+                b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8").header(http::header::RETRY_AFTER, "1");
+                Full::new(Bytes::from_static(b"service unavailable: too many requests in progress (limits.max_in_flight); retry shortly\n"))
+                    .boxed()
+            }
+            Reply::Limited(_, bytes, secs) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());
+                Full::new(bytes).boxed()
+            }
+            Reply::Challenge(_, challenge, bytes) => {
+                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::WWW_AUTHENTICATE, challenge);
+                Full::new(bytes).boxed()
+            }
+            Reply::Plain(status, text) => {
+                b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8");
+                if status == StatusCode::METHOD_NOT_ALLOWED {
+                    b = b.header(http::header::ALLOW, HeaderValue::from_static("POST"));
+                }
+                Full::new(Bytes::from_static(text.as_bytes())).boxed()
+            }
+        };
+        b.body(body).unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    }
+}
