@@ -1,27 +1,10 @@
-//! End-to-end tests of the 2026-07-28 front door, discovery, federation, listen streams and
-//! the modern upstream client (issue 2, items 3–7).
+//! The in-process tests: Sluice (`sluice::start`) on 127.0.0.1 port 0 in front of the mock
+//! upstreams of tests/support (or the built-in demo upstream), no external peers.
 //!
-//! Everything runs in-process on 127.0.0.1 port 0: Sluice (`sluice::start`) in front of the
-//! built-in demo upstream or of the configurable mock upstream in `e2e/support.rs`. Each test
-//! is named as the behaviour it checks.
+//! The front door, discovery, federation, listen streams and the modern upstream client
+//! (issue 2), bridge B's sessions against a mock (issue 6), authentication, the audit log and
+//! `/metrics` (issue 5), and the shipped policy files. See tests/in_process/mod.rs.
 
-#[path = "e2e/support/mod.rs"]
 mod support;
 
-#[path = "e2e/front_door.rs"]
-mod front_door;
-
-#[path = "e2e/headers.rs"]
-mod headers;
-
-#[path = "e2e/discover.rs"]
-mod discover;
-
-#[path = "e2e/federation.rs"]
-mod federation;
-
-#[path = "e2e/listen.rs"]
-mod listen;
-
-#[path = "e2e/forward.rs"]
-mod forward;
+mod in_process;

@@ -1,4 +1,4 @@
-"""Opens many idle TCP connections to one address and holds them, for `cargo test --test hardening`.
+"""Opens many idle TCP connections to one address and holds them, for `cargo test --test process` (hardening).
 
 The connections come from this separate process so that the test process (which runs Sluice)
 is not the one short of file descriptors. Standard library only (any python3).
@@ -25,6 +25,8 @@ import select
 import socket
 import sys
 import time
+
+from common import wait_stdin_closed
 
 
 def raise_nofile(target: int) -> int:
@@ -81,8 +83,7 @@ def main() -> None:
         except OSError:
             closed.add(fd)
     print(f"HELD {len(socks) - len(closed)} CLOSED {len(closed)}", flush=True)
-    while sys.stdin.buffer.read(4096):
-        pass
+    wait_stdin_closed()
     for s in socks:
         s.close()
 

@@ -1,4 +1,4 @@
-"""A 2025-11-25 MCP client on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test bridge_b`.
+"""A 2025-11-25 MCP client on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test peers` (bridge_b).
 
 It knows only the handshake-era wire: `initialize`, `Mcp-Session-Id`, SSE, and server->client
 requests that arrive mid-call, which its sampling callback answers. It knows nothing of
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 from typing import Any
 
 import anyio
@@ -38,6 +37,8 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.context import RequestContext
 from mcp.shared.exceptions import McpError
+
+from common import run_plan
 
 ASKED: list[dict[str, Any]] = []
 HTTP: list[dict[str, Any]] = []
@@ -121,26 +122,8 @@ async def run(plan: dict, summary: dict) -> None:
                             failures.append(f"call {call['name']} answered {entry['text']!r}, expected {want!r} in it")
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or `exc` itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
-    return [exc]
-
-
 def main() -> int:
-    plan = json.loads(sys.argv[1])
-    summary: dict = {"failures": [], "calls": []}
-    try:
-        anyio.run(run, plan, summary)
-    except BaseException as exc:  # noqa: BLE001 - the summary must be printed whatever happened
-        for leaf in leaves(exc):
-            summary["failures"].append(f"client raised {type(leaf).__name__}: {leaf}")
-        traceback.print_exc()
-    summary["asked"] = ASKED
-    summary["http"] = HTTP
-    print("SUMMARY " + json.dumps(summary), flush=True)
-    return 1 if summary["failures"] else 0
+    return run_plan(run, asked=ASKED, http=HTTP)
 
 
 if __name__ == "__main__":

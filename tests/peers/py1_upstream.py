@@ -1,4 +1,4 @@
-"""A pure 2025-11-25 MCP upstream on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test bridge_a`.
+"""A pure 2025-11-25 MCP upstream on the last 1.x Python SDK (PyPI `mcp==1.30.0`), for `cargo test --test peers` (bridge_a).
 
 It knows only the handshake-era wire (initialize, Mcp-Session-Id, SSE, server->client requests
 sent mid-call) and nothing of Sluice, server/discover or input_required. Its tools ask the client
@@ -43,19 +43,13 @@ Run by hand:  $SLUICE_PY1 tests/peers/py1_upstream.py --events /tmp/ev   (then C
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import os
-import socket
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
 import anyio
-import uvicorn
 
+from common import Events, serve
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.shared import session as shared_session
@@ -63,15 +57,12 @@ from mcp.shared.exceptions import McpError
 from mcp.shared.message import ServerMessageMetadata
 
 INPUT_KEY = "dev.sluice/inputKey"
-EVENTS: Path = Path(".")
+EVENTS = Events()
 
 mcp = FastMCP("bridge-a-py1-upstream", host="127.0.0.1")
 
 
-def record(tag: str, event: str) -> None:
-    if tag:
-        with open(EVENTS / tag, "a", encoding="utf-8") as f:
-            f.write(event + "\n")
+record = EVENTS.record
 
 
 # (id(session), request id) -> tag of the calls in progress.
@@ -252,35 +243,9 @@ async def slow(ms: int, ctx: Context, tag: str = "") -> str:
         return f"slept {ms}"
 
 
-def _exit_when_stdin_closes() -> None:
-    try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    finally:
-        os._exit(0)
-
-
-async def serve() -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(uv.serve, [sock])
-        while not uv.started:
-            await anyio.sleep(0.01)
-        print(f"LISTENING {port}", flush=True)
-
-
 def main() -> None:
-    global EVENTS
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", required=True, help="directory for the per-tag event files")
-    EVENTS = Path(parser.parse_args().events)
-    EVENTS.mkdir(parents=True, exist_ok=True)
-    threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
-    anyio.run(serve)
+    EVENTS.parse_args(__doc__.splitlines()[0])
+    serve(mcp.streamable_http_app())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in its default `auto` mode, for `cargo test --test bridge_b`.
+"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in its default `auto` mode, for `cargo test --test peers` (bridge_b).
 
 `auto` probes `server/discover` first and falls back to the 2025-11-25 `initialize` handshake
 only when the server does not answer it. Sluice serves both eras on one endpoint, so this client
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 import warnings
 from typing import Any
 
@@ -31,6 +30,8 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
+
+from common import run_plan
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
@@ -91,25 +92,8 @@ async def run(plan: dict, summary: dict) -> None:
                         failures.append(f"call {call['name']} answered {entry['text']!r}, expected {want!r} in it")
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
-    return [exc]
-
-
 def main() -> int:
-    plan = json.loads(sys.argv[1])
-    summary: dict = {"failures": [], "calls": []}
-    try:
-        anyio.run(run, plan, summary)
-    except BaseException as exc:  # noqa: BLE001 - the summary must be printed whatever happened
-        for leaf in leaves(exc):
-            summary["failures"].append(f"client raised {type(leaf).__name__}: {leaf}")
-        traceback.print_exc()
-    summary["sampled"] = SAMPLED
-    summary["http"] = HTTP
-    print("SUMMARY " + json.dumps(summary), flush=True)
-    return 1 if summary["failures"] else 0
+    return run_plan(run, sampled=SAMPLED, http=HTTP)
 
 
 if __name__ == "__main__":

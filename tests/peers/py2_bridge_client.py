@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test bridge_a`.
+"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test peers` (bridge_a).
 
 Takes one argument, a JSON plan:
   {"url": "http://127.0.0.1:PORT/mcp",
@@ -22,9 +22,7 @@ Run by hand:  $SLUICE_PY2 tests/peers/py2_bridge_client.py '{"url": "...", "call
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 import warnings
 
 import anyio
@@ -40,6 +38,8 @@ from mcp.types import (
     Root,
     TextContent,
 )
+
+from common import run_plan
 
 # Sampling, elicitation and roots are deprecated as of 2026-07-28 (SEP-2577) but still on the wire.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -104,24 +104,8 @@ async def run(plan: dict, summary: dict) -> None:
                     failures.append(f"call {call['name']} answered {entry['text']!r}, expected it to contain {want!r}")
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
-    return [exc]
-
-
 def main() -> int:
-    plan = json.loads(sys.argv[1])
-    summary: dict = {"failures": [], "calls": []}
-    try:
-        anyio.run(run, plan, summary)
-    except BaseException as exc:  # noqa: BLE001 - the summary must be printed whatever happened
-        for leaf in leaves(exc):
-            summary["failures"].append(f"client raised {type(leaf).__name__}: {leaf}")
-        traceback.print_exc()
-    summary["asked"] = ASKED
-    print("SUMMARY " + json.dumps(summary), flush=True)
-    return 1 if summary["failures"] else 0
+    return run_plan(run, asked=ASKED)
 
 
 if __name__ == "__main__":

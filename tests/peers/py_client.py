@@ -1,4 +1,4 @@
-"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test interop`.
+"""An MCP client on the official Python SDK (PyPI `mcp==2.3.0`) in `2026-07-28` mode, for `cargo test --test peers` (interop).
 
 Takes one argument, a JSON plan:
   {"url": "http://127.0.0.1:PORT/mcp",
@@ -20,9 +20,7 @@ Run by hand:  $SLUICE_PY2 tests/peers/py_client.py '{"url": "...", "expect_tools
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 import warnings
 
 import anyio
@@ -37,6 +35,8 @@ from mcp.types import (
     ElicitResult,
     TextContent,
 )
+
+from common import run_plan
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
@@ -113,26 +113,8 @@ async def run(plan: dict, summary: dict) -> None:
                 failures.append(f"call {call['name']} answered {entry['text']!r}, expected it to contain {call['expect']!r}")
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, or `exc` itself."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
-    return [exc]
-
-
 def main() -> int:
-    plan = json.loads(sys.argv[1])
-    summary: dict = {"failures": [], "calls": []}
-    try:
-        anyio.run(run, plan, summary)
-    except BaseException as exc:  # noqa: BLE001 - the summary must be printed whatever happened
-        for leaf in leaves(exc):
-            summary["failures"].append(f"client raised {type(leaf).__name__}: {leaf}")
-        traceback.print_exc()
-    summary["sampled"] = SAMPLED
-    summary["elicited"] = ELICITED
-    print("SUMMARY " + json.dumps(summary), flush=True)
-    return 1 if summary["failures"] else 0
+    return run_plan(run, sampled=SAMPLED, elicited=ELICITED)
 
 
 if __name__ == "__main__":

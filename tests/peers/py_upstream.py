@@ -1,4 +1,4 @@
-"""A modern MCP upstream on the official Python SDK (PyPI `mcp==2.3.0`), for `cargo test --test interop`.
+"""A modern MCP upstream on the official Python SDK (PyPI `mcp==2.3.0`), for `cargo test --test peers` (interop).
 
 Binds 127.0.0.1 on a free port, prints `LISTENING <port>` on stdout once it accepts requests, and
 serves the streamable HTTP endpoint `/mcp` (2026-07-28 stateless requests; the SDK also answers
@@ -21,16 +21,12 @@ Run by hand:  $SLUICE_PY2 tests/peers/py_upstream.py   (then Ctrl-D or Ctrl-C)
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
-import threading
 import warnings
 from typing import Annotated
 
 import anyio
-import uvicorn
 
+from common import serve
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.types import (
     CallToolResult,
@@ -90,32 +86,8 @@ async def ask_raw(prompt: str, ctx: Context) -> CallToolResult | InputRequiredRe
     return CallToolResult(content=[TextContent(type="text", text=f"raw said: {said} (state={ctx.request_state})")])
 
 
-def _exit_when_stdin_closes() -> None:
-    """The parent holds our stdin; its end (even a crash) is our signal to go."""
-    try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    finally:
-        os._exit(0)
-
-
-async def _serve() -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = server.streamable_http_app(host="127.0.0.1")
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(uv.serve, [sock])
-        while not uv.started:
-            await anyio.sleep(0.01)
-        print(f"LISTENING {port}", flush=True)
-
-
 def main() -> None:
-    threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
-    anyio.run(_serve)
+    serve(server.streamable_http_app(host="127.0.0.1"))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // A 2025-11-25 MCP client on the official TypeScript SDK (npm @modelcontextprotocol/sdk@1.32.2),
-// for `cargo test --test bridge_b`. It knows only the handshake-era wire (initialize,
+// for `cargo test --test peers` (bridge_b). It knows only the handshake-era wire (initialize,
 // Mcp-Session-Id, the GET stream, server->client requests mid-call); its sampling handler is a
 // deterministic fake LLM answering `ECHO-TS[<prompt>]` from model `fake-llm-ts1`.
 //

@@ -1,9 +1,11 @@
 //! The `sluice` binary as a child process: started with a config text (written to a scratch
 //! directory), `RUST_LOG=trace`, its stdout and stderr collected; its address read from its
 //! `sluice listening addr=…` line; its CPU time and RSS read from /proc; a `/healthz` prober
-//! that records the worst latency while a test runs; and `sluice check` runs. Killed on drop.
-
-#![allow(dead_code)] // each test uses part of it
+//! that records the worst latency while a test runs; and `sluice check` runs. Killed on drop,
+//! or stopped with SIGTERM by [`Sluice::terminate`].
+//!
+//! The child is a separate process with its own wall clock: the waits here (its listening line,
+//! `/readyz`, its exit) are on real time, bounded by deadlines.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -66,6 +68,7 @@ pub(crate) struct Sluice {
     /// Its scratch directory (the config is `sluice.toml` there).
     pub(crate) dir: PathBuf,
     out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Drop for Sluice {
@@ -94,6 +97,13 @@ fn collect(mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static, into: A
         }
         line.notify_waiters();
     });
+}
+
+/// stdout, a newline, then stderr, colours stripped.
+fn joined(out: &Mutex<Vec<u8>>, err: &Mutex<Vec<u8>>) -> String {
+    let (out, err) =
+        (String::from_utf8_lossy(&out.lock().unwrap()).into_owned(), String::from_utf8_lossy(&err.lock().unwrap()).into_owned());
+    strip_ansi(&format!("{out}\n{err}"))
 }
 
 /// Removes ANSI colour sequences.
@@ -148,17 +158,20 @@ impl Sluice {
             .spawn()
             .expect("start the sluice binary");
         let pid = child.id().expect("its pid");
-        let out = Arc::new(Mutex::new(Vec::new()));
+        // Two buffers, so a line on one pipe is never cut by a chunk of the other.
+        let (out, err) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
         let line = Arc::new(tokio::sync::Notify::new());
         collect(child.stdout.take().expect("stdout"), out.clone(), line.clone());
-        collect(child.stderr.take().expect("stderr"), out.clone(), line.clone());
+        collect(child.stderr.take().expect("stderr"), err.clone(), line.clone());
+        let output = || joined(&out, &err);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let notified = line.notified();
-            let text = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
+            let text = output();
             if let Some(l) = text.lines().find(|l| l.contains("sluice listening")) {
                 let addr = l.split("addr=").nth(1).and_then(|r| r.split_whitespace().next()).expect("addr= in the listening line");
-                return Ok(Sluice { child, pid, addr: addr.to_owned(), dir, out });
+                let addr = addr.to_owned();
+                return Ok(Sluice { child, pid, addr, dir, out, err });
             }
             tokio::select! {
                 _ = notified => {}
@@ -166,12 +179,10 @@ impl Sluice {
                     let status = status.expect("wait for sluice");
                     // Let the readers drain the pipes.
                     let _ = tokio::time::timeout(Duration::from_millis(500), line.notified()).await;
-                    let output = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
-                    return Err(Exited { code: status.code(), output });
+                    return Err(Exited { code: status.code(), output: output() });
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    let output = strip_ansi(&String::from_utf8_lossy(&out.lock().unwrap()));
-                    panic!("sluice neither listened nor exited within 10 s:\n{output}");
+                    panic!("sluice neither listened nor exited within 10 s:\n{}", output());
                 }
             }
         }
@@ -203,9 +214,25 @@ impl Sluice {
         }
     }
 
-    /// Everything it wrote so far (stdout and stderr, colours stripped).
+    /// Waits (at most 10 s) until `/readyz` answers 200 to a request bearing `key` (with
+    /// `[metrics] require_auth`, [`Sluice::ready`] cannot see past the 401).
+    pub(crate) async fn ready_for(&self, key: &str) {
+        let h = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(r) = h.get(self.at("/readyz")).bearer_auth(key).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "sluice was not ready within 10 s:\n{}", self.output());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Everything it wrote so far (stdout, then stderr; colours stripped).
     pub(crate) fn output(&self) -> String {
-        strip_ansi(&String::from_utf8_lossy(&self.out.lock().unwrap()))
+        joined(&self.out, &self.err)
     }
 
     /// Its user + system CPU time so far (/proc/<pid>/stat, in 10 ms ticks).
@@ -251,6 +278,39 @@ impl Sluice {
             }
         });
         Prober { stop, worst, failed, task }
+    }
+
+    /// Sends it `SIG<name>` (e.g. "TERM").
+    pub(crate) async fn signal(&self, name: &str) {
+        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(self.pid.to_string()).status().await;
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {}", self.pid);
+    }
+
+    /// Waits (at most `within`) until it exits; gives its status and everything it wrote.
+    pub(crate) async fn exit_within(&mut self, within: Duration) -> Option<(std::process::ExitStatus, String)> {
+        let status = tokio::time::timeout(within, self.child.wait()).await.ok()?.expect("wait for sluice");
+        self.drained().await;
+        Some((status, self.output()))
+    }
+
+    /// Waits (at most 2 s) until both pipe readers reached the end.
+    async fn drained(&self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while (Arc::strong_count(&self.out) > 1 || Arc::strong_count(&self.err) > 1) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops it with SIGTERM (killed after 10 s); gives everything it wrote, stdout then stderr
+    /// as they arrived.
+    pub(crate) async fn terminate(mut self) -> String {
+        self.signal("TERM").await;
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
+        self.drained().await;
+        self.output()
     }
 
     /// Asserts none of `canaries` appears in its output (plain or JSON-escaped).
@@ -323,8 +383,9 @@ pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
     }
 }
 
-/// Serializes the tests that measure Sluice's CPU time, memory or latency, so they do not
-/// measure each other on a small machine. Hold the guard for the whole test.
+/// Serializes the tests that measure Sluice's CPU time, memory or latency, and the heavy ones
+/// that share their binary (hardening), so they do not disturb each other on a small machine.
+/// Hold the guard for the whole test.
 pub(crate) async fn measured() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
     LOCK.get_or_init(|| tokio::sync::Mutex::new(())).lock().await

@@ -1,0 +1,104 @@
+"""What the Python peers share: serving on 127.0.0.1 port 0 with a `LISTENING <port>` line,
+exiting when the parent's pipe closes, per-tag event files, and the client plan / summary
+protocol (`argv[1]` is a JSON plan; one `SUMMARY {...}` line on stdout; exit 0 only when the
+summary lists no failures).
+
+Standard library only at import time: the SDK-side imports (anyio, uvicorn) happen inside the
+functions that need them, so any python3 can import this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+
+def wait_stdin_closed() -> None:
+    """Blocks until stdin reaches end-of-file (the parent holds the pipe and never writes)."""
+    while sys.stdin.buffer.read(4096):
+        pass
+
+
+def exit_when_stdin_closes() -> None:
+    """Exits the process when the parent's pipe closes (even when the parent crashed)."""
+
+    def watch() -> None:
+        try:
+            wait_stdin_closed()
+        finally:
+            os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def serve(app: Any) -> None:
+    """Serves the ASGI `app` on 127.0.0.1 on a free port, prints `LISTENING <port>` once it
+    accepts requests, and runs until stdin closes."""
+    import anyio
+    import uvicorn
+
+    async def run() -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(uv.serve, [sock])
+            while not uv.started:
+                await anyio.sleep(0.01)
+            print(f"LISTENING {port}", flush=True)
+
+    exit_when_stdin_closes()
+    anyio.run(run)
+
+
+class Events:
+    """Per-tag event files: `record(tag, event)` appends one line to `<dir>/<tag>`."""
+
+    def __init__(self) -> None:
+        self.dir = Path(".")
+
+    def parse_args(self, description: str) -> None:
+        """Reads `--events DIR` from the command line and creates the directory."""
+        parser = argparse.ArgumentParser(description=description)
+        parser.add_argument("--events", required=True, help="directory for the per-tag event files")
+        self.dir = Path(parser.parse_args().events)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def record(self, tag: str, event: str) -> None:
+        if tag:
+            with open(self.dir / tag, "a", encoding="utf-8") as f:
+                f.write(event + "\n")
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or `exc` itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+def run_plan(run: Callable[[dict, dict], Awaitable[None]], **report: Any) -> int:
+    """Runs `run(plan, summary)` on the plan in argv[1], then prints the summary (with the
+    `report` members added, read after the run) as one `SUMMARY` line. Returns the exit code."""
+    import anyio
+
+    plan = json.loads(sys.argv[1])
+    summary: dict = {"failures": [], "calls": []}
+    try:
+        anyio.run(run, plan, summary)
+    except BaseException as exc:  # noqa: BLE001 - the summary must be printed whatever happened
+        for leaf in leaves(exc):
+            summary["failures"].append(f"client raised {type(leaf).__name__}: {leaf}")
+        traceback.print_exc()
+    summary.update(report)
+    print("SUMMARY " + json.dumps(summary), flush=True)
+    return 1 if summary["failures"] else 0

@@ -1,0 +1,13 @@
+//! The tests against real SDK peers (tests/support/peers.rs starts them).
+//!
+//! - `interop`: the Python `mcp==2.3.0` and rmcp clients and upstreams through Sluice (issue 2);
+//! - `bridge_a`: 2026-07-28 clients calling 2025-11-25 upstreams (issue 3);
+//! - `bridge_b`: 2025-11-25 SDK clients through Sluice (issue 6);
+//! - `governance`: round caps, budgets, policies, approvals and limits (issue 4);
+//! - `canary`: no travelling value reaches Sluice's output (issue 5).
+
+mod bridge_a;
+mod bridge_b;
+mod canary;
+mod governance;
+mod interop;
