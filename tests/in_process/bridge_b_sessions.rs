@@ -34,8 +34,11 @@ async fn forged_and_another_principals_session_ids_get_404() {
     let mut flipped = sid.clone();
     let last = flipped.pop().unwrap();
     flipped.push(if last == 'A' { 'B' } else { 'A' });
-    let never = format!("s1.{}", "A".repeat(43));
-    for forged in [flipped.as_str(), never.as_str(), "not-a-session", "s1."] {
+    // A well-formed id (key id 1, nonce, tag) Sluice never minted, and the earlier s1. form.
+    let never = format!("s2.{}", "A".repeat(44));
+    let old_form = format!("s1.{}", "A".repeat(43));
+    assert!(sid.starts_with("s2.") && sid.len() == never.len(), "the id's form: {sid}");
+    for forged in [flipped.as_str(), never.as_str(), old_form.as_str(), "not-a-session", "s2.", "s1."] {
         let (status, msg) = alice.with_session(forged).call(2, "ping", json!({})).await;
         not_found(status, &msg, &format!("forged id {forged:?}"));
         assert_eq!(msg["id"], 2, "{msg}");
