@@ -21,9 +21,11 @@ fn is_loopback_host(host: &str) -> bool {
 fn is_loopback_authority(authority: &str) -> bool {
     // No userinfo: neither a Host header nor an Origin carries one.
     !authority.contains('@')
-        && authority
-            .parse::<http::uri::Authority>()
-            .is_ok_and(|a| is_loopback_host(a.host()) && (a.as_str().len() == a.host().len() || a.port_u16().is_some()))
+        && authority.parse::<http::uri::Authority>().is_ok_and(|a| {
+            is_loopback_host(a.host())
+                && a.as_str().len() == a.host().len() + a.port().map_or(0, |p| p.as_str().len() + 1)
+                && (a.port().is_none() || a.port_u16().is_some())
+        })
 }
 
 /// Checks `Host` (or HTTP/2's `:authority`) and `Origin` (DNS-rebinding protection, digest §5.6).
@@ -139,9 +141,19 @@ mod tests {
         for ok in ["localhost", "LOCALHOST:1", "127.0.0.1:8080", "[::1]", "[::1]:9"] {
             assert!(is_loopback_authority(ok), "{ok}");
         }
-        for foreign in
-            ["", "evil.com", "localhost.evil.com", "a@localhost", "localhost@evil.com", "[::1", "::1", "localhost:x", "127.0.0.1:8080/"]
-        {
+        for foreign in [
+            "",
+            "evil.com",
+            "localhost.evil.com",
+            "a@localhost",
+            "localhost@evil.com",
+            "[::1",
+            "::1",
+            "localhost:x",
+            "127.0.0.1:8080/",
+            "[::1]evil.com:80",
+            "localhost:",
+        ] {
             assert!(!is_loopback_authority(foreign), "{foreign}");
         }
     }

@@ -36,15 +36,9 @@ pub enum GatewayError {
     /// The `_meta` envelope is missing or mistyped, or params are invalid.
     #[error("{0}")]
     InvalidParams(String, Option<Value>),
-    /// A header is missing, undecodable or disagrees with the body.
-    #[error("{0}")]
-    HeaderMismatch(String),
     /// Validation refused it (`_meta`, mirrored headers, version, method).
     #[error(transparent)]
     Validate(#[from] crate::validate::ValidateError),
-    /// The method does not exist (or its family is not served).
-    #[error("method {0:?} is not served by this endpoint")]
-    MethodNotFound(String),
     /// A name or URI that no upstream serves.
     #[error("{0}")]
     UnknownTarget(String, Option<Value>),
@@ -69,12 +63,9 @@ impl GatewayError {
     /// The side that failed.
     pub fn side(&self) -> Side {
         match self {
-            GatewayError::Frame(_)
-            | GatewayError::InvalidParams(..)
-            | GatewayError::HeaderMismatch(_)
-            | GatewayError::Validate(_)
-            | GatewayError::MethodNotFound(_)
-            | GatewayError::UnknownTarget(..) => Side::Downstream,
+            GatewayError::Frame(_) | GatewayError::InvalidParams(..) | GatewayError::Validate(_) | GatewayError::UnknownTarget(..) => {
+                Side::Downstream
+            }
             GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
             GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
         }
@@ -91,14 +82,12 @@ impl GatewayError {
             }
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
             GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
-            GatewayError::HeaderMismatch(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
             GatewayError::Validate(ValidateError::Meta(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None),
             GatewayError::Validate(ValidateError::Headers(_)) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
             GatewayError::Validate(ValidateError::Version { requested, supported }) => {
                 (StatusCode::BAD_REQUEST, jsonrpc::UNSUPPORTED_VERSION, Some(json!({"supported": supported, "requested": requested})))
             }
             GatewayError::Validate(ValidateError::Method(_)) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
-            GatewayError::MethodNotFound(_) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
             GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
             GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),

@@ -227,6 +227,15 @@ impl Keys {
         if keys.is_empty() {
             return Err("at least one state key is needed".into());
         }
+        // The id picks the key that opens a value: two keys with one id would make the second
+        // unreachable (every value sealed under it refused).
+        let mut ids = std::collections::BTreeSet::new();
+        if let Some(k) = keys.iter().find(|k| !ids.insert(k.id)) {
+            return Err(format!(
+                "state key id {} is given twice; every key in state.keys and state.key_env needs its own id (rotate by adding a new id first)",
+                k.id
+            ));
+        }
         Ok(Keys { keys })
     }
 

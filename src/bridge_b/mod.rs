@@ -215,7 +215,9 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
         // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
-        Method::SubscriptionsListen => Reply::error(&id, &crate::error::GatewayError::MethodNotFound(method.to_string())),
+        Method::SubscriptionsListen => {
+            Reply::error(&id, &crate::error::GatewayError::from(crate::validate::ValidateError::Method(method.to_string())))
+        }
         _ => relay::forward(gw, s, principal, method, params, id).await,
     }
 }

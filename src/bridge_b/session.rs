@@ -166,9 +166,10 @@ impl Sessions {
     /// An empty store bounded by `bridge.max_client_sessions`,
     /// `max_client_sessions_per_principal`, `max_subscriptions_per_session` and
     /// `client_session_idle_ms`.
-    /// Ids are tagged with the sealing key of `keys` (`[state] keys`: replicas that share the
-    /// keys accept each other's ids, and a rotated-out key's ids stay valid while it is in the
-    /// ring).
+    /// Ids are tagged with the sealing key of `keys` (`[state] keys`): a replica that shares
+    /// the keys can verify another's ids (the sessions themselves live in this process's store,
+    /// so until that store is shared another replica still answers 404), and a rotated-out
+    /// key's ids verify while it is in the ring.
     pub fn new(cfg: &crate::config::Bridge, keys: Keys) -> Sessions {
         Sessions {
             store: Mutex::new(Store::default()),

@@ -88,6 +88,10 @@ pub(super) fn millis(v: Option<u64>, default: u64) -> Duration {
 
 // === impl Limits ===
 
+/// The most permits a semaphore (connections, requests in flight) holds: 1,000,000,000, far
+/// past any machine's sockets, and within tokio's own bound.
+pub(super) const MAX_PERMITS: usize = 1_000_000_000;
+
 impl TryFrom<RawLimits> for Limits {
     type Error = Invalid;
 
@@ -96,9 +100,17 @@ impl TryFrom<RawLimits> for Limits {
         if !(8..=128).contains(&max_json_depth) {
             return Err(Invalid(format!("limits.max_json_depth = {max_json_depth}: expected 8 to 128")));
         }
+        // Each is a semaphore's permit count: at least one, at most what a semaphore holds.
+        let permits = |key: &str, v: usize| {
+            if (1..=MAX_PERMITS).contains(&v) {
+                Ok(v)
+            } else {
+                Err(Invalid(format!("limits.{key} = {v}: expected 1 to {MAX_PERMITS}")))
+            }
+        };
         Ok(Limits {
-            max_connections: l.max_connections.unwrap_or(10_000),
-            max_in_flight: l.max_in_flight.unwrap_or(1024),
+            max_connections: permits("max_connections", l.max_connections.unwrap_or(10_000))?,
+            max_in_flight: permits("max_in_flight", l.max_in_flight.unwrap_or(1024))?,
             max_header_bytes: l.max_header_bytes.unwrap_or(64 << 10).max(8192),
             max_body_bytes: l.max_body_bytes.unwrap_or(4 << 20),
             max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),

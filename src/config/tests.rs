@@ -216,6 +216,16 @@ fn bridge_defaults_and_per_principal_floors() {
 // === [limits] and [timeouts] ===
 
 #[test]
+fn connection_and_in_flight_limits_are_1_to_a_billion() {
+    for key in ["max_connections", "max_in_flight"] {
+        assert_eq!(refused(&format!("[limits]\n{key} = 0\n")), format!("sluice.toml: limits.{key} = 0: expected 1 to 1000000000"));
+        let huge = format!("[limits]\n{key} = 9223372036854775807\n");
+        assert_eq!(refused(&huge), format!("sluice.toml: limits.{key} = 9223372036854775807: expected 1 to 1000000000"));
+        assert!(load(&format!("[limits]\n{key} = 1000000000\n")).is_ok(), "{key} at the bound");
+    }
+}
+
+#[test]
 fn limits_max_json_depth_is_8_to_128() {
     assert_eq!(refused("[limits]\nmax_json_depth = 7\n"), "sluice.toml: limits.max_json_depth = 7: expected 8 to 128");
     assert_eq!(refused("[limits]\nmax_json_depth = 129\n"), "sluice.toml: limits.max_json_depth = 129: expected 8 to 128");

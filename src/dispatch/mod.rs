@@ -46,7 +46,8 @@ pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, 
         m => match ListKind::from_method(m) {
             Some(kind) => lists::serve(gw, env, kind, principal).await,
             None => {
-                let target = ctx.target.as_ref().ok_or_else(|| GatewayError::MethodNotFound(m.to_string()))?;
+                let target =
+                    ctx.target.as_ref().ok_or_else(|| GatewayError::from(crate::validate::ValidateError::Method(m.to_string())))?;
                 route::forward(gw, ctx, target).await
             }
         },

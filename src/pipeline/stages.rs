@@ -57,7 +57,7 @@ pub async fn run(
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         if env.method == Method::ToolsCall {
             xheader::check(h, env.param("arguments"), &t.headers)
-                .map_err(|m| GatewayError::HeaderMismatch(format!("Header mismatch: {m}")))?;
+                .map_err(|m| validate::ValidateError::Headers(format!("Header mismatch: {m}")))?;
         }
     }
     validate::check_version(&meta)?;

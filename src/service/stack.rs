@@ -40,6 +40,8 @@ pub fn endpoint(gw: Arc<Gateway>) -> Endpoint {
         // Boxed once here: the pipeline's future is several KiB, and moving it by value through
         // the layers would copy it at each step.
         let run: BoxFuture<Result<Reply, Infallible>> = Box::pin(async move {
+            // Counted under the concurrency limit: what it holds, shed requests not included.
+            let _in_flight = gw.metrics.enter();
             let (parts, body) = req.into_parts();
             Ok(crate::pipeline::run(&gw, parts, body).await)
         });
@@ -97,11 +99,9 @@ where
         let bytes_in =
             req.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
         let guard = AuditGuard::new(&self.gw.audit, &self.gw.metrics, bytes_in);
-        let in_flight = self.gw.metrics.enter();
         let run = crate::audit::scope(guard.record(), self.inner.call(req));
         Box::pin(async move {
             let reply = answer_edge_errors(run.await).unwrap_or_else(|never| match never {});
-            drop(in_flight);
             Ok(match reply {
                 // A stream's record is complete when the stream ends (what its last message says).
                 Reply::Sse(mut body) => {

@@ -51,6 +51,12 @@ fn rotation_opens_states_sealed_with_an_older_key() {
 }
 
 #[test]
+fn a_key_id_given_twice_is_refused() {
+    let e = Keys::new(vec![Key::new(1, vec![2; 32]).unwrap(), Key::new(1, vec![1; 32]).unwrap()]).unwrap_err();
+    assert!(e.contains("state key id 1 is given twice"), "{e}");
+}
+
+#[test]
 fn the_params_digest_ignores_meta_and_key_order_but_not_values() {
     let a = params_digest([("name", "\"x\""), ("arguments", "{\"a\":1,\"b\":2}"), ("_meta", "{}")].into_iter());
     let b = params_digest([("arguments", "{\"b\":2,\"a\":1}"), ("name", "\"x\""), ("requestState", "\"s\"")].into_iter());
