@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test Sluice has, the way CI runs it: installs the real peers (Python SDKs, Node 22, the
 # official conformance suite), runs the Rust tests (unit, e2e, interop against the SDKs), then
-# the conformance suite through Sluice. Prints the time of each stage. Exit 0 only if all held.
+# the conformance suite through Sluice, then one smoke run of the benchmark (it must run; its
+# figures are not judged). Prints the time of each stage. Exit 0 only if all held.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -28,6 +29,10 @@ done_stage "cargo test"
 stage "conformance through Sluice (modern fixture upstream)"
 SLUICE_BIN="$root/target/release/sluice" bash scripts/conformance.sh
 done_stage "conformance"
+
+stage "benchmark smoke (one short run of every measure; figures not judged)"
+bash scripts/bench.sh --smoke >/dev/null
+done_stage "benchmark smoke"
 
 echo
 echo "all stages held in $(( $(date +%s) - total_start )) s"

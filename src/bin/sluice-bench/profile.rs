@@ -161,7 +161,7 @@ async fn massif_parked(env: &Env, o: &Opts, c: &HttpClient, n: usize) -> Result<
         &cfg,
         format!(
             "listen = \"127.0.0.1:{port}\"\n[audit]\nenabled = false\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\n\
-             max_parked_per_principal = {cap}\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_parked = {cap}\n\n\
+             max_parked_per_principal = {cap}\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_sessions_per_principal = {cap}\nmax_parked = {cap}\n\n\
              [[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n"
         ),
     )
