@@ -29,15 +29,16 @@ pub fn matches_counting(template: &str, uri: &str) -> (bool, u64) {
     let parts = split(template);
     let n = uri.len();
     // The literal text before the first and after the last variable is checked first, in
-    // O(its length): most templates a URI is tried against fail there, before any sweep.
+    // O(the shorter of it and the URI: a longer literal fails on its length alone): most
+    // templates a URI is tried against fail there, before any sweep.
     if let (Some(Part::Literal(head)), true) = (parts.first(), parts.len() > 1) {
         if !uri.starts_with(head) {
-            return (false, head.len() as u64);
+            return (false, head.len().min(n) as u64 + 1);
         }
     }
     if let (Some(Part::Literal(tail)), true) = (parts.last(), parts.len() > 1) {
         if !uri.ends_with(tail) {
-            return (false, tail.len() as u64);
+            return (false, tail.len().min(n) as u64 + 1);
         }
     }
     let mut steps = 0u64;
