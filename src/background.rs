@@ -12,11 +12,10 @@ use crate::route::table::ListKind;
 
 /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
 pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
-    let this = gw.clone();
     let gw = gw.clone();
     // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
-    tokio::spawn(crate::bridge::sweep_sessions(this.clone()));
-    tokio::spawn(crate::bridge::sweep_parked(this));
+    tokio::spawn(crate::bridge::sweep_sessions(gw.bridge.clone(), gw.shutdown.clone()));
+    tokio::spawn(crate::bridge::sweep_parked(gw.bridge.clone(), gw.shutdown.clone()));
     tokio::spawn(async move {
         gw.probe_all().await;
         for up in &gw.upstreams {

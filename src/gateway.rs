@@ -40,11 +40,13 @@ pub struct Gateway {
     /// Cancelled on shutdown; background tasks and listen streams end with it.
     pub shutdown: CancellationToken,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
-    pub bridge: crate::bridge::shared::Bridge,
+    pub bridge: Arc<crate::bridge::Bridge>,
+    /// Forwarding to modern upstreams.
+    pub forwarder: Arc<crate::dispatch::forward::Forwarder>,
     /// Authentication (API keys, JWT) and the resource metadata.
     pub auth: crate::auth::Authenticator,
     /// Approval rules and budgets.
-    pub governor: crate::policy::Governor,
+    pub governor: Arc<crate::policy::Governor>,
     /// The audit log.
     pub audit: crate::audit::Audit,
     /// Prometheus metrics.
@@ -114,7 +116,15 @@ impl Gateway {
             cfg.timeouts.stream_idle,
         );
         let names = Names::new(cfg.prefixed(), &cfg.separator);
-        let bridge = crate::bridge::shared::Bridge::new(&cfg, client.clone(), keys.clone());
+        let governor = Arc::new(governor);
+        let bridge = Arc::new(crate::bridge::Bridge::new(&cfg, client.clone(), keys.clone(), governor.clone(), discover::server_info()));
+        let forwarder = Arc::new(crate::dispatch::forward::Forwarder {
+            client: client.clone(),
+            response: cfg.timeouts.response,
+            keys: keys.clone(),
+            governor: governor.clone(),
+            server_info_json: discover::server_info().to_string(),
+        });
         let shutdown = CancellationToken::new();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
         Ok(Arc::new(Gateway {
@@ -125,6 +135,7 @@ impl Gateway {
             governor,
             auth,
             bridge,
+            forwarder,
             client,
             upstreams,
             names,

@@ -87,7 +87,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
     // Parked exchanges are cancelled upstream and legacy sessions ended (DELETE).
-    crate::bridge::shutdown(&gw).await;
+    crate::bridge::shutdown(&gw.bridge).await;
 }
 
 /// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.

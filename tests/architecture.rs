@@ -8,6 +8,9 @@
 //!   it may not name any other module);
 //! - no source file over 400 lines, tests included (move tests to a sibling `tests.rs`);
 //! - no function over 80 lines;
+//! - an upstream's era (`Wire`) is switched on only in `link.rs`, the upstream abstraction;
+//! - the modules below the front (bridge A, forwarding, policy, upstream clients, …) name no
+//!   `gateway`: they take narrow handles;
 //! - method names (`"tools/call"`…) spelled only in the `Method` enum's mapping (`mcp/method.rs`),
 //!   outside unit tests and the benchmark and demo peers, which write the wire as text.
 //!
@@ -157,6 +160,69 @@ fn no_import_circle_joins_modules_and_the_protocol_model_names_none() {
     }
     let found: Vec<String> = circles(&edges).iter().map(|c| c.iter().map(show).collect::<Vec<_>>().join(" <-> ")).collect();
     assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// The modules below the front take narrow handles (bridge A's `Bridge`, dispatch's
+/// `Forwarder`, the budget store, the keys, the client), never the whole gateway: none names
+/// the composition root.
+#[test]
+fn the_stages_below_the_front_name_no_gateway() {
+    const BELOW: [&str; 19] = [
+        "audit",
+        "auth",
+        "bridge",
+        "config",
+        "ctx",
+        "dispatch::forward",
+        "dispatch::rounds",
+        "dispatch::target",
+        "edge",
+        "error",
+        "mcp",
+        "metrics",
+        "policy",
+        "respond",
+        "route",
+        "state",
+        "streams",
+        "upstream",
+        "validate",
+    ];
+    let edges = graph();
+    let gateway: Module = vec!["gateway".to_owned()];
+    let mut named = Vec::new();
+    for (m, to) in &edges {
+        let path = m.join("::");
+        let below = BELOW.iter().any(|b| path == *b || path.starts_with(&format!("{b}::")));
+        if below && to.contains(&gateway) {
+            named.push(path);
+        }
+    }
+    assert!(!edges.is_empty() && edges.keys().any(|m| m.first().map(String::as_str) == Some("bridge")), "the graph reads src/");
+    assert!(named.is_empty(), "these take the whole gateway instead of a narrow handle: {named:?}");
+}
+
+/// An upstream's era is read in one place, `link.rs` (the upstream abstraction); the stages
+/// ask it. `upstream/mod.rs` defines `Wire` (and its names); everything else only builds a
+/// probed status with one.
+#[test]
+fn the_upstream_era_is_switched_on_only_in_link() {
+    const READS: [&str; 7] = ["Wire::Modern =>", "Wire::Legacy =>", ".wire ==", "== Wire::", "Wire::Modern)", "Wire::Legacy)", ".wire {"];
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for f in sources() {
+        let m = module_of(&src, &f).join("::");
+        if matches!(m.as_str(), "link" | "upstream") || m.starts_with("bin") || m.starts_with("demo") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(&f).expect("read a source file"));
+        for r in READS.iter().filter(|r| text.contains(**r)) {
+            found.push(format!("{m}: {r}"));
+        }
+    }
+    let link = code(&std::fs::read_to_string(src.join("link.rs")).expect("read link.rs"));
+    assert!(link.contains("Wire::Legacy =>"), "link.rs switches on the wire");
+    assert!(found.is_empty(), "era switches outside link.rs: {found:?}");
 }
 
 #[test]

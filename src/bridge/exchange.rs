@@ -14,20 +14,11 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::asks::{self, Ask};
+use super::Bridge;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::{Answer, UpstreamError};
 use crate::upstream::legacy::Lease;
-
-/// What a live exchange uses of the gateway: the upstream client, the governor and the config.
-pub struct Env<'a> {
-    /// The pooled upstream client.
-    pub client: &'a crate::upstream::client::HttpClient,
-    /// Policy and budgets.
-    pub governor: &'a crate::policy::Governor,
-    /// The config (bridge timings, limits).
-    pub cfg: &'a crate::config::Config,
-}
 
 /// What the client-facing side receives from a round.
 pub enum Event {
@@ -117,18 +108,18 @@ impl Drop for Live {
 
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
-    pub fn start(gw: &Env<'_>, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
+    pub fn start(br: &Bridge, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
         // Bounded by bytes too: while the exchange is parked nothing reads this, and a hostile
         // upstream must not fill Sluice's memory meanwhile (the reader waits; TCP holds the rest).
-        let (tx, rx) = crate::upstream::queue::bounded(64, gw.cfg.limits.max_sse_event_bytes);
+        let (tx, rx) = crate::upstream::queue::bounded(64, br.limits.max_sse_event_bytes);
         let session = lease.session.clone();
-        let client = gw.client.clone();
+        let client = br.client.clone();
         // Each message within the park time (the client's turn) plus the response time (the
         // upstream's): keep-alives or a trickle do not hold the call open past it.
-        let per_message = gw.cfg.bridge.park + gw.cfg.timeouts.response;
+        let per_message = br.limits.bridge.park + br.limits.response;
         let post_task = tokio::spawn(async move {
             // The request's future is boxed so that it is freed once the answer started: the
             // task lives as long as the exchange, parked or not.
@@ -166,9 +157,9 @@ impl Live {
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
     /// cancellation) and marks nothing else: dropping the exchange frees the session.
-    pub async fn cancel(&mut self, gw: &Env<'_>, reason: &str) {
+    pub async fn cancel(&mut self, br: &Bridge, reason: &str) {
         if !self.finished {
-            self.lease.session.cancel(&gw.client, self.upstream_id, reason).await;
+            self.lease.session.cancel(&br.client, self.upstream_id, reason).await;
             self.finished = true;
             // Some servers (the Python SDK 1.x among them) can lose a session when a cancellation
             // races the call's own answer: never lease a session again after cancelling on it.
@@ -177,17 +168,17 @@ impl Live {
     }
 
     /// Sends the same call again on a new session (after the old one answered 404).
-    pub fn restart(self, gw: &Env<'_>, lease: Lease) -> Live {
+    pub fn restart(self, br: &Bridge, lease: Lease) -> Live {
         let rebuild = self.rebuild.clone();
-        Live::start(gw, lease, move |id| rebuild(id), self.info.clone())
+        Live::start(br, lease, move |id| rebuild(id), self.info.clone())
     }
 
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
-    pub async fn drive(&mut self, gw: &Env<'_>, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
-        let gather = gw.cfg.bridge.gather;
+    pub async fn drive(&mut self, br: &Bridge, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
+        let gather = br.limits.bridge.gather;
         // While Sluice waits on the upstream (not on the client), each message is due within
         // timeouts.response_ms: keep-alives and trickled bytes bring none.
-        let response = gw.cfg.timeouts.response;
+        let response = br.limits.response;
         let deadline = tokio::time::sleep(response);
         tokio::pin!(deadline);
         loop {
@@ -213,7 +204,7 @@ impl Live {
                 }
             };
             deadline.as_mut().reset(tokio::time::Instant::now() + response);
-            if let Some(out) = self.handle(gw, events, supplied, &msg).await {
+            if let Some(out) = self.handle(br, events, supplied, &msg).await {
                 return out;
             }
         }
@@ -221,7 +212,7 @@ impl Live {
 
     async fn handle(
         &mut self,
-        gw: &Env<'_>,
+        br: &Bridge,
         events: &mpsc::Sender<Event>,
         supplied: &mut Map<String, Value>,
         data: &str,
@@ -242,13 +233,13 @@ impl Live {
             return None;
         }
         match (msg.method.as_ref(), msg.id.as_ref()) {
-            (Some(Method::Ping), Some(id)) => session.reply(&gw.client, id.get(), Ok("{}")).await,
+            (Some(Method::Ping), Some(id)) => session.reply(&br.client, id.get(), Ok("{}")).await,
             (Some(m), Some(id)) if m.is_ask() => {
-                return self.on_ask(gw, supplied, m, id.get(), msg.params.as_deref().map(|p| p.get())).await
+                return self.on_ask(br, supplied, m, id.get(), msg.params.as_deref().map(|p| p.get())).await
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %session.up.name, method = m.known().unwrap_or("other"), "upstream sent a request Sluice does not bridge; refused");
-                session.reply(&gw.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
+                session.reply(&br.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
             }
             (Some(Method::Progress), None) => {
                 let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
@@ -271,56 +262,56 @@ impl Live {
     /// judged by policy and budgets, answered from a pre-supplied response, or kept for the round.
     async fn on_ask(
         &mut self,
-        gw: &Env<'_>,
+        br: &Bridge,
         supplied: &mut Map<String, Value>,
         m: &Method,
         id: &str,
         params: Option<&str>,
     ) -> Option<Outcome> {
         let session = self.lease.session.clone();
-        let limit = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
+        let limit = br.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
         if self.asks.len() >= limit {
             // A round is bounded before anything of the ask is read.
-            session.reply(&gw.client, id, Err((-1, "too many requests at once (gateway limit)"))).await;
+            session.reply(&br.client, id, Err((-1, "too many requests at once (gateway limit)"))).await;
             return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
         }
         let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
         let ask = asks::ask(id, m, params, &taken);
         if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
-            session.reply(&gw.client, id, Err((-32601, "the client did not declare the capability this request needs"))).await;
+            session.reply(&br.client, id, Err((-32601, "the client did not declare the capability this request needs"))).await;
             return Some(Outcome::MissingCapability(needed));
         }
         let mut ask = ask;
         let raw = params;
-        match crate::policy::ask::judge(&gw.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
+        match crate::policy::ask::judge(&br.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Malformed(why) => {
                 // The upstream's mistake: that ask fails, its call goes on.
                 tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
-                session.reply(&gw.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
+                session.reply(&br.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
                 return None;
             }
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Deny(_) => {
                 // This ask only: the upstream hears "rejected" and its call goes on.
                 match ask.method {
-                    Method::ElicitationCreate => session.reply(&gw.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
-                    _ => session.reply(&gw.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
+                    Method::ElicitationCreate => session.reply(&br.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
+                    _ => session.reply(&br.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
                 }
                 return None;
             }
             crate::policy::ask::AskVerdict::Refuse(r) => {
-                session.reply(&gw.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
+                session.reply(&br.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
                 return Some(Outcome::Refused(r));
             }
         }
         // An ask that needs approval is never answered by a pre-supplied response.
         if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
             // The same size bound as an answer to a round.
-            let max = gw.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
+            let max = br.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
             let size = answer.to_string().len();
             if size > max {
-                session.reply(&gw.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
+                session.reply(&br.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
                 return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
                     "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
                     ask.key
@@ -328,7 +319,7 @@ impl Live {
             }
             return match asks::validate(&ask.method, &answer) {
                 Ok(result) => {
-                    session.reply(&gw.client, &ask.id, Ok(&result)).await;
+                    session.reply(&br.client, &ask.id, Ok(&result)).await;
                     None
                 }
                 Err(why) => Some(Outcome::BadAnswer(why)),

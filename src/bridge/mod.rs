@@ -30,23 +30,17 @@ use crate::auth::Principal;
 use crate::ctx::RequestCtx;
 use crate::dispatch::target::Target;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Sealed, StateError};
 use crate::upstream::client::{final_message, UpstreamError};
-use crate::upstream::legacy;
+use crate::upstream::legacy::{self, session::ListChanged};
 use crate::upstream::Upstream;
 use crate::validate::Meta;
 use exchange::{CallInfo, Event, Live, Outcome};
 use park::Parked;
-
-/// What a live exchange uses of the gateway.
-fn deps(gw: &Gateway) -> exchange::Env<'_> {
-    exchange::Env { client: &gw.client, governor: &gw.governor, cfg: &gw.cfg }
-}
 
 fn state_error(e: StateError) -> GatewayError {
     GatewayError::InvalidParams(e.to_string(), Some(json!({"reason": e.reason()})))
@@ -68,8 +62,9 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
     })
 }
 
-/// Serves a routed request on a legacy upstream.
-pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+/// Serves a routed request on a legacy upstream. `hook` is what a new session of the
+/// upstream's does with a list-changed notification on its GET stream (the catalog's).
+pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: ListChanged) -> Result<Reply, GatewayError> {
     let (env, meta, principal) = (&ctx.env, &ctx.meta, ctx.principal);
     let member = env.method.name_member();
     let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
@@ -98,8 +93,7 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
     match env.param_str("requestState") {
         Some(Err(())) => return Err(state_error(StateError::Tampered)),
         Some(Ok(token)) => {
-            let sealed = gw
-                .bridge
+            let sealed = br
                 .keys
                 .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
                 .and_then(|s| if s.upstream == t.up.name { Ok(s) } else { Err(StateError::RequestChanged) })
@@ -107,57 +101,66 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
             let handle =
                 sealed.handle.clone().filter(|_| sealed.kind == state::Kind::Bridge).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
-            let limits = gw.governor.budgets.limits(&t.up.name, &principal.groups).clone();
+            let limits = br.governor.budgets.limits(&t.up.name, &principal.groups).clone();
             // The round cap: the retry that answers the last allowed round is refused and the
             // upstream's call cancelled, so a server cannot loop on the user's model.
             if sealed.round >= limits.max_rounds {
-                if let Some(mut l) = gw.bridge.parked.take(&handle).and_then(|p| p.live) {
-                    l.cancel(&deps(gw), "the request reached the gateway's round cap").await;
+                if let Some(mut l) = br.parked.take(&handle).and_then(|p| p.live) {
+                    l.cancel(br, "the request reached the gateway's round cap").await;
                 }
                 return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(limits.max_rounds)));
             }
-            let checked = gw
-                .bridge
+            let checked = br
                 .parked
                 .peek(&handle, |p| check_answers(p, &sealed, &supplied, limits.max_input_response_bytes))
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let retry = checked?;
-            let parked = gw.bridge.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let parked = br.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let live = match parked.live {
                 Some(live) => live,
-                None => start(gw, env, meta, t, principal, info).await?,
+                None => start(br, env, meta, t, principal, info, hook.clone()).await?,
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
-            crate::audit::spawn(Box::pin(resume(gw.clone(), live, parked.round, parked.asks, retry, tx, id, t.up.clone())));
+            crate::audit::spawn(Box::pin(resume(
+                br.clone(),
+                live,
+                parked.round,
+                parked.asks,
+                retry,
+                tx,
+                id,
+                On { up: t.up.clone(), hook },
+            )));
         }
         None => {
-            let live = start(gw, env, meta, t, principal, info).await?;
-            crate::audit::spawn(Box::pin(run(gw.clone(), live, supplied, tx, id, t.up.clone())));
+            let live = start(br, env, meta, t, principal, info, hook.clone()).await?;
+            crate::audit::spawn(Box::pin(run(br.clone(), live, supplied, tx, id, On { up: t.up.clone(), hook })));
         }
     }
     Ok(reply_from(rx, env.id_json(), &t.up.name).await)
 }
 
 async fn start(
-    gw: &Arc<Gateway>,
+    br: &Arc<Bridge>,
     env: &Envelope,
     meta: &Meta,
     t: &Target,
     principal: &Principal,
     info: CallInfo,
+    hook: ListChanged,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = gw.bridge.pool.lease(&t.up, principal.id(), &caps, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await?;
+    let lease = br.pool.lease(&t.up, principal.id(), &caps, hook).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
         let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
-        if let Ok(a) = lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await {
+        if let Ok(a) = lease.session.post(&br.client, Bytes::from(body.to_string()), Some(br.limits.response)).await {
             let _ = final_message(a, &t.up.name).await;
         }
     }
     let (env, t) = (env.clone(), t.clone());
-    Ok(Live::start(&deps(gw), lease, move |id| legacy_body(&env, &t, id), info))
+    Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id), info))
 }
 
 type Answered = Vec<(String, String)>;
@@ -207,67 +210,75 @@ fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>, max
 }
 
 async fn resume(
-    gw: Arc<Gateway>,
+    br: Arc<Bridge>,
     mut live: Live,
     round: u32,
     asked: Vec<asks::Ask>,
     retry: Retry,
     tx: mpsc::Sender<Event>,
     id: String,
-    up: Arc<Upstream>,
+    on: On,
 ) {
+    let up = &on.up;
     live.round = round;
     let (answered, missing) = match retry {
         Retry::Answers(a, m) => (a, m),
         Retry::Approved => {
             live.asks = asked.into_iter().map(|a| asks::Ask { approval: None, ..a }).collect();
-            return conclude(&gw, live, Outcome::Asks, &tx, &id, &up).await;
+            return conclude(&br, live, Outcome::Asks, &tx, &id, up).await;
         }
         Retry::Declined(rule) => {
             for a in asked.iter().filter(|a| a.approval.is_some()) {
-                live.lease.session.reply(&gw.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
+                live.lease.session.reply(&br.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
             }
-            live.cancel(&deps(&gw), "the user declined the approval").await;
+            live.cancel(&br, "the user declined the approval").await;
             let _ = tx.send(Event::Reply(Reply::refusal(&id, &crate::policy::Refusal::Declined { rule }))).await;
             return;
         }
     };
     for (ask_id, result) in &answered {
-        live.lease.session.reply(&gw.client, ask_id, Ok(result)).await;
+        live.lease.session.reply(&br.client, ask_id, Ok(result)).await;
     }
     if !missing.is_empty() {
         live.asks = missing;
-        return conclude(&gw, live, Outcome::Asks, &tx, &id, &up).await;
+        return conclude(&br, live, Outcome::Asks, &tx, &id, up).await;
     }
-    run(gw, live, Map::new(), tx, id, up).await
+    run(br, live, Map::new(), tx, id, on).await
 }
 
-async fn run(gw: Arc<Gateway>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, up: Arc<Upstream>) {
-    let mut outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
+/// The upstream an exchange runs on, and what its new sessions do with list changes.
+struct On {
+    up: Arc<Upstream>,
+    hook: ListChanged,
+}
+
+async fn run(br: Arc<Bridge>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, on: On) {
+    let up = &on.up;
+    let mut outcome = live.drive(&br, &tx, &mut supplied).await;
     // A new session on 404, once, when nothing of the call has reached the client yet.
     if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_))) && live.round == 0 && live.asks.is_empty() {
         let caps = legacy::legacy_capabilities(&live.info.caps);
         let principal = live.info.principal.clone();
-        if let Ok(lease) = gw.bridge.pool.lease(&up, &principal, &caps, crate::catalog::legacy::list_changed_hook(&gw, &up)).await {
-            live = live.restart(&deps(&gw), lease);
-            outcome = live.drive(&deps(&gw), &tx, &mut supplied).await;
+        if let Ok(lease) = br.pool.lease(up, &principal, &caps, on.hook.clone()).await {
+            live = live.restart(&br, lease);
+            outcome = live.drive(&br, &tx, &mut supplied).await;
         }
     }
-    conclude(&gw, live, outcome, &tx, &id, &up).await
+    conclude(&br, live, outcome, &tx, &id, up).await
 }
 
-async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc::Sender<Event>, id: &str, up: &Arc<Upstream>) {
+async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc::Sender<Event>, id: &str, up: &Arc<Upstream>) {
     let error = |status: StatusCode, e: &GatewayError| {
         let (_, code, data) = e.classify();
         Event::Final(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()))
     };
     let outcome = match outcome {
         // A -32042 answer is a round of URL elicitations, judged like any other asks.
-        Outcome::Final(data) => match url_elicitations(gw, &live, &data) {
+        Outcome::Final(data) => match url_elicitations(br, &live, &data) {
             Some(Ok(asks)) => {
                 live.asks = asks;
                 live.finished = true;
-                let _ = tx.send(park(gw, live, true, id, up)).await;
+                let _ = tx.send(park(br, live, true, id, up)).await;
                 return;
             }
             Some(Err(refused)) => refused,
@@ -279,24 +290,24 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
         Outcome::Final(data) => {
             let info = &live.info;
             let (s, b) =
-                crate::respond::finish(id, &info.method, &up.name, StatusCode::OK, &data, info.uri.as_deref(), &gw.server_info_json);
+                crate::respond::finish(id, &info.method, &up.name, StatusCode::OK, &data, info.uri.as_deref(), &br.server_info_json);
             Event::Final(s, b)
         }
         Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
-            live.cancel(&deps(gw), "approval needs elicitation, which the client did not declare").await;
+            live.cancel(br, "approval needs elicitation, which the client did not declare").await;
             let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
             Event::Final(
                 StatusCode::BAD_REQUEST,
                 jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": {"elicitation": {}}}))),
             )
         }
-        Outcome::Asks => park(gw, live, false, id, up),
+        Outcome::Asks => park(br, live, false, id, up),
         Outcome::Refused(r) => {
-            live.cancel(&deps(gw), "refused by the gateway").await;
+            live.cancel(br, "refused by the gateway").await;
             Event::Reply(Reply::refusal(id, &r))
         }
         Outcome::MissingCapability(needed) => {
-            live.cancel(&deps(gw), "the client lacks a capability the request needs").await;
+            live.cancel(br, "the client lacks a capability the request needs").await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
             Event::Final(
                 StatusCode::BAD_REQUEST,
@@ -304,7 +315,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             )
         }
         Outcome::BadAnswer(why) => {
-            live.cancel(&deps(gw), "malformed input response").await;
+            live.cancel(br, "malformed input response").await;
             error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
         }
         Outcome::Failed(e) => {
@@ -314,7 +325,7 @@ async fn conclude(gw: &Arc<Gateway>, mut live: Live, outcome: Outcome, tx: &mpsc
             error(e.classify().0, &e)
         }
         Outcome::ClientGone => {
-            live.cancel(&deps(gw), "the client disconnected").await;
+            live.cancel(br, "the client disconnected").await;
             return;
         }
     };

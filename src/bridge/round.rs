@@ -14,8 +14,7 @@ use serde_json::{json, Value};
 
 use super::exchange::{Event, Live, Outcome};
 use super::park::Parked;
-use super::{asks, deps};
-use crate::gateway::Gateway;
+use super::{asks, Bridge};
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::method::Method;
 use crate::respond::Reply;
@@ -27,7 +26,7 @@ use crate::upstream::Upstream;
 /// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
 /// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
 /// -32042 answer.
-pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
+pub(super) fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
     let msg: Incoming = serde_json::from_str(data).ok()?;
     let err = msg.error.filter(|e| e.code == -32042)?;
     let up = &live.lease.session.up.name;
@@ -35,7 +34,7 @@ pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<
     let Some(list) = err.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
         return Some(Err(protocol("a -32042 answer without data.elicitations")));
     };
-    let limit = gw.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
+    let limit = br.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
     if list.len() > limit {
         return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit))));
     }
@@ -50,7 +49,7 @@ pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<
         if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
             return Some(Err(Outcome::MissingCapability(needed)));
         }
-        match crate::policy::ask::judge(&gw.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
+        match crate::policy::ask::judge(&br.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
@@ -66,10 +65,10 @@ pub(super) fn url_elicitations(gw: &Gateway, live: &Live, data: &str) -> Option<
     Some(Ok(out))
 }
 
-pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
+pub(super) fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
     let asks = std::mem::take(&mut live.asks);
     let round = live.round + 1;
-    let park_for = gw.cfg.bridge.park;
+    let park_for = br.limits.bridge.park;
     let bound = Bound {
         principal: live.info.principal.clone(),
         method: live.info.method.to_string(),
@@ -77,10 +76,10 @@ pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, u
         digest: live.info.digest.clone(),
         upstream: up.name.clone(),
     };
-    let sealed = Sealed::issue(Kind::Bridge, bound, round, state::now_ms() + park_for.as_millis() as u64, &gw.cfg.state.replica);
+    let sealed = Sealed::issue(Kind::Bridge, bound, round, state::now_ms() + park_for.as_millis() as u64, &br.limits.replica);
     // The park handle is the state's nonce: taking the exchange once is its single use.
     let handle = sealed.handle.clone().unwrap_or_default();
-    let token = gw.bridge.keys.seal(&sealed);
+    let token = br.keys.seal(&sealed);
     // An approval round comes first when a rule wants one for any of these asks.
     let approving = asks.iter().any(|a| a.approval.is_some());
     let requests = match asks.iter().find(|a| a.approval.is_some()) {
@@ -98,8 +97,8 @@ pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, u
         None => asks::input_requests(&asks),
     };
     let info = live.info.clone();
-    let limits = gw.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
-    let over = if gw.bridge.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
+    let limits = br.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
+    let over = if br.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
         Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
     } else {
         None
@@ -107,23 +106,22 @@ pub(super) fn park(gw: &Arc<Gateway>, mut live: Live, reissue: bool, id: &str, u
     let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
     let refused = match over {
         Some(r) => Some((r, Box::new(parked))),
-        None => gw
-            .bridge
+        None => br
             .parked
             .insert(handle, parked, std::time::Instant::now() + park_for)
             .err()
-            .map(|back| (crate::policy::Refusal::ParkedCap { limit: gw.bridge.parked.capacity(), per_principal: false }, back)),
+            .map(|back| (crate::policy::Refusal::ParkedCap { limit: br.parked.capacity(), per_principal: false }, back)),
     };
     if let Some((refusal, back)) = refused {
-        let gw2 = gw.clone();
+        let br2 = br.clone();
         tokio::spawn(async move {
             if let Some(mut l) = back.live {
-                l.cancel(&deps(&gw2), "too many parked exchanges").await;
+                l.cancel(&br2, "too many parked exchanges").await;
             }
         });
         return Event::Reply(Reply::refusal(id, &refusal));
     }
     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
-        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+        "_meta": {crate::mcp::META_SERVER_INFO: br.server_info}});
     Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
 }

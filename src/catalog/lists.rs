@@ -25,7 +25,7 @@ pub async fn fetch(
     kind: ListKind,
 ) -> Result<ListTable, String> {
     let (names, max_pages, max_items) = (&gw.names, gw.cfg.limits.max_list_pages, gw.cfg.limits.max_list_items);
-    let legacy = up.status().is_legacy();
+    let own_hints = crate::link::gives_cache_hints(&up.status());
     let started = Instant::now();
     let mut items = Vec::new();
     let mut ttl_ms = u64::MAX;
@@ -39,16 +39,16 @@ pub async fn fetch(
         let result = gw.request(up, &kind.method(), extra).await?;
         let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
             .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.name()))?;
-        if legacy {
+        if own_hints {
+            let ttl = page.get("ttlMs").and_then(|r| r.get().parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
+            ttl_ms = ttl_ms.min(ttl);
+            public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
+        } else {
             // A legacy server gives no hints: use the configured ones (0 / private by default).
             let s = up.status();
             let d = s.discovered.as_ref();
             ttl_ms = ttl_ms.min(d.map_or(0, |d| d.ttl_ms));
             public &= d.is_some_and(|d| d.public);
-        } else {
-            let ttl = page.get("ttlMs").and_then(|r| r.get().parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
-            ttl_ms = ttl_ms.min(ttl);
-            public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
         }
         if let Some(list) = page.get(kind.member()) {
             if !add_page(up, kind, names, list, &mut items, max_items) {

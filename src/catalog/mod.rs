@@ -13,22 +13,9 @@ use std::time::Instant;
 
 use crate::gateway::Gateway;
 use crate::route::table::{ListKind, ListTable};
-use crate::upstream::{discover, Upstream};
+use crate::upstream::Upstream;
 
 impl Gateway {
-    /// One request Sluice makes for itself (a list page) in the upstream's own era.
-    pub async fn request(
-        self: &Arc<Self>,
-        up: &Arc<Upstream>,
-        method: &crate::mcp::method::Method,
-        extra: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Box<serde_json::value::RawValue>, String> {
-        match up.status().wire {
-            crate::upstream::Wire::Modern => discover::call(&self.client, up, method, extra).await,
-            crate::upstream::Wire::Legacy => legacy::internal_call(self, up, method, extra).await,
-        }
-    }
-
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
         let probes = self.upstreams.iter().map(|up| async move {
@@ -41,25 +28,6 @@ impl Gateway {
         });
         futures_util::future::join_all(probes).await;
         self.ready.send_replace(true);
-    }
-
-    /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
-    /// (or the upstream is configured as 2025-11-25).
-    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
-        if up.era == crate::config::Era::Legacy {
-            return legacy::probe(self, up).await;
-        }
-        match discover::probe(&self.client, up).await {
-            discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
-            discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
-                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
-                legacy::probe(self, up).await
-            }
-            discover::Probe::NotModern(why) => {
-                up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));
-                up.status().as_ref().clone()
-            }
-        }
     }
 
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited

@@ -16,13 +16,30 @@ use tokio::sync::mpsc;
 
 use super::rounds::RoundError;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RawObject;
 use crate::mcp::method::Method;
 use crate::mcp::{jsonrpc, sse};
+use crate::policy::Governor;
 use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
-use crate::upstream::client::{modern_headers, Answer, SseStream, UpstreamError};
+use crate::state::Keys;
+use crate::upstream::client::{modern_headers, Answer, HttpClient, SseStream, UpstreamError};
 use crate::upstream::Upstream;
+
+/// What forwarding uses, built once by the composition root: the upstream client and its
+/// answer timeout, the keys and governor that seal and judge a modern upstream's rounds, and
+/// the `serverInfo` stamped into results.
+pub struct Forwarder {
+    /// The pooled upstream client.
+    pub client: HttpClient,
+    /// `timeouts.response_ms`.
+    pub response: std::time::Duration,
+    /// Sealing keys for round states.
+    pub keys: Keys,
+    /// Ask policy and budgets.
+    pub governor: Arc<Governor>,
+    /// Sluice's `serverInfo` as JSON text.
+    pub server_info_json: String,
+}
 
 /// One request on its way to an upstream.
 pub struct Call {
@@ -57,7 +74,7 @@ pub type MakeSeal<'a> = &'a (dyn Fn() -> super::rounds::RoundSeal + Sync);
 
 /// Sends the call and relays the answer.
 pub async fn forward(
-    gw: &Arc<Gateway>,
+    fw: &Arc<Forwarder>,
     up: &Arc<Upstream>,
     mut call: Call,
     client_headers: &HeaderMap,
@@ -70,8 +87,8 @@ pub async fn forward(
             headers.append(k, v.clone());
         }
     }
-    let t = gw.cfg.timeouts.response;
-    let answer = match gw.client.post(&up.name, &up.uri, headers, call.body.clone(), Some(t)).await {
+    let t = fw.response;
+    let answer = match fw.client.post(&up.name, &up.uri, headers, call.body.clone(), Some(t)).await {
         Ok(a) => a,
         Err(e) => {
             if matches!(e, UpstreamError::Unreachable(..)) {
@@ -83,7 +100,7 @@ pub async fn forward(
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");
-            Ok(reply_for(gw, up, &call, status, read_final(text), || make_seal.map(|f| f())))
+            Ok(reply_for(fw, up, &call, status, read_final(text), || make_seal.map(|f| f())))
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
         Answer::Sse(mut stream) => loop {
@@ -93,13 +110,13 @@ pub async fn forward(
             let Some(data) = stream.next().await? else {
                 return Err(UpstreamError::Closed(up.name.clone()).into());
             };
-            match classify(gw, up, &call, &data) {
+            match classify(fw, up, &call, &data) {
                 Msg::Skip => continue,
                 Msg::Final(reply) => return Ok(reply),
                 Msg::Relay(first) => {
                     let (tx, rx) = mpsc::channel(64);
                     let _ = tx.try_send(sse::frame(&first));
-                    crate::audit::spawn(pump(gw.clone(), up.clone(), call, stream, tx));
+                    crate::audit::spawn(pump(fw.clone(), up.clone(), call, stream, tx));
                     return Ok(Reply::Sse(rx.into()));
                 }
             }
@@ -107,7 +124,7 @@ pub async fn forward(
     }
 }
 
-async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseStream, tx: mpsc::Sender<Bytes>) {
+async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: SseStream, tx: mpsc::Sender<Bytes>) {
     loop {
         let next = tokio::select! {
             n = stream.next() => n,
@@ -125,7 +142,7 @@ async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseSt
                 return;
             }
         };
-        match classify(&gw, &up, &call, &data) {
+        match classify(&fw, &up, &call, &data) {
             Msg::Skip => {}
             Msg::Relay(b) => {
                 if tx.send(sse::frame(&b)).await.is_err() {
@@ -144,20 +161,20 @@ async fn pump(gw: Arc<Gateway>, up: Arc<Upstream>, call: Call, mut stream: SseSt
 /// `input_required` round sealed and judged (only where the method allows one), anything else
 /// refused as the upstream's protocol error; decided on the decoded `resultType`.
 fn reply_for(
-    gw: &Gateway,
+    fw: &Forwarder,
     up: &Upstream,
     call: &Call,
     status: StatusCode,
     fin: Final<'_>,
     seal: impl FnOnce() -> Option<super::rounds::RoundSeal>,
 ) -> Reply {
-    let (id, method, info) = (&call.id, &call.method, &gw.server_info_json);
+    let (id, method, info) = (&call.id, &call.method, &fw.server_info_json);
     let json = |(s, b): (StatusCode, Bytes)| Reply::Json(s, b);
     match fin {
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
             let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
-            match super::rounds::wrap(&gw.bridge.keys, &gw.governor, &seal, &m) {
+            match super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m) {
                 Ok(result) => match serde_json::from_str::<RawObject<'_>>(&result) {
                     Ok(m) => json(result_reply(id, method, &m, info)),
                     Err(_) => json(unexpected_result(id, &up.name)),
@@ -180,12 +197,12 @@ fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
     jsonrpc::error_body(id, code, &err.to_string(), data.as_ref())
 }
 
-fn classify(gw: &Gateway, up: &Upstream, call: &Call, data: &str) -> Msg {
+fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
     let Ok(msg) = serde_json::from_str::<jsonrpc::Incoming>(data) else {
         return Msg::Skip;
     };
     if msg.is_response() {
-        return Msg::Final(reply_for(gw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
+        return Msg::Final(reply_for(fw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
     }
     match (msg.method.as_ref(), msg.id.is_some()) {
         (Some(Method::Progress), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),

@@ -48,7 +48,7 @@ pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, 
             None => {
                 let target =
                     ctx.target.as_ref().ok_or_else(|| GatewayError::from(crate::validate::ValidateError::Method(m.to_string())))?;
-                route::forward(gw, ctx, target).await
+                crate::link::call(gw, ctx, target).await
             }
         },
     }

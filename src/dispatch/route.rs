@@ -137,12 +137,10 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
     Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
 }
 
-/// Forwards a routed request with the upstream's own name.
+/// Forwards a routed request to a modern upstream with the upstream's own name (the era
+/// switch is `link::call`'s).
 pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
-    if t.up.status().is_legacy() {
-        return crate::bridge::call(gw, ctx, t).await;
-    }
     let retry = match super::govern::modern_retry(gw, env, t, principal)? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
@@ -193,7 +191,7 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         log_level: meta.log_level,
         seal: None,
     };
-    send(gw, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).await
+    send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).await
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).

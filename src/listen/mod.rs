@@ -35,7 +35,7 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
         // Legacy upstreams report list changes on their sessions' GET streams instead.
         let status = up.status();
         let mut pause = gw.cfg.timeouts.listen_retry;
-        if status.healthy && status.wire == crate::upstream::Wire::Modern {
+        if status.healthy && crate::link::listens(&status) {
             let uris = wanted_by(&gw, &up);
             let once = listen_once(&gw, &up, &uris);
             tokio::pin!(once);

@@ -7,16 +7,8 @@
 //! and the bytes-bounded queue of a parked exchange (`queue`). Refuses nothing here: failures
 //! are recorded in [`Status`] and surfaced by the callers with the upstream's name.
 //!
-//! The operations on an upstream, by [`Wire`] (each era switch reads the probed wire):
-//!
-//! | operation | `Wire::Modern` | `Wire::Legacy` |
-//! |---|---|---|
-//! | probe | `discover::probe` (`server/discover`) | `catalog::legacy::probe` (`initialize` on a pooled session) |
-//! | Sluice's own request (list pages) | `discover::call` | `catalog::legacy::internal_call` (one switch: `Gateway::request`) |
-//! | a client's call | `dispatch::forward` (rounds sealed by `dispatch::rounds`) | `bridge::call` (park and resume, bridge A) |
-//! | list changes | one `subscriptions/listen` stream (`listen`) | each session's GET stream (`catalog::legacy`'s hook) |
-//! | cancel | the connection closed | `notifications/cancelled` on its session |
-//! | shut down | nothing held | the pool's idle sessions ended with DELETE (`legacy::pool`) |
+//! The operations on an upstream differ by [`Wire`]; `link.rs` is the one place that reads it
+//! and tabulates each operation's module per wire.
 
 pub mod client;
 pub mod discover;
@@ -59,7 +51,7 @@ pub struct Status {
     pub wire: Wire,
 }
 
-/// The era an upstream speaks, as probed: where every era switch of Sluice's looks.
+/// The era an upstream speaks, as probed: what `link.rs`, Sluice's one era switch, reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Wire {
     /// 2026-07-28, stateless: requests forwarded, rounds sealed, one listen stream.
@@ -77,13 +69,6 @@ impl Wire {
             Wire::Modern => "modern",
             Wire::Legacy => "legacy",
         }
-    }
-}
-
-impl Status {
-    /// Whether it speaks the handshake era (served through bridge A).
-    pub fn is_legacy(&self) -> bool {
-        self.wire == Wire::Legacy
     }
 }
 

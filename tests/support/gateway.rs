@@ -394,7 +394,7 @@ impl Gateway {
                 assert!(s.healthy, "upstream {} is not healthy behind sluice: {:?}", up.name, s.error);
             }
             if self.checks.legacy {
-                assert!(s.is_legacy(), "upstream {} was not recognised as a 2025-11-25 upstream", up.name);
+                assert!(s.wire == sluice::upstream::Wire::Legacy, "upstream {} was not recognised as a 2025-11-25 upstream", up.name);
             }
         }
         running

@@ -12,7 +12,7 @@ use crate::support::peers::{self};
 async fn both_upstreams() -> sluice::Running {
     let (py2, py1) = tokio::join!(peers::py2(), peers::py1());
     let gw = Gateway::bridge_b().upstream("py", &py2.url).upstream("py1", &py1.url).start().await;
-    let legacy: Vec<_> = gw.gateway.upstreams.iter().map(|u| (u.name.clone(), u.status().is_legacy())).collect();
+    let legacy: Vec<_> = gw.gateway.upstreams.iter().map(|u| (u.name.clone(), u.status().wire == sluice::upstream::Wire::Legacy)).collect();
     assert_eq!(legacy, [("py".to_owned(), false), ("py1".to_owned(), true)], "the upstreams' eras as Sluice sees them");
     gw
 }

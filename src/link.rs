@@ -1,0 +1,89 @@
+//! The upstream abstraction: the ways an upstream is spoken to, each with the same operations.
+//! This is the one module that reads an upstream's probed [`Wire`]; the stages ask it instead
+//! of switching on the era themselves (`tests/architecture.rs` holds that), so a new way to
+//! speak to an upstream is a new arm here and in the modules it names, not a hunt through
+//! the stages.
+//!
+//! | operation | `Wire::Modern` (2026-07-28, stateless) | `Wire::Legacy` (2025-11-25 sessions) |
+//! |---|---|---|
+//! | probe | `server/discover` (`upstream::discover::probe`) | `initialize` on a pooled session (`catalog::legacy::probe`) |
+//! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`catalog::legacy::internal_call`) |
+//! | call (a client's) | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
+//! | cache hints | the upstream's own `ttlMs`/`cacheScope` | the configured `cache_ttl_ms`/`cache_scope` |
+//! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`catalog::legacy::list_changed_hook`) |
+//! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
+//! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
+//!
+//! Takes an upstream (and, for a call, the request context and its target); gives the
+//! operation's result as its era does it. Refuses nothing itself: each arm's module refuses
+//! what it refuses.
+
+use std::sync::Arc;
+
+use crate::ctx::RequestCtx;
+use crate::dispatch::target::Target;
+use crate::error::GatewayError;
+use crate::gateway::Gateway;
+use crate::respond::Reply;
+use crate::upstream::{discover, Status, Upstream, Wire};
+
+/// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
+/// `completion/complete`), served as the target's era serves it.
+pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+    match t.up.status().wire {
+        Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
+        Wire::Legacy => crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await,
+    }
+}
+
+/// Whether the upstream's list pages carry its own cache hints (a 2025-11-25 server gives
+/// none: the configured ones stand in).
+pub fn gives_cache_hints(status: &Status) -> bool {
+    match status.wire {
+        Wire::Modern => true,
+        Wire::Legacy => false,
+    }
+}
+
+/// Whether Sluice keeps a `subscriptions/listen` stream open to it (a 2025-11-25 server
+/// reports list changes on its sessions' GET streams instead).
+pub fn listens(status: &Status) -> bool {
+    match status.wire {
+        Wire::Modern => true,
+        Wire::Legacy => false,
+    }
+}
+
+impl Gateway {
+    /// One request Sluice makes for itself (a list page) in the upstream's own era.
+    pub async fn request(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        method: &crate::mcp::method::Method,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Box<serde_json::value::RawValue>, String> {
+        match up.status().wire {
+            Wire::Modern => discover::call(&self.client, up, method, extra).await,
+            Wire::Legacy => crate::catalog::legacy::internal_call(self, up, method, extra).await,
+        }
+    }
+
+    /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
+    /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
+    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
+        if up.era == crate::config::Era::Legacy {
+            return crate::catalog::legacy::probe(self, up).await;
+        }
+        match discover::probe(&self.client, up).await {
+            discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
+            discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
+                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                crate::catalog::legacy::probe(self, up).await
+            }
+            discover::Probe::NotModern(why) => {
+                up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));
+                up.status().as_ref().clone()
+            }
+        }
+    }
+}
