@@ -63,7 +63,10 @@ pub async fn sweep_budgets(gw: Arc<Gateway>) {
     loop {
         tokio::select! {
             _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => gw.governor.budgets.retain_recent(),
+            _ = tokio::time::sleep(every) => {
+                gw.governor.budgets.retain_recent();
+                gw.governor.quotas.retain_recent();
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod dispatch;
 pub mod edge;
 pub mod error;
 pub mod gateway;
+pub mod inspect;
 pub mod link;
 pub mod listen;
 pub mod mcp;

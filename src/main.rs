@@ -49,13 +49,20 @@ enum Command {
         #[command(flatten)]
         quick: Quick,
     },
-    /// Validate a config and print the effective one, secrets redacted.
+    /// Validate a config and print the effective one, secrets redacted; with `--principal`,
+    /// probe the upstreams and print what that principal would see instead.
     Check {
         /// TOML config file.
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
         quick: Quick,
+        /// Print what this principal would see of each list, and which rule decides each item.
+        #[arg(long)]
+        principal: Option<String>,
+        /// The principal's groups (repeat; default: its API key's groups, if a key names it).
+        #[arg(long = "group", value_name = "GROUP", requires = "principal")]
+        groups: Vec<String>,
     },
     /// Print the SHA-256 of an API key, for `[[auth.api_keys]] sha256 = "…"`.
     HashKey {
@@ -102,11 +109,19 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Check { config, quick } => {
+        Command::Check { config, quick, principal, groups } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
             // Exactly what `serve` reads before it listens: credentials, keys, policies, files.
             sluice::gateway::preflight(&cfg).map_err(anyhow::Error::msg)?;
-            println!("{}", cfg.redacted());
+            let Some(id) = principal else {
+                println!("{}", cfg.redacted());
+                return Ok(std::process::ExitCode::SUCCESS);
+            };
+            let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+            let p = sluice::inspect::principal(&gw, &id, &groups);
+            print!("{}", sluice::inspect::report(&gw, &p).await);
+            gw.shutdown.cancel();
+            sluice::bridge::shutdown(&gw.bridge).await;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {

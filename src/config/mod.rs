@@ -6,8 +6,8 @@
 //! tokens) are redacted wherever the config is printed.
 //!
 //! The file is read into the structs of `raw.rs` first; each section then has its own file with
-//! its domain types and the conversion from its raw struct (`limits.rs`, `budget.rs`, `auth.rs`,
-//! `upstream.rs`, `bridge.rs`), and `redact.rs` prints the result with secrets hidden. This
+//! its domain types and the conversion from its raw struct (`limits.rs`, `budget.rs`, `quota.rs`,
+//! `auth.rs`, `upstream.rs`, `bridge.rs`), and `redact.rs` prints the result with secrets hidden. This
 //! module orders the conversions and holds the checks that span sections.
 
 use std::net::SocketAddr;
@@ -20,6 +20,7 @@ mod auth;
 mod bridge;
 mod budget;
 mod limits;
+mod quota;
 mod raw;
 mod redact;
 mod upstream;
@@ -31,6 +32,7 @@ pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use limits::{Limits, Timeouts};
+pub use quota::Quota;
 pub use redact::redact_url;
 pub use upstream::{CacheScope, Era, PrefixMode, UpstreamConfig};
 
@@ -69,6 +71,9 @@ pub struct Config {
     pub budget: BudgetLimits,
     /// Budget limits per upstream and/or group (most specific wins).
     pub budget_overrides: Vec<BudgetProfile>,
+    /// Per-tool call quotas, in file order (the first whose match holds counts a call).
+    #[serde(rename = "quota")]
+    pub quotas: Vec<Quota>,
     /// Policy files, in order (their rules are concatenated; first match wins).
     pub policies: Vec<String>,
     /// The audit log.
@@ -138,6 +143,7 @@ impl Config {
         let path = endpoint_path(raw.path, src)?;
         let (upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src)?;
         let Budget { global: budget, overrides: budget_overrides } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
+        let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || format!("http://{listen}{path}"));
         // Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
         if !auth.configured() && !listen.ip().is_loopback() {
@@ -168,6 +174,7 @@ impl Config {
             auth,
             budget,
             budget_overrides,
+            quotas,
             audit: raw.audit.into(),
             metrics,
             policies: raw.policies,

@@ -35,6 +35,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) budget: RawBudget,
     #[serde(default)]
+    pub(super) quota: Vec<RawQuota>,
+    #[serde(default)]
     pub(super) policies: Vec<String>,
     #[serde(default)]
     pub(super) audit: RawAudit,
@@ -187,4 +189,22 @@ pub(super) struct RawUpstream {
     pub(super) cache_scope: Option<CacheScope>,
     #[serde(default)]
     pub(super) required_scopes: Vec<String>,
+}
+
+/// A `[[quota]]` table as written.
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQuota {
+    pub(super) name: Option<String>,
+    #[serde(default)]
+    pub(super) principal: Vec<String>,
+    #[serde(default)]
+    pub(super) group: Vec<String>,
+    #[serde(default)]
+    pub(super) upstream: Vec<String>,
+    #[serde(default)]
+    pub(super) tool: Vec<String>,
+    pub(super) calls_per_window: Option<u32>,
+    pub(super) window_ms: Option<u64>,
+    pub(super) burst: Option<u32>,
 }

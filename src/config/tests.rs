@@ -268,3 +268,26 @@ fn the_first_failing_check_is_the_one_reported() {
     let err = refused("[[budget.override]]\n[[upstream]]\nname = \"a b\"\nurl = \"http://h/\"\n");
     assert!(err.contains("upstream name"), "{err}");
 }
+
+#[test]
+fn quotas_load_in_order_and_one_that_would_count_nothing_is_refused() {
+    let up = "[[upstream]]\nname = \"alpha\"\nurl = \"http://127.0.0.1:9/mcp\"\n";
+    let good = format!("{up}[[quota]]\nname = \"search\"\ngroup = [\"eng\"]\nupstream = [\"alpha\"]\ntool = [\"search*\"]\ncalls_per_window = 10\n[[quota]]\nname = \"all\"\ncalls_per_window = 100\nwindow_ms = 1000\nburst = 5\n");
+    let c = load(&good).unwrap();
+    let q: Vec<_> = c.quotas.iter().map(|q| (q.name.as_str(), q.calls_per_window, q.burst, q.window)).collect();
+    assert_eq!(q, [("search", 10, 10, Duration::from_secs(60)), ("all", 100, 5, Duration::from_secs(1))]);
+    for (quota, says) in [
+        ("calls_per_window = 1\n", "needs a name"),
+        ("name = \"q\"\n", "needs calls_per_window"),
+        ("name = \"q\"\ncalls_per_window = 0\n", "calls_per_window = 0 is out of range"),
+        ("name = \"q\"\ncalls_per_window = 1\nburst = 2000000\n", "burst = 2000000 is out of range"),
+        ("name = \"q\"\ncalls_per_window = 1\nwindow_ms = 0\n", "window_ms = 0 is out of range"),
+        ("name = \"q\"\ncalls_per_window = 1\nupstream = [\"beta\"]\n", "upstream \"beta\" is not configured"),
+        ("name = \"q\"\ncalls_per_window = 1\ntool = [\"\"]\n", "an empty tool glob"),
+    ] {
+        let err = refused(&format!("{up}[[quota]]\n{quota}"));
+        assert!(err.contains(says), "{quota:?}: {err}");
+    }
+    let twice = refused(&format!("{up}[[quota]]\nname = \"q\"\ncalls_per_window = 1\n[[quota]]\nname = \"q\"\ncalls_per_window = 2\n"));
+    assert!(twice.contains("given twice"), "{twice}");
+}

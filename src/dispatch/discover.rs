@@ -2,7 +2,8 @@
 //!
 //! Takes the healthy upstreams' capabilities, instructions and hints; gives a `DiscoverResult`
 //! whose capabilities are exactly the families Sluice serves (with `listChanged` and
-//! `subscribe` because Sluice's listen streams serve them). Refuses nothing.
+//! `subscribe` because Sluice's listen streams serve them), less the families `hide` rules
+//! emptied for the principal. Refuses nothing.
 
 use serde_json::{json, Map, Value};
 
@@ -47,16 +48,49 @@ pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
             }
         }
     }
+    if gw.governor.has_visibility() {
+        drop_hidden_families(gw, principal, &healthy, &mut caps);
+    }
     let mut out = json!({
         "resultType": "complete",
         "supportedVersions": version::SUPPORTED_MODERN,
         "capabilities": caps,
         "ttlMs": ttl.unwrap_or(0),
-        "cacheScope": if public && !healthy.is_empty() && !gw.auth.scoped() { "public" } else { "private" },
+        "cacheScope": if public && !healthy.is_empty() && !gw.auth.scoped() && !gw.governor.has_visibility() { "public" } else { "private" },
         "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info},
     });
     if !instructions.is_empty() {
         out["instructions"] = instructions.join("\n\n").into();
     }
     out.to_string()
+}
+
+/// Leaves out the families whose every listed item `hide` rules hide from the principal (a
+/// family its upstreams list nothing of stays: hiding did not empty it).
+fn drop_hidden_families(
+    gw: &Gateway,
+    principal: &crate::auth::Principal,
+    healthy: &[&std::sync::Arc<crate::upstream::Upstream>],
+    caps: &mut Map<String, Value>,
+) {
+    use crate::route::table::ListKind;
+    let viewer = crate::policy::visibility::Viewer::of(principal);
+    for (family, kinds) in
+        [("tools", &[ListKind::Tools][..]), ("prompts", &[ListKind::Prompts]), ("resources", &[ListKind::Resources, ListKind::Templates])]
+    {
+        let (mut listed, mut visible) = (false, false);
+        for up in healthy {
+            for kind in kinds {
+                let table = up.list(*kind);
+                listed |= !table.items.is_empty();
+                visible |= match gw.governor.shown(&viewer, &up.name, *kind, &table) {
+                    None => !table.items.is_empty(),
+                    Some(shown) => shown.iter().any(|s| *s),
+                };
+            }
+        }
+        if listed && !visible {
+            caps.remove(family);
+        }
+    }
 }

@@ -106,16 +106,35 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
     crate::audit::note(|r| {
         r.policy_rule = d.rule.clone();
         r.decision = Some(match d.effect {
-            Effect::Allow => "allow",
+            // `judge` decides calls only: a visibility effect never comes back from it.
+            Effect::Allow | Effect::Hide | Effect::Show => "allow",
             Effect::Deny => "deny",
             Effect::Approve => "approve",
         });
     });
+    if d.effect != Effect::Deny {
+        charge_quota(gw, env, t, principal)?;
+    }
     match d.effect {
-        Effect::Allow => Ok(Gate::Go),
+        Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
         Effect::Deny => Err(GatewayError::Refused(Refusal::Denied { rule, reason: d.reason.unwrap_or_else(|| "not allowed".into()) })),
         Effect::Approve => approve(gw, env, meta, t, principal, rule),
     }
+}
+
+/// Counts a tool call against its `[[quota]]`, once per call: at its first request. A retry
+/// that carries a `requestState` continues a call already counted (a state exists only for a
+/// counted call, is bound to it and is single use; a forged one is refused further on).
+fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
+    let quotas = &gw.governor.quotas;
+    if quotas.is_empty() || matches!(env.param_str("requestState"), Some(Ok(_))) {
+        return Ok(());
+    }
+    let call = crate::policy::quota::Call { principal: principal.id(), groups: &principal.groups, upstream: &t.up.name, tool: &t.own };
+    quotas.charge(&call).map_err(|r| {
+        crate::audit::note(|rec| rec.decision = Some("quota"));
+        GatewayError::Refused(r)
+    })
 }
 
 fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {

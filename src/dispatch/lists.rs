@@ -3,7 +3,8 @@
 //! Takes the upstream tables (refreshed when their TTL ran out); gives one page with every
 //! healthy upstream's items in config order, `ttlMs` the smallest freshness left and
 //! `cacheScope` public only when every upstream's pages were. Refuses a cursor (Sluice serves
-//! each list as one page and never issues cursors).
+//! each list as one page and never issues cursors). Items a `hide` rule hides from the principal
+//! are left out (policy/visibility.rs).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,8 +28,10 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal:
     out.push_str(kind.member());
     out.push_str("\":[");
     let mut ttl = u64::MAX;
-    // What a principal sees depends on its scopes once any upstream requires some: never public.
-    let mut public = !gw.auth.scoped();
+    // What a principal sees depends on its scopes once any upstream requires some, or on who
+    // it is once any rule hides or shows items: never public then.
+    let mut public = !gw.auth.scoped() && !gw.governor.has_visibility();
+    let viewer = crate::policy::visibility::Viewer::of(principal);
     let mut seen = std::collections::HashSet::new();
     let mut any = false;
     for up in gw.reachable(principal).filter(|u| u.serves(kind.capability())) {
@@ -43,7 +46,12 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal:
         any = true;
         ttl = ttl.min(table.fresh_for(Instant::now()).unwrap_or(0));
         public &= table.public;
-        for item in &table.items {
+        // Judged once per visibility class and table (policy/visibility.rs), not per request.
+        let shown = gw.governor.shown(&viewer, &up.name, kind, &table);
+        for (i, item) in table.items.iter().enumerate() {
+            if shown.as_ref().is_some_and(|s| !s[i]) {
+                continue; // hidden from this principal: as if the upstream did not list it
+            }
             if !seen.insert(item.public.as_str().to_owned()) {
                 continue; // a collision with prefixing off: the first upstream wins (warned at fetch)
             }

@@ -17,8 +17,9 @@ use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
+use crate::policy::visibility::{Listed, Viewer};
 use crate::respond::Reply;
-use crate::route::table::ListKind;
+use crate::route::table::{ListKind, ToolHints};
 use crate::route::uri;
 use crate::upstream::Upstream;
 
@@ -58,6 +59,12 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -
     }
 }
 
+/// Whether `principal` sees the `kind` item `key` of `up` (`hide` and `show` rules): a hidden
+/// one is answered as an unknown one, so its existence does not leak.
+fn shown(gw: &Gateway, principal: &Principal, up: &Upstream, kind: ListKind, key: &str, hints: ToolHints) -> bool {
+    gw.governor.shows(&Viewer::of(principal), &up.name, &Listed { kind, key, hints })
+}
+
 fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
     let s = up.status();
     if s.healthy {
@@ -80,23 +87,29 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         if table.by_key(own).is_none() {
             table = gw.refresh_missed(up, kind).await;
         }
-        let item = table.by_key(own).ok_or_else(|| unknown(what, public))?;
+        let item = table.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).ok_or_else(|| unknown(what, public))?;
         return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
     let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
+    let mut hidden = false;
     for pass in 0..2 {
         for up in &reachable {
             let table = if pass == 0 { up.list(kind) } else { gw.refresh_missed(up, kind).await };
             if let Some(item) = table.by_key(public) {
+                if !shown(gw, principal, up, kind, public, item.hints) {
+                    hidden = true;
+                    continue; // another upstream's item of that name may be the one it sees
+                }
                 healthy(up)?;
                 return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
             }
         }
     }
     match gw.upstreams.as_slice() {
-        // One unprefixed upstream: it may serve names it does not list; let it answer.
-        [only] => {
+        // One unprefixed upstream: it may serve names it does not list; let it answer (unless
+        // the name is one the principal may not see).
+        [only] if !hidden && shown(gw, principal, only, kind, public, ToolHints::default()) => {
             gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(only)?;
             Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
@@ -105,9 +118,19 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
     }
 }
 
+/// The upstream that lists `u` (or a template matching it) as the principal sees it: a
+/// hidden resource, or a URI of a hidden template or one a `hide` rule names, is not found.
 fn find_uri(gw: &Gateway, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
-    let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some());
-    exact.or_else(|| gw.reachable(principal).find(|up| up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u)))).cloned()
+    let seen = |up: &Upstream, kind, key: &str| shown(gw, principal, up, kind, key, ToolHints::default());
+    let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some() && seen(up, ListKind::Resources, u));
+    exact
+        .or_else(|| {
+            gw.reachable(principal).find(|up| {
+                seen(up, ListKind::Resources, u)
+                    && up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u) && seen(up, ListKind::Templates, &t.key))
+            })
+        })
+        .cloned()
 }
 
 async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {

@@ -6,7 +6,8 @@
 //! listen naming more than `limits.max_resource_subscriptions` resource URIs (-32602). Bounded:
 //! the URIs wanted upstream (all listens together) are at most 16 × that limit; past it new URIs
 //! are not subscribed upstream (one warning per listen, with the limit), and URIs already wanted
-//! are still delivered. An upstream whose listen fails, ends, or stays silent past
+//! are still delivered. With `hide`/`show` rules a list change is told to a listener only when
+//! its own view changed (`view.rs`). An upstream whose listen fails, ends, or stays silent past
 //! `timeouts.stream_idle_ms` is listened to again after `timeouts.listen_retry_ms`.
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::upstream::client::{modern_headers, Answer};
 use crate::upstream::{discover, Upstream};
 
 pub mod hub;
+mod view;
 pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
 /// Keeps one listen stream open to `up` until shutdown.
@@ -202,6 +204,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
     tokio::spawn(async move {
         let _want = gw.hub_arc().want(&principal, &honoured.uris);
+        let mut views = view::Views::start(&gw, &principal);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,
@@ -213,8 +216,8 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
                 c = changes.recv() => c,
             };
             let change = match change {
-                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) => p.change,
-                Ok(_) => continue, // an upstream this principal may not reach
+                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) && views.tell(&gw, &principal, &p.upstream, &p.change) => p.change,
+                Ok(_) => continue, // an upstream this principal may not reach, or its view did not change
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };

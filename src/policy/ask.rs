@@ -75,7 +75,7 @@ pub fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Option<&
             note(Some(&rule), "deny");
             return AskVerdict::Deny(Refusal::Denied { rule, reason });
         }
-        Effect::Approve | Effect::Allow => {}
+        Effect::Approve | Effect::Allow | Effect::Hide | Effect::Show => {}
     }
     if *method == Method::SamplingCreateMessage {
         let mut max = shape.max_tokens;

@@ -1,19 +1,22 @@
-//! Stage 5, governance: approval rules and budgets per principal.
+//! Stage 5, governance: approval rules, budgets and call quotas per principal.
 //!
 //! Takes a tool call or an upstream's ask with its principal; gives allow, deny (with the rule
-//! and a reason), approve (an approval round first), or a budget refusal. Rules come from
+//! and a reason), approve (an approval round first), or a budget or quota refusal. Rules come from
 //! `policies/*.toml` and are reloaded on SIGHUP (a broken file keeps the old rules).
 
 pub mod approval;
 pub mod ask;
 pub mod budget;
+pub mod quota;
 pub mod refusal;
 pub mod rules;
 pub mod shape;
+pub mod visibility;
 
 use std::sync::{Arc, RwLock};
 
 pub use budget::Budgets;
+pub use quota::Quotas;
 pub use refusal::Refusal;
 pub use rules::{Decision, Effect, Rules, Subject};
 
@@ -26,6 +29,10 @@ pub struct Governor {
     paths: Vec<String>,
     /// Budgets per principal.
     pub budgets: Budgets,
+    /// Per-tool call quotas per principal.
+    pub quotas: Quotas,
+    /// What each visibility class sees of each list.
+    pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
     consumed: crate::state::nonces::Nonces,
 }
@@ -38,6 +45,8 @@ impl Governor {
             rules: RwLock::new(Arc::new(rules)),
             paths: cfg.policies.clone(),
             budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides),
+            quotas: Quotas::new(&cfg.quotas),
+            views: visibility::Views::default(),
             consumed: crate::state::nonces::Nonces::new(MAX_CONSUMED),
         })
     }
@@ -45,6 +54,29 @@ impl Governor {
     /// The current rules.
     pub fn rules(&self) -> Arc<Rules> {
         self.rules.read().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Whether `v` sees `item` of `upstream` (the current rules' `hide` and `show`).
+    pub fn shows(&self, v: &visibility::Viewer<'_>, upstream: &str, item: &visibility::Listed<'_>) -> bool {
+        let rules = self.rules();
+        !rules.has_visibility() || rules.shows(v, upstream, item)
+    }
+
+    /// Which items of `table` `v` sees, by position (`None`: all of them); see
+    /// [`visibility::Views::shown`].
+    pub fn shown(
+        &self,
+        v: &visibility::Viewer<'_>,
+        upstream: &str,
+        kind: crate::route::table::ListKind,
+        table: &Arc<crate::route::table::ListTable>,
+    ) -> Option<Arc<[bool]>> {
+        self.views.shown(&self.rules(), v, upstream, kind, table)
+    }
+
+    /// Whether what a principal sees can depend on who it is (any `hide` or `show` rule).
+    pub fn has_visibility(&self) -> bool {
+        self.rules().has_visibility()
     }
 
     /// Consumes a round state's nonce; `false` when it was presented before (a replay).

@@ -20,6 +20,8 @@ pub const POLICY_DENIED: i64 = -31014;
 pub const APPROVAL_DECLINED: i64 = -31015;
 /// Sluice: an ask or an answer is over a size limit (maxTokens or bytes).
 pub const TOO_LARGE: i64 = -31016;
+/// Sluice: the tool's call quota of the window is spent (`[[quota]]`; retry later).
+pub const CALL_QUOTA: i64 = -31017;
 /// Sluice: too many streams are open (for this principal, or in total); retry later.
 pub const STREAM_CAP: i64 = -31018;
 
@@ -34,6 +36,8 @@ pub enum Refusal {
     Sampling { retry_after_ms: u64 },
     /// Tokens per window spent.
     Tokens { retry_after_ms: u64 },
+    /// A `[[quota]]`'s calls per window spent.
+    Quota { name: String, limit: u32, retry_after_ms: u64 },
     /// One ask wants more tokens than a window allows.
     TokensNever(u64),
     /// A rule denied it.
@@ -80,6 +84,12 @@ impl Refusal {
                 TOKEN_BUDGET,
                 format!("the token budget of this window is spent (budget.tokens_per_window); retry in {retry_after_ms} ms"),
                 json!({"retryAfterMs": retry_after_ms}),
+            ),
+            Refusal::Quota { name, limit, retry_after_ms } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                CALL_QUOTA,
+                format!("the call quota {name:?} is spent ({limit} calls per window for this tool); retry in {retry_after_ms} ms"),
+                json!({"quota": name, "limit": limit, "retryAfterMs": retry_after_ms}),
             ),
             Refusal::TokensNever(n) => (
                 StatusCode::BAD_REQUEST,

@@ -18,6 +18,18 @@ pub enum Effect {
     Deny,
     /// Ask the user first (a Sluice-originated elicitation round).
     Approve,
+    /// Leave matching tools, prompts and resources out of the principal's lists, and answer a
+    /// call of one as of an unknown one (visibility; `policy/visibility.rs`).
+    Hide,
+    /// Show matching items (an exception to a later `hide`).
+    Show,
+}
+
+impl Effect {
+    /// Whether it decides what a principal sees (`hide`, `show`), not what a call or ask does.
+    pub fn is_visibility(self) -> bool {
+        matches!(self, Effect::Hide | Effect::Show)
+    }
 }
 
 /// The match conditions of a rule; every condition present must hold.
@@ -39,6 +51,12 @@ pub struct Match {
     /// Tool name globs (`*` and `?`), the upstream's own names.
     #[serde(default)]
     pub tool: Vec<String>,
+    /// Visibility: prompt name globs, the upstream's own names.
+    #[serde(default)]
+    pub prompt: Vec<String>,
+    /// Visibility: resource URI and URI-template globs.
+    #[serde(default)]
+    pub resource: Vec<String>,
     /// The tool's `annotations.destructiveHint`.
     pub destructive: Option<bool>,
     /// The tool's `annotations.readOnlyHint`.
@@ -120,7 +138,7 @@ pub struct Decision {
 /// Ordered rules from one or more files.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
-    rules: Vec<Rule>,
+    pub(super) rules: Vec<Rule>,
 }
 
 impl Rules {
@@ -148,6 +166,9 @@ impl Rules {
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
             format!("{origin}:{line}: {}", e.message())
         })?;
+        for r in &file.rule {
+            check_conditions(r).map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
+        }
         Ok(Rules { rules: file.rule })
     }
 
@@ -161,9 +182,10 @@ impl Rules {
         self.rules.is_empty()
     }
 
-    /// The first matching rule's decision; allow when none matches.
+    /// The first matching rule's decision on a call or an ask (visibility rules decide
+    /// neither); allow when none matches.
     pub fn judge(&self, s: &Subject<'_>) -> Decision {
-        for r in &self.rules {
+        for r in self.rules.iter().filter(|r| !r.effect.is_visibility()) {
             if matches(&r.when, s) {
                 return Decision { effect: r.effect, rule: Some(r.name.clone()), reason: r.reason.clone() };
             }
@@ -172,11 +194,32 @@ impl Rules {
     }
 }
 
-fn any_eq(list: &[String], v: &str) -> bool {
+/// A rule whose conditions can never all hold for what its effect judges is refused: it would
+/// silently decide nothing.
+fn check_conditions(r: &Rule) -> Result<(), String> {
+    let m = &r.when;
+    let asks = !m.method.is_empty()
+        || !m.include_context.is_empty()
+        || m.max_tokens_above.is_some()
+        || m.tools_present.is_some()
+        || m.system_prompt_present.is_some()
+        || !m.model_hint.is_empty()
+        || !m.elicitation_mode.is_empty()
+        || !m.url_host.is_empty();
+    if r.effect.is_visibility() && asks {
+        return Err("a hide or show rule matches on who, the upstream, names and annotations; method and ask conditions never hold for a listed item".into());
+    }
+    if !r.effect.is_visibility() && (!m.prompt.is_empty() || !m.resource.is_empty()) {
+        return Err("prompt and resource conditions are for hide and show rules; a call or ask rule with them never matches".into());
+    }
+    Ok(())
+}
+
+pub(super) fn any_eq(list: &[String], v: &str) -> bool {
     list.is_empty() || list.iter().any(|x| x == v)
 }
 
-fn any_glob(list: &[String], v: Option<&str>) -> bool {
+pub(super) fn any_glob(list: &[String], v: Option<&str>) -> bool {
     list.is_empty() || v.is_some_and(|v| list.iter().any(|g| glob(g, v)))
 }
 

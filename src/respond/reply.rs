@@ -84,7 +84,9 @@ impl Reply {
     pub fn refusal(id: &str, r: &crate::policy::Refusal) -> Reply {
         let e = GatewayError::Refused(r.clone());
         let retry_after_ms = match r {
-            crate::policy::Refusal::Sampling { retry_after_ms } | crate::policy::Refusal::Tokens { retry_after_ms } => *retry_after_ms,
+            crate::policy::Refusal::Sampling { retry_after_ms }
+            | crate::policy::Refusal::Tokens { retry_after_ms }
+            | crate::policy::Refusal::Quota { retry_after_ms, .. } => *retry_after_ms,
             crate::policy::Refusal::Streams { .. } => 1000,
             _ => return Reply::error(id, &e),
         };

@@ -180,3 +180,25 @@ fn sluice_check_loads_the_policies_and_refuses_a_broken_one_naming_its_line() {
     assert!(!out.status.success(), "sluice check accepted a broken policy file");
     assert!(stderr.contains(&format!("check-broken.toml:{line}:")) && stderr.contains("tools_presnt"), "{stderr}");
 }
+
+#[test]
+fn the_commented_team_scoped_example_in_the_default_policy_loads_and_hides_as_it_says() {
+    use sluice::policy::visibility::{Listed, Viewer};
+    use sluice::route::table::{ListKind, ToolHints};
+    let text = std::fs::read_to_string(policies_dir().join("default.toml")).unwrap();
+    let example: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("# Team-scoped visibility"))
+        .filter_map(|l| l.strip_prefix("# ").or_else(|| (l == "#").then_some("")))
+        .filter(|l| ["[[rule]]", "name = ", "match = ", "effect = "].iter().any(|p| l.starts_with(p)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let rules = Rules::parse(&example, "default.toml (example)").unwrap_or_else(|e| panic!("{e}\n{example}"));
+    assert_eq!(rules.len(), 3, "{example}");
+    let tool = |key| Listed { kind: ListKind::Tools, key, hints: ToolHints::default() };
+    let (platform, interns) = (vec!["platform".to_owned()], vec!["interns".to_owned()]);
+    assert!(rules.shows(&Viewer { principal: "p", groups: &platform }, "ops", &tool("admin_reset")));
+    assert!(!rules.shows(&Viewer { principal: "p", groups: &interns }, "ops", &tool("admin_reset")));
+    assert!(!rules.shows(&Viewer { principal: "p", groups: &interns }, "ledger", &tool("balance")));
+    assert!(rules.shows(&Viewer { principal: "p", groups: &[] }, "ledger", &tool("balance")));
+}

@@ -96,7 +96,17 @@ impl ClientHandler for Handler {
 
 /// Connects to `url` in Discover mode (2026-07-28 only), declaring roots when `roots`.
 pub(crate) async fn connect(url: &str, asked: Asked, roots: bool) -> RunningService<RoleClient, Handler> {
-    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.to_owned()));
+    connect_with(StreamableHttpClientTransportConfig::with_uri(url.to_owned()), asked, roots).await
+}
+
+/// The same with `Authorization: Bearer <key>` on every request.
+pub(crate) async fn connect_as(url: &str, key: &str, asked: Asked) -> RunningService<RoleClient, Handler> {
+    connect_with(StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(key), asked, false).await
+}
+
+async fn connect_with(config: StreamableHttpClientTransportConfig, asked: Asked, roots: bool) -> RunningService<RoleClient, Handler> {
+    let url = config.uri.clone();
+    let transport = StreamableHttpClientTransport::from_config(config);
     let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
     Handler { asked, roots }
         .serve_with_lifecycle(transport, mode)

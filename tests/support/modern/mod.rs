@@ -357,6 +357,13 @@ impl Mock {
         }
     }
 
+    /// Replaces the prompt list.
+    pub(crate) fn set_prompts(&self, raw: Vec<String>) {
+        if let Ok(mut s) = self.state.spec.lock() {
+            s.lists[1] = raw;
+        }
+    }
+
     /// Sends `msg` on every open listen stream.
     pub(crate) fn notify(&self, msg: Value) {
         let _ = self.state.notes.send(Note::Raw(ev(&msg)));

@@ -11,7 +11,7 @@ use crate::support::gateway::Gateway;
 use crate::support::peers;
 
 /// Sends `call` and gives the status, the `Retry-After` header and the JSON-RPC message.
-async fn send_with_headers(call: &Call, http: &reqwest::Client, url: &str, extra: Value) -> (u16, Option<String>, Value) {
+pub(super) async fn send_with_headers(call: &Call, http: &reqwest::Client, url: &str, extra: Value) -> (u16, Option<String>, Value) {
     let resp = call.request(http, url, extra).send().await.expect("POST to sluice");
     let status = resp.status().as_u16();
     let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
@@ -21,7 +21,7 @@ async fn send_with_headers(call: &Call, http: &reqwest::Client, url: &str, extra
 
 /// Asserts a spent window budget: 429, `Retry-After` in whole seconds rounded up from
 /// `data.retryAfterMs`, and `code`.
-fn assert_window_spent(status: u16, retry_after: Option<String>, msg: &Value, code: i64) {
+pub(super) fn assert_window_spent(status: u16, retry_after: Option<String>, msg: &Value, code: i64) {
     assert_eq!((status, msg["error"]["code"].as_i64()), (429, Some(code)), "{msg}");
     let ms = msg["error"]["data"]["retryAfterMs"].as_u64().unwrap_or_else(|| panic!("data.retryAfterMs: {msg}"));
     assert!(ms > 0 && ms <= 60_000, "retryAfterMs {ms}");

@@ -25,4 +25,5 @@ mod approval;
 mod budgets;
 mod limits;
 mod policies;
+mod quotas;
 mod round_cap;
