@@ -18,7 +18,8 @@ use crate::policy::Effect;
 use crate::route::table::ListKind;
 
 /// The principal `id` as `[[auth.api_keys]]` configures it (its groups and scopes), with the
-/// `groups` given instead when there are any; an id no key names has no scopes.
+/// `groups` given instead when there are any; an id no key names (a JWT subject) has no
+/// scopes, so upstreams with `required_scopes` are reported as not reachable for it.
 pub fn principal(gw: &Gateway, id: &str, groups: &[String]) -> Principal {
     let key = gw.cfg.auth.api_keys.iter().find(|k| k.principal == id);
     Principal {
@@ -43,6 +44,9 @@ pub async fn report(gw: &Arc<Gateway>, p: &Principal) -> String {
         for up in gw.reachable(p) {
             if !up.status().healthy {
                 let _ = writeln!(out, "  upstream {:?}: down (the log says why)", up.name);
+                continue;
+            }
+            if !up.serves(kind.capability()) {
                 continue;
             }
             for item in &up.list(kind).items {

@@ -32,11 +32,12 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
         };
         let up = up.clone();
         let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else { return };
+        let announced = std::time::Instant::now();
         tokio::spawn(async move {
             for k in change.kinds() {
                 gw.invalidate(&up, *k).await;
             }
-            gw.hub.publish(&up.name, change);
+            gw.hub.publish(&up.name, change, announced);
         });
     })
 }

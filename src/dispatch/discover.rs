@@ -24,7 +24,7 @@ pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
         };
         ttl = Some(ttl.map_or(d.ttl_ms, |t| t.min(d.ttl_ms)));
         public &= d.public;
-        if let Some(i) = &d.instructions {
+        if let Some(i) = d.instructions.as_ref().filter(|_| !all_hidden(gw, principal, up)) {
             instructions.push(if healthy.len() > 1 { format!("[{}] {i}", up.name) } else { i.clone() });
         }
         for (cap, value) in &d.capabilities {
@@ -65,8 +65,8 @@ pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
     out.to_string()
 }
 
-/// Leaves out the families whose every listed item `hide` rules hide from the principal (a
-/// family its upstreams list nothing of stays: hiding did not empty it).
+/// With visibility rules loaded, leaves out every family of which the principal sees no item
+/// (whether hiding emptied it or it was empty: the two must look the same).
 fn drop_hidden_families(
     gw: &Gateway,
     principal: &crate::auth::Principal,
@@ -78,19 +78,35 @@ fn drop_hidden_families(
     for (family, kinds) in
         [("tools", &[ListKind::Tools][..]), ("prompts", &[ListKind::Prompts]), ("resources", &[ListKind::Resources, ListKind::Templates])]
     {
-        let (mut listed, mut visible) = (false, false);
+        let mut visible = false;
         for up in healthy {
             for kind in kinds {
                 let table = up.list(*kind);
-                listed |= !table.items.is_empty();
                 visible |= match gw.governor.shown(&viewer, &up.name, *kind, &table) {
                     None => !table.items.is_empty(),
                     Some(shown) => shown.iter().any(|s| *s),
                 };
             }
         }
-        if listed && !visible {
+        if !visible {
             caps.remove(family);
         }
     }
+}
+
+/// Whether `hide` rules hide every item the upstream lists from the principal (then its
+/// instructions, which may name them, are left out too).
+fn all_hidden(gw: &Gateway, principal: &crate::auth::Principal, up: &crate::upstream::Upstream) -> bool {
+    use crate::route::table::ListKind;
+    if !gw.governor.has_visibility() {
+        return false;
+    }
+    let viewer = crate::policy::visibility::Viewer::of(principal);
+    let (mut listed, mut visible) = (false, false);
+    for kind in ListKind::ALL {
+        let table = up.list(kind);
+        listed |= !table.items.is_empty();
+        visible |= gw.governor.shown(&viewer, &up.name, kind, &table).map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v));
+    }
+    listed && !visible
 }

@@ -76,6 +76,15 @@ fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
 
 async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
     let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+    // A name longer than a request head could mirror in Mcp-Name is not one a modern client
+    // can send; refused before any table, rule or quota looks at it (bridge B's requests carry
+    // no Mcp-Name), which bounds the globs' work on every path.
+    if public.len() > gw.cfg.limits.max_header_bytes {
+        return Err(GatewayError::InvalidParams(
+            format!("params.name is longer than {} bytes (limits.max_header_bytes)", gw.cfg.limits.max_header_bytes),
+            None,
+        ));
+    }
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
         let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
@@ -84,10 +93,12 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         gw.auth.authorize_upstream(principal, &up.name)?;
         healthy(up)?;
         let mut table = up.list(kind);
-        if table.by_key(own).is_none() {
+        // A hidden name takes the unknown name's path, refresh included.
+        let seen = |t: &crate::route::table::ListTable| t.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).cloned();
+        if seen(&table).is_none() {
             table = gw.refresh_missed(up, kind).await;
         }
-        let item = table.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).ok_or_else(|| unknown(what, public))?;
+        let item = seen(&table).ok_or_else(|| unknown(what, public))?;
         return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
@@ -107,9 +118,9 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         }
     }
     match gw.upstreams.as_slice() {
-        // One unprefixed upstream: it may serve names it does not list; let it answer (unless
-        // the name is one the principal may not see).
-        [only] if !hidden && shown(gw, principal, only, kind, public, ToolHints::default()) => {
+        // One unprefixed upstream: it may serve names it does not list; let it answer. Not once
+        // visibility rules are loaded: a hidden name would then be told from an unknown one.
+        [only] if !hidden && !gw.governor.has_visibility() => {
             gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(only)?;
             Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })

@@ -79,6 +79,9 @@ pub struct Published {
     pub upstream: Arc<str>,
     /// What changed.
     pub change: Change,
+    /// When the upstream's notification arrived (before Sluice fetched the list again): a
+    /// table fetched before it does not show the change.
+    pub announced: std::time::Instant,
 }
 
 /// The fan-out point between upstream and client listen streams.
@@ -108,8 +111,8 @@ impl Hub {
     }
 
     /// Announces an upstream's change to every client listen.
-    pub fn publish(&self, upstream: &str, change: Change) {
-        let _ = self.tx.send(Published { upstream: upstream.into(), change });
+    pub fn publish(&self, upstream: &str, change: Change, announced: std::time::Instant) {
+        let _ = self.tx.send(Published { upstream: upstream.into(), change, announced });
     }
 
     /// A receiver for changes from now on.

@@ -110,10 +110,11 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
         let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else {
             continue;
         };
+        let announced = std::time::Instant::now();
         for kind in change.kinds() {
             gw.invalidate(up, *kind).await;
         }
-        gw.hub.publish(&up.name, change);
+        gw.hub.publish(&up.name, change, announced);
     }
     true
 }
@@ -216,7 +217,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
                 c = changes.recv() => c,
             };
             let change = match change {
-                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) && views.tell(&gw, &principal, &p.upstream, &p.change) => p.change,
+                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) && views.tell(&gw, &principal, &p) => p.change,
                 Ok(_) => continue, // an upstream this principal may not reach, or its view did not change
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,

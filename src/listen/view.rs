@@ -3,20 +3,22 @@
 //!
 //! Takes the gateway's tables and the listener's principal; gives, per list change an upstream
 //! announced, whether to tell this listener. Without visibility rules every change is told.
-//! A change is held back only when the table was fetched again since the last view and the
-//! items the principal sees (their public names, in order) are the same; a change whose table
-//! was not refetched (its refresh budget spent) is told, as Sluice cannot know what changed.
-//! Bounded: one entry per upstream and list kind.
+//! A change is held back only when the table was fetched after the upstream announced it and
+//! the items the principal sees (their names and descriptors, in order) are the same as at the
+//! last view; a change whose table was not fetched since (its refresh budget spent) is told, as
+//! Sluice cannot know what changed.
+//! A `resources/updated` is told only for a URI the principal may see. Bounded: one entry per
+//! upstream and list kind.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
-use super::Change;
+use super::{Change, Published};
 use crate::auth::Principal;
 use crate::gateway::Gateway;
-use crate::policy::visibility::Viewer;
-use crate::route::table::ListKind;
+use crate::policy::visibility::{Listed, Viewer};
+use crate::route::table::{ListKind, ToolHints};
 
 /// A listener's last views: per (upstream, kind), when the table was fetched and a
 /// fingerprint of what the principal saw of it.
@@ -41,7 +43,7 @@ impl Views {
         if gw.governor.has_visibility() {
             for up in gw.reachable(p) {
                 for kind in ListKind::ALL {
-                    v.look(gw, p, &up.name, kind);
+                    v.look(gw, p, &up.name, kind, None);
                 }
             }
         }
@@ -49,8 +51,9 @@ impl Views {
     }
 
     /// Records the current view of `upstream`'s `kind` list; gives whether it differs from the
-    /// one before (or the table was not fetched again since).
-    fn look(&mut self, gw: &Gateway, p: &Principal, upstream: &str, kind: ListKind) -> bool {
+    /// one before, or the table was not fetched since `announced` (then it cannot show the
+    /// change, and the listener is told).
+    fn look(&mut self, gw: &Gateway, p: &Principal, upstream: &str, kind: ListKind, announced: Option<Instant>) -> bool {
         let Some(up) = gw.upstream(upstream) else { return true };
         let table = up.list(kind);
         let shown = gw.governor.shown(&Viewer::of(p), upstream, kind, &table);
@@ -63,17 +66,22 @@ impl Views {
         }
         let now = (table.fetched_at, h.finish());
         let before = self.seen.insert((upstream.to_owned(), kind), now);
-        before.is_none_or(|(at, print)| at >= now.0 || print != now.1)
+        announced.is_some_and(|a| table.fetched_at < a) || before.is_none_or(|(_, print)| print != now.1)
     }
 
-    /// Whether to tell the listener of `change` from `upstream`.
-    pub(super) fn tell(&mut self, gw: &Gateway, p: &Principal, upstream: &str, change: &Change) -> bool {
-        if !gw.governor.has_visibility() || kinds(change).is_empty() {
+    /// Whether to tell the listener of a change an upstream announced.
+    pub(super) fn tell(&mut self, gw: &Gateway, p: &Principal, change: &Published) -> bool {
+        if !gw.governor.has_visibility() {
             return true;
         }
+        if let Change::Updated(uri) = &change.change {
+            // A resource the principal may not see is not one it hears about either.
+            let item = Listed { kind: ListKind::Resources, key: uri, hints: ToolHints::default() };
+            return gw.governor.shows(&Viewer::of(p), &change.upstream, &item);
+        }
         let mut changed = false;
-        for kind in kinds(change) {
-            changed |= self.look(gw, p, upstream, *kind);
+        for kind in kinds(&change.change) {
+            changed |= self.look(gw, p, &change.upstream, *kind, Some(change.announced));
         }
         changed
     }

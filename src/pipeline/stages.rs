@@ -99,9 +99,9 @@ pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> 
     match e {
         GatewayError::Auth(e) => challenge(gw, id, e),
         GatewayError::Refused(r) => {
-            // A policy rule's deny stays `deny` (with its rule); budgets and caps are `refused`.
+            // A policy rule's deny stays `deny` (with its rule), a call quota `quota`; budgets and caps are `refused`.
             crate::audit::note(|a| {
-                if a.decision != Some("deny") {
+                if !matches!(a.decision, Some("deny" | "quota")) {
                     a.decision = Some("refused");
                 }
             });

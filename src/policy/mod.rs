@@ -27,6 +27,7 @@ const MAX_CONSUMED: usize = 1 << 20;
 pub struct Governor {
     rules: RwLock<Arc<Rules>>,
     paths: Vec<String>,
+    upstreams: Vec<String>,
     /// Budgets per principal.
     pub budgets: Budgets,
     /// Per-tool call quotas per principal.
@@ -41,9 +42,12 @@ impl Governor {
     /// Loads the policy files and sets up the budgets.
     pub fn new(cfg: &crate::config::Config) -> Result<Governor, String> {
         let rules = Rules::load(&cfg.policies)?;
+        let upstreams: Vec<String> = cfg.upstreams.iter().map(|u| u.name.clone()).collect();
+        check_upstreams(&rules, &upstreams)?;
         Ok(Governor {
             rules: RwLock::new(Arc::new(rules)),
             paths: cfg.policies.clone(),
+            upstreams,
             budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides),
             quotas: Quotas::new(&cfg.quotas),
             views: visibility::Views::default(),
@@ -87,10 +91,21 @@ impl Governor {
     /// Reloads the policy files; on error keeps the old rules and says why.
     pub fn reload(&self) -> Result<usize, String> {
         let fresh = Rules::load(&self.paths)?;
+        check_upstreams(&fresh, &self.upstreams)?;
         let n = fresh.len();
         if let Ok(mut g) = self.rules.write() {
             *g = Arc::new(fresh);
         }
         Ok(n)
+    }
+}
+
+/// A `hide` or `show` rule naming an upstream the config does not have would hide nothing.
+fn check_upstreams(rules: &Rules, upstreams: &[String]) -> Result<(), String> {
+    match rules.unknown_upstreams(upstreams).next() {
+        Some((rule, u)) => {
+            Err(format!("policy rule {rule:?}: upstream {u:?} is not configured, so the rule would hide or show nothing; fix the name"))
+        }
+        None => Ok(()),
     }
 }

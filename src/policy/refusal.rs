@@ -88,7 +88,7 @@ impl Refusal {
             Refusal::Quota { name, limit, retry_after_ms } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 CALL_QUOTA,
-                format!("the call quota {name:?} is spent ({limit} calls per window for this tool); retry in {retry_after_ms} ms"),
+                format!("the call quota {name:?} is spent ({limit} calls per window, refilled evenly: a burst, then one each window / {limit}); retry in {retry_after_ms} ms"),
                 json!({"quota": name, "limit": limit, "retryAfterMs": retry_after_ms}),
             ),
             Refusal::TokensNever(n) => (

@@ -182,6 +182,16 @@ impl Rules {
         self.rules.is_empty()
     }
 
+    /// The upstream names the visibility rules match on that `known` does not hold (such a
+    /// rule would hide nothing: the config refuses it).
+    pub fn unknown_upstreams<'a>(&'a self, known: &'a [String]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.rules
+            .iter()
+            .filter(|r| r.effect.is_visibility())
+            .flat_map(|r| r.when.upstream.iter().map(move |u| (r.name.as_str(), u.as_str())))
+            .filter(move |(_, u)| !known.iter().any(|k| k == u))
+    }
+
     /// The first matching rule's decision on a call or an ask (visibility rules decide
     /// neither); allow when none matches.
     pub fn judge(&self, s: &Subject<'_>) -> Decision {
@@ -211,6 +221,17 @@ fn check_conditions(r: &Rule) -> Result<(), String> {
     }
     if !r.effect.is_visibility() && (!m.prompt.is_empty() || !m.resource.is_empty()) {
         return Err("prompt and resource conditions are for hide and show rules; a call or ask rule with them never matches".into());
+    }
+    let families = [!m.tool.is_empty(), !m.prompt.is_empty(), !m.resource.is_empty()].iter().filter(|x| **x).count();
+    if families > 1 {
+        return Err("tool, prompt and resource globs each match their own family; one rule with two never matches (write two rules)".into());
+    }
+    if (m.destructive.is_some() || m.read_only.is_some()) && (!m.prompt.is_empty() || !m.resource.is_empty()) {
+        return Err("destructive and read_only are tool annotations; with prompt or resource globs the rule never matches".into());
+    }
+    let globs = [&m.tool, &m.prompt, &m.resource, &m.model_hint, &m.url_host];
+    if globs.iter().any(|g| g.iter().any(String::is_empty)) {
+        return Err("an empty glob matches nothing; use \"*\" for every name".into());
     }
     Ok(())
 }

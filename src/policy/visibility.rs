@@ -207,5 +207,15 @@ mod tests {
         assert!(e.contains("rule \"x\"") && e.contains("never hold"), "{e}");
         let e = Rules::parse("[[rule]]\nname = \"y\"\nmatch = { prompt = [\"a\"] }\neffect = \"deny\"\n", "p.toml").unwrap_err();
         assert!(e.contains("rule \"y\"") && e.contains("hide and show"), "{e}");
+        for (m, says) in [
+            ("tool = [\"a\"], prompt = [\"a\"]", "their own family"),
+            ("prompt = [\"a\"], destructive = true", "tool annotations"),
+            ("tool = [\"\"]", "empty glob"),
+        ] {
+            let e = Rules::parse(&format!("[[rule]]\nname = \"z\"\nmatch = {{ {m} }}\neffect = \"hide\"\n"), "p.toml").unwrap_err();
+            assert!(e.contains(says), "{m}: {e}");
+        }
+        let r = Rules::parse("[[rule]]\nname = \"w\"\nmatch = { upstream = [\"ghost\"] }\neffect = \"hide\"\n", "p.toml").unwrap();
+        assert_eq!(r.unknown_upstreams(&["alpha".to_owned()]).collect::<Vec<_>>(), [("w", "ghost")]);
     }
 }

@@ -198,3 +198,33 @@ async fn sluice_check_principal_prints_what_that_principal_then_sees_and_the_dec
     assert!(reports[1].contains(r#"hidden "beta__echo"  (hide rule "sales-no-beta")"#), "{}", reports[1]);
     assert!(reports[1].contains(r#"shown  "alpha__search"  (no rule)"#), "{}", reports[1]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_one_unprefixed_upstream_a_hidden_name_is_answered_as_an_unknown_one() {
+    let m = Spec::new("solo").tools(vec![tool("search"), tool("admin_reset")]).start().await;
+    let rules = "[[rule]]\nname = \"admin-tools-hidden\"\nmatch = { tool = [\"admin_*\"] }\neffect = \"hide\"\n";
+    let s = Gateway::e2e().api_key(ApiKey::new(BOB, "bob")).policy(rules).upstream("solo", &m.url()).start().await;
+    let unknown = refusal(&s.url(), BOB, "no_such_tool").await;
+    assert_eq!(refusal(&s.url(), BOB, "admin_reset").await, unknown);
+    assert_eq!((m.calls("admin_reset"), m.calls("no_such_tool")), (0, 0), "neither reached the upstream");
+    authed(call("search"), BOB).send(&s.url()).await.result(&json!(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_hears_no_update_of_a_resource_it_may_not_see() {
+    let m = Spec::new("rs").start().await;
+    let rules = "[[rule]]\nname = \"secrets-hidden\"\nmatch = { resource = [\"mock://rs/secret*\"] }\neffect = \"hide\"\n";
+    let s = Gateway::e2e().api_key(ApiKey::new(BOB, "bob")).policy(rules).upstream("rs", &m.url()).start().await;
+    let filter = json!({"resourceSubscriptions": ["mock://rs"]});
+    let mut st = authed(Req::new("subscriptions/listen").params(json!({"notifications": filter})), BOB).stream(&s.url()).await;
+    assert_eq!(st.next().await.expect("acknowledgement")["method"], "notifications/subscriptions/acknowledged");
+    m.until("an upstream listen holding the URI", |m| {
+        m.seen("subscriptions/listen").iter().any(|x| x.params["notifications"]["resourceSubscriptions"] == json!(["mock://rs"]))
+    })
+    .await;
+    let updated = |uri: &str| json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}});
+    m.notify(updated("mock://rs/secret-plan"));
+    m.notify(updated("mock://rs/doc"));
+    let n = st.next().await.expect("resources/updated");
+    assert_eq!(n["params"]["uri"], "mock://rs/doc", "the hidden resource's update was not told: {n}");
+}
