@@ -83,6 +83,9 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     if let Ok(mut g) = s.get_stream.lock() {
         *g = Some(tx.clone());
     }
+    // With visibility rules, only changes to what this principal sees (listen/view.rs); the
+    // views are taken before subscribing, so no change falls between them.
+    let mut views = crate::listen::view::Views::start(gw, principal);
     let mut changes = gw.hub.subscribe();
     let gw = gw.clone();
     let principal = principal.clone();
@@ -95,7 +98,7 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
                 c = changes.recv() => c,
             };
             let change = match change {
-                Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) => continue,
+                Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) || !views.tell(&gw, &principal, &p) => continue,
                 Ok(p) => Ok(p.change),
                 Err(e) => Err(e),
             };

@@ -25,7 +25,7 @@ use crate::upstream::client::{modern_headers, Answer};
 use crate::upstream::{discover, Upstream};
 
 pub mod hub;
-mod view;
+pub(crate) mod view;
 pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
 /// Keeps one listen stream open to `up` until shutdown.
@@ -199,13 +199,14 @@ impl Filter {
 /// listen result. Returns the SSE receiver for the response.
 pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: crate::auth::Principal) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(64);
+    // The views first, then the subscription: no change falls between them.
+    let mut views = view::Views::start(&gw, &principal);
     let mut changes = gw.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
     tokio::spawn(async move {
         let _want = gw.hub_arc().want(&principal, &honoured.uris);
-        let mut views = view::Views::start(&gw, &principal);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,

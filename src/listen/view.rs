@@ -1,7 +1,8 @@
 //! What one listener last saw of each upstream's lists, so that with `hide`/`show` rules a
 //! list-changed notification reaches it only when its own view changed.
 //!
-//! Takes the gateway's tables and the listener's principal; gives, per list change an upstream
+//! Takes the gateway's tables and the listener's principal (a modern listen stream's, or a
+//! 2025-11-25 client session's GET stream's); gives, per list change an upstream
 //! announced, whether to tell this listener. Without visibility rules every change is told.
 //! A change is held back only when the table was fetched after the upstream announced it and
 //! the items the principal sees (their names and descriptors, in order) are the same as at the
@@ -23,7 +24,7 @@ use crate::route::table::{ListKind, ToolHints};
 /// A listener's last views: per (upstream, kind), when the table was fetched and a
 /// fingerprint of what the principal saw of it.
 #[derive(Default)]
-pub(super) struct Views {
+pub(crate) struct Views {
     seen: HashMap<(String, ListKind), (Instant, u64)>,
 }
 
@@ -38,7 +39,7 @@ fn kinds(c: &Change) -> &'static [ListKind] {
 
 impl Views {
     /// The views at the listen's start, for every upstream the principal reaches.
-    pub(super) fn start(gw: &Gateway, p: &Principal) -> Views {
+    pub(crate) fn start(gw: &Gateway, p: &Principal) -> Views {
         let mut v = Views::default();
         if gw.governor.has_visibility() {
             for up in gw.reachable(p) {
@@ -70,7 +71,7 @@ impl Views {
     }
 
     /// Whether to tell the listener of a change an upstream announced.
-    pub(super) fn tell(&mut self, gw: &Gateway, p: &Principal, change: &Published) -> bool {
+    pub(crate) fn tell(&mut self, gw: &Gateway, p: &Principal, change: &Published) -> bool {
         if !gw.governor.has_visibility() {
             return true;
         }

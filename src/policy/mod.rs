@@ -13,6 +13,7 @@ pub mod rules;
 pub mod shape;
 pub mod visibility;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub use budget::Budgets;
@@ -26,6 +27,9 @@ const MAX_CONSUMED: usize = 1 << 20;
 /// Rules and budgets, shared by all requests.
 pub struct Governor {
     rules: RwLock<Arc<Rules>>,
+    /// Whether the current rules hold any `hide` or `show` (read without the lock on every
+    /// routed call).
+    visibility: AtomicBool,
     paths: Vec<String>,
     upstreams: Vec<String>,
     /// Budgets per principal.
@@ -45,6 +49,7 @@ impl Governor {
         let upstreams: Vec<String> = cfg.upstreams.iter().map(|u| u.name.clone()).collect();
         check_upstreams(&rules, &upstreams)?;
         Ok(Governor {
+            visibility: AtomicBool::new(rules.has_visibility()),
             rules: RwLock::new(Arc::new(rules)),
             paths: cfg.policies.clone(),
             upstreams,
@@ -62,8 +67,7 @@ impl Governor {
 
     /// Whether `v` sees `item` of `upstream` (the current rules' `hide` and `show`).
     pub fn shows(&self, v: &visibility::Viewer<'_>, upstream: &str, item: &visibility::Listed<'_>) -> bool {
-        let rules = self.rules();
-        !rules.has_visibility() || rules.shows(v, upstream, item)
+        !self.has_visibility() || self.rules().shows(v, upstream, item)
     }
 
     /// Which items of `table` `v` sees, by position (`None`: all of them); see
@@ -75,12 +79,15 @@ impl Governor {
         kind: crate::route::table::ListKind,
         table: &Arc<crate::route::table::ListTable>,
     ) -> Option<Arc<[bool]>> {
+        if !self.has_visibility() {
+            return None;
+        }
         self.views.shown(&self.rules(), v, upstream, kind, table)
     }
 
     /// Whether what a principal sees can depend on who it is (any `hide` or `show` rule).
     pub fn has_visibility(&self) -> bool {
-        self.rules().has_visibility()
+        self.visibility.load(Ordering::Acquire)
     }
 
     /// Consumes a round state's nonce; `false` when it was presented before (a replay).
@@ -94,6 +101,7 @@ impl Governor {
         check_upstreams(&fresh, &self.upstreams)?;
         let n = fresh.len();
         if let Ok(mut g) = self.rules.write() {
+            self.visibility.store(fresh.has_visibility(), Ordering::Release);
             *g = Arc::new(fresh);
         }
         Ok(n)

@@ -228,3 +228,26 @@ async fn a_listen_hears_no_update_of_a_resource_it_may_not_see() {
     let n = st.next().await.expect("resources/updated");
     assert_eq!(n["params"]["uri"], "mock://rs/doc", "the hidden resource's update was not told: {n}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_clients_get_stream_is_told_only_of_changes_to_its_own_view() {
+    use crate::support::legacy_client::{Legacy, Sse};
+    let (alpha, beta) = upstreams().await;
+    let s = gateway(&alpha.url(), &beta.url()).start().await;
+    let mut bob = Legacy::with(&crate::support::client::client(), &s.url(), Some(BOB));
+    bob.handshake(json!({})).await;
+    let mut stream = Sse::of(bob.get().await);
+    // Alice (who sees beta) listens too: her stream tells when beta's change was published.
+    let mut alice = listen(&s.url(), ALICE).await;
+    alpha.wait_listen().await;
+    beta.wait_listen().await;
+    let changed = |m: &str| json!({"jsonrpc": "2.0", "method": m, "params": {}});
+    // Beta is hidden from Bob's group: its tools change is not his.
+    beta.set_tools(vec![tool("echo"), tool("echo2")]);
+    beta.notify(changed("notifications/tools/list_changed"));
+    assert_eq!(alice.next().await.expect("beta's change")["method"], "notifications/tools/list_changed");
+    // Alpha's prompts change is: it is the first thing his stream carries.
+    alpha.set_prompts(vec![prompt("hello"), prompt("hello2")]);
+    alpha.notify(changed("notifications/prompts/list_changed"));
+    assert_eq!(stream.next_message().await["method"], "notifications/prompts/list_changed");
+}
