@@ -74,39 +74,33 @@ fn drop_hidden_families(
     caps: &mut Map<String, Value>,
 ) {
     use crate::route::table::ListKind;
-    let viewer = crate::policy::visibility::Viewer::of(principal);
     for (family, kinds) in
         [("tools", &[ListKind::Tools][..]), ("prompts", &[ListKind::Prompts]), ("resources", &[ListKind::Resources, ListKind::Templates])]
     {
-        let mut visible = false;
-        for up in healthy {
-            for kind in kinds {
-                let table = up.list(*kind);
-                visible |= match gw.governor.shown(&viewer, &up.name, *kind, &table) {
-                    None => !table.items.is_empty(),
-                    Some(shown) => shown.iter().any(|s| *s),
-                };
-            }
-        }
-        if !visible {
+        if !healthy.iter().any(|up| sees_any(gw, principal, up, kinds)) {
             caps.remove(family);
         }
     }
+}
+
+/// Whether the principal sees any item of `up`'s `kinds` lists.
+fn sees_any(
+    gw: &Gateway,
+    principal: &crate::auth::Principal,
+    up: &crate::upstream::Upstream,
+    kinds: &[crate::route::table::ListKind],
+) -> bool {
+    let viewer = crate::policy::visibility::Viewer::of(principal);
+    kinds.iter().any(|kind| {
+        let table = up.list(*kind);
+        gw.governor.shown(&viewer, &up.name, *kind, &table).map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v))
+    })
 }
 
 /// Whether `hide` rules hide every item the upstream lists from the principal (then its
 /// instructions, which may name them, are left out too).
 fn all_hidden(gw: &Gateway, principal: &crate::auth::Principal, up: &crate::upstream::Upstream) -> bool {
     use crate::route::table::ListKind;
-    if !gw.governor.has_visibility() {
-        return false;
-    }
-    let viewer = crate::policy::visibility::Viewer::of(principal);
-    let (mut listed, mut visible) = (false, false);
-    for kind in ListKind::ALL {
-        let table = up.list(kind);
-        listed |= !table.items.is_empty();
-        visible |= gw.governor.shown(&viewer, &up.name, kind, &table).map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v));
-    }
-    listed && !visible
+    let listed = ListKind::ALL.iter().any(|k| !up.list(*k).items.is_empty());
+    gw.governor.has_visibility() && listed && !sees_any(gw, principal, up, &ListKind::ALL)
 }
