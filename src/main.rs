@@ -121,7 +121,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             let p = sluice::inspect::principal(&gw, &id, &groups);
             print!("{}", sluice::inspect::report(&gw, &p).await);
             gw.shutdown.cancel();
-            sluice::bridge::shutdown(&gw.bridge).await;
+            gw.close_upstreams().await;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {

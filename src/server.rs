@@ -86,8 +86,8 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     if tokio::time::timeout(gw.cfg.timeouts.shutdown, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
-    // Parked exchanges are cancelled upstream and legacy sessions ended (DELETE).
-    crate::bridge::shutdown(&gw.bridge).await;
+    // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes ended.
+    gw.close_upstreams().await;
 }
 
 /// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.

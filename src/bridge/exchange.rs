@@ -132,6 +132,9 @@ impl Live {
                     let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
                     None
                 }
+                // stdio: the request was written; its answer comes through the session's inbox,
+                // and this side only waits to report the process ending under the call.
+                Ok(Answer::Status(http::StatusCode::ACCEPTED, _)) if session.answers_inline() => Some(session.ended().await),
                 Ok(Answer::Sse(mut s)) => loop {
                     match s.next().await {
                         Ok(Some(d)) => {

@@ -35,7 +35,7 @@ use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Sealed, StateError};
-use crate::upstream::client::{final_message, UpstreamError};
+use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy::{self, session::ListChanged};
 use crate::upstream::Upstream;
 use crate::validate::Meta;
@@ -154,10 +154,9 @@ async fn start(
     let lease = br.pool.lease(&t.up, principal.id(), &caps, hook).await?;
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
-        let body = json!({"jsonrpc": "2.0", "id": lease.session.next_id(), "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
-        if let Ok(a) = lease.session.post(&br.client, Bytes::from(body.to_string()), Some(br.limits.response)).await {
-            let _ = final_message(a, &t.up.name).await;
-        }
+        let id = lease.session.next_id();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
+        let _ = lease.session.request(&br.client, id, Bytes::from(body.to_string()), br.limits.response).await;
     }
     let (env, t) = (env.clone(), t.clone());
     Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id), info))

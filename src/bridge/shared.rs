@@ -59,7 +59,7 @@ impl Bridge {
             replica: cfg.state.replica.clone(),
         };
         Bridge {
-            pool: Pool::new(client.clone(), &cfg.bridge, crate::auth::INTERNAL_PRINCIPAL),
+            pool: Pool::new(client.clone(), &cfg.bridge, crate::auth::INTERNAL_PRINCIPAL, cfg.timeouts.shutdown),
             parked: ParkTable::new(cfg.bridge.max_parked),
             keys,
             client,

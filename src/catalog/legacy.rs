@@ -14,7 +14,6 @@ use crate::gateway::Gateway;
 use crate::listen::hub::Change;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
-use crate::upstream::client::final_message;
 use crate::upstream::legacy::{self, session::ListChanged};
 use crate::upstream::{Discovered, Status, Upstream, Wire};
 
@@ -84,9 +83,8 @@ pub async fn internal_call(
     lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
-    let answer =
-        lease.session.post(&gw.client, Bytes::from(body.to_string()), Some(gw.cfg.timeouts.response)).await.map_err(|e| e.to_string())?;
-    let (_, bytes) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
+    let bytes =
+        lease.session.request(&gw.client, id, Bytes::from(body.to_string()), gw.cfg.timeouts.response).await.map_err(|e| e.to_string())?;
     let msg: Incoming = serde_json::from_slice(&bytes)
         .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {

@@ -23,6 +23,7 @@ mod limits;
 mod quota;
 mod raw;
 mod redact;
+mod stdio;
 mod upstream;
 
 #[cfg(test)]
@@ -34,6 +35,7 @@ pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
 pub use redact::redact_url;
+pub use stdio::{Stderr, StdioConfig};
 pub use upstream::{CacheScope, Era, PrefixMode, UpstreamConfig};
 
 use budget::Budget;

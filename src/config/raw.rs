@@ -179,9 +179,16 @@ pub(super) struct RawTimeouts {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawUpstream {
     pub(super) name: toml::Spanned<String>,
-    pub(super) url: toml::Spanned<String>,
+    pub(super) url: Option<toml::Spanned<String>>,
     #[serde(default)]
     pub(super) era: Era,
+    pub(super) command: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) cwd: Option<String>,
+    pub(super) stderr: Option<String>,
+    pub(super) stderr_max_bytes: Option<u64>,
+    pub(super) max_processes: Option<usize>,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) bearer_token_env: Option<String>,

@@ -112,7 +112,7 @@ fn quick_flags_set_the_prefix_and_append_policies() {
 #[test]
 fn an_upstream_flag_needs_name_equals_url() {
     let err = flags(Overrides { upstreams: vec!["nope".into()], ..Default::default() }).unwrap_err().0;
-    assert_eq!(err, "--upstream \"nope\": expected NAME=URL, e.g. --upstream weather=http://127.0.0.1:9000/mcp");
+    assert_eq!(err, "--upstream \"nope\": expected NAME=URL or NAME=stdio:COMMAND, e.g. --upstream weather=http://127.0.0.1:9000/mcp");
     let err = flags(Overrides { upstreams: vec!["a b=http://127.0.0.1:1/".into()], ..Default::default() }).unwrap_err().0;
     assert_eq!(err, "--upstream: upstream name \"a b\": expected one or more of [A-Za-z0-9_.-]");
 }
@@ -290,4 +290,47 @@ fn quotas_load_in_order_and_one_that_would_count_nothing_is_refused() {
     }
     let twice = refused(&format!("{up}[[quota]]\nname = \"q\"\ncalls_per_window = 1\n[[quota]]\nname = \"q\"\ncalls_per_window = 2\n"));
     assert!(twice.contains("given twice"), "{twice}");
+}
+
+// === stdio upstreams ===
+
+#[test]
+fn a_stdio_upstream_is_read_printed_and_loaded_back() {
+    let text = "[[upstream]]\nname = \"files\"\ncommand = [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\"]\nenv = { TOKEN = \"s3cret\" }\ncwd = \"/srv\"\nstderr = \"file:/tmp/files.log\"\nmax_processes = 3\n";
+    let c = load(text).unwrap();
+    let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
+    assert_eq!(s.command, ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]);
+    assert_eq!((s.max_processes, s.stderr_max_bytes), (3, 10 << 20));
+    assert_eq!(s.stderr, Stderr::File("/tmp/files.log".into()));
+    assert_eq!(c.upstreams[0].url, "");
+    let printed = c.redacted();
+    assert!(!printed.contains("s3cret") && !format!("{c:?}").contains("s3cret"), "{printed}");
+    let again = Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
+    assert_eq!(again.redacted(), printed);
+    assert_eq!(again.upstreams[0].stdio.as_ref().map(|s| s.stderr.clone()), Some(Stderr::File("/tmp/files.log".into())));
+}
+
+#[test]
+fn a_stdio_upstream_is_refused_when_it_mixes_transports_or_bounds() {
+    let up = |rest: &str| refused(&format!("[[upstream]]\nname = \"f\"\n{rest}\n"));
+    assert!(up("url = \"http://127.0.0.1:1/\"\ncommand = [\"x\"]").contains("has both url and command"));
+    assert!(up("era = \"auto\"").contains("has neither url nor command"));
+    assert!(up("command = []").contains("command is empty"));
+    assert!(up("command = [\"x\"]\nheaders = { A = \"b\" }").contains("a stdio upstream takes its credentials in env"));
+    assert!(up("command = [\"x\"]\nera = \"2026-07-28\"").contains("served on the 2025-11-25 wire"));
+    assert!(up("command = [\"x\"]\nstderr = \"syslog\"").contains("expected \"drop\" or \"file:PATH\""));
+    assert!(up("command = [\"x\"]\nmax_processes = 0").contains("max_processes = 0"));
+    assert!(up("command = [\"x\"]\nenv = { \"A=B\" = \"c\" }").contains("not a usable variable name"));
+    assert!(up("url = \"http://127.0.0.1:1/\"\nmax_processes = 2").contains("are for a stdio upstream"));
+}
+
+#[test]
+fn the_upstream_flag_takes_a_stdio_command_split_like_a_shell_without_one() {
+    let c = flags(Overrides { upstreams: vec!["fs=stdio:node 'my server.js' \"/srv/a b\" $HOME".into()], ..Default::default() }).unwrap();
+    let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
+    assert_eq!(s.command, ["node", "my server.js", "/srv/a b", "$HOME"]);
+    let e = flags(Overrides { upstreams: vec!["fs=stdio:node 'open".into()], ..Default::default() }).unwrap_err().0;
+    assert!(e.contains("unclosed quote"), "{e}");
+    let e = flags(Overrides { upstreams: vec!["fs=stdio:".into()], ..Default::default() }).unwrap_err().0;
+    assert!(e.contains("command is empty"), "{e}");
 }

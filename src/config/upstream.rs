@@ -1,15 +1,18 @@
-//! `[[upstream]]` (and `--upstream NAME=URL`): the upstream MCP servers and how their names are
-//! prefixed.
+//! `[[upstream]]` (and `--upstream NAME=URL` / `NAME=stdio:COMMAND ARGS`): the upstream MCP
+//! servers, how each is reached (an HTTP URL or a command Sluice starts, `stdio.rs`) and how
+//! their names are prefixed.
 //!
 //! Takes the raw upstream tables and the `separator`; gives [`UpstreamConfig`]s in configured
 //! order, plus each upstream's `required_scopes` for `[auth]`. Refuses a name outside
-//! `[A-Za-z0-9_.-]`, one holding the separator or used twice, and a URL that is not `http://`,
-//! naming the line (or `--upstream`) and never printing the URL's credentials.
+//! `[A-Za-z0-9_.-]`, one holding the separator or used twice, a table with both or neither of
+//! `url` and `command`, and a URL that is not `http://`, naming the line (or `--upstream`) and
+//! never printing the URL's credentials.
 
 use serde::{Deserialize, Serialize};
 
 use super::raw::RawUpstream;
 use super::redact::{redact_map, redact_url, redact_url_ser};
+use super::stdio::{RawStdio, StdioConfig};
 use super::{ConfigError, Origin};
 
 /// How tool and prompt names are prefixed with their upstream's name.
@@ -56,9 +59,13 @@ pub enum CacheScope {
 pub struct UpstreamConfig {
     /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
     pub name: String,
-    /// Its MCP endpoint URL (`http://`). Printed with credentials in it redacted.
-    #[serde(serialize_with = "redact_url_ser")]
+    /// Its MCP endpoint URL (`http://`), empty for a stdio upstream. Printed with credentials
+    /// in it redacted.
+    #[serde(serialize_with = "redact_url_ser", skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// The process Sluice starts and speaks to on stdin/stdout, instead of a URL.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stdio: Option<StdioConfig>,
     /// Its era, or `auto` to probe.
     pub era: Era,
     /// Static headers sent with every upstream request (credentials for that upstream).
@@ -77,6 +84,7 @@ impl std::fmt::Debug for UpstreamConfig {
         f.debug_struct("UpstreamConfig")
             .field("name", &self.name)
             .field("url", &redact_url(&self.url))
+            .field("stdio", &self.stdio)
             .field("era", &self.era)
             .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
@@ -126,7 +134,7 @@ impl UpstreamConfig {
     /// One upstream, its name checked against `separator` and the upstreams `before` it; with
     /// its `required_scopes`.
     fn from_raw(
-        u: RawUpstream,
+        mut u: RawUpstream,
         separator: &str,
         before: &[UpstreamConfig],
         src: Origin<'_>,
@@ -144,11 +152,7 @@ impl UpstreamConfig {
         if before.iter().any(|x| x.name == name) {
             return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
         }
-        let url = u.url.get_ref().clone();
-        if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
-            let shown = redact_url(&url);
-            return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(u.url.span()))));
-        }
+        let (url, stdio) = transport(&mut u, &name, src)?;
         if let Some((header, _)) = u.headers.iter().find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer")) {
             return Err(ConfigError(format!(
                 "{}: upstream {name:?} header {header:?} is empty: an empty credential is not one; set it or remove it",
@@ -158,6 +162,7 @@ impl UpstreamConfig {
         let upstream = UpstreamConfig {
             name,
             url,
+            stdio,
             era: u.era,
             headers: u.headers.into_iter().collect(),
             bearer_token_env: u.bearer_token_env,
@@ -168,18 +173,80 @@ impl UpstreamConfig {
     }
 }
 
+/// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
+/// keys only that one takes), each refused next to the other's keys.
+fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String, Option<StdioConfig>), ConfigError> {
+    let at = src.at(u.name.span());
+    match (u.url.take(), u.command.take()) {
+        (Some(_), Some(_)) => {
+            Err(ConfigError(format!("{at}: upstream {name:?} has both url and command: give one (url for HTTP, command for stdio)")))
+        }
+        (None, None) => Err(ConfigError(format!(
+            "{at}: upstream {name:?} has neither url nor command: give url = \"http://...\" or command = [\"program\", \"arg\"]"
+        ))),
+        (Some(url), None) => {
+            let (span, url) = (url.span(), url.into_inner());
+            if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
+                let shown = redact_url(&url);
+                return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(span))));
+            }
+            let stdio_key =
+                [u.cwd.is_some(), u.stderr.is_some(), u.stderr_max_bytes.is_some(), u.max_processes.is_some(), !u.env.is_empty()];
+            if stdio_key.iter().any(|k| *k) {
+                return Err(ConfigError(format!(
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes and max_processes are for a stdio upstream (command = [...]), not a url"
+                )));
+            }
+            Ok((url, None))
+        }
+        (None, Some(command)) => {
+            if !u.headers.is_empty() || u.bearer_token_env.is_some() {
+                return Err(ConfigError(format!(
+                    "{at}: upstream {name:?}: headers and bearer_token_env are HTTP headers; a stdio upstream takes its credentials in env = {{...}}"
+                )));
+            }
+            if u.era == Era::Modern {
+                return Err(ConfigError(format!(
+                    "{at}: upstream {name:?}: a stdio upstream is served on the 2025-11-25 wire (one session per process); use era = \"auto\" or \"2025-11-25\""
+                )));
+            }
+            let raw = RawStdio {
+                command,
+                env: std::mem::take(&mut u.env).into_iter().collect(),
+                cwd: u.cwd.take(),
+                stderr: u.stderr.take(),
+                stderr_max_bytes: u.stderr_max_bytes,
+                max_processes: u.max_processes,
+            };
+            Ok((String::new(), Some(raw.check(name, &at)?)))
+        }
+    }
+}
+
 // === impl RawUpstream ===
 
 impl RawUpstream {
-    /// `--upstream NAME=URL`: an upstream with every other key at its default. Its empty spans
-    /// make errors name the flag instead of a line.
+    /// `--upstream NAME=URL` or `--upstream 'NAME=stdio:COMMAND ARGS'`: an upstream with every
+    /// other key at its default. Its empty spans make errors name the flag instead of a line.
     pub(super) fn from_flag(spec: &str) -> Result<RawUpstream, ConfigError> {
-        let (name, url) = spec.split_once('=').ok_or_else(|| {
-            ConfigError(format!("--upstream {spec:?}: expected NAME=URL, e.g. --upstream weather=http://127.0.0.1:9000/mcp"))
+        let (name, target) = spec.split_once('=').ok_or_else(|| {
+            ConfigError(format!(
+                "--upstream {spec:?}: expected NAME=URL or NAME=stdio:COMMAND, e.g. --upstream weather=http://127.0.0.1:9000/mcp"
+            ))
         })?;
+        let (url, command) = match target.strip_prefix("stdio:") {
+            Some(words) => (None, Some(RawStdio::from_flag(spec, words)?.command)),
+            None => (Some(toml::Spanned::new(0..0, target.to_owned())), None),
+        };
         Ok(RawUpstream {
             name: toml::Spanned::new(0..0, name.to_owned()),
-            url: toml::Spanned::new(0..0, url.to_owned()),
+            url,
+            command,
+            env: Default::default(),
+            cwd: None,
+            stderr: None,
+            stderr_max_bytes: None,
+            max_processes: None,
             era: Era::Auto,
             headers: Default::default(),
             bearer_token_env: None,

@@ -41,6 +41,10 @@ pub enum UpstreamError {
     /// The stream broke before the final response arrived.
     #[error("upstream '{0}' closed the stream before answering")]
     Closed(String),
+    /// A stdio upstream's process ended (why: its exit status, or the protocol error Sluice
+    /// ended it for; never its output).
+    #[error("upstream '{0}' (stdio) stopped: {1}; it is started again for the next call")]
+    Exited(String, String),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]
     SessionGone(String),

@@ -14,6 +14,7 @@ pub mod client;
 pub mod discover;
 pub mod legacy;
 pub mod queue;
+pub mod stdio;
 
 use std::sync::{Arc, RwLock};
 
@@ -84,6 +85,9 @@ pub struct Upstream {
     pub extra: HeaderMap,
     /// Its configured era.
     pub era: Era,
+    /// How to start it, when it is a stdio server (its `uri` is then a placeholder no request
+    /// is sent to: `link.rs` speaks to it through its processes).
+    pub stdio: Option<Arc<stdio::Spec>>,
     status: RwLock<Arc<Status>>,
     lists: [RwLock<Arc<ListTable>>; 4],
     /// Serializes refreshes of each list so a burst of misses costs one fetch.
@@ -94,9 +98,14 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Builds an upstream from its config; reads its bearer token from the environment.
-    pub fn new(cfg: &UpstreamConfig) -> Result<Self, String> {
-        let uri: Uri = cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+    /// Builds an upstream from its config; reads its bearer token from the environment. A
+    /// stdio upstream's stdout lines are bounded by `max_line` bytes.
+    pub fn new(cfg: &UpstreamConfig, max_line: usize) -> Result<Self, String> {
+        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line)));
+        let uri: Uri = match stdio {
+            Some(_) => Uri::from_static("http://stdio.invalid/"),
+            None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
+        };
         let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
         let host = HeaderValue::from_str(&host).map_err(|_| format!("upstream '{}': bad host", cfg.name))?;
         let mut extra = HeaderMap::new();
@@ -122,6 +131,7 @@ impl Upstream {
             host,
             extra,
             era: cfg.era,
+            stdio,
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),

@@ -245,7 +245,10 @@ async def slow(ms: int, ctx: Context, tag: str = "") -> str:
 
 def main() -> None:
     EVENTS.parse_args(__doc__.splitlines()[0])
-    serve(mcp.streamable_http_app())
+    if EVENTS.stdio:
+        mcp.run(transport="stdio")
+    else:
+        serve(mcp.streamable_http_app())
 
 
 if __name__ == "__main__":

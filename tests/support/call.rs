@@ -71,6 +71,26 @@ impl Call {
 
     /// The HTTP request for this call (not sent).
     pub(crate) fn request(&self, http: &reqwest::Client, url: &str, extra: Value) -> reqwest::RequestBuilder {
+        self.request_with(http, url, self.body(extra))
+    }
+
+    /// Sends it with `progressToken` in its `_meta`; gives every JSON-RPC message of the
+    /// answer in order (the `data:` lines of an SSE answer, or the one JSON body).
+    pub(crate) async fn with_progress(&self, http: &reqwest::Client, url: &str, token: &str) -> Vec<Value> {
+        let mut body = self.body(json!({}));
+        body["params"]["_meta"]["progressToken"] = json!(token);
+        let resp = self.request_with(http, url, body).send().await.unwrap_or_else(|e| panic!("POST tools/call {}: {e}", self.name));
+        let text = resp.text().await.expect("sluice body");
+        let data: Vec<Value> =
+            text.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect();
+        if data.is_empty() {
+            vec![serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))]
+        } else {
+            data
+        }
+    }
+
+    fn request_with(&self, http: &reqwest::Client, url: &str, body: Value) -> reqwest::RequestBuilder {
         let req = match &self.token {
             Some(t) => http.post(url).bearer_auth(t),
             None => http.post(url),
@@ -80,7 +100,7 @@ impl Call {
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", "tools/call")
             .header("mcp-name", &self.name)
-            .body(self.body(extra).to_string())
+            .body(body.to_string())
     }
 
     /// Sends it with `extra` members; gives the HTTP status and the JSON-RPC message (the last

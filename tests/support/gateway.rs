@@ -91,6 +91,11 @@ impl Upstream {
         Upstream { name: name.to_owned(), url: url.to_owned(), keys: Table::new() }
     }
 
+    /// `name` served by the process `command` on stdio (no url).
+    pub(crate) fn stdio(name: &str, command: &[impl AsRef<str>]) -> Upstream {
+        Upstream { name: name.to_owned(), url: String::new(), keys: Table::new() }.key("command", strings(command))
+    }
+
     /// Sets one more key.
     pub(crate) fn key(mut self, k: &str, v: impl Into<Value>) -> Upstream {
         self.keys.insert(k.to_owned(), v.into());
@@ -334,6 +339,12 @@ impl Gateway {
         self
     }
 
+    /// [`Gateway::start`] checks nothing of the upstreams (a test of unhealthy ones).
+    pub(crate) fn unchecked(mut self) -> Gateway {
+        self.checks = Checks::default();
+        self
+    }
+
     /// [`Gateway::start`] fails the test unless every upstream was seen as a 2025-11-25 one.
     pub(crate) fn all_legacy(mut self) -> Gateway {
         self.checks.legacy = true;
@@ -360,7 +371,9 @@ impl Gateway {
             let ups = self.upstreams.iter().map(|u| {
                 let mut t = Table::new();
                 t.insert("name".into(), u.name.clone().into());
-                t.insert("url".into(), u.url.clone().into());
+                if !u.url.is_empty() {
+                    t.insert("url".into(), u.url.clone().into());
+                }
                 t.extend(u.keys.clone());
                 Value::Table(t)
             });

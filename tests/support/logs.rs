@@ -47,6 +47,11 @@ pub(crate) fn capture() {
     });
 }
 
+/// Whether any line logged so far holds `needle`.
+pub(crate) fn contains(needle: &str) -> bool {
+    log_buf().lock().map(|v| String::from_utf8_lossy(&v).contains(needle)).unwrap_or(false)
+}
+
 /// Waits (up to [`WAIT`]) for a warning line holding every one of `parts`.
 pub(crate) async fn wait_warning(parts: &[&str]) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -12,6 +12,7 @@
 pub mod caps;
 pub mod pool;
 pub mod session;
+mod stdio;
 
 pub use caps::Bridged;
 pub use pool::{Lease, Pool};

@@ -32,6 +32,8 @@ pub struct Pool {
     /// The principal exempt from the cap per principal (Sluice's own list and probe calls).
     exempt: &'static str,
     idle_ttl: Duration,
+    /// How long a stdio process is given to end (half after its stdin closes, half after SIGTERM).
+    grace: Duration,
 }
 
 /// One session leased to one call.
@@ -68,9 +70,10 @@ impl Drop for Reservation<'_> {
 impl Pool {
     /// An empty pool bounded by `bridge.max_sessions`, `max_sessions_per_principal` (not for
     /// `exempt`) and `session_idle_ms`.
-    pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str) -> Arc<Pool> {
+    /// `grace` bounds the end of a stdio session's process (`timeouts.shutdown_ms`).
+    pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str, grace: Duration) -> Arc<Pool> {
         let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal };
-        Arc::new(Pool { client, slots: Mutex::new(Slots::default()), caps, exempt, idle_ttl: cfg.session_idle })
+        Arc::new(Pool { client, slots: Mutex::new(Slots::default()), caps, exempt, idle_ttl: cfg.session_idle, grace })
     }
 
     /// How many sessions are open (idle and leased).
@@ -88,13 +91,26 @@ impl Pool {
         on_list_changed: ListChanged,
     ) -> Result<Lease, UpstreamError> {
         let key = Key { principal: principal.to_owned(), upstream: up.name.clone(), caps: Bridged::from_value(caps) };
-        let reused = self.slots.lock().ok().and_then(|mut s| s.take(&key));
-        let session = match reused {
+        let session = match self.take_usable(&key) {
             Some(s) => s,
             None => self.open(up, &key, on_list_changed).await?,
         };
         session.set_leased(true);
         Ok(Lease { session, pool: self.clone() })
+    }
+
+    /// The most recently returned idle session of `key` that can still serve (a stdio one whose
+    /// process exited is closed and counted gone).
+    fn take_usable(&self, key: &Key) -> Option<Arc<Session>> {
+        loop {
+            let s = self.slots.lock().ok()?.take(key)?;
+            if s.is_usable() {
+                return Some(s);
+            }
+            if let Ok(mut slots) = self.slots.lock() {
+                slots.release(&s.principal);
+            }
+        }
     }
 
     /// Reserves room (closing an idle session when a cap says so) and opens a session.
@@ -106,13 +122,47 @@ impl Pool {
         if let Some(s) = closed {
             s.close(&self.client).await;
         }
-        let s = Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?;
+        let s = match &up.stdio {
+            Some(spec) => self.open_stdio(up, spec, key, on_list_changed).await?,
+            None => Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?,
+        };
         slot.opened = true;
         Ok(s)
     }
 
+    /// Starts a stdio session's process in a free place under its `max_processes`, ending the
+    /// upstream's least recently used idle session to make one when none is free.
+    async fn open_stdio(
+        &self,
+        up: &Arc<Upstream>,
+        spec: &crate::upstream::stdio::Spec,
+        key: &Key,
+        on_list_changed: ListChanged,
+    ) -> Result<Arc<Session>, UpstreamError> {
+        let slot = match spec.slot() {
+            Some(s) => s,
+            None => {
+                let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name)).ok_or_else(|| spec.full())?;
+                victim.close(&self.client).await;
+                drop(victim);
+                spec.slot_within(self.grace).await.ok_or_else(|| spec.full())?
+            }
+        };
+        let open = super::stdio::Open {
+            spec,
+            slot,
+            caps: key.caps,
+            principal: &key.principal,
+            on_list_changed,
+            response: self.client.response_timeout(),
+            grace: self.grace,
+            max_event: self.client.max_event_bytes(),
+        };
+        super::stdio::open(up.clone(), open).await
+    }
+
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {
-        if s.broken.load(std::sync::atomic::Ordering::Acquire) {
+        if !s.is_usable() {
             if let Ok(mut slots) = self.slots.lock() {
                 slots.release(&s.principal);
             }

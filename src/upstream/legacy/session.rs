@@ -1,4 +1,6 @@
 //! One 2025-11-25 session with an upstream: the handshake, the GET stream, requests, replies.
+//! Over HTTP it is an `Mcp-Session-Id`; over stdio it is one process (`stdio.rs`), whose stdout
+//! plays the part of the GET stream and carries the call's own answer too.
 //!
 //! Takes an upstream, the bridged capability set to declare and the principal it serves; gives
 //! a session whose standalone GET stream is read by a task of its own: pings are answered there,
@@ -42,6 +44,8 @@ pub struct Session {
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
+    /// Its process, for a stdio upstream.
+    pub(super) proc: Option<Arc<crate::upstream::stdio::Proc>>,
     get_task: tokio::task::AbortHandle,
 }
 
@@ -117,8 +121,61 @@ impl Session {
             inbox: tokio::sync::Mutex::new(rx),
             leased,
             broken: AtomicBool::new(false),
+            proc: None,
             get_task,
         }))
+    }
+
+    /// A session over a stdio process: its fields as [`Session::open`] sets them.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn over_stdio(
+        up: Arc<Upstream>,
+        version: HeaderValue,
+        init: Value,
+        principal: &str,
+        caps: super::Bridged,
+        inbox: crate::upstream::queue::Receiver<String>,
+        leased: Arc<AtomicBool>,
+        proc: Arc<crate::upstream::stdio::Proc>,
+        reader: tokio::task::AbortHandle,
+    ) -> Session {
+        Session {
+            up,
+            sid: None,
+            version,
+            init,
+            principal: principal.to_owned(),
+            caps,
+            next_id: AtomicU64::new(1),
+            inbox: tokio::sync::Mutex::new(inbox),
+            leased,
+            broken: AtomicBool::new(false),
+            proc: Some(proc),
+            get_task: reader,
+        }
+    }
+
+    /// Whether it can serve another call: not broken, and (stdio) its process still runs.
+    pub fn is_usable(&self) -> bool {
+        !self.broken.load(Ordering::Acquire) && !self.proc.as_ref().is_some_and(|p| p.is_done())
+    }
+
+    /// Whether a call's answer arrives through [`Session::recv`] (stdio) rather than on the
+    /// answer to its POST.
+    pub fn answers_inline(&self) -> bool {
+        self.proc.is_some()
+    }
+
+    /// Resolves when the session's process ended (never for HTTP), with the error a call
+    /// under way gets.
+    pub async fn ended(&self) -> UpstreamError {
+        match &self.proc {
+            Some(p) => {
+                p.ended().await;
+                p.exit_error()
+            }
+            None => std::future::pending().await,
+        }
     }
 
     /// A request id never used before in this session.
@@ -141,14 +198,30 @@ impl Session {
         self.inbox.lock().await.recv().await
     }
 
-    /// POSTs one message (request, response or notification) on this session.
+    /// POSTs one message (request, response or notification) on this session. Over stdio the
+    /// message is written to the process and the answer is 202: what it answers comes
+    /// through [`Session::recv`].
     pub async fn post(
         &self,
         client: &HttpClient,
         body: Bytes,
         stream_timeout: Option<std::time::Duration>,
     ) -> Result<Answer, UpstreamError> {
+        if let Some(p) = &self.proc {
+            p.send(&body).await?;
+            return Ok(Answer::Status(http::StatusCode::ACCEPTED, Bytes::new()));
+        }
         client.post(&self.up.name, &self.up.uri, self.headers(), body, stream_timeout).await
+    }
+
+    /// Sends request `id` (its `body`) and gives its response (JSON text): a request of
+    /// Sluice's own, outside any client's call.
+    pub async fn request(&self, client: &HttpClient, id: u64, body: Bytes, timeout: std::time::Duration) -> Result<Bytes, UpstreamError> {
+        if let Some(p) = &self.proc {
+            return p.request(id, body, timeout).await.map(Bytes::from);
+        }
+        let answer = client.post(&self.up.name, &self.up.uri, self.headers(), body, Some(timeout)).await?;
+        crate::upstream::client::final_message(answer, &self.up.name).await.map(|(_, b)| b)
     }
 
     /// Answers a server request with a result or an error (JSON text).
@@ -166,8 +239,11 @@ impl Session {
         let _ = self.post(client, Bytes::from(body.to_string()), None).await;
     }
 
-    /// Ends the session upstream (DELETE).
+    /// Ends the session upstream (DELETE; over stdio its process is ended).
     pub async fn close(&self, client: &HttpClient) {
+        if let Some(p) = &self.proc {
+            p.end("its session was closed");
+        }
         if self.sid.is_some() {
             let _ = client.send(Method::DELETE, &self.up.name, &self.up.uri, self.headers(), Bytes::new(), None).await;
         }
@@ -232,32 +308,52 @@ impl GetReader {
             let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
                 continue;
             };
-            let session_alive = match (msg.method.as_ref(), msg.id.as_ref()) {
+            let session_alive = match route(&msg, &self.leased, &self.session.up.name) {
                 // Replies are boxed: their request futures would otherwise size this long-lived task.
-                (Some(McpMethod::Ping), Some(id)) => {
-                    Box::pin(self.session.reply(id.get(), Ok("{}"))).await;
+                Route::Reply(id, outcome) => {
+                    Box::pin(self.session.reply(&id, outcome)).await;
                     true
                 }
-                (Some(m), None) if crate::listen::Change::of(m, msg.params.as_ref().map(|p| p.get())).is_some() => {
+                Route::ListChanged => {
                     (self.on_list_changed)(&data);
                     true
                 }
-                _ if self.leased.load(Ordering::Acquire) => {
+                Route::ToCall => {
                     let size = data.len();
                     self.tx.send(data, size).await.is_ok()
                 }
-                (Some(m), Some(id)) => {
-                    tracing::warn!(upstream = %self.session.up.name, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
-                    let refusal = Err((-32600, "no call is in progress on this session to route the request to"));
-                    Box::pin(self.session.reply(id.get(), refusal)).await;
-                    true
-                }
-                _ => true,
+                Route::Drop => true,
             };
             if !session_alive {
                 return false;
             }
         }
+    }
+}
+
+/// Where a message a session's stream brings goes.
+pub(super) enum Route {
+    /// Answered at once: a `ping`, or a request outside any call (refused).
+    Reply(String, Result<&'static str, (i64, &'static str)>),
+    /// A list change, for the catalog.
+    ListChanged,
+    /// For the call that leases the session.
+    ToCall,
+    /// Nothing to do (a notification outside any call).
+    Drop,
+}
+
+/// Routes one message of a session's stream (its GET stream, or a stdio process's stdout).
+pub(super) fn route(msg: &Incoming, leased: &AtomicBool, upstream: &str) -> Route {
+    match (msg.method.as_ref(), msg.id.as_ref()) {
+        (Some(McpMethod::Ping), Some(id)) => Route::Reply(id.get().to_owned(), Ok("{}")),
+        (Some(m), None) if crate::listen::Change::of(m, msg.params.as_ref().map(|p| p.get())).is_some() => Route::ListChanged,
+        _ if leased.load(Ordering::Acquire) => Route::ToCall,
+        (Some(m), Some(id)) => {
+            tracing::warn!(upstream = %upstream, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
+            Route::Reply(id.get().to_owned(), Err((-32600, "no call is in progress on this session to route the request to")))
+        }
+        _ => Route::Drop,
     }
 }
 

@@ -129,6 +129,14 @@ impl<S> Slots<S> {
         out
     }
 
+    /// Closes the least recently used idle session of `upstream` (a stdio upstream at its
+    /// `max_processes`), counted closed. O(idle sessions): this is the rare path of a stdio
+    /// upstream whose every process is taken.
+    pub(crate) fn close_oldest_of(&mut self, upstream: &str) -> Option<S> {
+        let stamp = self.idle.iter().find(|(_, (k, _, _))| k.upstream == upstream).map(|(s, _)| *s)?;
+        self.close_idle(stamp)
+    }
+
     /// Removes an idle session from every index; gives it with its key.
     fn unidle(&mut self, stamp: u64) -> Option<(Key, S)> {
         let (key, s, _) = self.idle.remove(&stamp)?;

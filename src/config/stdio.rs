@@ -1,0 +1,122 @@
+//! The keys of a stdio `[[upstream]]` (`command = [...]`, or `--upstream NAME=stdio:COMMAND ARGS`):
+//! the process Sluice starts and how it is bounded.
+//!
+//! Takes the raw stdio keys of one upstream; gives a [`StdioConfig`]. Refuses an empty command
+//! or program, an `env` name that is empty or holds `=` or NUL, a `stderr` that is neither
+//! `"drop"` nor `"file:PATH"`, `max_processes = 0`, and the HTTP-only keys (`headers`,
+//! `bearer_token_env`) or `era = "2026-07-28"` next to a command, naming the upstream.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::redact::redact_map;
+use super::ConfigError;
+
+/// Where a stdio upstream's stderr goes. It is the server's diagnostics and may carry content:
+/// it never reaches Sluice's own log or the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Stderr {
+    /// Read and dropped (the default).
+    #[default]
+    Drop,
+    /// Appended to this file, which is rotated to `PATH.1` at `stderr_max_bytes`.
+    File(PathBuf),
+}
+
+impl Serialize for Stderr {
+    /// As written: `"drop"` or `"file:PATH"`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Stderr::Drop => s.serialize_str("drop"),
+            Stderr::File(p) => s.serialize_str(&format!("file:{}", p.display())),
+        }
+    }
+}
+
+/// How to start and bound one stdio upstream.
+#[derive(Clone, Serialize)]
+pub struct StdioConfig {
+    /// The program and its arguments, run directly (never through a shell).
+    pub command: Vec<String>,
+    /// Environment variables set for it. It inherits only `PATH`, `HOME`, `USER`, `LANG`,
+    /// `LC_ALL`, `TMPDIR` and `TZ` from Sluice: Sluice's own secrets stay out of it.
+    #[serde(serialize_with = "redact_map")]
+    pub env: Vec<(String, String)>,
+    /// Its working directory (default: Sluice's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Where its stderr goes.
+    pub stderr: Stderr,
+    /// The stderr file is rotated past this many bytes (default 10 MiB).
+    pub stderr_max_bytes: u64,
+    /// Processes of this upstream at once: one per 2025-11-25 session (default 16).
+    pub max_processes: usize,
+}
+
+impl std::fmt::Debug for StdioConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioConfig")
+            .field("program", &self.command.first())
+            .field("args", &self.command.len().saturating_sub(1))
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("stderr", &self.stderr)
+            .field("max_processes", &self.max_processes)
+            .finish()
+    }
+}
+
+/// The stdio keys of one `[[upstream]]` as written.
+#[derive(Debug, Default)]
+pub(super) struct RawStdio {
+    pub(super) command: Vec<String>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) cwd: Option<String>,
+    pub(super) stderr: Option<String>,
+    pub(super) stderr_max_bytes: Option<u64>,
+    pub(super) max_processes: Option<usize>,
+}
+
+impl RawStdio {
+    /// Checks the keys of upstream `name` (`at` names the line or the flag in errors).
+    pub(super) fn check(self, name: &str, at: &str) -> Result<StdioConfig, ConfigError> {
+        let bad = |what: String| ConfigError(format!("{at}: upstream {name:?}: {what}"));
+        match self.command.first() {
+            None => return Err(bad("command is empty: give the program and its arguments, e.g. [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\"]".into())),
+            Some(p) if p.trim().is_empty() => return Err(bad("command's program (its first item) is empty".into())),
+            Some(_) => {}
+        }
+        if self.command.iter().any(|a| a.contains('\0')) {
+            return Err(bad("command holds a NUL byte".into()));
+        }
+        if let Some((k, _)) = self.env.iter().find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0')) {
+            return Err(bad(format!("env name {k:?} is not a usable variable name (empty, or holding '=' or NUL)")));
+        }
+        let stderr = match self.stderr.as_deref() {
+            None | Some("drop") => Stderr::Drop,
+            Some(s) => match s.strip_prefix("file:") {
+                Some(p) if !p.trim().is_empty() => Stderr::File(PathBuf::from(p)),
+                _ => return Err(bad(format!("stderr = {s:?}: expected \"drop\" or \"file:PATH\""))),
+            },
+        };
+        let max_processes = self.max_processes.unwrap_or(16);
+        if max_processes == 0 {
+            return Err(bad("max_processes = 0 would never start it: give 1 or more".into()));
+        }
+        let stderr_max_bytes = self.stderr_max_bytes.unwrap_or(10 << 20);
+        if stderr_max_bytes == 0 {
+            return Err(bad("stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into()));
+        }
+        Ok(StdioConfig { command: self.command, env: self.env, cwd: self.cwd.map(PathBuf::from), stderr, stderr_max_bytes, max_processes })
+    }
+
+    /// `stdio:COMMAND ARGS` of `--upstream`, split as a POSIX shell would (quotes, escapes),
+    /// with no shell run.
+    pub(super) fn from_flag(spec: &str, words: &str) -> Result<RawStdio, ConfigError> {
+        let command = shlex::split(words).ok_or_else(|| {
+            ConfigError(format!("--upstream {spec:?}: the command after stdio: has an unclosed quote or a trailing backslash"))
+        })?;
+        Ok(RawStdio { command, ..RawStdio::default() })
+    }
+}

@@ -1,0 +1,187 @@
+//! stdio upstreams: servers Sluice starts as child processes and speaks newline-delimited
+//! JSON-RPC to on their stdin and stdout (the MCP stdio transport).
+//!
+//! Takes an upstream's [`StdioConfig`]; gives its [`Spec`]: how to start one process (each one
+//! 2025-11-25 session, see `legacy::session`), at most `max_processes` at once, restarted with
+//! back-off after failed starts (100 ms doubling to 30 s; a start whose handshake succeeded
+//! resets it), every running one tracked so shutdown ends them all and waits for them. Refuses
+//! a start while backing off and past `max_processes`, with errors naming the upstream and
+//! what to do.
+
+pub mod process;
+pub mod stderr;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use self::process::{Lines, Proc};
+use crate::config::StdioConfig;
+use crate::upstream::client::UpstreamError;
+
+/// Back-off after a failed start: first wait and the cap.
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How to start a stdio upstream's processes, and those running.
+pub struct Spec {
+    /// The upstream's name.
+    pub name: Arc<str>,
+    /// Its configuration.
+    pub cfg: StdioConfig,
+    /// The longest stdout line read (`limits.max_sse_event_bytes`): past it, a protocol error.
+    pub max_line: usize,
+    stderr: Arc<stderr::Sink>,
+    slots: Arc<tokio::sync::Semaphore>,
+    backoff: Mutex<Backoff>,
+    running: Running,
+}
+
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    not_before: Option<Instant>,
+}
+
+/// The processes running, as their (stop, exited) signals, for shutdown.
+#[derive(Default)]
+struct Running(Mutex<Vec<(CancellationToken, CancellationToken)>>);
+
+impl Running {
+    fn track(&self, p: &Proc) {
+        if let Ok(mut v) = self.0.lock() {
+            v.retain(|(_, exited)| !exited.is_cancelled());
+            v.push(p.signals());
+        }
+    }
+}
+
+impl Spec {
+    /// The spec of upstream `name`.
+    pub fn new(name: &str, cfg: StdioConfig, max_line: usize) -> Spec {
+        let stderr = Arc::new(stderr::Sink::new(name, &cfg.stderr, cfg.stderr_max_bytes));
+        let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_processes));
+        Spec { name: name.into(), cfg, max_line, stderr, slots, backoff: Mutex::default(), running: Running::default() }
+    }
+
+    /// A free place under `max_processes`, if any.
+    pub fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// A place under `max_processes` within `wait` (after one was ended to make room).
+    pub async fn slot_within(&self, wait: Duration) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::time::timeout(wait, self.slots.clone().acquire_owned()).await.ok()?.ok()
+    }
+
+    /// The error when every place is taken by a session in use.
+    pub fn full(&self) -> UpstreamError {
+        UpstreamError::Protocol(
+            self.name.to_string(),
+            format!("all its max_processes = {} processes serve calls now; retry later or raise max_processes", self.cfg.max_processes),
+        )
+    }
+
+    /// Starts a process in `slot`, unless a failed start before says to wait.
+    pub fn start(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+        if let Some(wait) = self
+            .backoff
+            .lock()
+            .ok()
+            .and_then(|b| b.not_before)
+            .and_then(|t| t.checked_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
+        {
+            return Err(UpstreamError::Unreachable(
+                self.name.to_string(),
+                format!("its last start failed; the next start is in {} ms", wait.as_millis().max(1)),
+            ));
+        }
+        let started = Proc::spawn(self, slot, grace);
+        if started.is_err() {
+            self.failed();
+        }
+        started
+    }
+
+    /// A start failed (the process did not start or its handshake did not succeed).
+    pub fn failed(&self) {
+        if let Ok(mut b) = self.backoff.lock() {
+            let wait = BACKOFF_FIRST.saturating_mul(1u32 << b.failures.min(16)).min(BACKOFF_MAX);
+            b.failures = b.failures.saturating_add(1);
+            b.not_before = Some(Instant::now() + wait);
+        }
+    }
+
+    /// A start succeeded: the back-off is reset.
+    pub fn succeeded(&self) {
+        if let Ok(mut b) = self.backoff.lock() {
+            *b = Backoff::default();
+        }
+    }
+
+    /// Ends every running process and waits for them to exit (each is given `grace` in all;
+    /// the supervisor kills one that outlives it).
+    pub async fn end_all(&self) {
+        let all = self.running.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+        for (stop, _) in &all {
+            stop.cancel();
+        }
+        for (_, exited) in &all {
+            exited.cancelled().await;
+        }
+    }
+
+    /// How many of its processes run now.
+    pub fn running(&self) -> usize {
+        self.running.0.lock().map(|v| v.iter().filter(|(_, e)| !e.is_cancelled()).count()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(program: &str) -> Spec {
+        let cfg = StdioConfig {
+            command: vec![program.to_owned()],
+            env: Vec::new(),
+            cwd: None,
+            stderr: crate::config::Stderr::Drop,
+            stderr_max_bytes: 1 << 20,
+            max_processes: 1,
+        };
+        Spec::new("nope", cfg, 1 << 20)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_start_backs_off_doubling_and_says_when_it_tries_again() {
+        let s = spec("/nonexistent/sluice-test-server");
+        let grace = Duration::from_secs(1);
+        let first = s.start(s.slot().expect("a slot"), grace).err().expect("no such program").to_string();
+        assert!(first.contains("upstream 'nope'") && first.contains("cannot start"), "{first}");
+        let waiting = s.start(s.slot().expect("the slot is free again"), grace).err().expect("backing off").to_string();
+        assert!(waiting.contains("next start is in 100 ms"), "{waiting}");
+        tokio::time::advance(BACKOFF_FIRST).await;
+        assert!(s.start(s.slot().expect("slot"), grace).err().expect("still no program").to_string().contains("cannot start"));
+        let waiting = s.start(s.slot().expect("slot"), grace).err().expect("backing off").to_string();
+        assert!(waiting.contains("next start is in 200 ms"), "{waiting}");
+        s.succeeded();
+        assert!(s.start(s.slot().expect("slot"), grace).err().expect("no program").to_string().contains("cannot start"));
+    }
+
+    #[tokio::test]
+    async fn a_process_holds_its_place_until_it_exits_and_end_all_waits_for_it() {
+        let s = spec("cat");
+        let (proc, _lines) = s.start(s.slot().expect("a slot"), Duration::from_secs(2)).expect("cat starts");
+        assert!(s.slot().is_none(), "max_processes = 1 is taken");
+        assert_eq!(s.running(), 1);
+        s.end_all().await;
+        assert!(proc.is_done());
+        assert_eq!(s.running(), 0);
+        assert!(s.slot().is_some(), "the place is free once the process exited");
+        assert!(proc.exit_error().to_string().contains("status 0"), "cat exits on end of input: {}", proc.exit_error());
+    }
+}
