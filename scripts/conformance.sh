@@ -2,7 +2,8 @@
 # Runs the official conformance suite through a fresh Sluice whose only upstream is one of the
 # project's own fixtures, both legs (--suite all --spec-version 2026-07-28, --requirements
 # 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, Sluice forwards) and
-# tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds). Sluice runs
+# tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds), and that
+# legacy fixture again over stdio (it must score the same counts as over HTTP). Sluice runs
 # with the default approval policy (--policy policies/default.toml), as a deployment would.
 # Needs the peers (eval "$(bash scripts/peers.sh)") and a built Sluice (SLUICE_BIN, default
 # target/release/sluice). Fails on any FAILURE or WARNING outside the tasks-* extension.
@@ -28,10 +29,20 @@ with_fixture() {
   "$py" "$root/tests/fixtures/$fixture" --port 0 >"$out/$name-fixture.out" 2>"$out/$name-fixture.err" &
   pids+=($!)
   wait_line "$out/$name-fixture.out" LISTENING 30
-  local port sport
+  local port
   port=$(awk '/LISTENING/ {print $2; exit}' "$out/$name-fixture.out")
+  with_sluice "$name" "fixture=http://127.0.0.1:$port/mcp"
+}
+
+# with_sluice NAME UPSTREAM [CONFIG]: a fresh Sluice in front of UPSTREAM (an --upstream value,
+# or empty when CONFIG holds the upstream); sets $url.
+with_sluice() {
+  local name=$1 upstream=$2 config=${3:-} sport
   sport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  RUST_LOG=warn "$bin" serve --listen "127.0.0.1:$sport" --upstream "fixture=http://127.0.0.1:$port/mcp" --policy "$root/policies/default.toml" >"$out/$name-sluice.log" 2>&1 &
+  local args=(serve --listen "127.0.0.1:$sport" --policy "$root/policies/default.toml")
+  [ -n "$upstream" ] && args+=(--upstream "$upstream")
+  [ -n "$config" ] && args+=(--config "$config")
+  RUST_LOG=warn "$bin" "${args[@]}" >"$out/$name-sluice.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$sport/readyz" >/dev/null && break; sleep 0.1; done
   url="http://127.0.0.1:$sport/mcp"
@@ -41,7 +52,14 @@ status=0
 run() { # run LABEL ARGS...
   local label=$1; shift
   "$SLUICE_NODE22" "$SLUICE_CONFORMANCE" server --url "$url" "$@" -o "$out/$label" >"$out/$label.log" 2>&1 || true
-  python3 "$root/scripts/conformance_check.py" "$out/$label" "$label" || status=1
+  python3 "$root/scripts/conformance_check.py" "$out/$label" "$label" "$out/$label.counts" || status=1
+}
+
+# same LABEL OTHER: the two legs scored exactly the same counts.
+same() {
+  if ! cmp -s "$out/$1.counts" "$out/$2.counts"; then
+    echo "conformance [$1] differs from [$2]: $(cat "$out/$1.counts") vs $(cat "$out/$2.counts")"; status=1
+  fi
 }
 
 # Modern fixture (mcp==2.3.0): Sluice forwards.
@@ -59,4 +77,19 @@ run legacy-requirements --requirements 2026-07-28
 # 2025-11-25 clients through Sluice to the legacy fixture.
 run legacy-2025-suite-all --suite all --spec-version 2025-11-25
 run legacy-2025-requirements --requirements 2025-11-25
+
+# The same legacy fixture over stdio (Sluice starts it, one process per session): the same counts.
+# The suite opens three new capability sets within a second and waits 500-600 ms on some calls;
+# the fixture takes over a second to boot, so three processes are kept warm (spare_processes).
+cat >"$out/stdio.toml" <<EOF
+[[upstream]]
+name = "fixture"
+command = ["$SLUICE_PY1", "$root/tests/fixtures/legacy_fixture.py", "--stdio"]
+spare_processes = 3
+EOF
+with_sluice legacy-stdio "" "$out/stdio.toml"
+run legacy-stdio-suite-all --suite all --spec-version 2026-07-28
+same legacy-stdio-suite-all legacy-suite-all
+run legacy-stdio-2025-suite-all --suite all --spec-version 2025-11-25
+same legacy-stdio-2025-suite-all legacy-2025-suite-all
 exit $status

@@ -25,7 +25,10 @@ for path in files:
         if status not in ("SUCCESS", "INFO") and not is_tasks:
             bad.append(f"  {scenario}: {check.get('id')} {status}: {(check.get('errorMessage') or '')[:300]}")
 fmt = lambda c: " ".join(f"{k}={c.get(k, 0)}" for k in ("SUCCESS", "WARNING", "SKIPPED", "FAILURE", "INFO"))
-print(f"conformance [{label}] scenarios={len(files)} outside tasks-*: {fmt(core)}")
+summary = f"scenarios={len(files)} outside tasks-*: {fmt(core)}"
+print(f"conformance [{label}] {summary}")
+if len(sys.argv) > 3:  # where to write the counts, for comparing two legs
+    open(sys.argv[3], "w").write(summary + "\n")
 if sum(tasks.values()):
     print(f"conformance [{label}] tasks-* extension (not scored): {fmt(tasks)}")
 for line in bad:

@@ -69,6 +69,9 @@ enum Command {
         /// The API key.
         key: String,
     },
+    /// The demo's stdio upstream: a 2025-11-25 MCP server on stdin/stdout (`sluice demo` runs it).
+    #[command(hide = true)]
+    DemoStdioServer,
     /// Start Sluice on loopback in front of built-in demo upstreams.
     Demo {
         /// Also run a scripted client that prints and checks each step, then exit.
@@ -126,6 +129,10 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::HashKey { key } => {
             println!("{}", sluice::auth::api_keys::hash_key(&key));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::DemoStdioServer => {
+            sluice::demo::stdio::serve().await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Demo { walkthrough, listen } => sluice::demo::run(walkthrough, listen).await.map_err(anyhow::Error::msg),

@@ -189,6 +189,7 @@ pub(super) struct RawUpstream {
     pub(super) stderr: Option<String>,
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
+    pub(super) spare_processes: Option<usize>,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) bearer_token_env: Option<String>,

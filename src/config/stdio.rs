@@ -50,8 +50,12 @@ pub struct StdioConfig {
     pub stderr: Stderr,
     /// The stderr file is rotated past this many bytes (default 10 MiB).
     pub stderr_max_bytes: u64,
-    /// Processes of this upstream at once: one per 2025-11-25 session (default 16).
+    /// Processes of this upstream at once: one per 2025-11-25 session, spares included
+    /// (default 16).
     pub max_processes: usize,
+    /// Processes started ahead of need and kept warm, so a new session does not wait for the
+    /// server to boot (default 1; at most `max_processes`).
+    pub spare_processes: usize,
 }
 
 impl std::fmt::Debug for StdioConfig {
@@ -63,6 +67,7 @@ impl std::fmt::Debug for StdioConfig {
             .field("cwd", &self.cwd)
             .field("stderr", &self.stderr)
             .field("max_processes", &self.max_processes)
+            .field("spare_processes", &self.spare_processes)
             .finish()
     }
 }
@@ -76,6 +81,7 @@ pub(super) struct RawStdio {
     pub(super) stderr: Option<String>,
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
+    pub(super) spare_processes: Option<usize>,
 }
 
 impl RawStdio {
@@ -104,11 +110,26 @@ impl RawStdio {
         if max_processes == 0 {
             return Err(bad("max_processes = 0 would never start it: give 1 or more".into()));
         }
+        let spare_processes = self.spare_processes.unwrap_or(1).min(max_processes);
+        if self.spare_processes.is_some_and(|n| n > max_processes) {
+            return Err(bad(format!(
+                "spare_processes = {} is more than max_processes = {max_processes}",
+                self.spare_processes.unwrap_or(0)
+            )));
+        }
         let stderr_max_bytes = self.stderr_max_bytes.unwrap_or(10 << 20);
         if stderr_max_bytes == 0 {
             return Err(bad("stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into()));
         }
-        Ok(StdioConfig { command: self.command, env: self.env, cwd: self.cwd.map(PathBuf::from), stderr, stderr_max_bytes, max_processes })
+        Ok(StdioConfig {
+            command: self.command,
+            env: self.env,
+            cwd: self.cwd.map(PathBuf::from),
+            stderr,
+            stderr_max_bytes,
+            max_processes,
+            spare_processes,
+        })
     }
 
     /// `stdio:COMMAND ARGS` of `--upstream`, split as a POSIX shell would (quotes, escapes),

@@ -190,11 +190,17 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 let shown = redact_url(&url);
                 return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(span))));
             }
-            let stdio_key =
-                [u.cwd.is_some(), u.stderr.is_some(), u.stderr_max_bytes.is_some(), u.max_processes.is_some(), !u.env.is_empty()];
+            let stdio_key = [
+                u.cwd.is_some(),
+                u.stderr.is_some(),
+                u.stderr_max_bytes.is_some(),
+                u.max_processes.is_some(),
+                u.spare_processes.is_some(),
+                !u.env.is_empty(),
+            ];
             if stdio_key.iter().any(|k| *k) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes and max_processes are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes and spare_processes are for a stdio upstream (command = [...]), not a url"
                 )));
             }
             Ok((url, None))
@@ -217,6 +223,7 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 stderr: u.stderr.take(),
                 stderr_max_bytes: u.stderr_max_bytes,
                 max_processes: u.max_processes,
+                spare_processes: u.spare_processes,
             };
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
@@ -247,6 +254,7 @@ impl RawUpstream {
             stderr: None,
             stderr_max_bytes: None,
             max_processes: None,
+            spare_processes: None,
             era: Era::Auto,
             headers: Default::default(),
             bearer_token_env: None,

@@ -1,6 +1,8 @@
-//! `sluice demo`: Sluice on loopback in front of three built-in demo upstreams: two modern
-//! (2026-07-28) ones, `alpha` and `beta`, and a handshake-era (2025-11-25) one, `repo`, whose
-//! tools ask the client's model mid-call (bridge A turns each ask into an `input_required` round).
+//! `sluice demo`: Sluice on loopback in front of four built-in demo upstreams: two modern
+//! (2026-07-28) ones, `alpha` and `beta`, a handshake-era (2025-11-25) one, `repo`, whose tools
+//! ask the client's model mid-call (bridge A turns each ask into an `input_required` round), and
+//! `notes`, a 2025-11-25 stdio server Sluice starts as a child process (this binary's hidden
+//! `demo-stdio-server`), whose one tool asks the model too.
 //! The demo's Sluice is governed: at most [`MAX_ROUNDS`] rounds per request (so `loop_forever`, a
 //! loop bomb, is cut), and the policy [`POLICY`] (written to a file in the temporary directory
 //! for the run) asks the user's approval before a destructive tool (`delete_branch`) runs.
@@ -10,6 +12,7 @@
 //! success only when every step held.
 
 pub mod legacy;
+pub mod stdio;
 pub mod upstream;
 pub mod walkthrough;
 
@@ -57,18 +60,21 @@ pub async fn run(walkthrough: bool, listen: Option<String>) -> Result<std::proce
     let beta = upstream::start("beta", any).await.map_err(|e| e.to_string())?;
     let repo = legacy::start(any).await.map_err(|e| e.to_string())?;
     let policy = PolicyFile::write()?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to run the demo's stdio upstream: {e}"))?;
+    let notes = format!("notes=stdio:{} demo-stdio-server", shlex::try_quote(&exe.to_string_lossy()).map_err(|e| e.to_string())?);
     let over = Overrides {
         listen: Some(listen.unwrap_or_else(|| "127.0.0.1:0".into())),
-        upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url())],
+        upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url()), notes],
         no_prefix: false,
         policies: Vec::new(),
     };
     let cfg = Config::from_toml(&config_text(&policy.0.display().to_string()), "<demo>", &over).map_err(|e| e.0)?;
     let running = crate::start(cfg).await?;
     running.ready().await;
-    println!("Sluice is listening on {} in front of three demo upstreams:", running.url());
+    println!("Sluice is listening on {} in front of four demo upstreams:", running.url());
     println!("  alpha  {}  (2026-07-28, delete_branch is destructive)\n  beta   {}  (2026-07-28)", alpha.url(), beta.url());
     println!("  repo   {}  (2025-11-25, summarize_repo asks your model twice, loop_forever never stops)", repo.url());
+    println!("  notes  stdio: {} demo-stdio-server  (2025-11-25 child process, suggest_title asks your model)", exe.display());
     println!("Governed by [budget] max_rounds = {MAX_ROUNDS} and the policy {}:", policy.0.display());
     for line in POLICY.lines() {
         println!("  {line}");

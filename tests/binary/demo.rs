@@ -32,6 +32,8 @@ fn the_walkthrough_exits_0_and_shows_every_step() {
         "a new round keyed summarize",
         "complete with the chosen files and the summary",
         "the three requests of the call have different ids",
+        "notes__suggest_title (a stdio server Sluice started as a child process) asks the model mid-call: an input_required round",
+        "answering the round completes the call with the model's title",
         "replaying the last requestState finds no exchange",
         "Sluice relays its tool error",
         "repo__loop_forever (a loop bomb) asks the model again after every answer: the client receives exactly 3 input_required rounds",
@@ -45,7 +47,7 @@ fn the_walkthrough_exits_0_and_shows_every_step() {
     ] {
         assert!(stdout.contains(step), "no step {step:?} in:\n{stdout}");
     }
-    assert_eq!(stdout.matches("✓ held").count(), 25, "{stdout}");
+    assert_eq!(stdout.matches("✓ held").count(), 27, "{stdout}");
 }
 
 async fn send(

@@ -5,13 +5,15 @@
 //! `true` only when every step held. Refuses nothing.
 //!
 //! The steps, in order: the front door ([`basics`]: discovery, federation, routing, the
-//! envelope's refusals), bridge A's two-round tool ([`summarize`]), the round cap against a loop
-//! bomb ([`bomb`]), and the policy's approval round ([`approval`]).
+//! envelope's refusals), bridge A's two-round tool ([`summarize`]), the same bridge in front of a
+//! stdio server ([`stdio`]), the round cap against a loop bomb ([`bomb`]), and the policy's
+//! approval round ([`approval`]).
 
 mod approval;
 mod basics;
 mod bomb;
 mod client;
+mod stdio;
 mod summarize;
 
 use super::upstream::Seen;
@@ -42,6 +44,7 @@ pub async fn run(url: &str, repo: &Seen, alpha: &Seen) -> bool {
     basics::refusals(&c, &mut s).await;
     basics::notification(&c, &mut s).await;
     summarize::run(&c, &mut s).await;
+    stdio::run(&c, &mut s).await;
     bomb::run(&c, &mut s, repo).await;
     approval::run(&c, &mut s, alpha).await;
     s.ok

@@ -130,8 +130,9 @@ impl Pool {
         Ok(s)
     }
 
-    /// Starts a stdio session's process in a free place under its `max_processes`, ending the
-    /// upstream's least recently used idle session to make one when none is free.
+    /// A stdio session's process: a warm spare, else one started in a free place under its
+    /// `max_processes` (the upstream's least recently used idle session is ended to make one
+    /// when none is free).
     async fn open_stdio(
         &self,
         up: &Arc<Upstream>,
@@ -139,23 +140,28 @@ impl Pool {
         key: &Key,
         on_list_changed: ListChanged,
     ) -> Result<Arc<Session>, UpstreamError> {
-        let slot = match spec.slot() {
-            Some(s) => s,
+        let started = match spec.take_spare(self.grace) {
+            Some(warm) => warm,
             None => {
-                let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name)).ok_or_else(|| spec.full())?;
-                victim.close(&self.client).await;
-                drop(victim);
-                spec.slot_within(self.grace).await.ok_or_else(|| spec.full())?
+                let slot = match spec.slot() {
+                    Some(s) => s,
+                    None => {
+                        let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name)).ok_or_else(|| spec.full())?;
+                        victim.close(&self.client).await;
+                        drop(victim);
+                        spec.slot_within(self.grace).await.ok_or_else(|| spec.full())?
+                    }
+                };
+                spec.start(slot, self.grace)?
             }
         };
         let open = super::stdio::Open {
             spec,
-            slot,
+            started,
             caps: key.caps,
             principal: &key.principal,
             on_list_changed,
             response: self.client.response_timeout(),
-            grace: self.grace,
             max_event: self.client.max_event_bytes(),
         };
         super::stdio::open(up.clone(), open).await

@@ -1,7 +1,7 @@
 //! A 2025-11-25 session over a stdio process: one process is one session (the stdio transport
 //! has no session id), started for it and ended with it.
 //!
-//! Takes the upstream's stdio [`Spec`], a place under its `max_processes`, the bridged
+//! Takes the upstream's stdio [`Spec`], a started process (a warm spare or a new one), the bridged
 //! capabilities and the principal; gives a [`Session`] that has done `initialize` and
 //! `notifications/initialized` on the process, with a task reading its stdout: responses to
 //! Sluice's own requests go to their waiter, everything else is routed as on an HTTP session's
@@ -30,18 +30,17 @@ use crate::upstream::Upstream;
 /// What one session's process needs beyond the upstream.
 pub(super) struct Open<'a> {
     pub(super) spec: &'a Spec,
-    pub(super) slot: tokio::sync::OwnedSemaphorePermit,
+    pub(super) started: (Arc<Proc>, Lines),
     pub(super) caps: super::Bridged,
     pub(super) principal: &'a str,
     pub(super) on_list_changed: ListChanged,
     pub(super) response: Duration,
-    pub(super) grace: Duration,
     pub(super) max_event: usize,
 }
 
 /// Starts a process and runs the handshake on it.
 pub(super) async fn open(up: Arc<Upstream>, o: Open<'_>) -> Result<Arc<Session>, UpstreamError> {
-    let (proc, lines) = o.spec.start(o.slot, o.grace)?;
+    let (proc, lines) = o.started;
     let (tx, rx) = crate::upstream::queue::bounded(256, o.max_event);
     let leased = Arc::new(AtomicBool::new(false));
     let reader = Reader { up: up.clone(), proc: proc.clone(), tx, leased: leased.clone(), on_list_changed: o.on_list_changed };

@@ -2,11 +2,13 @@
 //! JSON-RPC to on their stdin and stdout (the MCP stdio transport).
 //!
 //! Takes an upstream's [`StdioConfig`]; gives its [`Spec`]: how to start one process (each one
-//! 2025-11-25 session, see `legacy::session`), at most `max_processes` at once, restarted with
-//! back-off after failed starts (100 ms doubling to 30 s; a start whose handshake succeeded
-//! resets it), every running one tracked so shutdown ends them all and waits for them. Refuses
-//! a start while backing off and past `max_processes`, with errors naming the upstream and
-//! what to do.
+//! 2025-11-25 session, see `legacy::session`), at most `max_processes` at once, with
+//! `spare_processes` of them started ahead and kept warm (not yet handshaken: a server that
+//! takes a second to boot answers a new session's first call as fast as an HTTP one), restarted
+//! with back-off after failed starts (100 ms doubling to 30 s; a start whose handshake
+//! succeeded resets it), every running one tracked so shutdown ends them all and waits for
+//! them. Refuses a start while backing off and past `max_processes`, with errors naming the
+//! upstream and what to do.
 
 pub mod process;
 pub mod stderr;
@@ -37,6 +39,8 @@ pub struct Spec {
     slots: Arc<tokio::sync::Semaphore>,
     backoff: Mutex<Backoff>,
     running: Running,
+    /// Oldest first: the one started longest ago is the likeliest to have booted.
+    spares: Mutex<std::collections::VecDeque<(Arc<Proc>, Lines)>>,
 }
 
 #[derive(Default)]
@@ -63,7 +67,16 @@ impl Spec {
     pub fn new(name: &str, cfg: StdioConfig, max_line: usize) -> Spec {
         let stderr = Arc::new(stderr::Sink::new(name, &cfg.stderr, cfg.stderr_max_bytes));
         let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_processes));
-        Spec { name: name.into(), cfg, max_line, stderr, slots, backoff: Mutex::default(), running: Running::default() }
+        Spec {
+            name: name.into(),
+            cfg,
+            max_line,
+            stderr,
+            slots,
+            backoff: Mutex::default(),
+            running: Running::default(),
+            spares: Mutex::default(),
+        }
     }
 
     /// A free place under `max_processes`, if any.
@@ -84,7 +97,36 @@ impl Spec {
         )
     }
 
-    /// Starts a process in `slot`, unless a failed start before says to wait.
+    /// A warm spare process, if one is running (another is started in its place).
+    pub fn take_spare(&self, grace: Duration) -> Option<(Arc<Proc>, Lines)> {
+        let taken = loop {
+            match self.spares.lock().ok()?.pop_front() {
+                Some((p, _)) if p.is_done() => continue,
+                other => break other,
+            }
+        };
+        self.refill(grace);
+        taken
+    }
+
+    /// Starts spares until `spare_processes` run, while places are free and no start failed.
+    fn refill(&self, grace: Duration) {
+        let Ok(mut spares) = self.spares.lock() else { return };
+        spares.retain(|(p, _)| !p.is_done());
+        while spares.len() < self.cfg.spare_processes && !self.backing_off() {
+            let Some(slot) = self.slot() else { return };
+            match Proc::spawn(self, slot, grace) {
+                Ok(p) => spares.push_back(p),
+                Err(_) => return self.failed(),
+            }
+        }
+    }
+
+    fn backing_off(&self) -> bool {
+        self.backoff.lock().ok().and_then(|b| b.not_before).is_some_and(|t| t > Instant::now())
+    }
+
+    /// Starts a process in `slot` (and spares after it), unless a failed start before says to wait.
     pub fn start(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         if let Some(wait) = self
             .backoff
@@ -100,8 +142,9 @@ impl Spec {
             ));
         }
         let started = Proc::spawn(self, slot, grace);
-        if started.is_err() {
-            self.failed();
+        match &started {
+            Ok(_) => self.refill(grace),
+            Err(_) => self.failed(),
         }
         started
     }
@@ -125,6 +168,9 @@ impl Spec {
     /// Ends every running process and waits for them to exit (each is given `grace` in all;
     /// the supervisor kills one that outlives it).
     pub async fn end_all(&self) {
+        if let Ok(mut spares) = self.spares.lock() {
+            spares.clear();
+        }
         let all = self.running.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
         for (stop, _) in &all {
             stop.cancel();
@@ -145,13 +191,18 @@ mod tests {
     use super::*;
 
     fn spec(program: &str) -> Spec {
+        spec_with(program, 1, 0)
+    }
+
+    fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
         let cfg = StdioConfig {
             command: vec![program.to_owned()],
             env: Vec::new(),
             cwd: None,
             stderr: crate::config::Stderr::Drop,
             stderr_max_bytes: 1 << 20,
-            max_processes: 1,
+            max_processes,
+            spare_processes,
         };
         Spec::new("nope", cfg, 1 << 20)
     }
@@ -183,5 +234,24 @@ mod tests {
         assert_eq!(s.running(), 0);
         assert!(s.slot().is_some(), "the place is free once the process exited");
         assert!(proc.exit_error().to_string().contains("status 0"), "cat exits on end of input: {}", proc.exit_error());
+    }
+
+    #[tokio::test]
+    async fn spares_are_started_ahead_within_max_processes_and_taken_first() {
+        let s = spec_with("cat", 2, 1);
+        let grace = Duration::from_secs(2);
+        let (first, _l1) = s.start(s.slot().expect("a slot"), grace).expect("cat starts");
+        assert_eq!(s.running(), 2, "the process and one warm spare");
+        let (spare, _l2) = s.take_spare(grace).expect("the spare");
+        assert_ne!(spare.pid, first.pid);
+        assert_eq!(s.running(), 2, "no room for another spare under max_processes = 2");
+        assert!(s.take_spare(grace).is_none());
+        first.end("test");
+        first.ended().await;
+        assert!(s.take_spare(grace).is_none(), "the freed place is refilled, the new spare is taken next time");
+        assert_eq!(s.running(), 2);
+        assert!(s.take_spare(grace).is_some());
+        s.end_all().await;
+        assert_eq!(s.running(), 0);
     }
 }
