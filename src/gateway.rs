@@ -70,8 +70,11 @@ pub struct Parts {
 /// that yields nothing (an unset or empty key variable, a policy file without rules, an empty
 /// secret) is an error here, never a silent "off".
 pub fn preflight(cfg: &Config) -> Result<Parts, String> {
-    let upstreams =
-        cfg.upstreams.iter().map(|u| Upstream::new(u, cfg.limits.max_sse_event_bytes).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+    let upstreams = cfg
+        .upstreams
+        .iter()
+        .map(|u| Upstream::new(u, cfg.limits.max_response_bytes, cfg.timeouts.response).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
     let auth = crate::auth::Authenticator::new(&cfg.auth)?;
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {
         return Err(format!(

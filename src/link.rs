@@ -15,8 +15,9 @@
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
 //!
 //! A stdio upstream (`upstream::stdio`) is `Wire::Legacy` with a process for each session in
-//! place of an `Mcp-Session-Id`: `upstream::legacy::session` hides the difference from every
-//! operation above (its process's stdout stands in for both the POST and the GET stream).
+//! place of an `Mcp-Session-Id`, and a 2024-11-05 HTTP+SSE one (`transport = "sse"`) with a GET
+//! stream for each: `upstream::legacy::session` hides the difference from every operation above
+//! (the one stream stands in for both the POST's answer and the GET stream).
 //!
 //! Takes an upstream (and, for a call, the request context and its target); gives the
 //! operation's result as its era does it. Refuses nothing itself: each arm's module refuses
@@ -75,19 +76,27 @@ impl Gateway {
     /// At shutdown: parked exchanges cancelled upstream, idle legacy sessions ended (DELETE),
     /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
     pub async fn close_upstreams(&self) {
+        let stdio: Vec<_> = self.upstreams.iter().filter_map(|u| u.stdio.clone()).collect();
+        // No process starts once shutdown began (a probe or a lease racing it included).
+        for spec in &stdio {
+            spec.end_all_now();
+        }
         crate::bridge::shutdown(&self.bridge).await;
-        for up in &self.upstreams {
-            if let Some(spec) = &up.stdio {
-                spec.end_all().await;
-            }
+        // Every upstream's processes end together, not one upstream after another.
+        for spec in &stdio {
+            spec.end_all_now();
+        }
+        for spec in &stdio {
+            spec.wait_ended().await;
         }
     }
 
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
     /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
     pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
-        // A stdio server is spoken to on the 2025-11-25 wire, one session per process.
-        if up.era == crate::config::Era::Legacy || up.stdio.is_some() {
+        // A stdio server is spoken to on the 2025-11-25 wire, one session per process, and a
+        // 2024-11-05 HTTP+SSE one the same way, one session per GET stream.
+        if up.era == crate::config::Era::Legacy || up.stdio.is_some() || up.sse {
             return crate::catalog::legacy::probe(self, up).await;
         }
         match discover::probe(&self.client, up).await {

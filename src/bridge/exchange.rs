@@ -132,9 +132,13 @@ impl Live {
                     let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
                     None
                 }
-                // stdio: the request was written; its answer comes through the session's inbox,
-                // and this side only waits to report the process ending under the call.
-                Ok(Answer::Status(http::StatusCode::ACCEPTED, _)) if session.answers_inline() => Some(session.ended().await),
+                // stdio, SSE: the request was sent; its answer, and the end of the session if it
+                // ends first, come through the session's inbox (read to its end first, so an
+                // answer written just before the process exited is not lost).
+                Ok(Answer::Status(http::StatusCode::ACCEPTED, _)) if session.answers_inline() => {
+                    let _held = &tx; // the exchange reads the inbox; this side stays silent
+                    return std::future::pending().await;
+                }
                 Ok(Answer::Sse(mut s)) => loop {
                     match s.next().await {
                         Ok(Some(d)) => {
@@ -198,6 +202,8 @@ impl Live {
                 },
                 m = self.lease.session.recv(), if self.get_open => match m {
                     Some(d) => d,
+                    // Over stdio or SSE the inbox ends with the session: the call fails, saying why.
+                    None if self.lease.session.answers_inline() => return Outcome::Failed(self.lease.session.ended().await),
                     None => { self.get_open = false; continue; }
                 },
                 _ = sleep_opt(wait) => return Outcome::Asks,

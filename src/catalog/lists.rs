@@ -137,7 +137,10 @@ mod tests {
         let cfg =
             crate::config::Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "t", &Default::default())
                 .expect("config");
-        (Upstream::new(&cfg.upstreams[0], cfg.limits.max_sse_event_bytes).expect("upstream"), Names::new(cfg.prefixed(), &cfg.separator))
+        (
+            Upstream::new(&cfg.upstreams[0], cfg.limits.max_response_bytes, cfg.timeouts.response).expect("upstream"),
+            Names::new(cfg.prefixed(), &cfg.separator),
+        )
     }
 
     fn page(from: usize, n: usize) -> Box<RawValue> {

@@ -36,7 +36,7 @@ pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
 pub use redact::redact_url;
 pub use stdio::{Stderr, StdioConfig};
-pub use upstream::{CacheScope, Era, PrefixMode, UpstreamConfig};
+pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 
 use budget::Budget;
 use raw::{RawConfig, RawUpstream};
@@ -163,6 +163,10 @@ impl Config {
             )));
         }
         let state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
+        let audit = AuditConfig::from(raw.audit);
+        // Across sections: a server's stderr may carry content; it must not land in the audit
+        // log or Sluice's own output.
+        stdio::stderr_apart(&upstreams, &audit.sink).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         Ok(Config {
             listen,
             path,
@@ -177,7 +181,7 @@ impl Config {
             budget,
             budget_overrides,
             quotas,
-            audit: raw.audit.into(),
+            audit,
             metrics,
             policies: raw.policies,
             upstreams,

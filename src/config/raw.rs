@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ApiKeyConfig, CacheScope, Era, MaxTokensAction, PrefixMode};
+use super::{ApiKeyConfig, CacheScope, Era, MaxTokensAction, PrefixMode, Transport};
 
 /// Raw file layout; every table refuses unknown keys.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -182,6 +182,8 @@ pub(super) struct RawUpstream {
     pub(super) url: Option<toml::Spanned<String>>,
     #[serde(default)]
     pub(super) era: Era,
+    #[serde(default)]
+    pub(super) transport: Transport,
     pub(super) command: Option<Vec<String>>,
     #[serde(default)]
     pub(super) env: BTreeMap<String, String>,

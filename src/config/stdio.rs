@@ -37,7 +37,9 @@ impl Serialize for Stderr {
 /// How to start and bound one stdio upstream.
 #[derive(Clone, Serialize)]
 pub struct StdioConfig {
-    /// The program and its arguments, run directly (never through a shell).
+    /// The program and its arguments, run directly (never through a shell). Printed with
+    /// credentials in URL arguments redacted.
+    #[serde(serialize_with = "redact_command")]
     pub command: Vec<String>,
     /// Environment variables set for it. It inherits only `PATH`, `HOME`, `USER`, `LANG`,
     /// `LC_ALL`, `TMPDIR` and `TZ` from Sluice: Sluice's own secrets stay out of it.
@@ -70,6 +72,41 @@ impl std::fmt::Debug for StdioConfig {
             .field("spare_processes", &self.spare_processes)
             .finish()
     }
+}
+
+/// The most processes one stdio upstream may run (a bound on what a config can make Sluice fork).
+const MAX_PROCESSES: usize = 4096;
+
+/// Refuses a stdio upstream whose stderr file is the audit sink or Sluice's own output: a
+/// server's stderr may carry content.
+pub(super) fn stderr_apart(upstreams: &[super::UpstreamConfig], audit_sink: &str) -> Result<(), String> {
+    const OWN: [&str; 6] = ["/dev/stderr", "/dev/stdout", "/proc/self/fd/1", "/proc/self/fd/2", "/dev/fd/1", "/dev/fd/2"];
+    for u in upstreams {
+        if let Some(StdioConfig { stderr: Stderr::File(p), .. }) = &u.stdio {
+            let shown = p.display().to_string();
+            if shown == audit_sink || OWN.contains(&shown.as_str()) {
+                return Err(format!(
+                    "upstream {:?}: stderr = \"file:{shown}\" is the audit log or Sluice's own output; a server's stderr may carry content: give it a file of its own or \"drop\"",
+                    u.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each argument as `sluice check` prints it: credentials in a URL redacted.
+fn redact_command<S: serde::Serializer>(command: &[String], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(command.len()))?;
+    for a in command {
+        if a.contains("://") {
+            seq.serialize_element(&super::redact_url(a))?;
+        } else {
+            seq.serialize_element(a)?;
+        }
+    }
+    seq.end()
 }
 
 /// The stdio keys of one `[[upstream]]` as written.
@@ -107,8 +144,8 @@ impl RawStdio {
             },
         };
         let max_processes = self.max_processes.unwrap_or(16);
-        if max_processes == 0 {
-            return Err(bad("max_processes = 0 would never start it: give 1 or more".into()));
+        if max_processes == 0 || max_processes > MAX_PROCESSES {
+            return Err(bad(format!("max_processes = {max_processes}: give 1 to {MAX_PROCESSES}")));
         }
         let spare_processes = self.spare_processes.unwrap_or(1).min(max_processes);
         if self.spare_processes.is_some_and(|n| n > max_processes) {
@@ -135,9 +172,10 @@ impl RawStdio {
     /// `stdio:COMMAND ARGS` of `--upstream`, split as a POSIX shell would (quotes, escapes),
     /// with no shell run.
     pub(super) fn from_flag(spec: &str, words: &str) -> Result<RawStdio, ConfigError> {
-        let command = shlex::split(words).ok_or_else(|| {
-            ConfigError(format!("--upstream {spec:?}: the command after stdio: has an unclosed quote or a trailing backslash"))
-        })?;
+        // The command is not echoed: its arguments may hold credentials.
+        let name = spec.split_once('=').map_or(spec, |(n, _)| n);
+        let command = shlex::split(words)
+            .ok_or_else(|| ConfigError(format!("--upstream {name}=stdio:…: the command has an unclosed quote or a trailing backslash")))?;
         Ok(RawStdio { command, ..RawStdio::default() })
     }
 }

@@ -296,15 +296,16 @@ fn quotas_load_in_order_and_one_that_would_count_nothing_is_refused() {
 
 #[test]
 fn a_stdio_upstream_is_read_printed_and_loaded_back() {
-    let text = "[[upstream]]\nname = \"files\"\ncommand = [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\"]\nenv = { TOKEN = \"s3cret\" }\ncwd = \"/srv\"\nstderr = \"file:/tmp/files.log\"\nmax_processes = 3\n";
+    let text = "[[upstream]]\nname = \"files\"\ncommand = [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\", \"postgresql://u:pa55@db/x\"]\nenv = { TOKEN = \"s3cret\" }\ncwd = \"/srv\"\nstderr = \"file:/tmp/files.log\"\nmax_processes = 3\n";
     let c = load(text).unwrap();
     let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
-    assert_eq!(s.command, ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]);
+    assert_eq!(s.command, ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv", "postgresql://u:pa55@db/x"]);
     assert_eq!((s.max_processes, s.stderr_max_bytes), (3, 10 << 20));
     assert_eq!(s.stderr, Stderr::File("/tmp/files.log".into()));
     assert_eq!(c.upstreams[0].url, "");
     let printed = c.redacted();
     assert!(!printed.contains("s3cret") && !format!("{c:?}").contains("s3cret"), "{printed}");
+    assert!(!printed.contains("pa55") && !format!("{c:?}").contains("pa55"), "{printed}");
     let again = Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
     assert_eq!(again.redacted(), printed);
     assert_eq!(again.upstreams[0].stdio.as_ref().map(|s| s.stderr.clone()), Some(Stderr::File("/tmp/files.log".into())));
@@ -319,7 +320,12 @@ fn a_stdio_upstream_is_refused_when_it_mixes_transports_or_bounds() {
     assert!(up("command = [\"x\"]\nheaders = { A = \"b\" }").contains("a stdio upstream takes its credentials in env"));
     assert!(up("command = [\"x\"]\nera = \"2026-07-28\"").contains("served on the 2025-11-25 wire"));
     assert!(up("command = [\"x\"]\nstderr = \"syslog\"").contains("expected \"drop\" or \"file:PATH\""));
-    assert!(up("command = [\"x\"]\nmax_processes = 0").contains("max_processes = 0"));
+    assert!(up("command = [\"x\"]\nmax_processes = 0").contains("max_processes = 0: give 1 to 4096"));
+    assert!(up("command = [\"x\"]\nmax_processes = 100000").contains("give 1 to 4096"));
+    let sink =
+        refused("[audit]\nsink = \"/var/log/a.log\"\n[[upstream]]\nname = \"f\"\ncommand = [\"x\"]\nstderr = \"file:/var/log/a.log\"\n");
+    assert!(sink.contains("is the audit log or Sluice's own output"), "{sink}");
+    assert!(up("command = [\"x\"]\nstderr = \"file:/dev/stderr\"").contains("Sluice's own output"));
     assert!(up("command = [\"x\"]\nenv = { \"A=B\" = \"c\" }").contains("not a usable variable name"));
     assert!(up("url = \"http://127.0.0.1:1/\"\nmax_processes = 2").contains("are for a stdio upstream"));
 }
@@ -329,8 +335,8 @@ fn the_upstream_flag_takes_a_stdio_command_split_like_a_shell_without_one() {
     let c = flags(Overrides { upstreams: vec!["fs=stdio:node 'my server.js' \"/srv/a b\" $HOME".into()], ..Default::default() }).unwrap();
     let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
     assert_eq!(s.command, ["node", "my server.js", "/srv/a b", "$HOME"]);
-    let e = flags(Overrides { upstreams: vec!["fs=stdio:node 'open".into()], ..Default::default() }).unwrap_err().0;
-    assert!(e.contains("unclosed quote"), "{e}");
+    let e = flags(Overrides { upstreams: vec!["fs=stdio:node 'open s3cret".into()], ..Default::default() }).unwrap_err().0;
+    assert!(e.contains("unclosed quote") && !e.contains("s3cret"), "{e}");
     let e = flags(Overrides { upstreams: vec!["fs=stdio:".into()], ..Default::default() }).unwrap_err().0;
     assert!(e.contains("command is empty"), "{e}");
 }

@@ -43,6 +43,24 @@ pub enum Era {
     Legacy,
 }
 
+/// How an HTTP upstream is spoken to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Transport {
+    /// Streamable HTTP (2025-03-26 and later): one endpoint, answers on each POST.
+    #[default]
+    #[serde(rename = "streamable-http")]
+    StreamableHttp,
+    /// 2024-11-05 HTTP+SSE: a GET stream that names where to POST and carries every answer.
+    #[serde(rename = "sse")]
+    Sse,
+}
+
+impl Transport {
+    fn is_default(&self) -> bool {
+        *self == Transport::StreamableHttp
+    }
+}
+
 /// A cache scope Sluice stamps on a legacy upstream's lists and reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -63,6 +81,9 @@ pub struct UpstreamConfig {
     /// in it redacted.
     #[serde(serialize_with = "redact_url_ser", skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// How its URL is spoken to (Streamable HTTP, or 2024-11-05 HTTP+SSE).
+    #[serde(skip_serializing_if = "Transport::is_default")]
+    pub transport: Transport,
     /// The process Sluice starts and speaks to on stdin/stdout, instead of a URL.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stdio: Option<StdioConfig>,
@@ -84,6 +105,7 @@ impl std::fmt::Debug for UpstreamConfig {
         f.debug_struct("UpstreamConfig")
             .field("name", &self.name)
             .field("url", &redact_url(&self.url))
+            .field("transport", &self.transport)
             .field("stdio", &self.stdio)
             .field("era", &self.era)
             .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
@@ -153,6 +175,15 @@ impl UpstreamConfig {
             return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
         }
         let (url, stdio) = transport(&mut u, &name, src)?;
+        let at = src.at(u.name.span());
+        if u.transport == Transport::Sse && stdio.is_some() {
+            return Err(ConfigError(format!("{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command")));
+        }
+        if u.transport == Transport::Sse && u.era == Era::Modern {
+            return Err(ConfigError(format!(
+                "{at}: upstream {name:?}: a transport = \"sse\" server speaks 2024-11-05 (served as 2025-11-25); use era = \"auto\" or \"2025-11-25\""
+            )));
+        }
         if let Some((header, _)) = u.headers.iter().find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer")) {
             return Err(ConfigError(format!(
                 "{}: upstream {name:?} header {header:?} is empty: an empty credential is not one; set it or remove it",
@@ -163,6 +194,7 @@ impl UpstreamConfig {
             name,
             url,
             stdio,
+            transport: u.transport,
             era: u.era,
             headers: u.headers.into_iter().collect(),
             bearer_token_env: u.bearer_token_env,
@@ -255,6 +287,7 @@ impl RawUpstream {
             stderr_max_bytes: None,
             max_processes: None,
             spare_processes: None,
+            transport: Transport::StreamableHttp,
             era: Era::Auto,
             headers: Default::default(),
             bearer_token_env: None,

@@ -41,9 +41,12 @@ pub enum UpstreamError {
     /// The stream broke before the final response arrived.
     #[error("upstream '{0}' closed the stream before answering")]
     Closed(String),
-    /// A stdio upstream's process ended (why: its exit status, or the protocol error Sluice
-    /// ended it for; never its output).
-    #[error("upstream '{0}' (stdio) stopped: {1}; it is started again for the next call")]
+    /// A stdio upstream's process could not be started.
+    #[error("upstream '{0}' could not be started: {1}; check its command, cwd and env")]
+    Start(String, String),
+    /// A session's own channel ended: a stdio upstream's process, a 2024-11-05 upstream's SSE
+    /// stream (why: an exit status, or the protocol error Sluice ended it for; never output).
+    #[error("upstream '{0}' stopped: {1}; a new session is opened for the next call")]
     Exited(String, String),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]

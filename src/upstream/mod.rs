@@ -13,6 +13,7 @@
 pub mod client;
 pub mod discover;
 pub mod legacy;
+pub mod pending;
 pub mod queue;
 pub mod stdio;
 
@@ -88,6 +89,9 @@ pub struct Upstream {
     /// How to start it, when it is a stdio server (its `uri` is then a placeholder no request
     /// is sent to: `link.rs` speaks to it through its processes).
     pub stdio: Option<Arc<stdio::Spec>>,
+    /// Whether it is a 2024-11-05 HTTP+SSE server (`transport = "sse"`): each session its own
+    /// GET stream.
+    pub sse: bool,
     status: RwLock<Arc<Status>>,
     lists: [RwLock<Arc<ListTable>>; 4],
     /// Serializes refreshes of each list so a burst of misses costs one fetch.
@@ -99,9 +103,10 @@ pub struct Upstream {
 
 impl Upstream {
     /// Builds an upstream from its config; reads its bearer token from the environment. A
-    /// stdio upstream's stdout lines are bounded by `max_line` bytes.
-    pub fn new(cfg: &UpstreamConfig, max_line: usize) -> Result<Self, String> {
-        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line)));
+    /// stdio upstream's stdout lines are bounded by `max_line` bytes and each write to it by
+    /// `write_timeout`.
+    pub fn new(cfg: &UpstreamConfig, max_line: usize, write_timeout: std::time::Duration) -> Result<Self, String> {
+        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line, write_timeout)));
         let uri: Uri = match stdio {
             Some(_) => Uri::from_static("http://stdio.invalid/"),
             None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
@@ -132,6 +137,7 @@ impl Upstream {
             extra,
             era: cfg.era,
             stdio,
+            sse: cfg.transport == crate::config::Transport::Sse,
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),

@@ -53,6 +53,15 @@ impl<T> Receiver<T> {
     pub async fn recv(&mut self) -> Option<T> {
         self.rx.recv().await.map(|(item, _permit)| item)
     }
+
+    /// Drops every message already queued; gives how many.
+    pub fn discard_queued(&mut self) -> usize {
+        let mut n = 0;
+        while self.rx.try_recv().is_ok() {
+            n += 1;
+        }
+        n
+    }
 }
 
 #[cfg(test)]

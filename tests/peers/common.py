@@ -66,15 +66,18 @@ class Events:
     def __init__(self) -> None:
         self.dir = Path(".")
         self.stdio = False
+        self.sse = False
 
     def parse_args(self, description: str) -> None:
         """Reads `--events DIR` from the command line and creates the directory."""
         parser = argparse.ArgumentParser(description=description)
         parser.add_argument("--events", required=True, help="directory for the per-tag event files")
         parser.add_argument("--stdio", action="store_true", help="serve on stdin/stdout instead of HTTP")
+        parser.add_argument("--sse", action="store_true", help="serve the 2024-11-05 HTTP+SSE transport (/sse) instead")
         args = parser.parse_args()
         self.dir = Path(args.events)
         self.stdio = args.stdio
+        self.sse = args.sse
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def record(self, tag: str, event: str) -> None:

@@ -247,6 +247,8 @@ def main() -> None:
     EVENTS.parse_args(__doc__.splitlines()[0])
     if EVENTS.stdio:
         mcp.run(transport="stdio")
+    elif EVENTS.sse:
+        serve(mcp.sse_app())
     else:
         serve(mcp.streamable_http_app())
 

@@ -197,6 +197,25 @@ pub(crate) async fn py1() -> &'static Peer {
     .await
 }
 
+/// A `tests/peers/py1_upstream.py` process of this test's own on the 2024-11-05 HTTP+SSE
+/// transport (its `url` is the `/sse` stream).
+pub(crate) async fn own_py1_sse(name: &str) -> OwnedPeer {
+    peer_env("SLUICE_PY1");
+    let name = name.to_owned();
+    let peer = tokio::task::spawn_blocking(move || {
+        let events = scratch().join(format!("{name}-events"));
+        let mut cmd = py1_command(&events);
+        cmd.arg("--sse");
+        spawn(&name, cmd, events).map(|mut p| {
+            p.url = p.url.replace("/mcp", "/sse");
+            p
+        })
+    })
+    .await
+    .expect("peer start task");
+    OwnedPeer(peer.unwrap_or_else(|e| panic!("{e}")))
+}
+
 /// A `tests/peers/py1_upstream.py` process of this test's own (to kill).
 pub(crate) async fn own_py1(name: &str) -> OwnedPeer {
     peer_env("SLUICE_PY1");

@@ -5,11 +5,13 @@
 //! - `bridge_b`: 2025-11-25 SDK clients through Sluice (issue 6);
 //! - `governance`: round caps, budgets, policies, approvals and limits (issue 4);
 //! - `canary`: no travelling value reaches Sluice's output (issue 5);
-//! - `stdio`: real stdio servers Sluice starts as child processes (issue 12).
+//! - `stdio`, `sse`: real stdio servers Sluice starts as child processes, and a 2024-11-05
+//!   HTTP+SSE server (issue 12).
 
 mod bridge_a;
 mod bridge_b;
 mod canary;
 mod governance;
 mod interop;
+mod sse;
 mod stdio;

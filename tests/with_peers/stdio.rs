@@ -189,7 +189,7 @@ async fn a_call_under_way_when_the_process_dies_fails_naming_the_upstream() {
     }
     let reply = pending.await.expect("the call task");
     let msg = reply.msg["error"]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(reply.status >= 500 && msg.contains("upstream 'py1' (stdio) stopped"), "{reply:?}");
+    assert!(reply.status >= 500 && msg.contains("upstream 'py1' stopped: its process exited"), "{reply:?}");
     gw.stop().await;
 }
 
@@ -199,7 +199,7 @@ async fn a_server_writing_garbage_or_an_oversized_line_to_stdout_is_marked_unhea
     let garbage = format!("echo 'not json {secret}'; sleep 30");
     let huge = "python3 -c \"print('{' + 'x' * 5000)\"; sleep 30";
     let gw = gateway()
-        .limit("max_sse_event_bytes", 1024)
+        .limit("max_response_bytes", 1024)
         .upstream_spec(Upstream::stdio("garbage", &["sh", "-c", &garbage]))
         .upstream_spec(Upstream::stdio("huge", &["sh", "-c", huge]))
         .unchecked()
@@ -213,7 +213,7 @@ async fn a_server_writing_garbage_or_an_oversized_line_to_stdout_is_marked_unhea
     let h = status("huge");
     let why = h.error.clone().unwrap_or_default();
     assert!(!h.healthy && why.contains("over 1024 bytes"), "{why}");
-    crate::support::logs::wait_warning(&["stdio upstream broke the protocol", "garbage"]).await;
+    crate::support::logs::wait_warning(&["upstream broke the protocol", "garbage"]).await;
     assert!(!crate::support::logs::contains(&secret), "the server's stdout reached Sluice's log");
     gw.stop().await;
 }
@@ -236,5 +236,48 @@ async fn a_servers_stderr_goes_to_its_file_and_never_to_sluices_log() {
     })
     .await;
     assert!(!crate::support::logs::contains(&secret), "the server's stderr reached Sluice's log");
+    gw.stop().await;
+}
+
+/// `tests/peers/hostile_stdio.py MODE MARKER` as a stdio upstream, with no warm spare.
+fn hostile(name: &str, mode: &str, marker: &Path) -> Upstream {
+    let cmd = ["python3".to_owned(), script("hostile_stdio.py").display().to_string(), mode.into(), marker.display().to_string()];
+    Upstream::stdio(name, &cmd).key("spare_processes", 0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_reading_its_stdin_fails_the_call_within_the_response_timeout_and_shutdown_still_ends_it() {
+    let marker = peers::scratch().join("deaf-marker");
+    let gw = gateway().timeout("response_ms", 1500).upstream_spec(hostile("deaf", "deaf", &marker)).all_legacy().start().await;
+    let small = Call::new("deaf__take", json!({"x": 1})).caps(json!({})).send(&http(), &gw.url(), json!({})).await;
+    assert!(small.text().starts_with("took "), "{:?}", small);
+    // 512 KiB: the pipe (64 KiB) fills once the server stops reading.
+    let big = Call::new("deaf__take", json!({"x": "y".repeat(512 << 10)})).caps(json!({}));
+    let reply = big.send(&http(), &gw.url(), json!({})).await;
+    let msg = reply.msg["error"]["message"].as_str().unwrap_or_default().to_owned();
+    // Whichever of the call's wait and the write's bound ends first: within response_ms either way.
+    let bounded = msg.contains("stopped reading its stdin") || msg.contains("did not answer within 1500 ms");
+    assert!(reply.status >= 500 && msg.contains("upstream 'deaf'") && bounded, "{reply:?}");
+    // The write gave up and ended that process: only Sluice's own session runs.
+    let spec = gw.gateway.upstreams[0].stdio.clone().expect("a stdio upstream");
+    crate::support::eventually("the deaf process was ended", || spec.running() == 1).await;
+    let marker_text = marker.display().to_string();
+    gw.stop().await;
+    assert_eq!(processes_with(&marker_text), Vec::<u32>::new(), "a deaf server is still ended at shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_during_a_sessions_handshake_leaves_no_process_behind() {
+    let marker = peers::scratch().join("mute-marker");
+    let marker_text = marker.display().to_string();
+    let gw = gateway().upstream_spec(hostile("mute", "mute", &marker)).all_legacy().start().await;
+    let spec = gw.gateway.upstreams[0].stdio.clone().expect("a stdio upstream");
+    assert_eq!(spec.running(), 1, "Sluice's own session");
+    // A new session's process never answers initialize; the client gives up meanwhile.
+    let quick = reqwest::Client::builder().timeout(std::time::Duration::from_millis(300)).build().expect("client");
+    let call = Call::new("mute__take", json!({})).caps(json!({}));
+    assert!(call.request(&quick, &gw.url(), json!({})).send().await.is_err(), "the client timed out");
+    crate::support::eventually("the abandoned handshake's process was ended", || spec.running() == 1).await;
+    assert_eq!(processes_with(&marker_text).len(), 1, "only Sluice's own session runs");
     gw.stop().await;
 }

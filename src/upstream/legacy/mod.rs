@@ -10,9 +10,11 @@
 //! either cap when no idle one can be closed to make room.
 
 pub mod caps;
+pub mod channel;
+mod inline;
 pub mod pool;
 pub mod session;
-mod stdio;
+pub mod sse;
 
 pub use caps::Bridged;
 pub use pool::{Lease, Pool};

@@ -95,6 +95,7 @@ impl Pool {
             Some(s) => s,
             None => self.open(up, &key, on_list_changed).await?,
         };
+        session.discard_queued();
         session.set_leased(true);
         Ok(Lease { session, pool: self.clone() })
     }
@@ -122,9 +123,10 @@ impl Pool {
         if let Some(s) = closed {
             s.close(&self.client).await;
         }
-        let s = match &up.stdio {
-            Some(spec) => self.open_stdio(up, spec, key, on_list_changed).await?,
-            None => Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?,
+        let s = match (&up.stdio, up.sse) {
+            (Some(spec), _) => self.open_stdio(up, spec, key, on_list_changed).await?,
+            (None, true) => self.open_sse(up, key, on_list_changed).await?,
+            (None, false) => Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?,
         };
         slot.opened = true;
         Ok(s)
@@ -155,16 +157,39 @@ impl Pool {
                 spec.start(slot, self.grace)?
             }
         };
-        let open = super::stdio::Open {
-            spec,
-            started,
+        let (proc, lines) = started;
+        let channel = super::channel::Channel::Stdio(proc);
+        let opened = super::inline::open(up.clone(), self.inline(channel, super::inline::Source::Lines(lines), key, on_list_changed)).await;
+        match &opened {
+            Ok(_) => spec.succeeded(),
+            Err(_) => spec.failed(),
+        }
+        opened
+    }
+
+    /// A 2024-11-05 HTTP+SSE session: its own GET stream, initialized.
+    async fn open_sse(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+        let (link, stream) = super::sse::connect(&self.client, up).await?;
+        let channel = super::channel::Channel::Sse(link);
+        super::inline::open(up.clone(), self.inline(channel, super::inline::Source::Sse(stream), key, on_list_changed)).await
+    }
+
+    fn inline<'a>(
+        &self,
+        channel: super::channel::Channel,
+        source: super::inline::Source,
+        key: &'a Key,
+        on_list_changed: ListChanged,
+    ) -> super::inline::Open<'a> {
+        super::inline::Open {
+            channel,
+            source,
             caps: key.caps,
             principal: &key.principal,
             on_list_changed,
             response: self.client.response_timeout(),
             max_event: self.client.max_event_bytes(),
-        };
-        super::stdio::open(up.clone(), open).await
+        }
     }
 
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {

@@ -1,6 +1,7 @@
 //! One 2025-11-25 session with an upstream: the handshake, the GET stream, requests, replies.
-//! Over HTTP it is an `Mcp-Session-Id`; over stdio it is one process (`stdio.rs`), whose stdout
-//! plays the part of the GET stream and carries the call's own answer too.
+//! Over Streamable HTTP it is an `Mcp-Session-Id`; over stdio one process, over 2024-11-05
+//! HTTP+SSE one connection (its [`Channel`], `inline.rs`), whose one stream plays the part of the
+//! GET stream and carries the call's own answer too.
 //!
 //! Takes an upstream, the bridged capability set to declare and the principal it serves; gives
 //! a session whose standalone GET stream is read by a task of its own: pings are answered there,
@@ -44,8 +45,8 @@ pub struct Session {
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
-    /// Its process, for a stdio upstream.
-    pub(super) proc: Option<Arc<crate::upstream::stdio::Proc>>,
+    /// Its channel, for a stdio or 2024-11-05 SSE upstream.
+    pub(super) channel: Option<super::channel::Channel>,
     get_task: tokio::task::AbortHandle,
 }
 
@@ -121,14 +122,14 @@ impl Session {
             inbox: tokio::sync::Mutex::new(rx),
             leased,
             broken: AtomicBool::new(false),
-            proc: None,
+            channel: None,
             get_task,
         }))
     }
 
-    /// A session over a stdio process: its fields as [`Session::open`] sets them.
+    /// A session over a channel: its fields as [`Session::open`] sets them.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn over_stdio(
+    pub(super) fn over_channel(
         up: Arc<Upstream>,
         version: HeaderValue,
         init: Value,
@@ -136,7 +137,7 @@ impl Session {
         caps: super::Bridged,
         inbox: crate::upstream::queue::Receiver<String>,
         leased: Arc<AtomicBool>,
-        proc: Arc<crate::upstream::stdio::Proc>,
+        channel: super::channel::Channel,
         reader: tokio::task::AbortHandle,
     ) -> Session {
         Session {
@@ -150,30 +151,27 @@ impl Session {
             inbox: tokio::sync::Mutex::new(inbox),
             leased,
             broken: AtomicBool::new(false),
-            proc: Some(proc),
+            channel: Some(channel),
             get_task: reader,
         }
     }
 
-    /// Whether it can serve another call: not broken, and (stdio) its process still runs.
+    /// Whether it can serve another call: not broken, and its channel (if any) not ended.
     pub fn is_usable(&self) -> bool {
-        !self.broken.load(Ordering::Acquire) && !self.proc.as_ref().is_some_and(|p| p.is_done())
+        !self.broken.load(Ordering::Acquire) && !self.channel.as_ref().is_some_and(|c| c.is_done())
     }
 
-    /// Whether a call's answer arrives through [`Session::recv`] (stdio) rather than on the
-    /// answer to its POST.
+    /// Whether a call's answer arrives through [`Session::recv`] (stdio, SSE) rather than on
+    /// the answer to its POST.
     pub fn answers_inline(&self) -> bool {
-        self.proc.is_some()
+        self.channel.is_some()
     }
 
-    /// Resolves when the session's process ended (never for HTTP), with the error a call
-    /// under way gets.
+    /// Resolves when the session's channel ended (never for Streamable HTTP), with the error a
+    /// call under way gets.
     pub async fn ended(&self) -> UpstreamError {
-        match &self.proc {
-            Some(p) => {
-                p.ended().await;
-                p.exit_error()
-            }
+        match &self.channel {
+            Some(c) => c.ended().await,
             None => std::future::pending().await,
         }
     }
@@ -188,6 +186,14 @@ impl Session {
         base_headers(&self.up, &self.version, self.sid.as_ref())
     }
 
+    /// Drops what a call before left in the inbox (over stdio and SSE, progress or logs the
+    /// server wrote after its answer): the next call must not relay them.
+    pub fn discard_queued(&self) {
+        if let Ok(mut inbox) = self.inbox.try_lock() {
+            inbox.discard_queued();
+        }
+    }
+
     /// Marks the session leased (its GET stream's requests go to the inbox) or idle.
     pub fn set_leased(&self, on: bool) {
         self.leased.store(on, Ordering::Release);
@@ -198,8 +204,8 @@ impl Session {
         self.inbox.lock().await.recv().await
     }
 
-    /// POSTs one message (request, response or notification) on this session. Over stdio the
-    /// message is written to the process and the answer is 202: what it answers comes
+    /// POSTs one message (request, response or notification) on this session. Over a channel
+    /// (stdio, SSE) the message is sent there and the answer is 202: what it answers comes
     /// through [`Session::recv`].
     pub async fn post(
         &self,
@@ -207,8 +213,8 @@ impl Session {
         body: Bytes,
         stream_timeout: Option<std::time::Duration>,
     ) -> Result<Answer, UpstreamError> {
-        if let Some(p) = &self.proc {
-            p.send(&body).await?;
+        if let Some(c) = &self.channel {
+            c.send(&body).await?;
             return Ok(Answer::Status(http::StatusCode::ACCEPTED, Bytes::new()));
         }
         client.post(&self.up.name, &self.up.uri, self.headers(), body, stream_timeout).await
@@ -217,8 +223,8 @@ impl Session {
     /// Sends request `id` (its `body`) and gives its response (JSON text): a request of
     /// Sluice's own, outside any client's call.
     pub async fn request(&self, client: &HttpClient, id: u64, body: Bytes, timeout: std::time::Duration) -> Result<Bytes, UpstreamError> {
-        if let Some(p) = &self.proc {
-            return p.request(id, body, timeout).await.map(Bytes::from);
+        if let Some(c) = &self.channel {
+            return c.request(id, body, timeout).await.map(Bytes::from);
         }
         let answer = client.post(&self.up.name, &self.up.uri, self.headers(), body, Some(timeout)).await?;
         crate::upstream::client::final_message(answer, &self.up.name).await.map(|(_, b)| b)
@@ -239,10 +245,11 @@ impl Session {
         let _ = self.post(client, Bytes::from(body.to_string()), None).await;
     }
 
-    /// Ends the session upstream (DELETE; over stdio its process is ended).
+    /// Ends the session upstream (DELETE; over stdio its process is ended, over SSE its stream
+    /// closed).
     pub async fn close(&self, client: &HttpClient) {
-        if let Some(p) = &self.proc {
-            p.end("its session was closed");
+        if let Some(c) = &self.channel {
+            c.end("its session was closed");
         }
         if self.sid.is_some() {
             let _ = client.send(Method::DELETE, &self.up.name, &self.up.uri, self.headers(), Bytes::new(), None).await;

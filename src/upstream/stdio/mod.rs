@@ -33,8 +33,13 @@ pub struct Spec {
     pub name: Arc<str>,
     /// Its configuration.
     pub cfg: StdioConfig,
-    /// The longest stdout line read (`limits.max_sse_event_bytes`): past it, a protocol error.
+    /// The longest stdout line read (`limits.max_response_bytes`, the bound of one HTTP
+    /// answer): past it, the process is ended and the call under way fails.
     pub max_line: usize,
+    /// How long one write to a process's stdin may wait (`timeouts.response_ms`).
+    pub write_timeout: Duration,
+    /// Set at shutdown: no process is started after it.
+    closed: std::sync::atomic::AtomicBool,
     stderr: Arc<stderr::Sink>,
     slots: Arc<tokio::sync::Semaphore>,
     backoff: Mutex<Backoff>,
@@ -64,13 +69,15 @@ impl Running {
 
 impl Spec {
     /// The spec of upstream `name`.
-    pub fn new(name: &str, cfg: StdioConfig, max_line: usize) -> Spec {
+    pub fn new(name: &str, cfg: StdioConfig, max_line: usize, write_timeout: Duration) -> Spec {
         let stderr = Arc::new(stderr::Sink::new(name, &cfg.stderr, cfg.stderr_max_bytes));
         let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_processes));
         Spec {
             name: name.into(),
             cfg,
             max_line,
+            write_timeout,
+            closed: Default::default(),
             stderr,
             slots,
             backoff: Mutex::default(),
@@ -113,13 +120,17 @@ impl Spec {
     fn refill(&self, grace: Duration) {
         let Ok(mut spares) = self.spares.lock() else { return };
         spares.retain(|(p, _)| !p.is_done());
-        while spares.len() < self.cfg.spare_processes && !self.backing_off() {
+        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() {
             let Some(slot) = self.slot() else { return };
             match Proc::spawn(self, slot, grace) {
                 Ok(p) => spares.push_back(p),
                 Err(_) => return self.failed(),
             }
         }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn backing_off(&self) -> bool {
@@ -165,19 +176,32 @@ impl Spec {
         }
     }
 
-    /// Ends every running process and waits for them to exit (each is given `grace` in all;
-    /// the supervisor kills one that outlives it).
-    pub async fn end_all(&self) {
+    /// At shutdown: no process starts from now on, and every running one is told to end.
+    pub fn end_all_now(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
         if let Ok(mut spares) = self.spares.lock() {
             spares.clear();
         }
-        let all = self.running.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
-        for (stop, _) in &all {
-            stop.cancel();
+        if let Ok(v) = self.running.0.lock() {
+            for (stop, _) in v.iter() {
+                stop.cancel();
+            }
         }
-        for (_, exited) in &all {
+    }
+
+    /// Waits until every process has exited (each is given `grace` in all; its supervisor
+    /// kills one that outlives it).
+    pub async fn wait_ended(&self) {
+        let all = self.running.0.lock().map(|v| v.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()).unwrap_or_default();
+        for exited in all {
             exited.cancelled().await;
         }
+    }
+
+    /// Ends every process and waits for them ([`Spec::end_all_now`], then [`Spec::wait_ended`]).
+    pub async fn end_all(&self) {
+        self.end_all_now();
+        self.wait_ended().await;
     }
 
     /// How many of its processes run now.
@@ -204,7 +228,7 @@ mod tests {
             max_processes,
             spare_processes,
         };
-        Spec::new("nope", cfg, 1 << 20)
+        Spec::new("nope", cfg, 1 << 20, Duration::from_secs(5))
     }
 
     #[tokio::test(start_paused = true)]
@@ -212,15 +236,15 @@ mod tests {
         let s = spec("/nonexistent/sluice-test-server");
         let grace = Duration::from_secs(1);
         let first = s.start(s.slot().expect("a slot"), grace).err().expect("no such program").to_string();
-        assert!(first.contains("upstream 'nope'") && first.contains("cannot start"), "{first}");
+        assert!(first.contains("upstream 'nope' could not be started") && first.contains("check its command"), "{first}");
         let waiting = s.start(s.slot().expect("the slot is free again"), grace).err().expect("backing off").to_string();
         assert!(waiting.contains("next start is in 100 ms"), "{waiting}");
         tokio::time::advance(BACKOFF_FIRST).await;
-        assert!(s.start(s.slot().expect("slot"), grace).err().expect("still no program").to_string().contains("cannot start"));
+        assert!(s.start(s.slot().expect("slot"), grace).err().expect("still no program").to_string().contains("could not be started"));
         let waiting = s.start(s.slot().expect("slot"), grace).err().expect("backing off").to_string();
         assert!(waiting.contains("next start is in 200 ms"), "{waiting}");
         s.succeeded();
-        assert!(s.start(s.slot().expect("slot"), grace).err().expect("no program").to_string().contains("cannot start"));
+        assert!(s.start(s.slot().expect("slot"), grace).err().expect("no program").to_string().contains("could not be started"));
     }
 
     #[tokio::test]

@@ -4,23 +4,25 @@
 //!
 //! Takes a [`Spec`] (the command, its environment, its bounds); gives a [`Proc`] to write to,
 //! the stream of its stdout lines, and [`Proc::ended`] once it exited (with why, content-free).
-//! Ending it closes its stdin, waits half of `timeouts.shutdown_ms`, sends SIGTERM, waits the
-//! other half, then SIGKILL; the child is always waited for, so none is left a zombie. Refuses
-//! (as [`UpstreamError`] naming the upstream) a spawn that fails and a write to an ended process.
+//! The child leads its own process group. Ending it closes its stdin, waits half of
+//! `timeouts.shutdown_ms`, sends SIGTERM to the group, waits the other half, then SIGKILL; once
+//! the child exited, whatever of its group is left is killed; the child is always waited for,
+//! so none is left a zombie. A write waits at most `timeouts.response_ms`. Refuses (as
+//! [`UpstreamError`] naming the upstream) a spawn that fails and a write to an ended process,
+//! or one it does not read.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::oneshot;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
 use super::Spec;
 use crate::upstream::client::UpstreamError;
+use crate::upstream::pending::Pending;
 
 /// Environment variables a stdio server inherits from Sluice; everything else it gets is
 /// configured (`env`), so Sluice's own secrets (state keys, API keys) never reach it.
@@ -31,14 +33,17 @@ pub type Lines = FramedRead<ChildStdout, LinesCodec>;
 
 /// A running stdio server.
 pub struct Proc {
-    upstream: Arc<str>,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<String>>>,
+    /// Sluice's own requests waiting, and the process's end (its token is the supervisor's
+    /// "exited" signal).
+    pending: Pending,
     stop: CancellationToken,
-    exited: CancellationToken,
-    why: Mutex<Option<String>>,
     /// The process's id, while it runs.
     pub pid: Option<u32>,
+    /// The longest stdout line read from it.
+    pub max_line: usize,
+    /// How long one write may wait on a child that does not read its stdin.
+    write_timeout: Duration,
 }
 
 impl Drop for Proc {
@@ -65,43 +70,55 @@ impl Proc {
         let drop_stderr = matches!(cfg.stderr, crate::config::Stderr::Drop);
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
         cmd.stderr(if drop_stderr { std::process::Stdio::null() } else { std::process::Stdio::piped() });
+        // Its own process group, so ending it ends what it started too (npx, uvx, sh -c).
+        cmd.process_group(0);
         // A backstop only: the supervisor ends the child itself, gently first.
         cmd.kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| UpstreamError::Unreachable(spec.name.to_string(), format!("cannot start {:?}: {}", cfg.command[0], e.kind())))?;
+        let mut child =
+            cmd.spawn().map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(UpstreamError::Unreachable(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
+            return Err(UpstreamError::Start(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
         };
         if let Some(err) = child.stderr.take() {
             tokio::spawn(spec.stderr.clone().drain(err));
         }
         let proc = Arc::new(Proc {
-            upstream: spec.name.clone(),
             stdin: tokio::sync::Mutex::new(Some(stdin)),
-            pending: Mutex::new(HashMap::new()),
+            pending: Pending::new(&spec.name),
             stop: CancellationToken::new(),
-            exited: CancellationToken::new(),
-            why: Mutex::new(None),
             pid: child.id(),
+            max_line: spec.max_line,
+            write_timeout: spec.write_timeout,
         });
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
-        tokio::spawn(supervise(child, slot, Arc::downgrade(&proc), proc.stop.clone(), proc.exited.clone(), grace));
+        tokio::spawn(supervise(child, slot, Arc::downgrade(&proc), proc.stop.clone(), proc.pending.token(), grace));
         Ok((proc, FramedRead::new(stdout, LinesCodec::new_with_max_length(spec.max_line))))
     }
 
-    /// Writes one message (one line; JSON text has no raw newline).
+    /// Writes one message (one line; JSON text has no raw newline), within `timeouts.response_ms`
+    /// and never past the process being ended: a child that stops reading its stdin is ended,
+    /// not waited on.
     pub async fn send(&self, msg: &[u8]) -> Result<(), UpstreamError> {
-        let mut g = self.stdin.lock().await;
-        let gone = || UpstreamError::Closed(self.upstream.to_string());
+        let gone = || self.pending.error();
+        let mut g = tokio::select! {
+            g = self.stdin.lock() => g,
+            _ = self.stop.cancelled() => return Err(gone()),
+        };
         let stdin = g.as_mut().ok_or_else(gone)?;
         let mut line = Vec::with_capacity(msg.len() + 1);
         line.extend_from_slice(msg);
         line.push(b'\n');
-        let r = stdin.write_all(&line).await.and(stdin.flush().await);
-        if r.is_err() {
+        let write = async { stdin.write_all(&line).await.and(stdin.flush().await) };
+        let written = tokio::select! {
+            r = tokio::time::timeout(self.write_timeout, write) => r.map_err(|_| ()).and_then(|r| r.map_err(|_| ())),
+            _ = self.stop.cancelled() => Err(()),
+        };
+        if written.is_err() {
+            // A write cut short leaves a partial line: nothing more can be framed on it.
             *g = None;
+            drop(g);
+            self.end("it stopped reading its stdin (timeouts.response_ms)");
             return Err(gone());
         }
         Ok(())
@@ -109,82 +126,52 @@ impl Proc {
 
     /// Sends request `id` and waits up to `timeout` for its response (JSON text).
     pub async fn request(&self, id: u64, body: Bytes, timeout: Duration) -> Result<String, UpstreamError> {
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut p) = self.pending.lock() {
-            p.insert(id, tx);
-        }
-        let forget = || {
-            if let Ok(mut p) = self.pending.lock() {
-                p.remove(&id);
-            }
-        };
-        if let Err(e) = self.send(&body).await {
-            forget();
-            return Err(e);
-        }
-        let out = tokio::select! {
-            r = tokio::time::timeout(timeout, rx) => match r {
-                Ok(Ok(line)) => Ok(line),
-                Ok(Err(_)) => Err(UpstreamError::Closed(self.upstream.to_string())),
-                Err(_) => Err(UpstreamError::Timeout(self.upstream.to_string(), timeout.as_millis() as u64)),
-            },
-            _ = self.exited.cancelled() => Err(self.exit_error()),
-        };
-        forget();
-        out
+        self.pending.request(id, timeout, self.send(&body)).await
     }
 
     /// Hands a response line to the request of Sluice's own waiting for it; gives the line
     /// back when none is (the response is for a client's call).
     pub fn complete(&self, id: u64, line: String) -> Result<(), String> {
-        let waiter = self.pending.lock().ok().and_then(|mut p| p.remove(&id));
-        match waiter {
-            Some(tx) => {
-                let _ = tx.send(line);
-                Ok(())
-            }
-            None => Err(line),
-        }
+        self.pending.complete(id, line)
+    }
+
+    /// Ends the process, its exit status being the reason told.
+    pub fn stop(&self) {
+        self.stop.cancel();
     }
 
     /// Ends the process for `why` (content-free), as the module says.
     pub fn end(&self, why: &str) {
-        if let Ok(mut w) = self.why.lock() {
-            w.get_or_insert_with(|| why.to_owned());
-        }
+        self.pending.note(why);
         self.stop.cancel();
     }
 
     /// Its (stop, exited) signals, for shutdown to end it and wait.
     pub(super) fn signals(&self) -> (CancellationToken, CancellationToken) {
-        (self.stop.clone(), self.exited.clone())
+        (self.stop.clone(), self.pending.token())
     }
 
     /// Whether it has exited (or is being ended).
     pub fn is_done(&self) -> bool {
-        self.stop.is_cancelled() || self.exited.is_cancelled()
+        self.stop.is_cancelled() || self.pending.is_closed()
     }
 
     /// Resolves once the process has exited.
     pub async fn ended(&self) {
-        self.exited.cancelled().await
+        self.pending.closed().await
     }
 
-    /// Closes its stdin: a well-behaved server exits on end of input.
-    pub async fn close_stdin(&self) {
-        self.stdin.lock().await.take();
+    /// Closes its stdin: a well-behaved server exits on end of input. A write in progress
+    /// holds it: that write sees the process ending and drops it itself.
+    pub fn close_stdin(&self) {
+        if let Ok(mut g) = self.stdin.try_lock() {
+            g.take();
+        }
     }
 
     /// The error a call gets when the process ended under it.
     pub fn exit_error(&self) -> UpstreamError {
-        let why = self.why.lock().ok().and_then(|w| w.clone()).unwrap_or_else(|| "its process exited".into());
-        UpstreamError::Exited(self.upstream.to_string(), why)
-    }
-
-    fn exited_with(&self, status: &str) {
-        if let Ok(mut w) = self.why.lock() {
-            w.get_or_insert_with(|| format!("its process exited ({status})"));
-        }
+        self.pending.error()
     }
 }
 
@@ -197,24 +184,22 @@ async fn supervise(
     exited: CancellationToken,
     grace: Duration,
 ) {
+    let group = child.id().and_then(|p| i32::try_from(p).ok());
     let status = tokio::select! {
         s = child.wait() => s,
         _ = stop.cancelled() => {
             if let Some(p) = proc.upgrade() {
-                p.close_stdin().await;
+                p.close_stdin();
             }
             let half = grace / 2;
             match tokio::time::timeout(half, child.wait()).await {
                 Ok(s) => s,
                 Err(_) => {
-                    // Not reaped yet, so the pid is still this child's.
-                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-                    }
+                    signal_group(&child, nix::sys::signal::Signal::SIGTERM);
                     match tokio::time::timeout(half, child.wait()).await {
                         Ok(s) => s,
                         Err(_) => {
-                            let _ = child.kill().await;
+                            signal_group(&child, nix::sys::signal::Signal::SIGKILL);
                             child.wait().await
                         }
                     }
@@ -230,9 +215,22 @@ async fn supervise(
         },
         Err(e) => format!("not waitable: {}", e.kind()),
     };
+    // What it started and left behind goes with it. Its group id cannot be reused while a
+    // member of the group lives.
+    if let Some(g) = group {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGKILL);
+    }
     if let Some(p) = proc.upgrade() {
-        p.exited_with(&shown);
+        p.pending.close(&format!("its process exited ({shown})"));
     }
     drop(slot);
     exited.cancel();
+}
+
+/// Signals the child's process group (the child leads it); only while the child is not reaped,
+/// so its pid, the group's id, is still its own.
+fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
+    }
 }

@@ -57,12 +57,21 @@ impl Sink {
 
 impl FileState {
     async fn write(&mut self, upstream: &str, bytes: &[u8], max: u64) {
+        let mut truncate = false;
         if self.size + bytes.len() as u64 > max && self.file.is_some() {
             self.file = None;
-            let _ = tokio::fs::rename(&self.path, rotated(&self.path)).await;
+            // When it cannot be rotated it is started again: it never grows past the bound.
+            truncate = tokio::fs::rename(&self.path, rotated(&self.path)).await.is_err();
         }
         if self.file.is_none() {
-            let opened = tokio::fs::OpenOptions::new().create(true).append(true).open(&self.path).await;
+            let mut open = tokio::fs::OpenOptions::new();
+            open.create(true);
+            if truncate {
+                open.write(true).truncate(true);
+            } else {
+                open.append(true);
+            }
+            let opened = open.open(&self.path).await;
             match opened {
                 Ok(f) => {
                     self.size = f.metadata().await.map(|m| m.len()).unwrap_or(0);

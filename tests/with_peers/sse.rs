@@ -1,0 +1,50 @@
+//! 2024-11-05 HTTP+SSE upstreams (issue 12): a FastMCP `mcp==1.30.0` server on
+//! `transport="sse"` behind Sluice (`transport = "sse"`), its mid-call sampling served to a
+//! 2026-07-28 client as `input_required` rounds, one GET stream per session.
+
+use serde_json::json;
+
+use crate::support::call::{http, sample, Call};
+use crate::support::client::Req;
+use crate::support::gateway::{keys, Gateway, Upstream};
+use crate::support::peers;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fastmcp_over_sse_lists_and_completes_two_sampling_rounds() {
+    let up = peers::own_py1_sse("py1-sse").await;
+    let gw = Gateway::bridge(keys::BRIDGE_A)
+        .named("sse.toml")
+        .top("prefix", "always")
+        .upstream_spec(Upstream::new("old", &up.url).key("transport", "sse"))
+        .all_legacy()
+        .start()
+        .await;
+    let list = Req::new("tools/list").send(&gw.url()).await.result(&json!(1));
+    let names: Vec<&str> = list["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"old__two_rounds") && names.contains(&"old__slow"), "{names:?}");
+
+    let call = Call::new("old__two_rounds", json!({"topic": "sse", "tag": "sse-two"}));
+    let r1 = call.send(&http(), &gw.url(), json!({})).await;
+    let key = r1.input_requests().keys().next().cloned().expect("an ask");
+    assert_eq!(r1.input_requests()[&key]["method"], "sampling/createMessage");
+    let r2 = call.send(&http(), &gw.url(), json!({"requestState": r1.state(), "inputResponses": {key: sample("ONE", "m")}})).await;
+    let key2 = r2.input_requests().keys().next().cloned().expect("a second ask");
+    let done = call.send(&http(), &gw.url(), json!({"requestState": r2.state(), "inputResponses": {key2: sample("TWO", "m")}})).await;
+    let text = done.text();
+    assert!(text.contains("first: ONE") && text.contains("second: TWO"), "{text}");
+    assert_eq!(up.events("sse-two"), ["start", "done"]);
+
+    let slept = Call::new("old__slow", json!({"ms": 1, "tag": "sse-slow"})).caps(json!({})).send(&http(), &gw.url(), json!({})).await;
+    assert_eq!(slept.text(), "slept 1");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_url_configured_as_sse_is_unhealthy_with_a_clear_reason() {
+    let up = peers::py1().await;
+    let gw = Gateway::bridge(keys::BRIDGE_A).upstream_spec(Upstream::new("old", &up.url).key("transport", "sse")).unchecked().start().await;
+    let s = gw.gateway.upstreams[0].status();
+    let why = s.error.clone().unwrap_or_default();
+    assert!(!s.healthy && why.contains("upstream 'old'") && why.contains("2024-11-05 SSE endpoint"), "{why}");
+    gw.stop().await;
+}
