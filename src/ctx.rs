@@ -28,4 +28,8 @@ pub struct RequestCtx<'a> {
     /// The headers forwarded with it (the client's, or those Sluice mirrors for a request it
     /// built itself).
     pub headers: Cow<'a, HeaderMap>,
+    /// Whether a 2025-11-25 client sent it (bridge B relays it through the stages): an upstream
+    /// that speaks both eras serves it on its 2025-11-25 wire, as it would serve that client
+    /// direct.
+    pub legacy_client: bool,
 }

@@ -10,6 +10,7 @@
 //! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`catalog::legacy::internal_call`) |
 //! | call (a client's) | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
 //! | cache hints | the upstream's own `ttlMs`/`cacheScope` | the configured `cache_ttl_ms`/`cache_scope` |
+//! | a 2025-11-25 client's call | on the 2025-11-25 wire when the probe found both (`Status::legacy_too`) | as any call |
 //! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`catalog::legacy::list_changed_hook`) |
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
@@ -35,7 +36,13 @@ use crate::upstream::{discover, Status, Upstream, Wire};
 /// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
 /// `completion/complete`), served as the target's era serves it.
 pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
-    match t.up.status().wire {
+    let status = t.up.status();
+    match status.wire {
+        // A dual-era upstream serves a 2025-11-25 client on its 2025-11-25 wire: its tools that
+        // ask mid-call (the 2025 way) work as they would direct.
+        Wire::Modern if ctx.legacy_client && status.legacy_too => {
+            crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await
+        }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
         Wire::Legacy => crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await,
     }
@@ -99,7 +106,18 @@ impl Gateway {
         if up.era == crate::config::Era::Legacy || up.stdio.is_some() || up.sse {
             return crate::catalog::legacy::probe(self, up).await;
         }
+        let before = up.status();
         match discover::probe(&self.client, up).await {
+            discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
+                // Does it speak 2025-11-25 too? Asked once: a server does not change era.
+                s.legacy_too = if before.probed && before.healthy && before.wire == Wire::Modern {
+                    before.legacy_too
+                } else {
+                    crate::catalog::legacy::handshakes(self, up).await
+                };
+                up.set_status(s.clone());
+                s
+            }
             discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
                 tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");

@@ -57,17 +57,33 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
                 ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
                 public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
             };
-            let s = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Legacy };
+            let s =
+                Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Legacy, legacy_too: false };
             up.set_status(s.clone());
             s
         }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), wire: Wire::Legacy };
+            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), wire: Wire::Legacy, legacy_too: false };
             up.set_status(s.clone());
             s
         }
+    }
+}
+
+/// Whether a modern upstream also completes a 2025-11-25 `initialize` (a dual-era server). The
+/// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
+pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
+    let quiet: ListChanged = Arc::new(|_: &str| {});
+    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
+        Ok(lease) => {
+            lease.session.set_leased(false);
+            lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
+            tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
+            true
+        }
+        Err(_) => false,
     }
 }
 

@@ -80,7 +80,9 @@ pub async fn run(
         }
         _ => Cow::Owned(http::HeaderMap::new()),
     };
-    let mut ctx = RequestCtx { principal, env, meta, target, headers };
+    // Only bridge B runs the stages without a client's headers: for a 2025-11-25 client.
+    let legacy_client = client_headers.is_none();
+    let mut ctx = RequestCtx { principal, env, meta, target, headers, legacy_client };
     // Policy: a denied or not-yet-approved tool call never reaches the upstream.
     if let Some(t) = &ctx.target {
         match govern::gate(gw, &ctx.env, &ctx.meta, t, principal)? {

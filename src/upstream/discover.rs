@@ -122,7 +122,7 @@ pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Modern };
+    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Modern, legacy_too: false };
     up.set_status(status.clone());
     Probe::Modern(status)
 }

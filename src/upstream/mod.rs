@@ -51,6 +51,9 @@ pub struct Status {
     pub error: Option<String>,
     /// What it speaks, as probed.
     pub wire: Wire,
+    /// A `Wire::Modern` upstream that also completed a 2025-11-25 `initialize` (a dual-era
+    /// server, such as the Python SDK 2.x's): 2025-11-25 clients are served on that wire.
+    pub legacy_too: bool,
 }
 
 /// The era an upstream speaks, as probed: what `link.rs`, Sluice's one era switch, reads.

@@ -12,6 +12,10 @@ Tools:
                      requestState; the retry carrying inputResponses completes.
   ask_raw(prompt) -> the tool body itself returns an `InputRequiredResult` (key "llm",
                      requestState "raw-round-1") and completes on the retry.
+  ask_llm_legacy(prompt)
+                  -> 2025-11-25 style: `ctx.session.create_message(...)` mid-call, on the
+                     call's own stream; works only for a client on the 2025-11-25 wire (on
+                     2026-07-28 there is no back-channel and the call fails).
 
 The process ends when its stdin reaches end-of-file, so a test binary that exits (or crashes)
 never leaves it behind: the test keeps the write end of the pipe open and never writes to it.
@@ -66,6 +70,18 @@ async def ask_llm(prompt: str, reply: Annotated[CreateMessageResult, Resolve(_as
     """Ask the client's LLM through the SDK's resolver."""
     said = reply.content.text if isinstance(reply.content, TextContent) else repr(reply.content)
     return f"llm said: {said} (model={reply.model})"
+
+
+@server.tool()
+async def ask_llm_legacy(prompt: str, ctx: Context) -> str:
+    """2025-11-25 style: send sampling/createMessage on this call's stream, mid-call."""
+    result = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=32,
+        related_request_id=ctx.request_id,
+    )
+    said = result.content.text if isinstance(result.content, TextContent) else repr(result.content)
+    return f"legacy sampling said: {said} (model={result.model})"
 
 
 @server.tool()

@@ -17,6 +17,8 @@
 //!   wire: priming event, the server's request, 202 for the POSTed answer, then the result with no
 //!   `resultType` on the same stream.
 //! - (bridge B's sessions against the mock alone are tests/in_process/bridge_b_sessions.rs.)
+//! - `dual_era`: a dual-era upstream serves each client on its own era (a 2025-11-25 client on
+//!   its 2025-11-25 wire, so 2025-style mid-call sampling works; a modern client as direct).
 //! - `cancel`: `notifications/cancelled` from a legacy client cancels the upstream request.
 //! - `governance`: the round cap holds for a legacy client (`-31010` in-stream) and the audit
 //!   log names the client era `legacy`.
@@ -26,5 +28,6 @@
 //! use them fail and say so. The Python upstreams are shared by the tests of the binary (tests/support/peers.rs).
 
 mod cancel;
+mod dual_era;
 mod governance;
 mod sdk_clients;

@@ -4,14 +4,17 @@
 
 use serde_json::{json, Value};
 
-use crate::support::gateway::Gateway;
+use crate::support::gateway::{Gateway, Upstream};
 use crate::support::legacy_client::{has_result_type, sample, Legacy};
 use crate::support::peers::{self};
 
-/// Sluice in front of the shared `py` (2026-07-28) and `py1` (2025-11-25) upstreams.
+/// Sluice in front of the shared `py` (2026-07-28) and `py1` (2025-11-25) upstreams. `py`
+/// (`mcp==2.3.0`) speaks both eras; `era = "2026-07-28"` serves every client on its modern wire,
+/// so a legacy client's calls there take bridge B's rounds (`dual_era.rs` has it on `auto`).
 async fn both_upstreams() -> sluice::Running {
     let (py2, py1) = tokio::join!(peers::py2(), peers::py1());
-    let gw = Gateway::bridge_b().upstream("py", &py2.url).upstream("py1", &py1.url).start().await;
+    let py = Upstream::new("py", &py2.url).key("era", "2026-07-28");
+    let gw = Gateway::bridge_b().upstream_spec(py).upstream("py1", &py1.url).start().await;
     let legacy: Vec<_> = gw.gateway.upstreams.iter().map(|u| (u.name.clone(), u.status().wire == sluice::upstream::Wire::Legacy)).collect();
     assert_eq!(legacy, [("py".to_owned(), false), ("py1".to_owned(), true)], "the upstreams' eras as Sluice sees them");
     gw
@@ -143,7 +146,8 @@ async fn the_python_2_3_client_in_auto_mode_ends_up_on_2026_07_28_through_sluice
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_wire_the_round_is_a_request_on_the_posts_stream_and_the_result_follows_on_it() {
-    let gw = Gateway::bridge_b().upstream("py", &peers::py2().await.url).start().await;
+    let py = Upstream::new("py", &peers::py2().await.url).key("era", "2026-07-28");
+    let gw = Gateway::bridge_b().upstream_spec(py).start().await;
     let mut c = Legacy::new(&gw.url());
     c.initialize(json!({"sampling": {}})).await;
     let mut sse = c.stream(41, "tools/call", json!({"name": "py__ask_raw", "arguments": {"prompt": "wire-q"}})).await;

@@ -1,0 +1,68 @@
+//! A dual-era upstream (`mcp==2.3.0` speaks 2025-11-25 and 2026-07-28 on one URL) served to
+//! each client on its own era (issue 12, item 3): a 2025-11-25 client on the upstream's
+//! 2025-11-25 wire (bridge A behind bridge B), so the server's 2025-style tools that ask mid-call
+//! work as they would direct; a 2026-07-28 client on its modern wire, answered as direct.
+
+use serde_json::{json, Value};
+
+use crate::support::call::{http, Call};
+use crate::support::gateway::Gateway;
+use crate::support::peers;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_modern_client_what_it_gets_direct() {
+    let py2 = peers::py2().await;
+    let gw = Gateway::bridge_b().upstream("py", &py2.url).start().await;
+    let s = gw.gateway.upstreams[0].status();
+    assert!(s.wire == sluice::upstream::Wire::Modern && s.legacy_too, "probed as modern and 2025-11-25 both");
+
+    // The 2025-11-25 SDK client: the tool that calls ctx.session.create_message mid-call gets a
+    // real sampling request, as it would direct; the 2026-only tool fails as it does direct.
+    let plan = json!({
+        "url": gw.url(),
+        "calls": [
+            {"name": "py__ask_llm_legacy", "arguments": {"prompt": "dual-q"}, "expect": ["legacy sampling said: ECHO1[dual-q] (model=fake-llm-py1)"]},
+            {"name": "py__ask_llm", "arguments": {"prompt": "dual-r"}, "expect": ["llm said: ECHO1[dual-r] (model=fake-llm-py1)"]},
+            {"name": "py__ask_raw", "arguments": {"prompt": "dual-raw"}, "expect_error": -32603},
+        ],
+    });
+    let through = peers::py1_client(&plan).await;
+    assert!(through.success, "through Sluice: {:#}\n{}", through.summary["failures"], through.transcript);
+    let asked: Vec<&str> = through.summary["asked"].as_array().unwrap().iter().filter_map(|a| a["prompt"].as_str()).collect();
+    assert_eq!(asked, ["dual-q", "dual-r"], "{}", through.transcript);
+
+    // A 2026-07-28 client: the same answers through Sluice as direct, tool by tool (Sluice
+    // prefixes the names: the gateway serves `py__` + the upstream's name).
+    for (tool, args) in
+        [("ask_llm_legacy", json!({"prompt": "m-q"})), ("ask_llm", json!({"prompt": "m-r"})), ("echo", json!({"text": "hi"}))]
+    {
+        let direct = Call::new(tool, args.clone()).send(&http(), &py2.url, json!({})).await;
+        let via = Call::new(&format!("py__{tool}"), args).send(&http(), &gw.url(), json!({})).await;
+        let shape = |m: &Value| {
+            (
+                m["error"]["code"].clone(),
+                m["result"]["resultType"].clone(),
+                m["result"]["isError"].clone(),
+                m["result"]["content"][0]["text"].clone(),
+                m["result"]["inputRequests"].as_object().map(|o| o.len()),
+            )
+        };
+        assert_eq!(shape(&via.msg), shape(&direct.msg), "{tool}: through Sluice {} vs direct {}", via.msg, direct.msg);
+        assert_eq!(via.status, direct.status, "{tool}");
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn era_2026_07_28_keeps_every_client_on_the_modern_wire() {
+    let py2 = peers::py2().await;
+    let up = crate::support::gateway::Upstream::new("py", &py2.url).key("era", "2026-07-28");
+    let gw = Gateway::bridge_b().upstream_spec(up).start().await;
+    assert!(!gw.gateway.upstreams[0].status().legacy_too, "not asked: the config says 2026-07-28");
+    let plan = json!({"url": gw.url(), "calls": [
+        {"name": "py__ask_raw", "arguments": {"prompt": "m-raw"}, "expect": ["raw said: ECHO1[m-raw] (state=raw-round-1)"]},
+    ]});
+    let run = peers::py1_client(&plan).await;
+    assert!(run.success, "{:#}\n{}", run.summary["failures"], run.transcript);
+    gw.stop().await;
+}
