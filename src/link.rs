@@ -41,7 +41,9 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
         // A dual-era upstream serves a 2025-11-25 client on its 2025-11-25 wire: its tools that
         // ask mid-call (the 2025 way) work as they would direct.
         Wire::Modern if ctx.legacy_client && status.legacy_too => {
-            crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await
+            crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
+            // Its listen stream already reports its list changes: the sessions' GET streams need not.
+            crate::bridge::call(&gw.bridge, ctx, t, std::sync::Arc::new(|_: &str| {})).await
         }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
         Wire::Legacy => crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await,
@@ -106,16 +108,16 @@ impl Gateway {
         if up.era == crate::config::Era::Legacy || up.stdio.is_some() || up.sse {
             return crate::catalog::legacy::probe(self, up).await;
         }
-        let before = up.status();
         match discover::probe(&self.client, up).await {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
-                // Does it speak 2025-11-25 too? Asked once: a server does not change era.
-                s.legacy_too = if before.probed && before.healthy && before.wire == Wire::Modern {
-                    before.legacy_too
-                } else {
-                    crate::catalog::legacy::handshakes(self, up).await
-                };
-                up.set_status(s.clone());
+                // Does it speak 2025-11-25 too? Asked again every LEGACY_RECHECK: a redeploy can
+                // change it; meanwhile the last answer stands (discover::probe keeps it).
+                let due = s.legacy_checked.is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
+                if due {
+                    s.legacy_too = crate::catalog::legacy::handshakes(self, up).await;
+                    s.legacy_checked = Some(std::time::Instant::now());
+                    up.set_status(s.clone());
+                }
                 s
             }
             discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,

@@ -57,15 +57,30 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
                 ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
                 public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
             };
-            let s =
-                Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Legacy, legacy_too: false };
+            let s = Status {
+                probed: true,
+                healthy: true,
+                discovered: Some(discovered),
+                error: None,
+                wire: Wire::Legacy,
+                legacy_too: false,
+                legacy_checked: None,
+            };
             up.set_status(s.clone());
             s
         }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
-            let s = Status { probed: true, healthy: false, discovered: None, error: Some(why), wire: Wire::Legacy, legacy_too: false };
+            let s = Status {
+                probed: true,
+                healthy: false,
+                discovered: None,
+                error: Some(why),
+                wire: Wire::Legacy,
+                legacy_too: false,
+                legacy_checked: None,
+            };
             up.set_status(s.clone());
             s
         }
@@ -80,8 +95,12 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
         Ok(lease) => {
             lease.session.set_leased(false);
             lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
-            tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
-            true
+            // The handshake must have settled on a 2025-11-25 (or older) version.
+            let legacy = lease.session.version.to_str().is_ok_and(crate::mcp::version::is_legacy);
+            if legacy {
+                tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
+            }
+            legacy
         }
         Err(_) => false,
     }

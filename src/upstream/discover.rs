@@ -122,7 +122,17 @@ pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    let status = Status { probed: true, healthy: true, discovered: Some(discovered), error: None, wire: Wire::Modern, legacy_too: false };
+    // Whether it speaks 2025-11-25 too is `link.rs`'s to re-check; until then it stands.
+    let before = up.status();
+    let status = Status {
+        probed: true,
+        healthy: true,
+        discovered: Some(discovered),
+        error: None,
+        wire: Wire::Modern,
+        legacy_too: before.wire == Wire::Modern && before.legacy_too,
+        legacy_checked: before.legacy_checked.filter(|_| before.wire == Wire::Modern),
+    };
     up.set_status(status.clone());
     Probe::Modern(status)
 }

@@ -54,7 +54,13 @@ pub struct Status {
     /// A `Wire::Modern` upstream that also completed a 2025-11-25 `initialize` (a dual-era
     /// server, such as the Python SDK 2.x's): 2025-11-25 clients are served on that wire.
     pub legacy_too: bool,
+    /// When `legacy_too` was last asked (it is asked again after [`LEGACY_RECHECK`]).
+    pub legacy_checked: Option<std::time::Instant>,
 }
+
+/// How long a dual-era probe's answer stands before the 2025-11-25 handshake is tried again
+/// (a server can drop or gain an era on a redeploy).
+pub const LEGACY_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The era an upstream speaks, as probed: what `link.rs`, Sluice's one era switch, reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -157,6 +157,9 @@ impl Reader {
                 continue;
             }
             let Ok(msg) = serde_json::from_str::<Incoming>(&line) else {
+                if matches!(self.channel, Channel::Sse(_)) {
+                    continue; // an event of another kind (a named ping, a repeated endpoint): not a message
+                }
                 let n = line.len();
                 return self.fault(&format!(
                     "it sent a {n}-byte message that is not JSON-RPC (a stdio server must write only MCP messages to stdout; logs go to stderr)"

@@ -12,7 +12,8 @@ use crate::support::peers;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_modern_client_what_it_gets_direct() {
     let py2 = peers::py2().await;
-    let gw = Gateway::bridge_b().upstream("py", &py2.url).start().await;
+    let audit = peers::scratch_file("audit-dual.jsonl");
+    let gw = Gateway::bridge_b().audit_to(&audit).upstream("py", &py2.url).start().await;
     let s = gw.gateway.upstreams[0].status();
     assert!(s.wire == sluice::upstream::Wire::Modern && s.legacy_too, "probed as modern and 2025-11-25 both");
 
@@ -30,6 +31,17 @@ async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_moder
     assert!(through.success, "through Sluice: {:#}\n{}", through.summary["failures"], through.transcript);
     let asked: Vec<&str> = through.summary["asked"].as_array().unwrap().iter().filter_map(|a| a["prompt"].as_str()).collect();
     assert_eq!(asked, ["dual-q", "dual-r"], "{}", through.transcript);
+    // The audit names the wire each client was served on.
+    let era_of = |client: &str| {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["client_era"] == client && r["name"] == "py__ask_llm_legacy")
+            .map(|r| r["upstream_era"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+    };
+    crate::support::eventually("the legacy call's audit record", || !era_of("legacy").is_empty()).await;
+    assert!(era_of("legacy").iter().all(|e| e == "legacy"), "{:?}", era_of("legacy"));
 
     // A 2026-07-28 client: the same answers through Sluice as direct, tool by tool (Sluice
     // prefixes the names: the gateway serves `py__` + the upstream's name).
@@ -50,6 +62,8 @@ async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_moder
         assert_eq!(shape(&via.msg), shape(&direct.msg), "{tool}: through Sluice {} vs direct {}", via.msg, direct.msg);
         assert_eq!(via.status, direct.status, "{tool}");
     }
+    crate::support::eventually("the modern call's audit record", || !era_of("modern").is_empty()).await;
+    assert!(era_of("modern").iter().all(|e| e == "modern"), "{:?}", era_of("modern"));
     gw.stop().await;
 }
 
