@@ -25,6 +25,8 @@ things mid-call through the SDK's public session API, either on the POST stream 
                                 client side refuses is reported in the result, not raised
   erase(what, tag)              annotated `destructiveHint: true`; asks nothing, returns "erased <what>"
   slow(ms, tag)                 sleeps `ms` milliseconds, then returns "slept <ms>"
+  steps(n)                      reports progress 1..n of n (notifications/progress), then returns
+                                "did <n> steps"
 
 Every tool given a non-empty `tag` appends one line per event to `<events dir>/<tag>`: `start`;
 `cancel-notified` when a `notifications/cancelled` naming the call arrives while it runs; then
@@ -233,6 +235,14 @@ async def erase(what: str, ctx: Context, tag: str = "") -> str:
     """Destructive (by its annotations): erases `what`."""
     async with track(ctx, tag):
         return f"erased {what}"
+
+
+@mcp.tool()
+async def steps(n: int, ctx: Context) -> str:
+    """Reports progress 1..n of n, then returns."""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n)
+    return f"did {n} steps"
 
 
 @mcp.tool()

@@ -21,6 +21,7 @@ The process ends when its stdin reaches end-of-file, so a test binary that exits
 never leaves it behind: the test keeps the write end of the pipe open and never writes to it.
 
 Run by hand:  $SLUICE_PY2 tests/peers/py_upstream.py   (then Ctrl-D or Ctrl-C)
+With --stdio it serves the stdio transport instead (Sluice starts it as a stdio upstream).
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ async def ask_raw(prompt: str, ctx: Context) -> CallToolResult | InputRequiredRe
 
 
 def main() -> None:
-    serve(server.streamable_http_app(host="127.0.0.1"))
+    import sys
+
+    if "--stdio" in sys.argv[1:]:
+        server.run("stdio")
+    else:
+        serve(server.streamable_http_app(host="127.0.0.1"))
 
 
 if __name__ == "__main__":

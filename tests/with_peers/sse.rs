@@ -2,7 +2,7 @@
 //! `transport="sse"` behind Sluice (`transport = "sse"`), its mid-call sampling served to a
 //! 2026-07-28 client as `input_required` rounds, one GET stream per session.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::call::{http, sample, Call};
 use crate::support::client::Req;
@@ -36,6 +36,13 @@ async fn fastmcp_over_sse_lists_and_completes_two_sampling_rounds() {
 
     let slept = Call::new("old__slow", json!({"ms": 1, "tag": "sse-slow"})).caps(json!({})).send(&http(), &gw.url(), json!({})).await;
     assert_eq!(slept.text(), "slept 1");
+    // Progress arrives over the upstream's SSE stream and reaches the client on its call's stream.
+    let msgs = Call::new("old__steps", json!({"n": 3})).caps(json!({})).with_progress(&http(), &gw.url(), "p-sse").await;
+    let progress: Vec<Value> =
+        msgs.iter().filter(|m| m["method"] == "notifications/progress").map(|m| m["params"]["progress"].clone()).collect();
+    assert_eq!(progress, [json!(1.0), json!(2.0), json!(3.0)], "{msgs:?}");
+    let last = msgs.last().expect("a final message");
+    assert_eq!(last["result"]["content"][0]["text"], "did 3 steps", "{last}");
     gw.stop().await;
 }
 

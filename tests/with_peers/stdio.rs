@@ -281,3 +281,19 @@ async fn a_client_gone_during_a_sessions_handshake_leaves_no_process_behind() {
     assert_eq!(processes_with(&marker_text).len(), 1, "only Sluice's own session runs");
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_2_3_server_over_stdio_is_served_with_its_sampling_as_a_round() {
+    let py = peer_env("SLUICE_PY2").display().to_string();
+    let server = [py, script("py_upstream.py").display().to_string(), "--stdio".into()];
+    let gw = gateway().upstream_spec(Upstream::stdio("py2", &server)).all_legacy().start().await;
+    assert_eq!(Call::new("py2__add", json!({"a": 2, "b": 3})).caps(json!({})).send(&http(), &gw.url(), json!({})).await.text(), "5");
+    // Its resolver tool asks mid-call on the stdio wire: a round for the modern client.
+    let call = Call::new("py2__ask_llm", json!({"prompt": "stdio-2.3"})).caps(json!({"sampling": {}}));
+    let r1 = call.send(&http(), &gw.url(), json!({})).await;
+    let (key, ask) = r1.input_requests().iter().next().map(|(k, v)| (k.clone(), v.clone())).expect("an ask");
+    assert_eq!(ask["method"], "sampling/createMessage", "{ask}");
+    let done = call.send(&http(), &gw.url(), json!({"requestState": r1.state(), "inputResponses": {key: sample("FROM-MODEL", "m")}})).await;
+    assert!(done.text().contains("llm said: FROM-MODEL"), "{:?}", done);
+    gw.stop().await;
+}
