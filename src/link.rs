@@ -108,7 +108,12 @@ impl Gateway {
         if up.era == crate::config::Era::Legacy || up.stdio.is_some() || up.sse {
             return crate::catalog::legacy::probe(self, up).await;
         }
-        match discover::probe(&self.client, up).await {
+        let before = up.status();
+        let carried = match before.wire {
+            Wire::Modern => (before.legacy_too, before.legacy_checked),
+            Wire::Legacy => (false, None),
+        };
+        match discover::probe(&self.client, up, carried).await {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
                 // Does it speak 2025-11-25 too? Asked again every LEGACY_RECHECK: a redeploy can
                 // change it; meanwhile the last answer stands (discover::probe keeps it).

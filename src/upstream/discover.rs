@@ -76,7 +76,7 @@ pub enum Probe {
 }
 
 /// Probes an upstream with `server/discover`; a modern verdict is recorded.
-pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
+pub async fn probe(client: &HttpClient, up: &Upstream, legacy: DualEra) -> Probe {
     let headers = modern_headers(&up.host, Method::ServerDiscover.as_str(), None, &up.extra);
     let body = internal_body(&Method::ServerDiscover, Map::new());
     let answer = match client.post(&up.name, &up.uri, headers, body, Some(client.response_timeout())).await {
@@ -122,20 +122,23 @@ pub async fn probe(client: &HttpClient, up: &Upstream) -> Probe {
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };
-    // Whether it speaks 2025-11-25 too is `link.rs`'s to re-check; until then it stands.
-    let before = up.status();
+    // Whether it speaks 2025-11-25 too is `link.rs`'s to re-check; until then its answer stands.
     let status = Status {
         probed: true,
         healthy: true,
         discovered: Some(discovered),
         error: None,
         wire: Wire::Modern,
-        legacy_too: before.wire == Wire::Modern && before.legacy_too,
-        legacy_checked: before.legacy_checked.filter(|_| before.wire == Wire::Modern),
+        legacy_too: legacy.0,
+        legacy_checked: legacy.1,
     };
     up.set_status(status.clone());
     Probe::Modern(status)
 }
+
+/// What the last probe learned of a modern upstream's 2025-11-25 wire (whether, and when asked),
+/// carried into the new status so it never reads "no" between two checks.
+pub type DualEra = (bool, Option<std::time::Instant>);
 
 fn failed(up: &Upstream, why: String) -> Status {
     tracing::warn!(upstream = %up.name, reason = %why, "upstream probe failed");
