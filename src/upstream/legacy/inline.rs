@@ -118,18 +118,9 @@ async fn handshake(
     caps: super::Bridged,
     response: Duration,
 ) -> Result<(HeaderValue, Value), UpstreamError> {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": McpMethod::Initialize.as_str(), "params": {
-        "protocolVersion": "2025-11-25", "capabilities": caps.to_legacy(), "clientInfo": crate::upstream::discover::server_info()}});
+    let init = super::session::initialize_body(caps);
     let line = channel.request(0, Bytes::from(init.to_string()), response).await?;
-    let msg: Incoming =
-        serde_json::from_str(&line).map_err(|_| UpstreamError::Protocol(up.name.clone(), "initialize answer is not JSON-RPC".into()))?;
-    let result: Value = match (msg.result, msg.error) {
-        (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-        (_, Some(e)) => return Err(UpstreamError::Protocol(up.name.clone(), format!("initialize failed with error {}", e.code))),
-        _ => return Err(UpstreamError::Protocol(up.name.clone(), "initialize answer has no result".into())),
-    };
-    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
-    let version = HeaderValue::from_str(version).map_err(|_| UpstreamError::Protocol(up.name.clone(), "bad protocolVersion".into()))?;
+    let (version, result) = super::session::initialized(&up.name, line.as_bytes())?;
     let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
     channel.send(note.to_string().as_bytes()).await?;
     Ok((version, result))
