@@ -95,8 +95,10 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
         Ok(lease) => {
             lease.session.set_leased(false);
             lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
-            // The handshake must have settled on a 2025-11-25 (or older) version.
-            let legacy = lease.session.version.to_str().is_ok_and(crate::mcp::version::is_legacy);
+            // The handshake must have settled on a 2025-11-25 (or older) version, said in its
+            // answer (an answer without one is not taken for a handshake).
+            let said = lease.session.init.get("protocolVersion").and_then(Value::as_str);
+            let legacy = said.is_some_and(crate::mcp::version::is_legacy);
             if legacy {
                 tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
             }

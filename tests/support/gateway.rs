@@ -339,6 +339,12 @@ impl Gateway {
         self
     }
 
+    /// How long [`Gateway::start`] waits for every upstream to be probed (a slow-starting one).
+    pub(crate) fn probe_within(mut self, d: Duration) -> Gateway {
+        self.probe_within = d;
+        self
+    }
+
     /// [`Gateway::start`] checks nothing of the upstreams (a test of unhealthy ones).
     pub(crate) fn unchecked(mut self) -> Gateway {
         self.checks = Checks::default();
