@@ -46,6 +46,15 @@ fn filesystem(name: &str, dir: &Path) -> Upstream {
     )
 }
 
+/// `tests/peers/py1_upstream.py` (FastMCP `mcp==1.30.0`) over stdio, recording to `events`.
+fn py1_stdio(events: &Path) -> Upstream {
+    let py = peer_env("SLUICE_PY1").display().to_string();
+    Upstream::stdio(
+        "py1",
+        &[py, script("py1_upstream.py").display().to_string(), "--stdio".into(), "--events".into(), events.display().to_string()],
+    )
+}
+
 /// Sluice with bridge A's key, names always prefixed; the probe's checks are the caller's.
 fn gateway() -> Gateway {
     Gateway::bridge(keys::BRIDGE_A).named("stdio.toml").bridge_key("park_ms", 10_000).top("prefix", "always")
@@ -133,9 +142,7 @@ async fn server_everything_over_stdio_relays_progress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_fastmcp_1_30_over_stdio_completes_two_sampling_rounds_and_an_elicitation() {
     let events = peers::scratch().join("py1-stdio-events");
-    let py = peer_env("SLUICE_PY1").display().to_string();
-    let server = [py, script("py1_upstream.py").display().to_string(), "--stdio".into(), "--events".into(), events.display().to_string()];
-    let gw = gateway().upstream_spec(Upstream::stdio("py1", &server)).all_legacy().start().await;
+    let gw = gateway().upstream_spec(py1_stdio(&events)).all_legacy().start().await;
     let first = Call::new("py1__two_rounds", json!({"topic": "stdio", "tag": "stdio-two"}));
     let r1 = first.send(&http(), &gw.url(), json!({})).await;
     let (key, ask) = r1.input_requests().iter().next().map(|(k, v)| (k.clone(), v.clone())).expect("one ask");
@@ -176,9 +183,7 @@ async fn a_killed_stdio_server_is_started_again_and_shutdown_leaves_no_process()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_under_way_when_the_process_dies_fails_naming_the_upstream() {
     let events = peers::scratch().join("py1-stdio-die");
-    let py = peer_env("SLUICE_PY1").display().to_string();
-    let server = [py, script("py1_upstream.py").display().to_string(), "--stdio".into(), "--events".into(), events.display().to_string()];
-    let gw = gateway().upstream_spec(Upstream::stdio("py1", &server)).all_legacy().start().await;
+    let gw = gateway().upstream_spec(py1_stdio(&events)).all_legacy().start().await;
     let marker = events.display().to_string();
     let call = Call::new("py1__slow", json!({"ms": 60_000, "tag": "stdio-die"}));
     let url = gw.url();
