@@ -192,6 +192,7 @@ pub(super) struct RawUpstream {
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
     pub(super) spare_processes: Option<usize>,
+    pub(super) start_ms: Option<u64>,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) bearer_token_env: Option<String>,

@@ -58,6 +58,11 @@ pub struct StdioConfig {
     /// Processes started ahead of need and kept warm, so a new session does not wait for the
     /// server to boot (default 1; at most `max_processes`).
     pub spare_processes: usize,
+    /// How long a process Sluice started has to answer `initialize` (default 30 s): the time
+    /// its server takes to boot (an `npx` download, a Python import), apart from
+    /// `timeouts.response_ms`, which bounds every answer after it.
+    #[serde(with = "super::limits::ms", rename = "start_ms")]
+    pub start: std::time::Duration,
 }
 
 impl std::fmt::Debug for StdioConfig {
@@ -70,12 +75,16 @@ impl std::fmt::Debug for StdioConfig {
             .field("stderr", &self.stderr)
             .field("max_processes", &self.max_processes)
             .field("spare_processes", &self.spare_processes)
+            .field("start", &self.start)
             .finish()
     }
 }
 
 /// The most processes one stdio upstream may run (a bound on what a config can make Sluice fork).
 const MAX_PROCESSES: usize = 4096;
+
+/// The longest `start_ms` (10 minutes): a process that boots slower is not waited for.
+const MAX_START_MS: u64 = 600_000;
 
 /// Refuses a stdio upstream whose stderr file is the audit sink or Sluice's own output: a
 /// server's stderr may carry content.
@@ -119,6 +128,7 @@ pub(super) struct RawStdio {
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
     pub(super) spare_processes: Option<usize>,
+    pub(super) start_ms: Option<u64>,
 }
 
 impl RawStdio {
@@ -158,6 +168,10 @@ impl RawStdio {
         if stderr_max_bytes == 0 {
             return Err(bad("stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into()));
         }
+        let start_ms = self.start_ms.unwrap_or(30_000);
+        if !(1..=MAX_START_MS).contains(&start_ms) {
+            return Err(bad(format!("start_ms = {start_ms}: give 1 to {MAX_START_MS} (how long its server may take to boot)")));
+        }
         Ok(StdioConfig {
             command: self.command,
             env: self.env,
@@ -166,6 +180,7 @@ impl RawStdio {
             stderr_max_bytes,
             max_processes,
             spare_processes,
+            start: std::time::Duration::from_millis(start_ms),
         })
     }
 

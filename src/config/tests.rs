@@ -301,6 +301,7 @@ fn a_stdio_upstream_is_read_printed_and_loaded_back() {
     let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
     assert_eq!(s.command, ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv", "postgresql://u:pa55@db/x"]);
     assert_eq!((s.max_processes, s.stderr_max_bytes), (3, 10 << 20));
+    assert_eq!(s.start, std::time::Duration::from_secs(30), "a server's boot is given 30 s by default");
     assert_eq!(s.stderr, Stderr::File("/tmp/files.log".into()));
     assert_eq!(c.upstreams[0].url, "");
     let printed = c.redacted();
@@ -328,6 +329,12 @@ fn a_stdio_upstream_is_refused_when_it_mixes_transports_or_bounds() {
     assert!(up("command = [\"x\"]\nstderr = \"file:/dev/stderr\"").contains("Sluice's own output"));
     assert!(up("command = [\"x\"]\nenv = { \"A=B\" = \"c\" }").contains("not a usable variable name"));
     assert!(up("url = \"http://127.0.0.1:1/\"\nmax_processes = 2").contains("are for a stdio upstream"));
+    assert!(up("url = \"http://127.0.0.1:1/\"\nstart_ms = 2").contains("are for a stdio upstream"));
+    assert!(up("command = [\"x\"]\nstart_ms = 0").contains("start_ms = 0: give 1 to 600000"));
+    assert!(up("command = [\"x\"]\nstart_ms = 600001").contains("give 1 to 600000"));
+    let slow = load("[[upstream]]\nname = \"f\"\ncommand = [\"x\"]\nstart_ms = 90000\n").unwrap();
+    assert_eq!(slow.upstreams[0].stdio.as_ref().map(|s| s.start), Some(std::time::Duration::from_secs(90)));
+    assert!(slow.redacted().contains("start_ms = 90000"), "{}", slow.redacted());
 }
 
 #[test]

@@ -228,11 +228,12 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 u.stderr_max_bytes.is_some(),
                 u.max_processes.is_some(),
                 u.spare_processes.is_some(),
+                u.start_ms.is_some(),
                 !u.env.is_empty(),
             ];
             if stdio_key.iter().any(|k| *k) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes and spare_processes are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, spare_processes and start_ms are for a stdio upstream (command = [...]), not a url"
                 )));
             }
             Ok((url, None))
@@ -256,6 +257,7 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 stderr_max_bytes: u.stderr_max_bytes,
                 max_processes: u.max_processes,
                 spare_processes: u.spare_processes,
+                start_ms: u.start_ms,
             };
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
@@ -287,6 +289,7 @@ impl RawUpstream {
             stderr_max_bytes: None,
             max_processes: None,
             spare_processes: None,
+            start_ms: None,
             transport: Transport::StreamableHttp,
             era: Era::Auto,
             headers: Default::default(),

@@ -7,6 +7,7 @@ It answers `initialize`, `tools/list` (one tool, `take`) and `ping` like any ser
             reading stdin for good and sleeps, so a writer to it blocks once the pipe is full
   mute      only the first process (the one that creates MARKER_FILE) answers; every later one
             reads `initialize` and never answers it
+  slow      every process sleeps 3 s before it answers `initialize` (a server slow to boot)
 `take` answers "took N bytes" once it has read the whole call.
 """
 
@@ -45,6 +46,8 @@ def main() -> None:
         if method == "initialize":
             if mode == "mute" and not first:
                 time.sleep(3600)
+            if mode == "slow":
+                time.sleep(3)
             send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                                                            "serverInfo": {"name": "hostile", "version": "1"}}})
         elif method == "tools/list":

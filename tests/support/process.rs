@@ -85,7 +85,11 @@ pub(crate) struct Exited {
     pub(crate) output: String,
 }
 
-fn collect(mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<u8>>>, line: Arc<tokio::sync::Notify>) {
+fn collect(
+    mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    into: Arc<Mutex<Vec<u8>>>,
+    line: Arc<tokio::sync::Notify>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = vec![0u8; 16 << 10];
         while let Ok(n) = pipe.read(&mut buf).await {
@@ -96,7 +100,14 @@ fn collect(mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static, into: A
             line.notify_waiters();
         }
         line.notify_waiters();
-    });
+    })
+}
+
+/// Waits for every task.
+async fn drained(tasks: impl IntoIterator<Item = tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        let _ = t.await;
+    }
 }
 
 /// stdout, a newline, then stderr, colours stripped.
@@ -161,8 +172,10 @@ impl Sluice {
         // Two buffers, so a line on one pipe is never cut by a chunk of the other.
         let (out, err) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
         let line = Arc::new(tokio::sync::Notify::new());
-        collect(child.stdout.take().expect("stdout"), out.clone(), line.clone());
-        collect(child.stderr.take().expect("stderr"), err.clone(), line.clone());
+        let readers = [
+            collect(child.stdout.take().expect("stdout"), out.clone(), line.clone()),
+            collect(child.stderr.take().expect("stderr"), err.clone(), line.clone()),
+        ];
         let output = || joined(&out, &err);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -177,8 +190,9 @@ impl Sluice {
                 _ = notified => {}
                 status = child.wait() => {
                     let status = status.expect("wait for sluice");
-                    // Let the readers drain the pipes.
-                    let _ = tokio::time::timeout(Duration::from_millis(500), line.notified()).await;
+                    // The readers drain the pipes to their end (the process is gone, so they end;
+                    // bounded all the same, should a stray child hold one open).
+                    let _ = tokio::time::timeout(Duration::from_secs(10), drained(readers)).await;
                     return Err(Exited { code: status.code(), output: output() });
                 }
                 _ = tokio::time::sleep_until(deadline) => {

@@ -288,18 +288,38 @@ async fn a_client_gone_during_a_sessions_handshake_leaves_no_process_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_mcp_2_3_server_over_stdio_is_served_with_its_sampling_as_a_round() {
-    let py = peer_env("SLUICE_PY2").display().to_string();
-    let server = [py, script("py_upstream.py").display().to_string(), "--stdio".into()];
-    // mcp==2.3.0 takes seconds to import on a loaded 2-core machine: its handshake may take
-    // longer than the harness's 5 s response bound.
+async fn a_server_slow_to_boot_is_given_start_ms_not_the_response_timeout() {
+    let marker = peers::scratch().join("slow-marker");
+    // 3 s to answer initialize, against a 1.5 s response bound: start_ms covers the boot.
     let gw = gateway()
-        .timeout("response_ms", 60_000)
-        .probe_within(std::time::Duration::from_secs(60))
-        .upstream_spec(Upstream::stdio("py2", &server))
+        .timeout("response_ms", 1500)
+        .upstream_spec(hostile("slow", "slow", &marker).key("start_ms", 20_000))
         .all_legacy()
         .start()
         .await;
+    let took = Call::new("slow__take", json!({"x": 1})).caps(json!({})).send(&http(), &gw.url(), json!({})).await;
+    assert!(took.text().starts_with("took "), "{took:?}");
+    gw.stop().await;
+
+    // With start_ms under its boot, the start fails, says which bound, and ends the process.
+    let marker = peers::scratch().join("slow-marker-2");
+    let gw = gateway().upstream_spec(hostile("slow", "slow", &marker).key("start_ms", 300)).unchecked().start().await;
+    let status = gw.gateway.upstreams[0].status();
+    let why = status.error.clone().unwrap_or_default();
+    assert!(!status.healthy && why.contains("did not answer initialize within 300 ms") && why.contains("start_ms"), "{status:?}");
+    let spec = gw.gateway.upstreams[0].stdio.clone().expect("a stdio upstream");
+    crate::support::eventually("the process that did not boot in time was ended", || spec.running() == 0).await;
+    gw.stop().await;
+    assert_eq!(processes_with(&marker.display().to_string()), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_2_3_server_over_stdio_is_served_with_its_sampling_as_a_round() {
+    let py = peer_env("SLUICE_PY2").display().to_string();
+    let server = [py, script("py_upstream.py").display().to_string(), "--stdio".into()];
+    // mcp==2.3.0 takes seconds to import on a loaded 2-core machine: its boot is bounded by
+    // start_ms (30 s), not the harness's 5 s response bound.
+    let gw = gateway().upstream_spec(Upstream::stdio("py2", &server)).all_legacy().start().await;
     assert_eq!(Call::new("py2__add", json!({"a": 2, "b": 3})).caps(json!({})).send(&http(), &gw.url(), json!({})).await.text(), "5");
     // Its resolver tool asks mid-call on the stdio wire: a round for the modern client.
     let call = Call::new("py2__ask_llm", json!({"prompt": "stdio-2.3"})).caps(json!({"sampling": {}}));

@@ -78,7 +78,9 @@ pub(super) struct Open<'a> {
     pub(super) caps: super::Bridged,
     pub(super) principal: &'a str,
     pub(super) on_list_changed: ListChanged,
-    pub(super) response: Duration,
+    /// How long `initialize` may take: a stdio upstream's `start_ms` (its boot), else
+    /// `timeouts.response_ms`.
+    pub(super) handshake: Duration,
     pub(super) max_event: usize,
 }
 
@@ -92,7 +94,7 @@ pub(super) async fn open(up: Arc<Upstream>, o: Open<'_>) -> Result<Arc<Session>,
     // Until the session exists, dropping this future (the client went away mid-handshake)
     // ends the channel and its reader: nothing is left running unowned.
     let mut guard = Opening { task: Some(task), channel: channel.clone() };
-    let (version, init) = handshake(&channel, &up, o.caps, o.response).await?;
+    let (version, init) = handshake(&channel, &up, o.caps, o.handshake).await?;
     let task = guard.task.take().expect("the reader task, taken once");
     Ok(Arc::new(Session::over_channel(up, version, init, o.principal, o.caps, rx, leased, channel, task)))
 }
@@ -116,10 +118,15 @@ async fn handshake(
     channel: &Channel,
     up: &Upstream,
     caps: super::Bridged,
-    response: Duration,
+    within: Duration,
 ) -> Result<(HeaderValue, Value), UpstreamError> {
     let init = super::session::initialize_body(caps);
-    let line = channel.request(0, Bytes::from(init.to_string()), response).await?;
+    let line = channel.request(0, Bytes::from(init.to_string()), within).await.map_err(|e| match (e, channel) {
+        (UpstreamError::Timeout(name, ms), Channel::Stdio(_)) => {
+            UpstreamError::Start(name, format!("it did not answer initialize within {ms} ms of being taken into use (start_ms)"))
+        }
+        (e, _) => e,
+    })?;
     let (version, result) = super::session::initialized(&up.name, line.as_bytes())?;
     let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
     channel.send(note.to_string().as_bytes()).await?;

@@ -159,7 +159,9 @@ impl Pool {
         };
         let (proc, lines) = started;
         let channel = super::channel::Channel::Stdio(proc);
-        let opened = super::inline::open(up.clone(), self.inline(channel, super::inline::Source::Lines(lines), key, on_list_changed)).await;
+        let mut open = self.inline(channel, super::inline::Source::Lines(lines), key, on_list_changed);
+        open.handshake = spec.cfg.start;
+        let opened = super::inline::open(up.clone(), open).await;
         match &opened {
             Ok(_) => spec.succeeded(),
             Err(_) => spec.failed(),
@@ -187,7 +189,7 @@ impl Pool {
             caps: key.caps,
             principal: &key.principal,
             on_list_changed,
-            response: self.client.response_timeout(),
+            handshake: self.client.response_timeout(),
             max_event: self.client.max_event_bytes(),
         }
     }

@@ -227,6 +227,7 @@ mod tests {
             stderr_max_bytes: 1 << 20,
             max_processes,
             spare_processes,
+            start: Duration::from_secs(5),
         };
         Spec::new("nope", cfg, 1 << 20, Duration::from_secs(5))
     }
