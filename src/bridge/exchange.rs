@@ -14,10 +14,11 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::asks::{self, Ask};
+use super::post::{PostEvent, PostStream};
 use super::Bridge;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
-use crate::upstream::client::{Answer, UpstreamError};
+use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy::Lease;
 
 /// What the client-facing side receives from a round.
@@ -28,6 +29,9 @@ pub enum Event {
     Final(http::StatusCode, Bytes),
     /// A final reply with headers of its own (a refusal with `Retry-After`).
     Reply(crate::respond::Reply),
+    /// The upstream ended the call's stream early and it was taken up again (told only to a
+    /// 2025-11-25 client, which sees the same on its own stream).
+    Resumed,
 }
 
 /// What reading an exchange came to.
@@ -46,13 +50,6 @@ pub enum Outcome {
     Refused(crate::policy::Refusal),
     /// The client went away.
     ClientGone,
-}
-
-/// What the call's POST stream delivers. The error is boxed: the channel allocates 32 slots at
-/// once and each parked exchange keeps its channel, so the slot is kept small.
-enum PostEvent {
-    Msg(String),
-    End(Option<Box<UpstreamError>>),
 }
 
 /// The request a live exchange serves, as bound into its sealed state.
@@ -74,6 +71,9 @@ pub struct CallInfo {
     pub uri: Option<String>,
     /// Who asks what for whom, for policies and budgets.
     pub ctx: crate::policy::ask::AskCtx,
+    /// Whether the client is a 2025-11-25 one (bridge B), told when the upstream ends the
+    /// call's stream early.
+    pub legacy_client: bool,
 }
 
 /// An exchange in progress (or parked between rounds).
@@ -82,8 +82,7 @@ pub struct Live {
     pub lease: Lease,
     /// The upstream request id of the call.
     pub upstream_id: u64,
-    post_rx: crate::upstream::queue::Receiver<PostEvent>,
-    post_task: tokio::task::AbortHandle,
+    post: PostStream,
     /// Asks waiting for the client's answers.
     pub asks: Vec<Ask>,
     /// The last round answered to the client (0 before any).
@@ -100,66 +99,18 @@ pub struct Live {
 /// Builds a legacy request body for a given upstream request id.
 pub type Rebuild = std::sync::Arc<dyn Fn(u64) -> Bytes + Send + Sync>;
 
-impl Drop for Live {
-    fn drop(&mut self) {
-        self.post_task.abort();
-    }
-}
-
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
     pub fn start(br: &Bridge, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
-        // Bounded by bytes too: while the exchange is parked nothing reads this, and a hostile
-        // upstream must not fill Sluice's memory meanwhile (the reader waits; TCP holds the rest).
-        let (tx, rx) = crate::upstream::queue::bounded(64, br.limits.max_sse_event_bytes);
-        let session = lease.session.clone();
-        let client = br.client.clone();
         // Each message within the park time (the client's turn) plus the response time (the
-        // upstream's): keep-alives or a trickle do not hold the call open past it.
+        // upstream's): keep-alives or a trickle do not hold the call open past it. Bounded by
+        // bytes too: while the exchange is parked nothing reads it.
         let per_message = br.limits.bridge.park + br.limits.response;
-        let post_task = tokio::spawn(async move {
-            // The request's future is boxed so that it is freed once the answer started: the
-            // task lives as long as the exchange, parked or not.
-            let end = match Box::pin(session.post(&client, body, Some(per_message))).await {
-                Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
-                    session.broken.store(true, std::sync::atomic::Ordering::Release);
-                    Some(UpstreamError::SessionGone(session.up.name.clone()))
-                }
-                Ok(Answer::Json(_, b)) => {
-                    let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
-                    None
-                }
-                // stdio, SSE: the request was sent; its answer, and the end of the session if it
-                // ends first, come through the session's inbox (read to its end first, so an
-                // answer written just before the process exited is not lost).
-                Ok(Answer::Status(http::StatusCode::ACCEPTED, _)) if session.answers_inline() => {
-                    let _held = &tx; // the exchange reads the inbox; this side stays silent
-                    return std::future::pending().await;
-                }
-                Ok(Answer::Sse(mut s)) => loop {
-                    match s.next().await {
-                        Ok(Some(d)) => {
-                            let size = d.len();
-                            if tx.send(PostEvent::Msg(d), size).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => break None,
-                        Err(e) => break Some(e),
-                    }
-                },
-                Ok(Answer::Status(status, _)) => {
-                    Some(UpstreamError::Protocol(session.up.name.clone(), format!("HTTP {status} to a call on its session")))
-                }
-                Err(e) => Some(e),
-            };
-            let _ = tx.send(PostEvent::End(end.map(Box::new)), 1).await;
-        })
-        .abort_handle();
-        Live { lease, upstream_id, post_rx: rx, post_task, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
+        let post = PostStream::post(lease.session.clone(), br.client.clone(), body, per_message, br.limits.max_sse_event_bytes);
+        Live { lease, upstream_id, post, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
     }
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
@@ -195,8 +146,18 @@ impl Live {
             let msg = tokio::select! {
                 biased;
                 _ = events.closed() => return Outcome::ClientGone,
-                m = self.post_rx.recv() => match m {
+                m = self.post.recv() => match m {
                     Some(PostEvent::Msg(d)) => d,
+                    // The server ended the stream before its answer, after an event id: taken
+                    // up again from there (within the same deadline).
+                    Some(PostEvent::Dropped(from)) => match self.post.take_up(self.lease.session.clone(), br.client.clone(), *from) {
+                        Ok(()) if self.info.legacy_client => {
+                            let _ = events.send(Event::Resumed).await;
+                            continue;
+                        }
+                        Ok(()) => continue,
+                        Err(e) => return Outcome::Failed(e),
+                    },
                     Some(PostEvent::End(e)) => return Outcome::Failed(e.map(|e| *e).unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),
                     None => return Outcome::Failed(UpstreamError::Closed(self.lease.session.up.name.clone())),
                 },
@@ -256,10 +217,15 @@ impl Live {
             (Some(Method::LogMessage), None) => {
                 let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
                 let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
-                if let (Some(want), Some(r)) = (self.info.log_level, rank) {
-                    if r >= want {
-                        let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
-                    }
+                // A modern client gets the levels it asked for; a 2025-11-25 one that set no
+                // level gets what the server sends, as it would direct.
+                let wanted = match (self.info.log_level, rank) {
+                    (Some(want), Some(r)) => r >= want,
+                    (None, _) => self.info.legacy_client,
+                    (Some(_), None) => false,
+                };
+                if wanted {
+                    let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
                 }
             }
             _ => {}

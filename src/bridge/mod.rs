@@ -11,6 +11,7 @@
 pub mod asks;
 pub mod exchange;
 pub mod park;
+mod post;
 mod round;
 pub mod shared;
 mod sweep;
@@ -82,6 +83,7 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
             upstream: t.up.name.clone(),
             tool: (env.method == Method::ToolsCall).then(|| t.own.clone()),
         },
+        legacy_client: ctx.legacy_client,
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
         None => Map::new(),
@@ -338,12 +340,21 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> 
         None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
         Some(Event::Reply(r)) => r,
-        Some(Event::Relay(first)) => {
+        Some(first @ (Event::Relay(_) | Event::Resumed)) => {
             let (stx, srx) = mpsc::channel(64);
-            let _ = stx.try_send(sse::frame(&first));
+            let _ = stx.try_send(match first {
+                Event::Relay(b) => sse::frame(&b),
+                _ => Bytes::from_static(sse::RESUMED),
+            });
             crate::audit::spawn(async move {
                 while let Some(ev) = rx.recv().await {
                     let (bytes, last) = match ev {
+                        Event::Resumed => {
+                            if stx.send(Bytes::from_static(sse::RESUMED)).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
                         Event::Relay(b) => (b, false),
                         Event::Final(_, b) => (b, true),
                         // Once streaming, a refusal travels in-stream.

@@ -11,6 +11,7 @@
 //! or the round cap. Refuses a forged, another principal's, ended or expired session with 404.
 
 mod relay;
+mod resume;
 pub mod session;
 
 use std::sync::Arc;
@@ -75,8 +76,12 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     let Some(s) = session_of(gw, headers, principal) else {
         return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
     };
-    if headers.contains_key("last-event-id") {
-        return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: streams are not resumable through Sluice\n");
+    if let Some(last) = headers.get("last-event-id") {
+        // A call stream that ended early (SEP-1699), taken up where it ended.
+        return last.to_str().ok().and_then(|id| resume::take_up(&s, gw.cfg.bridge.park, id)).unwrap_or(Reply::Plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: no stream of this session to resume from that Last-Event-ID (it ended, or was not taken up within bridge.park_ms)\n",
+        ));
     }
     let (tx, rx) = mpsc::channel(64);
     let _ = tx.try_send(Bytes::from_static(b": stream open\n\n"));

@@ -52,6 +52,10 @@ async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Re
         Reply::Json(_, b) => serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b)),
         Reply::Sse(mut rx) => {
             while let Some(frame) = rx.recv().await {
+                if frame == crate::mcp::sse::RESUMED {
+                    let _ = relay.send(frame).await; // the client's stream ends here too (resume.rs)
+                    continue;
+                }
                 let text = String::from_utf8_lossy(&frame);
                 let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
                 let Ok(msg) = serde_json::from_str::<Value>(data) else { continue };
@@ -65,6 +69,13 @@ async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Re
         }
         other => Err(other),
     }
+}
+
+/// An SSE stream of one message.
+fn one_event(msg: Bytes) -> Reply {
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(crate::mcp::sse::frame(&msg));
+    Reply::Sse(rx.into())
 }
 
 /// A final message for the legacy client: its own id, and no modern stamping.
@@ -102,16 +113,17 @@ pub(super) async fn forward(
         };
         let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
         return match messages(reply, &tx).await {
-            Ok(msg) => Reply::Json(StatusCode::OK, legacy_final(&msg, &id)),
+            // On an SSE stream, as the official SDK servers answer by default (every 2025-11-25
+            // client accepts one: the edge refuses an Accept without it).
+            Ok(msg) => one_event(legacy_final(&msg, &id)),
             Err(r) => r,
         };
     }
-    // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer.
-    let _ = tx.try_send(Bytes::from_static(b"id: 0\nretry: 1000\ndata: \n\n"));
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Ok(mut m) = s.inflight.lock() {
         m.insert(id.clone(), cancel.clone());
     }
+    let (s2, park) = (s.clone(), gw.cfg.bridge.park);
     let (gw, principal) = (gw.clone(), principal.clone());
     // In the request's audit scope: what the rounds decide lands in this request's record.
     crate::audit::spawn(async move {
@@ -128,7 +140,9 @@ pub(super) async fn forward(
             m.remove(&id);
         }
     });
-    Reply::Sse(rx.into())
+    // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer,
+    // each with an id, resumable with a GET if it ends early.
+    super::resume::open(s2, park, rx)
 }
 
 /// Runs the request and its `input_required` rounds; gives the final message body.

@@ -60,6 +60,10 @@ pub struct LegacySession {
     /// Resource URIs subscribed with `resources/subscribe`.
     subscriptions: Mutex<HashSet<String>>,
     max_subscriptions: usize,
+    /// Call streams that ended early and wait for a `GET` with `Last-Event-ID` (`resume.rs`).
+    pub(super) detached: Mutex<HashMap<u64, super::resume::Detached>>,
+    /// The number of the next call stream (its events' ids are `N-K`).
+    pub(super) next_stream: AtomicU64,
 }
 
 /// A `resources/subscribe` past `bridge.max_subscriptions_per_session`.
@@ -219,6 +223,8 @@ impl Sessions {
             get_stream: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
             max_subscriptions: self.max_subscriptions,
+            detached: Mutex::new(HashMap::new()),
+            next_stream: AtomicU64::new(1),
         });
         if let Ok(mut st) = self.store.lock() {
             let now = Instant::now();

@@ -1,7 +1,8 @@
 //! Server-Sent Events: an incremental reader for upstream streams and the frame writer.
 //!
 //! Takes byte chunks as they arrive; gives complete events (their joined `data:` lines and
-//! `event:` name). Drops `id:`, `retry:` and comment lines: Sluice never relays them. Refuses
+//! `event:` name), and remembers the stream's last `id:` and `retry:` (where a 2025-11-25 stream
+//! that ends early is taken up again, SEP-1699). Never relays ids, retries or comments. Refuses
 //! (the reader reports [`TooLarge`], the caller ends the stream) an event whose joined data is
 //! over the configured bound, and any line, finished or not, longer than it (bytes before its
 //! `\n`), so the outcome does not depend on how the stream was chunked. Bounded work: every byte
@@ -46,6 +47,10 @@ struct Partial {
     name: String,
     /// The joined `data:` lines, `None` until the first one.
     data: Option<String>,
+    /// The last `id:` seen on the stream (the SSE "last event ID buffer": it outlives events).
+    last_id: Option<String>,
+    /// The last valid `retry:` (milliseconds, ASCII digits only).
+    retry_ms: Option<u64>,
 }
 
 impl Reader {
@@ -88,6 +93,16 @@ impl Reader {
         Ok(out)
     }
 
+    /// The last event id the stream carried, if any (empty ids reset it, as SSE says).
+    pub fn last_id(&self) -> Option<&str> {
+        self.event.last_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for (`retry:`), in milliseconds.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.event.retry_ms
+    }
+
     /// Bytes the reader has examined: at most twice the bytes pushed (each searched once and
     /// parsed once), however they were chunked.
     #[doc(hidden)]
@@ -122,11 +137,19 @@ impl Partial {
                 None => self.data = Some(value.to_owned()),
             },
             "event" => self.name = value.to_owned(),
-            _ => {} // id, retry and unknown fields are not relayed
+            // An id holding NUL is ignored; an empty one clears the buffer (the SSE rules).
+            "id" if !value.contains('\0') => self.last_id = Some(value.to_owned()).filter(|v| !v.is_empty()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => self.retry_ms = value.parse().ok(),
+            _ => {} // unknown fields are not relayed
         }
         None
     }
 }
+
+/// Sluice's own in-process mark, on a bridged call's stream, that the upstream ended its stream
+/// early and it was taken up again: bridge B ends its client's stream there too (an SSE comment,
+/// so any reader ignores it; no relayed message can equal it, as those are `event:` frames).
+pub const RESUMED: &[u8] = b": the upstream ended its stream early; taken up again\n\n";
 
 /// One SSE frame carrying a compact JSON message on a single `data:` line.
 pub fn frame(json: &[u8]) -> Bytes {
@@ -151,6 +174,18 @@ mod tests {
         let ev = r.push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n").unwrap();
         assert_eq!(ev, vec![Event { name: "message".into(), data: "{\"a\":1}".into() }]);
         assert_eq!(r.push(b"\n").unwrap()[0].data, "x");
+    }
+
+    #[test]
+    fn the_last_id_and_retry_outlive_their_events_and_bad_ones_are_ignored() {
+        let mut r = Reader::new(1024);
+        assert_eq!((r.last_id(), r.retry_ms()), (None, None));
+        r.push(b"id: 7\nretry: 250\ndata: \n\ndata: {}\n\n").unwrap();
+        assert_eq!((r.last_id(), r.retry_ms()), (Some("7"), Some(250)), "kept after an event without an id");
+        r.push(b"id: a\0b\nretry: 1s\nretry: -5\ndata: x\n\n").unwrap();
+        assert_eq!((r.last_id(), r.retry_ms()), (Some("7"), Some(250)), "an id with NUL and a retry not all digits are ignored");
+        r.push(b"id\ndata: y\n\n").unwrap();
+        assert_eq!(r.last_id(), None, "an empty id clears it");
     }
 
     #[test]

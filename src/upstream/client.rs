@@ -70,6 +70,16 @@ pub enum Answer {
     Status(StatusCode, Bytes),
 }
 
+/// Where a 2025-11-25 stream that ended before its answer is taken up again: a `GET` with
+/// `Last-Event-ID`, after the `retry` the server asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    /// The last event id the stream carried.
+    pub last_id: String,
+    /// The reconnection time it asked for, if any.
+    pub retry: Option<Duration>,
+}
+
 /// How long an SSE stream may take.
 #[derive(Debug, Clone, Copy)]
 enum Bound {
@@ -98,6 +108,13 @@ where
 {
     fn new(upstream: &str, body: B, reader: sse::Reader, bound: Bound) -> Self {
         SseStream { upstream: upstream.into(), body, reader, pending: Default::default(), bound, deadline: None }
+    }
+
+    /// Where the stream can be taken up again after it ended (SEP-1699): the last event id it
+    /// carried and the reconnection time it asked for; `None` for a stream without ids.
+    pub fn resume_point(&self) -> Option<Resume> {
+        let last_id = self.reader.last_id()?.to_owned();
+        Some(Resume { last_id, retry: self.reader.retry_ms().map(Duration::from_millis) })
     }
 
     /// The next event's data, `Ok(None)` at the end of the stream.

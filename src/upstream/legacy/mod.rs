@@ -13,6 +13,7 @@ pub mod caps;
 pub mod channel;
 mod inline;
 pub mod pool;
+mod resume;
 pub mod session;
 pub mod sse;
 
