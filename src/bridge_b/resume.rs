@@ -18,18 +18,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use super::session::LegacySession;
+use super::session::{Detached, LegacySession};
 use crate::respond::Reply;
 
 /// Detached streams one session may hold at once.
 pub(super) const MAX_DETACHED: usize = 16;
-
-/// A call stream whose POST ended early, waiting to be taken up.
-pub(super) struct Detached {
-    from: mpsc::Receiver<Bytes>,
-    /// The id of the last event sent.
-    sent: u64,
-}
 
 /// The POST's stream of a call whose task writes `from`: a priming event (id `N-0`, with
 /// `retry`) first, then every frame with its id.

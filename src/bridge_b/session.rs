@@ -61,9 +61,17 @@ pub struct LegacySession {
     subscriptions: Mutex<HashSet<String>>,
     max_subscriptions: usize,
     /// Call streams that ended early and wait for a `GET` with `Last-Event-ID` (`resume.rs`).
-    pub(super) detached: Mutex<HashMap<u64, super::resume::Detached>>,
+    pub(super) detached: Mutex<HashMap<u64, Detached>>,
     /// The number of the next call stream (its events' ids are `N-K`).
     pub(super) next_stream: AtomicU64,
+}
+
+/// A call stream whose POST ended early, waiting for a `GET` to take it up (`resume.rs`).
+pub(super) struct Detached {
+    /// What the call writes.
+    pub(super) from: mpsc::Receiver<Bytes>,
+    /// The number of the last event sent (its id's `K`).
+    pub(super) sent: u64,
 }
 
 /// A `resources/subscribe` past `bridge.max_subscriptions_per_session`.
