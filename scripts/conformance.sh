@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the official conformance suite through a fresh Sluice whose only upstream is one of the
 # project's own fixtures, both legs (--suite all --spec-version 2026-07-28, --requirements
-# 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, Sluice forwards) and
+# 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, both eras: each suite must
+# score through Sluice exactly what it scores against the fixture direct) and
 # tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds), and that
 # legacy fixture again over stdio (it must score the same counts as over HTTP). Sluice runs
 # with the default approval policy (--policy policies/default.toml), as a deployment would.
@@ -23,7 +24,7 @@ wait_line() { # wait_line FILE PATTERN SECONDS
 }
 
 # with_fixture NAME PYTHON FIXTURE: a fresh fixture upstream and a fresh Sluice in front of it;
-# sets $url and records the pids for cleanup.
+# sets $url (Sluice's) and $fixture_url (the fixture's own) and records the pids for cleanup.
 with_fixture() {
   local name=$1 py=$2 fixture=$3
   "$py" "$root/tests/fixtures/$fixture" --port 0 >"$out/$name-fixture.out" 2>"$out/$name-fixture.err" &
@@ -31,6 +32,7 @@ with_fixture() {
   wait_line "$out/$name-fixture.out" LISTENING 30
   local port
   port=$(awk '/LISTENING/ {print $2; exit}' "$out/$name-fixture.out")
+  fixture_url="http://127.0.0.1:$port/mcp"
   with_sluice "$name" "fixture=http://127.0.0.1:$port/mcp"
 }
 
@@ -69,6 +71,14 @@ run modern-requirements --requirements 2026-07-28
 # 2025-11-25 clients through Sluice to the modern fixture (bridge B).
 run modern-2025-suite-all --suite all --spec-version 2025-11-25
 run modern-2025-requirements --requirements 2025-11-25
+# The modern fixture speaks both eras: each suite must score through Sluice exactly what it
+# scores against the fixture direct (every status counted, INFO included).
+sluice_url=$url url=$fixture_url
+run modern-direct-suite-all --suite all --spec-version 2026-07-28
+same modern-suite-all modern-direct-suite-all
+run modern-direct-2025-suite-all --suite all --spec-version 2025-11-25
+same modern-2025-suite-all modern-direct-2025-suite-all
+url=$sluice_url
 
 # Legacy fixture (mcp==1.30.0): every mid-call ask becomes an input_required round (bridge A).
 with_fixture legacy "$SLUICE_PY1" legacy_fixture.py

@@ -106,3 +106,82 @@ fn detach(s: &Arc<LegacySession>, park: Duration, n: u64, d: Detached) -> Result
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bridge_b::Sessions;
+
+    fn session() -> Arc<LegacySession> {
+        let cfg = crate::config::Config::from_toml("", "t", &Default::default()).expect("default config").bridge;
+        let sessions = Sessions::new(&cfg, crate::state::Keys::random());
+        sessions.create("alice", "2025-11-25", Default::default(), serde_json::Value::Null)
+    }
+
+    async fn frames(r: Reply) -> Vec<String> {
+        let Reply::Sse(mut body) = r else { panic!("an SSE reply") };
+        let mut out = Vec::new();
+        while let Some(f) = body.recv().await {
+            out.push(String::from_utf8_lossy(&f).into_owned());
+        }
+        out
+    }
+
+    const PARK: Duration = Duration::from_secs(60);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_ended_early_is_taken_up_once_by_its_last_event_id_with_nothing_lost() {
+        let s = session();
+        let (tx, rx) = mpsc::channel(64);
+        let post = open(s.clone(), PARK, rx);
+        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}")).await.unwrap();
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        // Written while no stream is attached: it waits for the GET.
+        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        let on_post = frames(post).await;
+        assert_eq!(on_post.len(), 2, "{on_post:?}");
+        assert!(on_post[0].starts_with("id: 1-0\nretry: 1000\ndata: \n\n"), "a priming event first: {on_post:?}");
+        assert!(on_post[1].starts_with("id: 1-1\nevent: message\ndata: {"), "{on_post:?}");
+        assert!(take_up(&s, PARK, "2-1").is_none(), "another stream's id");
+        assert!(take_up(&s, PARK, "not-an-id").is_none());
+        let get = take_up(&s, PARK, "1-1").expect("the detached stream");
+        assert!(take_up(&s, PARK, "1-1").is_none(), "taken up once");
+        drop(tx); // the call ended after its answer
+        let on_get = frames(get).await;
+        assert_eq!(on_get.len(), 2, "{on_get:?}");
+        assert!(on_get[0].starts_with("id: 1-2\nretry: 1000\ndata: \n\n"), "{on_get:?}");
+        assert!(on_get[1].starts_with("id: 1-3\n") && on_get[1].contains("\"result\""), "{on_get:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_not_taken_up_within_park_ms_is_dropped_and_its_call_sees_the_client_gone() {
+        let s = session();
+        let (tx, rx) = mpsc::channel(64);
+        let post = open(s.clone(), PARK, rx);
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        assert_eq!(frames(post).await.len(), 1, "the priming event, then the end");
+        tokio::time::timeout(PARK * 2, tx.closed()).await.expect("the call's writer is told the client is gone");
+        assert!(take_up(&s, PARK, "1-0").is_none(), "expired");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_most_detached_streams_a_stream_stays_on_its_post() {
+        let s = session();
+        let mut writers = Vec::new();
+        for _ in 0..MAX_DETACHED {
+            let (tx, rx) = mpsc::channel(64);
+            let post = open(s.clone(), PARK, rx);
+            tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+            frames(post).await;
+            writers.push(tx);
+        }
+        let (tx, rx) = mpsc::channel(64);
+        let post = open(s.clone(), PARK, rx);
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        drop(tx);
+        let on_post = frames(post).await;
+        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+        assert_eq!(s.detached.lock().unwrap().len(), MAX_DETACHED);
+    }
+}

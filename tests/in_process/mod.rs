@@ -21,6 +21,7 @@ mod front_door;
 mod headers;
 mod listen;
 mod policies;
+mod resume;
 mod visibility;
 
 /// What the front-door tests use of the harness.

@@ -4,7 +4,9 @@
 //! capabilities each one declared; it keeps the GET stream open, answers DELETE, and answers
 //! `tools/call` with an SSE stream scripted step by step: raw messages (server→client requests
 //! such as `sampling/createMessage` with any params, and the final result, `{id}` standing for
-//! the call's id), and waits for Sluice's POSTed responses to given ids (recorded).
+//! the call's id), and waits for Sluice's POSTed responses to given ids (recorded). A `GET`
+//! with `Last-Event-ID` (recorded, as method `GET Last-Event-ID`) gets a primed stream that
+//! ends at once.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -33,6 +35,10 @@ pub(crate) enum Step {
     /// Waits until Sluice POSTed a response to each of these ids (raw JSON text, e.g. `"7"` or
     /// `"\"ask-1\""`), or closed the stream.
     Await(Vec<String>),
+    /// A priming event (SEP-1699): this id, `retry: 0`, no data. Ending the script after it ends
+    /// the stream resumably; a `GET` with `Last-Event-ID` then gets another primed stream that
+    /// ends at once, for ever (a server that never answers).
+    Primed(u64),
 }
 
 type Script = Arc<dyn Fn(&Seen) -> Vec<Step> + Send + Sync>;
@@ -158,6 +164,20 @@ async fn serve(
 ) -> http::Response<Body> {
     let (parts, body) = req.into_parts();
     match parts.method {
+        http::Method::GET if parts.headers.contains_key("last-event-id") => {
+            let last = parts.headers["last-event-id"].to_str().unwrap_or("").to_owned();
+            let seen = Seen {
+                method: "GET Last-Event-ID".into(),
+                id: Value::String(last),
+                params: Value::Null,
+                body: String::new(),
+                headers: parts.headers,
+            };
+            rec.seen.lock().unwrap().push(seen);
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(b"id: 7\nretry: 0\ndata: \n\n"))));
+            return sse(rx, None);
+        }
         http::Method::GET => {
             // The standalone stream: a comment, then open until Sluice or the test ends it.
             let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -233,6 +253,11 @@ async fn run(steps: Vec<Step>, id: &str, tx: &Sender, rec: &Record, stop: Cancel
             Step::Send(raw) => {
                 let data = format!("data: {}\n\n", raw.replace("{id}", id));
                 if tx.send(Ok(Frame::data(Bytes::from(data)))).await.is_err() {
+                    return;
+                }
+            }
+            Step::Primed(n) => {
+                if tx.send(Ok(Frame::data(Bytes::from(format!("id: {n}\nretry: 0\ndata: \n\n"))))).await.is_err() {
                     return;
                 }
             }

@@ -135,6 +135,16 @@ impl Legacy {
         self.request(reqwest::Method::GET).header("accept", "text/event-stream").send().await.expect("GET sluice")
     }
 
+    /// A `GET` with `Last-Event-ID: last` (takes up a call stream that ended early).
+    pub(crate) async fn resume(&self, last: &str) -> reqwest::Response {
+        self.request(reqwest::Method::GET)
+            .header("accept", "text/event-stream")
+            .header("last-event-id", last)
+            .send()
+            .await
+            .expect("GET sluice")
+    }
+
     /// A `DELETE` (ends the session).
     pub(crate) async fn delete(&self) -> reqwest::Response {
         self.request(reqwest::Method::DELETE).send().await.expect("DELETE sluice")

@@ -15,7 +15,7 @@
 //! exits, however that happens. A test that must kill its upstream starts an [`OwnedPeer`].
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -223,6 +223,22 @@ pub(crate) async fn own_py1(name: &str) -> OwnedPeer {
     let peer = tokio::task::spawn_blocking(move || {
         let events = scratch().join(format!("{name}-events"));
         spawn(&name, py1_command(&events), events)
+    })
+    .await
+    .expect("peer start task");
+    OwnedPeer(peer.unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// A `tests/fixtures/modern_fixture.py` process of this test's own (`mcp==2.3.0`, both eras,
+/// the conformance fixture: its `test_reconnection` ends its 2025-11-25 stream mid-call).
+pub(crate) async fn own_modern_fixture(name: &str) -> OwnedPeer {
+    peer_env("SLUICE_PY2");
+    let name = name.to_owned();
+    let peer = tokio::task::spawn_blocking(move || {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modern_fixture.py");
+        let mut cmd = Command::new(peer_env("SLUICE_PY2"));
+        cmd.arg(fixture).args(["--port", "0"]);
+        spawn(&name, cmd, scratch().join(format!("{name}-events")))
     })
     .await
     .expect("peer start task");

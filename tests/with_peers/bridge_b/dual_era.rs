@@ -80,3 +80,54 @@ async fn era_2026_07_28_keeps_every_client_on_the_modern_wire() {
     assert!(run.success, "{:#}\n{}", run.summary["failures"], run.transcript);
     gw.stop().await;
 }
+
+/// The conformance fixture's `test_reconnection` (mcp==2.3.0): on its 2025-11-25 wire it ends
+/// the call's stream mid-call, after an event id, and finishes on the client's `GET` with
+/// `Last-Event-ID` (SEP-1699).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_ends_its_stream_mid_call_is_taken_up_for_each_era_of_client() {
+    use crate::support::legacy_client::{Legacy, Sse};
+    const DONE: &str = "Reconnection test completed";
+    let fx = peers::own_modern_fixture("fixture-resume").await;
+    let gw = Gateway::bridge_b().upstream("fx", &fx.url).start().await;
+    assert!(gw.gateway.upstreams[0].status().legacy_too, "the fixture is dual-era");
+
+    // The 2025-11-25 SDK client: Sluice's stream ends where the fixture's did; the SDK takes it up.
+    let plan = json!({"url": gw.url(), "calls": [{"name": "fx__test_reconnection", "arguments": {}, "expect": [DONE]}]});
+    let run = peers::py1_client(&plan).await;
+    assert!(run.success, "{:#}\n{}", run.summary["failures"], run.transcript);
+
+    // On the wire: the POST's stream ends without the answer; a GET from its last id brings the
+    // rest, the server's log messages before and after its disconnect among them.
+    let mut client = Legacy::new(&gw.url());
+    client.initialize(json!({})).await;
+    let mut post = client.stream(1, "tools/call", json!({"name": "fx__test_reconnection", "arguments": {}})).await;
+    let (mut seen, mut last) = (Vec::new(), None);
+    while let Some(e) = post.next().await {
+        last = e.id.clone().or(last);
+        seen.push(e.json());
+    }
+    assert!(!seen.iter().any(|m| m["id"] == 1), "the POST's stream ended before the answer: {seen:?}");
+    let last = last.expect("the POST's events carry ids");
+    let mut get = Sse::of(client.resume(&last).await);
+    assert_eq!(get.status, 200);
+    let answer = loop {
+        let m = get.next_message().await;
+        if m["id"] == 1 {
+            break m;
+        }
+        seen.push(m);
+    };
+    assert_eq!(answer["result"]["content"][0]["text"], DONE, "{answer}");
+    let logs: Vec<&str> = seen.iter().filter_map(|m| m["params"]["data"].as_str()).collect();
+    assert_eq!(logs, ["Before disconnect", "After reconnect"], "{seen:?}");
+    gw.stop().await;
+
+    // A modern client, the fixture served on its 2025-11-25 wire: Sluice takes the stream up
+    // itself and answers in one piece (before, the call failed: "closed the stream").
+    let up = crate::support::gateway::Upstream::new("fx", &fx.url).key("era", "2025-11-25");
+    let gw = Gateway::bridge_b().upstream_spec(up).all_legacy().start().await;
+    let done = Call::new("fx__test_reconnection", json!({})).send(&http(), &gw.url(), json!({})).await;
+    assert_eq!(done.text(), DONE, "{done:?}");
+    gw.stop().await;
+}
