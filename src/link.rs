@@ -100,13 +100,35 @@ impl Gateway {
         }
     }
 
+    /// The 2025-11-25 probe; with `transport = "auto"`, when it fails, whether the URL is a
+    /// 2024-11-05 HTTP+SSE endpoint (a `GET` there opens an event stream whose first event names
+    /// an endpoint on its origin), and if so the probe again, on that transport.
+    async fn legacy_or_sse(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
+        let s = crate::catalog::legacy::probe(self, up).await;
+        if s.healthy || !up.detects_sse {
+            return s;
+        }
+        match crate::upstream::legacy::sse::connect(&self.client, up).await {
+            Ok(_) => {
+                // The probe's own stream is dropped here: its session is the next probe's.
+                tracing::info!(upstream = %up.name, "a 2024-11-05 HTTP+SSE server: its GET stream named an endpoint");
+                up.found_sse();
+                crate::catalog::legacy::probe(self, up).await
+            }
+            Err(_) => s,
+        }
+    }
+
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
     /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
     pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
         // A stdio server is spoken to on the 2025-11-25 wire, one session per process, and a
         // 2024-11-05 HTTP+SSE one the same way, one session per GET stream.
-        if up.era == crate::config::Era::Legacy || up.stdio.is_some() || up.sse {
+        if up.stdio.is_some() || up.is_sse() {
             return crate::catalog::legacy::probe(self, up).await;
+        }
+        if up.era == crate::config::Era::Legacy {
+            return self.legacy_or_sse(up).await;
         }
         let before = up.status();
         let carried = match before.wire {
@@ -128,7 +150,7 @@ impl Gateway {
             discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
                 tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
-                crate::catalog::legacy::probe(self, up).await
+                self.legacy_or_sse(up).await
             }
             discover::Probe::NotModern(why) => {
                 up.mark_failed(&format!("{why}; it is configured as era = \"2026-07-28\""));

@@ -347,3 +347,17 @@ fn the_upstream_flag_takes_a_stdio_command_split_like_a_shell_without_one() {
     let e = flags(Overrides { upstreams: vec!["fs=stdio:".into()], ..Default::default() }).unwrap_err().0;
     assert!(e.contains("command is empty"), "{e}");
 }
+
+#[test]
+fn an_upstreams_transport_is_auto_unless_named_and_printed_only_when_named() {
+    let up = |rest: &str| load(&format!("[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n{rest}\n"));
+    let auto = up("").unwrap();
+    assert_eq!(auto.upstreams[0].transport, crate::config::Transport::Auto);
+    assert!(!auto.redacted().contains("transport"), "{}", auto.redacted());
+    for (named, t) in [("streamable-http", crate::config::Transport::StreamableHttp), ("sse", crate::config::Transport::Sse)] {
+        let c = up(&format!("transport = \"{named}\"")).unwrap();
+        assert_eq!(c.upstreams[0].transport, t);
+        assert!(c.redacted().contains(&format!("transport = \"{named}\"")), "{}", c.redacted());
+    }
+    assert!(up("transport = \"websocket\"").is_err());
+}

@@ -46,8 +46,12 @@ pub enum Era {
 /// How an HTTP upstream is spoken to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Transport {
-    /// Streamable HTTP (2025-03-26 and later): one endpoint, answers on each POST.
+    /// Streamable HTTP, and when a URL fails every Streamable HTTP probe, a 2024-11-05 HTTP+SSE
+    /// server if a `GET` there opens an event stream that names its endpoint (the default).
     #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Streamable HTTP (2025-03-26 and later) only: one endpoint, answers on each POST.
     #[serde(rename = "streamable-http")]
     StreamableHttp,
     /// 2024-11-05 HTTP+SSE: a GET stream that names where to POST and carries every answer.
@@ -57,7 +61,7 @@ pub enum Transport {
 
 impl Transport {
     fn is_default(&self) -> bool {
-        *self == Transport::StreamableHttp
+        *self == Transport::Auto
     }
 }
 
@@ -290,7 +294,7 @@ impl RawUpstream {
             max_processes: None,
             spare_processes: None,
             start_ms: None,
-            transport: Transport::StreamableHttp,
+            transport: Transport::Auto,
             era: Era::Auto,
             headers: Default::default(),
             bearer_token_env: None,

@@ -98,9 +98,11 @@ pub struct Upstream {
     /// How to start it, when it is a stdio server (its `uri` is then a placeholder no request
     /// is sent to: `link.rs` speaks to it through its processes).
     pub stdio: Option<Arc<stdio::Spec>>,
-    /// Whether it is a 2024-11-05 HTTP+SSE server (`transport = "sse"`): each session its own
-    /// GET stream.
-    pub sse: bool,
+    /// Whether it is a 2024-11-05 HTTP+SSE server (`transport = "sse"`, or found so by
+    /// `transport = "auto"`): each session its own GET stream.
+    sse: std::sync::atomic::AtomicBool,
+    /// Whether a failed probe may find it is a 2024-11-05 HTTP+SSE server (`transport = "auto"`).
+    pub detects_sse: bool,
     status: RwLock<Arc<Status>>,
     lists: [RwLock<Arc<ListTable>>; 4],
     /// Serializes refreshes of each list so a burst of misses costs one fetch.
@@ -111,6 +113,16 @@ pub struct Upstream {
 }
 
 impl Upstream {
+    /// Whether it is spoken to as a 2024-11-05 HTTP+SSE server.
+    pub fn is_sse(&self) -> bool {
+        self.sse.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Notes that its URL is a 2024-11-05 HTTP+SSE endpoint (found by a probe; kept).
+    pub fn found_sse(&self) {
+        self.sse.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Builds an upstream from its config; reads its bearer token from the environment. A
     /// stdio upstream's stdout lines are bounded by `max_line` bytes and each write to it by
     /// `write_timeout`.
@@ -146,7 +158,8 @@ impl Upstream {
             extra,
             era: cfg.era,
             stdio,
-            sse: cfg.transport == crate::config::Transport::Sse,
+            sse: (cfg.transport == crate::config::Transport::Sse).into(),
+            detects_sse: cfg.transport == crate::config::Transport::Auto && cfg.era != Era::Modern && cfg.stdio.is_none(),
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),

@@ -1,6 +1,7 @@
 //! 2024-11-05 HTTP+SSE upstreams (issue 12): a FastMCP `mcp==1.30.0` server on
 //! `transport="sse"` behind Sluice (`transport = "sse"`), its mid-call sampling served to a
-//! 2026-07-28 client as `input_required` rounds, one GET stream per session.
+//! 2026-07-28 client as `input_required` rounds, one GET stream per session; the same URL found
+//! to be HTTP+SSE by the default `transport = "auto"`, and not by `"streamable-http"`.
 
 use serde_json::{json, Value};
 
@@ -53,5 +54,24 @@ async fn a_streamable_http_url_configured_as_sse_is_unhealthy_with_a_clear_reaso
     let s = gw.gateway.upstreams[0].status();
     let why = s.error.clone().unwrap_or_default();
     assert!(!s.healthy && why.contains("upstream 'old'") && why.contains("2024-11-05 SSE endpoint"), "{why}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_url_is_found_as_such_by_the_default_transport_and_not_by_streamable_http() {
+    let up = peers::own_py1_sse("py1-sse-auto").await;
+    // No transport key: `auto` finds that the URL is a 2024-11-05 SSE endpoint.
+    let gw = Gateway::bridge(keys::BRIDGE_A).top("prefix", "always").upstream("old", &up.url).all_legacy().start().await;
+    assert!(gw.gateway.upstreams[0].is_sse(), "found to be HTTP+SSE");
+    let call = Call::new("old__two_rounds", json!({"topic": "auto", "tag": "sse-auto"}));
+    let r1 = call.send(&http(), &gw.url(), json!({})).await;
+    let key = r1.input_requests().keys().next().cloned().expect("an ask over the found transport");
+    assert_eq!(r1.input_requests()[&key]["method"], "sampling/createMessage");
+    gw.stop().await;
+    // `transport = "streamable-http"` asks for that transport only: the same URL is unhealthy.
+    let only = Upstream::new("old", &up.url).key("transport", "streamable-http");
+    let gw = Gateway::bridge(keys::BRIDGE_A).upstream_spec(only).unchecked().start().await;
+    let (s, sse) = (gw.gateway.upstreams[0].status(), gw.gateway.upstreams[0].is_sse());
+    assert!(!s.healthy && !sse, "{s:?}");
     gw.stop().await;
 }

@@ -123,7 +123,7 @@ impl Pool {
         if let Some(s) = closed {
             s.close(&self.client).await;
         }
-        let s = match (&up.stdio, up.sse) {
+        let s = match (&up.stdio, up.is_sse()) {
             (Some(spec), _) => self.open_stdio(up, spec, key, on_list_changed).await?,
             (None, true) => self.open_sse(up, key, on_list_changed).await?,
             (None, false) => Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?,
