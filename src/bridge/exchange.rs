@@ -151,11 +151,15 @@ impl Live {
                     // The server ended the stream before its answer, after an event id: taken
                     // up again from there (within the same deadline).
                     Some(PostEvent::Dropped(from)) => match self.post.take_up(self.lease.session.clone(), br.client.clone(), *from) {
-                        Ok(()) if self.info.legacy_client => {
-                            let _ = events.send(Event::Resumed).await;
+                        Ok(()) => {
+                            if self.info.legacy_client {
+                                let _ = events.send(Event::Resumed).await;
+                            }
+                            // The wait before reconnecting is the server's to ask: the next
+                            // message is due a response time after it, not before.
+                            deadline.as_mut().reset(tokio::time::Instant::now() + response + super::post::MAX_RETRY_WAIT);
                             continue;
                         }
-                        Ok(()) => continue,
                         Err(e) => return Outcome::Failed(e),
                     },
                     Some(PostEvent::End(e)) => return Outcome::Failed(e.map(|e| *e).unwrap_or_else(|| UpstreamError::Closed(self.lease.session.up.name.clone()))),

@@ -347,7 +347,13 @@ async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> 
                 _ => Bytes::from_static(sse::RESUMED),
             });
             crate::audit::spawn(async move {
-                while let Some(ev) = rx.recv().await {
+                loop {
+                    // The client gone ends the exchange now (its drive sees `events` closed),
+                    // not at the upstream's next message.
+                    let ev = tokio::select! {
+                        ev = rx.recv() => match ev { Some(ev) => ev, None => return },
+                        _ = stx.closed() => return,
+                    };
                     let (bytes, last) = match ev {
                         Event::Resumed => {
                             if stx.send(Bytes::from_static(sse::RESUMED)).await.is_err() {

@@ -105,8 +105,10 @@ pub(super) async fn forward(
     id: String,
 ) -> Reply {
     let streamed = method.may_ask();
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
     if !streamed {
+        // Nothing reads what this request's notifications would be relayed on: a closed channel,
+        // so relaying them fails at once instead of filling it and stopping the call.
+        let (tx, _) = mpsc::channel::<Bytes>(1);
         let env = match Envelope::parse(modern_body(&s, &method, &params, None)) {
             Ok(e) => e,
             Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
@@ -119,6 +121,7 @@ pub(super) async fn forward(
             Err(r) => r,
         };
     }
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Ok(mut m) = s.inflight.lock() {
         m.insert(id.clone(), cancel.clone());

@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 use super::session::{Detached, LegacySession};
 use crate::respond::Reply;
 
+/// The version whose clients take a stream up with `Last-Event-ID`.
+const RESUMES: &str = "2025-11-25";
+
 /// Detached streams one session may hold at once.
 pub(super) const MAX_DETACHED: usize = 16;
 
@@ -37,8 +40,15 @@ pub(super) fn open(s: Arc<LegacySession>, park: Duration, from: mpsc::Receiver<B
 /// The stream a `GET` with `Last-Event-ID: id` takes up, if `id` names a detached stream of
 /// this session.
 pub(super) fn take_up(s: &Arc<LegacySession>, park: Duration, id: &str) -> Option<Reply> {
-    let (n, _) = parse(id)?;
-    let mut d = s.detached.lock().ok()?.remove(&n)?;
+    let (n, k) = parse(id)?;
+    let mut held = s.detached.lock().ok()?;
+    // An event it was never sent names no point of this stream. One before the last sent is
+    // taken up from the end all the same: what it missed on the ended stream is not sent again.
+    if held.get(&n).is_none_or(|d| k > d.sent) {
+        return None;
+    }
+    let mut d = held.remove(&n)?;
+    drop(held);
     let (to, rx) = mpsc::channel(64);
     // A new stream opens with its own priming event, as the POST's did.
     d.sent += 1;
@@ -63,8 +73,15 @@ fn parse(id: &str) -> Option<(u64, u64)> {
 /// early end detaches it.
 async fn pump(s: Arc<LegacySession>, park: Duration, n: u64, mut d: Detached, to: mpsc::Sender<Bytes>) {
     loop {
-        let Some(frame) = d.from.recv().await else { return };
+        // A client gone (or its stream refused) ends the call now, not at its next event.
+        let frame = tokio::select! {
+            f = d.from.recv() => match f { Some(f) => f, None => return },
+            _ = to.closed() => return,
+        };
         if frame == crate::mcp::sse::RESUMED {
+            if s.version != RESUMES {
+                continue; // an older client does not take streams up (SEP-1699 is 2025-11-25's)
+            }
             match detach(&s, park, n, d) {
                 Ok(()) => return,
                 Err(kept) => {
@@ -113,9 +130,13 @@ mod tests {
     use crate::bridge_b::Sessions;
 
     fn session() -> Arc<LegacySession> {
+        session_of("2025-11-25")
+    }
+
+    fn session_of(version: &str) -> Arc<LegacySession> {
         let cfg = crate::config::Config::from_toml("", "t", &Default::default()).expect("default config").bridge;
         let sessions = Sessions::new(&cfg, crate::state::Keys::random());
-        sessions.create("alice", "2025-11-25", Default::default(), serde_json::Value::Null)
+        sessions.create("alice", version, Default::default(), serde_json::Value::Null)
     }
 
     async fn frames(r: Reply) -> Vec<String> {
@@ -143,6 +164,7 @@ mod tests {
         assert!(on_post[0].starts_with("id: 1-0\nretry: 1000\ndata: \n\n"), "a priming event first: {on_post:?}");
         assert!(on_post[1].starts_with("id: 1-1\nevent: message\ndata: {"), "{on_post:?}");
         assert!(take_up(&s, PARK, "2-1").is_none(), "another stream's id");
+        assert!(take_up(&s, PARK, "1-2").is_none(), "an event it was never sent");
         assert!(take_up(&s, PARK, "not-an-id").is_none());
         let get = take_up(&s, PARK, "1-1").expect("the detached stream");
         assert!(take_up(&s, PARK, "1-1").is_none(), "taken up once");
@@ -183,5 +205,23 @@ mod tests {
         let on_post = frames(post).await;
         assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
         assert_eq!(s.detached.lock().unwrap().len(), MAX_DETACHED);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_older_clients_stream_is_not_detached_and_a_client_gone_ends_the_call_at_once() {
+        let s = session_of("2025-06-18");
+        let (tx, rx) = mpsc::channel(64);
+        let post = open(s.clone(), PARK, rx);
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        drop(tx);
+        let on_post = frames(post).await;
+        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+        assert!(s.detached.lock().unwrap().is_empty());
+
+        // The client goes away while the call is silent: its writer is told without a next event.
+        let (tx, rx) = mpsc::channel(64);
+        drop(open(session(), PARK, rx));
+        tokio::time::timeout(Duration::from_secs(1), tx.closed()).await.expect("the call sees the client gone");
     }
 }

@@ -47,7 +47,10 @@ struct Partial {
     name: String,
     /// The joined `data:` lines, `None` until the first one.
     data: Option<String>,
-    /// The last `id:` seen on the stream (the SSE "last event ID buffer": it outlives events).
+    /// The `id:` of the event being read (the SSE "last event ID buffer": it outlives events).
+    id_buffer: Option<String>,
+    /// The id of the last event dispatched (a blank line copies the buffer here): an event cut
+    /// off before its end does not count as received.
     last_id: Option<String>,
     /// The last valid `retry:` (milliseconds, ASCII digits only).
     retry_ms: Option<u64>,
@@ -116,6 +119,7 @@ impl Partial {
     fn line(&mut self, line: &[u8]) -> Option<Event> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
+            self.last_id.clone_from(&self.id_buffer);
             let done = self.data.take().map(|data| Event { name: std::mem::take(&mut self.name), data });
             self.name.clear();
             return done;
@@ -138,8 +142,12 @@ impl Partial {
             },
             "event" => self.name = value.to_owned(),
             // An id holding NUL is ignored; an empty one clears the buffer (the SSE rules).
-            "id" if !value.contains('\0') => self.last_id = Some(value.to_owned()).filter(|v| !v.is_empty()),
-            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => self.retry_ms = value.parse().ok(),
+            "id" if !value.contains('\0') => self.id_buffer = Some(value.to_owned()).filter(|v| !v.is_empty()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                if let Ok(ms) = value.parse() {
+                    self.retry_ms = Some(ms); // one too large to be a number leaves the last
+                }
+            }
             _ => {} // unknown fields are not relayed
         }
         None
@@ -186,6 +194,10 @@ mod tests {
         assert_eq!((r.last_id(), r.retry_ms()), (Some("7"), Some(250)), "an id with NUL and a retry not all digits are ignored");
         r.push(b"id\ndata: y\n\n").unwrap();
         assert_eq!(r.last_id(), None, "an empty id clears it");
+        r.push(b"id: 9\ndata: {\"cut\": ").unwrap();
+        assert_eq!(r.last_id(), None, "an event not yet ended is not received: its id does not count");
+        r.push(b"1}\n\nretry: 99999999999999999999999\n").unwrap();
+        assert_eq!((r.last_id(), r.retry_ms()), (Some("9"), Some(250)), "dispatched; an overflowing retry leaves the last");
     }
 
     #[test]
