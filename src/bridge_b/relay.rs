@@ -71,11 +71,9 @@ async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Re
     }
 }
 
-/// An SSE stream of one message.
+/// An SSE stream of one message (already whole: it takes no place among the open streams).
 fn one_event(msg: Bytes) -> Reply {
-    let (tx, rx) = mpsc::channel(1);
-    let _ = tx.try_send(crate::mcp::sse::frame(&msg));
-    Reply::Sse(rx.into())
+    Reply::Sse(crate::respond::SseBody::one(crate::mcp::sse::frame(&msg)))
 }
 
 /// A final message for the legacy client: its own id, and no modern stamping.

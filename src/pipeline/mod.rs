@@ -89,6 +89,9 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
 /// past the caps it is refused (and dropping it ends whatever fed it).
 fn hold_stream(gw: &Gateway, principal: &crate::auth::Principal, id: &str, reply: Reply) -> Reply {
     let Reply::Sse(mut body) = reply else { return reply };
+    if body.is_complete() {
+        return Reply::Sse(body); // an answer already whole: it holds no stream open
+    }
     match gw.streams.acquire(principal.id()) {
         Ok(permit) => {
             body.hold(permit);

@@ -24,15 +24,29 @@ pub struct SseBody {
     rx: mpsc::Receiver<Bytes>,
     permit: Option<crate::streams::StreamPermit>,
     audit: Option<crate::audit::StreamAudit>,
+    /// Every frame is already queued and nothing writes more: it holds no open stream's place.
+    complete: bool,
 }
 
 impl From<mpsc::Receiver<Bytes>> for SseBody {
     fn from(rx: mpsc::Receiver<Bytes>) -> Self {
-        SseBody { rx, permit: None, audit: None }
+        SseBody { rx, permit: None, audit: None, complete: false }
     }
 }
 
 impl SseBody {
+    /// A stream of one message, already whole (an answer given on SSE rather than as JSON).
+    pub fn one(frame: Bytes) -> Self {
+        let (tx, rx) = mpsc::channel(1);
+        let _ = tx.try_send(frame);
+        SseBody { rx, permit: None, audit: None, complete: true }
+    }
+
+    /// Whether every frame is already queued (such a stream needs no place among the open ones).
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// The next frame.
     pub async fn recv(&mut self) -> Option<Bytes> {
         let frame = self.rx.recv().await;

@@ -206,3 +206,19 @@ async fn sessions_are_bounded_and_the_least_recently_used_goes_first() {
     assert_eq!(b.call(8, "ping", json!({})).await.0, 200);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_whole_on_sse_takes_no_place_among_a_principals_open_streams() {
+    let (gw, _m) = with_mock(Gateway::bridge_b().set("limits", "max_streams_per_principal", 1)).await;
+    let mut client = Legacy::new(&gw.url());
+    client.initialize(json!({})).await;
+    let held = client.get().await;
+    assert_eq!(held.status(), 200, "the standalone stream: the principal's one open stream");
+    let (status, msg) = client.call(1, "tools/list", json!({})).await;
+    assert_eq!(status, 200, "a list, answered whole on SSE, needs no open stream: {msg}");
+    assert!(msg["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{msg}");
+    let (status, msg) = client.call(2, "tools/call", json!({"name": "mock__echo", "arguments": {"text": "x"}})).await;
+    assert_eq!((status, msg["error"]["code"].clone()), (429, json!(-31018)), "a call's stream does: {msg}");
+    drop(held);
+    gw.stop().await;
+}
