@@ -127,6 +127,9 @@ impl Upstream {
     /// stdio upstream's stdout lines are bounded by `max_line` bytes and each write to it by
     /// `write_timeout`.
     pub fn new(cfg: &UpstreamConfig, max_line: usize, write_timeout: std::time::Duration) -> Result<Self, String> {
+        if let Some(s) = &cfg.stdio {
+            stdio::preflight(&cfg.name, s)?;
+        }
         let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line, write_timeout)));
         let uri: Uri = match stdio {
             Some(_) => Uri::from_static("http://stdio.invalid/"),

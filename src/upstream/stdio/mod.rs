@@ -67,6 +67,26 @@ impl Running {
     }
 }
 
+/// Refuses, before anything starts, a `cwd` that is not a directory and a `stderr` file whose
+/// directory does not exist: every start would fail, and the first call would be the first to say.
+pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
+    if let Some(cwd) = &cfg.cwd {
+        if !cwd.is_dir() {
+            return Err(format!("upstream '{name}': cwd {} is not a directory; create it or correct cwd", cwd.display()));
+        }
+    }
+    if let crate::config::Stderr::File(path) = &cfg.stderr {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            return Err(format!(
+                "upstream '{name}': stderr file {}: its directory does not exist; create it or use stderr = \"drop\"",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Spec {
     /// The spec of upstream `name`.
     pub fn new(name: &str, cfg: StdioConfig, max_line: usize, write_timeout: Duration) -> Spec {

@@ -3,7 +3,8 @@
 //! an `api_keys_env` that is unset, empty or only commas; a `[state] key_env` unset or empty; a
 //! JWT secret that is empty or shorter than 32 bytes (from the environment or a file); a JWKS
 //! file with no keys; a policy file with no rules; an upstream `bearer_token_env` that is empty;
-//! an audit sink in a directory that does not exist; `[metrics] require_auth` without `[auth]`
+//! an audit sink in a directory that does not exist; a stdio upstream's `cwd` that is not a
+//! directory, or its `stderr` file in one that does not exist; `[metrics] require_auth` without `[auth]`
 //! (regression guard: refused before issue 10). A non-loopback listener whose only credential
 //! source is an unset `api_keys_env` must not start. Before the fixes each of these (but the
 //! last-but-one) loaded with the missing protection silently off.
@@ -107,4 +108,14 @@ async fn a_public_listener_whose_api_keys_env_is_unset_does_not_start() {
             assert!(e.output.contains("HOSTILE_API_KEYS"), "the message names the variable:\n{}", e.output);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_whose_cwd_or_stderr_directory_is_missing_stops_check_and_serve() {
+    let c = Gateway::hostile();
+    let missing = format!("{}/no-such-directory", c.file("x", "").trim_end_matches("/x"));
+    let cwd = c.clone().upstream_spec(Upstream::stdio("files", &["true"]).key("cwd", missing.as_str()));
+    refused("stdio cwd missing", &cwd, &Env::new(), &["files", "no-such-directory", "cwd"]).await;
+    let stderr = Gateway::hostile().upstream_spec(Upstream::stdio("files", &["true"]).key("stderr", format!("file:{missing}/err.log")));
+    refused("stdio stderr directory missing", &stderr, &Env::new(), &["files", "no-such-directory", "stderr"]).await;
 }
