@@ -125,6 +125,8 @@ pub(super) async fn forward(
         m.insert(id.clone(), cancel.clone());
     }
     let (s2, park) = (s.clone(), gw.cfg.bridge.park);
+    let name = method.name_member().and_then(|m| params.get(m)).and_then(Value::as_str).map(str::to_owned);
+    let call = (method.to_string(), name);
     let (gw, principal) = (gw.clone(), principal.clone());
     // In the request's audit scope: what the rounds decide lands in this request's record.
     crate::audit::spawn(async move {
@@ -143,7 +145,7 @@ pub(super) async fn forward(
     });
     // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer,
     // each with an id, resumable with a GET if it ends early.
-    super::resume::open(s2, park, rx)
+    super::resume::open(s2, park, call, rx)
 }
 
 /// Runs the request and its `input_required` rounds; gives the final message body.

@@ -29,11 +29,12 @@ pub(super) const MAX_DETACHED: usize = 16;
 
 /// The POST's stream of a call whose task writes `from`: a priming event (id `N-0`, with
 /// `retry`) first, then every frame with its id.
-pub(super) fn open(s: Arc<LegacySession>, park: Duration, from: mpsc::Receiver<Bytes>) -> Reply {
+pub(super) fn open(s: Arc<LegacySession>, park: Duration, call: (String, Option<String>), from: mpsc::Receiver<Bytes>) -> Reply {
     let n = s.next_stream.fetch_add(1, Ordering::Relaxed);
     let (to, rx) = mpsc::channel(64);
     let _ = to.try_send(priming(n, 0));
-    tokio::spawn(pump(s, park, n, Detached { from, sent: 0 }, to));
+    let (method, name) = call;
+    tokio::spawn(pump(s, park, n, Detached { from, sent: 0, method, name }, to));
     Reply::Sse(rx.into())
 }
 
@@ -49,6 +50,11 @@ pub(super) fn take_up(s: &Arc<LegacySession>, park: Duration, id: &str) -> Optio
     }
     let mut d = held.remove(&n)?;
     drop(held);
+    // This GET's record is the call's from here on: it says which call, and how it ended.
+    crate::audit::note(|r| {
+        r.method = Some(d.method.clone());
+        r.name.clone_from(&d.name);
+    });
     let (to, rx) = mpsc::channel(64);
     // A new stream opens with its own priming event, as the POST's did.
     d.sent += 1;
@@ -150,11 +156,15 @@ mod tests {
 
     const PARK: Duration = Duration::from_secs(60);
 
+    fn call() -> (String, Option<String>) {
+        ("tools/call".into(), Some("t".into()))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_stream_ended_early_is_taken_up_once_by_its_last_event_id_with_nothing_lost() {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, rx);
+        let post = open(s.clone(), PARK, call(), rx);
         tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}")).await.unwrap();
         tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
         // Written while no stream is attached: it waits for the GET.
@@ -179,7 +189,7 @@ mod tests {
     async fn a_stream_not_taken_up_within_park_ms_is_dropped_and_its_call_sees_the_client_gone() {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, rx);
+        let post = open(s.clone(), PARK, call(), rx);
         tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
         assert_eq!(frames(post).await.len(), 1, "the priming event, then the end");
         tokio::time::timeout(PARK * 2, tx.closed()).await.expect("the call's writer is told the client is gone");
@@ -192,13 +202,13 @@ mod tests {
         let mut writers = Vec::new();
         for _ in 0..MAX_DETACHED {
             let (tx, rx) = mpsc::channel(64);
-            let post = open(s.clone(), PARK, rx);
+            let post = open(s.clone(), PARK, call(), rx);
             tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
             frames(post).await;
             writers.push(tx);
         }
         let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, rx);
+        let post = open(s.clone(), PARK, call(), rx);
         tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
         tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
         drop(tx);
@@ -211,7 +221,7 @@ mod tests {
     async fn an_older_clients_stream_is_not_detached_and_a_client_gone_ends_the_call_at_once() {
         let s = session_of("2025-06-18");
         let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, rx);
+        let post = open(s.clone(), PARK, call(), rx);
         tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
         tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
         drop(tx);
@@ -221,7 +231,7 @@ mod tests {
 
         // The client goes away while the call is silent: its writer is told without a next event.
         let (tx, rx) = mpsc::channel(64);
-        drop(open(session(), PARK, rx));
+        drop(open(session(), PARK, call(), rx));
         tokio::time::timeout(Duration::from_secs(1), tx.closed()).await.expect("the call sees the client gone");
     }
 }

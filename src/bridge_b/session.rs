@@ -72,6 +72,10 @@ pub(super) struct Detached {
     pub(super) from: mpsc::Receiver<Bytes>,
     /// The number of the last event sent (its id's `K`).
     pub(super) sent: u64,
+    /// The call's method and the name or URI it names, for the audit record of the `GET` that
+    /// takes it up (the POST's was written when its stream ended).
+    pub(super) method: String,
+    pub(super) name: Option<String>,
 }
 
 /// A `resources/subscribe` past `bridge.max_subscriptions_per_session`.

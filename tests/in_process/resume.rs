@@ -35,7 +35,9 @@ async fn a_server_that_ends_a_calls_stream_for_ever_is_taken_up_16_times_then_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_client_sees_each_early_end_and_takes_its_stream_up_with_last_event_id() {
     let up = never_answers().await;
-    let gw = Gateway::e2e().upstream("flaky", &up.url()).all_legacy().start().await;
+    let cfg = Gateway::e2e();
+    let audit = std::path::PathBuf::from(cfg.file("resume-audit.jsonl", ""));
+    let gw = cfg.audit_to(&audit).upstream("flaky", &up.url()).all_legacy().start().await;
     let mut client = Legacy::new(&gw.url());
     client.initialize(json!({})).await;
     let mut stream = client.stream(1, "tools/call", json!({"name": "flaky__never", "arguments": {}})).await;
@@ -62,6 +64,17 @@ async fn a_2025_client_sees_each_early_end_and_takes_its_stream_up_with_last_eve
     assert_eq!(answer["id"], 1, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap_or_default().contains(GIVEN_UP), "{answer}");
     assert_eq!(ended_early, 16, "the client saw each of the upstream's early ends");
+    // The call's last record is the GET's that received its answer: it names the call and
+    // carries how it ended.
+    let calls = || -> Vec<Value> {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        let all = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+        all.filter(|r| r["client_era"] == "legacy" && r["name"] == "flaky__never").collect()
+    };
+    crate::support::eventually("the answering GET's audit record", || calls().iter().any(|r| r["error_code"].is_i64())).await;
+    let records = calls();
+    assert!(records.iter().all(|r| r["method"] == "tools/call"), "{records:?}");
+    assert_eq!(records.len(), 17, "the POST's and each taking-up GET's: {records:?}");
     gw.stop().await;
 }
 
