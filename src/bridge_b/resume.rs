@@ -196,6 +196,18 @@ mod tests {
         assert!(take_up(&s, PARK, "1-0").is_none(), "expired");
     }
 
+    /// A call whose upstream ended early, then answered: the answer must come on the POST's own
+    /// stream (the stream was not detached).
+    async fn answered_on_its_post(s: &Arc<LegacySession>) {
+        let (tx, rx) = mpsc::channel(64);
+        let post = open(s.clone(), PARK, call(), rx);
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        drop(tx);
+        let on_post = frames(post).await;
+        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn past_the_most_detached_streams_a_stream_stays_on_its_post() {
         let s = session();
@@ -207,26 +219,14 @@ mod tests {
             frames(post).await;
             writers.push(tx);
         }
-        let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
-        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
-        drop(tx);
-        let on_post = frames(post).await;
-        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+        answered_on_its_post(&s).await;
         assert_eq!(s.detached.lock().unwrap().len(), MAX_DETACHED);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_older_clients_stream_is_not_detached_and_a_client_gone_ends_the_call_at_once() {
         let s = session_of("2025-06-18");
-        let (tx, rx) = mpsc::channel(64);
-        let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
-        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
-        drop(tx);
-        let on_post = frames(post).await;
-        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+        answered_on_its_post(&s).await;
         assert!(s.detached.lock().unwrap().is_empty());
 
         // The client goes away while the call is silent: its writer is told without a next event.
