@@ -13,15 +13,34 @@ import collections
 import glob
 import json
 import os
+import re
 import sys
 
 results, label = sys.argv[1], sys.argv[2]
 HTTP_ONLY = {"server-sse-polling"}
+# A result directory is `server-<scenario>-<timestamp>`, the timestamp like 2026-12-01T22-03-20-475Z.
+# Strip exactly that: splitting on "-20" would cut at any hour, minute or second that is 20.
+STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
+
+
+def scenario_of(directory):
+    name = os.path.basename(directory)[len("server-"):]
+    stripped = STAMP.sub("", name)
+    if stripped == name:
+        sys.exit(f"conformance_check.py: result directory {directory!r} has no timestamp to strip; "
+                 "the suite changed how it names them, update STAMP")
+    return stripped
+
+
+# The case that used to go wrong: a scenario whose name and whose time are full of "-20".
+assert scenario_of("r/server-server-sse-polling-2026-12-02T20-20-20-200Z") == "server-sse-polling"
+
+
 core, tasks, transport_free = collections.Counter(), collections.Counter(), collections.Counter()
 bad = []
 files = sorted(glob.glob(os.path.join(results, "server-*", "checks.json")))
 for path in files:
-    scenario = os.path.basename(os.path.dirname(path))[len("server-"):].rsplit("-20", 1)[0]
+    scenario = scenario_of(os.path.dirname(path))
     is_tasks = scenario.startswith("tasks-")
     for check in json.load(open(path)):
         status = check.get("status", "?")
