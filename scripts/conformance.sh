@@ -2,7 +2,8 @@
 # Runs the official conformance suite through a fresh Sluice whose only upstream is one of the
 # project's own fixtures, both legs (--suite all --spec-version 2026-07-28, --requirements
 # 2026-07-28) for each: tests/fixtures/modern_fixture.py (mcp==2.3.0, both eras: each suite must
-# score through Sluice exactly what it scores against the fixture direct) and
+# score through Sluice exactly what it scores against the fixture direct, over HTTP and, but for
+# sse-polling, with Sluice starting it over stdio) and
 # tests/fixtures/legacy_fixture.py (mcp==1.30.0, bridge A turns its asks into rounds), and that
 # legacy fixture again over stdio (it must score the same counts as over HTTP, but for the one
 # scenario only an HTTP transport can pass, sse-polling). Sluice runs
@@ -84,6 +85,21 @@ same modern-suite-all modern-direct-suite-all
 run modern-direct-2025-suite-all --suite all --spec-version 2025-11-25
 same modern-2025-suite-all modern-direct-2025-suite-all
 url=$sluice_url
+
+# The same modern fixture over stdio (Sluice starts it: one process for every 2026-07-28
+# request, multiplexed by id; one more per 2025-11-25 session): the counts it scores direct
+# over HTTP, but for sse-polling (over stdio there is no HTTP stream to end).
+cat >"$out/modern-stdio.toml" <<EOF
+[[upstream]]
+name = "fixture"
+command = ["$SLUICE_PY2", "$root/tests/fixtures/modern_fixture.py", "--stdio"]
+spare_processes = 3
+EOF
+with_sluice modern-stdio "" "$out/modern-stdio.toml"
+run modern-stdio-suite-all --suite all --spec-version 2026-07-28
+same modern-stdio-suite-all modern-direct-suite-all stdio
+run modern-stdio-2025-suite-all --suite all --spec-version 2025-11-25
+same modern-stdio-2025-suite-all modern-direct-2025-suite-all stdio
 
 # Legacy fixture (mcp==1.30.0): every mid-call ask becomes an input_required round (bridge A).
 with_fixture legacy "$SLUICE_PY1" legacy_fixture.py

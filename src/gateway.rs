@@ -73,7 +73,7 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     let upstreams = cfg
         .upstreams
         .iter()
-        .map(|u| Upstream::new(u, cfg.limits.max_response_bytes, cfg.timeouts.response).map(Arc::new))
+        .map(|u| Upstream::new(u, cfg.limits.max_response_bytes, cfg.timeouts.response, cfg.timeouts.shutdown).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let auth = crate::auth::Authenticator::new(&cfg.auth)?;
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {

@@ -15,10 +15,13 @@
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
 //!
-//! A stdio upstream (`upstream::stdio`) is `Wire::Legacy` with a process for each session in
-//! place of an `Mcp-Session-Id`, and a 2024-11-05 HTTP+SSE one (`transport = "sse"`) with a GET
-//! stream for each: `upstream::legacy::session` hides the difference from every operation above
-//! (the one stream stands in for both the POST's answer and the GET stream).
+//! A 2025-11-25 stdio upstream (`upstream::stdio`) is `Wire::Legacy` with a process for each
+//! session in place of an `Mcp-Session-Id`, and a 2024-11-05 HTTP+SSE one (`transport = "sse"`)
+//! with a GET stream for each: `upstream::legacy::session` hides the difference from every
+//! operation above (the one stream stands in for both the POST's answer and the GET stream). A
+//! 2026-07-28 stdio upstream is `Wire::Modern` on one process for every request
+//! (`upstream::stdio::shared`, behind `Upstream::post_modern`): the probe asks it
+//! `server/discover` first, and a verdict of 2025-11-25 ends the process it asked.
 //!
 //! Takes an upstream (and, for a call, the request context and its target); gives the
 //! operation's result as its era does it. Refuses nothing itself: each arm's module refuses
@@ -122,15 +125,16 @@ impl Gateway {
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
     /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
     pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
-        // A stdio server is spoken to on the 2025-11-25 wire, one session per process, and a
-        // 2024-11-05 HTTP+SSE one the same way, one session per GET stream.
-        if up.stdio.is_some() || up.is_sse() {
+        // A 2024-11-05 HTTP+SSE server is spoken to on the 2025-11-25 wire, one session per GET
+        // stream; a stdio server found 2025-11-25 once stays so (the verdict is the command's).
+        let before = up.status();
+        let stdio_legacy = up.stdio.is_some() && before.probed && before.wire == Wire::Legacy;
+        if up.is_sse() || stdio_legacy || (up.stdio.is_some() && up.era == crate::config::Era::Legacy) {
             return crate::catalog::legacy::probe(self, up).await;
         }
         if up.era == crate::config::Era::Legacy {
             return self.legacy_or_sse(up).await;
         }
-        let before = up.status();
         let carried = match before.wire {
             Wire::Modern => (before.legacy_too, before.legacy_checked),
             Wire::Legacy => (false, None),
@@ -150,6 +154,11 @@ impl Gateway {
             discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
                 tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                if let Some(spec) = &up.stdio {
+                    // It was sent a request before `initialize`: its sessions get fresh processes.
+                    crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended");
+                    return crate::catalog::legacy::probe(self, up).await;
+                }
                 self.legacy_or_sse(up).await
             }
             discover::Probe::NotModern(why) => {

@@ -138,7 +138,8 @@ mod tests {
             crate::config::Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "t", &Default::default())
                 .expect("config");
         (
-            Upstream::new(&cfg.upstreams[0], cfg.limits.max_response_bytes, cfg.timeouts.response).expect("upstream"),
+            Upstream::new(&cfg.upstreams[0], cfg.limits.max_response_bytes, cfg.timeouts.response, cfg.timeouts.shutdown)
+                .expect("upstream"),
             Names::new(cfg.prefixed(), &cfg.separator),
         )
     }

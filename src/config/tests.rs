@@ -310,6 +310,9 @@ fn a_stdio_upstream_is_read_printed_and_loaded_back() {
     let again = Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
     assert_eq!(again.redacted(), printed);
     assert_eq!(again.upstreams[0].stdio.as_ref().map(|s| s.stderr.clone()), Some(Stderr::File("/tmp/files.log".into())));
+    // A stdio server may be named 2026-07-28 (it is then only probed with server/discover).
+    let modern = load("[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nera = \"2026-07-28\"\n").expect("a modern stdio upstream");
+    assert_eq!(modern.upstreams[0].era, crate::config::Era::Modern);
 }
 
 #[test]
@@ -319,7 +322,6 @@ fn a_stdio_upstream_is_refused_when_it_mixes_transports_or_bounds() {
     assert!(up("era = \"auto\"").contains("has neither url nor command"));
     assert!(up("command = []").contains("command is empty"));
     assert!(up("command = [\"x\"]\nheaders = { A = \"b\" }").contains("a stdio upstream takes its credentials in env"));
-    assert!(up("command = [\"x\"]\nera = \"2026-07-28\"").contains("served on the 2025-11-25 wire"));
     assert!(up("command = [\"x\"]\nstderr = \"syslog\"").contains("expected \"drop\" or \"file:PATH\""));
     assert!(up("command = [\"x\"]\nmax_processes = 0").contains("max_processes = 0: give 1 to 4096"));
     assert!(up("command = [\"x\"]\nmax_processes = 100000").contains("give 1 to 4096"));

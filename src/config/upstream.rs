@@ -248,11 +248,6 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                     "{at}: upstream {name:?}: headers and bearer_token_env are HTTP headers; a stdio upstream takes its credentials in env = {{...}}"
                 )));
             }
-            if u.era == Era::Modern {
-                return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: a stdio upstream is served on the 2025-11-25 wire (one session per process); use era = \"auto\" or \"2025-11-25\""
-                )));
-            }
             let raw = RawStdio {
                 command,
                 env: std::mem::take(&mut u.env).into_iter().collect(),

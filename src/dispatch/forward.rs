@@ -88,7 +88,7 @@ pub async fn forward(
         }
     }
     let t = fw.response;
-    let answer = match fw.client.post(&up.name, &up.uri, headers, call.body.clone(), Some(t)).await {
+    let answer = match up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await {
         Ok(a) => a,
         Err(e) => {
             if matches!(e, UpstreamError::Unreachable(..)) {

@@ -88,7 +88,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
     let headers = modern_headers(&up.host, Method::SubscriptionsListen.as_str(), None, &up.extra);
-    let Ok(Answer::Sse(mut stream)) = gw.client.post(&up.name, &up.uri, headers, body, None).await else {
+    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.client, headers, body, None).await else {
         return false;
     };
     loop {

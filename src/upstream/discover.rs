@@ -42,15 +42,13 @@ pub fn internal_body(method: &Method, extra: Map<String, Value>) -> Bytes {
 /// Sends one internal request and returns its `result` (or the JSON-RPC error as `Err`).
 pub async fn call(
     client: &HttpClient,
-    up: &Upstream,
+    up: &std::sync::Arc<Upstream>,
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
     let headers = modern_headers(&up.host, method.as_str(), None, &up.extra);
-    let answer = client
-        .post(&up.name, &up.uri, headers, internal_body(method, extra), Some(client_timeout(client)))
-        .await
-        .map_err(|e| e.to_string())?;
+    let answer =
+        up.post_modern(client, headers, internal_body(method, extra), Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
     let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
     let msg: Incoming = serde_json::from_slice(&body)
         .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
@@ -76,16 +74,25 @@ pub enum Probe {
 }
 
 /// Probes an upstream with `server/discover`; a modern verdict is recorded.
-pub async fn probe(client: &HttpClient, up: &Upstream, legacy: DualEra) -> Probe {
+pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: DualEra) -> Probe {
     let headers = modern_headers(&up.host, Method::ServerDiscover.as_str(), None, &up.extra);
     let body = internal_body(&Method::ServerDiscover, Map::new());
-    let answer = match client.post(&up.name, &up.uri, headers, body, Some(client.response_timeout())).await {
+    // Over stdio, no answer in time (or a process that exits on a request before `initialize`)
+    // means a 2025-11-25 server (digest §8.1), unless it was found modern before or never started.
+    let stdio_first = up.stdio.is_some() && up.status().discovered.is_none();
+    let not_modern =
+        |e: &super::client::UpstreamError| format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})", up.name);
+    let answer = match up.post_modern(client, headers, body, Some(client.response_timeout())).await {
         Ok(a) => a,
+        Err(e) if stdio_first && !matches!(e, super::client::UpstreamError::Start(..) | super::client::UpstreamError::Unreachable(..)) => {
+            return Probe::NotModern(not_modern(&e))
+        }
         Err(e) => return Probe::Failed(failed(up, e.to_string())),
     };
     let (http_status, body) = match final_message(answer, &up.name).await {
         Ok(x) => x,
-        Err(e) => return Probe::NotModern(format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})", up.name)),
+        Err(e) if up.stdio.is_some() && !stdio_first => return Probe::Failed(failed(up, e.to_string())),
+        Err(e) => return Probe::NotModern(not_modern(&e)),
     };
     let msg: Incoming = match serde_json::from_slice(&body) {
         Ok(m) => m,

@@ -12,10 +12,13 @@
 
 pub mod client;
 pub mod discover;
+pub mod error;
 pub mod legacy;
+pub mod lines;
 pub mod pending;
 pub mod queue;
 pub mod stdio;
+pub mod stream;
 
 use std::sync::{Arc, RwLock};
 
@@ -124,13 +127,18 @@ impl Upstream {
     }
 
     /// Builds an upstream from its config; reads its bearer token from the environment. A
-    /// stdio upstream's stdout lines are bounded by `max_line` bytes and each write to it by
-    /// `write_timeout`.
-    pub fn new(cfg: &UpstreamConfig, max_line: usize, write_timeout: std::time::Duration) -> Result<Self, String> {
+    /// stdio upstream's stdout lines are bounded by `max_line` bytes, each write to it by
+    /// `write_timeout`, the end of each of its processes by `grace`.
+    pub fn new(
+        cfg: &UpstreamConfig,
+        max_line: usize,
+        write_timeout: std::time::Duration,
+        grace: std::time::Duration,
+    ) -> Result<Self, String> {
         if let Some(s) = &cfg.stdio {
             stdio::preflight(&cfg.name, s)?;
         }
-        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line, write_timeout)));
+        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line, write_timeout, grace)));
         let uri: Uri = match stdio {
             Some(_) => Uri::from_static("http://stdio.invalid/"),
             None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
@@ -172,6 +180,21 @@ impl Upstream {
                 governor::RateLimiter::direct(quota)
             }),
         })
+    }
+
+    /// Sends one 2026-07-28 request: POSTed to its URL, or, for a stdio server, written to its
+    /// one process (`stdio::shared`); the answer reads the same either way.
+    pub async fn post_modern(
+        self: &Arc<Self>,
+        client: &client::HttpClient,
+        headers: HeaderMap,
+        body: bytes::Bytes,
+        stream_timeout: Option<std::time::Duration>,
+    ) -> Result<client::Answer, client::UpstreamError> {
+        if self.stdio.is_some() {
+            return stdio::shared::post(self, client, &body, stream_timeout).await;
+        }
+        client.post(&self.name, &self.uri, headers, body, stream_timeout).await
     }
 
     /// The current status.

@@ -15,3 +15,4 @@ mod governance;
 mod interop;
 mod sse;
 mod stdio;
+mod stdio_modern;

@@ -13,7 +13,7 @@ use crate::support::peers::{self, peer_env, script, Run};
 use crate::support::rmcp_client;
 
 /// The pids of running processes whose command line holds `marker`, not counting this one.
-fn processes_with(marker: &str) -> Vec<u32> {
+pub(super) fn processes_with(marker: &str) -> Vec<u32> {
     let me = std::process::id();
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -30,7 +30,7 @@ fn processes_with(marker: &str) -> Vec<u32> {
 }
 
 /// A fresh folder holding `a.txt`, unique to this test (its path marks the processes serving it).
-fn data_dir(tag: &str) -> PathBuf {
+pub(super) fn data_dir(tag: &str) -> PathBuf {
     let dir = peers::scratch().join(format!("fs-{tag}"));
     std::fs::create_dir_all(&dir).expect("create the data folder");
     std::fs::write(dir.join("a.txt"), format!("hello from {tag}\n")).expect("write a.txt");
@@ -38,7 +38,7 @@ fn data_dir(tag: &str) -> PathBuf {
 }
 
 /// `@modelcontextprotocol/server-filesystem` on `dir`, over stdio.
-fn filesystem(name: &str, dir: &Path) -> Upstream {
+pub(super) fn filesystem(name: &str, dir: &Path) -> Upstream {
     let node = peer_env("SLUICE_NODE22");
     Upstream::stdio(
         name,
@@ -70,7 +70,7 @@ async fn file_has_line(path: &Path, line: &str) {
 
 /// Calls declare no roots: these servers ask a client that does for its roots right after the
 /// handshake, which would make the first call on a fresh process a roots round.
-fn read_call(dir: &Path) -> Call {
+pub(super) fn read_call(dir: &Path) -> Call {
     Call::new("files__read_text_file", json!({"path": dir.join("a.txt")})).caps(json!({}))
 }
 
@@ -247,7 +247,8 @@ async fn a_servers_stderr_goes_to_its_file_and_never_to_sluices_log() {
 /// `tests/peers/hostile_stdio.py MODE MARKER` as a stdio upstream, with no warm spare.
 fn hostile(name: &str, mode: &str, marker: &Path) -> Upstream {
     let cmd = ["python3".to_owned(), script("hostile_stdio.py").display().to_string(), mode.into(), marker.display().to_string()];
-    Upstream::stdio(name, &cmd).key("spare_processes", 0)
+    // Named 2025-11-25: its modes count processes from the first, which is then the probe's session.
+    Upstream::stdio(name, &cmd).key("spare_processes", 0).key("era", "2025-11-25")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,7 +320,9 @@ async fn an_mcp_2_3_server_over_stdio_is_served_with_its_sampling_as_a_round() {
     let server = [py, script("py_upstream.py").display().to_string(), "--stdio".into()];
     // mcp==2.3.0 takes seconds to import on a loaded 2-core machine: its boot is bounded by
     // start_ms (30 s), not the harness's 5 s response bound.
-    let gw = gateway().upstream_spec(Upstream::stdio("py2", &server)).all_legacy().start().await;
+    // Named 2025-11-25, it is served on that wire (left to the probe, it is served on its
+    // 2026-07-28 one: stdio_modern.rs).
+    let gw = gateway().upstream_spec(Upstream::stdio("py2", &server).key("era", "2025-11-25")).all_legacy().start().await;
     assert_eq!(Call::new("py2__add", json!({"a": 2, "b": 3})).caps(json!({})).send(&http(), &gw.url(), json!({})).await.text(), "5");
     // Its resolver tool asks mid-call on the stdio wire: a round for the modern client.
     let call = Call::new("py2__ask_llm", json!({"prompt": "stdio-2.3"})).caps(json!({"sampling": {}}));

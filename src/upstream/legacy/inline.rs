@@ -26,7 +26,7 @@ use super::session::{route, ListChanged, Route, Session};
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method as McpMethod;
 use crate::upstream::client::{SseStream, UpstreamError};
-use crate::upstream::stdio::Lines;
+use crate::upstream::stdio::{Line, Lines};
 use crate::upstream::Upstream;
 
 /// Where the server's messages are read from.
@@ -42,8 +42,8 @@ impl Source {
     async fn next(&mut self, max: usize) -> Option<Result<String, Fault>> {
         match self {
             Source::Lines(l) => match l.next().await? {
-                Ok(line) => Some(Ok(line)),
-                Err(LinesCodecError::MaxLineLengthExceeded) => {
+                Ok(Line::Text(line)) => Some(Ok(line)),
+                Ok(Line::TooLong) | Err(LinesCodecError::MaxLineLengthExceeded) => {
                     Some(Err(Fault::TooLong(format!("it wrote a stdout line over {max} bytes (limits.max_response_bytes)"))))
                 }
                 Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {

@@ -11,6 +11,7 @@
 //! upstream and what to do.
 
 pub mod process;
+pub mod shared;
 pub mod stderr;
 
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use self::process::{Lines, Proc};
+pub use self::process::{Line, Lines, Proc};
 use crate::config::StdioConfig;
 use crate::upstream::client::UpstreamError;
 
@@ -38,6 +39,11 @@ pub struct Spec {
     pub max_line: usize,
     /// How long one write to a process's stdin may wait (`timeouts.response_ms`).
     pub write_timeout: Duration,
+    /// How long ending a process may take (`timeouts.shutdown_ms`: half before SIGTERM, half
+    /// before SIGKILL).
+    pub grace: Duration,
+    /// The one process of a 2026-07-28 server (every principal's requests on it).
+    pub(crate) shared: shared::Shared,
     /// Set at shutdown: no process is started after it.
     closed: std::sync::atomic::AtomicBool,
     stderr: Arc<stderr::Sink>,
@@ -89,7 +95,7 @@ pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
 
 impl Spec {
     /// The spec of upstream `name`.
-    pub fn new(name: &str, cfg: StdioConfig, max_line: usize, write_timeout: Duration) -> Spec {
+    pub fn new(name: &str, cfg: StdioConfig, max_line: usize, write_timeout: Duration, grace: Duration) -> Spec {
         let stderr = Arc::new(stderr::Sink::new(name, &cfg.stderr, cfg.stderr_max_bytes));
         let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_processes));
         Spec {
@@ -97,6 +103,8 @@ impl Spec {
             cfg,
             max_line,
             write_timeout,
+            grace,
+            shared: shared::Shared::default(),
             closed: Default::default(),
             stderr,
             slots,
@@ -159,6 +167,22 @@ impl Spec {
 
     /// Starts a process in `slot` (and spares after it), unless a failed start before says to wait.
     pub fn start(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+        let started = self.start_alone_within(slot, grace);
+        if started.is_ok() {
+            self.refill(grace);
+        }
+        started
+    }
+
+    /// Starts a process in `slot` and no spare (the one process of a 2026-07-28 server).
+    pub fn start_alone(&self, slot: tokio::sync::OwnedSemaphorePermit) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+        self.start_alone_within(slot, self.grace)
+    }
+
+    fn start_alone_within(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+        if self.is_closed() {
+            return Err(UpstreamError::Exited(self.name.to_string(), "Sluice is shutting down".into()));
+        }
         if let Some(wait) = self
             .backoff
             .lock()
@@ -173,9 +197,8 @@ impl Spec {
             ));
         }
         let started = Proc::spawn(self, slot, grace);
-        match &started {
-            Ok(_) => self.refill(grace),
-            Err(_) => self.failed(),
+        if started.is_err() {
+            self.failed();
         }
         started
     }
@@ -249,7 +272,7 @@ mod tests {
             spare_processes,
             start: Duration::from_secs(5),
         };
-        Spec::new("nope", cfg, 1 << 20, Duration::from_secs(5))
+        Spec::new("nope", cfg, 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
     }
 
     #[tokio::test(start_paused = true)]

@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
 use super::Spec;
@@ -29,7 +29,47 @@ use crate::upstream::pending::Pending;
 const INHERITED: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"];
 
 /// The lines of a process's stdout, each at most the spec's `max_line` bytes.
-pub type Lines = FramedRead<ChildStdout, LinesCodec>;
+pub type Lines = FramedRead<ChildStdout, LineCodec>;
+
+/// One stdout line: its text, or that it was over the bound (its bytes are skipped, never
+/// buffered past the bound, and the next line is read as usual).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A whole line, without its newline.
+    Text(String),
+    /// A line over `max_line` bytes.
+    TooLong,
+}
+
+/// Newline-delimited text with a bound per line that, unlike a stream that stops at its
+/// codec's first error, goes on after a line over it.
+pub struct LineCodec(LinesCodec);
+
+impl LineCodec {
+    /// Lines of at most `max` bytes.
+    pub fn new(max: usize) -> LineCodec {
+        LineCodec(LinesCodec::new_with_max_length(max))
+    }
+}
+
+impl Decoder for LineCodec {
+    type Item = Line;
+    type Error = LinesCodecError;
+
+    fn decode(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        match self.0.decode(buf) {
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            other => other.map(|l| l.map(Line::Text)),
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut bytes::BytesMut) -> Result<Option<Line>, LinesCodecError> {
+        match self.0.decode_eof(buf) {
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            other => other.map(|l| l.map(Line::Text)),
+        }
+    }
+}
 
 /// A running stdio server.
 pub struct Proc {
@@ -93,7 +133,7 @@ impl Proc {
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
         tokio::spawn(supervise(child, slot, Arc::downgrade(&proc), proc.stop.clone(), proc.pending.token(), grace));
-        Ok((proc, FramedRead::new(stdout, LinesCodec::new_with_max_length(spec.max_line))))
+        Ok((proc, FramedRead::new(stdout, LineCodec::new(spec.max_line))))
     }
 
     /// Writes one message (one line; JSON text has no raw newline), within `timeouts.response_ms`
@@ -232,5 +272,21 @@ async fn supervise(
 fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_bound_is_told_and_skipped_and_the_next_line_read() {
+        let mut codec = LineCodec::new(8);
+        let mut buf = bytes::BytesMut::from(&b"0123456789abcdef\nok\n"[..]);
+        let mut got = Vec::new();
+        while let Some(l) = codec.decode(&mut buf).expect("no error") {
+            got.push(l);
+        }
+        assert_eq!(got, [Line::TooLong, Line::Text("ok".into())]);
     }
 }

@@ -1,0 +1,45 @@
+//! Why an exchange with an upstream failed: the one error type every upstream client and
+//! channel gives (HTTP, a 2025-11-25 session, a stdio process, a 2024-11-05 stream).
+//!
+//! Takes nothing; gives [`UpstreamError`], whose every message names the upstream and says what
+//! to check, never the bytes exchanged. Refuses nothing.
+
+/// Why an upstream exchange failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// No connection could be made.
+    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    Unreachable(String, String),
+    /// The upstream took longer than the configured response timeout, or a stream stayed silent
+    /// past `timeouts.stream_idle_ms`.
+    #[error(
+        "upstream '{0}' did not answer within {1} ms; it may be overloaded (timeouts.response_ms; timeouts.stream_idle_ms for a stream that stays silent)"
+    )]
+    Timeout(String, u64),
+    /// The answer was larger than `limits.max_response_bytes` or an SSE event than `limits.max_sse_event_bytes`.
+    #[error("upstream '{0}' sent an answer over the {1}-byte limit (limits.max_response_bytes / max_sse_event_bytes)")]
+    TooLarge(String, usize),
+    /// The answer was not something an MCP server sends.
+    #[error("upstream '{0}' answered something that is not MCP: {1}")]
+    Protocol(String, String),
+    /// The stream broke before the final response arrived.
+    #[error("upstream '{0}' closed the stream before answering")]
+    Closed(String),
+    /// A stdio upstream's process could not be started.
+    #[error("upstream '{0}' could not be started: {1}; check its command, cwd and env")]
+    Start(String, String),
+    /// A session's own channel ended: a stdio upstream's process, a 2024-11-05 upstream's SSE
+    /// stream (why: an exit status, or the protocol error Sluice ended it for; never output).
+    #[error("upstream '{0}' stopped: {1}; a new session is opened for the next call")]
+    Exited(String, String),
+    /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
+    #[error("upstream '{0}' ended the session; retry the request")]
+    SessionGone(String),
+}
+
+impl UpstreamError {
+    /// Whether the failure is a timeout (504) rather than a bad gateway (502).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, UpstreamError::Timeout(..))
+    }
+}
