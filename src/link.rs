@@ -128,7 +128,9 @@ impl Gateway {
         // A 2024-11-05 HTTP+SSE server is spoken to on the 2025-11-25 wire, one session per GET
         // stream; a stdio server found 2025-11-25 once stays so (the verdict is the command's).
         let before = up.status();
-        let stdio_legacy = up.stdio.is_some() && before.probed && before.wire == Wire::Legacy;
+        // (found so by a handshake that succeeded: a failed one proves nothing).
+        let stdio_legacy = up.stdio.is_some() && before.wire == Wire::Legacy && before.discovered.is_some();
+        let stdio_modern = up.stdio.is_some() && before.wire == Wire::Modern && before.discovered.is_some();
         if up.is_sse() || stdio_legacy || (up.stdio.is_some() && up.era == crate::config::Era::Legacy) {
             return crate::catalog::legacy::probe(self, up).await;
         }
@@ -152,11 +154,16 @@ impl Gateway {
                 s
             }
             discover::Probe::Modern(s) | discover::Probe::Failed(s) => s,
+            discover::Probe::NotModern(why) if stdio_modern => {
+                // Found 2026-07-28 before: an odd answer now is a failure, not another era.
+                up.mark_failed(&why);
+                up.status().as_ref().clone()
+            }
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
                 tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
                 if let Some(spec) = &up.stdio {
                     // It was sent a request before `initialize`: its sessions get fresh processes.
-                    crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended");
+                    crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended").await;
                     return crate::catalog::legacy::probe(self, up).await;
                 }
                 self.legacy_or_sse(up).await

@@ -82,11 +82,9 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
     let stdio_first = up.stdio.is_some() && up.status().discovered.is_none();
     let not_modern =
         |e: &super::client::UpstreamError| format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})", up.name);
+    // A request that could not be sent (no process started, backing off, stdin full) is no answer.
     let answer = match up.post_modern(client, headers, body, Some(client.response_timeout())).await {
         Ok(a) => a,
-        Err(e) if stdio_first && !matches!(e, super::client::UpstreamError::Start(..) | super::client::UpstreamError::Unreachable(..)) => {
-            return Probe::NotModern(not_modern(&e))
-        }
         Err(e) => return Probe::Failed(failed(up, e.to_string())),
     };
     let (http_status, body) = match final_message(answer, &up.name).await {

@@ -30,7 +30,7 @@ pub enum UpstreamError {
     Start(String, String),
     /// A session's own channel ended: a stdio upstream's process, a 2024-11-05 upstream's SSE
     /// stream (why: an exit status, or the protocol error Sluice ended it for; never output).
-    #[error("upstream '{0}' stopped: {1}; a new session is opened for the next call")]
+    #[error("upstream '{0}' stopped: {1}; the next call gets a new session (a new process, for a stdio server)")]
     Exited(String, String),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]

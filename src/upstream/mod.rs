@@ -192,7 +192,7 @@ impl Upstream {
         stream_timeout: Option<std::time::Duration>,
     ) -> Result<client::Answer, client::UpstreamError> {
         if self.stdio.is_some() {
-            return stdio::shared::post(self, client, &body, stream_timeout).await;
+            return stdio::shared::post(self, client, body, stream_timeout).await;
         }
         client.post(&self.name, &self.uri, headers, body, stream_timeout).await
     }

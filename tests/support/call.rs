@@ -77,8 +77,15 @@ impl Call {
     /// Sends it with `progressToken` in its `_meta`; gives every JSON-RPC message of the
     /// answer in order (the `data:` lines of an SSE answer, or the one JSON body).
     pub(crate) async fn with_progress(&self, http: &reqwest::Client, url: &str, token: &str) -> Vec<Value> {
+        self.with_progress_of(http, url, Some(token)).await
+    }
+
+    /// [`Call::with_progress`], with no `progressToken` when `token` is `None`.
+    pub(crate) async fn with_progress_of(&self, http: &reqwest::Client, url: &str, token: Option<&str>) -> Vec<Value> {
         let mut body = self.body(json!({}));
-        body["params"]["_meta"]["progressToken"] = json!(token);
+        if let Some(token) = token {
+            body["params"]["_meta"]["progressToken"] = json!(token);
+        }
         let resp = self.request_with(http, url, body).send().await.unwrap_or_else(|e| panic!("POST tools/call {}: {e}", self.name));
         let text = resp.text().await.expect("sluice body");
         let data: Vec<Value> =

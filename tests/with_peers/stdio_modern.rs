@@ -117,8 +117,11 @@ async fn a_hostile_modern_stdio_server_gets_ids_and_tokens_of_sluices_own_and_ca
     assert_eq!(got[0]["method"], "notifications/progress", "{got:?}");
     assert_eq!(got[0]["params"]["progressToken"], "client-token", "{got:?}");
     assert!(got.last().is_some_and(|m| m["id"] == json!(1)), "{got:?}");
+    // A call that gave no token gets none added: no progress, one JSON answer.
+    let plain = Call::new("h__take", json!({})).caps(json!({})).with_progress_of(&http(), &url, None).await;
+    assert!(plain.len() == 1 && plain[0]["result"]["content"][0]["text"].as_str().is_some_and(|t| t.starts_with("took ")), "{plain:?}");
     let tokens: Vec<String> = log_lines(&log).into_iter().filter(|l| l.starts_with("token ")).collect();
-    assert!(tokens.len() == 1 && tokens[0].starts_with("token sluice-"), "{tokens:?}");
+    assert!(tokens.len() == 2 && tokens[0].starts_with("token sluice-") && tokens[1] == "token None", "{tokens:?}");
 
     // A server→client ping is answered.
     let pong = Call::new("h__ping_me", json!({})).caps(json!({})).send(&http(), &url, json!({})).await;

@@ -35,7 +35,8 @@ pub struct Spec {
     /// Its configuration.
     pub cfg: StdioConfig,
     /// The longest stdout line read (`limits.max_response_bytes`, the bound of one HTTP
-    /// answer): past it, the process is ended and the call under way fails.
+    /// answer): past it, a 2025-11-25 session's process is ended and the call under way fails;
+    /// a 2026-07-28 server's one process has the line skipped (`shared`).
     pub max_line: usize,
     /// How long one write to a process's stdin may wait (`timeouts.response_ms`).
     pub write_timeout: Duration,

@@ -145,7 +145,13 @@ impl Proc {
             g = self.stdin.lock() => g,
             _ = self.stop.cancelled() => return Err(gone()),
         };
+        if self.stop.is_cancelled() {
+            return Err(gone());
+        }
         let stdin = g.as_mut().ok_or_else(gone)?;
+        // A writer that gives up mid-line (its caller dropped) would leave half a line for the
+        // next one to be glued to: the process is ended instead.
+        let mut cut = CutShort { proc: self, whole: false };
         let mut line = Vec::with_capacity(msg.len() + 1);
         line.extend_from_slice(msg);
         line.push(b'\n');
@@ -154,6 +160,7 @@ impl Proc {
             r = tokio::time::timeout(self.write_timeout, write) => r.map_err(|_| ()).and_then(|r| r.map_err(|_| ())),
             _ = self.stop.cancelled() => Err(()),
         };
+        cut.whole = true;
         if written.is_err() {
             // A write cut short leaves a partial line: nothing more can be framed on it.
             *g = None;
@@ -212,6 +219,20 @@ impl Proc {
     /// The error a call gets when the process ended under it.
     pub fn exit_error(&self) -> UpstreamError {
         self.pending.error()
+    }
+}
+
+/// Ends the process when a write to its stdin is dropped before the line was whole.
+struct CutShort<'a> {
+    proc: &'a Proc,
+    whole: bool,
+}
+
+impl Drop for CutShort<'_> {
+    fn drop(&mut self) {
+        if !self.whole {
+            self.proc.end("a write to its stdin was cut short");
+        }
     }
 }
 
