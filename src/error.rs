@@ -91,6 +91,10 @@ impl GatewayError {
             GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
             GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
+            // Its breaker or its max_in_flight: unavailable for now, and for how long.
+            GatewayError::Upstream(e) if e.retry_after_ms().is_some() => {
+                (StatusCode::SERVICE_UNAVAILABLE, jsonrpc::INTERNAL_ERROR, Some(json!({"retryAfterMs": e.retry_after_ms()})))
+            }
             GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
             GatewayError::UpstreamDown(..) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
             // Sluice's own codes, outside the JSON-RPC reserved range (README: error codes).

@@ -32,6 +32,17 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabels {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
+    event: &'static str,
+}
+
 /// Label values come from closed sets, so no client or upstream can grow the exposition: a
 /// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
 /// Sluice does not define.
@@ -83,6 +94,10 @@ pub struct Metrics {
     pub audit_dropped: Gauge,
     /// MCP requests in progress (until their response head).
     in_flight: Gauge,
+    /// Per upstream: endpoints ejected and readmitted, requests shed, failed fast, retried.
+    upstream_events: Family<UpstreamLabels, Counter>,
+    /// Per upstream: endpoints whose breaker is open or on trial now.
+    endpoints_out: Family<NameLabels, Gauge>,
 }
 
 impl Metrics {
@@ -107,7 +122,32 @@ impl Metrics {
         registry.register("sluice_audit_dropped", "Audit records dropped because the audit channel was full", audit_dropped.clone());
         let in_flight = Gauge::default();
         registry.register("sluice_requests_in_flight", "MCP requests in progress (until their response head)", in_flight.clone());
-        Metrics { registry, duration, requests, rounds, refusals, upstream_errors, parked, sessions, audit_dropped, in_flight }
+        let upstream_events = Family::<UpstreamLabels, Counter>::default();
+        registry.register(
+            "sluice_upstream_resilience",
+            "Per upstream: endpoints ejected and readmitted by their breakers, requests shed past max_in_flight, failed fast with every breaker open, retried on another endpoint",
+            upstream_events.clone(),
+        );
+        let endpoints_out = Family::<NameLabels, Gauge>::default();
+        registry.register(
+            "sluice_upstream_endpoints_out",
+            "Per upstream: endpoints whose breaker is open (or on trial) now",
+            endpoints_out.clone(),
+        );
+        Metrics {
+            registry,
+            duration,
+            requests,
+            rounds,
+            refusals,
+            upstream_errors,
+            parked,
+            sessions,
+            audit_dropped,
+            in_flight,
+            upstream_events,
+            endpoints_out,
+        }
     }
 
     /// Counts a request in progress until the guard is dropped.
@@ -141,6 +181,24 @@ impl Metrics {
         if matches!(r.status, 502 | 504) {
             self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default() }).inc();
         }
+    }
+
+    /// Brings one upstream's resilience counts and breakers up to date (when scraped).
+    pub fn upstream(&self, up: &crate::upstream::Upstream) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &up.balancer.counts;
+        for (event, total) in [
+            ("ejected", &c.ejected),
+            ("readmitted", &c.readmitted),
+            ("shed", &c.shed),
+            ("fast_failed", &c.fast_failed),
+            ("retried", &c.retried),
+        ] {
+            let counter = self.upstream_events.get_or_create(&UpstreamLabels { upstream: up.name.clone(), event });
+            counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
+        }
+        let out = up.balancer.endpoints.states().iter().filter(|(_, s)| *s != "closed").count();
+        self.endpoints_out.get_or_create(&NameLabels { upstream: up.name.clone() }).set(out as i64);
     }
 
     /// The text exposition.

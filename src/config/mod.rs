@@ -23,6 +23,7 @@ mod limits;
 mod quota;
 mod raw;
 mod redact;
+mod resilience;
 mod stdio;
 mod upstream;
 
@@ -35,6 +36,7 @@ pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
 pub use redact::redact_url;
+pub use resilience::Resilience;
 pub use stdio::{Stderr, StdioConfig};
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 

@@ -180,6 +180,10 @@ pub(super) struct RawTimeouts {
 pub(super) struct RawUpstream {
     pub(super) name: toml::Spanned<String>,
     pub(super) url: Option<toml::Spanned<String>>,
+    pub(super) urls: Option<Vec<String>>,
+    pub(super) breaker_failures: Option<u32>,
+    pub(super) breaker_open_ms: Option<u64>,
+    pub(super) max_in_flight: Option<usize>,
     #[serde(default)]
     pub(super) era: Era,
     #[serde(default)]

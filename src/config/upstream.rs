@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::raw::RawUpstream;
-use super::redact::{redact_map, redact_url, redact_url_ser};
+use super::redact::{redact_map, redact_url};
 use super::stdio::{RawStdio, StdioConfig};
 use super::{ConfigError, Origin};
 
@@ -81,10 +81,13 @@ pub enum CacheScope {
 pub struct UpstreamConfig {
     /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
     pub name: String,
-    /// Its MCP endpoint URL (`http://`), empty for a stdio upstream. Printed with credentials
-    /// in it redacted.
-    #[serde(serialize_with = "redact_url_ser", skip_serializing_if = "String::is_empty")]
+    /// Its MCP endpoint URL (`http://`; with `urls`, the first), empty for a stdio upstream.
+    /// Printed (credentials redacted) with the resilience keys, as `url` or `urls`.
+    #[serde(skip)]
     pub url: String,
+    /// Its other URLs, breaker and own concurrency limit (`resilience.rs`).
+    #[serde(flatten)]
+    pub resilience: super::Resilience,
     /// How its URL is spoken to (Streamable HTTP, or 2024-11-05 HTTP+SSE).
     #[serde(skip_serializing_if = "Transport::is_default")]
     pub transport: Transport,
@@ -178,8 +181,13 @@ impl UpstreamConfig {
         if before.iter().any(|x| x.name == name) {
             return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
         }
-        let (url, stdio) = transport(&mut u, &name, src)?;
         let at = src.at(u.name.span());
+        let resilience = resilience(&mut u, &name, &at)?;
+        let (url, stdio) = transport(&mut u, &name, src)?;
+        let mut resilience = resilience;
+        if resilience.urls.is_empty() && !url.is_empty() {
+            resilience.urls = vec![url.clone()];
+        }
         if u.transport == Transport::Sse && stdio.is_some() {
             return Err(ConfigError(format!("{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command")));
         }
@@ -197,6 +205,7 @@ impl UpstreamConfig {
         let upstream = UpstreamConfig {
             name,
             url,
+            resilience,
             stdio,
             transport: u.transport,
             era: u.era,
@@ -207,6 +216,31 @@ impl UpstreamConfig {
         };
         Ok((upstream, u.required_scopes))
     }
+}
+
+/// Its resilience keys, checked (`resilience.rs`); the first of its `urls` becomes its `url`.
+fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resilience, ConfigError> {
+    let raw = super::resilience::RawResilience {
+        urls: u.urls.take(),
+        breaker_failures: u.breaker_failures.take(),
+        breaker_open_ms: u.breaker_open_ms.take(),
+        max_in_flight: u.max_in_flight.take(),
+    };
+    if raw.any() && u.command.is_some() {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: urls, breaker_failures, breaker_open_ms and max_in_flight are for a url, not a command"
+        )));
+    }
+    if raw.urls.is_some() && u.url.is_some() {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?} has both url and urls: give one (urls for several replicas of one server)"
+        )));
+    }
+    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse)?;
+    if let Some(first) = first {
+        u.url = Some(toml::Spanned::new(u.name.span(), first));
+    }
+    Ok(r)
 }
 
 /// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
@@ -281,6 +315,10 @@ impl RawUpstream {
         Ok(RawUpstream {
             name: toml::Spanned::new(0..0, name.to_owned()),
             url,
+            urls: None,
+            breaker_failures: None,
+            breaker_open_ms: None,
+            max_in_flight: None,
             command,
             env: Default::default(),
             cwd: None,

@@ -88,15 +88,9 @@ pub async fn forward(
         }
     }
     let t = fw.response;
-    let answer = match up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await {
-        Ok(a) => a,
-        Err(e) => {
-            if matches!(e, UpstreamError::Unreachable(..)) {
-                up.mark_failed(&e.to_string());
-            }
-            return Err(e.into());
-        }
-    };
+    // A failure counts against the endpoint's breaker (`upstream::balance`), not the upstream's
+    // health: its other endpoints, or its next trial, serve the next call.
+    let answer = up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await?;
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");

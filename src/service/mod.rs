@@ -67,6 +67,9 @@ fn metrics(gw: &Gateway) -> Response<Body> {
     gw.metrics.parked.set(gw.bridge.parked.len() as i64);
     gw.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
     gw.metrics.audit_dropped.set(gw.audit.dropped() as i64);
+    for up in &gw.upstreams {
+        gw.metrics.upstream(up);
+    }
     Response::builder()
         .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(Full::new(Bytes::from(gw.metrics.render())).boxed())
@@ -96,7 +99,12 @@ fn readyz(gw: &Gateway) -> Response<Body> {
         .map(|u| {
             let s = u.status();
             // No error text: it may repeat what an upstream said; the log has the reason.
-            json!({"name": u.name, "probed": s.probed, "healthy": s.healthy})
+            let mut v = json!({"name": u.name, "probed": s.probed, "healthy": s.healthy});
+            let states = u.balancer.endpoints.states();
+            if states.len() > 1 || states.iter().any(|(_, b)| *b != "closed") {
+                v["endpoints"] = states.iter().map(|(url, b)| json!({"url": url, "breaker": b})).collect();
+            }
+            v
         })
         .collect();
     let ready = gw.is_ready();

@@ -125,7 +125,10 @@ impl HttpClient {
         let resp = tokio::time::timeout(t, self.inner.request(req))
             .await
             .map_err(|_| UpstreamError::Timeout(upstream.into(), t.as_millis() as u64))?
-            .map_err(|e| UpstreamError::Unreachable(upstream.into(), describe(&e)))?;
+            .map_err(|e| match e.is_connect() {
+                true => UpstreamError::NoConnection(upstream.into(), describe(&e)),
+                false => UpstreamError::Unreachable(upstream.into(), describe(&e)),
+            })?;
         let status = resp.status();
         let (parts, body) = resp.into_parts();
         let ctype = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();

@@ -10,6 +10,9 @@ pub enum UpstreamError {
     /// No connection could be made.
     #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
     Unreachable(String, String),
+    /// No connection could be opened: the request was not sent (so it may go elsewhere).
+    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    NoConnection(String, String),
     /// The upstream took longer than the configured response timeout, or a stream stayed silent
     /// past `timeouts.stream_idle_ms`.
     #[error(
@@ -32,6 +35,14 @@ pub enum UpstreamError {
     /// stream (why: an exit status, or the protocol error Sluice ended it for; never output).
     #[error("upstream '{0}' stopped: {1}; the next call gets a new session (a new process, for a stdio server)")]
     Exited(String, String),
+    /// Every endpoint's breaker is open (each failed `breaker_failures` times in a row).
+    #[error(
+        "upstream '{0}' is failing: every endpoint of it failed repeatedly and is not sent requests for now (its breaker is open); retry in {1} ms"
+    )]
+    Open(String, u64),
+    /// It has `max_in_flight` requests under way.
+    #[error("upstream '{0}' has {1} requests under way, its max_in_flight; retry shortly")]
+    Busy(String, usize),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]
     SessionGone(String),
@@ -41,5 +52,14 @@ impl UpstreamError {
     /// Whether the failure is a timeout (504) rather than a bad gateway (502).
     pub fn is_timeout(&self) -> bool {
         matches!(self, UpstreamError::Timeout(..))
+    }
+
+    /// When to retry a request refused by the upstream's breaker or its `max_in_flight` (503).
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            UpstreamError::Open(_, ms) => Some(*ms),
+            UpstreamError::Busy(..) => Some(1000),
+            _ => None,
+        }
     }
 }

@@ -10,8 +10,10 @@
 //! The operations on an upstream differ by [`Wire`]; `link.rs` is the one place that reads it
 //! and tabulates each operation's module per wire.
 
+pub mod balance;
 pub mod client;
 pub mod discover;
+pub mod endpoints;
 pub mod error;
 pub mod legacy;
 pub mod lines;
@@ -90,10 +92,14 @@ impl Wire {
 pub struct Upstream {
     /// Its configured name.
     pub name: String,
-    /// Its endpoint.
+    /// Its endpoint (its first, with several `urls`: a 2025-11-25 upstream's sessions all go
+    /// there).
     pub uri: Uri,
     /// Its own `Host` header value.
     pub host: HeaderValue,
+    /// Its endpoints with their breakers, its `max_in_flight` and retry budget (2026-07-28
+    /// requests go through it; empty for a stdio upstream).
+    pub balancer: balance::Balancer,
     /// Headers it is configured to receive (its credentials).
     pub extra: HeaderMap,
     /// Its configured era.
@@ -143,8 +149,13 @@ impl Upstream {
             Some(_) => Uri::from_static("http://stdio.invalid/"),
             None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
         };
-        let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
-        let host = HeaderValue::from_str(&host).map_err(|_| format!("upstream '{}': bad host", cfg.name))?;
+        let host = host_of(&cfg.name, &uri)?;
+        let mut endpoints = Vec::new();
+        for url in &cfg.resilience.urls {
+            let u: Uri = url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+            endpoints.push((u.clone(), host_of(&cfg.name, &u)?, crate::config::redact_url(url)));
+        }
+        let balancer = balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let mut extra = HeaderMap::new();
         for (k, v) in &cfg.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
@@ -166,6 +177,7 @@ impl Upstream {
             name: cfg.name.clone(),
             uri,
             host,
+            balancer,
             extra,
             era: cfg.era,
             stdio,
@@ -194,7 +206,7 @@ impl Upstream {
         if self.stdio.is_some() {
             return stdio::shared::post(self, client, body, stream_timeout).await;
         }
-        client.post(&self.name, &self.uri, headers, body, stream_timeout).await
+        self.balancer.post(&self.name, client, headers, body, stream_timeout).await
     }
 
     /// The current status.
@@ -234,4 +246,10 @@ impl Upstream {
             *g = Arc::new(table);
         }
     }
+}
+
+/// The `Host` header value for `uri`.
+fn host_of(name: &str, uri: &Uri) -> Result<HeaderValue, String> {
+    let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+    HeaderValue::from_str(&host).map_err(|_| format!("upstream '{name}': bad host"))
 }

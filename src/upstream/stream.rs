@@ -50,6 +50,8 @@ pub struct SseStream<B = hyper::body::Incoming> {
     upstream: std::sync::Arc<str>,
     source: Source<B>,
     bound: Bound,
+    /// Held while the stream is read (the upstream's `max_in_flight` place).
+    _hold: Option<Box<dyn Send + Sync>>,
     /// When the message waited for must have arrived (`PerMessage`); kept in the stream so a
     /// `next` cancelled and called again does not start a fresh wait.
     deadline: Option<tokio::time::Instant>,
@@ -61,7 +63,13 @@ where
 {
     pub(super) fn new(upstream: &str, body: B, reader: sse::Reader, bound: Bound) -> Self {
         let source = Source::Http { body, reader, pending: Default::default() };
-        SseStream { upstream: upstream.into(), source, bound, deadline: None }
+        SseStream { upstream: upstream.into(), source, bound, deadline: None, _hold: None }
+    }
+
+    /// The same stream, holding `hold` until it is dropped.
+    pub fn holding(mut self, hold: Option<Box<dyn Send + Sync>>) -> Self {
+        self._hold = hold;
+        self
     }
 
     /// Where the stream can be taken up again after it ended (SEP-1699): the last event id it
@@ -75,7 +83,7 @@ where
 
     /// The next event's data, `Ok(None)` at the end of the stream.
     pub async fn next(&mut self) -> Result<Option<String>, UpstreamError> {
-        let SseStream { upstream, source, bound, deadline } = self;
+        let SseStream { upstream, source, bound, deadline, .. } = self;
         let timeout = |limit: Duration| UpstreamError::Timeout(upstream.to_string(), limit.as_millis() as u64);
         let got = match source {
             Source::Lines(answer) => {
@@ -116,7 +124,7 @@ where
 impl SseStream {
     /// The stream of a stdio server's answer routed to one request.
     pub(super) fn over_lines(upstream: &str, answer: super::lines::Answer, bound: Bound) -> Self {
-        SseStream { upstream: upstream.into(), source: Source::Lines(answer), bound, deadline: None }
+        SseStream { upstream: upstream.into(), source: Source::Lines(answer), bound, deadline: None, _hold: None }
     }
 }
 

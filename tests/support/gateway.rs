@@ -96,6 +96,11 @@ impl Upstream {
         Upstream { name: name.to_owned(), url: String::new(), keys: Table::new() }.key("command", strings(command))
     }
 
+    /// `name` at several `urls` (replicas of one server).
+    pub(crate) fn replicas(name: &str, urls: &[impl AsRef<str>]) -> Upstream {
+        Upstream { name: name.to_owned(), url: String::new(), keys: Table::new() }.key("urls", strings(urls))
+    }
+
     /// Sets one more key.
     pub(crate) fn key(mut self, k: &str, v: impl Into<Value>) -> Upstream {
         self.keys.insert(k.to_owned(), v.into());

@@ -50,6 +50,15 @@ pub(crate) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Like [`eventually`], with a condition that is itself awaited (it may make requests).
+pub(crate) async fn eventually_async<F: std::future::Future<Output = bool>>(what: &str, mut cond: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A unique string for canaries and names.
 pub(crate) fn unique(what: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());

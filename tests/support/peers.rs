@@ -232,12 +232,17 @@ pub(crate) async fn own_py1(name: &str) -> OwnedPeer {
 /// A `tests/fixtures/modern_fixture.py` process of this test's own (`mcp==2.3.0`, both eras,
 /// the conformance fixture: its `test_reconnection` ends its 2025-11-25 stream mid-call).
 pub(crate) async fn own_modern_fixture(name: &str) -> OwnedPeer {
+    own_modern_fixture_at(name, 0).await
+}
+
+/// [`own_modern_fixture`] on `port` (0: a free one), to start one again where it was.
+pub(crate) async fn own_modern_fixture_at(name: &str, port: u16) -> OwnedPeer {
     peer_env("SLUICE_PY2");
     let name = name.to_owned();
     let peer = tokio::task::spawn_blocking(move || {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modern_fixture.py");
         let mut cmd = Command::new(peer_env("SLUICE_PY2"));
-        cmd.arg(fixture).args(["--port", "0"]);
+        cmd.arg(fixture).args(["--port", &port.to_string()]);
         spawn(&name, cmd, scratch().join(format!("{name}-events")))
     })
     .await

@@ -13,6 +13,7 @@ mod bridge_b;
 mod canary;
 mod governance;
 mod interop;
+mod resilience;
 mod sse;
 mod stdio;
 mod stdio_modern;

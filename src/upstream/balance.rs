@@ -1,0 +1,137 @@
+//! One 2026-07-28 request to an HTTP upstream with several endpoints, breakers and a retry
+//! budget: which endpoint takes it, what its outcome does to that endpoint's breaker, and
+//! whether it is tried once more elsewhere.
+//!
+//! Takes the request (headers, body, stream timeout) and the upstream's [`Endpoints`]; gives
+//! the first answer, holding the upstream's `max_in_flight` place for as long as the answer's
+//! stream is read. A request that could not be sent (no connection), and one whose method is
+//! idempotent (`server/discover`, the lists) that got no answer (a timeout, HTTP 502/503/504),
+//! is sent once more to another endpoint, within a retry budget (one retry per five requests
+//! over the last ten seconds, at least ten a second): nothing has reached the client yet. Refuses, with an error naming the
+//! upstream and saying when to retry, a request when every breaker is open or the upstream
+//! has `max_in_flight` requests under way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use tower::retry::budget::{Budget, TpsBudget};
+
+use super::client::{Answer, HttpClient, UpstreamError};
+use super::endpoints::{Change, Endpoints, Refused};
+use crate::mcp::method::Method;
+
+/// What happened to an upstream's requests, for `/metrics` (totals since start).
+#[derive(Default)]
+pub struct Counts {
+    /// Endpoints ejected (a breaker opened).
+    pub ejected: AtomicU64,
+    /// Endpoints readmitted (a trial succeeded).
+    pub readmitted: AtomicU64,
+    /// Requests refused past `max_in_flight`.
+    pub shed: AtomicU64,
+    /// Requests refused with every breaker open.
+    pub fast_failed: AtomicU64,
+    /// Requests tried once more on another endpoint.
+    pub retried: AtomicU64,
+}
+
+/// An upstream's endpoints with their retry budget and counts.
+pub struct Balancer {
+    /// Its endpoints.
+    pub endpoints: Endpoints,
+    /// Its counts.
+    pub counts: Counts,
+    budget: TpsBudget,
+}
+
+impl Balancer {
+    /// Balances over `endpoints`.
+    pub fn new(endpoints: Endpoints) -> Balancer {
+        Balancer { endpoints, counts: Counts::default(), budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2) }
+    }
+
+    /// Sends the request as the module says.
+    pub async fn post(
+        &self,
+        name: &str,
+        client: &HttpClient,
+        mut headers: HeaderMap,
+        body: Bytes,
+        stream_timeout: Option<Duration>,
+    ) -> Result<Answer, UpstreamError> {
+        let method = headers.get(crate::mcp::headers::METHOD).and_then(|m| m.to_str().ok()).map(Method::parse);
+        let idempotent = method.as_ref().is_some_and(idempotent);
+        // Sluice's own listen stream stays open for good: it takes no place under max_in_flight.
+        let place = match method {
+            Some(Method::SubscriptionsListen) => None,
+            _ => self.endpoints.admit().map_err(|r| self.refused(name, r))?,
+        };
+        self.budget.deposit();
+        let mut tried = None;
+        loop {
+            let i = match self.endpoints.pick(tried) {
+                Ok(i) => i,
+                Err(r) => return Err(self.refused(name, r)),
+            };
+            let ep = self.endpoints.get(i);
+            headers.insert(http::header::HOST, ep.host.clone());
+            let sent = if self.endpoints.len() > 1 { headers.clone() } else { std::mem::take(&mut headers) };
+            let got = client.post(name, &ep.uri, sent, body.clone(), stream_timeout).await;
+            let answered = match &got {
+                Ok(Answer::Json(s, _) | Answer::Status(s, _)) => !matches!(s.as_u16(), 502..=504),
+                Ok(Answer::Sse(_)) => true,
+                Err(e) => !matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..) | UpstreamError::Timeout(..)),
+            };
+            self.note(name, i, self.endpoints.record(i, answered));
+            // A request never sent (no connection) may go elsewhere whatever it is.
+            let unsent = matches!(got, Err(UpstreamError::NoConnection(..)));
+            if !answered && (idempotent || unsent) && tried.is_none() && self.endpoints.len() > 1 && self.budget.withdraw() {
+                self.counts.retried.fetch_add(1, Ordering::Relaxed);
+                tried = Some(i);
+                continue;
+            }
+            return match got {
+                Ok(Answer::Sse(stream)) => Ok(Answer::Sse(stream.holding(place.map(|p| Box::new(p) as Box<dyn Send + Sync>)))),
+                other => other,
+            };
+        }
+    }
+
+    fn refused(&self, name: &str, r: Refused) -> UpstreamError {
+        match r {
+            Refused::Open(wait) => {
+                self.counts.fast_failed.fetch_add(1, Ordering::Relaxed);
+                UpstreamError::Open(name.to_owned(), wait.as_millis().max(1) as u64)
+            }
+            Refused::Busy(n) => {
+                self.counts.shed.fetch_add(1, Ordering::Relaxed);
+                UpstreamError::Busy(name.to_owned(), n)
+            }
+        }
+    }
+
+    fn note(&self, name: &str, i: usize, change: Change) {
+        let shown = &self.endpoints.get(i).shown;
+        match change {
+            Change::None => {}
+            Change::Opened => {
+                self.counts.ejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(upstream = %name, endpoint = %shown, "upstream endpoint failed repeatedly: its breaker is open, requests go elsewhere");
+            }
+            Change::Closed => {
+                self.counts.readmitted.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(upstream = %name, endpoint = %shown, "upstream endpoint answered its trial request: readmitted");
+            }
+        }
+    }
+}
+
+/// Whether a method may be sent twice: discovery and the lists change nothing.
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        method,
+        Method::ServerDiscover | Method::ToolsList | Method::PromptsList | Method::ResourcesList | Method::ResourcesTemplatesList
+    )
+}
