@@ -98,6 +98,7 @@ pub struct Metrics {
     upstream_events: Family<UpstreamLabels, Counter>,
     /// Per upstream: endpoints whose breaker is open or on trial now.
     endpoints_out: Family<NameLabels, Gauge>,
+    scraping: std::sync::Mutex<()>,
 }
 
 impl Metrics {
@@ -147,6 +148,7 @@ impl Metrics {
             in_flight,
             upstream_events,
             endpoints_out,
+            scraping: std::sync::Mutex::new(()),
         }
     }
 
@@ -183,9 +185,11 @@ impl Metrics {
         }
     }
 
-    /// Brings one upstream's resilience counts and breakers up to date (when scraped).
+    /// Brings one upstream's resilience counts and breakers up to date (when scraped; one scrape
+    /// at a time, so two cannot both add the same difference).
     pub fn upstream(&self, up: &crate::upstream::Upstream) {
         use std::sync::atomic::Ordering::Relaxed;
+        let _one = self.scraping.lock();
         let c = &up.balancer.counts;
         for (event, total) in [
             ("ejected", &c.ejected),

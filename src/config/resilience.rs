@@ -20,7 +20,7 @@ pub struct Resilience {
     /// Every URL of an HTTP upstream (`url`, or `urls = [...]`: replicas of one server,
     /// balanced round robin among those whose breaker is closed); empty for a stdio one.
     pub urls: Vec<String>,
-    /// Consecutive failures (no connection, a timeout, HTTP 5xx) of one URL that open its
+    /// Consecutive failures (no connection, a timeout, HTTP 502-504) of one URL that open its
     /// breaker (default 5).
     pub breaker_failures: u32,
     /// How long an open breaker refuses before one trial request may pass (default 10 s).
@@ -60,6 +60,9 @@ impl Serialize for Resilience {
         m.end()
     }
 }
+
+/// The largest `max_in_flight`.
+const MAX_IN_FLIGHT: usize = 1_000_000;
 
 /// The longest `breaker_open_ms`.
 const MAX_OPEN_MS: u64 = 600_000;
@@ -112,6 +115,9 @@ impl RawResilience {
         }
         if self.max_in_flight == Some(0) {
             return Err(bad("max_in_flight = 0 would refuse every request: give 1 or more, or leave it out".into()));
+        }
+        if self.max_in_flight.is_some_and(|n| n > MAX_IN_FLIGHT) {
+            return Err(bad(format!("max_in_flight above {MAX_IN_FLIGHT}: give 1 to {MAX_IN_FLIGHT}, or leave it out")));
         }
         let r = Resilience { urls: all, breaker_failures, breaker_open: Duration::from_millis(open_ms), max_in_flight: self.max_in_flight };
         Ok((first, r))

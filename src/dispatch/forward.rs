@@ -88,9 +88,18 @@ pub async fn forward(
         }
     }
     let t = fw.response;
-    // A failure counts against the endpoint's breaker (`upstream::balance`), not the upstream's
-    // health: its other endpoints, or its next trial, serve the next call.
-    let answer = up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await?;
+    // A failure counts against the endpoint's breaker (`upstream::balance`). With one URL, an
+    // upstream that cannot be reached is down until its next probe (left out of lists); with
+    // several, its other URLs (or its next trial) serve the next call.
+    let answer = match up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await {
+        Ok(a) => a,
+        Err(e) => {
+            if matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..)) && up.balancer.endpoints.len() <= 1 {
+                up.mark_failed(&e.to_string());
+            }
+            return Err(e.into());
+        }
+    };
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");

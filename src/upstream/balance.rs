@@ -63,22 +63,32 @@ impl Balancer {
     ) -> Result<Answer, UpstreamError> {
         let method = headers.get(crate::mcp::headers::METHOD).and_then(|m| m.to_str().ok()).map(Method::parse);
         let idempotent = method.as_ref().is_some_and(idempotent);
-        // Sluice's own listen stream stays open for good: it takes no place under max_in_flight.
-        let place = match method {
-            Some(Method::SubscriptionsListen) => None,
-            _ => self.endpoints.admit().map_err(|r| self.refused(name, r))?,
-        };
-        self.budget.deposit();
+        // Sluice's own requests (discovery, list pages, its listen stream that stays open for
+        // good) take no place under max_in_flight: shedding load must not make the upstream
+        // look down to its probe. Clients' lists are answered from Sluice's tables.
+        let own = idempotent || method == Some(Method::SubscriptionsListen);
+        let place = if own { None } else { self.endpoints.admit().map_err(|r| self.refused(name, r))? };
+        let several = self.endpoints.len() > 1;
+        if several {
+            self.budget.deposit();
+        }
         let mut tried = None;
+        let mut last = None;
         loop {
-            let i = match self.endpoints.pick(tried) {
-                Ok(i) => i,
-                Err(r) => return Err(self.refused(name, r)),
+            let i = match (self.endpoints.pick(tried), last.take()) {
+                (Ok(i), _) => i,
+                // No other endpoint for the retry: the first outcome stands.
+                (Err(_), Some(got)) => return got,
+                (Err(r), None) => return Err(self.refused(name, r)),
             };
             let ep = self.endpoints.get(i);
-            headers.insert(http::header::HOST, ep.host.clone());
-            let sent = if self.endpoints.len() > 1 { headers.clone() } else { std::mem::take(&mut headers) };
+            if let Some(host) = &ep.host {
+                headers.insert(http::header::HOST, host.clone());
+            }
+            let sent = if several { headers.clone() } else { std::mem::take(&mut headers) };
+            let pending = Pending { endpoints: &self.endpoints, i, done: false };
             let got = client.post(name, &ep.uri, sent, body.clone(), stream_timeout).await;
+            pending.done();
             let answered = match &got {
                 Ok(Answer::Json(s, _) | Answer::Status(s, _)) => !matches!(s.as_u16(), 502..=504),
                 Ok(Answer::Sse(_)) => true,
@@ -87,9 +97,10 @@ impl Balancer {
             self.note(name, i, self.endpoints.record(i, answered));
             // A request never sent (no connection) may go elsewhere whatever it is.
             let unsent = matches!(got, Err(UpstreamError::NoConnection(..)));
-            if !answered && (idempotent || unsent) && tried.is_none() && self.endpoints.len() > 1 && self.budget.withdraw() {
+            if !answered && (idempotent || unsent) && tried.is_none() && several && self.budget.withdraw() {
                 self.counts.retried.fetch_add(1, Ordering::Relaxed);
                 tried = Some(i);
+                last = Some(got);
                 continue;
             }
             return match got {
@@ -124,6 +135,28 @@ impl Balancer {
                 self.counts.readmitted.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(upstream = %name, endpoint = %shown, "upstream endpoint answered its trial request: readmitted");
             }
+        }
+    }
+}
+
+/// A request on its way to endpoint `i`: dropped before its outcome (the caller went away), it
+/// is abandoned ([`Endpoints::abandon`]).
+struct Pending<'a> {
+    endpoints: &'a Endpoints,
+    i: usize,
+    done: bool,
+}
+
+impl Pending<'_> {
+    fn done(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.endpoints.abandon(self.i);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! whose breaker's open time is over takes the next request as its single trial (half-open),
 //! else round robin among those whose breaker is closed; with none, the request is refused at
 //! once with how long until a trial ([`Refused::Open`]). A breaker opens after
-//! `breaker_failures` consecutive failures (no connection, a timeout, HTTP 5xx) and stays open
+//! `breaker_failures` consecutive failures (no connection, a timeout, HTTP 502-504) and stays open
 //! `breaker_open_ms`; a trial that succeeds closes it (the endpoint is readmitted), one that fails
 //! opens it again. With `max_in_flight`, a request past it is refused ([`Refused::Busy`]).
 //! Refuses nothing else; every state is bounded by the configured endpoints.
@@ -24,8 +24,8 @@ use crate::config::Resilience;
 pub struct Endpoint {
     /// Where requests go.
     pub uri: Uri,
-    /// Its own `Host` header value.
-    pub host: HeaderValue,
+    /// Its own `Host` header value (`None`: the upstream's configured `Host` header stands).
+    pub host: Option<HeaderValue>,
     /// Its URL as logs and `/readyz` show it (credentials redacted).
     pub shown: String,
     state: Mutex<State>,
@@ -73,7 +73,7 @@ pub struct Endpoints {
 
 impl Endpoints {
     /// The endpoints at `urls` (each with its host and shown form), bounded as `r` says.
-    pub fn new(urls: Vec<(Uri, HeaderValue, String)>, r: &Resilience) -> Endpoints {
+    pub fn new(urls: Vec<(Uri, Option<HeaderValue>, String)>, r: &Resilience) -> Endpoints {
         let list = urls.into_iter().map(|(uri, host, shown)| Endpoint { uri, host, shown, state: Mutex::new(State::Closed(0)) }).collect();
         let in_flight = r.max_in_flight.map(|n| (Arc::new(Semaphore::new(n)), n));
         Endpoints { list, next: AtomicUsize::new(0), failures: r.breaker_failures, open_for: r.breaker_open, in_flight }
@@ -105,7 +105,10 @@ impl Endpoints {
     /// The endpoint for the next request; with `not` (a retry), another one than that, unless it
     /// is the only one.
     pub fn pick(&self, not: Option<usize>) -> Result<usize, Refused> {
-        let n = self.list.len().max(1);
+        if self.list.is_empty() {
+            return Err(Refused::Open(self.open_for));
+        }
+        let n = self.list.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let order = || (0..n).map(move |k| (start + k) % n).filter(move |i| Some(*i) != not || n == 1);
         // One whose open time is over takes the next request as its trial (else it would never
@@ -149,6 +152,16 @@ impl Endpoints {
         change
     }
 
+    /// A request to endpoint `i` was given up before its outcome (its caller went away): a trial
+    /// it was is due again at once, so no breaker waits on an outcome that never comes.
+    pub fn abandon(&self, i: usize) {
+        if let Some(Ok(mut s)) = self.list.get(i).map(|e| e.state.lock()) {
+            if *s == State::Trial {
+                *s = State::Open(Instant::now());
+            }
+        }
+    }
+
     /// Each endpoint's URL (shown) and breaker state (`closed`, `open`, `trial`).
     pub fn states(&self) -> Vec<(&str, &'static str)> {
         (0..self.list.len())
@@ -174,7 +187,7 @@ mod tests {
 
     fn two(failures: u32, open_ms: u64) -> Endpoints {
         let r = Resilience { breaker_failures: failures, breaker_open: Duration::from_millis(open_ms), ..Resilience::default() };
-        let ep = |p: u16| (format!("http://127.0.0.1:{p}/mcp").parse().unwrap(), HeaderValue::from_static("h"), format!("{p}"));
+        let ep = |p: u16| (format!("http://127.0.0.1:{p}/mcp").parse().unwrap(), Some(HeaderValue::from_static("h")), format!("{p}"));
         Endpoints::new(vec![ep(1), ep(2)], &r)
     }
 
@@ -204,13 +217,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_trial_opens_it_again_and_max_in_flight_refuses_past_it() {
         let r = Resilience { breaker_failures: 1, max_in_flight: Some(1), ..Resilience::default() };
-        let e = Endpoints::new(vec![("http://127.0.0.1:1/".parse().unwrap(), HeaderValue::from_static("h"), "x".into())], &r);
+        let e = Endpoints::new(vec![("http://127.0.0.1:1/".parse().unwrap(), Some(HeaderValue::from_static("h")), "x".into())], &r);
         assert_eq!(e.record(0, false), Change::Opened);
         assert!(matches!(e.pick(None), Err(Refused::Open(_))));
         tokio::time::advance(r.breaker_open).await;
         assert_eq!(e.pick(None), Ok(0));
         assert_eq!(e.record(0, false), Change::Opened);
         assert_eq!(e.pick(None), Err(Refused::Open(r.breaker_open)));
+        tokio::time::advance(r.breaker_open).await;
+        assert_eq!(e.pick(None), Ok(0), "a trial");
+        e.abandon(0);
+        assert_eq!(e.pick(None), Ok(0), "a trial given up is due again at once");
         let held = e.admit().expect("a place");
         assert_eq!(e.admit().err(), Some(Refused::Busy(1)));
         drop(held);

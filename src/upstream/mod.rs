@@ -150,12 +150,6 @@ impl Upstream {
             None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
         };
         let host = host_of(&cfg.name, &uri)?;
-        let mut endpoints = Vec::new();
-        for url in &cfg.resilience.urls {
-            let u: Uri = url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
-            endpoints.push((u.clone(), host_of(&cfg.name, &u)?, crate::config::redact_url(url)));
-        }
-        let balancer = balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let mut extra = HeaderMap::new();
         for (k, v) in &cfg.headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
@@ -173,6 +167,14 @@ impl Upstream {
             value.set_sensitive(true);
             extra.insert(http::header::AUTHORIZATION, value);
         }
+        let mut endpoints = Vec::new();
+        for url in &cfg.resilience.urls {
+            let u: Uri = url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+            // A configured Host header is the upstream's own, for every URL.
+            let host = if extra.contains_key(http::header::HOST) { None } else { Some(host_of(&cfg.name, &u)?) };
+            endpoints.push((u.clone(), host, crate::config::redact_url(url)));
+        }
+        let balancer = balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         Ok(Upstream {
             name: cfg.name.clone(),
             uri,
