@@ -70,6 +70,24 @@ same() {
   fi
 }
 
+# stdio_legs NAME PYTHON FIXTURE OTHER: a fresh Sluice that starts FIXTURE --stdio itself (three
+# processes kept warm, spare_processes), both suites through it, each required to score what the
+# OTHER legs scored but for the HTTP-only scenarios.
+stdio_legs() {
+  local name=$1 py=$2 fixture=$3 other=$4
+  cat >"$out/$name-stdio.toml" <<EOF
+[[upstream]]
+name = "fixture"
+command = ["$py", "$root/tests/fixtures/$fixture", "--stdio"]
+spare_processes = 3
+EOF
+  with_sluice "$name-stdio" "" "$out/$name-stdio.toml"
+  run "$name-stdio-suite-all" --suite all --spec-version 2026-07-28
+  same "$name-stdio-suite-all" "$other-suite-all" stdio
+  run "$name-stdio-2025-suite-all" --suite all --spec-version 2025-11-25
+  same "$name-stdio-2025-suite-all" "$other-2025-suite-all" stdio
+}
+
 # Modern fixture (mcp==2.3.0): Sluice forwards.
 with_fixture modern "$SLUICE_PY2" modern_fixture.py
 run modern-suite-all --suite all --spec-version 2026-07-28
@@ -89,17 +107,7 @@ url=$sluice_url
 # The same modern fixture over stdio (Sluice starts it: one process for every 2026-07-28
 # request, multiplexed by id; one more per 2025-11-25 session): the counts it scores direct
 # over HTTP, but for sse-polling (over stdio there is no HTTP stream to end).
-cat >"$out/modern-stdio.toml" <<EOF
-[[upstream]]
-name = "fixture"
-command = ["$SLUICE_PY2", "$root/tests/fixtures/modern_fixture.py", "--stdio"]
-spare_processes = 3
-EOF
-with_sluice modern-stdio "" "$out/modern-stdio.toml"
-run modern-stdio-suite-all --suite all --spec-version 2026-07-28
-same modern-stdio-suite-all modern-direct-suite-all stdio
-run modern-stdio-2025-suite-all --suite all --spec-version 2025-11-25
-same modern-stdio-2025-suite-all modern-direct-2025-suite-all stdio
+stdio_legs modern "$SLUICE_PY2" modern_fixture.py modern-direct
 
 # Legacy fixture (mcp==1.30.0): every mid-call ask becomes an input_required round (bridge A).
 with_fixture legacy "$SLUICE_PY1" legacy_fixture.py
@@ -113,15 +121,5 @@ run legacy-2025-requirements --requirements 2025-11-25
 # but for sse-polling (a server ending its HTTP stream mid-call: over stdio there is none).
 # The suite opens three new capability sets within a second and waits 500-600 ms on some calls;
 # the fixture takes over a second to boot, so three processes are kept warm (spare_processes).
-cat >"$out/stdio.toml" <<EOF
-[[upstream]]
-name = "fixture"
-command = ["$SLUICE_PY1", "$root/tests/fixtures/legacy_fixture.py", "--stdio"]
-spare_processes = 3
-EOF
-with_sluice legacy-stdio "" "$out/stdio.toml"
-run legacy-stdio-suite-all --suite all --spec-version 2026-07-28
-same legacy-stdio-suite-all legacy-suite-all stdio
-run legacy-stdio-2025-suite-all --suite all --spec-version 2025-11-25
-same legacy-stdio-2025-suite-all legacy-2025-suite-all stdio
+stdio_legs legacy "$SLUICE_PY1" legacy_fixture.py legacy
 exit $status
