@@ -85,7 +85,6 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    sluice::telemetry::init("info");
     let cli = Cli::parse();
     match run(cli.command).await {
         Ok(code) => code,
@@ -97,9 +96,14 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
+    // `serve` sets up logging once its config (and its `[telemetry]`) is read.
+    if !matches!(cmd, Command::Serve { .. }) {
+        sluice::telemetry::init("info", None).map_err(anyhow::Error::msg)?;
+    }
     match cmd {
         Command::Serve { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
+            let otel = sluice::telemetry::init("info", cfg.telemetry.as_ref()).map_err(anyhow::Error::msg)?;
             if cfg.upstreams.is_empty() {
                 anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
             }
@@ -110,6 +114,9 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
+            if let Some(otel) = otel {
+                otel.shutdown().await;
+            }
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Check { config, quick, principal, groups } => {

@@ -53,4 +53,7 @@ pub struct Record {
     pub bytes_in: u64,
     /// Response body bytes (JSON answers; streams count 0).
     pub bytes_out: u64,
+    /// The request's trace id (32 hex digits), with `[telemetry]` on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }

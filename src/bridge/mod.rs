@@ -26,6 +26,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::auth::Principal;
 use crate::ctx::RequestCtx;
@@ -36,6 +37,7 @@ use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Sealed, StateError};
+use crate::telemetry::trace::Carrier;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy::{self, session::ListChanged};
 use crate::upstream::Upstream;
@@ -49,7 +51,7 @@ fn state_error(e: StateError) -> GatewayError {
 
 /// The legacy request for a modern one: the upstream's own name, no modern `_meta` keys (the
 /// progress token and foreign keys stay), no `inputResponses` or `requestState`.
-fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
+fn legacy_body(env: &Envelope, t: &Target, id: u64, trace: Option<&Carrier>) -> Bytes {
     let own = Value::String(t.own.clone()).to_string();
     env.rewrite(Some(&id.to_string()), |k, raw| match k {
         "inputResponses" | "requestState" => Some(None),
@@ -57,6 +59,9 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64) -> Bytes {
         "_meta" => {
             let mut meta: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
             meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            if let Some(c) = trace {
+                c.put_map(&mut meta); // the round's span, in place of the client's
+            }
             Some((!meta.is_empty()).then(|| Value::Object(meta).to_string()))
         }
         _ => None,
@@ -118,26 +123,21 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let retry = checked?;
             let parked = br.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let span = crate::telemetry::trace::round(&t.up.name, parked.round);
             let live = match parked.live {
                 Some(live) => live,
-                None => start(br, env, meta, t, principal, info, hook.clone()).await?,
+                None => start(br, env, meta, t, principal, info, hook.clone()).instrument(span.clone()).await?,
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
-            crate::audit::spawn(Box::pin(resume(
-                br.clone(),
-                live,
-                parked.round,
-                parked.asks,
-                retry,
-                tx,
-                id,
-                On { up: t.up.clone(), hook },
-            )));
+            crate::audit::spawn(Box::pin(
+                resume(br.clone(), live, parked.round, parked.asks, retry, tx, id, On { up: t.up.clone(), hook }).instrument(span),
+            ));
         }
         None => {
-            let live = start(br, env, meta, t, principal, info, hook.clone()).await?;
-            crate::audit::spawn(Box::pin(run(br.clone(), live, supplied, tx, id, On { up: t.up.clone(), hook })));
+            let span = crate::telemetry::trace::round(&t.up.name, 0);
+            let live = start(br, env, meta, t, principal, info, hook.clone()).instrument(span.clone()).await?;
+            crate::audit::spawn(Box::pin(run(br.clone(), live, supplied, tx, id, On { up: t.up.clone(), hook }).instrument(span)));
         }
     }
     Ok(reply_from(rx, env.id_json(), &t.up.name).await)
@@ -161,7 +161,8 @@ async fn start(
         let _ = lease.session.request(&br.client, id, Bytes::from(body.to_string()), br.limits.response).await;
     }
     let (env, t) = (env.clone(), t.clone());
-    Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id), info))
+    let trace = Carrier::of(&tracing::Span::current());
+    Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id, trace.as_ref()), info))
 }
 
 type Answered = Vec<(String, String)>;

@@ -25,6 +25,7 @@ mod raw;
 mod redact;
 mod resilience;
 mod stdio;
+mod telemetry;
 mod upstream;
 
 #[cfg(test)]
@@ -38,6 +39,7 @@ pub use quota::Quota;
 pub use redact::redact_url;
 pub use resilience::Resilience;
 pub use stdio::{Stderr, StdioConfig};
+pub use telemetry::Telemetry;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 
 use budget::Budget;
@@ -87,6 +89,9 @@ pub struct Config {
     /// The upstreams, in configured order.
     #[serde(rename = "upstream")]
     pub upstreams: Vec<UpstreamConfig>,
+    /// OpenTelemetry traces (`None`: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Quick flags that override or extend a config file.
@@ -166,6 +171,7 @@ impl Config {
         }
         let state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
         let audit = AuditConfig::from(raw.audit);
+        let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
         // log or Sluice's own output.
         stdio::stderr_apart(&upstreams, &audit.sink).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
@@ -187,6 +193,7 @@ impl Config {
             metrics,
             policies: raw.policies,
             upstreams,
+            telemetry,
         })
     }
 

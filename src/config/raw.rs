@@ -42,6 +42,15 @@ pub(super) struct RawConfig {
     pub(super) audit: RawAudit,
     #[serde(default)]
     pub(super) metrics: RawMetrics,
+    pub(super) telemetry: Option<RawTelemetry>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) service_name: Option<String>,
+    pub(super) sampling_ratio: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]

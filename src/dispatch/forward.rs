@@ -58,6 +58,9 @@ pub struct Call {
     /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); `None`
     /// when built, filled by [`forward`] from its `make_seal` only when the answer may need it.
     pub seal: Option<super::rounds::RoundSeal>,
+    /// The call's trace context, sent in place of the client's (`None`: tracing off, the
+    /// client's `traceparent`, `tracestate` and `baggage` go through as they came).
+    pub trace: Option<crate::telemetry::trace::Carrier>,
 }
 
 enum Msg {
@@ -86,6 +89,9 @@ pub async fn forward(
         if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
             headers.append(k, v.clone());
         }
+    }
+    if let Some(c) = &call.trace {
+        c.put_headers(&mut headers);
     }
     let t = fw.response;
     // A failure counts against the endpoint's breaker (`upstream::balance`). With one URL, an

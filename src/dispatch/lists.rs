@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument as _;
+
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::{result_body, Envelope};
@@ -37,8 +39,10 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal:
     for up in gw.reachable(principal).filter(|u| u.serves(kind.capability())) {
         let mut table = up.list(kind);
         let now = Instant::now();
-        if table.fresh_for(now).is_none() {
-            table = gw.refresh(up, kind).await;
+        let cached = table.fresh_for(now).is_some();
+        let span = crate::telemetry::trace::list_page(env.method.as_str(), &up.name, cached);
+        if !cached {
+            table = gw.refresh(up, kind).instrument(span).await;
             if !up.status().healthy {
                 continue;
             }

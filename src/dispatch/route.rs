@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
+use tracing::Instrument as _;
 
 use super::forward::{forward as send, Call, MakeSeal};
 pub use super::target::Target;
@@ -184,14 +185,20 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
     let sealable = env.method.may_ask();
     let own_json = Value::String(t.own.clone()).to_string();
     let restore = retry.had_state || !retry.declined.is_empty();
+    // With tracing on, the upstream is told this call's span (headers and `_meta`).
+    let transport = if t.up.stdio.is_some() { "pipe" } else { "tcp" };
+    let span = crate::telemetry::trace::upstream_call(env.method.as_str(), &t.own, &t.up.name, transport);
+    let trace = crate::telemetry::trace::Carrier::of(&span);
     let body = match (t.renamed, &env.method) {
-        (false, _) if !restore => env.body().clone(),
-        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| {
-            (k == "ref").then(|| {
+        (false, _) if !restore && trace.is_none() => env.body().clone(),
+        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| match k {
+            "ref" => {
                 let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
                 r.insert("name".into(), Value::String(t.own.clone()));
-                Some(Value::Object(r).to_string())
-            })
+                Some(Some(Value::Object(r).to_string()))
+            }
+            "_meta" => trace.as_ref().and_then(|c| c.put_meta(Some(raw))).map(Some),
+            _ => None,
         }),
         (renamed, _) => {
             let declined = &retry.declined;
@@ -206,6 +213,7 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
                     }
                     Some(Some(Value::Object(m).to_string()))
                 }
+                "_meta" => trace.as_ref().and_then(|c| c.put_meta(Some(raw))).map(Some),
                 _ => None,
             });
             if !declined.is_empty() && env.param("inputResponses").is_none() {
@@ -224,8 +232,9 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         body,
         log_level: meta.log_level,
         seal: None,
+        trace,
     };
-    send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).await
+    send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).instrument(span).await
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).

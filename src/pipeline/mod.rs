@@ -21,6 +21,8 @@ use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
+use crate::telemetry::trace::RequestTrace;
+use tracing::Instrument as _;
 
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
@@ -36,10 +38,15 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
             return r;
         }
     }
+    // The request's span (none with tracing off); parented once its body is read.
+    let mut trace = RequestTrace::start(&parts.headers);
     // Authenticate before reading the body: an unknown caller costs no more than its headers.
-    let principal = match gw.auth.authenticate(&parts.headers) {
+    let principal = match trace.authenticate(|| gw.auth.authenticate(&parts.headers)) {
         Ok(p) => p,
-        Err(e) => return stages::challenge(gw, "null", e),
+        Err(e) => {
+            trace.refuse_parent();
+            return stages::challenge(gw, "null", e);
+        }
     };
     if session_verb {
         return if parts.method == http::Method::GET {
@@ -59,7 +66,10 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     }
     // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
-        let reply = crate::bridge_b::post(gw, &parts.headers, &principal, bytes).await;
+        trace.begin(None, None);
+        note_trace(&trace);
+        let reply = crate::bridge_b::post(gw, &parts.headers, &principal, bytes).instrument(trace.span().clone()).await;
+        trace.outcome(reply.status().as_u16(), None);
         return hold_stream(gw, &principal, "null", reply);
     }
     // Parse once: every later stage reads from this envelope.
@@ -78,10 +88,43 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
         r.method = Some(env.method.to_string());
         r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
     });
+    run_stages(gw, &mut trace, env, &parts.headers, &principal, &id).await
+}
+
+/// The stages for a parsed 2026-07-28 request, in its span.
+async fn run_stages(
+    gw: &Arc<Gateway>,
+    trace: &mut RequestTrace,
+    env: Envelope,
+    headers: &http::HeaderMap,
+    principal: &crate::auth::Principal,
+    id: &str,
+) -> Reply {
     let method = env.method.clone();
-    match stages::run(gw, env, Some(&parts.headers), &principal).await {
-        Ok(reply) => hold_stream(gw, &principal, &id, reply),
-        Err(e) => stages::error_reply(gw, &id, &method, e),
+    if crate::telemetry::trace::on() {
+        let version = headers.get(crate::mcp::headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok());
+        trace.begin(Some(&env), version);
+        note_trace(trace);
+    }
+    match stages::run(gw, env, Some(headers), principal).instrument(trace.span().clone()).await {
+        Ok(reply) => {
+            trace.outcome(reply.status().as_u16(), None);
+            hold_stream(gw, principal, id, reply)
+        }
+        Err(e) => {
+            if crate::telemetry::trace::on() {
+                let (status, code, _) = e.classify();
+                trace.outcome(status.as_u16(), Some(code));
+            }
+            stages::error_reply(gw, id, &method, e)
+        }
+    }
+}
+
+/// The trace id goes into the audit record, so a record and its spans can be found together.
+fn note_trace(trace: &RequestTrace) {
+    if let Some(id) = trace.trace_id() {
+        crate::audit::note(|r| r.trace_id = Some(id));
     }
 }
 

@@ -25,7 +25,9 @@ use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::xheader;
+use crate::telemetry::trace;
 use crate::validate;
+use tracing::Instrument as _;
 
 /// Runs a request Sluice built itself (bridge B's translation of a legacy request): every
 /// stage but the header checks, which have no client headers to compare.
@@ -47,13 +49,16 @@ pub async fn run(
     // Validate. _meta before headers: the conformance suite expects -32602 for a missing
     // envelope even when the headers are right; headers before the route, so a request whose
     // headers disagree with its body costs no lookup (URI templates included).
-    let meta = validate::meta::read(&env)?;
-    if let Some(h) = client_headers {
-        validate::headers::check(h, &env, &meta)?;
-    }
+    let meta = trace::stage("validate").in_scope(|| {
+        let meta = validate::meta::read(&env)?;
+        if let Some(h) = client_headers {
+            validate::headers::check(h, &env, &meta)?;
+        }
+        Ok::<_, GatewayError>(meta)
+    })?;
     // Route. Looked up now because Mcp-Param-* checks need the tool's annotations; its own
     // errors (unknown name) wait until version and method have been checked.
-    let target = route::resolve(gw, &env, principal).await;
+    let target = route::resolve(gw, &env, principal).instrument(trace::stage("route")).await;
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         if env.method == Method::ToolsCall {
             xheader::check(h, env.param("arguments"), &t.headers)
@@ -85,7 +90,7 @@ pub async fn run(
     let mut ctx = RequestCtx { principal, env, meta, target, headers, legacy_client };
     // Policy: a denied or not-yet-approved tool call never reaches the upstream.
     if let Some(t) = &ctx.target {
-        match govern::gate(gw, &ctx.env, &ctx.meta, t, principal)? {
+        match trace::stage("policy").in_scope(|| govern::gate(gw, &ctx.env, &ctx.meta, t, principal))? {
             govern::Gate::Go => {}
             govern::Gate::Approved(fresh) => ctx.env = fresh,
             govern::Gate::Answer(reply) => return Ok(reply),

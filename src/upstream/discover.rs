@@ -14,6 +14,7 @@ use super::client::{final_message, modern_headers, HttpClient};
 use super::{Discovered, Status, Upstream, Wire};
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
+use crate::telemetry::trace::Carrier;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -25,15 +26,20 @@ pub fn server_info() -> Value {
 /// A request body Sluice sends for itself: its own `_meta` envelope, declaring no client
 /// capabilities, plus `extra` params members.
 pub fn internal_body(method: &Method, extra: Map<String, Value>) -> Bytes {
+    traced_body(method, extra, None)
+}
+
+/// [`internal_body`] carrying a span's trace context in its `_meta`.
+fn traced_body(method: &Method, extra: Map<String, Value>, trace: Option<&Carrier>) -> Bytes {
     let mut params = extra;
-    params.insert(
-        "_meta".into(),
-        json!({
-            crate::mcp::META_PROTOCOL_VERSION: crate::mcp::version::MODERN,
-            crate::mcp::META_CLIENT_CAPABILITIES: {},
-            crate::mcp::META_CLIENT_INFO: server_info(),
-        }),
-    );
+    let mut meta = Map::new();
+    meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), json!(crate::mcp::version::MODERN));
+    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), json!({}));
+    meta.insert(crate::mcp::META_CLIENT_INFO.into(), server_info());
+    if let Some(c) = trace {
+        c.put_map(&mut meta);
+    }
+    params.insert("_meta".into(), Value::Object(meta));
     let id = format!("sluice-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed));
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": params});
     Bytes::from(body.to_string())
@@ -46,9 +52,14 @@ pub async fn call(
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let headers = modern_headers(&up.host, method.as_str(), None, &up.extra);
-    let answer =
-        up.post_modern(client, headers, internal_body(method, extra), Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
+    let mut headers = modern_headers(&up.host, method.as_str(), None, &up.extra);
+    // Within a traced request (a federated list's page), the upstream is told the current span.
+    let trace = Carrier::of(&tracing::Span::current());
+    if let Some(c) = &trace {
+        c.put_headers(&mut headers);
+    }
+    let body = traced_body(method, extra, trace.as_ref());
+    let answer = up.post_modern(client, headers, body, Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
     let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
     let msg: Incoming = serde_json::from_slice(&body)
         .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;

@@ -12,6 +12,8 @@ Tools:
                      requestState; the retry carrying inputResponses completes.
   ask_raw(prompt) -> the tool body itself returns an `InputRequiredResult` (key "llm",
                      requestState "raw-round-1") and completes on the retry.
+  trace_seen(note) -> the W3C trace context the SDK took from the request's `_meta` (its
+                     OpenTelemetry middleware's parent span), "TRACEID-SPANID", or "none".
   ask_llm_legacy(prompt)
                   -> 2025-11-25 style: `ctx.session.create_message(...)` mid-call, on the
                      call's own stream; works only for a client on the 2025-11-25 wire (on
@@ -59,6 +61,16 @@ def echo(text: str) -> str:
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
+
+
+@server.tool()
+def trace_seen(note: str) -> str:
+    """The trace context this call arrived with, as the SDK's OpenTelemetry middleware read it."""
+    from opentelemetry import trace
+
+    # With the API alone (no SDK), the middleware's span is the propagated parent itself.
+    sc = trace.get_current_span().get_span_context()
+    return f"{sc.trace_id:032x}-{sc.span_id:016x}" if sc.is_valid else "none"
 
 
 def _ask_client_llm(prompt: str) -> Sample:

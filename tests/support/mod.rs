@@ -27,6 +27,7 @@ pub(crate) mod legacy_client;
 pub(crate) mod logs;
 pub(crate) mod modern;
 pub(crate) mod net;
+pub(crate) mod otlp;
 pub(crate) mod peers;
 pub(crate) mod process;
 pub(crate) mod rmcp_client;

@@ -17,3 +17,4 @@ mod resilience;
 mod sse;
 mod stdio;
 mod stdio_modern;
+mod traces;

@@ -21,7 +21,7 @@ use crate::support::rmcp_client;
 
 /// The federated tool list with upstreams `py` then `rs`: config order, each upstream's own order.
 fn expected_tools() -> Vec<String> {
-    let py = ["echo", "add", "ask_llm", "ask_llm_legacy", "ask_raw"].map(|t| format!("py__{t}"));
+    let py = ["echo", "add", "trace_seen", "ask_llm", "ask_llm_legacy", "ask_raw"].map(|t| format!("py__{t}"));
     let rs = rmcp_upstream::TOOLS.map(|t| format!("rs__{t}"));
     py.into_iter().chain(rs).collect()
 }

@@ -1,0 +1,47 @@
+//! Logging and tracing setup: `RUST_LOG` filters, human-readable lines on stderr, and, with
+//! `[telemetry]`, OpenTelemetry spans exported over OTLP/HTTP (`export.rs`), built by `trace.rs`.
+//!
+//! Takes the environment and the `[telemetry]` section; installs the global subscriber. Spans
+//! go only to the exporter (never into log lines), so with `[telemetry]` absent they are
+//! disabled at their call sites and cost nothing. Refuses an exporter that cannot be built (a
+//! startup error, never "off"); a second init is ignored, which tests rely on.
+
+pub mod export;
+pub mod trace;
+
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+pub use export::Otel;
+
+/// A name a peer chose (a tool name, a URI), as a log line may show it: escaped (no control
+/// character can forge a line), at most 200 characters, and never a query string.
+pub fn peer_name(s: &str) -> String {
+    let s = s.split(['?', '#']).next().unwrap_or("");
+    let mut short: String = s.chars().take(200).collect();
+    if short.len() < s.len() {
+        short.push('…');
+    }
+    format!("{short:?}")
+}
+
+/// Installs the subscriber; `default` is the log filter when `RUST_LOG` is unset. With
+/// `telemetry`, spans are exported too, and the returned [`Otel`] flushes them at shutdown.
+pub fn init(default: &str, telemetry: Option<&crate::config::Telemetry>) -> Result<Option<Otel>, String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Spans are for the exporter: a log line never carries them (nor their cost), whatever RUST_LOG says.
+    let filter = filter.add_directive(format!("{}=off", trace::TARGET).parse().map_err(|e| format!("log filter: {e}"))?);
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let Some(t) = telemetry else {
+        let _ = tracing_subscriber::registry().with(logs).try_init();
+        return Ok(None);
+    };
+    let (otel, layer) = export::start(t)?;
+    let spans = layer.with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE));
+    if tracing_subscriber::registry().with(logs).with(spans).try_init().is_ok() {
+        trace::enable();
+    }
+    Ok(Some(otel))
+}

@@ -1,0 +1,179 @@
+//! OpenTelemetry traces (issue 15, its first part), end to end: the `sluice` binary with
+//! `[telemetry]` exports over OTLP/HTTP to the project's receiver (tests/support/otlp.rs, the
+//! official protobuf definitions), in front of the Python SDK's 2026-07-28 upstream
+//! (`mcp==2.3.0`) and its 2025-11-25 one (`mcp==1.30.0`, whose asks become bridge A rounds).
+//!
+//! - a federated call: its server span parented on the client's `traceparent` header, the
+//!   stages as its children, the upstream call a client span whose context the Python SDK
+//!   took from `_meta` (its `trace_seen` tool says what it saw);
+//! - a federated list parented on `params._meta.traceparent`, one child per upstream;
+//! - a bridge A call of two rounds: each request its own server span under its own parent,
+//!   each with its `round` span;
+//! - the audit record carries the trace id; no canary (argument, prompt, sampling answer)
+//!   is in any byte exported.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::call::{http, retry, sample, Call};
+use crate::support::otlp::{self, Span};
+use crate::support::peers;
+use crate::support::process::{Env, Sluice};
+
+const CANARY: &str = "canary-7f3a-argument";
+const PROMPT_CANARY: &str = "canary-9c1e-topic";
+const ANSWER_CANARY: &str = "canary-b2d4-llm-answer";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn parent(trace: &str, span: &str) -> String {
+    format!("00-{trace}-{span}-01")
+}
+
+fn root<'a>(spans: &'a [Span], parent: &str) -> Option<&'a Span> {
+    spans.iter().find(|s| s.kind == 2 && s.parent == parent)
+}
+
+fn children<'a>(spans: &'a [Span], of: &Span) -> Vec<&'a Span> {
+    spans.iter().filter(|s| s.parent == of.span_id).collect()
+}
+
+fn names(spans: &[&Span]) -> Vec<String> {
+    let mut n: Vec<String> = spans.iter().map(|s| s.name.clone()).collect();
+    n.sort();
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_of_a_call_a_list_and_a_bridge_a_round_reach_the_collector_with_their_parents_and_no_content() {
+    let (py2, py1) = (peers::py2().await, peers::py1().await);
+    let receiver = otlp::start().await;
+    let config = format!(
+        "prefix = \"always\"\n\n[telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"sluice-under-test\"\n\n\
+         [[upstream]]\nname = \"py\"\nurl = \"{}\"\n\n[[upstream]]\nname = \"legacy\"\nurl = \"{}\"\n",
+        receiver.url, py2.url, py1.url
+    );
+    let sluice = Sluice::start_env(&config, &Env::new().set("OTEL_BSP_SCHEDULE_DELAY", "50")).await;
+    let (http, url) = (http(), sluice.url());
+
+    // A federated call, its parent in the headers.
+    let (t1, p1) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let call = Call::new("py__trace_seen", json!({"note": CANARY}));
+    let reply = call.request(&http, &url, json!({})).header("traceparent", parent(t1, p1)).send().await.expect("POST");
+    let body: Value = serde_json::from_str(&reply.text().await.expect("body")).expect("JSON");
+    let seen = body["result"]["content"][0]["text"].as_str().expect("trace_seen's answer").to_owned();
+    let spans = receiver
+        .trace(t1, WAIT, |s| root(s, p1).is_some_and(|r| children(s, r).iter().any(|c| c.kind == 3) && children(s, r).len() >= 5))
+        .await;
+    let server = root(&spans, p1).expect("the request's span");
+    assert_eq!(server.name, "tools/call py__trace_seen");
+    assert_eq!(server.service, "sluice-under-test");
+    assert_eq!(server.attr("mcp.method.name"), Some("tools/call"));
+    assert_eq!(server.attr("gen_ai.tool.name"), Some("py__trace_seen"));
+    assert_eq!(server.attr("jsonrpc.request.id"), Some("1"));
+    assert_eq!(server.attr("mcp.protocol.version"), Some("2026-07-28"));
+    let kids = children(&spans, server);
+    assert_eq!(names(&kids), ["authenticate", "policy", "route", "tools/call trace_seen", "validate"], "{kids:#?}");
+    let upstream = kids.iter().find(|s| s.kind == 3).expect("the upstream call's span");
+    assert_eq!(upstream.attr("sluice.upstream"), Some("py"));
+    assert_eq!(seen, format!("{t1}-{}", upstream.span_id), "the Python SDK took the upstream call's span from _meta as its parent");
+
+    // A federated list, its parent only in `params._meta`.
+    let (t2, p2) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let list = json!({"jsonrpc": "2.0", "id": "list-1", "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "traceparent": parent(t2, p2),
+    }}});
+    let r = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(list.to_string())
+        .send()
+        .await
+        .expect("POST tools/list");
+    assert_eq!(r.status(), 200);
+    let spans = receiver.trace(t2, WAIT, |s| root(s, p2).is_some_and(|r| children(s, r).iter().filter(|c| c.kind == 3).count() == 2)).await;
+    let server = root(&spans, p2).expect("the list's span");
+    assert_eq!((server.name.as_str(), server.attr("jsonrpc.request.id")), ("tools/list", Some("list-1")));
+    let mut pages: Vec<_> =
+        children(&spans, server).into_iter().filter(|s| s.kind == 3).filter_map(|s| s.attr("sluice.upstream")).collect();
+    pages.sort();
+    assert_eq!(pages, ["legacy", "py"], "one page span for each upstream");
+
+    // A bridge A call of two rounds: three requests, each under its own parent.
+    let t3 = "5c0e2a8f9d1b4c3e8a7f6b5d4c3b2a19";
+    let parents = ["1111111111111111", "2222222222222222", "3333333333333333"];
+    let call = Call::new("legacy__two_rounds", json!({"topic": PROMPT_CANARY, "tag": "traces"})).caps(json!({"sampling": {}}));
+    let send = |extra: Value, p: &str| {
+        let req = call.request(&http, &url, extra).header("traceparent", parent(t3, p));
+        async move {
+            let text = req.send().await.expect("POST").text().await.expect("body");
+            let line = text.lines().rev().find_map(|l| l.strip_prefix("data:")).map(str::trim).unwrap_or(&text).to_owned();
+            serde_json::from_str::<Value>(&line).expect("JSON-RPC")
+        }
+    };
+    let key_and_state = |v: &Value| {
+        let r = &v["result"];
+        assert_eq!(r["resultType"], "input_required", "{v}");
+        (
+            r["inputRequests"].as_object().expect("asks").keys().next().expect("an ask").clone(),
+            r["requestState"].as_str().expect("state").to_owned(),
+        )
+    };
+    let (k1, s1) = key_and_state(&send(json!({}), parents[0]).await);
+    let (k2, s2) = key_and_state(&send(retry(json!({ k1: sample(ANSWER_CANARY, "m") }), &s1), parents[1]).await);
+    let done = send(retry(json!({ k2: sample("two", "m") }), &s2), parents[2]).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let spans = receiver
+        .trace(t3, WAIT, |s| parents.iter().all(|p| root(s, p).is_some_and(|r| children(s, r).iter().any(|c| c.name == "round"))))
+        .await;
+    let mut rounds = Vec::new();
+    for p in parents {
+        let server = root(&spans, p).expect("each request's span");
+        assert_eq!(server.name, "tools/call legacy__two_rounds");
+        let round = children(&spans, server).into_iter().find(|c| c.name == "round").expect("its round span");
+        assert_eq!(round.attr("sluice.upstream"), Some("legacy"));
+        rounds.push(round.attr("sluice.round").expect("sluice.round").to_owned());
+    }
+    assert_eq!(rounds, ["0", "1", "2"], "each request drove the exchange's next round");
+
+    // The audit record names the trace; nothing that travelled was exported.
+    let output = sluice.output();
+    assert!(output.lines().any(|l| l.contains("\"method\":\"tools/call\"") && l.contains(&format!("\"trace_id\":\"{t1}\""))), "{output}");
+    let raw = receiver.raw();
+    for canary in [CANARY, PROMPT_CANARY, ANSWER_CANARY] {
+        assert!(!raw.windows(canary.len()).any(|w| w == canary.as_bytes()), "{canary} was exported");
+    }
+    assert!(!output.contains(CANARY) && !output.contains(PROMPT_CANARY) && !output.contains(ANSWER_CANARY), "a canary was logged");
+    sluice.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_telemetry_the_clients_trace_context_reaches_the_upstream_untouched() {
+    let py2 = peers::py2().await;
+    let config = format!("[[upstream]]\nname = \"py\"\nurl = \"{}\"\n", py2.url);
+    let sluice = Sluice::start(&config).await;
+    let (t, p) = ("6e0c63257de34c926f9efcd03899b8a1", "a3ce929d0e0e4736");
+    let call = Call::new("trace_seen", json!({"note": "x"}));
+    let mut body = call.body(json!({}));
+    body["params"]["_meta"]["traceparent"] = json!(parent(t, p));
+    let r = http()
+        .post(sluice.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "trace_seen")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    let v: Value = serde_json::from_str(&r.text().await.expect("body")).expect("JSON");
+    assert_eq!(v["result"]["content"][0]["text"], format!("{t}-{p}"), "forwarded byte for byte: {v}");
+    assert!(!sluice.output().contains("trace_id"), "no trace id is recorded with tracing off");
+    sluice.terminate().await;
+}
