@@ -1,13 +1,14 @@
 //! Background work tied to the gateway's shutdown: the first probe and the periodic re-probe
 //! and refresh, one listen stream per modern upstream, the sweepers of parked exchanges and
-//! idle sessions, budget upkeep, and policy reload on SIGHUP.
+//! idle sessions, budget upkeep, and the config reload on SIGHUP.
 //!
-//! Takes the gateway; gives the task handles. Refuses nothing: a policy file that fails to
-//! reload keeps the previous rules and says why.
+//! Takes the gateway; gives the task handles. Each task works on the generation current when
+//! it looks (`Gateway::latest`), so a reload needs none of them restarted. Refuses nothing: a
+//! config that fails to reload keeps the previous one serving and says why.
 
 use std::sync::Arc;
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Live};
 use crate::route::table::ListKind;
 
 /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
@@ -21,13 +22,18 @@ pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
         for up in &gw.upstreams {
             tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
         }
-        tokio::spawn(reload_on_sighup(gw.clone()));
-        tokio::spawn(sweep_budgets(gw.clone()));
+        let (live, shutdown) = (gw.live.clone(), gw.shutdown.clone());
+        drop(gw);
+        tokio::spawn(reload_on_sighup(live.clone(), shutdown.clone()));
+        tokio::spawn(sweep_budgets(live.clone(), shutdown.clone()));
         loop {
+            let Some(pause) = live.get().map(|gw| gw.cfg.timeouts.refresh) else { return };
             tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(gw.cfg.timeouts.refresh) => {}
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
             }
+            // The generation current after the pause: one a reload made meanwhile included.
+            let Some(gw) = live.get() else { return };
             for up in &gw.upstreams {
                 let status = gw.probe(up).await;
                 if status.healthy {
@@ -40,33 +46,43 @@ pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Reloads the rules on every SIGHUP until shutdown.
-pub async fn reload_on_sighup(gw: Arc<Gateway>) {
+/// Reloads the config on every SIGHUP until shutdown (see `reload.rs`).
+pub async fn reload_on_sighup(live: Arc<Live>, shutdown: tokio_util::sync::CancellationToken) {
     #[cfg(unix)]
     {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
         loop {
             tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
-                _ = hup.recv() => match gw.governor.reload() {
-                    Ok(n) => tracing::info!(rules = n, "policies reloaded"),
-                    Err(why) => tracing::warn!(reason = %why, "policy reload failed; keeping the previous rules"),
-                },
+                _ = shutdown.cancelled() => return,
+                _ = hup.recv() => {}
+            }
+            let Some(gw) = live.get() else { return };
+            match crate::reload::from_source(&gw).await {
+                Ok(a) => tracing::info!(
+                    generation = a.generation,
+                    added = ?a.added,
+                    removed = ?a.removed,
+                    replaced = ?a.replaced,
+                    budgets_restarted = a.budgets_restarted,
+                    "config reloaded"
+                ),
+                Err(why) => tracing::warn!(reason = %why, "config reload failed; the previous config keeps serving"),
             }
         }
     }
 }
 
 /// Forgets idle principals' budget state once per window, until shutdown.
-pub async fn sweep_budgets(gw: Arc<Gateway>) {
-    let every = gw.cfg.budget.window.max(std::time::Duration::from_millis(100));
+pub async fn sweep_budgets(live: Arc<Live>, shutdown: tokio_util::sync::CancellationToken) {
     loop {
+        let Some(window) = live.get().map(|gw| gw.cfg.budget.window) else { return };
+        let every = window.max(std::time::Duration::from_millis(100));
         tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(every) => {
-                gw.governor.budgets.retain_recent();
-                gw.governor.quotas.retain_recent();
-            }
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
         }
+        let Some(gw) = live.get() else { return };
+        gw.governor.budgets.retain_recent();
+        gw.governor.quotas.retain_recent();
     }
 }

@@ -4,9 +4,12 @@
 //! caps).
 //!
 //! Takes a [`Config`]; gives one `Arc<Gateway>` every request borrows (background work tied to
-//! its shutdown token is in `background.rs`). Refuses to build when the config fails
-//! [`preflight`] (an upstream's settings cannot be used, a security feature configured empty,
-//! an unopenable audit sink).
+//! its shutdown token is in `background.rs`). A reload (`reload.rs`) builds the next generation
+//! with [`Gateway::next`]: a new config, auth, names, governor and upstream list, sharing with
+//! the one before everything that outlives a config (sessions, parked exchanges, consumed
+//! states, streams, the hub, audit, metrics, the client, unchanged upstreams); [`Live`] holds
+//! the current one. Refuses to build when the config fails [`preflight`] (an upstream's
+//! settings cannot be used, a security feature configured empty, an unopenable audit sink).
 
 use std::sync::Arc;
 
@@ -36,7 +39,7 @@ pub struct Gateway {
     /// Listen streams: list-changed and resource-updated fan-out.
     pub hub: Arc<Hub>,
     /// Set once every upstream has been probed.
-    pub ready: tokio::sync::watch::Sender<bool>,
+    pub ready: Arc<tokio::sync::watch::Sender<bool>>,
     /// Cancelled on shutdown; background tasks and listen streams end with it.
     pub shutdown: CancellationToken,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
@@ -52,9 +55,69 @@ pub struct Gateway {
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Sessions of 2025-11-25 clients (bridge B).
-    pub legacy_sessions: crate::bridge_b::session::Sessions,
+    pub legacy_sessions: Arc<crate::bridge_b::session::Sessions>,
     /// Open client streams, per principal and in total.
     pub streams: Arc<crate::streams::Streams>,
+    /// The current generation (this one until a reload replaces it).
+    pub live: Arc<Live>,
+    /// This generation's number: 1 at start, one more per applied reload.
+    pub generation: u64,
+    /// Cancelled when a reload changes who may authenticate: the client streams opened under
+    /// this generation's `[auth]` end, so their clients come back with credentials that hold.
+    /// Shared with the next generation while `[auth]` stays the same.
+    pub revoked: CancellationToken,
+}
+
+/// Whether two `[auth]` sections certainly accept the same credentials: written the same, and
+/// reading no secret from the environment or a file (which may have changed under them).
+pub(crate) fn same_auth(a: &crate::config::AuthConfig, b: &crate::config::AuthConfig) -> bool {
+    let external = |c: &crate::config::AuthConfig| {
+        c.api_keys_env.is_some()
+            || c.jwt.as_ref().is_some_and(|j| j.hs256_secret_env.is_some() || j.hs256_secret_file.is_some() || j.jwks_file.is_some())
+    };
+    serde_json::to_value(a).ok() == serde_json::to_value(b).ok() && !external(a) && !external(b)
+}
+
+/// The current generation, swapped whole by a reload. Requests and long-lived streams take
+/// [`Gateway::latest`]; a request in flight keeps the generation it started on.
+pub struct Live {
+    current: arc_swap::ArcSwapOption<Gateway>,
+    /// One reload at a time.
+    pub(crate) reloading: tokio::sync::Mutex<()>,
+    /// Where the config was read, to read it again on SIGHUP (set by `sluice serve`).
+    pub source: std::sync::OnceLock<crate::config::Source>,
+    /// Upstreams a reload retired that may still have processes: shutdown ends them too.
+    draining: std::sync::Mutex<Vec<std::sync::Weak<Upstream>>>,
+}
+
+impl Live {
+    /// Makes `gw` the current generation.
+    pub(crate) fn set(&self, gw: &Arc<Gateway>) {
+        self.current.store(Some(gw.clone()));
+    }
+
+    /// The current generation (`None` once serving ended).
+    pub fn get(&self) -> Option<Arc<Gateway>> {
+        self.current.load_full()
+    }
+
+    /// Notes upstreams being drained (dead entries are dropped as new ones come).
+    pub(crate) fn draining(&self, gone: &[Arc<Upstream>]) {
+        if let Ok(mut d) = self.draining.lock() {
+            d.retain(|w| w.strong_count() > 0);
+            d.extend(gone.iter().map(Arc::downgrade));
+        }
+    }
+
+    /// The upstreams still being drained.
+    pub(crate) fn drained(&self) -> Vec<Arc<Upstream>> {
+        self.draining.lock().map(|d| d.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
+    }
+
+    /// Forgets the current generation (at the end of serving: it holds this `Live`).
+    pub fn clear(&self) {
+        self.current.store(None);
+    }
 }
 
 /// Everything a gateway reads from the environment and the disk (credentials, keys, policy
@@ -131,10 +194,10 @@ impl Gateway {
         });
         let shutdown = CancellationToken::new();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
-        Ok(Arc::new(Gateway {
+        let gw = Arc::new(Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            legacy_sessions: crate::bridge_b::session::Sessions::new(&cfg.bridge, keys),
+            legacy_sessions: Arc::new(crate::bridge_b::session::Sessions::new(&cfg.bridge, keys)),
             streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
             governor,
             auth,
@@ -146,10 +209,63 @@ impl Gateway {
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
-            ready: tokio::sync::watch::Sender::new(false),
+            ready: Arc::new(tokio::sync::watch::Sender::new(false)),
             shutdown,
+            revoked: CancellationToken::new(),
+            live: Arc::new(Live {
+                current: arc_swap::ArcSwapOption::empty(),
+                reloading: tokio::sync::Mutex::new(()),
+                source: std::sync::OnceLock::new(),
+                draining: std::sync::Mutex::new(Vec::new()),
+            }),
+            generation: 1,
+            cfg,
+        });
+        gw.live.set(&gw);
+        Ok(gw)
+    }
+
+    /// The next generation for a reloaded `cfg` (checked by [`preflight`] as at startup): its
+    /// upstreams are this one's where [`Upstream::same_as`] says nothing changed, new ones
+    /// otherwise (not probed yet: `reload.rs` probes them before it makes the generation
+    /// current). Nothing is started or changed here; dropping the result undoes it.
+    pub fn next(&self, cfg: Config) -> Result<Arc<Gateway>, String> {
+        let Parts { upstreams, auth, governor: _, keys: _ } = preflight(&cfg)?;
+        let upstreams = upstreams
+            .into_iter()
+            .map(|fresh| match self.upstream(&fresh.name) {
+                Some(old) if old.same_as(&fresh) => old.clone(),
+                _ => fresh,
+            })
+            .collect();
+        let governor = Arc::new(self.governor.next(&cfg)?);
+        Ok(Arc::new(Gateway {
+            audit: self.audit.clone(),
+            metrics: self.metrics.clone(),
+            legacy_sessions: self.legacy_sessions.clone(),
+            streams: self.streams.clone(),
+            bridge: Arc::new(self.bridge.next(governor.clone())),
+            forwarder: Arc::new(crate::dispatch::forward::Forwarder { governor: governor.clone(), ..self.forwarder.as_ref().clone() }),
+            governor,
+            auth,
+            client: self.client.clone(),
+            upstreams,
+            names: Names::new(cfg.prefixed(), &cfg.separator),
+            server_info: self.server_info.clone(),
+            server_info_json: self.server_info_json.clone(),
+            hub: self.hub.clone(),
+            ready: self.ready.clone(),
+            shutdown: self.shutdown.clone(),
+            live: self.live.clone(),
+            generation: self.generation + 1,
+            revoked: if same_auth(&self.cfg.auth, &cfg.auth) { self.revoked.clone() } else { CancellationToken::new() },
             cfg,
         }))
+    }
+
+    /// The current generation (`self` once serving ended).
+    pub fn latest(self: &Arc<Self>) -> Arc<Gateway> {
+        self.live.current.load_full().unwrap_or_else(|| self.clone())
     }
 
     /// Whether any healthy upstream advertises the server capability `cap`.

@@ -32,6 +32,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod policy;
+pub mod reload;
 pub mod respond;
 pub mod route;
 pub mod server;
@@ -50,7 +51,7 @@ use std::sync::Arc;
 pub struct Running {
     /// The bound address.
     pub addr: SocketAddr,
-    /// The shared state, for inspection.
+    /// The first generation's state, for inspection ([`Running::current`] after a reload).
     pub gateway: Arc<gateway::Gateway>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     join: Option<tokio::task::JoinHandle<()>>,
@@ -65,6 +66,16 @@ impl Running {
     /// Waits until every upstream has been probed once.
     pub async fn ready(&self) {
         let _ = self.gateway.ready.subscribe().wait_for(|ready| *ready).await;
+    }
+
+    /// The generation serving now.
+    pub fn current(&self) -> Arc<gateway::Gateway> {
+        self.gateway.latest()
+    }
+
+    /// Reloads to `cfg` as SIGHUP reloads the config file (see `reload.rs`).
+    pub async fn reload(&self, cfg: config::Config) -> Result<reload::Applied, String> {
+        reload::apply(&self.gateway, cfg).await
     }
 
     /// Stops gracefully and waits for the server to end.

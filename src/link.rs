@@ -88,7 +88,9 @@ impl Gateway {
     /// At shutdown: parked exchanges cancelled upstream, idle legacy sessions ended (DELETE),
     /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
     pub async fn close_upstreams(&self) {
-        let stdio: Vec<_> = self.upstreams.iter().filter_map(|u| u.stdio.clone()).collect();
+        // A reload's retired upstreams still draining end with the rest.
+        let draining = self.live.drained();
+        let stdio: Vec<_> = self.upstreams.iter().chain(&draining).filter_map(|u| u.stdio.clone()).collect();
         // No process starts once shutdown began (a probe or a lease racing it included).
         for spec in &stdio {
             spec.end_all_now();

@@ -33,6 +33,11 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     upstream: String,
 }
@@ -98,6 +103,12 @@ pub struct Metrics {
     upstream_events: Family<UpstreamLabels, Counter>,
     /// Per upstream: endpoints whose breaker is open or on trial now.
     endpoints_out: Family<NameLabels, Gauge>,
+    /// Config reloads by result (`applied`, `failed`).
+    reloads: Family<ResultLabels, Counter>,
+    /// 1 when the last reload was applied (or none was tried), 0 after a failed one.
+    reload_ok: Gauge,
+    /// The config generation serving: 1 at start, one more per applied reload.
+    generation: Gauge,
     scraping: std::sync::Mutex<()>,
 }
 
@@ -135,7 +146,26 @@ impl Metrics {
             "Per upstream: endpoints whose breaker is open (or on trial) now",
             endpoints_out.clone(),
         );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register("sluice_config_reloads", "Config reloads (SIGHUP) by result: applied, failed", reloads.clone());
+        let reload_ok = Gauge::default();
+        reload_ok.set(1);
+        registry.register(
+            "sluice_config_last_reload_successful",
+            "1 when the last config reload was applied (or none was tried), 0 when it failed and the previous config is serving",
+            reload_ok.clone(),
+        );
+        let generation = Gauge::default();
+        generation.set(1);
+        registry.register(
+            "sluice_config_generation",
+            "The config generation serving: 1 at start, one more per applied reload",
+            generation.clone(),
+        );
         Metrics {
+            reloads,
+            reload_ok,
+            generation,
             registry,
             duration,
             requests,
@@ -203,6 +233,16 @@ impl Metrics {
         }
         let out = up.balancer.endpoints.states().iter().filter(|(_, s)| *s != "closed").count();
         self.endpoints_out.get_or_create(&NameLabels { upstream: up.name.clone() }).set(out as i64);
+    }
+
+    /// Accounts one config reload: applied (now serving `generation`) or failed.
+    pub fn reloaded(&self, applied: Option<u64>) {
+        let result = if applied.is_some() { "applied" } else { "failed" };
+        self.reloads.get_or_create(&ResultLabels { result }).inc();
+        self.reload_ok.set(i64::from(applied.is_some()));
+        if let Some(g) = applied {
+            self.generation.set(g as i64);
+        }
     }
 
     /// The text exposition.

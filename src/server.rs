@@ -26,8 +26,66 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(4096)
 }
 
-/// Serves until `shutdown` resolves.
+/// Serves until `shutdown` resolves. Each request is served by the generation current when it
+/// arrives (a reload swaps it); the listener's own settings are the first generation's
+/// (`reload.rs` refuses to change them).
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
+    let builder = connection_builder(&gw);
+    let (header_read, max_connections, grace) = (gw.cfg.timeouts.header_read, gw.cfg.limits.max_connections, gw.cfg.timeouts.shutdown);
+    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let graceful = GracefulShutdown::new();
+    let endpoint = crate::service::stack::endpoint(&gw);
+    let background = crate::background::spawn(&gw);
+    let (live, stop) = (gw.live.clone(), gw.shutdown.clone());
+    // Holding the first generation would keep its upstreams alive past a reload's drain.
+    drop(gw);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Past max_connections a new connection is closed at once, so held ones keep working.
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(limit = max_connections, "connection refused: limits.max_connections reached");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (live, endpoint) = (live.clone(), endpoint.clone());
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            if !first_bytes_within(&stream, header_read).await {
+                return; // closes the connection and frees its permit
+            }
+            let svc = service_fn(move |req| crate::service::handle(live.clone(), endpoint.clone(), req));
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+            let _ = watcher.watch(conn.into_owned()).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    background.abort();
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
+    }
+    // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes ended.
+    if let Some(gw) = live.get() {
+        gw.close_upstreams().await;
+    }
+    live.clear();
+}
+
+/// HTTP/1 and HTTP/2 with the request-head bounds.
+fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Slowloris: a request head must arrive within header_read_ms; a head over
     // max_header_bytes is refused (431) by hyper.
@@ -44,50 +102,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         .max_header_list_size(gw.cfg.limits.max_header_bytes as u32)
         .keep_alive_interval(Some(gw.cfg.timeouts.header_read))
         .keep_alive_timeout(gw.cfg.timeouts.header_read);
-    let connections = Arc::new(tokio::sync::Semaphore::new(gw.cfg.limits.max_connections));
-    let graceful = GracefulShutdown::new();
-    let endpoint = crate::service::stack::endpoint(gw.clone());
-    let background = crate::background::spawn(&gw);
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // Past max_connections a new connection is closed at once, so held ones keep working.
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(limit = gw.cfg.limits.max_connections, "connection refused: limits.max_connections reached");
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (gw, endpoint) = (gw.clone(), endpoint.clone());
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        tokio::spawn(async move {
-            if !first_bytes_within(&stream, gw.cfg.timeouts.header_read).await {
-                return; // closes the connection and frees its permit
-            }
-            let svc = service_fn(move |req| crate::service::handle(gw.clone(), endpoint.clone(), req));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            let _ = watcher.watch(conn.into_owned()).await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    gw.shutdown.cancel();
-    background.abort();
-    if tokio::time::timeout(gw.cfg.timeouts.shutdown, graceful.shutdown()).await.is_err() {
-        tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
-    }
-    // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes ended.
-    gw.close_upstreams().await;
+    builder
 }
 
 /// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.

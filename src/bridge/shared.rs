@@ -21,7 +21,7 @@ pub struct Bridge {
     /// Legacy sessions.
     pub pool: Arc<Pool>,
     /// Parked exchanges.
-    pub parked: ParkTable,
+    pub parked: Arc<ParkTable>,
     /// Sealing keys.
     pub keys: Keys,
     /// The pooled upstream client.
@@ -60,13 +60,28 @@ impl Bridge {
         };
         Bridge {
             pool: Pool::new(client.clone(), &cfg.bridge, crate::auth::INTERNAL_PRINCIPAL, cfg.timeouts.shutdown),
-            parked: ParkTable::new(cfg.bridge.max_parked),
+            parked: Arc::new(ParkTable::new(cfg.bridge.max_parked)),
             keys,
             client,
             governor,
             limits,
             server_info_json: server_info.to_string(),
             server_info,
+        }
+    }
+
+    /// The bridge of a reloaded config: the same sessions and parked exchanges (a round parked
+    /// before the reload is resumed after it), the next generation's governor.
+    pub fn next(&self, governor: Arc<Governor>) -> Bridge {
+        Bridge {
+            pool: self.pool.clone(),
+            parked: self.parked.clone(),
+            keys: self.keys.clone(),
+            client: self.client.clone(),
+            governor,
+            limits: self.limits.clone(),
+            server_info: self.server_info.clone(),
+            server_info_json: self.server_info_json.clone(),
         }
     }
 }

@@ -92,16 +92,19 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
     // views are taken before subscribing, so no change falls between them.
     let mut views = crate::listen::view::Views::start(gw, principal);
     let mut changes = gw.hub.subscribe();
-    let gw = gw.clone();
+    let revoked = gw.revoked.clone();
+    let mut gw = gw.clone();
     let principal = principal.clone();
     tokio::spawn(async move {
         let want = gw.hub.want(&principal, &s.subscriptions());
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => break,
-                _ = gw.shutdown.cancelled() => break,
+                // At shutdown, or once a reload changed who may authenticate.
+                _ = crate::listen::ended(&gw, &revoked) => break,
                 c = changes.recv() => c,
             };
+            gw = gw.latest(); // judged by the config serving now (a reload's included)
             let change = match change {
                 Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) || !views.tell(&gw, &principal, &p) => continue,
                 Ok(p) => Ok(p.change),

@@ -18,7 +18,13 @@ use crate::upstream::Upstream;
 impl Gateway {
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
-        let probes = self.upstreams.iter().map(|up| async move {
+        self.probe_each(&self.upstreams).await;
+        self.ready.send_replace(true);
+    }
+
+    /// Probes each of `ups` and fetches the lists of those found healthy, all at once.
+    pub async fn probe_each(self: &Arc<Self>, ups: &[Arc<Upstream>]) {
+        let probes = ups.iter().map(|up| async move {
             let status = self.probe(up).await;
             if status.healthy {
                 for kind in ListKind::ALL {
@@ -27,7 +33,6 @@ impl Gateway {
             }
         });
         futures_util::future::join_all(probes).await;
-        self.ready.send_replace(true);
     }
 
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited

@@ -122,6 +122,23 @@ struct Invalid(String);
 
 // === impl Config ===
 
+/// Where `sluice serve` read its config (the `--config` file and the flags over it), to read it
+/// again on a reload.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// The `--config` file.
+    pub path: Option<std::path::PathBuf>,
+    /// The command-line flags over it.
+    pub overrides: Overrides,
+}
+
+impl Source {
+    /// Reads it (again).
+    pub fn load(&self) -> Result<Config, ConfigError> {
+        Config::load(self.path.as_deref(), &self.overrides)
+    }
+}
+
 impl Config {
     /// Loads a config file (when given) and applies the quick flags.
     pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {

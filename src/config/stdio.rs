@@ -35,7 +35,7 @@ impl Serialize for Stderr {
 }
 
 /// How to start and bound one stdio upstream.
-#[derive(Clone, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct StdioConfig {
     /// The program and its arguments, run directly (never through a shell). Printed with
     /// credentials in URL arguments redacted.

@@ -77,7 +77,7 @@ pub enum CacheScope {
 }
 
 /// One upstream MCP server.
-#[derive(Clone, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct UpstreamConfig {
     /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
     pub name: String,

@@ -28,6 +28,7 @@ use crate::upstream::Upstream;
 /// What forwarding uses, built once by the composition root: the upstream client and its
 /// answer timeout, the keys and governor that seal and judge a modern upstream's rounds, and
 /// the `serverInfo` stamped into results.
+#[derive(Clone)]
 pub struct Forwarder {
     /// The pooled upstream client.
     pub client: HttpClient,

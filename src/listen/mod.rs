@@ -30,8 +30,11 @@ pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
 /// Keeps one listen stream open to `up` until shutdown.
 pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
+    let mut gw = gw;
     loop {
-        if gw.shutdown.is_cancelled() {
+        // Until shutdown, or a reload retires this upstream; on the current generation.
+        gw = gw.latest();
+        if gw.shutdown.is_cancelled() || up.retired.is_cancelled() {
             return;
         }
         // Legacy upstreams report list changes on their sessions' GET streams instead.
@@ -44,6 +47,7 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
             loop {
                 tokio::select! {
                     _ = gw.shutdown.cancelled() => return,
+                    _ = up.retired.cancelled() => return,
                     // Re-subscribe only when this upstream's own URI set changed.
                     _ = gw.hub_changed() => if wanted_by(&gw, &up) != uris { break },
                     supported = &mut once => {
@@ -58,6 +62,7 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
         }
         tokio::select! {
             _ = gw.shutdown.cancelled() => return,
+            _ = up.retired.cancelled() => return,
             _ = tokio::time::sleep(pause) => {}
         }
     }
@@ -205,18 +210,23 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
+    let revoked = gw.revoked.clone();
     tokio::spawn(async move {
+        let mut gw = gw;
         let _want = gw.hub_arc().want(&principal, &honoured.uris);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,
-                _ = gw.shutdown.cancelled() => {
+                // At shutdown, or once a reload changed who may authenticate: the listen result,
+                // and the client listens again (with credentials that hold).
+                _ = ended(&gw, &revoked) => {
                     let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: gw.server_info}});
                     let _ = tx.send(sse::frame(&jsonrpc::result_body(&id, &result.to_string()))).await;
                     return;
                 }
                 c = changes.recv() => c,
             };
+            gw = gw.latest(); // judged by the config serving now (a reload's included)
             let change = match change {
                 Ok(p) if gw.auth.may_reach(&principal, &p.upstream) && views.tell(&gw, &principal, &p) => p.change,
                 Ok(_) => continue, // an upstream this principal may not reach, or its view did not change
@@ -232,6 +242,15 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
         }
     });
     rx
+}
+
+/// Resolves at shutdown, or once a reload revoked the credentials of the generation `revoked`
+/// was taken from.
+pub(crate) async fn ended(gw: &Gateway, revoked: &tokio_util::sync::CancellationToken) {
+    tokio::select! {
+        _ = gw.shutdown.cancelled() => {}
+        _ = revoked.cancelled() => {}
+    }
 }
 
 impl Gateway {

@@ -2,7 +2,8 @@
 //!
 //! Takes a tool call or an upstream's ask with its principal; gives allow, deny (with the rule
 //! and a reason), approve (an approval round first), or a budget or quota refusal. Rules come from
-//! `policies/*.toml` and are reloaded on SIGHUP (a broken file keeps the old rules).
+//! `policies/*.toml`; a config reload ([`Governor::next`]) reads them again and keeps the budget,
+//! quota and consumed-state bookkeeping unless the budgets or quotas themselves changed.
 
 pub mod approval;
 pub mod ask;
@@ -13,8 +14,7 @@ pub mod rules;
 pub mod shape;
 pub mod visibility;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 pub use budget::Budgets;
 pub use quota::Quotas;
@@ -24,22 +24,26 @@ pub use rules::{Decision, Effect, Rules, Subject};
 /// Round states remembered as consumed at once (each until its expiry, `bridge.park_ms`).
 const MAX_CONSUMED: usize = 1 << 20;
 
-/// Rules and budgets, shared by all requests.
+/// Rules and budgets, shared by the requests of one config generation.
 pub struct Governor {
-    rules: RwLock<Arc<Rules>>,
-    /// Whether the current rules hold any `hide` or `show` (read without the lock on every
-    /// routed call).
-    visibility: AtomicBool,
-    paths: Vec<String>,
-    upstreams: Vec<String>,
-    /// Budgets per principal.
-    pub budgets: Budgets,
-    /// Per-tool call quotas per principal.
-    pub quotas: Quotas,
+    rules: Arc<Rules>,
+    /// Whether the rules hold any `hide` or `show`.
+    visibility: bool,
+    /// Budgets per principal (shared with the next generation while `[budget]` stays the same).
+    pub budgets: Arc<Budgets>,
+    /// Per-tool call quotas per principal (shared likewise while `[[quota]]` stays the same).
+    pub quotas: Arc<Quotas>,
     /// What each visibility class sees of each list.
     pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
-    consumed: crate::state::nonces::Nonces,
+    consumed: Arc<crate::state::nonces::Nonces>,
+    /// `[budget]`, its profiles and `[[quota]]` as read, to tell whether a reload changed them.
+    settings: serde_json::Value,
+}
+
+/// The budget and quota settings of a config, compared across a reload.
+fn settings(cfg: &crate::config::Config) -> serde_json::Value {
+    serde_json::json!([cfg.budget, cfg.budget_overrides, cfg.quotas])
 }
 
 impl Governor {
@@ -49,20 +53,38 @@ impl Governor {
         let upstreams: Vec<String> = cfg.upstreams.iter().map(|u| u.name.clone()).collect();
         check_upstreams(&rules, &upstreams)?;
         Ok(Governor {
-            visibility: AtomicBool::new(rules.has_visibility()),
-            rules: RwLock::new(Arc::new(rules)),
-            paths: cfg.policies.clone(),
-            upstreams,
-            budgets: Budgets::new(&cfg.budget, &cfg.budget_overrides),
-            quotas: Quotas::new(&cfg.quotas),
+            visibility: rules.has_visibility(),
+            rules: Arc::new(rules),
+            budgets: Arc::new(Budgets::new(&cfg.budget, &cfg.budget_overrides)),
+            quotas: Arc::new(Quotas::new(&cfg.quotas)),
             views: visibility::Views::default(),
-            consumed: crate::state::nonces::Nonces::new(MAX_CONSUMED),
+            consumed: Arc::new(crate::state::nonces::Nonces::new(MAX_CONSUMED)),
+            settings: settings(cfg),
         })
     }
 
-    /// The current rules.
+    /// The governor of a reloaded config: its rules read again (a broken file is an error and
+    /// changes nothing), and the consumed round states carried over, so a state used before the
+    /// reload is still refused after it. What principals spent carries over unless `[budget]`
+    /// or `[[quota]]` changed (then it starts again under the new limits).
+    pub fn next(&self, cfg: &crate::config::Config) -> Result<Governor, String> {
+        let mut fresh = Governor::new(cfg)?;
+        if fresh.settings == self.settings {
+            fresh.budgets = self.budgets.clone();
+            fresh.quotas = self.quotas.clone();
+        }
+        fresh.consumed = self.consumed.clone();
+        Ok(fresh)
+    }
+
+    /// Whether [`Governor::next`] started the budgets and quotas again.
+    pub fn restarted_budgets(&self, previous: &Governor) -> bool {
+        !Arc::ptr_eq(&self.budgets, &previous.budgets)
+    }
+
+    /// The rules.
     pub fn rules(&self) -> Arc<Rules> {
-        self.rules.read().map(|r| r.clone()).unwrap_or_default()
+        self.rules.clone()
     }
 
     /// Whether `v` sees `item` of `upstream` (the current rules' `hide` and `show`).
@@ -87,24 +109,12 @@ impl Governor {
 
     /// Whether what a principal sees can depend on who it is (any `hide` or `show` rule).
     pub fn has_visibility(&self) -> bool {
-        self.visibility.load(Ordering::Acquire)
+        self.visibility
     }
 
     /// Consumes a round state's nonce; `false` when it was presented before (a replay).
     pub fn consume_state(&self, nonce: &str, expires_ms: u64) -> bool {
         self.consumed.consume(nonce, expires_ms, crate::state::now_ms())
-    }
-
-    /// Reloads the policy files; on error keeps the old rules and says why.
-    pub fn reload(&self) -> Result<usize, String> {
-        let fresh = Rules::load(&self.paths)?;
-        check_upstreams(&fresh, &self.upstreams)?;
-        let n = fresh.len();
-        if let Ok(mut g) = self.rules.write() {
-            self.visibility.store(fresh.has_visibility(), Ordering::Release);
-            *g = Arc::new(fresh);
-        }
-        Ok(n)
     }
 }
 

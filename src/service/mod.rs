@@ -13,15 +13,15 @@ use serde_json::json;
 
 pub mod stack;
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Live};
 use crate::respond::{Body, Reply};
 
-/// Handles one request: the MCP endpoint through its edge stack, the rest here.
-pub async fn handle(
-    gw: Arc<Gateway>,
-    endpoint: stack::Endpoint,
-    req: Request<hyper::body::Incoming>,
-) -> Result<Response<Body>, Infallible> {
+/// Handles one request, on the generation current now: the MCP endpoint through its edge
+/// stack, the rest here.
+pub async fn handle(live: Arc<Live>, endpoint: stack::Endpoint, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+    let Some(gw) = live.get() else {
+        return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: Sluice is shutting down\n"));
+    };
     if req.uri().path() == gw.cfg.path {
         let reply = tower::ServiceExt::oneshot(endpoint, req).await.unwrap_or_else(|never| match never {});
         return Ok(reply.into_response());

@@ -31,15 +31,18 @@ pub type Endpoint = BoxCloneService<Request<Incoming>, Reply, Infallible>;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// Builds the stack once (the concurrency limit is shared by every clone).
-pub fn endpoint(gw: Arc<Gateway>) -> Endpoint {
+/// Builds the stack once (the concurrency limit is shared by every clone). Its limits are the
+/// first generation's (restart-only: `reload.rs`); the pipeline runs on the generation current
+/// when the request passes them.
+pub fn endpoint(gw: &Gateway) -> Endpoint {
     let limits = (gw.cfg.limits.max_in_flight, gw.cfg.timeouts.request);
-    let pipeline_gw = gw.clone();
+    let live = gw.live.clone();
     let pipeline = tower::service_fn(move |req: Request<Incoming>| {
-        let gw = pipeline_gw.clone();
+        let live = live.clone();
         // Boxed once here: the pipeline's future is several KiB, and moving it by value through
         // the layers would copy it at each step.
         let run: BoxFuture<Result<Reply, Infallible>> = Box::pin(async move {
+            let Some(gw) = live.get() else { return Ok(Reply::Overloaded) };
             // Counted under the concurrency limit: what it holds, shed requests not included.
             let _in_flight = gw.metrics.enter();
             let (parts, body) = req.into_parts();
@@ -47,7 +50,8 @@ pub fn endpoint(gw: Arc<Gateway>) -> Endpoint {
         });
         run
     });
-    let stack = ServiceBuilder::new().layer(AuditLayer { gw }).load_shed().concurrency_limit(limits.0).timeout(limits.1).service(pipeline);
+    let audit = AuditLayer { audit: gw.audit.clone(), metrics: gw.metrics.clone() };
+    let stack = ServiceBuilder::new().layer(audit).load_shed().concurrency_limit(limits.0).timeout(limits.1).service(pipeline);
     BoxCloneService::new(stack)
 }
 
@@ -63,20 +67,21 @@ fn answer_edge_errors(r: Result<Reply, BoxError>) -> Result<Reply, Infallible> {
 /// The audit record around everything below it.
 #[derive(Clone)]
 struct AuditLayer {
-    gw: Arc<Gateway>,
+    audit: crate::audit::Audit,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl<S> Layer<S> for AuditLayer {
     type Service = Audited<S>;
     fn layer(&self, inner: S) -> Audited<S> {
-        Audited { gw: self.gw.clone(), inner }
+        Audited { layer: self.clone(), inner }
     }
 }
 
 /// A service whose every request gets exactly one audit record.
 #[derive(Clone)]
 struct Audited<S> {
-    gw: Arc<Gateway>,
+    layer: AuditLayer,
     inner: S,
 }
 
@@ -98,7 +103,7 @@ where
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
         let bytes_in =
             req.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
-        let guard = AuditGuard::new(&self.gw.audit, &self.gw.metrics, bytes_in);
+        let guard = AuditGuard::new(&self.layer.audit, &self.layer.metrics, bytes_in);
         let run = crate::audit::scope(guard.record(), self.inner.call(req));
         Box::pin(async move {
             let reply = answer_edge_errors(run.await).unwrap_or_else(|never| match never {});

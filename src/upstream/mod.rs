@@ -88,7 +88,10 @@ impl Wire {
     }
 }
 
-/// One upstream MCP server.
+/// The next [`Upstream::instance`].
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// One upstream MCP server as Sluice speaks to it.
 pub struct Upstream {
     /// Its configured name.
     pub name: String,
@@ -119,6 +122,15 @@ pub struct Upstream {
     /// Refreshes a lookup miss may cause, per table: a burst of 5, then 1 per second, so
     /// clients asking for names that do not exist cannot make Sluice refetch lists at will.
     pub(crate) miss_refresh: [governor::DefaultDirectRateLimiter; 4],
+    /// What it was built from: a reload keeps this upstream (its sessions, tables and breakers)
+    /// when the new config says the same, and builds a new one otherwise.
+    config: UpstreamConfig,
+    /// A number no other upstream built by this process has: pooled sessions are keyed on it,
+    /// so a session of a replaced upstream is never leased for its successor.
+    pub instance: u64,
+    /// Cancelled when a reload removes or replaces it: its listen stream ends, and no new
+    /// process or session is opened for it.
+    pub retired: tokio_util::sync::CancellationToken,
 }
 
 impl Upstream {
@@ -193,7 +205,16 @@ impl Upstream {
                     .allow_burst(std::num::NonZeroU32::new(5).unwrap_or(std::num::NonZeroU32::MIN));
                 governor::RateLimiter::direct(quota)
             }),
+            config: cfg.clone(),
+            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            retired: tokio_util::sync::CancellationToken::new(),
         })
+    }
+
+    /// Whether `other` (built from a reloaded config) would speak to the same server the same
+    /// way: the same settings and the same credentials (a token variable's value included).
+    pub fn same_as(&self, other: &Upstream) -> bool {
+        self.config == other.config && self.extra == other.extra
     }
 
     /// Sends one 2026-07-28 request: POSTed to its URL, or, for a stdio server, written to its

@@ -4,3 +4,4 @@
 mod demo;
 mod hardening;
 mod hostile;
+mod reload;

@@ -9,7 +9,8 @@
 //!   DELETE, GET/DELETE without a session, local answers, the bounded store;
 //! - `auth`: API keys and JWT bearer tokens, the RFC 9728 resource metadata, per-upstream scopes;
 //! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4);
-//! - `policies`: every shipped policy file loads, validates and decides as documented.
+//! - `policies`: every shipped policy file loads, validates and decides as documented;
+//! - `reload`: the whole config reloaded under load (issue 15 item 2).
 
 mod audit;
 mod auth;
@@ -21,6 +22,7 @@ mod front_door;
 mod headers;
 mod listen;
 mod policies;
+mod reload;
 mod resume;
 mod visibility;
 

@@ -6,7 +6,8 @@
 //!   test's control;
 //! - `client` (requests built member by member, SSE read event by event, raw HTTP/1.1), `rpc`
 //!   (JSON bodies) and `text` (raw-text bodies): 2026-07-28 clients; `call`: `tools/call` rounds;
-//!   `legacy_client`: the 2025-11-25 client;
+//!   `legacy_client`: the 2025-11-25 client; `load`: clients calling without pause, for changes
+//!   made under load;
 //! - `peers`: the Python and Node SDK peers (and hold_connections.py); `rmcp_client`: the Rust
 //!   SDK as an in-process client; `process`: the `sluice` binary as a child process; `net`:
 //!   addresses where nothing answers.
@@ -24,6 +25,7 @@ pub(crate) mod client;
 pub(crate) mod gateway;
 pub(crate) mod legacy;
 pub(crate) mod legacy_client;
+pub(crate) mod load;
 pub(crate) mod logs;
 pub(crate) mod modern;
 pub(crate) mod net;

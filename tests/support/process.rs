@@ -244,6 +244,20 @@ impl Sluice {
         }
     }
 
+    /// The config file it was started with (a test edits it, then sends SIGHUP).
+    pub(crate) fn config_path(&self) -> PathBuf {
+        self.dir.join("sluice.toml")
+    }
+
+    /// Waits (at most 10 s) until `needle` appears in its output `n` times.
+    pub(crate) async fn logged(&self, needle: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.output().matches(needle).count() < n {
+            assert!(Instant::now() < deadline, "sluice did not log {needle:?} {n} time(s) within 10 s:\n{}", self.output());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Everything it wrote so far (stdout, then stderr; colours stripped).
     pub(crate) fn output(&self) -> String {
         joined(&self.out, &self.err)

@@ -90,7 +90,8 @@ impl Pool {
         caps: &Value,
         on_list_changed: ListChanged,
     ) -> Result<Lease, UpstreamError> {
-        let key = Key { principal: principal.to_owned(), upstream: up.name.clone(), caps: Bridged::from_value(caps) };
+        let key =
+            Key { principal: principal.to_owned(), upstream: up.name.clone(), instance: up.instance, caps: Bridged::from_value(caps) };
         let session = match self.take_usable(&key) {
             Some(s) => s,
             None => self.open(up, &key, on_list_changed).await?,
@@ -195,7 +196,8 @@ impl Pool {
     }
 
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {
-        if !s.is_usable() {
+        // A session of an upstream a reload removed or replaced ends once its call is done.
+        if !s.is_usable() || s.up.retired.is_cancelled() {
             if let Ok(mut slots) = self.slots.lock() {
                 slots.release(&s.principal);
             }
@@ -203,7 +205,7 @@ impl Pool {
             tokio::spawn(async move { s.close(&client).await });
             return;
         }
-        let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), caps: s.caps };
+        let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), instance: s.up.instance, caps: s.caps };
         if let Ok(mut slots) = self.slots.lock() {
             slots.put(key, s, Instant::now());
         }
@@ -218,6 +220,15 @@ impl Pool {
         };
         let expired = self.slots.lock().map(|mut s| s.expire(cutoff)).unwrap_or_default();
         for s in expired {
+            s.close(&self.client).await;
+        }
+    }
+
+    /// Ends the idle sessions of an upstream a reload retired (leased ones end when their call
+    /// gives them back).
+    pub async fn retire(&self, up: &Upstream) {
+        let idle = self.slots.lock().map(|mut s| s.expire_instance(up.instance)).unwrap_or_default();
+        for s in idle {
             s.close(&self.client).await;
         }
     }

@@ -20,6 +20,9 @@ use crate::upstream::legacy::Bridged;
 pub(crate) struct Key {
     pub(crate) principal: String,
     pub(crate) upstream: String,
+    /// The upstream's [`Upstream::instance`](crate::upstream::Upstream::instance): a session of
+    /// an upstream a reload replaced is never leased for the new one of that name.
+    pub(crate) instance: u64,
     pub(crate) caps: Bridged,
 }
 
@@ -127,6 +130,13 @@ impl<S> Slots<S> {
             }
         }
         out
+    }
+
+    /// Removes and gives every idle session of one upstream instance (a reload retired it);
+    /// they count as closed.
+    pub(crate) fn expire_instance(&mut self, instance: u64) -> Vec<S> {
+        let stamps: Vec<u64> = self.idle.iter().filter(|(_, (k, _, _))| k.instance == instance).map(|(s, _)| *s).collect();
+        stamps.into_iter().filter_map(|stamp| self.close_idle(stamp)).collect()
     }
 
     /// Closes the least recently used idle session of `upstream` (a stdio upstream at its

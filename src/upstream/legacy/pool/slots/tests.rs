@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 
 fn key(principal: &str, caps: Bridged) -> Key {
-    Key { principal: principal.into(), upstream: "up".into(), caps }
+    Key { principal: principal.into(), upstream: "up".into(), instance: 1, caps }
 }
 
 const CAPS: Caps = Caps { max: 4, per_principal: 2 };

@@ -1,0 +1,205 @@
+//! Reloading the whole config without a restart: on SIGHUP (`background.rs`), or
+//! [`Running::reload`](crate::Running::reload) in tests.
+//!
+//! Takes a freshly loaded config; gives the next generation serving, or an error that names
+//! what was wrong while the previous config keeps serving (counted in
+//! `sluice_config_reloads_total{result="failed"}`). The new config is checked as `sluice check`
+//! checks one ([`preflight`](crate::gateway::preflight)), then against the serving one: a
+//! setting that only takes effect at a restart ([`RESTART_ONLY`]) must not have changed.
+//! Upstreams added or changed are probed before the swap, so they take traffic with their
+//! tables fetched; upstreams removed or replaced are drained (see [`drain`]). Requests in
+//! flight finish on the generation they started on; new ones take the new one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::config::Config;
+use crate::gateway::Gateway;
+use crate::listen::Change;
+use crate::upstream::Upstream;
+
+/// Settings read once, at startup (the listener, the sealing keys, the stores and channels
+/// sized by them); a reload that changes one is refused, naming it.
+pub const RESTART_ONLY: &[&str] = &[
+    "listen",
+    "path",
+    "state",
+    "bridge",
+    "audit",
+    "telemetry",
+    "limits.max_connections",
+    "limits.max_in_flight",
+    "limits.max_header_bytes",
+    "limits.max_response_bytes",
+    "limits.max_sse_event_bytes",
+    "limits.max_streams",
+    "limits.max_streams_per_principal",
+    "limits.max_resource_subscriptions",
+    "timeouts.header_read_ms",
+    "timeouts.request_ms",
+    "timeouts.connect_ms",
+    "timeouts.response_ms",
+    "timeouts.stream_idle_ms",
+    "timeouts.shutdown_ms",
+];
+
+/// What a reload changed.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The generation now serving.
+    pub generation: u64,
+    /// Upstreams new in this config.
+    pub added: Vec<String>,
+    /// Upstreams no longer configured (drained).
+    pub removed: Vec<String>,
+    /// Upstreams whose settings changed (a new one took over; the old one drained).
+    pub replaced: Vec<String>,
+    /// Whether budget and quota bookkeeping started again (their settings changed).
+    pub budgets_restarted: bool,
+    /// Whether `[auth]` changed (or reads secrets from outside the file): client streams opened
+    /// before the reload were ended.
+    pub auth_changed: bool,
+}
+
+/// Reads the config again from where `sluice serve` read it and applies it.
+pub async fn from_source(gw: &Arc<Gateway>) -> Result<Applied, String> {
+    let Some(src) = gw.live.source.get() else {
+        return Err("this gateway was not started from a config source (`sluice serve`): nothing to reload".into());
+    };
+    match src.load() {
+        Ok(cfg) => apply(gw, cfg).await,
+        Err(e) => {
+            gw.metrics.reloaded(None);
+            Err(e.to_string())
+        }
+    }
+}
+
+/// Applies `cfg` as the next generation, or changes nothing and says why.
+pub async fn apply(gw: &Arc<Gateway>, cfg: Config) -> Result<Applied, String> {
+    let _one = gw.live.reloading.lock().await;
+    let old = gw.latest();
+    let result = swap(&old, cfg).await;
+    old.metrics.reloaded(result.as_ref().ok().map(|a| a.generation));
+    result
+}
+
+async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
+    if cfg.upstreams.is_empty() {
+        return Err("no upstreams: a reload to a config without [[upstream]] would serve nothing".into());
+    }
+    // Port 0 asks for any port: the one bound is that.
+    if cfg.listen.port() == 0 && cfg.listen.ip() == old.cfg.listen.ip() {
+        cfg.listen = old.cfg.listen;
+    }
+    if let Some(key) = restart_only_changes(&old.cfg, &cfg).first() {
+        return Err(format!("{key} changed: it takes effect only at a restart; restore it (or restart Sluice) and reload again"));
+    }
+    let next = old.next(cfg)?;
+    let fresh: Vec<Arc<Upstream>> = next.upstreams.iter().filter(|u| !kept(old, u)).cloned().collect();
+    let gone: Vec<Arc<Upstream>> = old.upstreams.iter().filter(|u| !kept(&next, u)).cloned().collect();
+    // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
+    // unhealthy and probed again on the refresh, as at startup.
+    next.probe_each(&fresh).await;
+    next.live.set(&next);
+    // Streams opened under credentials that may no longer hold end (a no-op when `[auth]`
+    // stayed the same: the token is shared).
+    let auth_changed = !crate::gateway::same_auth(&old.cfg.auth, &next.cfg.auth);
+    if auth_changed {
+        old.revoked.cancel();
+    }
+    for up in &fresh {
+        tokio::spawn(crate::listen::upstream_listen(next.clone(), up.clone()));
+    }
+    announce(old, &next, &fresh, &gone);
+    let applied = Applied {
+        generation: next.generation,
+        added: fresh.iter().filter(|u| old.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect(),
+        removed: gone.iter().filter(|u| next.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect(),
+        replaced: fresh.iter().filter(|u| old.upstream(&u.name).is_some()).map(|u| u.name.clone()).collect(),
+        budgets_restarted: next.governor.restarted_budgets(&old.governor),
+        auth_changed,
+    };
+    tokio::spawn(drain(next.clone(), gone));
+    Ok(applied)
+}
+
+/// Whether `gw` holds this very upstream (not only one of its name).
+fn kept(gw: &Gateway, up: &Arc<Upstream>) -> bool {
+    gw.upstream(&up.name).is_some_and(|o| Arc::ptr_eq(o, up))
+}
+
+/// The restart-only settings that differ between the serving config and `new`.
+pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (a, b) = (flat(old), flat(new));
+    let mut keys: Vec<&'static str> = RESTART_ONLY.iter().copied().filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k))).collect();
+    // Secrets print redacted: the sealing keys are compared as read.
+    if old.state.keys != new.state.keys && !keys.contains(&"state") {
+        keys.push("state");
+    }
+    keys
+}
+
+fn flat(cfg: &Config) -> serde_json::Value {
+    json!({
+        "listen": cfg.listen.to_string(),
+        "path": cfg.path,
+        "state": cfg.state,
+        "bridge": cfg.bridge,
+        "audit": cfg.audit,
+        "telemetry": cfg.telemetry,
+        "limits": cfg.limits,
+        "timeouts": cfg.timeouts,
+    })
+}
+
+fn pointer(key: &str) -> String {
+    format!("/{}", key.replace('.', "/"))
+}
+
+/// Tells listen streams of the lists the reload changed: every list of an upstream added,
+/// removed or replaced, and of every upstream when names are spelled differently now (the
+/// prefix or separator changed) or visibility rules are loaded (each stream is then told only
+/// if its own view changed). A stream that takes the change moves to the new generation.
+fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<Upstream>]) {
+    let renamed = old.cfg.prefixed() != next.cfg.prefixed() || old.cfg.separator != next.cfg.separator;
+    let everyone = renamed || next.governor.has_visibility() || old.governor.has_visibility();
+    let mut names: Vec<&str> = fresh.iter().chain(gone).map(|u| u.name.as_str()).collect();
+    if everyone {
+        names.extend(next.upstreams.iter().map(|u| u.name.as_str()));
+    }
+    names.sort_unstable();
+    names.dedup();
+    let now = Instant::now();
+    for name in names {
+        for change in [Change::Tools, Change::Prompts, Change::Resources] {
+            next.hub.publish(name, change, now);
+        }
+    }
+}
+
+/// Ends upstreams a reload removed or replaced: at once, their listen streams, their idle
+/// sessions, and the pooling of the rest (a leased session ends when its call gives it back);
+/// their stdio processes once nothing holds the upstream (its calls and parked exchanges done),
+/// or at the latest after the longest a call or a parked exchange may last
+/// (`timeouts.request_ms`, `bridge.park_ms`), when what is left is cancelled.
+pub async fn drain(gw: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
+    gw.live.draining(&gone);
+    for up in &gone {
+        up.retired.cancel();
+        gw.bridge.pool.retire(up).await;
+    }
+    let deadline = Instant::now() + gw.cfg.timeouts.request.max(gw.cfg.bridge.park);
+    drop(gw);
+    for up in gone {
+        let Some(spec) = up.stdio.clone() else { continue };
+        // Held here and by nothing else: no call, session or table refers to it any more.
+        while Arc::strong_count(&up) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        spec.end_all_now();
+        spec.wait_ended().await;
+    }
+}
