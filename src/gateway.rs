@@ -86,8 +86,9 @@ pub struct Live {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Where the config was read, to read it again on SIGHUP (set by `sluice serve`).
     pub source: std::sync::OnceLock<crate::config::Source>,
-    /// Upstreams a reload retired that may still have processes: shutdown ends them too.
-    draining: std::sync::Mutex<Vec<std::sync::Weak<Upstream>>>,
+    /// Generations a reload replaced, while their drain runs (newest last): a round parked on
+    /// an upstream they held is still routed there, and shutdown ends their processes too.
+    retiring: std::sync::Mutex<Vec<std::sync::Weak<Gateway>>>,
 }
 
 impl Live {
@@ -101,17 +102,17 @@ impl Live {
         self.current.load_full()
     }
 
-    /// Notes upstreams being drained (dead entries are dropped as new ones come).
-    pub(crate) fn draining(&self, gone: &[Arc<Upstream>]) {
-        if let Ok(mut d) = self.draining.lock() {
-            d.retain(|w| w.strong_count() > 0);
-            d.extend(gone.iter().map(Arc::downgrade));
+    /// Notes a generation being drained (dead entries are dropped as new ones come).
+    pub(crate) fn retiring(&self, old: &Arc<Gateway>) {
+        if let Ok(mut r) = self.retiring.lock() {
+            r.retain(|w| w.strong_count() > 0);
+            r.push(Arc::downgrade(old));
         }
     }
 
-    /// The upstreams still being drained.
-    pub(crate) fn drained(&self) -> Vec<Arc<Upstream>> {
-        self.draining.lock().map(|d| d.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
+    /// The generations still draining, newest first.
+    pub fn retired(&self) -> Vec<Arc<Gateway>> {
+        self.retiring.lock().map(|r| r.iter().rev().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
     }
 
     /// Forgets the current generation (at the end of serving: it holds this `Live`).
@@ -216,7 +217,7 @@ impl Gateway {
                 current: arc_swap::ArcSwapOption::empty(),
                 reloading: tokio::sync::Mutex::new(()),
                 source: std::sync::OnceLock::new(),
-                draining: std::sync::Mutex::new(Vec::new()),
+                retiring: std::sync::Mutex::new(Vec::new()),
             }),
             generation: 1,
             cfg,

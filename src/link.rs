@@ -89,7 +89,12 @@ impl Gateway {
     /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
     pub async fn close_upstreams(&self) {
         // A reload's retired upstreams still draining end with the rest.
-        let draining = self.live.drained();
+        let draining: Vec<Arc<Upstream>> = self
+            .live
+            .retired()
+            .iter()
+            .flat_map(|g| g.upstreams.iter().filter(|u| u.retired.is_cancelled()).cloned().collect::<Vec<_>>())
+            .collect();
         let stdio: Vec<_> = self.upstreams.iter().chain(&draining).filter_map(|u| u.stdio.clone()).collect();
         // No process starts once shutdown began (a probe or a lease racing it included).
         for spec in &stdio {

@@ -122,7 +122,7 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
         budgets_restarted: next.governor.restarted_budgets(&old.governor),
         auth_changed,
     };
-    tokio::spawn(drain(next.clone(), gone));
+    tokio::spawn(drain(old.clone(), gone));
     Ok(applied)
 }
 
@@ -181,25 +181,27 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
 }
 
 /// Ends upstreams a reload removed or replaced: at once, their listen streams, their idle
-/// sessions, and the pooling of the rest (a leased session ends when its call gives it back);
-/// their stdio processes once nothing holds the upstream (its calls and parked exchanges done),
-/// or at the latest after the longest a call or a parked exchange may last
-/// (`timeouts.request_ms`, `bridge.park_ms`), when what is left is cancelled.
-pub async fn drain(gw: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
-    gw.live.draining(&gone);
+/// sessions, and the pooling of the rest (a leased session ends when its call gives it back).
+/// The generation `old` that held them stays reachable meanwhile (`Live::retired`: a round
+/// parked on one of them is still routed to it), until nothing else holds them (their calls
+/// and parked exchanges done) or at the latest after the longest a call or a parked exchange
+/// may last (`timeouts.request_ms`, `bridge.park_ms`); then their stdio processes end.
+pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
+    old.live.retiring(&old);
     for up in &gone {
         up.retired.cancel();
-        gw.bridge.pool.retire(up).await;
+        old.bridge.pool.retire(up).await;
     }
-    let deadline = Instant::now() + gw.cfg.timeouts.request.max(gw.cfg.bridge.park);
-    drop(gw);
+    let deadline = Instant::now() + old.cfg.timeouts.request.max(old.cfg.bridge.park);
+    // Held by `gone` and by `old`'s list, and by nothing else once drained.
+    while gone.iter().any(|up| Arc::strong_count(up) > 2) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(old);
     for up in gone {
-        let Some(spec) = up.stdio.clone() else { continue };
-        // Held here and by nothing else: no call, session or table refers to it any more.
-        while Arc::strong_count(&up) > 1 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Some(spec) = &up.stdio {
+            spec.end_all_now();
+            spec.wait_ended().await;
         }
-        spec.end_all_now();
-        spec.wait_ended().await;
     }
 }

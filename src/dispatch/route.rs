@@ -29,7 +29,28 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
+///
+/// A round's retry (it carries `requestState`) naming what this config no longer serves is
+/// routed as the generation that served it would have, when that generation is still draining
+/// and the name leads to an upstream the reload retired: the round finishes there (its sealed
+/// state is checked as any other). Everything else is routed by this generation only.
 pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
+    match resolve_in(gw, env, principal).await {
+        Err(unknown @ GatewayError::UnknownTarget(..)) if env.param("requestState").is_some() => {
+            for old in gw.live.retired() {
+                if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
+                    if t.up.retired.is_cancelled() && gw.upstream(&t.up.name).is_none_or(|now| !Arc::ptr_eq(now, &t.up)) {
+                        return Ok(Some(t));
+                    }
+                }
+            }
+            Err(unknown)
+        }
+        other => other,
+    }
+}
+
+async fn resolve_in(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method {
         Method::ToolsCall => {

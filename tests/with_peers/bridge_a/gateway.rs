@@ -30,6 +30,11 @@ pub(crate) async fn start(upstreams: &[(&str, &str)], bridge: Bridge) -> sluice:
 
 /// [`start`] with more config (`[auth]`…).
 pub(crate) async fn start_with(upstreams: &[(&str, &str)], bridge: Bridge, more: impl FnOnce(Gateway) -> Gateway) -> sluice::Running {
+    config(upstreams, bridge, more).start().await
+}
+
+/// The config [`start_with`] starts (a reload test builds the next one the same way).
+pub(crate) fn config(upstreams: &[(&str, &str)], bridge: Bridge, more: impl FnOnce(Gateway) -> Gateway) -> Gateway {
     let Bridge { gather_ms, park_ms, session_idle_ms } = bridge;
     let mut g = Gateway::bridge(keys::BRIDGE_A)
         .named("bridge_a.toml")
@@ -41,5 +46,5 @@ pub(crate) async fn start_with(upstreams: &[(&str, &str)], bridge: Bridge, more:
     for (name, url) in upstreams {
         g = g.upstream(name, url);
     }
-    g.start().await
+    g
 }

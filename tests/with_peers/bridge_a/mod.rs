@@ -18,6 +18,7 @@
 //! - `adversarial`: tampered, replayed, changed, expired and foreign-principal states; malformed,
 //!   missing and state-less answers; a client that never comes back, one that disconnects, an
 //!   upstream that dies mid-round, a client lacking a capability.
+//! - `reload`: a round parked before a config reload that removes its upstream finishes after it.
 //!
 //! Everything binds 127.0.0.1 port 0; bridge timeouts are milliseconds; no test sleeps longer
 //! than 2 s. Peers come from `eval "$(bash scripts/peers.sh)"`; without them these tests fail and
@@ -26,4 +27,5 @@
 mod adversarial;
 mod concurrent;
 mod gateway;
+mod reload;
 mod sdk_clients;
