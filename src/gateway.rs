@@ -86,15 +86,22 @@ pub struct Live {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     /// Where the config was read, to read it again on SIGHUP (set by `sluice serve`).
     pub source: std::sync::OnceLock<crate::config::Source>,
-    /// Generations a reload replaced, while their drain runs (newest last): a round parked on
-    /// an upstream they held is still routed there, and shutdown ends their processes too.
-    retiring: std::sync::Mutex<Vec<std::sync::Weak<Gateway>>>,
+    /// Generations a reload replaced, while their drain runs: a round parked on an upstream
+    /// they held is still routed there, and shutdown ends their processes too.
+    retiring: std::sync::Mutex<Vec<Arc<Gateway>>>,
+    /// Set once serving ended: no reload makes a generation current after that.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
-    /// Makes `gw` the current generation.
-    pub(crate) fn set(&self, gw: &Arc<Gateway>) {
+    /// Makes `gw` the current generation; `false` once serving ended (nothing changed).
+    pub(crate) fn set(&self, gw: &Arc<Gateway>) -> bool {
+        let _one = self.retiring.lock();
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
         self.current.store(Some(gw.clone()));
+        true
     }
 
     /// The current generation (`None` once serving ended).
@@ -102,22 +109,34 @@ impl Live {
         self.current.load_full()
     }
 
-    /// Notes a generation being drained (dead entries are dropped as new ones come).
+    /// Notes a generation whose drain starts.
     pub(crate) fn retiring(&self, old: &Arc<Gateway>) {
         if let Ok(mut r) = self.retiring.lock() {
-            r.retain(|w| w.strong_count() > 0);
-            r.push(Arc::downgrade(old));
+            r.push(old.clone());
+        }
+    }
+
+    /// Forgets a generation whose drain ended.
+    pub(crate) fn retired_done(&self, old: &Arc<Gateway>) {
+        if let Ok(mut r) = self.retiring.lock() {
+            r.retain(|g| !Arc::ptr_eq(g, old));
         }
     }
 
     /// The generations still draining, newest first.
     pub fn retired(&self) -> Vec<Arc<Gateway>> {
-        self.retiring.lock().map(|r| r.iter().rev().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default()
+        self.retiring.lock().map(|r| r.iter().rev().cloned().collect()).unwrap_or_default()
     }
 
-    /// Forgets the current generation (at the end of serving: it holds this `Live`).
+    /// Forgets the current generation and the draining ones (at the end of serving: they hold
+    /// this `Live`); no reload applies after it.
     pub fn clear(&self) {
+        let mut r = self.retiring.lock();
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
         self.current.store(None);
+        if let Ok(r) = r.as_mut() {
+            r.clear();
+        }
     }
 }
 
@@ -218,11 +237,12 @@ impl Gateway {
                 reloading: tokio::sync::Mutex::new(()),
                 source: std::sync::OnceLock::new(),
                 retiring: std::sync::Mutex::new(Vec::new()),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
             generation: 1,
             cfg,
         });
-        gw.live.set(&gw);
+        let _ = gw.live.set(&gw);
         Ok(gw)
     }
 
@@ -232,10 +252,14 @@ impl Gateway {
     /// current). Nothing is started or changed here; dropping the result undoes it.
     pub fn next(&self, cfg: Config) -> Result<Arc<Gateway>, String> {
         let Parts { upstreams, auth, governor: _, keys: _ } = preflight(&cfg)?;
+        // Tables hold public names: when names are spelled differently now (the prefix or the
+        // separator changed, or `prefix = "auto"` and the number of upstreams), none is kept.
+        let names = Names::new(cfg.prefixed(), &cfg.separator);
+        let renamed = names != self.names;
         let upstreams = upstreams
             .into_iter()
             .map(|fresh| match self.upstream(&fresh.name) {
-                Some(old) if old.same_as(&fresh) => old.clone(),
+                Some(old) if !renamed && old.same_as(&fresh) => old.clone(),
                 _ => fresh,
             })
             .collect();
@@ -251,7 +275,7 @@ impl Gateway {
             auth,
             client: self.client.clone(),
             upstreams,
-            names: Names::new(cfg.prefixed(), &cfg.separator),
+            names,
             server_info: self.server_info.clone(),
             server_info_json: self.server_info_json.clone(),
             hub: self.hub.clone(),

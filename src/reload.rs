@@ -103,7 +103,16 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
     // unhealthy and probed again on the refresh, as at startup.
     next.probe_each(&fresh).await;
-    next.live.set(&next);
+    // Draining before the swap: a round's retry just after it finds its upstream.
+    old.live.retiring(old);
+    if old.shutdown.is_cancelled() || !next.live.set(&next) {
+        old.live.retired_done(old);
+        end_processes(&fresh).await;
+        return Err("Sluice is shutting down: the reload was not applied".into());
+    }
+    for up in &gone {
+        up.retired.cancel();
+    }
     // Streams opened under credentials that may no longer hold end (a no-op when `[auth]`
     // stayed the same: the token is shared).
     let auth_changed = !crate::gateway::same_auth(&old.cfg.auth, &next.cfg.auth);
@@ -135,9 +144,11 @@ fn kept(gw: &Gateway, up: &Arc<Upstream>) -> bool {
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (flat(old), flat(new));
     let mut keys: Vec<&'static str> = RESTART_ONLY.iter().copied().filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k))).collect();
-    // Secrets print redacted: the sealing keys are compared as read.
-    if old.state.keys != new.state.keys && !keys.contains(&"state") {
-        keys.push("state");
+    // Secrets print redacted: the sealing keys and the OTLP endpoint are compared as read.
+    for (key, differs) in [("state", old.state.keys != new.state.keys), ("telemetry", old.telemetry != new.telemetry)] {
+        if differs && !keys.contains(&key) {
+            keys.push(key);
+        }
     }
     keys
 }
@@ -181,24 +192,38 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
 }
 
 /// Ends upstreams a reload removed or replaced: at once, their listen streams, their idle
-/// sessions, and the pooling of the rest (a leased session ends when its call gives it back).
-/// The generation `old` that held them stays reachable meanwhile (`Live::retired`: a round
-/// parked on one of them is still routed to it), until nothing else holds them (their calls
-/// and parked exchanges done) or at the latest after the longest a call or a parked exchange
-/// may last (`timeouts.request_ms`, `bridge.park_ms`); then their stdio processes end.
+/// sessions, and the pooling of the rest. The generation `old` that held them stays reachable
+/// meanwhile (`Live::retired`: a retry of a round on one of them is still routed to it) for the
+/// longest a call or a round handed to a client may last (`timeouts.request_ms`,
+/// `bridge.park_ms`), and after that while a session of theirs is leased (a bridge A exchange
+/// going on, each of its rounds bounded by `bridge.park_ms` and the round cap); then their
+/// stdio processes end.
 pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
-    old.live.retiring(&old);
     for up in &gone {
-        up.retired.cancel();
         old.bridge.pool.retire(up).await;
     }
-    let deadline = Instant::now() + old.cfg.timeouts.request.max(old.cfg.bridge.park);
-    // Held by `gone` and by `old`'s list, and by nothing else once drained.
-    while gone.iter().any(|up| Arc::strong_count(up) > 2) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let shutdown = old.shutdown.clone();
+    let leased = || gone.iter().any(|u| u.leases.load(std::sync::atomic::Ordering::Acquire) > 0);
+    let mut wait = old.cfg.timeouts.request.max(old.cfg.bridge.park);
+    loop {
+        tokio::select! {
+            // Left listed as draining: shutdown ends their processes with the rest.
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if !leased() {
+            break;
+        }
+        wait = Duration::from_millis(100);
     }
+    old.live.retired_done(&old);
     drop(old);
-    for up in gone {
+    end_processes(&gone).await;
+}
+
+/// Ends the stdio processes of `ups`.
+async fn end_processes(ups: &[Arc<Upstream>]) {
+    for up in ups {
         if let Some(spec) = &up.stdio {
             spec.end_all_now();
             spec.wait_ended().await;

@@ -21,11 +21,13 @@ use crate::upstream::{Discovered, Status, Upstream, Wire};
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
 /// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
+/// The generation current when a change arrives does the work (a pooled session outlives the
+/// one that opened it).
 pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
-    let weak: Weak<Gateway> = Arc::downgrade(gw);
+    let weak: Weak<crate::gateway::Live> = Arc::downgrade(&gw.live);
     let up = up.clone();
     Arc::new(move |data: &str| {
-        let Some(gw) = weak.upgrade() else { return };
+        let Some(gw) = weak.upgrade().and_then(|live| live.get()) else { return };
         let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
             return;
         };

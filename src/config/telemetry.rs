@@ -12,7 +12,7 @@ use super::raw::RawTelemetry;
 use super::Invalid;
 
 /// Where and how traces are exported.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Telemetry {
     /// The collector's OTLP/HTTP traces URL (`/v1/traces` appended to a URL without a path).
     #[serde(serialize_with = "redacted")]

@@ -37,13 +37,14 @@ pub struct Governor {
     pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
     consumed: Arc<crate::state::nonces::Nonces>,
-    /// `[budget]`, its profiles and `[[quota]]` as read, to tell whether a reload changed them.
-    settings: serde_json::Value,
+    /// `[budget]` with its profiles, and `[[quota]]`, as read, to tell whether a reload changed
+    /// them.
+    settings: [serde_json::Value; 2],
 }
 
-/// The budget and quota settings of a config, compared across a reload.
-fn settings(cfg: &crate::config::Config) -> serde_json::Value {
-    serde_json::json!([cfg.budget, cfg.budget_overrides, cfg.quotas])
+/// The budget and the quota settings of a config, compared across a reload.
+fn settings(cfg: &crate::config::Config) -> [serde_json::Value; 2] {
+    [serde_json::json!([cfg.budget, cfg.budget_overrides]), serde_json::json!(cfg.quotas)]
 }
 
 impl Governor {
@@ -65,21 +66,24 @@ impl Governor {
 
     /// The governor of a reloaded config: its rules read again (a broken file is an error and
     /// changes nothing), and the consumed round states carried over, so a state used before the
-    /// reload is still refused after it. What principals spent carries over unless `[budget]`
-    /// or `[[quota]]` changed (then it starts again under the new limits).
+    /// reload is still refused after it. What principals spent carries over: their budgets
+    /// unless `[budget]` changed, their quotas unless `[[quota]]` changed (each then starts
+    /// again under its new limits).
     pub fn next(&self, cfg: &crate::config::Config) -> Result<Governor, String> {
         let mut fresh = Governor::new(cfg)?;
-        if fresh.settings == self.settings {
+        if fresh.settings[0] == self.settings[0] {
             fresh.budgets = self.budgets.clone();
+        }
+        if fresh.settings[1] == self.settings[1] {
             fresh.quotas = self.quotas.clone();
         }
         fresh.consumed = self.consumed.clone();
         Ok(fresh)
     }
 
-    /// Whether [`Governor::next`] started the budgets and quotas again.
+    /// Whether [`Governor::next`] started the budgets or the quotas again.
     pub fn restarted_budgets(&self, previous: &Governor) -> bool {
-        !Arc::ptr_eq(&self.budgets, &previous.budgets)
+        !Arc::ptr_eq(&self.budgets, &previous.budgets) || !Arc::ptr_eq(&self.quotas, &previous.quotas)
     }
 
     /// The rules.

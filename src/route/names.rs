@@ -8,7 +8,7 @@
 pub const MAX_NAME: usize = 128;
 
 /// How names are published.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
     prefixed: bool,
     separator: String,

@@ -128,9 +128,11 @@ pub struct Upstream {
     /// A number no other upstream built by this process has: pooled sessions are keyed on it,
     /// so a session of a replaced upstream is never leased for its successor.
     pub instance: u64,
-    /// Cancelled when a reload removes or replaces it: its listen stream ends, and no new
-    /// process or session is opened for it.
+    /// Cancelled when a reload removes or replaces it: its listen stream ends, its idle
+    /// sessions close, and a session given back is closed instead of pooled.
     pub retired: tokio_util::sync::CancellationToken,
+    /// Sessions of it leased now (calls and parked exchanges in progress): a drain waits for 0.
+    pub leases: std::sync::atomic::AtomicUsize,
 }
 
 impl Upstream {
@@ -208,6 +210,7 @@ impl Upstream {
             config: cfg.clone(),
             instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             retired: tokio_util::sync::CancellationToken::new(),
+            leases: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

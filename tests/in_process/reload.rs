@@ -112,13 +112,15 @@ async fn a_config_that_fails_to_load_or_changes_a_restart_only_setting_changes_n
     // A setting read only at startup.
     let why = s.reload(base().limit("max_connections", 7).config()).await.expect_err("a restart-only change is refused");
     assert!(why.contains("limits.max_connections") && why.contains("restart"), "{why}");
+    let why = s.reload(base().set("telemetry", "otlp_endpoint", "http://127.0.0.1:4318").config()).await.expect_err("refused");
+    assert!(why.starts_with("telemetry changed"), "{why}");
 
     assert_eq!(s.current().generation, 1, "nothing was applied");
     assert_eq!(tool_names(&url).await, ["echo"]);
     load.past(20).await;
     load.finish().await;
     let metrics = reqwest::get(format!("http://{}/metrics", s.addr)).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("sluice_config_reloads_total{result=\"failed\"} 3"), "{metrics}");
+    assert!(metrics.contains("sluice_config_reloads_total{result=\"failed\"} 4"), "{metrics}");
     assert!(metrics.contains("sluice_config_last_reload_successful 0"), "{metrics}");
     // The same config again applies (and says so).
     s.reload(base().config()).await.expect("an unchanged config applies");
@@ -132,7 +134,7 @@ const NEW: &str = "new-key-0123456789abcdef0";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_limits_and_quotas_change_on_reload_while_callers_keep_being_served() {
-    let a = Spec::new("a").start().await;
+    let a = Spec::new("a").caps(json!({"tools": {"listChanged": true}})).start().await;
     let with = |keys: &[&str]| keys.iter().fold(Gateway::e2e().upstream("a", &a.url()), |g, k| g.api_key(ApiKey::new(k, &k[..4])));
     let s = with(&[KEEP, GONE]).start().await;
     let url = s.url();
@@ -157,8 +159,19 @@ async fn api_keys_limits_and_quotas_change_on_reload_while_callers_keep_being_se
     // A limit read per request: the body bound.
     let pad = Req::new("tools/list").params(json!({"pad": "x".repeat(2000)})).header("authorization", &bearer(NEW));
     assert_eq!(pad.send(&url).await.status, 200);
+    let mut kept_stream = Req::new("subscriptions/listen")
+        .params(json!({"notifications": {"toolsListChanged": true}}))
+        .header("authorization", &bearer(KEEP))
+        .stream(&url)
+        .await;
+    assert_eq!(kept_stream.next().await.expect("acknowledgement")["method"], "notifications/subscriptions/acknowledged");
     let applied = s.reload(with(&[KEEP, NEW]).limit("max_body_bytes", 1024).config()).await.expect("the reload applies");
-    assert!(!applied.auth_changed, "the same [auth]: streams stay open");
+    assert!(!applied.auth_changed);
+    // The same [auth]: the stream opened before the reload stays open and is told.
+    a.wait_listen().await;
+    a.notify_method("notifications/tools/list_changed");
+    let told = kept_stream.next().await.expect("the stream is still open");
+    assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
     let pad = Req::new("tools/list").params(json!({"pad": "x".repeat(2000)})).header("authorization", &bearer(NEW));
     assert_eq!(pad.send(&url).await.status, 413, "the smaller body bound holds at once");
     load.past(20).await;
@@ -197,4 +210,66 @@ async fn a_listen_stream_is_told_of_the_tools_a_reload_added() {
     let told = stream.next().await.expect("a list change");
     assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
     assert_eq!(tool_names(&url).await, ["a__echo", "c__fresh"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_spelled_differently_after_a_reload_are_listed_and_routed_as_the_new_config_spells_them() {
+    // `prefix = "auto"`: one upstream is unprefixed, two are prefixed.
+    let a = Spec::new("a").start().await;
+    let c = Spec::new("c").tools(vec![tool("fresh")]).start().await;
+    let s = Gateway::e2e().upstream("a", &a.url()).healthy().start().await;
+    let url = s.url();
+    assert_eq!(tool_names(&url).await, ["echo"]);
+    let applied = s.reload(Gateway::e2e().upstream("a", &a.url()).upstream("c", &c.url()).config()).await.expect("applies");
+    assert_eq!(applied.replaced, ["a"], "its table spelled the old names: a new one took over");
+    assert_eq!(tool_names(&url).await, ["a__echo", "c__fresh"]);
+    assert_eq!(
+        call("a__echo").send(&url).await.result(&json!(1))["content"][0]["text"],
+        "a ran echo",
+        "the upstream's own name goes upstream"
+    );
+    call("echo").send(&url).await.error(400, -32602, &json!(1));
+    // And back to one: unprefixed again.
+    s.reload(Gateway::e2e().upstream("a", &a.url()).config()).await.expect("applies");
+    assert_eq!(tool_names(&url).await, ["echo"]);
+    assert_eq!(call("echo").send(&url).await.result(&json!(1))["content"][0]["text"], "a ran echo");
+    // A separator change renames too.
+    s.reload(Gateway::e2e().upstream("a", &a.url()).upstream("c", &c.url()).top("separator", "-").config()).await.expect("applies");
+    assert_eq!(tool_names(&url).await, ["a-echo", "c-fresh"]);
+    assert_eq!(call("a-echo").send(&url).await.result(&json!(1))["content"][0]["text"], "a ran echo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_round_begun_before_its_upstream_was_removed_is_finished_after_the_reload() {
+    let a = Spec::new("a").start().await;
+    let b = Spec::new("b").tools(vec![tool("ask")]).on(|s| {
+        (s.tool() == "ask").then(|| match s.params.get("inputResponses") {
+            None => Reply::Result(json!({
+                "resultType": "input_required",
+                "inputRequests": {"llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}},
+                "requestState": "b-state"
+            })),
+            Some(_) => Reply::Result(json!({"content": [{"type": "text", "text": format!("answered with {}", s.params["requestState"])}]})),
+        })
+    });
+    let b = b.start().await;
+    let both = || Gateway::e2e().upstream("a", &a.url()).upstream("b", &b.url()).top("prefix", "always");
+    // Started as generation 2, so nothing but the drain keeps its generation reachable.
+    let s = Gateway::e2e().upstream("a", &a.url()).top("prefix", "always").healthy().start().await;
+    s.reload(both().config()).await.expect("b added");
+    let url = s.url();
+    let ask = || call("b__ask").meta_member("io.modelcontextprotocol/clientCapabilities", json!({"sampling": {}}));
+    let round = ask().send(&url).await.result(&json!(1));
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let state = round["requestState"].as_str().expect("a sealed requestState").to_owned();
+
+    let applied = s.reload(Gateway::e2e().upstream("a", &a.url()).top("prefix", "always").config()).await.expect("b removed");
+    assert_eq!(applied.removed, ["b"]);
+    let answer = json!({"llm": {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}});
+    let retry = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await.result(&json!(1));
+    assert_eq!(retry["content"][0]["text"], "answered with \"b-state\"", "the round finished on the removed upstream: {retry}");
+    // Its state is single use across the reload too, and a new call is an unknown name.
+    let again = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await;
+    assert_eq!(again.json()["error"]["code"], -32602, "{}", again.text);
+    ask().send(&url).await.error(400, -32602, &json!(1));
 }

@@ -45,6 +45,7 @@ pub struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        self.session.up.leases.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         self.session.set_leased(false);
         self.pool.give_back(self.session.clone());
     }
@@ -98,6 +99,7 @@ impl Pool {
         };
         session.discard_queued();
         session.set_leased(true);
+        session.up.leases.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Lease { session, pool: self.clone() })
     }
 
