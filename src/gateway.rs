@@ -68,14 +68,22 @@ pub struct Gateway {
     pub revoked: CancellationToken,
 }
 
-/// Whether two `[auth]` sections certainly accept the same credentials: written the same, and
-/// reading no secret from the environment or a file (which may have changed under them).
+/// Whether two `[auth]` sections certainly accept the same credentials: written the same
+/// (which upstream each scope reaches aside: streams judge that per event, on the current
+/// generation), and reading no key or secret from a file, which may have changed under them
+/// (the process environment cannot).
 pub(crate) fn same_auth(a: &crate::config::AuthConfig, b: &crate::config::AuthConfig) -> bool {
-    let external = |c: &crate::config::AuthConfig| {
-        c.api_keys_env.is_some()
-            || c.jwt.as_ref().is_some_and(|j| j.hs256_secret_env.is_some() || j.hs256_secret_file.is_some() || j.jwks_file.is_some())
+    let files = |c: &crate::config::AuthConfig| {
+        c.jwt.as_ref().is_some_and(|j| j.hs256_secret_file.is_some() || j.jwks_file.is_some() || !j.public_keys.is_empty())
     };
-    serde_json::to_value(a).ok() == serde_json::to_value(b).ok() && !external(a) && !external(b)
+    let written = |c: &crate::config::AuthConfig| {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("upstream_scopes");
+        }
+        v
+    };
+    written(a) == written(b) && !files(a) && !files(b)
 }
 
 /// The current generation, swapped whole by a reload. Requests and long-lived streams take

@@ -123,8 +123,9 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Check { config, quick, principal, groups } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
-            // Exactly what `serve` reads before it listens: credentials, keys, policies, files.
-            sluice::gateway::preflight(&cfg).map_err(anyhow::Error::msg)?;
+            // Exactly what `serve` reads before it listens, and a reload before it applies:
+            // upstreams, credentials, keys, policies, files.
+            sluice::reload::check(&cfg).map_err(anyhow::Error::msg)?;
             let Some(id) = principal else {
                 println!("{}", cfg.redacted());
                 return Ok(std::process::ExitCode::SUCCESS);

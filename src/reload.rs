@@ -86,10 +86,24 @@ pub async fn apply(gw: &Arc<Gateway>, cfg: Config) -> Result<Applied, String> {
     result
 }
 
-async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
-    if cfg.upstreams.is_empty() {
-        return Err("no upstreams: a reload to a config without [[upstream]] would serve nothing".into());
+/// What `sluice check` and a reload both refuse of a config on its own: an empty upstream list,
+/// and everything [`preflight`](crate::gateway::preflight) refuses. (A reload also compares it
+/// with the config serving: [`restart_only_changes`].)
+pub fn check(cfg: &Config) -> Result<(), String> {
+    not_empty(cfg)?;
+    crate::gateway::preflight(cfg).map(drop)
+}
+
+fn not_empty(cfg: &Config) -> Result<(), String> {
+    match cfg.upstreams.is_empty() {
+        true => Err("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL".into()),
+        false => Ok(()),
     }
+}
+
+async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
+    // The rest of `check` is `Gateway::next`'s preflight.
+    not_empty(&cfg)?;
     // Port 0 asks for any port: the one bound is that.
     if cfg.listen.port() == 0 && cfg.listen.ip() == old.cfg.listen.ip() {
         cfg.listen = old.cfg.listen;
@@ -103,15 +117,18 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
     // unhealthy and probed again on the refresh, as at startup.
     next.probe_each(&fresh).await;
-    // Draining before the swap: a round's retry just after it finds its upstream.
-    old.live.retiring(old);
-    if old.shutdown.is_cancelled() || !next.live.set(&next) {
-        old.live.retired_done(old);
+    if old.shutdown.is_cancelled() {
         end_processes(&fresh).await;
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
+    // Draining before the swap: a round's retry just after it finds its upstream.
+    old.live.retiring(old);
     for up in &gone {
         up.retired.cancel();
+    }
+    if !next.live.set(&next) {
+        end_processes(&fresh).await;
+        return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Streams opened under credentials that may no longer hold end (a no-op when `[auth]`
     // stayed the same: the token is shared).
@@ -195,15 +212,15 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
 /// sessions, and the pooling of the rest. The generation `old` that held them stays reachable
 /// meanwhile (`Live::retired`: a retry of a round on one of them is still routed to it) for the
 /// longest a call or a round handed to a client may last (`timeouts.request_ms`,
-/// `bridge.park_ms`), and after that while a session of theirs is leased (a bridge A exchange
-/// going on, each of its rounds bounded by `bridge.park_ms` and the round cap); then their
-/// stdio processes end.
+/// `bridge.park_ms`), and after that while one is in use (`Upstream::in_use`: a session leased,
+/// or a round state sealed for it not yet expired; each round is bounded by `bridge.park_ms`
+/// and the round cap); then their stdio processes end.
 pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
     for up in &gone {
         old.bridge.pool.retire(up).await;
     }
     let shutdown = old.shutdown.clone();
-    let leased = || gone.iter().any(|u| u.leases.load(std::sync::atomic::Ordering::Acquire) > 0);
+    let leased = || gone.iter().any(|u| u.in_use(crate::state::now_ms()));
     let mut wait = old.cfg.timeouts.request.max(old.cfg.bridge.park);
     loop {
         tokio::select! {

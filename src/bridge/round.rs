@@ -80,7 +80,8 @@ pub(super) fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up
     // The park handle is the state's nonce: taking the exchange once is its single use.
     let handle = sealed.handle.clone().unwrap_or_default();
     let token = br.keys.seal(&sealed);
-    // An approval round comes first when a rule wants one for any of these asks.
+    up.hold_until(sealed.expires_ms); // a reload's drain waits for its answer
+                                      // An approval round comes first when a rule wants one for any of these asks.
     let approving = asks.iter().any(|a| a.approval.is_some());
     let requests = match asks.iter().find(|a| a.approval.is_some()) {
         Some(a) => {

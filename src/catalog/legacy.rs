@@ -27,6 +27,10 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
     let weak: Weak<crate::gateway::Live> = Arc::downgrade(&gw.live);
     let up = up.clone();
     Arc::new(move |data: &str| {
+        // A retired upstream's sessions report nothing: its name may be its successor's now.
+        if up.retired.is_cancelled() {
+            return;
+        }
         let Some(gw) = weak.upgrade().and_then(|live| live.get()) else { return };
         let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
             return;

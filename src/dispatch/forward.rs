@@ -184,7 +184,11 @@ fn reply_for(
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
             let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
-            match super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m) {
+            let wrapped = super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m);
+            if wrapped.is_ok() {
+                up.hold_until(seal.template.expires_ms); // a reload's drain waits for its answer
+            }
+            match wrapped {
                 Ok(result) => match serde_json::from_str::<RawObject<'_>>(&result) {
                     Ok(m) => json(result_reply(id, method, &m, info)),
                     Err(_) => json(unexpected_result(id, &up.name)),

@@ -30,24 +30,40 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
 ///
-/// A round's retry (it carries `requestState`) naming what this config no longer serves is
-/// routed as the generation that served it would have, when that generation is still draining
-/// and the name leads to an upstream the reload retired: the round finishes there (its sealed
-/// state is checked as any other). Everything else is routed by this generation only.
+/// A round's retry naming what this config no longer serves is routed as the generation that
+/// served it would have, while that generation drains, when its `requestState` opens (the MAC
+/// and every binding checked here, before anything else looks at the request) as the round of
+/// an upstream's call (not an approval round: no call starts on a removed upstream) and leads to
+/// the upstream the reload retired. Everything else is routed by this generation only.
 pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     match resolve_in(gw, env, principal).await {
-        Err(unknown @ GatewayError::UnknownTarget(..)) if env.param("requestState").is_some() => {
-            for old in gw.live.retired() {
-                if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
-                    if t.up.retired.is_cancelled() && gw.upstream(&t.up.name).is_none_or(|now| !Arc::ptr_eq(now, &t.up)) {
-                        return Ok(Some(t));
-                    }
-                }
-            }
-            Err(unknown)
-        }
+        Err(unknown @ GatewayError::UnknownTarget(..)) => match continuing(gw, env, principal) {
+            Some(upstream) => Ok(Some(on_retired(gw, env, principal, &upstream).await.ok_or(unknown)?)),
+            None => Err(unknown),
+        },
         other => other,
     }
+}
+
+/// The upstream a continuation round state names, when the request carries one that opens.
+fn continuing(gw: &Gateway, env: &Envelope, principal: &Principal) -> Option<String> {
+    let token = env.param_str("requestState")?.ok()?;
+    let digest = crate::state::params_digest(env.members());
+    let name = super::govern::bound_name(env);
+    let sealed = gw.bridge.keys.open(&token, principal.id(), env.method.as_str(), &name, &digest, crate::state::now_ms()).ok()?;
+    matches!(sealed.kind, crate::state::Kind::Bridge | crate::state::Kind::Modern).then_some(sealed.upstream)
+}
+
+/// The request routed by a draining generation to `upstream`, retired by a reload.
+async fn on_retired(gw: &Gateway, env: &Envelope, principal: &Principal, upstream: &str) -> Option<Target> {
+    for old in gw.live.retired() {
+        if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
+            if t.up.name == upstream && t.up.retired.is_cancelled() {
+                return Some(t);
+            }
+        }
+    }
+    None
 }
 
 async fn resolve_in(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {

@@ -133,6 +133,9 @@ pub struct Upstream {
     pub retired: tokio_util::sync::CancellationToken,
     /// Sessions of it leased now (calls and parked exchanges in progress): a drain waits for 0.
     pub leases: std::sync::atomic::AtomicUsize,
+    /// When the last round state sealed for it expires (ms since the epoch): a drain keeps it
+    /// reachable until then, so a round handed to a client can still be answered.
+    held_until_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Upstream {
@@ -211,7 +214,20 @@ impl Upstream {
             instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             retired: tokio_util::sync::CancellationToken::new(),
             leases: std::sync::atomic::AtomicUsize::new(0),
+            held_until_ms: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Notes a round state sealed for it, valid until `expires_ms`.
+    pub fn hold_until(&self, expires_ms: u64) {
+        self.held_until_ms.fetch_max(expires_ms, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Whether a call or a round of it may still come back: a session leased, or a round state
+    /// sealed for it not yet expired at `now_ms`.
+    pub fn in_use(&self, now_ms: u64) -> bool {
+        use std::sync::atomic::Ordering::Acquire;
+        self.leases.load(Acquire) > 0 || self.held_until_ms.load(Acquire) >= now_ms
     }
 
     /// Whether `other` (built from a reloaded config) would speak to the same server the same

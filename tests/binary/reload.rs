@@ -1,5 +1,5 @@
 //! Issue 15 item 2 on the binary: the config file edited and `SIGHUP` sent under load. An
-//! upstream added and one removed lose no request; a broken file changes nothing and says why
+//! upstream added and one removed (with a call in flight on it) lose no request; a broken file changes nothing and says why
 //! (a log line and `sluice_config_reloads_total{result="failed"}`).
 
 use serde_json::json;
@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::support::client::Req;
 use crate::support::gateway::Gateway;
 use crate::support::load::{call, Load};
-use crate::support::modern::{tool, Spec};
+use crate::support::modern::{tool, Reply, Spec};
 use crate::support::process::Sluice;
 
 async fn tool_names(url: &str) -> Vec<String> {
@@ -17,15 +17,26 @@ async fn tool_names(url: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_edited_file_under_load_and_a_broken_file_changes_nothing() {
+    let (gate, open) = tokio::sync::watch::channel(false);
     let a = Spec::new("a").start().await;
-    let b = Spec::new("b").start().await;
+    let b = Spec::new("b")
+        .tools(vec![tool("echo"), tool("slow")])
+        .on(move |s| (s.tool() == "slow").then(|| Reply::gate(open.clone(), json!({"content": [{"type": "text", "text": "slow done"}]}))))
+        .start()
+        .await;
     let c = Spec::new("c").tools(vec![tool("fresh")]).start().await;
     let config = |second: (&str, &str)| Gateway::hostile().upstream("a", &a.url()).upstream(second.0, second.1).text();
     let s = Sluice::start(&config(("b", &b.url()))).await;
     let url = s.url();
-    assert_eq!(tool_names(&url).await, ["a__echo", "b__echo"]);
+    assert_eq!(tool_names(&url).await, ["a__echo", "b__echo", "b__slow"]);
     let load = Load::start(&url, "a__echo", None, 4);
     load.past(20).await;
+    // A call in flight on the upstream about to be removed.
+    let slow = tokio::spawn({
+        let url = url.clone();
+        async move { call("b__slow").send(&url).await }
+    });
+    b.until("the slow call arrived", |m| m.calls("slow") == 1).await;
 
     // b out, c in.
     std::fs::write(s.config_path(), config(("c", &c.url()))).expect("edit the config");
@@ -34,6 +45,8 @@ async fn sighup_reloads_the_edited_file_under_load_and_a_broken_file_changes_not
     assert_eq!(tool_names(&url).await, ["a__echo", "c__fresh"]);
     assert_eq!(call("c__fresh").send(&url).await.result(&json!(1))["content"][0]["text"], "c ran fresh");
     load.past(20).await;
+    gate.send_replace(true);
+    assert_eq!(slow.await.expect("the slow call").result(&json!(1))["content"][0]["text"], "slow done", "it finished on b");
 
     // A file that does not parse: the previous config keeps serving.
     std::fs::write(s.config_path(), "listen = [\n").expect("break the config");

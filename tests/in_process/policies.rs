@@ -167,7 +167,11 @@ fn a_missing_policy_file_is_refused_naming_it() {
 fn sluice_check_loads_the_policies_and_refuses_a_broken_one_naming_its_line() {
     let sluice = env!("CARGO_BIN_EXE_sluice");
     let good = policies_dir().join("default.toml");
-    let out = std::process::Command::new(sluice).args(["check", "--policy"]).arg(&good).output().expect("run sluice check");
+    let out = std::process::Command::new(sluice)
+        .args(["check", "--upstream", "demo=http://127.0.0.1:9/mcp", "--policy"])
+        .arg(&good)
+        .output()
+        .expect("run sluice check");
     assert!(out.status.success(), "sluice check refused the shipped default policy: {}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("default.toml"), "the effective config lists the policy file");
 
@@ -175,7 +179,11 @@ fn sluice_check_loads_the_policies_and_refuses_a_broken_one_naming_its_line() {
     let line = line_of(&text, "tools_presnt");
     load_copy("check-broken.toml", &text).err().expect("the broken copy is refused");
     let broken = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("policies-{}", std::process::id())).join("check-broken.toml");
-    let out = std::process::Command::new(sluice).args(["check", "--policy"]).arg(&broken).output().expect("run sluice check");
+    let out = std::process::Command::new(sluice)
+        .args(["check", "--upstream", "demo=http://127.0.0.1:9/mcp", "--policy"])
+        .arg(&broken)
+        .output()
+        .expect("run sluice check");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "sluice check accepted a broken policy file");
     assert!(stderr.contains(&format!("check-broken.toml:{line}:")) && stderr.contains("tools_presnt"), "{stderr}");

@@ -273,3 +273,45 @@ async fn a_modern_round_begun_before_its_upstream_was_removed_is_finished_after_
     assert_eq!(again.json()["error"]["code"], -32602, "{}", again.text);
     ask().send(&url).await.error(400, -32602, &json!(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_round_begun_before_its_upstream_was_removed_starts_no_call_after_the_reload() {
+    let a = Spec::new("a").start().await;
+    let b = Spec::new("b").start().await;
+    let rule = "[[rule]]\nname = \"approve-b\"\nmatch = { method = [\"tools/call\"], upstream = [\"b\"] }\neffect = \"approve\"\n";
+    let s = Gateway::e2e().upstream("a", &a.url()).upstream("b", &b.url()).policy(rule).healthy().start().await;
+    let url = s.url();
+    let ask = || call("b__echo").meta_member("io.modelcontextprotocol/clientCapabilities", json!({"elicitation": {}}));
+    let round = ask().send(&url).await.result(&json!(1));
+    assert_eq!(round["resultType"], "input_required", "the approval round: {round}");
+    let state = round["requestState"].as_str().expect("a sealed requestState").to_owned();
+
+    s.reload(Gateway::e2e().upstream("a", &a.url()).top("prefix", "always").config()).await.expect("b and its rule removed");
+    let approve = json!({"sluice_approval": {"action": "accept", "content": {"approve": true}}});
+    for answer in [approve, json!({})] {
+        let r = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await;
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32602)), "{}", r.text);
+    }
+    assert_eq!(b.calls("echo"), 0, "no call started on the removed upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_from_an_environment_variable_a_reload_of_the_same_auth_keeps_streams_open() {
+    // The variable is read at each load; the process environment does not change under it.
+    std::env::set_var("SLUICE_RELOAD_TEST_KEYS", format!("{}=env-user", sluice::auth::api_keys::hash_key(KEEP)));
+    let a = Spec::new("a").caps(json!({"tools": {"listChanged": true}})).start().await;
+    let base = || Gateway::e2e().upstream("a", &a.url()).set("auth", "api_keys_env", "SLUICE_RELOAD_TEST_KEYS");
+    let s = base().start().await;
+    let url = s.url();
+    let mut stream = Req::new("subscriptions/listen")
+        .params(json!({"notifications": {"toolsListChanged": true}}))
+        .header("authorization", &format!("Bearer {KEEP}"))
+        .stream(&url)
+        .await;
+    assert_eq!(stream.next().await.expect("acknowledgement")["method"], "notifications/subscriptions/acknowledged");
+    let applied = s.reload(base().limit("max_body_bytes", 1024).config()).await.expect("applies");
+    assert!(!applied.auth_changed);
+    a.wait_listen().await;
+    a.notify_method("notifications/tools/list_changed");
+    assert_eq!(stream.next().await.expect("still open")["method"], "notifications/tools/list_changed");
+}

@@ -1,6 +1,7 @@
 //! A config reload under bridge A (issue 15 item 2): a round parked before a reload that
 //! removes its upstream is finished after it (the parked exchange drains rather than failing),
-//! its state stays single use across the reload, and the upstream's tools are gone for new calls.
+//! its state stays single use across the reload, a made-up state does not reach it, and the
+//! upstream's tools are gone for new calls.
 
 use serde_json::json;
 
@@ -24,8 +25,10 @@ async fn a_round_parked_before_its_upstream_is_removed_finishes_after_the_reload
     assert_eq!(applied.removed, ["py1"]);
 
     let answer = json!({"llm": sample("after", "m")});
-    // A made-up state does not open the way to the retired upstream: it is refused as any.
-    call.send(&http, &url, retry(answer.clone(), "not-a-state")).await.refused_for("tampered");
+    // A made-up state does not open the way to the retired upstream: its name is unknown.
+    let made_up = call.send(&http, &url, retry(answer.clone(), "not-a-state")).await;
+    assert_eq!(made_up.msg["error"]["code"], -32602, "{}", made_up.msg);
+    assert!(made_up.msg["error"]["message"].as_str().is_some_and(|m| m.contains("unknown tool")), "{}", made_up.msg);
     let done = call.send(&http, &url, retry(answer.clone(), &state)).await;
     assert_eq!(done.text(), "keyed[t]: after (model=m)", "the parked round finishes on its upstream");
     call.send(&http, &url, retry(answer, &state)).await.refused_for("unknown_exchange");
