@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tracing::Instrument as _;
 
 use super::forward::{forward as send, Call, MakeSeal};
 pub use super::target::Target;
@@ -271,7 +270,7 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         seal: None,
         trace,
     };
-    send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)).instrument(span).await
+    crate::telemetry::trace::traced!(span, send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)))
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).

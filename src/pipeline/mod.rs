@@ -22,7 +22,6 @@ use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
 use crate::telemetry::trace::RequestTrace;
-use tracing::Instrument as _;
 
 /// Runs one request through the pipeline.
 pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
@@ -68,7 +67,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
         trace.begin(None, None);
         note_trace(&trace);
-        let reply = crate::bridge_b::post(gw, &parts.headers, &principal, bytes).instrument(trace.span().clone()).await;
+        let reply = crate::telemetry::trace::traced!(trace.span().clone(), crate::bridge_b::post(gw, &parts.headers, &principal, bytes));
         trace.outcome(reply.status().as_u16(), None);
         return hold_stream(gw, &principal, "null", reply);
     }
@@ -106,7 +105,7 @@ async fn run_stages(
         trace.begin(Some(&env), version);
         note_trace(trace);
     }
-    match stages::run(gw, env, Some(headers), principal).instrument(trace.span().clone()).await {
+    match crate::telemetry::trace::traced!(trace.span().clone(), stages::run(gw, env, Some(headers), principal)) {
         Ok(reply) => {
             trace.outcome(reply.status().as_u16(), None);
             hold_stream(gw, principal, id, reply)

@@ -27,7 +27,6 @@ use crate::respond::Reply;
 use crate::route::xheader;
 use crate::telemetry::trace;
 use crate::validate;
-use tracing::Instrument as _;
 
 /// Runs a request Sluice built itself (bridge B's translation of a legacy request): every
 /// stage but the header checks, which have no client headers to compare.
@@ -58,7 +57,7 @@ pub async fn run(
     })?;
     // Route. Looked up now because Mcp-Param-* checks need the tool's annotations; its own
     // errors (unknown name) wait until version and method have been checked.
-    let target = route::resolve(gw, &env, principal).instrument(trace::stage("route")).await;
+    let target = trace::traced!(trace::stage("route"), route::resolve(gw, &env, principal));
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         if env.method == Method::ToolsCall {
             xheader::check(h, env.param("arguments"), &t.headers)
