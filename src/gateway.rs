@@ -99,6 +99,8 @@ pub struct Live {
     retiring: std::sync::Mutex<Vec<Arc<Gateway>>>,
     /// Set once serving ended: no reload makes a generation current after that.
     closed: std::sync::atomic::AtomicBool,
+    /// How many generations are draining (`retiring`'s length).
+    draining: std::sync::atomic::AtomicUsize,
 }
 
 impl Live {
@@ -121,6 +123,7 @@ impl Live {
     pub(crate) fn retiring(&self, old: &Arc<Gateway>) {
         if let Ok(mut r) = self.retiring.lock() {
             r.push(old.clone());
+            self.draining.store(r.len(), std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -128,7 +131,13 @@ impl Live {
     pub(crate) fn retired_done(&self, old: &Arc<Gateway>) {
         if let Ok(mut r) = self.retiring.lock() {
             r.retain(|g| !Arc::ptr_eq(g, old));
+            self.draining.store(r.len(), std::sync::atomic::Ordering::Release);
         }
+    }
+
+    /// Whether any generation is draining (one atomic load: the routing of every retry asks).
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
     /// The generations still draining, newest first.
@@ -145,6 +154,7 @@ impl Live {
         if let Ok(r) = r.as_mut() {
             r.clear();
         }
+        self.draining.store(0, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -246,6 +256,7 @@ impl Gateway {
                 source: std::sync::OnceLock::new(),
                 retiring: std::sync::Mutex::new(Vec::new()),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                draining: std::sync::atomic::AtomicUsize::new(0),
             }),
             generation: 1,
             cfg,

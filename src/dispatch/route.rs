@@ -29,18 +29,31 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
 ///
-/// A round's retry naming what this config no longer serves is routed as the generation that
-/// served it would have, while that generation drains, when its `requestState` opens (the MAC
-/// and every binding checked here, before anything else looks at the request) as the round of
-/// an upstream's call (not an approval round: no call starts on a removed upstream) and leads to
-/// the upstream the reload retired. Everything else is routed by this generation only.
+/// While a reload's replaced generation drains, a round's retry that this config would route
+/// nowhere, or to another upstream than its round's, is routed as that generation would have,
+/// when its `requestState` opens (the MAC and every binding checked here, before anything else
+/// looks at the request) as the round of an upstream's call (not an approval round: no call
+/// starts on a removed upstream) and leads to the upstream the reload retired. Everything else
+/// is routed by this generation only.
 pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
-    match resolve_in(gw, env, principal).await {
-        Err(unknown @ GatewayError::UnknownTarget(..)) => match continuing(gw, env, principal) {
-            Some(upstream) => Ok(Some(on_retired(gw, env, principal, &upstream).await.ok_or(unknown)?)),
-            None => Err(unknown),
-        },
-        other => other,
+    let current = resolve_in(gw, env, principal).await;
+    if !gw.live.draining() || env.param("requestState").is_none() {
+        return current;
+    }
+    let Some(upstream) = (match &current {
+        Err(GatewayError::UnknownTarget(..)) => continuing(gw, env, principal),
+        Ok(Some(t)) => continuing(gw, env, principal).filter(|u| *u != t.up.name),
+        _ => None,
+    }) else {
+        return current;
+    };
+    match on_retired(gw, env, principal, &upstream).await {
+        Some(t) => {
+            // The call it goes on with may take the longest a request may: its upstream stays.
+            t.up.hold_until(crate::state::now_ms() + gw.cfg.timeouts.request.as_millis() as u64);
+            Ok(Some(t))
+        }
+        None => current,
     }
 }
 

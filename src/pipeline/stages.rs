@@ -68,7 +68,8 @@ pub async fn run(
     // Method existence is global: a call to an upstream the principal lacks the scope for gets
     // 403 with the scope to ask for (OAuth step-up), not -32601.
     // A round's retry may be for an upstream a reload retired (routing decides; see route.rs).
-    let retired_serves = |cap: &str| env.param("requestState").is_some() && gw.live.retired().iter().any(|g| g.serves(cap));
+    let retired_serves =
+        |cap: &str| gw.live.draining() && env.param("requestState").is_some() && gw.live.retired().iter().any(|g| g.serves(cap));
     validate::check_method(&env.method, |cap| gw.serves(cap) || retired_serves(cap))?;
     let target = target?;
     if let Some(t) = &target {

@@ -315,3 +315,40 @@ async fn with_keys_from_an_environment_variable_a_reload_of_the_same_auth_keeps_
     a.notify_method("notifications/tools/list_changed");
     assert_eq!(stream.next().await.expect("still open")["method"], "notifications/tools/list_changed");
 }
+
+/// A mock whose `ask` asks for one sampling answer, then answers with the upstream state it got.
+async fn asking(name: &str) -> crate::support::modern::Mock {
+    Spec::new(name)
+        .tools(vec![tool("ask")])
+        .on(|s| {
+            (s.tool() == "ask").then(|| match s.params.get("inputResponses") {
+                None => Reply::Result(json!({
+                    "resultType": "input_required",
+                    "inputRequests": {"llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}},
+                    "requestState": "upstream-state"
+                })),
+                Some(_) => Reply::Result(json!({"content": [{"type": "text", "text": format!("{} answered", s.params["requestState"])}]})),
+            })
+        })
+        .start()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_whose_name_another_upstream_serves_after_the_reload_goes_back_to_its_own() {
+    // One unprefixed upstream replaced by another serving the same tool name.
+    let (old, new) = (asking("old").await, asking("new").await);
+    let s = Gateway::e2e().upstream("old", &old.url()).healthy().start().await;
+    let url = s.url();
+    let ask = || call("ask").meta_member("io.modelcontextprotocol/clientCapabilities", json!({"sampling": {}}));
+    let round = ask().send(&url).await.result(&json!(1));
+    let state = round["requestState"].as_str().expect("a sealed requestState").to_owned();
+    s.reload(Gateway::e2e().upstream("new", &new.url()).config()).await.expect("old out, new in");
+    let answer = json!({"llm": {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}});
+    let retry = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await.result(&json!(1));
+    assert_eq!(retry["content"][0]["text"], "\"upstream-state\" answered", "{retry}");
+    assert_eq!((old.calls("ask"), new.calls("ask")), (2, 0), "the retry went to the round's own upstream");
+    // A new call goes to the new one.
+    assert_eq!(ask().send(&url).await.result(&json!(1))["resultType"], "input_required");
+    assert_eq!(new.calls("ask"), 1);
+}
