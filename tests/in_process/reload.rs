@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use super::prelude::*;
 use crate::support::gateway::ApiKey;
 use crate::support::load::Load;
@@ -191,7 +193,15 @@ async fn api_keys_limits_and_quotas_change_on_reload_while_callers_keep_being_se
     // The same quota again keeps what was spent.
     let applied = s.reload(quota.config()).await.expect("the reload applies");
     assert!(!applied.budgets_restarted);
+    let before = s.current();
     assert_eq!(call("echo").header("authorization", &bearer(NEW)).send(&url).await.status, 429, "a reload is no fresh quota");
+    // A budget change starts the budgets again, and only them: the quota stays spent.
+    let budget = quota.budget("sampling_per_window", 7);
+    let applied = s.reload(budget.config()).await.expect("the reload applies");
+    assert!(applied.budgets_restarted);
+    assert!(!Arc::ptr_eq(&s.current().governor.budgets, &before.governor.budgets), "new budgets under the new [budget]");
+    assert!(Arc::ptr_eq(&s.current().governor.quotas, &before.governor.quotas), "the quotas carried over");
+    assert_eq!(call("echo").header("authorization", &bearer(NEW)).send(&url).await.status, 429, "still over its quota");
     load.past(20).await;
     load.finish().await;
 }
