@@ -4,26 +4,15 @@
 
 use serde_json::json;
 
-use crate::support::client::Req;
 use crate::support::gateway::Gateway;
-use crate::support::load::{call, Load};
-use crate::support::modern::{tool, Reply, Spec};
+use crate::support::load::{call, tool_names, with_slow_tool, Load};
+use crate::support::modern::{tool, Spec};
 use crate::support::process::Sluice;
-
-async fn tool_names(url: &str) -> Vec<String> {
-    let list = Req::new("tools/list").send(url).await.result(&json!(1));
-    list["tools"].as_array().expect("tools").iter().map(|t| t["name"].as_str().unwrap_or("?").to_owned()).collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_edited_file_under_load_and_a_broken_file_changes_nothing() {
-    let (gate, open) = tokio::sync::watch::channel(false);
     let a = Spec::new("a").start().await;
-    let b = Spec::new("b")
-        .tools(vec![tool("echo"), tool("slow")])
-        .on(move |s| (s.tool() == "slow").then(|| Reply::gate(open.clone(), json!({"content": [{"type": "text", "text": "slow done"}]}))))
-        .start()
-        .await;
+    let (b, gate) = with_slow_tool("b").await;
     let c = Spec::new("c").tools(vec![tool("fresh")]).start().await;
     let config = |second: (&str, &str)| Gateway::hostile().upstream("a", &a.url()).upstream(second.0, second.1).text();
     let s = Sluice::start(&config(("b", &b.url()))).await;

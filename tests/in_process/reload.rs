@@ -2,38 +2,18 @@
 //! itself is tested on the binary in tests/binary/reload.rs). Each kind of change is made under
 //! load — clients calling and listing without pause — and no request of theirs may fail.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use std::sync::Arc;
 
 use super::prelude::*;
 use crate::support::gateway::ApiKey;
-use crate::support::load::Load;
-
-fn names(list: &Value) -> Vec<String> {
-    list["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {list}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or("?").to_owned())
-        .collect()
-}
-
-use crate::support::load::call;
-
-async fn tool_names(url: &str) -> Vec<String> {
-    names(&Req::new("tools/list").send(url).await.result(&json!(1)))
-}
+use crate::support::load::{call, tool_names, with_slow_tool, Load};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_added_and_removed_by_a_reload_lose_no_request_and_in_flight_calls_finish() {
-    let (gate, open) = tokio::sync::watch::channel(false);
     let a = Spec::new("a").start().await;
-    let b = Spec::new("b")
-        .tools(vec![tool("echo"), tool("slow")])
-        .on(move |s| (s.tool() == "slow").then(|| Reply::gate(open.clone(), json!({"content": [{"type": "text", "text": "slow done"}]}))))
-        .start()
-        .await;
+    let (b, gate) = with_slow_tool("b").await;
     let c = Spec::new("c").tools(vec![tool("fresh")]).start().await;
     let s = Gateway::e2e().upstream("a", &a.url()).upstream("b", &b.url()).healthy().start().await;
     let url = s.url();
@@ -252,17 +232,7 @@ async fn names_spelled_differently_after_a_reload_are_listed_and_routed_as_the_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_round_begun_before_its_upstream_was_removed_is_finished_after_the_reload() {
     let a = Spec::new("a").start().await;
-    let b = Spec::new("b").tools(vec![tool("ask")]).on(|s| {
-        (s.tool() == "ask").then(|| match s.params.get("inputResponses") {
-            None => Reply::Result(json!({
-                "resultType": "input_required",
-                "inputRequests": {"llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}},
-                "requestState": "b-state"
-            })),
-            Some(_) => Reply::Result(json!({"content": [{"type": "text", "text": format!("answered with {}", s.params["requestState"])}]})),
-        })
-    });
-    let b = b.start().await;
+    let b = asking("b").await;
     let both = || Gateway::e2e().upstream("a", &a.url()).upstream("b", &b.url()).top("prefix", "always");
     // Started as generation 2, so nothing but the drain keeps its generation reachable.
     let s = Gateway::e2e().upstream("a", &a.url()).top("prefix", "always").healthy().start().await;
@@ -277,7 +247,7 @@ async fn a_modern_round_begun_before_its_upstream_was_removed_is_finished_after_
     assert_eq!(applied.removed, ["b"]);
     let answer = json!({"llm": {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}});
     let retry = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await.result(&json!(1));
-    assert_eq!(retry["content"][0]["text"], "answered with \"b-state\"", "the round finished on the removed upstream: {retry}");
+    assert_eq!(retry["content"][0]["text"], "\"upstream-state\" answered", "the round finished on the removed upstream: {retry}");
     // Its state is single use across the reload too, and a new call is an unknown name.
     let again = ask().params(json!({"inputResponses": answer, "requestState": state})).send(&url).await;
     assert_eq!(again.json()["error"]["code"], -32602, "{}", again.text);

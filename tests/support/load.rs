@@ -7,11 +7,31 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::client::Req;
+use super::modern::{tool, Mock, Reply, Spec};
 use super::WAIT;
 
 /// `tools/call` of `name` with no arguments.
 pub(crate) fn call(name: &str) -> Req {
     Req::new("tools/call").params(json!({"name": name, "arguments": {}}))
+}
+
+/// The public tool names `tools/list` gives.
+pub(crate) async fn tool_names(url: &str) -> Vec<String> {
+    let list = Req::new("tools/list").send(url).await.result(&json!(1));
+    let tools = list["tools"].as_array().unwrap_or_else(|| panic!("no tools in {list}"));
+    tools.iter().map(|t| t["name"].as_str().unwrap_or("?").to_owned()).collect()
+}
+
+/// A mock upstream `name` listing `echo` and `slow`; `slow` answers "slow done" once the gate
+/// given back is set to `true` (a call held in flight across a change).
+pub(crate) async fn with_slow_tool(name: &str) -> (Mock, tokio::sync::watch::Sender<bool>) {
+    let (gate, open) = tokio::sync::watch::channel(false);
+    let mock = Spec::new(name)
+        .tools(vec![tool("echo"), tool("slow")])
+        .on(move |s| (s.tool() == "slow").then(|| Reply::gate(open.clone(), json!({"content": [{"type": "text", "text": "slow done"}]}))))
+        .start()
+        .await;
+    (mock, gate)
 }
 
 /// Clients calling `tool` and listing tools in a loop until stopped; every answer must be a
