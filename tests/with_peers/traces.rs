@@ -20,6 +20,7 @@ use crate::support::call::{http, retry, sample, Call};
 use crate::support::otlp::{self, Span};
 use crate::support::peers;
 use crate::support::process::{Env, Sluice};
+use crate::support::text::post;
 
 const CANARY: &str = "canary-7f3a-argument";
 const PROMPT_CANARY: &str = "canary-9c1e-topic";
@@ -28,20 +29,6 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn parent(trace: &str, span: &str) -> String {
     format!("00-{trace}-{span}-01")
-}
-
-/// A 2026-07-28 request with its mirrored headers and `body` as built.
-async fn post(http: &reqwest::Client, url: &str, method: &str, name: Option<&str>, body: &Value) -> reqwest::Response {
-    let mut req = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(n) = name {
-        req = req.header("mcp-name", n);
-    }
-    req.body(body.to_string()).send().await.unwrap_or_else(|e| panic!("POST {method}: {e}"))
 }
 
 fn root<'a>(spans: &'a [Span], parent: &str) -> Option<&'a Span> {
@@ -99,8 +86,8 @@ async fn spans_of_a_call_a_list_and_a_bridge_a_round_reach_the_collector_with_th
         "io.modelcontextprotocol/clientCapabilities": {},
         "traceparent": parent(t2, p2),
     }}});
-    let r = post(&http, &url, "tools/list", None, &list).await;
-    assert_eq!(r.status(), 200);
+    let r = post(&http, &url, "tools/list", None, list.to_string(), None, &[]).await;
+    assert_eq!(r.status, 200);
     let spans = receiver.trace(t2, WAIT, |s| root(s, p2).is_some_and(|r| children(s, r).iter().filter(|c| c.kind == 3).count() == 2)).await;
     let server = root(&spans, p2).expect("the list's span");
     assert_eq!((server.name.as_str(), server.attr("jsonrpc.request.id")), ("tools/list", Some("list-1")));
@@ -166,8 +153,7 @@ async fn without_telemetry_the_clients_trace_context_reaches_the_upstream_untouc
     let call = Call::new("trace_seen", json!({"note": "x"}));
     let mut body = call.body(json!({}));
     body["params"]["_meta"]["traceparent"] = json!(parent(t, p));
-    let r = post(&http(), &sluice.url(), "tools/call", Some("trace_seen"), &body).await;
-    let v: Value = serde_json::from_str(&r.text().await.expect("body")).expect("JSON");
+    let v = post(&http(), &sluice.url(), "tools/call", Some("trace_seen"), body.to_string(), None, &[]).await.msg;
     assert_eq!(v["result"]["content"][0]["text"], format!("{t}-{p}"), "forwarded byte for byte: {v}");
     assert!(!sluice.output().contains("trace_id"), "no trace id is recorded with tracing off");
     sluice.terminate().await;
