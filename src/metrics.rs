@@ -109,6 +109,8 @@ pub struct Metrics {
     reload_ok: Gauge,
     /// The config generation serving: 1 at start, one more per applied reload.
     generation: Gauge,
+    /// Spans exported and lost with a failed batch (`[telemetry]`; brought up to date when scraped).
+    trace_spans: Family<ResultLabels, Counter>,
     scraping: std::sync::Mutex<()>,
 }
 
@@ -162,7 +164,14 @@ impl Metrics {
             "The config generation serving: 1 at start, one more per applied reload",
             generation.clone(),
         );
+        let trace_spans = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "sluice_trace_spans",
+            "Spans sent to the OTLP endpoint by result: exported, failed (their batch failed); 0 without [telemetry]",
+            trace_spans.clone(),
+        );
         Metrics {
+            trace_spans,
             reloads,
             reload_ok,
             generation,
@@ -242,6 +251,15 @@ impl Metrics {
         self.reload_ok.set(i64::from(applied.is_some()));
         if let Some(g) = applied {
             self.generation.set(g as i64);
+        }
+    }
+
+    /// Brings the span export counts up to date (when scraped; one scrape at a time).
+    pub fn trace_exports(&self, (exported, failed): (u64, u64)) {
+        let _one = self.scraping.lock();
+        for (result, total) in [("exported", exported), ("failed", failed)] {
+            let counter = self.trace_spans.get_or_create(&ResultLabels { result });
+            counter.inc_by(total.saturating_sub(counter.get()));
         }
     }
 

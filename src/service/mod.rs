@@ -67,6 +67,7 @@ fn metrics(gw: &Gateway) -> Response<Body> {
     gw.metrics.parked.set(gw.bridge.parked.len() as i64);
     gw.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
     gw.metrics.audit_dropped.set(gw.audit.dropped() as i64);
+    gw.metrics.trace_exports(crate::telemetry::counted::totals());
     for up in &gw.upstreams {
         gw.metrics.upstream(up);
     }

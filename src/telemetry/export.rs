@@ -4,7 +4,8 @@
 //! Takes the `[telemetry]` section; gives the `tracing` layer that turns spans into OTel spans
 //! and the [`Otel`] handle that flushes them at shutdown. Refuses nothing but an exporter the
 //! crate cannot build. A failed export (a collector down) loses its batch without a log line
-//! (the SDK is built without its internal logs); a full queue drops spans, never blocks a request. The `OTEL_EXPORTER_OTLP_HEADERS` and
+//! (the SDK is built without its internal logs), counted in `/metrics` (`counted.rs`); a full
+//! queue drops spans, never blocks a request. The `OTEL_EXPORTER_OTLP_HEADERS` and
 //! `OTEL_BSP_*` variables of the OTel SDK apply.
 
 use std::time::Duration;
@@ -37,7 +38,7 @@ where
         .build()
         .map_err(|e| format!("[telemetry]: cannot build the OTLP exporter: {e}"))?;
     let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-        exporter,
+        super::counted::Counted(exporter),
         opentelemetry_sdk::runtime::Tokio,
     )
     .build();

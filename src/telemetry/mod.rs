@@ -6,6 +6,7 @@
 //! disabled at their call sites and cost nothing. Refuses an exporter that cannot be built (a
 //! startup error, never "off"); a second init is ignored, which tests rely on.
 
+pub mod counted;
 pub mod export;
 pub mod trace;
 

@@ -141,6 +141,45 @@ async fn spans_of_a_call_a_list_and_a_bridge_a_round_reach_the_collector_with_th
         assert!(!raw.windows(canary.len()).any(|w| w == canary.as_bytes()), "{canary} was exported");
     }
     assert!(!output.contains(CANARY) && !output.contains(PROMPT_CANARY) && !output.contains(ANSWER_CANARY), "a canary was logged");
+    // What reached the receiver is counted as exported; nothing failed.
+    let (exported, failed) = span_counts(&sluice).await;
+    assert!(exported >= spans.len() as u64 && failed == 0, "exported {exported}, failed {failed}");
+    sluice.terminate().await;
+}
+
+/// `sluice_trace_spans_total` for `exported` and `failed`, from `/metrics`.
+async fn span_counts(sluice: &Sluice) -> (u64, u64) {
+    let text = reqwest::get(sluice.at("/metrics")).await.expect("metrics").text().await.expect("metrics text");
+    let count = |result: &str| {
+        let line = format!("sluice_trace_spans_total{{result=\"{result}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(line.as_str())).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    (count("exported"), count("failed"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_whose_collector_is_down_are_counted_as_failed() {
+    let py2 = peers::py2().await;
+    let config = format!(
+        "[telemetry]\notlp_endpoint = \"{}\"\n\n[[upstream]]\nname = \"py\"\nurl = \"{}\"\n",
+        crate::support::net::dead_url().trim_end_matches("/mcp"),
+        py2.url
+    );
+    let sluice = Sluice::start_env(&config, &Env::new().set("OTEL_BSP_SCHEDULE_DELAY", "50")).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    assert_eq!(post(&http(), &sluice.url(), "tools/list", None, list.to_string(), None, &[]).await.status, 200);
+    // The export fails within its timeout (connection refused at once); polled: another process.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (exported, failed) = span_counts(&sluice).await;
+        if failed > 0 {
+            assert_eq!(exported, 0);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no failed export counted within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     sluice.terminate().await;
 }
 
