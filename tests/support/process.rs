@@ -155,6 +155,9 @@ impl Sluice {
 
     /// Starts it and gives it once it listens, or how it exited (10 s at most).
     pub(crate) async fn spawn(config: &str, env: &Env) -> Result<Sluice, Exited> {
+        // The default listen address is a fixed port: tests run in parallel.
+        let port_0 = config.lines().any(|l| l.starts_with("listen = \"") && l.ends_with(":0\""));
+        assert!(port_0, "a test's config must listen on port 0 (listen = \"127.0.0.1:0\"):\n{config}");
         let dir = scratch("serve");
         let path = dir.join("sluice.toml");
         std::fs::write(&path, config).expect("write the config");

@@ -50,7 +50,7 @@ async fn spans_of_a_call_a_list_and_a_bridge_a_round_reach_the_collector_with_th
     let (py2, py1) = (peers::py2().await, peers::py1().await);
     let receiver = otlp::start().await;
     let config = format!(
-        "prefix = \"always\"\n\n[telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"sluice-under-test\"\n\n\
+        "listen = \"127.0.0.1:0\"\nprefix = \"always\"\n\n[telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"sluice-under-test\"\n\n\
          [[upstream]]\nname = \"py\"\nurl = \"{}\"\n\n[[upstream]]\nname = \"legacy\"\nurl = \"{}\"\n",
         receiver.url, py2.url, py1.url
     );
@@ -161,7 +161,7 @@ async fn span_counts(sluice: &Sluice) -> (u64, u64) {
 async fn spans_whose_collector_is_down_are_counted_as_failed() {
     let py2 = peers::py2().await;
     let config = format!(
-        "[telemetry]\notlp_endpoint = \"{}\"\n\n[[upstream]]\nname = \"py\"\nurl = \"{}\"\n",
+        "listen = \"127.0.0.1:0\"\n\n[telemetry]\notlp_endpoint = \"{}\"\n\n[[upstream]]\nname = \"py\"\nurl = \"{}\"\n",
         crate::support::net::dead_url().trim_end_matches("/mcp"),
         py2.url
     );
@@ -186,7 +186,7 @@ async fn spans_whose_collector_is_down_are_counted_as_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_telemetry_the_clients_trace_context_reaches_the_upstream_untouched() {
     let py2 = peers::py2().await;
-    let config = format!("[[upstream]]\nname = \"py\"\nurl = \"{}\"\n", py2.url);
+    let config = format!("listen = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"py\"\nurl = \"{}\"\n", py2.url);
     let sluice = Sluice::start(&config).await;
     let (t, p) = ("6e0c63257de34c926f9efcd03899b8a1", "a3ce929d0e0e4736");
     let call = Call::new("trace_seen", json!({"note": "x"}));
