@@ -46,10 +46,10 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
         Wire::Modern if ctx.legacy_client && status.legacy_too => {
             crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
             // Its listen stream already reports its list changes: the sessions' GET streams need not.
-            crate::bridge::call(&gw.bridge, ctx, t, std::sync::Arc::new(|_: &str| {})).await
+            Box::pin(crate::bridge::call(&gw.bridge, ctx, t, std::sync::Arc::new(|_: &str| {}))).await
         }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
-        Wire::Legacy => crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up)).await,
+        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up))).await,
     }
 }
 

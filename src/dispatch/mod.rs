@@ -44,7 +44,7 @@ pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, 
             Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured, principal.clone()).into()))
         }
         m => match ListKind::from_method(m) {
-            Some(kind) => lists::serve(gw, env, kind, principal).await,
+            Some(kind) => Box::pin(lists::serve(gw, env, kind, principal)).await,
             None => {
                 let target =
                     ctx.target.as_ref().ok_or_else(|| GatewayError::from(crate::validate::ValidateError::Method(m.to_string())))?;

@@ -47,7 +47,7 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -
     }) else {
         return current;
     };
-    match on_retired(gw, env, principal, &upstream).await {
+    match Box::pin(on_retired(gw, env, principal, &upstream)).await {
         Some(t) => {
             // The call it goes on with may take the longest a request may: its upstream stays.
             t.up.hold_until(crate::state::now_ms() + gw.cfg.timeouts.request.as_millis() as u64);
@@ -146,7 +146,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         // A hidden name takes the unknown name's path, refresh included.
         let seen = |t: &crate::route::table::ListTable| t.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).cloned();
         if seen(&table).is_none() {
-            table = gw.refresh_missed(up, kind).await;
+            table = Box::pin(gw.refresh_missed(up, kind)).await;
         }
         let item = seen(&table).ok_or_else(|| unknown(what, public))?;
         return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
@@ -156,7 +156,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
     let mut hidden = false;
     for pass in 0..2 {
         for up in &reachable {
-            let table = if pass == 0 { up.list(kind) } else { gw.refresh_missed(up, kind).await };
+            let table = if pass == 0 { up.list(kind) } else { Box::pin(gw.refresh_missed(up, kind)).await };
             if let Some(item) = table.by_key(public) {
                 if !shown(gw, principal, up, kind, public, item.hints) {
                     hidden = true;
@@ -206,8 +206,8 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
     let mut found = find_uri(gw, u, principal);
     if found.is_none() {
         for up in gw.reachable(principal) {
-            gw.refresh_missed(up, ListKind::Resources).await;
-            gw.refresh_missed(up, ListKind::Templates).await;
+            Box::pin(gw.refresh_missed(up, ListKind::Resources)).await;
+            Box::pin(gw.refresh_missed(up, ListKind::Templates)).await;
         }
         found = find_uri(gw, u, principal);
     }

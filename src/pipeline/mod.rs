@@ -67,7 +67,8 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
         trace.begin(None, None);
         note_trace(&trace);
-        let reply = crate::telemetry::trace::traced!(trace.span().clone(), crate::bridge_b::post(gw, &parts.headers, &principal, bytes));
+        let reply =
+            crate::telemetry::trace::traced!(trace.span().clone(), Box::pin(crate::bridge_b::post(gw, &parts.headers, &principal, bytes)));
         trace.outcome(reply.status().as_u16(), None);
         return hold_stream(gw, &principal, "null", reply);
     }

@@ -40,6 +40,9 @@ pub(crate) struct Opts {
     /// Exchanges parked in the larger massif run (the smaller parks a fifth as many).
     #[arg(long, default_value_t = 500)]
     parked: usize,
+    /// Only the instruction counts (callgrind), for comparing builds quickly.
+    #[arg(long)]
+    instructions_only: bool,
 }
 
 async fn drive(c: &HttpClient, url: &str, n: usize, t: Target) -> Result<(), String> {
@@ -345,8 +348,10 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     let mut md = String::new();
 
     instructions(&env, &o, &c, &upstreams, &mut md).await?;
-    parked_heap(&env, &o, &c, &mut md).await?;
-    sampled(&env, &o, &c, &upstreams, &mut md).await?;
+    if !o.instructions_only {
+        parked_heap(&env, &o, &c, &mut md).await?;
+        sampled(&env, &o, &c, &upstreams, &mut md).await?;
+    }
     let _ = mock.close_stdin(Duration::from_secs(5));
     println!("{md}");
     std::fs::write(o.dir.join("profile.md"), &md).map_err(|e| e.to_string())?;
