@@ -21,15 +21,15 @@ use crate::mcp::method::Method;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
-    mcp_method_name: String,
+    mcp_method_name: &'static str,
     upstream: String,
     /// `ok`, or the JSON-RPC error code / HTTP status class.
-    error_type: String,
+    error_type: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
-    kind: String,
+    kind: std::borrow::Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -57,30 +57,33 @@ const CODES: &[i64] = &[
     -31017, -31018,
 ];
 
+/// [`CODES`] as label text, in the same order.
+const CODE_TEXTS: &[&str] = &[
+    "-32700", "-32600", "-32601", "-32602", "-32603", "-32020", "-32021", "-32022", "-31001", "-31003", "-31010", "-31011", "-31012",
+    "-31013", "-31014", "-31015", "-31016", "-31017", "-31018",
+];
+
 /// HTTP statuses Sluice answers with.
 const STATUSES: &[u16] = &[400, 401, 403, 404, 405, 406, 413, 429, 431, 499, 500, 502, 503, 504];
 
-fn method_label(m: Option<&str>) -> String {
-    match m {
-        None => String::new(),
-        Some(m) => Method::parse(m).known().unwrap_or("other").to_owned(),
+/// [`STATUSES`] as label text, in the same order.
+const STATUS_TEXTS: &[&str] = &["400", "401", "403", "404", "405", "406", "413", "429", "431", "499", "500", "502", "503", "504"];
+
+fn method_label(r: &Record) -> &'static str {
+    match (r.op, r.method.as_deref()) {
+        (Some(op), _) => op,
+        (None, None) => "",
+        (None, Some(m)) => Method::parse(m).known().unwrap_or("other"),
     }
 }
 
-fn code_label(c: i64) -> String {
-    if CODES.contains(&c) {
-        c.to_string()
-    } else {
-        "other".into()
-    }
+/// The label of a code: its decimal text, from the closed set (no allocation per request).
+fn code_label(c: i64) -> &'static str {
+    CODES.iter().position(|k| *k == c).map_or("other", |i| CODE_TEXTS[i])
 }
 
-fn status_label(s: u16) -> String {
-    if STATUSES.contains(&s) {
-        s.to_string()
-    } else {
-        "other".into()
-    }
+fn status_label(s: u16) -> &'static str {
+    STATUSES.iter().position(|k| *k == s).map_or("other", |i| STATUS_TEXTS[i])
 }
 
 /// All metrics.
@@ -207,20 +210,19 @@ impl Metrics {
         let error_type = match (r.error_code, r.status) {
             (Some(c), _) => code_label(c),
             (None, s) if s >= 400 => status_label(s),
-            _ => "ok".to_owned(),
+            _ => "ok",
         };
-        let labels =
-            OpLabels { mcp_method_name: method_label(r.method.as_deref()), upstream: r.upstream.clone().unwrap_or_default(), error_type };
+        let labels = OpLabels { mcp_method_name: method_label(r), upstream: r.upstream.clone().unwrap_or_default(), error_type };
         self.duration.get_or_create(&labels).observe(took.as_secs_f64());
         self.requests.get_or_create(&labels).inc();
         if !r.input_keys.is_empty() {
             self.rounds.inc();
         }
         if let Some(c) = r.error_code.filter(|c| (-31999..=-31000).contains(c)) {
-            self.refusals.get_or_create(&KindLabels { kind: code_label(c) }).inc();
+            self.refusals.get_or_create(&KindLabels { kind: code_label(c).into() }).inc();
         }
         if matches!(r.status, 502 | 504) {
-            self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default() }).inc();
+            self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default().into() }).inc();
         }
     }
 
@@ -283,5 +285,25 @@ pub struct InFlight(std::sync::Arc<Metrics>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_texts_spell_their_codes() {
+        assert_eq!(CODES.len(), CODE_TEXTS.len());
+        for (c, t) in CODES.iter().zip(CODE_TEXTS) {
+            assert_eq!(c.to_string(), *t);
+            assert_eq!(code_label(*c), *t);
+        }
+        assert_eq!(STATUSES.len(), STATUS_TEXTS.len());
+        for (s, t) in STATUSES.iter().zip(STATUS_TEXTS) {
+            assert_eq!(status_label(*s), *t);
+        }
+        assert_eq!(code_label(-1), "other");
+        assert_eq!(status_label(418), "other");
     }
 }

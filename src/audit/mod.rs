@@ -163,7 +163,7 @@ impl AuditGuard {
     /// A record for a request that just arrived.
     pub fn new(audit: &Audit, metrics: &Arc<crate::metrics::Metrics>, bytes_in: u64) -> AuditGuard {
         let time_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let record = Record { time_ms, client_era: "modern", bytes_in, ..Record::default() };
+        let record = Record { time_ms, client_era: "modern", bytes_in, full: audit.tx.is_some(), ..Record::default() };
         AuditGuard {
             audit: audit.clone(),
             metrics: metrics.clone(),

@@ -56,4 +56,12 @@ pub struct Record {
     /// The request's trace id (32 hex digits), with `[telemetry]` on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The method's metrics label (`Method::known`, or `other`), when the stage that read the
+    /// method set it (else metrics read `method`). Not written.
+    #[serde(skip)]
+    pub op: Option<&'static str>,
+    /// Whether the audit log is on: with it off, only what metrics read is noted (method
+    /// label, upstream, status, code, input keys), and the rest costs nothing. Not written.
+    #[serde(skip)]
+    pub full: bool,
 }

@@ -84,7 +84,7 @@ pub async fn forward(
     client_headers: &HeaderMap,
     make_seal: Option<MakeSeal<'_>>,
 ) -> Result<Reply, GatewayError> {
-    let mut headers = modern_headers(&up.host, call.method.as_str(), call.mcp_name.as_deref(), &up.extra);
+    let mut headers = modern_headers(&up.modern_base, call.method.as_str(), call.mcp_name.as_deref());
     for (k, v) in client_headers {
         let n = k.as_str();
         if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {

@@ -92,7 +92,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
     let mut extra = Map::new();
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
-    let headers = modern_headers(&up.host, Method::SubscriptionsListen.as_str(), None, &up.extra);
+    let headers = modern_headers(&up.modern_base, Method::SubscriptionsListen.as_str(), None);
     let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.client, headers, body, None).await else {
         return false;
     };

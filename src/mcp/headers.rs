@@ -63,15 +63,15 @@ pub fn decode_str(text: &str) -> Result<Cow<'_, str>, DecodeError> {
 
 /// Encodes a value for a header: as-is when it is plain visible ASCII without surrounding
 /// whitespace and does not look like the sentinel; otherwise `=?base64?…?=`.
-pub fn encode(value: &str) -> String {
+pub fn encode(value: &str) -> std::borrow::Cow<'_, str> {
     let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
         && !value.starts_with([' ', '\t'])
         && !value.ends_with([' ', '\t'])
         && !(value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END));
     if plain {
-        value.to_owned()
+        std::borrow::Cow::Borrowed(value)
     } else {
-        format!("{SENTINEL_START}{}{SENTINEL_END}", STANDARD.encode(value))
+        std::borrow::Cow::Owned(format!("{SENTINEL_START}{}{SENTINEL_END}", STANDARD.encode(value)))
     }
 }
 

@@ -84,9 +84,12 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     }
     let id = env.id_json().to_owned();
     crate::audit::note(|r| {
-        r.principal = Some(principal.id.clone());
-        r.method = Some(env.method.to_string());
-        r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+        r.op = Some(env.method.known().unwrap_or("other"));
+        if r.full {
+            r.principal = Some(principal.id.clone());
+            r.method = Some(env.method.to_string());
+            r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+        }
     });
     run_stages(gw, &mut trace, env, &parts.headers, &principal, &id).await
 }

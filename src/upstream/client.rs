@@ -188,23 +188,35 @@ pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode
     }
 }
 
-/// Standard headers for a modern request to an upstream.
-pub fn modern_headers(host: &HeaderValue, method: &str, name: Option<&str>, extra: &HeaderMap) -> HeaderMap {
+/// The headers every modern request to an upstream carries (its `Host`, the content type,
+/// `Accept`, the protocol version, then its configured ones, which win), built once per
+/// upstream; [`modern_headers`] adds a request's own.
+pub fn modern_base(host: &HeaderValue, extra: &HeaderMap) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(8 + extra.len());
     h.insert(http::header::HOST, host.clone());
     h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
     h.insert(crate::mcp::headers::PROTOCOL_VERSION, HeaderValue::from_static(crate::mcp::version::MODERN));
-    if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(method)) {
-        h.insert(crate::mcp::headers::METHOD, v);
+    for (k, v) in extra {
+        h.insert(k, v.clone());
     }
-    if let Some(n) = name {
+    h
+}
+
+/// Standard headers for a modern request to an upstream: its [`modern_base`] with
+/// `Mcp-Method` and `Mcp-Name` (unless its configured headers set them).
+pub fn modern_headers(base: &HeaderMap, method: &str, name: Option<&str>) -> HeaderMap {
+    let mut h = base.clone();
+    h.reserve(4);
+    if !base.contains_key(crate::mcp::headers::METHOD) {
+        if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(method)) {
+            h.insert(crate::mcp::headers::METHOD, v);
+        }
+    }
+    if let (Some(n), false) = (name, base.contains_key(crate::mcp::headers::NAME)) {
         if let Ok(v) = HeaderValue::from_str(&crate::mcp::headers::encode(n)) {
             h.insert(crate::mcp::headers::NAME, v);
         }
-    }
-    for (k, v) in extra {
-        h.insert(k, v.clone());
     }
     h
 }

@@ -52,7 +52,7 @@ pub async fn call(
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let mut headers = modern_headers(&up.host, method.as_str(), None, &up.extra);
+    let mut headers = modern_headers(&up.modern_base, method.as_str(), None);
     // Within a traced request (a federated list's page), the upstream is told the current span.
     let trace = Carrier::of(&tracing::Span::current());
     if let Some(c) = &trace {
@@ -86,7 +86,7 @@ pub enum Probe {
 
 /// Probes an upstream with `server/discover`; a modern verdict is recorded.
 pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: DualEra) -> Probe {
-    let headers = modern_headers(&up.host, Method::ServerDiscover.as_str(), None, &up.extra);
+    let headers = modern_headers(&up.modern_base, Method::ServerDiscover.as_str(), None);
     let body = internal_body(&Method::ServerDiscover, Map::new());
     // Over stdio, no answer in time (or a process that exits on a request before `initialize`)
     // means a 2025-11-25 server (digest §8.1), unless it was found modern before or never started.

@@ -105,6 +105,8 @@ pub struct Upstream {
     pub balancer: balance::Balancer,
     /// Headers it is configured to receive (its credentials).
     pub extra: HeaderMap,
+    /// Every modern request's headers but its own two (`client::modern_base`), built once.
+    pub modern_base: HeaderMap,
     /// Its configured era.
     pub era: Era,
     /// How to start it, when it is a stdio server (its `uri` is then a placeholder no request
@@ -192,12 +194,14 @@ impl Upstream {
             endpoints.push((u.clone(), host, crate::config::redact_url(url)));
         }
         let balancer = balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
+        let modern_base = client::modern_base(&host, &extra);
         Ok(Upstream {
             name: cfg.name.clone(),
             uri,
             host,
             balancer,
             extra,
+            modern_base,
             era: cfg.era,
             stdio,
             sse: (cfg.transport == crate::config::Transport::Sse).into(),

@@ -280,7 +280,7 @@ async fn tools_call_is_routed_by_prefix_and_renamed_for_the_upstream() {
     call("rb__météo").send(&s.url()).await.result(&json!(1));
     let seen = b.last("tools/call");
     assert_eq!(seen.params["name"], "météo");
-    assert_eq!(seen.header("mcp-name"), Some(sluice::mcp::headers::encode("météo").as_str()));
+    assert_eq!(seen.header("mcp-name"), Some(&*sluice::mcp::headers::encode("météo")));
 }
 
 #[tokio::test]

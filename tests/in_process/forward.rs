@@ -281,7 +281,7 @@ async fn mirrored_headers_reach_the_upstream_with_its_own_host_and_nothing_else_
     assert_eq!(seen.header("mcp-protocol-version"), Some(V));
     assert_eq!(seen.header("mcp-method"), Some("tools/call"));
     assert_eq!(seen.header("mcp-name"), Some("locate"));
-    assert_eq!(seen.header("mcp-param-region"), Some(sluice::mcp::headers::encode("Zürich").as_str()));
+    assert_eq!(seen.header("mcp-param-region"), Some(&*sluice::mcp::headers::encode("Zürich")));
     assert_eq!(seen.header("mcp-param-unknown"), Some("=?base64?kept as is"), "unknown Mcp-Param-* forwarded unchanged");
     assert_eq!(seen.header("traceparent"), Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
     let accept = seen.header("accept").unwrap_or("");

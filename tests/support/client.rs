@@ -132,7 +132,7 @@ impl Req {
             _ => None,
         };
         if let Some(v) = member.and_then(|m| self.params.get(m)).and_then(Value::as_str) {
-            h.push(("mcp-name".into(), sluice::mcp::headers::encode(v).into_bytes()));
+            h.push(("mcp-name".into(), sluice::mcp::headers::encode(v).into_owned().into_bytes()));
         }
         h.retain(|(k, _)| !self.removed.contains(k) && !self.headers.iter().any(|(n, _)| n == k));
         h.extend(self.headers.iter().cloned());

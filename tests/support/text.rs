@@ -63,7 +63,7 @@ pub(crate) async fn post(
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", method);
     if let Some(n) = name {
-        r = r.header("mcp-name", sluice::mcp::headers::encode(n));
+        r = r.header("mcp-name", sluice::mcp::headers::encode(n).into_owned());
     }
     if let Some(k) = key {
         r = r.bearer_auth(k);

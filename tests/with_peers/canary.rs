@@ -199,7 +199,7 @@ async fn modern_call(h: &reqwest::Client, url: &str, name: &str, args: Value, an
     let mut b = body(1, "tools/call", json!({"name": name, "arguments": args}), CAPS());
     let mut extra: Vec<(String, String)> = Vec::new();
     if let Some(region) = args.get("region").and_then(Value::as_str) {
-        extra.push(("mcp-param-region".into(), sluice::mcp::headers::encode(region)));
+        extra.push(("mcp-param-region".into(), sluice::mcp::headers::encode(region).into_owned()));
     }
     for _round in 0..4 {
         let hdrs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
