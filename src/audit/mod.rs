@@ -82,6 +82,13 @@ impl Audit {
     }
 }
 
+/// Records a writer takes at once without waiting for more.
+const BATCH: usize = 256;
+/// The most records one write carries.
+const MAX_BATCH: usize = 4096;
+/// How long a short batch waits for more records: the most a record waits to be written.
+const FLUSH: std::time::Duration = std::time::Duration::from_millis(5);
+
 async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shutdown: tokio_util::sync::CancellationToken) {
     let mut out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match sink.as_deref() {
         None | Some("stderr") => Box::new(tokio::io::stderr()),
@@ -93,17 +100,31 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
             }
         },
     };
-    let mut batch = Vec::with_capacity(256);
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut buf = Vec::with_capacity(BATCH * 256);
     loop {
         let n = tokio::select! {
-            n = rx.recv_many(&mut batch, 256) => n,
+            n = rx.recv_many(&mut batch, BATCH) => n,
             _ = shutdown.cancelled() => { rx.close(); rx.recv_many(&mut batch, 4096).await }
         };
         if n == 0 {
             let _ = out.flush().await;
             return;
         }
-        let mut buf = Vec::with_capacity(n * 256);
+        // A short batch waits FLUSH for more before it is written: while this task sleeps no
+        // send wakes it, so under load the writer runs (and the sink's blocking write hands
+        // off to a thread) a few hundred times a second, not once per request.
+        if n < BATCH && !shutdown.is_cancelled() {
+            tokio::select! {
+                _ = tokio::time::sleep(FLUSH) => {}
+                _ = shutdown.cancelled() => {}
+            }
+            while batch.len() < MAX_BATCH {
+                let Ok(r) = rx.try_recv() else { break };
+                batch.push(r);
+            }
+        }
+        buf.clear();
         for r in batch.drain(..) {
             if serde_json::to_writer(&mut buf, &r).is_ok() {
                 buf.push(b'\n');

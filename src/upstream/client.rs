@@ -220,3 +220,31 @@ pub fn modern_headers(base: &HeaderMap, method: &str, name: Option<&str>) -> Hea
     }
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modern_headers_add_the_request_own_to_the_template_and_configured_ones_win() {
+        let mut extra = HeaderMap::new();
+        extra.insert(http::header::AUTHORIZATION, HeaderValue::from_static("Bearer up"));
+        extra.insert(crate::mcp::headers::NAME, HeaderValue::from_static("pinned"));
+        let base = modern_base(&HeaderValue::from_static("up.example:8080"), &extra);
+        let h = modern_headers(&base, "tools/call", Some("météo"));
+        assert_eq!(h[http::header::HOST], "up.example:8080");
+        assert_eq!(h[http::header::CONTENT_TYPE], "application/json");
+        assert_eq!(h[http::header::ACCEPT], "application/json, text/event-stream");
+        assert_eq!(h[crate::mcp::headers::PROTOCOL_VERSION], crate::mcp::version::MODERN);
+        assert_eq!(h[crate::mcp::headers::METHOD], "tools/call");
+        assert_eq!(h[http::header::AUTHORIZATION], "Bearer up");
+        // A configured header is the upstream's own: it wins over the request's, as it did
+        // when the configured headers were inserted last.
+        assert_eq!(h.get_all(crate::mcp::headers::NAME).iter().collect::<Vec<_>>(), ["pinned"]);
+        let plain = modern_base(&HeaderValue::from_static("h"), &HeaderMap::new());
+        let h = modern_headers(&plain, "tools/call", Some("météo"));
+        assert_eq!(h[crate::mcp::headers::NAME], &*crate::mcp::headers::encode("météo"));
+        assert!(h[crate::mcp::headers::NAME].to_str().unwrap().starts_with("=?base64?"));
+        assert!(modern_headers(&plain, "tools/list", None).get(crate::mcp::headers::NAME).is_none());
+    }
+}
