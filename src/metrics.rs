@@ -301,6 +301,7 @@ mod tests {
         }
         assert_eq!(STATUSES.len(), STATUS_TEXTS.len());
         for (s, t) in STATUSES.iter().zip(STATUS_TEXTS) {
+            assert_eq!(s.to_string(), *t);
             assert_eq!(status_label(*s), *t);
         }
         assert_eq!(code_label(-1), "other");
