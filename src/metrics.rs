@@ -51,23 +51,46 @@ struct UpstreamLabels {
 /// Label values come from closed sets, so no client or upstream can grow the exposition: a
 /// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
 /// Sluice does not define.
-/// JSON-RPC codes of the spec and Sluice's own (README, "Error codes").
-const CODES: &[i64] = &[
-    -32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022, -31001, -31003, -31010, -31011, -31012, -31013, -31014, -31015, -31016,
-    -31017, -31018,
+/// JSON-RPC codes of the spec and Sluice's own (README, "Error codes"), each with its label.
+const CODES: &[(i64, &str)] = &[
+    (-32700, "-32700"),
+    (-32600, "-32600"),
+    (-32601, "-32601"),
+    (-32602, "-32602"),
+    (-32603, "-32603"),
+    (-32020, "-32020"),
+    (-32021, "-32021"),
+    (-32022, "-32022"),
+    (-31001, "-31001"),
+    (-31003, "-31003"),
+    (-31010, "-31010"),
+    (-31011, "-31011"),
+    (-31012, "-31012"),
+    (-31013, "-31013"),
+    (-31014, "-31014"),
+    (-31015, "-31015"),
+    (-31016, "-31016"),
+    (-31017, "-31017"),
+    (-31018, "-31018"),
 ];
 
-/// [`CODES`] as label text, in the same order.
-const CODE_TEXTS: &[&str] = &[
-    "-32700", "-32600", "-32601", "-32602", "-32603", "-32020", "-32021", "-32022", "-31001", "-31003", "-31010", "-31011", "-31012",
-    "-31013", "-31014", "-31015", "-31016", "-31017", "-31018",
+/// HTTP statuses Sluice answers with, each with its label.
+const STATUSES: &[(u16, &str)] = &[
+    (400, "400"),
+    (401, "401"),
+    (403, "403"),
+    (404, "404"),
+    (405, "405"),
+    (406, "406"),
+    (413, "413"),
+    (429, "429"),
+    (431, "431"),
+    (499, "499"),
+    (500, "500"),
+    (502, "502"),
+    (503, "503"),
+    (504, "504"),
 ];
-
-/// HTTP statuses Sluice answers with.
-const STATUSES: &[u16] = &[400, 401, 403, 404, 405, 406, 413, 429, 431, 499, 500, 502, 503, 504];
-
-/// [`STATUSES`] as label text, in the same order.
-const STATUS_TEXTS: &[&str] = &["400", "401", "403", "404", "405", "406", "413", "429", "431", "499", "500", "502", "503", "504"];
 
 fn method_label(r: &Record) -> &'static str {
     match (r.op, r.method.as_deref()) {
@@ -79,11 +102,11 @@ fn method_label(r: &Record) -> &'static str {
 
 /// The label of a code: its decimal text, from the closed set (no allocation per request).
 fn code_label(c: i64) -> &'static str {
-    CODES.iter().position(|k| *k == c).map_or("other", |i| CODE_TEXTS[i])
+    CODES.iter().find(|(k, _)| *k == c).map_or("other", |(_, t)| t)
 }
 
 fn status_label(s: u16) -> &'static str {
-    STATUSES.iter().position(|k| *k == s).map_or("other", |i| STATUS_TEXTS[i])
+    STATUSES.iter().find(|(k, _)| *k == s).map_or("other", |(_, t)| t)
 }
 
 /// All metrics.
@@ -294,13 +317,11 @@ mod tests {
 
     #[test]
     fn label_texts_spell_their_codes() {
-        assert_eq!(CODES.len(), CODE_TEXTS.len());
-        for (c, t) in CODES.iter().zip(CODE_TEXTS) {
+        for (c, t) in CODES {
             assert_eq!(c.to_string(), *t);
             assert_eq!(code_label(*c), *t);
         }
-        assert_eq!(STATUSES.len(), STATUS_TEXTS.len());
-        for (s, t) in STATUSES.iter().zip(STATUS_TEXTS) {
+        for (s, t) in STATUSES {
             assert_eq!(s.to_string(), *t);
             assert_eq!(status_label(*s), *t);
         }

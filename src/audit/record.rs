@@ -60,8 +60,9 @@ pub struct Record {
     /// method set it (else metrics read `method`). Not written.
     #[serde(skip)]
     pub op: Option<&'static str>,
-    /// Whether the audit log is on: with it off, only what metrics read is noted (method
-    /// label, upstream, status, code, input keys), and the rest costs nothing. Not written.
+    /// Whether the audit log is on: with it off, the front door's note skips the principal,
+    /// method and name strings (metrics read `op`, upstream, status, code, input keys).
+    /// Not written.
     #[serde(skip)]
     pub full: bool,
 }
