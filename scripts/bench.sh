@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sluice's benchmark (issue 7; docs/benchmarks.md explains every figure).
+# Sluice's benchmark (issues 7 and 14; docs/benchmarks.md explains every figure).
 #
-#   bash scripts/bench.sh            full run: 5 alternating runs per path and measure, ~5 minutes
+#   bash scripts/bench.sh            full run: 5 alternating runs per path and measure, then the
+#                                    scale figures, ~9 minutes (plus mcp-proxy's install, once)
 #   bash scripts/bench.sh --smoke    one short run of everything, under 60 s once built; no thresholds
 #   bash scripts/bench.sh --profile  instruction counts per call (callgrind) and a perf sample, Sluice vs forwarder
 #
@@ -14,7 +15,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 mode=run
-limit=900
+limit=1200
 case "${1:-}" in
   --smoke) limit=60 ;;
   --profile) mode=profile; limit=900; shift ;;
@@ -29,6 +30,19 @@ fi
 if [ "$mode" = profile ] && ! command -v valgrind >/dev/null 2>&1; then
   echo "bench: valgrind is not installed (apt-get install -y valgrind); the profile will skip instruction counts" >&2
 fi
+
+# The comparison row: mcp-proxy from crates.io (MCP_PROXY names a binary to use instead). A full
+# run installs it into target/bench/tools (a few minutes, once); smoke and profile runs use it
+# only when it is already there.
+peer="${MCP_PROXY:-$root/target/bench/tools/bin/mcp-proxy}"
+if [ "$mode" = run ] && [ "$limit" != 60 ] && [ ! -x "$peer" ]; then
+  echo "bench: installing mcp-proxy 0.6.0 (the comparison row) into target/bench/tools" >&2
+  cargo install mcp-proxy --version 0.6.0 --locked --no-default-features --features protocol-2026-07-28 \
+    --root "$root/target/bench/tools" --target-dir "$root/target/bench/tools/build" >&2 ||
+    echo "bench: mcp-proxy could not be installed; its row is left out" >&2
+fi
+peer_args=()
+if [ "$mode" = run ] && [ -x "$peer" ]; then peer_args=(--mcp-proxy "$peer"); fi
 
 echo "bench: building release binaries" >&2
 cargo build --release --locked --bin sluice --bin sluice-bench >&2
@@ -56,7 +70,7 @@ if [ "$mode" = profile ]; then
     --dir "$work/profile" --pid-file "$pids" "$@" &
 else
   timeout -k 10 "$limit" "$root/target/release/sluice-bench" run --sluice "$root/target/release/sluice" \
-    --dir "$work" --pid-file "$pids" "$@" &
+    --dir "$work" --pid-file "$pids" "${peer_args[@]}" "$@" &
 fi
 bench_pid=$!
 status=0

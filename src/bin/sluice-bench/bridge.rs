@@ -15,7 +15,7 @@ use sluice::upstream::client::{final_message, Answer, HttpClient, SseStream};
 
 use crate::wire;
 
-fn legacy_headers(sid: Option<&HeaderValue>) -> HeaderMap {
+pub(crate) fn legacy_headers(sid: Option<&HeaderValue>) -> HeaderMap {
     let mut h = HeaderMap::new();
     h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));

@@ -1,6 +1,7 @@
 //! The benchmark's fast mock upstreams, each in a process of its own.
 //!
-//! Modern (2026-07-28): answers `server/discover`, `tools/list` and `tools/call` of `echo` from
+//! Modern (2026-07-28): answers `server/discover` (and `initialize`, for a peer gateway that
+//! opens a 2025-11-25 session first), `tools/list` and `tools/call` of `echo` from
 //! precomputed bodies, splicing in only the request id (one borrowed parse of the envelope).
 //! Legacy (2025-11-25): `initialize` with a session id, a standalone GET stream that stays open,
 //! and a `sample` tool whose call streams one `sampling/createMessage` ask, waits for the
@@ -88,6 +89,8 @@ where
 
 struct Modern {
     discover: String,
+    /// For a peer gateway whose client opens a 2025-11-25 session first (`mcp-proxy`).
+    initialize: String,
     tools: String,
     echo: String,
 }
@@ -101,7 +104,9 @@ impl Modern {
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}],
             "resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "_meta": meta});
         let echo = json!({"content": [{"type": "text", "text": crate::wire::arg_text()}], "resultType": "complete", "_meta": meta});
-        Modern { discover: discover.to_string(), tools: tools.to_string(), echo: echo.to_string() }
+        let initialize =
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": name, "version": "1.0.0"}});
+        Modern { discover: discover.to_string(), initialize: initialize.to_string(), tools: tools.to_string(), echo: echo.to_string() }
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
@@ -118,6 +123,12 @@ impl Modern {
             (Some("tools/call"), Some(n)) if n == "echo" => rpc(StatusCode::OK, id, "result", &self.echo),
             (Some("tools/call"), _) => rpc(StatusCode::OK, id, "error", r#"{"code":-32602,"message":"unknown tool"}"#),
             (Some("server/discover"), _) => rpc(StatusCode::OK, id, "result", &self.discover),
+            (Some("initialize"), _) => rpc(StatusCode::OK, id, "result", &self.initialize),
+            // `mcp-proxy` lists these whatever the capabilities say.
+            (Some("resources/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"resources":[]}"#),
+            (Some("resources/templates/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"resourceTemplates":[]}"#),
+            (Some("prompts/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"prompts":[]}"#),
+            (Some("ping"), _) => rpc(StatusCode::OK, id, "result", "{}"),
             (Some("tools/list"), _) => rpc(StatusCode::OK, id, "result", &self.tools),
             _ => rpc(StatusCode::NOT_FOUND, id, "error", r#"{"code":-32601,"message":"method not found"}"#),
         })

@@ -29,7 +29,7 @@ pub(crate) struct Bridged {
 
 /// Budgets raised past what the run asks for (one principal, thousands of sampling asks and
 /// parked exchanges); no audit log.
-fn config(cap: usize, legacy_url: &str) -> String {
+pub(crate) fn config(cap: usize, legacy_url: &str) -> String {
     format!(
         "\n[audit]\nenabled = false\n\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\ntokens_per_window = 4000000000\nmax_parked_per_principal = {cap}\n\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_sessions_per_principal = {cap}\nmax_parked = {cap}\n\n[[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n"
     )

@@ -1,4 +1,5 @@
-//! The four HTTP paths of `run` (direct, forwarder, Sluice plain, Sluice production-like),
+//! The HTTP paths of `run` (direct, forwarder, Sluice plain, production-like and with its
+//! defaults, and a peer gateway when given),
 //! measured with wrk: throughput at 16 connections, then latency at 1, the paths rotated every
 //! run. Takes the run's [`Bench`]; gives the wrk runs and the Sluices' memory around them.
 
@@ -24,18 +25,34 @@ pub(crate) struct Web {
     pub(crate) prod_requests: u64,
     /// Records in its audit log.
     pub(crate) audit_records: u64,
+    /// Audit records the Sluice with its defaults wrote to stderr.
+    pub(crate) defaults_records: u64,
+}
+
+/// Audit records (JSON lines naming a method) in a process's log; the log is removed after.
+fn count_audit(log: &Path) -> u64 {
+    let n = std::fs::File::open(log)
+        .map(|f| {
+            std::io::BufRead::lines(std::io::BufReader::new(f))
+                .map_while(Result::ok)
+                .filter(|l| l.starts_with('{') && l.contains("\"method\""))
+                .count() as u64
+        })
+        .unwrap_or(0);
+    let _ = std::fs::remove_file(log);
+    n
 }
 
 /// One HTTP path under test.
 pub(crate) struct Path4 {
-    pub(crate) label: &'static str,
-    url: String,
-    script: PathBuf,
+    pub(crate) label: String,
+    pub(crate) url: String,
+    pub(crate) script: PathBuf,
     pub(crate) tput: Vec<WrkRun>,
     pub(crate) lat: Vec<WrkRun>,
 }
 
-async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Result<WrkRun, String> {
+pub(crate) async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Result<WrkRun, String> {
     let args: Vec<String> = vec![
         "-k".into(),
         "5".into(),
@@ -104,7 +121,7 @@ fn prod_config(audit_file: &Path, alpha: &str, beta: &str) -> String {
     )
 }
 
-/// Starts the mock, the forwarder and both Sluices, measures the four paths, stops them.
+/// Starts the mock, the forwarder, the Sluices and any peer gateway, measures the paths, stops them.
 pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let (env, me, c, o) = (&b.env, &b.me, &b.c, b.o);
     b.log("starting the modern mock upstream, the forwarder and two Sluices");
@@ -125,6 +142,9 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let _ = std::fs::remove_file(&audit_file);
     let (plain, plain_url) = start_sluice(env, &o.sluice, "sluice-plain", plain_cfg, c).await?;
     let (prod, prod_url) = start_sluice(env, &o.sluice, "sluice-prod", prod_config(&audit_file, &alpha, &beta), c).await?;
+    // Defaults: nothing but the upstream, so the audit log is on and goes to stderr (its log file).
+    let defaults_cfg = format!("\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n");
+    let (defaults, defaults_url) = start_sluice(env, &o.sluice, "sluice-defaults", defaults_cfg, c).await?;
     let idle_plain = rss_kib(plain.pid()).unwrap_or(0);
     let idle_prod = rss_kib(prod.pid()).unwrap_or(0);
 
@@ -134,23 +154,29 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
         ("do-nothing forwarder", fwd_url.clone(), "echo", None),
         ("Sluice plain (one upstream, no auth)", plain_url.clone(), "echo", None),
         ("Sluice production-like (two upstreams federated, API-key auth)", prod_url.clone(), "alpha__echo", Some(wire::API_KEY)),
+        ("Sluice with its defaults (one upstream, audit log to stderr)", defaults_url.clone(), "echo", None),
     ] {
         sanity(c, &url, name, bearer).await?;
-        let script = o.dir.join(format!("call-{name}.lua"));
+        let script = o.dir.join(format!("call-{}.lua", paths.len()));
         std::fs::write(&script, wire::wrk_script(name, bearer)).map_err(|e| e.to_string())?;
-        paths.push(Path4 { label, url, script, tput: Vec::new(), lat: Vec::new() });
+        paths.push(Path4 { label: label.to_owned(), url, script, tput: Vec::new(), lat: Vec::new() });
     }
+    let peer = match &o.mcp_proxy {
+        Some(bin) => Some(super::peer::start(b, bin, &alpha, &mut paths).await?),
+        None => None,
+    };
     let warm_prod = rotate(b, &mut paths).await?;
     let loaded_plain = rss_kib(plain.pid()).unwrap_or(0);
     let loaded_prod = rss_kib(prod.pid()).unwrap_or(0);
-    drop((plain, prod, fwd, mock));
+    drop((plain, prod, defaults, fwd, peer, mock));
+    let defaults_records = count_audit(&o.dir.join("sluice-defaults.log"));
     // The audit log proves it was on; it is large, so only its record count is kept.
     // wrk counts completed calls; the sanity call adds one.
     let prod_requests: u64 = 1 + warm_prod + paths[3].tput.iter().chain(paths[3].lat.iter()).map(|w| w.requests).sum::<u64>();
     let audit_records =
         std::fs::File::open(&audit_file).map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64).unwrap_or(0);
     let _ = std::fs::remove_file(&audit_file);
-    Ok(Web { paths, idle_plain, idle_prod, loaded_plain, loaded_prod, prod_requests, audit_records })
+    Ok(Web { paths, idle_plain, idle_prod, loaded_plain, loaded_prod, prod_requests, audit_records, defaults_records })
 }
 
 /// A warm-up of each path, then the runs, rotated; gives the production-like warm-up's count.

@@ -1,11 +1,12 @@
-//! `sluice-bench run`: every measurement of issue 7 in one run, and the table.
+//! `sluice-bench run`: every measurement of issues 7 and 14 in one run, and the table.
 //!
-//! Order: micro benchmarks (in this process, before any peer runs); the four HTTP paths
-//! (direct, forwarder, Sluice plain, Sluice production-like) with wrk, throughput at 16
-//! connections then latency at 1 connection, the paths rotated every run so drift in the
-//! machine's load spreads over all of them; then bridge A (direct and through Sluice, in
-//! alternating chunks); then memory (idle RSS, parked exchanges, the connections-only baseline).
-//! Every peer is a process of its own, stopped as soon as its part is done.
+//! Order: micro benchmarks (in this process, before any peer runs); the HTTP paths (direct,
+//! forwarder, Sluice plain, production-like and with its defaults, and `mcp-proxy` when given)
+//! with wrk, throughput at 16 connections then latency at 1 connection, the paths rotated every
+//! run so drift in the machine's load spreads over all of them; then bridge A (direct and
+//! through Sluice, in alternating chunks); then memory (idle RSS, parked exchanges, the
+//! connections-only baseline); then the scale figures. Every peer is a process of its own,
+//! stopped as soon as its part is done.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,7 +15,11 @@ use crate::procs::{self, Env};
 
 mod bridge_a;
 mod http;
+mod peer;
 mod report;
+mod report_scale;
+mod scale;
+mod sessions;
 
 /// Options of `run`.
 #[derive(clap::Args, Debug)]
@@ -46,6 +51,13 @@ pub(crate) struct Opts {
     /// The markdown output (default <dir>/results.md).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// An `mcp-proxy` binary (crates.io `mcp-proxy`, built with `protocol-2026-07-28`) measured
+    /// in front of the same mock as a comparison row; `scripts/bench.sh` installs it.
+    #[arg(long)]
+    mcp_proxy: Option<PathBuf>,
+    /// Skip the scale figures (federation, parked exchanges, sessions, connections).
+    #[arg(long)]
+    no_scale: bool,
 }
 
 pub(crate) struct Plan {
@@ -78,7 +90,7 @@ pub(crate) struct Bench<'a> {
     pub(crate) env: Env,
     pub(crate) me: PathBuf,
     pub(crate) c: sluice::upstream::client::HttpClient,
-    started: Instant,
+    pub(crate) started: Instant,
 }
 
 impl Bench<'_> {
@@ -107,8 +119,10 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     // 2. The four HTTP paths; 3. bridge A and 4. memory.
     let web = http::measure(&b).await?;
     let bridge = bridge_a::measure(&b).await?;
-    // 5. The table.
-    let md = report::render(&b, &load_before, &web, &bridge, &micro);
+    // 5. Scale: federation, parked exchanges, client sessions, idle connections.
+    let scale = if o.no_scale { scale::Scale::default() } else { scale::measure(&b).await? };
+    // 6. The table.
+    let md = report::render(&b, &load_before, &web, &bridge, &scale, &micro);
     println!("{md}");
     let out = o.out.clone().unwrap_or_else(|| o.dir.join("results.md"));
     std::fs::write(&out, &md).map_err(|e| format!("{}: {e}", out.display()))?;
