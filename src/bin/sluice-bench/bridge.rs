@@ -91,8 +91,9 @@ fn sample_call(id: u64, extra: Option<(&str, &str)>) -> Bytes {
     Bytes::from(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string())
 }
 
-async fn post_json(c: &HttpClient, url: &Uri, body: Bytes) -> Result<Value, String> {
-    match c.post("sluice", url, wire::modern_headers("sample"), body, None).await.map_err(|e| e.to_string())? {
+/// POSTs `body` with `headers`; gives the JSON of an HTTP 200 answer, or says what came instead.
+pub(crate) async fn post_json(c: &HttpClient, url: &Uri, headers: HeaderMap, body: Bytes) -> Result<Value, String> {
+    match c.post("sluice", url, headers, body, None).await.map_err(|e| e.to_string())? {
         Answer::Json(StatusCode::OK, b) => serde_json::from_slice(&b).map_err(|e| e.to_string()),
         Answer::Json(s, b) | Answer::Status(s, b) => Err(format!("HTTP {s}: {}", String::from_utf8_lossy(&b))),
         Answer::Sse(_) => Err("unexpected SSE answer".into()),
@@ -101,7 +102,7 @@ async fn post_json(c: &HttpClient, url: &Uri, body: Bytes) -> Result<Value, Stri
 
 /// Starts a modern call of `sample` through Sluice; gives the `requestState` and input key of its round.
 pub(crate) async fn start_round(c: &HttpClient, url: &Uri, id: u64) -> Result<(String, String), String> {
-    let v = post_json(c, url, sample_call(id, None)).await?;
+    let v = post_json(c, url, wire::modern_headers("sample"), sample_call(id, None)).await?;
     let r = &v["result"];
     if r["resultType"] != "input_required" {
         return Err(format!("expected input_required, got {v}"));
@@ -118,7 +119,7 @@ pub(crate) async fn via_sluice(c: &HttpClient, url: &Uri, warm: usize, n: usize)
         let t0 = Instant::now();
         let (state, key) = start_round(c, url, 2 * i as u64 + 1).await?;
         let first = t0.elapsed();
-        let v = post_json(c, url, sample_call(2 * i as u64 + 2, Some((&key, &state)))).await?;
+        let v = post_json(c, url, wire::modern_headers("sample"), sample_call(2 * i as u64 + 2, Some((&key, &state)))).await?;
         if v["result"]["resultType"] != "complete" || v["result"]["content"][0]["text"] != "sampled" {
             return Err(format!("round {i} through Sluice ended in {v}"));
         }

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::Uri;
-use serde_json::Value;
-use sluice::upstream::client::{Answer, HttpClient};
+use sluice::upstream::client::HttpClient;
 
 use super::Bench;
 use crate::procs::{self, rss_kib, Env, Proc};
@@ -79,11 +78,7 @@ pub(crate) async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Resu
 async fn sanity(c: &HttpClient, url: &str, name: &str, bearer: Option<&str>) -> Result<(), String> {
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let body = wire::bytes(wire::tools_call(7, name));
-    let v: Value = match c.post("path", &uri, wire::authed_headers(name, bearer), body, None).await.map_err(|e| e.to_string())? {
-        Answer::Json(http::StatusCode::OK, b) => serde_json::from_slice(&b).map_err(|e| e.to_string())?,
-        Answer::Json(s, b) | Answer::Status(s, b) => return Err(format!("{url}: HTTP {s}: {}", String::from_utf8_lossy(&b))),
-        Answer::Sse(_) => return Err(format!("{url}: unexpected SSE")),
-    };
+    let v = crate::bridge::post_json(c, &uri, wire::authed_headers(name, bearer), body).await.map_err(|e| format!("{url}: {e}"))?;
     let ok = v["id"] == 7 && v["result"]["resultType"] == "complete" && v["result"]["content"][0]["text"] == wire::arg_text().as_str();
     if ok {
         Ok(())

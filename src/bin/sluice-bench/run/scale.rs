@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::Uri;
 use serde_json::{json, Value};
-use sluice::upstream::client::{Answer, HttpClient};
+use sluice::upstream::client::HttpClient;
 
 use super::http::start_sluice;
 use super::Bench;
@@ -63,11 +63,7 @@ async fn timed(c: &HttpClient, url: &Uri, method: &'static str, name: &str, body
         h.remove("mcp-name");
     }
     let t0 = Instant::now();
-    let v = match c.post("sluice", url, h, body, None).await.map_err(|e| e.to_string())? {
-        Answer::Json(http::StatusCode::OK, b) => serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string())?,
-        Answer::Json(s, b) | Answer::Status(s, b) => return Err(format!("{method}: HTTP {s}: {}", String::from_utf8_lossy(&b))),
-        Answer::Sse(_) => return Err(format!("{method}: unexpected SSE")),
-    };
+    let v = crate::bridge::post_json(c, url, h, body).await.map_err(|e| format!("{method}: {e}"))?;
     Ok((t0.elapsed().as_secs_f64() * 1e6, v))
 }
 
