@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every test Sluice has, the way CI runs it: installs the real peers (Python SDKs, Node 22, the
-# official conformance suite), runs the Rust tests (unit, e2e, interop against the SDKs), then
+# Every test Sluice has, the way CI runs it: installs the real peers (redis-server and haproxy
+# from Debian, Python SDKs, Node 22, the official conformance suite), runs the Rust tests (unit, e2e, interop against the SDKs), then
 # the conformance suite through Sluice, then one smoke run of the benchmark (it must run; its
 # figures are not judged). Prints the time of each stage. Exit 0 only if all held.
 set -euo pipefail
@@ -13,6 +13,15 @@ total_start=$(date +%s)
 stage "format check"
 cargo fmt --all -- --check
 done_stage "format check"
+
+stage "system packages (redis-server, haproxy: the cluster tests' real parts)"
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends redis-server haproxy >/dev/null
+fi
+redis-server --version && haproxy -v | head -1
+done_stage "system packages"
 
 stage "peers (pinned SDKs, Node 22, conformance suite)"
 eval "$(bash scripts/peers.sh)"

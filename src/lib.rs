@@ -18,6 +18,7 @@ pub mod background;
 pub mod bridge;
 pub mod bridge_b;
 pub mod catalog;
+pub mod cluster;
 pub mod config;
 pub mod ctx;
 pub mod demo;

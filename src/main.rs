@@ -119,6 +119,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
             // Read again, from the same file and flags, on SIGHUP.
             let _ = gw.live.source.set(sluice::config::Source { path: config, overrides: quick.overrides() });
+            sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
             if let Some(otel) = otel {

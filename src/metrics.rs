@@ -137,6 +137,8 @@ pub struct Metrics {
     generation: Gauge,
     /// Spans exported and lost with a failed batch (`[telemetry]`; brought up to date when scraped).
     trace_spans: Family<ResultLabels, Counter>,
+    /// `[cluster]`: Redis failures, decisions on local state, forwards (brought up to date when scraped).
+    cluster: Family<ResultLabels, Counter>,
     scraping: std::sync::Mutex<()>,
 }
 
@@ -196,7 +198,10 @@ impl Metrics {
             "Spans sent to the OTLP endpoint by result: exported, failed (their batch failed); 0 without [telemetry]",
             trace_spans.clone(),
         );
+        let cluster = Family::<ResultLabels, Counter>::default();
+        registry.register("sluice_cluster_events", "[cluster] events by result (see README, Running several replicas)", cluster.clone());
         Metrics {
+            cluster,
             trace_spans,
             reloads,
             reload_ok,
@@ -284,6 +289,22 @@ impl Metrics {
         let _one = self.scraping.lock();
         for (result, total) in [("exported", exported), ("failed", failed)] {
             let counter = self.trace_spans.get_or_create(&ResultLabels { result });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
+    /// Brings the `[cluster]` counters up to date.
+    pub fn cluster(&self, c: &crate::cluster::Cluster) {
+        let _one = self.scraping.lock();
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let totals = [
+            ("redis_errors", get(&c.redis_errors)),
+            ("redis_fallbacks", get(&c.fallbacks)),
+            ("forwarded", get(&c.forwarded[0])),
+            ("owner_gone", get(&c.forwarded[1])),
+        ];
+        for (result, total) in totals {
+            let counter = self.cluster.get_or_create(&ResultLabels { result });
             counter.inc_by(total.saturating_sub(counter.get()));
         }
     }

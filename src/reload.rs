@@ -29,6 +29,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "bridge",
     "audit",
     "telemetry",
+    "cluster",
     "limits.max_connections",
     "limits.max_in_flight",
     "limits.max_header_bytes",
@@ -162,7 +163,11 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (flat(old), flat(new));
     let mut keys: Vec<&'static str> = RESTART_ONLY.iter().copied().filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k))).collect();
     // Secrets print redacted: the sealing keys and the OTLP endpoint are compared as read.
-    for (key, differs) in [("state", old.state.keys != new.state.keys), ("telemetry", old.telemetry != new.telemetry)] {
+    for (key, differs) in [
+        ("state", old.state.keys != new.state.keys),
+        ("telemetry", old.telemetry != new.telemetry),
+        ("cluster", old.cluster != new.cluster),
+    ] {
         if differs && !keys.contains(&key) {
             keys.push(key);
         }
@@ -178,6 +183,7 @@ fn flat(cfg: &Config) -> serde_json::Value {
         "bridge": cfg.bridge,
         "audit": cfg.audit,
         "telemetry": cfg.telemetry,
+        "cluster": cfg.cluster,
         "limits": cfg.limits,
         "timeouts": cfg.timeouts,
     })

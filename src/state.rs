@@ -41,6 +41,9 @@ pub enum StateError {
     /// The exchange it names is gone (answered already, cancelled or expired).
     #[error("the exchange this requestState names is gone (already answered, cancelled or expired); start the request again")]
     UnknownExchange,
+    /// The replica holding the exchange is gone or cannot be reached (`[cluster]`).
+    #[error("the replica holding this exchange is gone or cannot be reached; start the request again without requestState")]
+    OwnerGone,
 }
 
 impl StateError {
@@ -52,6 +55,7 @@ impl StateError {
             StateError::WrongPrincipal => "wrong_principal",
             StateError::RequestChanged => "request_changed",
             StateError::UnknownExchange => "unknown_exchange",
+            StateError::OwnerGone => "owner_gone",
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct Record {
     /// The round this request answered (from its sealed state).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+    /// The replica that held the exchange, when this one forwarded the request to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// The policy rule that decided, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_rule: Option<String>,

@@ -262,7 +262,7 @@ impl Live {
         }
         let mut ask = ask;
         let raw = params;
-        match crate::policy::ask::judge(&br.governor, &self.info.ctx, &ask.method, raw, &mut ask.params) {
+        match crate::policy::ask::judge(&br.governor, &self.info.ctx, &ask.method, raw, &mut ask.params).await {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Malformed(why) => {
                 // The upstream's mistake: that ask fails, its call goes on.

@@ -108,10 +108,14 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
             let handle =
                 sealed.handle.clone().filter(|_| sealed.kind == state::Kind::Bridge).ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
+            if let Some(elsewhere) = to_owner(br, ctx, &sealed).await {
+                return elsewhere;
+            }
             let limits = br.governor.budgets.limits(&t.up.name, &principal.groups).clone();
             // The round cap: the retry that answers the last allowed round is refused and the
             // upstream's call cancelled, so a server cannot loop on the user's model.
             if sealed.round >= limits.max_rounds {
+                br.release(&principal.id, &handle);
                 if let Some(mut l) = br.parked.take(&handle).and_then(|p| p.live) {
                     l.cancel(br, "the request reached the gateway's round cap").await;
                 }
@@ -123,6 +127,7 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let retry = checked?;
             let parked = br.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            br.release(&parked.info.principal, &handle);
             let span = crate::telemetry::trace::round(&t.up.name, parked.round);
             let live = match parked.live {
                 Some(live) => live,
@@ -141,6 +146,22 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
         }
     }
     Ok(reply_from(rx, env.id_json(), &t.up.name).await)
+}
+
+/// A retry for an exchange parked on another replica goes on to it, and its answer comes back
+/// (`None`: parked here, or no `[cluster]`).
+async fn to_owner(br: &Bridge, ctx: &RequestCtx<'_>, sealed: &Sealed) -> Option<Result<Reply, GatewayError>> {
+    let c = br.governor.cluster.as_ref().filter(|c| sealed.owner != c.id())?;
+    crate::audit::note(|r| r.owner = Some(sealed.owner.clone()));
+    let f = crate::cluster::forward::Forward {
+        owner: &sealed.owner,
+        method: http::Method::POST,
+        headers: &ctx.headers,
+        principal: ctx.principal,
+        body: ctx.env.body().clone(),
+        id: ctx.env.id_json(),
+    };
+    Some(c.forward(&br.client, &br.keys, f).await)
 }
 
 async fn start(
@@ -276,11 +297,12 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
     };
     let outcome = match outcome {
         // A -32042 answer is a round of URL elicitations, judged like any other asks.
-        Outcome::Final(data) => match url_elicitations(br, &live, &data) {
+        Outcome::Final(data) => match url_elicitations(br, &live, &data).await {
             Some(Ok(asks)) => {
                 live.asks = asks;
                 live.finished = true;
-                let _ = tx.send(park(br, live, true, id, up)).await;
+                let ev = park(br, live, true, id, up).await;
+                let _ = tx.send(ev).await;
                 return;
             }
             Some(Err(refused)) => refused,
@@ -303,7 +325,7 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
                 jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": {"elicitation": {}}}))),
             )
         }
-        Outcome::Asks => park(br, live, false, id, up),
+        Outcome::Asks => park(br, live, false, id, up).await,
         Outcome::Refused(r) => {
             live.cancel(br, "refused by the gateway").await;
             Event::Reply(Reply::refusal(id, &r))

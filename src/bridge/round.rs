@@ -22,11 +22,23 @@ use crate::state::{self, Bound, Kind, Sealed};
 use crate::upstream::client::UpstreamError;
 use crate::upstream::Upstream;
 
+/// With `[cluster]`, a place among the principal's parked exchanges across replicas; `None`:
+/// it has one (or Redis is unreachable and the cluster falls back to this replica's count).
+async fn shared_place(br: &Bridge, principal: &str, handle: &str, expires_ms: u64, cap: usize) -> Option<crate::policy::Refusal> {
+    let c = br.governor.cluster.as_ref()?;
+    match c.shared.park(principal, handle, expires_ms, cap, state::now_ms()).await {
+        Ok(true) => None,
+        Ok(false) => Some(crate::policy::Refusal::ParkedCap { limit: cap, per_principal: true }),
+        Err(_) if c.unavailable("parked cap") == crate::cluster::Fallback::Local => None,
+        Err(_) => Some(crate::policy::Refusal::SharedState),
+    }
+}
+
 /// `-32042` (URL elicitation required, 2025-11-25): its elicitations become a round whose retry
 /// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
 /// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
 /// -32042 answer.
-pub(super) fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
+pub(super) async fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
     let msg: Incoming = serde_json::from_str(data).ok()?;
     let err = msg.error.filter(|e| e.code == -32042)?;
     let up = &live.lease.session.up.name;
@@ -49,7 +61,7 @@ pub(super) fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<R
         if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
             return Some(Err(Outcome::MissingCapability(needed)));
         }
-        match crate::policy::ask::judge(&br.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params) {
+        match crate::policy::ask::judge(&br.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params).await {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
@@ -65,7 +77,7 @@ pub(super) fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<R
     Some(Ok(out))
 }
 
-pub(super) fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
+pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
     let asks = std::mem::take(&mut live.asks);
     let round = live.round + 1;
     let park_for = br.limits.bridge.park;
@@ -102,7 +114,7 @@ pub(super) fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up
     let over = if br.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
         Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
     } else {
-        None
+        shared_place(br, &info.principal, &handle, sealed.expires_ms, limits.max_parked_per_principal).await
     };
     let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
     let refused = match over {

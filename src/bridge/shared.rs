@@ -70,6 +70,16 @@ impl Bridge {
         }
     }
 
+    /// Gives back, with `[cluster]`, the place a parked exchange took among its principal's
+    /// across replicas (off the request path; a failure leaves it to expire with its state).
+    pub fn release(&self, principal: &str, handle: &str) {
+        let Some(c) = self.governor.cluster.clone() else { return };
+        let (principal, handle) = (principal.to_owned(), handle.to_owned());
+        tokio::spawn(async move {
+            let _ = c.shared.unpark(&principal, &handle).await;
+        });
+    }
+
     /// The bridge of a reloaded config: the same sessions and parked exchanges (a round parked
     /// before the reload is resumed after it), the next generation's governor.
     pub fn next(&self, governor: Arc<Governor>) -> Bridge {

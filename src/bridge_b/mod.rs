@@ -13,6 +13,7 @@
 mod relay;
 mod resume;
 pub mod session;
+pub mod shared;
 
 use std::sync::Arc;
 
@@ -50,11 +51,6 @@ pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
     method == Some(Method::Initialize) || headers.contains_key(mh::SESSION_ID) || method.is_none()
 }
 
-fn session_of(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
-    let sid = headers.get(mh::SESSION_ID)?.to_str().ok()?;
-    gw.legacy_sessions.get(sid.trim(), principal.id())
-}
-
 fn not_found(id: &str) -> Reply {
     Reply::Json(
         StatusCode::NOT_FOUND,
@@ -71,9 +67,9 @@ fn note_legacy(principal: &Principal) {
 }
 
 /// `GET` with a session: the standalone stream (notifications unrelated to a request).
-pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Reply {
+pub async fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Reply {
     note_legacy(principal);
-    let Some(s) = session_of(gw, headers, principal) else {
+    let Some(s) = shared::session(gw, headers, principal).await else {
         return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
     };
     if let Some(last) = headers.get("last-event-id") {
@@ -133,11 +129,12 @@ pub fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Rep
 }
 
 /// `DELETE` with a session: ends it (later requests with its id get 404).
-pub fn delete(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Reply {
+pub async fn delete(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Reply {
     note_legacy(principal);
-    match session_of(gw, headers, principal) {
+    match shared::session(gw, headers, principal).await {
         Some(s) => {
             gw.legacy_sessions.remove(&s.id);
+            shared::ended(gw, &s.id).await;
             Reply::Json(StatusCode::OK, Bytes::new())
         }
         None => Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: DELETE needs a valid Mcp-Session-Id\n"),
@@ -178,9 +175,9 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         r.name = member.and_then(|m| v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
     });
     if method == Some(Method::Initialize) {
-        return initialize(gw, principal, &v, &id);
+        return initialize(gw, principal, &v, &id).await;
     }
-    let Some(s) = session_of(gw, headers, principal) else {
+    let Some(s) = shared::session(gw, headers, principal).await else {
         return if headers.contains_key(mh::SESSION_ID) { not_found(&id) } else { bad("a JSON-RPC response needs a session") };
     };
     if let Some(pv) = headers.get(mh::PROTOCOL_VERSION).and_then(|h| h.to_str().ok()) {
@@ -189,8 +186,15 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         }
     }
     let Some(method) = method else {
-        // A response to one of Sluice's requests to the client.
-        s.deliver(&id, v);
+        // A response to one of Sluice's requests to the client: here, or on the replica that
+        // sent the request (its id names it).
+        if !s.deliver(&id, v) {
+            if let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, &id), &gw.governor.cluster) {
+                let f =
+                    crate::cluster::forward::Forward { owner: &owner, method: http::Method::POST, headers, principal, body, id: "null" };
+                return c.forward(&gw.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted);
+            }
+        }
         return Reply::Accepted;
     };
     if v.get("id").is_none() {
@@ -233,12 +237,13 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
     }
 }
 
-fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
+async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
     let asked = v.pointer("/params/protocolVersion").and_then(Value::as_str).unwrap_or("");
     let version = if version::is_legacy(asked) { asked } else { version::LEGACY[0] };
     let caps = modern_caps(v.pointer("/params/capabilities").unwrap_or(&Value::Null));
     let info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
     let s = gw.legacy_sessions.create(principal.id(), version, caps, info);
+    shared::created(gw, &s).await;
     let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal)).unwrap_or(Value::Null);
     let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
     server_caps["logging"] = json!({});

@@ -234,10 +234,10 @@ async fn ask_client(
         {
             params["elicitationId"] = format!("sluice-{}", crate::state::nonce()).into();
         }
-        let rid = s.next_request_id();
-        let rid_json = format!("\"sluice-{rid}\"");
+        let rid = super::shared::request_id(gw, s.next_request_id());
+        let rid_json = Value::String(rid.clone()).to_string();
         let rx = s.expect(&rid_json);
-        let request = json!({"jsonrpc": "2.0", "id": format!("sluice-{rid}"), "method": method.as_str(), "params": params});
+        let request = json!({"jsonrpc": "2.0", "id": rid, "method": method.as_str(), "params": params});
         if tx.send(crate::mcp::sse::frame(request.to_string().as_bytes())).await.is_err() {
             return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client went away", None));
         }

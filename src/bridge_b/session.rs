@@ -222,8 +222,37 @@ impl Sessions {
     /// Creates a session: expired ones go first, then (when full) the principal's own least
     /// recently used, then the least recently used of all.
     pub fn create(&self, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
+        self.hold(self.mint(principal), principal, version, caps, client_info)
+    }
+
+    /// Holds here a session another replica opened (its record read from the cluster's shared
+    /// state), under the same bounds; `None` when `id` is not genuine for `principal`.
+    pub fn adopt(
+        &self,
+        id: &str,
+        principal: &str,
+        version: &str,
+        caps: Map<String, Value>,
+        client_info: Value,
+    ) -> Option<Arc<LegacySession>> {
+        if !self.genuine(id, principal) {
+            return None;
+        }
+        // Two requests of one session may both come to adopt it: the first one's copy stays.
+        if let Some(held) = self.store.lock().ok().and_then(|mut st| st.touch(id, Instant::now(), self.idle)) {
+            return Some(held);
+        }
+        Some(self.hold(id.to_owned(), principal, version, caps, client_info))
+    }
+
+    /// Whether `id` is genuine for `principal` (its tag checked in constant time).
+    pub fn is_genuine(&self, id: &str, principal: &str) -> bool {
+        self.genuine(id, principal)
+    }
+
+    fn hold(&self, id: String, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
         let s = Arc::new(LegacySession {
-            id: self.mint(principal),
+            id,
             principal: principal.to_owned(),
             version: version.to_owned(),
             caps,

@@ -19,6 +19,7 @@ use serde::Serialize;
 mod auth;
 mod bridge;
 mod budget;
+mod cluster;
 mod limits;
 mod quota;
 mod raw;
@@ -29,11 +30,14 @@ mod telemetry;
 mod upstream;
 
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
 mod tests;
 
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
+pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
 pub use redact::redact_url;
@@ -92,6 +96,9 @@ pub struct Config {
     /// OpenTelemetry traces (`None`: off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Telemetry>,
+    /// Replicas sharing state in Redis (`None`: one process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Cluster>,
 }
 
 /// Quick flags that override or extend a config file.
@@ -186,7 +193,24 @@ impl Config {
                 "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
             )));
         }
-        let state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
+        let explicit_replica = raw.state.replica.clone();
+        let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
+        let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
+        // Across sections: replicas open each other's sealed values, so they need the same
+        // configured keys; the id written into sealed state is the cluster's.
+        if let Some(c) = &cluster {
+            if state.keys.is_empty() && state.key_env.is_none() {
+                return Err(ConfigError(format!(
+                    "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
+                )));
+            }
+            if explicit_replica.as_deref().is_some_and(|r| r != c.id) {
+                return Err(ConfigError(format!(
+                    "{origin}: state.replica and cluster.id differ; drop state.replica (cluster.id names this replica)"
+                )));
+            }
+            state.replica = c.id.clone();
+        }
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
@@ -211,6 +235,7 @@ impl Config {
             policies: raw.policies,
             upstreams,
             telemetry,
+            cluster,
         })
     }
 

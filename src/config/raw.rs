@@ -43,6 +43,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) metrics: RawMetrics,
     pub(super) telemetry: Option<RawTelemetry>,
+    pub(super) cluster: Option<RawCluster>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -143,6 +144,17 @@ pub(super) struct RawBridge {
     pub(super) max_client_sessions_per_principal: Option<usize>,
     pub(super) max_sessions_per_principal: Option<usize>,
     pub(super) max_subscriptions_per_session: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub(super) redis_url: Option<String>,
+    pub(super) id: Option<String>,
+    pub(super) advertise_url: Option<String>,
+    pub(super) listen: Option<String>,
+    pub(super) on_redis_error: Option<String>,
+    pub(super) redis_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]

@@ -110,7 +110,7 @@ pub async fn forward(
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");
-            Ok(reply_for(fw, up, &call, status, read_final(text), || make_seal.map(|f| f())))
+            Ok(reply_for(fw, up, &call, status, read_final(text), || make_seal.map(|f| f())).await)
         }
         Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
         Answer::Sse(mut stream) => loop {
@@ -120,7 +120,7 @@ pub async fn forward(
             let Some(data) = stream.next().await? else {
                 return Err(UpstreamError::Closed(up.name.clone()).into());
             };
-            match classify(fw, up, &call, &data) {
+            match classify(fw, up, &call, &data).await {
                 Msg::Skip => continue,
                 Msg::Final(reply) => return Ok(reply),
                 Msg::Relay(first) => {
@@ -152,7 +152,7 @@ async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: Sse
                 return;
             }
         };
-        match classify(&fw, &up, &call, &data) {
+        match classify(&fw, &up, &call, &data).await {
             Msg::Skip => {}
             Msg::Relay(b) => {
                 if tx.send(sse::frame(&b)).await.is_err() {
@@ -170,7 +170,7 @@ async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: Sse
 /// The client's reply for an upstream's final message: a complete result stamped, an
 /// `input_required` round sealed and judged (only where the method allows one), anything else
 /// refused as the upstream's protocol error; decided on the decoded `resultType`.
-fn reply_for(
+async fn reply_for(
     fw: &Forwarder,
     up: &Upstream,
     call: &Call,
@@ -184,7 +184,7 @@ fn reply_for(
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
             let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
-            let wrapped = super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m);
+            let wrapped = super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m).await;
             if wrapped.is_ok() {
                 up.hold_until(seal.template.expires_ms); // a reload's drain waits for its answer
             }
@@ -211,12 +211,12 @@ fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
     jsonrpc::error_body(id, code, &err.to_string(), data.as_ref())
 }
 
-fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
+async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
     let Ok(msg) = serde_json::from_str::<jsonrpc::Incoming>(data) else {
         return Msg::Skip;
     };
     if msg.is_response() {
-        return Msg::Final(reply_for(fw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()));
+        return Msg::Final(reply_for(fw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()).await);
     }
     match (msg.method.as_ref(), msg.id.is_some()) {
         (Some(Method::Progress), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),

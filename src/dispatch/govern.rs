@@ -71,9 +71,9 @@ pub fn open_state(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principa
 
 /// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
 /// its exchange gone.
-fn consume(gw: &Gateway, sealed: &Sealed) -> Result<(), GatewayError> {
+async fn consume(gw: &Gateway, sealed: &Sealed) -> Result<(), GatewayError> {
     let nonce = sealed.handle.as_deref().ok_or_else(|| state_error(StateError::Tampered))?;
-    if gw.governor.consume_state(nonce, sealed.expires_ms) {
+    if gw.governor.consume_state(nonce, sealed.expires_ms).await.map_err(GatewayError::Refused)? {
         Ok(())
     } else {
         Err(state_error(StateError::UnknownExchange))
@@ -86,7 +86,7 @@ fn annotations(t: &Target) -> (bool, bool) {
 }
 
 /// Applies the rules to a tool call before it reaches the upstream.
-pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
+pub async fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
     if env.method != Method::ToolsCall {
         return Ok(Gate::Go);
     }
@@ -118,7 +118,7 @@ pub fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &P
     match d.effect {
         Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
         Effect::Deny => Err(GatewayError::Refused(Refusal::Denied { rule, reason: d.reason.unwrap_or_else(|| "not allowed".into()) })),
-        Effect::Approve => approve(gw, env, meta, t, principal, rule),
+        Effect::Approve => approve(gw, env, meta, t, principal, rule).await,
     }
 }
 
@@ -137,12 +137,12 @@ fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal)
     })
 }
 
-fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
+async fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
     if let Some(sealed) = open_state(gw, env, t, principal)? {
         if sealed.kind != Kind::Approval {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
-        consume(gw, &sealed)?;
+        consume(gw, &sealed).await?;
         let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
         return match approval::granted(responses.get(approval::KEY)) {
             None => Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, sealed.round + 1))),
@@ -186,7 +186,7 @@ pub struct ModernRetry {
 }
 
 /// Opens a modern retry's state and enforces the round cap.
-pub fn modern_retry(
+pub async fn modern_retry(
     gw: &Arc<Gateway>,
     env: &Envelope,
     t: &Target,
@@ -209,7 +209,7 @@ pub fn modern_retry(
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
-    consume(gw, &sealed)?;
+    consume(gw, &sealed).await?;
     let max = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_rounds;
     if sealed.round >= max {
         return Err(GatewayError::Refused(Refusal::RoundCap(max)));

@@ -54,7 +54,7 @@ fn text(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 }
 
 /// The result the client sees for an upstream's `input_required` result (its members).
-pub fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
+pub async fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
     let mut sealed = seal.template.clone();
     if sealed.digest.is_empty() {
         // Most calls never ask: the digest of the params is paid for only by those that do.
@@ -65,7 +65,7 @@ pub fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_
     sealed.extra = result.get("requestState").map(str::to_owned);
     let shown = match result.get("inputRequests") {
         None => None,
-        Some(raw) => Some(judge_requests(gov, seal, &mut sealed, raw)?),
+        Some(raw) => Some(judge_requests(gov, seal, &mut sealed, raw).await?),
     };
     let token = keys.seal(&sealed);
     let mut out = String::with_capacity(256 + token.len() + shown.as_ref().map_or(0, String::len));
@@ -93,7 +93,7 @@ pub fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_
 
 /// Judges each input request; gives the `inputRequests` the client is shown (an approval round
 /// instead when a rule wants one, the asks then held in the seal).
-fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
+async fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
     let protocol = |m: &str| RoundError::Protocol(m.to_owned());
     let requests: RawObject<'_> = serde_json::from_str(raw).map_err(|_| protocol("inputRequests is not an object"))?;
     if requests.has_repeats() {
@@ -125,7 +125,7 @@ fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, raw: &s
             }
             Value::Object(r)
         };
-        match judge(gov, &seal.ctx, &method, raw_params, &mut params) {
+        match judge(gov, &seal.ctx, &method, raw_params, &mut params).await {
             AskVerdict::Malformed(why) => return Err(RoundError::Protocol(why)),
             AskVerdict::Approve(rule) => {
                 if approval.is_none() {

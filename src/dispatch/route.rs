@@ -225,7 +225,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
 /// switch is `link::call`'s).
 pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
-    let retry = match super::govern::modern_retry(gw, env, t, principal)? {
+    let retry = match super::govern::modern_retry(gw, env, t, principal).await? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
     };

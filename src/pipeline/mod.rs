@@ -47,17 +47,43 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
             return stages::challenge(gw, "null", e);
         }
     };
+    let bytes = if session_verb {
+        bytes::Bytes::new()
+    } else {
+        match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
+            Ok(b) => b,
+            Err(r) => return r,
+        }
+    };
+    serve(gw, &parts, &principal, bytes, &mut trace).await
+}
+
+/// A request another replica forwarded (`cluster/internal.rs`): its principal was
+/// authenticated there and its headers signed with the state keys; everything after
+/// authentication runs here as for a client of this replica's own.
+pub async fn run_forwarded(gw: &Arc<Gateway>, parts: Parts, principal: crate::auth::Principal, bytes: bytes::Bytes) -> Reply {
+    let mut trace = RequestTrace::start(&parts.headers);
+    serve(gw, &parts, &principal, bytes, &mut trace).await
+}
+
+/// Everything after authentication: bridge B's session verbs and legacy posts, or the parse
+/// and the stages of a 2026-07-28 request.
+async fn serve(
+    gw: &Arc<Gateway>,
+    parts: &Parts,
+    principal: &crate::auth::Principal,
+    bytes: bytes::Bytes,
+    trace: &mut RequestTrace,
+) -> Reply {
+    let session_verb =
+        matches!(parts.method, http::Method::GET | http::Method::DELETE) && parts.headers.contains_key(crate::mcp::headers::SESSION_ID);
     if session_verb {
         return if parts.method == http::Method::GET {
-            hold_stream(gw, &principal, "null", crate::bridge_b::get(gw, &parts.headers, &principal))
+            hold_stream(gw, principal, "null", crate::bridge_b::get(gw, &parts.headers, principal).await)
         } else {
-            crate::bridge_b::delete(gw, &parts.headers, &principal)
+            crate::bridge_b::delete(gw, &parts.headers, principal).await
         };
     }
-    let bytes = match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
     // Nesting first, for either era: nothing below reads a body deeper than the bound.
     let max_depth = gw.cfg.limits.max_json_depth;
     if crate::mcp::jsonrpc::nests_deeper_than(&bytes, max_depth) {
@@ -66,11 +92,11 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
     // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
         trace.begin(None, None);
-        note_trace(&trace);
+        note_trace(trace);
         let reply =
-            crate::telemetry::trace::traced!(trace.span().clone(), Box::pin(crate::bridge_b::post(gw, &parts.headers, &principal, bytes)));
+            crate::telemetry::trace::traced!(trace.span().clone(), Box::pin(crate::bridge_b::post(gw, &parts.headers, principal, bytes)));
         trace.outcome(reply.status().as_u16(), None);
-        return hold_stream(gw, &principal, "null", reply);
+        return hold_stream(gw, principal, "null", reply);
     }
     // Parse once: every later stage reads from this envelope.
     let bytes_for_id = bytes.clone();
@@ -91,7 +117,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
             r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
         }
     });
-    run_stages(gw, &mut trace, env, &parts.headers, &principal, &id).await
+    run_stages(gw, trace, env, &parts.headers, principal, &id).await
 }
 
 /// The stages for a parsed 2026-07-28 request, in its span.

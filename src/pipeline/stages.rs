@@ -92,7 +92,7 @@ pub async fn run(
     let mut ctx = RequestCtx { principal, env, meta, target, headers, legacy_client };
     // Policy: a denied or not-yet-approved tool call never reaches the upstream.
     if let Some(t) = &ctx.target {
-        match trace::stage("policy").in_scope(|| govern::gate(gw, &ctx.env, &ctx.meta, t, principal))? {
+        match trace::traced!(trace::stage("policy"), govern::gate(gw, &ctx.env, &ctx.meta, t, principal))? {
             govern::Gate::Go => {}
             govern::Gate::Approved(fresh) => ctx.env = fresh,
             govern::Gate::Answer(reply) => return Ok(reply),

@@ -25,6 +25,8 @@ pub enum Refusal {
     Tokens(Duration),
     /// One ask wants more tokens than a whole window allows.
     TokensNever(u64),
+    /// The shared budgets (Redis) are unreachable and the cluster fails closed.
+    Unavailable,
 }
 
 struct Profile<C: Clock> {
@@ -86,6 +88,16 @@ impl<C: Clock + Clone> Budgets<C> {
         let fits =
             |p: &&Profile<C>| p.scope.0.as_deref().is_none_or(|u| u == upstream) && p.scope.1.as_ref().is_none_or(|g| groups.contains(g));
         self.profiles.iter().find(fits).unwrap_or_else(|| &self.profiles[self.profiles.len() - 1])
+    }
+
+    /// The shared-budget key of the profile that applies (its scope), with its limits.
+    pub fn shared_key(&self, upstream: &str, groups: &[String]) -> (String, &BudgetLimits) {
+        let p = self.profile(upstream, groups);
+        let scope = match &p.scope {
+            (None, None) => "*".to_owned(),
+            (u, g) => format!("u={}|g={}", u.as_deref().unwrap_or("*"), g.as_deref().unwrap_or("*")),
+        };
+        (scope, &p.limits)
     }
 
     /// The limits that apply to a principal's request to an upstream.

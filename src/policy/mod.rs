@@ -37,6 +37,8 @@ pub struct Governor {
     pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
     consumed: Arc<crate::state::nonces::Nonces>,
+    /// The replicas' shared state (`[cluster]`), kept across reloads.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// `[budget]` with its profiles, and `[[quota]]`, as read, to tell whether a reload changed
     /// them.
     settings: [serde_json::Value; 2],
@@ -60,6 +62,7 @@ impl Governor {
             quotas: Arc::new(Quotas::new(&cfg.quotas)),
             views: visibility::Views::default(),
             consumed: Arc::new(crate::state::nonces::Nonces::new(MAX_CONSUMED)),
+            cluster: cfg.cluster.as_ref().map(crate::cluster::Cluster::new).transpose()?.map(Arc::new),
             settings: settings(cfg),
         })
     }
@@ -78,6 +81,7 @@ impl Governor {
             fresh.quotas = self.quotas.clone();
         }
         fresh.consumed = self.consumed.clone();
+        fresh.cluster = self.cluster.clone();
         Ok(fresh)
     }
 
@@ -116,9 +120,52 @@ impl Governor {
         self.visibility
     }
 
-    /// Consumes a round state's nonce; `false` when it was presented before (a replay).
-    pub fn consume_state(&self, nonce: &str, expires_ms: u64) -> bool {
-        self.consumed.consume(nonce, expires_ms, crate::state::now_ms())
+    /// Consumes a round state's nonce; `Ok(false)` when it was presented before (a replay),
+    /// here or, with `[cluster]`, on any replica. Redis unreachable: refused under
+    /// `on_redis_error = "closed"`, this replica's own record under `"local"` (a state
+    /// consumed on another replica is then not known here).
+    pub async fn consume_state(&self, nonce: &str, expires_ms: u64) -> Result<bool, Refusal> {
+        let now = crate::state::now_ms();
+        // This replica's own record first: a replay here costs no round trip, and it still
+        // holds while Redis is away.
+        if !self.consumed.consume(nonce, expires_ms, now) {
+            return Ok(false);
+        }
+        let Some(c) = &self.cluster else { return Ok(true) };
+        match c.shared.consume(nonce, expires_ms, now).await {
+            Ok(first) => Ok(first),
+            Err(_) if c.unavailable("single use") == crate::cluster::Fallback::Local => Ok(true),
+            Err(_) => Err(Refusal::SharedState),
+        }
+    }
+
+    /// Charges one sampling ask of `max_tokens` to the principal's budgets: across replicas
+    /// in Redis with `[cluster]` (one atomic script), in this process otherwise or, under
+    /// `on_redis_error = "local"`, while Redis is unreachable.
+    pub async fn charge_sampling(&self, ctx: &ask::AskCtx, max_tokens: u64) -> Result<(), budget::Refusal> {
+        if let Some(c) = &self.cluster {
+            let (scope, l) = self.budgets.shared_key(&ctx.upstream, &ctx.groups);
+            let window_us = l.window.as_micros() as f64;
+            let sampling = crate::cluster::Rate {
+                interval_us: window_us / f64::from(l.sampling_per_window.max(1)),
+                burst: u64::from(l.sampling_burst.max(1)),
+            };
+            let tokens = crate::cluster::Rate {
+                interval_us: window_us / f64::from(l.tokens_per_window.max(1)),
+                burst: u64::from(l.tokens_per_window.max(1)),
+            };
+            let key = format!("{scope}:{}", ctx.principal);
+            let us = |w: u64| std::time::Duration::from_micros(w);
+            match c.shared.charge(&key, sampling, tokens, max_tokens).await {
+                Ok(crate::cluster::Charged::Ok) => return Ok(()),
+                Ok(crate::cluster::Charged::Sampling(w)) => return Err(budget::Refusal::Sampling(us(w))),
+                Ok(crate::cluster::Charged::Tokens(w)) => return Err(budget::Refusal::Tokens(us(w))),
+                Ok(crate::cluster::Charged::TokensNever) => return Err(budget::Refusal::TokensNever(max_tokens)),
+                Err(_) if c.unavailable("budget") == crate::cluster::Fallback::Local => {}
+                Err(_) => return Err(budget::Refusal::Unavailable),
+            }
+        }
+        self.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max_tokens)
     }
 }
 

@@ -24,6 +24,8 @@ pub const TOO_LARGE: i64 = -31016;
 pub const CALL_QUOTA: i64 = -31017;
 /// Sluice: too many streams are open (for this principal, or in total); retry later.
 pub const STREAM_CAP: i64 = -31018;
+/// Sluice: the shared state (Redis) of a cluster is unreachable; retry shortly.
+pub const SHARED_STATE: i64 = -31019;
 
 /// A governance refusal.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +54,8 @@ pub enum Refusal {
     Streams { limit: usize, per_principal: bool },
     /// An approval round is needed but the client did not declare elicitation (-32021).
     NeedsElicitation(String),
+    /// Redis is unreachable and `cluster.on_redis_error = "closed"`.
+    SharedState,
 }
 
 impl Refusal {
@@ -121,6 +125,12 @@ impl Refusal {
                     if *per_principal { "limits.max_streams_per_principal" } else { "limits.max_streams" }
                 ),
                 json!({"limit": limit, "perPrincipal": per_principal, "retryAfterMs": 1000}),
+            ),
+            Refusal::SharedState => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SHARED_STATE,
+                "the gateway's shared state (Redis) is unreachable, so budgets and single use cannot be checked; retry shortly".into(),
+                json!({"retryAfterMs": 1000}),
             ),
             Refusal::TooManyAsks(limit) => (
                 StatusCode::BAD_REQUEST,

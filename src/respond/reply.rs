@@ -109,7 +109,7 @@ impl Reply {
             crate::policy::Refusal::Sampling { retry_after_ms }
             | crate::policy::Refusal::Tokens { retry_after_ms }
             | crate::policy::Refusal::Quota { retry_after_ms, .. } => *retry_after_ms,
-            crate::policy::Refusal::Streams { .. } => 1000,
+            crate::policy::Refusal::Streams { .. } | crate::policy::Refusal::SharedState => 1000,
             _ => return Reply::error(id, &e),
         };
         let (status, code, data) = e.classify();

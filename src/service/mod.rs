@@ -68,6 +68,9 @@ fn metrics(gw: &Gateway) -> Response<Body> {
     gw.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
     gw.metrics.audit_dropped.set(gw.audit.dropped() as i64);
     gw.metrics.trace_exports(crate::telemetry::counted::totals());
+    if let Some(c) = &gw.governor.cluster {
+        gw.metrics.cluster(c);
+    }
     for up in &gw.upstreams {
         gw.metrics.upstream(up);
     }

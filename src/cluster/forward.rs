@@ -1,0 +1,124 @@
+//! A continuation that reached the wrong replica goes on to its owner.
+//!
+//! Takes the owner's id (from a sealed state that opened here, or a bridge B id), the client's
+//! request (method, carried headers, body) and the principal this replica authenticated; gives
+//! the owner's answer as this client's reply: JSON with its status (and `Retry-After`), 202, or
+//! an SSE stream relayed event by event (the client going away drops the relay, which closes
+//! the connection to the owner, which ends the call there as a client's disconnect would).
+//! Refuses with `owner_gone` (`-32602`) an owner that is not registered or cannot be connected
+//! to within `timeouts.connect_ms`, or whose stream breaks mid-answer; with `-31019` a lookup
+//! while Redis is unreachable and no address is known.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use tokio::sync::mpsc;
+
+use super::Cluster;
+use crate::auth::Principal;
+use crate::error::GatewayError;
+use crate::mcp::sse;
+use crate::respond::Reply;
+use crate::state::StateError;
+use crate::upstream::client::{Answer, HttpClient};
+
+/// The internal listener's one path.
+pub const PATH: &str = "/internal/v1/mcp";
+
+fn gone() -> GatewayError {
+    let e = StateError::OwnerGone;
+    GatewayError::InvalidParams(e.to_string(), Some(serde_json::json!({"reason": e.reason()})))
+}
+
+/// One request to forward.
+pub struct Forward<'a> {
+    /// The replica that holds the exchange or the session.
+    pub owner: &'a str,
+    /// The client's HTTP method.
+    pub method: http::Method,
+    /// The client's headers (only [`super::peer::carried`] ones go on).
+    pub headers: &'a HeaderMap,
+    /// The principal this replica authenticated.
+    pub principal: &'a Principal,
+    /// The body as the client sent it.
+    pub body: Bytes,
+    /// The JSON-RPC id, for an error sent in-stream (`null` for none).
+    pub id: &'a str,
+}
+
+impl Cluster {
+    /// Sends `f` to its owner and gives the owner's answer.
+    pub async fn forward(&self, client: &HttpClient, keys: &crate::state::Keys, f: Forward<'_>) -> Result<Reply, GatewayError> {
+        let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let url = match self.locate(f.owner).await {
+            Ok(Some(url)) => url,
+            Ok(None) => {
+                count(1);
+                tracing::info!(owner = %f.owner, "continuation for a replica that is not registered (gone)");
+                return Err(gone());
+            }
+            Err(_) => return Err(GatewayError::Refused(crate::policy::Refusal::SharedState)),
+        };
+        let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/')).parse().map_err(|_| gone())?;
+        let mut headers: HeaderMap =
+            f.headers.iter().filter(|(k, _)| super::peer::carried(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        super::peer::sign(keys, self.id(), f.principal, PATH, &f.body, crate::state::now_ms(), &mut headers);
+        let sent = client.send(f.method, "replica", &uri, headers, f.body, None).await;
+        let (head, answer) = match sent {
+            Ok(x) => x,
+            Err(e) => {
+                count(1);
+                tracing::warn!(owner = %f.owner, error = %e, "the replica holding a continuation could not be reached");
+                return Err(gone());
+            }
+        };
+        count(0);
+        Ok(match answer {
+            Answer::Json(status, body) => match retry_after(&head) {
+                Some(secs) => Reply::Limited(status, body, secs),
+                None => Reply::Json(status, body),
+            },
+            Answer::Status(StatusCode::ACCEPTED, _) => Reply::Accepted,
+            Answer::Status(StatusCode::UNAUTHORIZED, _) => {
+                tracing::error!(owner = %f.owner, "another replica refused this one's signature: every replica needs the same state keys");
+                return Err(gone());
+            }
+            Answer::Status(StatusCode::NOT_FOUND, _) => {
+                Reply::Plain(StatusCode::NOT_FOUND, "not found: no such session (it ended, or was never opened)\n")
+            }
+            Answer::Status(status, body) => Reply::Json(status, body),
+            Answer::Sse(stream) => Reply::Sse(relay(stream, f.id.to_owned()).into()),
+        })
+    }
+}
+
+fn retry_after(h: &HeaderMap) -> Option<u64> {
+    h.get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
+}
+
+/// Relays the owner's events to the client; a stream that breaks ends with `owner_gone`.
+fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel(64);
+    crate::audit::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                n = stream.next() => n,
+                _ = tx.closed() => return,
+            };
+            match next {
+                Ok(Some(data)) => {
+                    if tx.send(sse::frame(data.as_bytes())).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    let (_, code, data) = gone().classify();
+                    let body = crate::mcp::jsonrpc::error_body(&id, code, &StateError::OwnerGone.to_string(), data.as_ref());
+                    let _ = tx.send(sse::frame(&body)).await;
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}

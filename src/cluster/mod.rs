@@ -1,0 +1,153 @@
+//! Replicas that behave as one (`[cluster]`): what they share in Redis, and the internal
+//! listener over which a continuation reaches the replica that owns it.
+//!
+//! Takes the `[cluster]` settings; gives [`Cluster`]: the shared store ([`shared`]), this
+//! replica's id and internal URL, the fail mode while Redis is unreachable, the signed headers
+//! one replica sends another ([`peer`]), the forward of a request to its owner ([`forward`]) and
+//! the internal listener that serves such forwards ([`internal`]). Refuses, through the caller,
+//! a governed request while Redis is unreachable under `on_redis_error = "closed"`
+//! ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"` it counts
+//! the fallback and the caller uses its per-process state.
+
+pub mod forward;
+pub mod internal;
+pub mod peer;
+pub mod shared;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::config::OnRedisError;
+pub use shared::{Charged, Rate, Shared, Unavailable};
+
+/// How often a replica renews its entry in the registry, and how long the entry outlives it.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A replica that missed this long of heartbeats is gone to the others.
+pub const REGISTRY_TTL: Duration = Duration::from_secs(6);
+
+/// One replica's view of the cluster.
+pub struct Cluster {
+    /// The settings.
+    pub cfg: crate::config::Cluster,
+    /// Redis.
+    pub shared: Shared,
+    /// Where others reach this replica's internal listener (set once it is bound).
+    advertise: OnceLock<String>,
+    /// Internal URLs of other replicas seen in the registry (used while Redis is unreachable
+    /// under `local`), bounded by [`MAX_KNOWN`].
+    known: dashmap::DashMap<String, String>,
+    /// Redis commands that failed or timed out.
+    pub redis_errors: AtomicU64,
+    /// Decisions taken on per-process state because Redis was unreachable (`local`).
+    pub fallbacks: AtomicU64,
+    /// Requests forwarded to their owner, and those whose owner could not be reached.
+    pub forwarded: [AtomicU64; 2],
+}
+
+/// The most other replicas' URLs remembered.
+const MAX_KNOWN: usize = 1024;
+
+/// What a governed decision does without Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// Refuse the request (retryable).
+    Refuse,
+    /// Decide on this process's own state.
+    Local,
+}
+
+impl Cluster {
+    /// The cluster of `cfg` (no connection is made until first use).
+    pub fn new(cfg: &crate::config::Cluster) -> Result<Cluster, String> {
+        Ok(Cluster {
+            shared: Shared::new(&cfg.redis_url, cfg.redis_timeout)?,
+            cfg: cfg.clone(),
+            advertise: OnceLock::new(),
+            known: dashmap::DashMap::new(),
+            redis_errors: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+            forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+        })
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> &str {
+        &self.cfg.id
+    }
+
+    /// Sets this replica's internal URL from the bound listener (the configured
+    /// `advertise_url` wins).
+    pub fn bound(&self, addr: std::net::SocketAddr) -> &str {
+        self.advertise.get_or_init(|| self.cfg.advertise_url.clone().unwrap_or_else(|| format!("http://{addr}")))
+    }
+
+    /// This replica's internal URL, once its listener is bound.
+    pub fn advertised(&self) -> Option<&str> {
+        self.advertise.get().map(String::as_str)
+    }
+
+    /// What to do after Redis failed `what`: counted, logged, and the fail mode applied.
+    pub fn unavailable(&self, what: &'static str) -> Fallback {
+        self.redis_errors.fetch_add(1, Ordering::Relaxed);
+        match self.cfg.on_redis_error {
+            OnRedisError::Closed => {
+                tracing::warn!(decision = what, "Redis unreachable: governed request refused (cluster.on_redis_error = closed)");
+                Fallback::Refuse
+            }
+            OnRedisError::Local => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(decision = what, "Redis unreachable: deciding on this replica's own state (cluster.on_redis_error = local)");
+                Fallback::Local
+            }
+        }
+    }
+
+    /// Where replica `id` is reached: the registry, or (Redis unreachable) the last URL seen.
+    /// `Ok(None)`: it is not registered (gone).
+    pub async fn locate(&self, id: &str) -> Result<Option<String>, Unavailable> {
+        match self.shared.lookup(id).await {
+            Ok(Some(url)) => {
+                if self.known.len() < MAX_KNOWN || self.known.contains_key(id) {
+                    self.known.insert(id.to_owned(), url.clone());
+                }
+                Ok(Some(url))
+            }
+            Ok(None) => {
+                self.known.remove(id);
+                Ok(None)
+            }
+            Err(e) => self.known.get(id).map(|u| Some(u.clone())).ok_or(e),
+        }
+    }
+
+    /// Renews this replica's registry entry every [`HEARTBEAT`] until `stop`, then removes it.
+    pub async fn heartbeat(self: std::sync::Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let Some(url) = self.advertised().map(str::to_owned) else { return };
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut was_down = false;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => break,
+            }
+            match self.shared.register(&self.cfg.id, &url, REGISTRY_TTL).await {
+                Ok(all) => {
+                    for (id, url) in all.into_iter().take(MAX_KNOWN) {
+                        self.known.insert(id, url);
+                    }
+                    if was_down {
+                        was_down = false;
+                        tracing::info!(replica = %self.cfg.id, "Redis reachable again: shared budgets and single use resumed");
+                    }
+                }
+                Err(_) => {
+                    self.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    was_down = true;
+                }
+            }
+        }
+        let _ = self.shared.deregister(&self.cfg.id).await;
+    }
+}

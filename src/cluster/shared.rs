@@ -1,0 +1,247 @@
+//! What replicas share, in Redis: one atomic command or script per decision.
+//!
+//! Takes the cluster's Redis URL and a timeout per command; gives single use of a nonce (`SET
+//! NX PX`), a budget charge (one Lua script: GCRA on Redis's own clock, both limits checked
+//! before either is charged), a place among a principal's parked exchanges (one script over a
+//! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
+//! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews).
+//! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
+//! and the caller applies `cluster.on_redis_error`. The connection is made on first use and
+//! remade by the connection manager after a loss, so a replica starts while Redis is down.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
+
+/// Redis could not answer in time (down, unreachable, or too slow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the shared state (Redis) did not answer")]
+pub struct Unavailable;
+
+/// A rate: one unit every `interval_us` (fractional), up to `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Microseconds per unit.
+    pub interval_us: f64,
+    /// The most units taken at once.
+    pub burst: u64,
+}
+
+/// What a budget charge found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charged {
+    /// Both limits had room; both are charged.
+    Ok,
+    /// The sampling limit is spent; room again after this many microseconds.
+    Sampling(u64),
+    /// The token limit is spent; room again after this many microseconds.
+    Tokens(u64),
+    /// One ask wants more tokens than the whole window holds.
+    TokensNever,
+}
+
+/// GCRA for two limits at once, on Redis's clock. KEYS: sampling TAT, tokens TAT. ARGV:
+/// sampling interval (µs) and burst, tokens interval and burst, tokens asked. Gives `{code,
+/// wait_us}`: 0 charged, 1 sampling spent, 2 tokens spent, 3 never fits. TATs are written as
+/// integers (`%.0f`: exact to 2^53 µs) and expire when they no longer constrain anything.
+const CHARGE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function check(key, interval, burst, n)
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then tat = now end
+  local new_tat = tat + n * interval
+  local allow_at = new_tat - burst * interval
+  if allow_at > now then return nil, math.ceil(allow_at - now) end
+  return new_tat, 0
+end
+local function put(key, tat)
+  redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+end
+local n = tonumber(ARGV[5])
+local tnew = nil
+if n > 0 then
+  if n > tonumber(ARGV[4]) then return {3, 0} end
+  local w
+  tnew, w = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), n)
+  if not tnew then return {2, w} end
+end
+local snew, w = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
+if not snew then return {1, w} end
+put(KEYS[1], snew)
+if tnew then put(KEYS[2], tnew) end
+return {0, 0}
+";
+
+/// A place among a principal's parked exchanges. KEYS: the principal's set. ARGV: now (ms),
+/// the handle, its expiry (ms), the cap. Gives 1 (taken) or 0 (at the cap).
+const PARK: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1
+";
+
+/// The Redis side of a cluster.
+pub struct Shared {
+    client: redis::Client,
+    conn: OnceCell<ConnectionManager>,
+    timeout: Duration,
+    charge: redis::Script,
+    park: redis::Script,
+}
+
+impl Shared {
+    /// A handle on `url` (no connection yet); every command is bounded by `timeout`.
+    pub fn new(url: &str, timeout: Duration) -> Result<Shared, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("cluster.redis_url: {e}"))?;
+        Ok(Shared { client, conn: OnceCell::new(), timeout, charge: redis::Script::new(CHARGE), park: redis::Script::new(PARK) })
+    }
+
+    async fn conn(&self) -> Result<ConnectionManager, Unavailable> {
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.timeout);
+        let made = self.conn.get_or_try_init(|| async { ConnectionManager::new_lazy_with_config(self.client.clone(), cfg) }).await;
+        made.cloned().map_err(|e| {
+            tracing::warn!(error = %e, "cannot set up the Redis connection");
+            Unavailable
+        })
+    }
+
+    /// Runs one command (or script) under the timeout.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        what: &'static str,
+        cmd: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Result<T, Unavailable> {
+        let mut c = self.conn().await?;
+        match tokio::time::timeout(self.timeout, cmd(&mut c)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                tracing::warn!(op = what, kind = ?e.kind(), "Redis command failed");
+                Err(Unavailable)
+            }
+            Err(_) => {
+                tracing::warn!(op = what, timeout_ms = self.timeout.as_millis() as u64, "Redis command timed out");
+                Err(Unavailable)
+            }
+        }
+    }
+
+    /// Consumes `nonce` until `expires_ms`: `true` the first time across every replica.
+    pub async fn consume(&self, nonce: &str, expires_ms: u64, now_ms: u64) -> Result<bool, Unavailable> {
+        let ttl = expires_ms.saturating_sub(now_ms).max(1);
+        let key = format!("sluice:n:{nonce}");
+        let set: Option<String> =
+            self.run("consume", async |c| redis::cmd("SET").arg(&key).arg(1).arg("NX").arg("PX").arg(ttl).query_async(c).await).await?;
+        Ok(set.is_some())
+    }
+
+    /// Charges one sampling ask of `tokens` tokens to `key` (a principal under one profile).
+    pub async fn charge(&self, key: &str, sampling: Rate, token_rate: Rate, tokens: u64) -> Result<Charged, Unavailable> {
+        let (ks, kt) = (format!("sluice:b:{key}:s"), format!("sluice:b:{key}:t"));
+        let (code, wait): (i64, i64) = self
+            .run("charge", async |c| {
+                self.charge
+                    .key(&ks)
+                    .key(&kt)
+                    .arg(sampling.interval_us)
+                    .arg(sampling.burst)
+                    .arg(token_rate.interval_us)
+                    .arg(token_rate.burst)
+                    .arg(tokens)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        let wait = wait.max(1) as u64;
+        Ok(match code {
+            0 => Charged::Ok,
+            1 => Charged::Sampling(wait),
+            2 => Charged::Tokens(wait),
+            _ => Charged::TokensNever,
+        })
+    }
+
+    /// Takes a place for `handle` among `principal`'s parked exchanges (`cap` at most, across
+    /// replicas) until `expires_ms`: `false` at the cap.
+    pub async fn park(&self, principal: &str, handle: &str, expires_ms: u64, cap: usize, now_ms: u64) -> Result<bool, Unavailable> {
+        let key = format!("sluice:p:{principal}");
+        let got: i64 =
+            self.run("park", async |c| self.park.key(&key).arg(now_ms).arg(handle).arg(expires_ms).arg(cap).invoke_async(c).await).await?;
+        Ok(got == 1)
+    }
+
+    /// Gives back `handle`'s place (answered, cancelled or expired).
+    pub async fn unpark(&self, principal: &str, handle: &str) -> Result<(), Unavailable> {
+        let key = format!("sluice:p:{principal}");
+        self.run("unpark", async |c| redis::cmd("ZREM").arg(&key).arg(handle).query_async::<i64>(c).await).await.map(|_| ())
+    }
+
+    /// Says where replica `id` is reached, for `ttl`; gives every replica's last known URL
+    /// (the directory a replica keeps for when Redis is away).
+    pub async fn register(&self, id: &str, url: &str, ttl: Duration) -> Result<Vec<(String, String)>, Unavailable> {
+        let key = format!("sluice:r:{id}");
+        let ms = ttl.as_millis() as u64;
+        self.run("register", async |c| {
+            redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&key)
+                .arg(url)
+                .arg("PX")
+                .arg(ms)
+                .ignore()
+                .cmd("HSET")
+                .arg("sluice:directory")
+                .arg(id)
+                .arg(url)
+                .ignore()
+                .cmd("HGETALL")
+                .arg("sluice:directory")
+                .query_async::<(Vec<(String, String)>,)>(c)
+                .await
+        })
+        .await
+        .map(|(all,)| all)
+    }
+
+    /// Removes replica `id` from the registry (it is stopping).
+    pub async fn deregister(&self, id: &str) -> Result<(), Unavailable> {
+        let key = format!("sluice:r:{id}");
+        self.run("deregister", async |c| redis::cmd("DEL").arg(&key).query_async::<i64>(c).await).await.map(|_| ())
+    }
+
+    /// Where replica `id` is reached (`None`: not registered, so gone).
+    pub async fn lookup(&self, id: &str) -> Result<Option<String>, Unavailable> {
+        let key = format!("sluice:r:{id}");
+        self.run("lookup", async |c| redis::cmd("GET").arg(&key).query_async::<Option<String>>(c).await).await
+    }
+
+    /// Stores a small value under `key` until `ttl` (bridge B's session records).
+    pub async fn put(&self, key: &str, value: &str, ttl: Duration) -> Result<(), Unavailable> {
+        let ms = ttl.as_millis().max(1) as u64;
+        self.run("put", async |c| redis::cmd("SET").arg(key).arg(value).arg("PX").arg(ms).query_async::<String>(c).await).await.map(|_| ())
+    }
+
+    /// The value under `key`, if any.
+    pub async fn get(&self, key: &str) -> Result<Option<String>, Unavailable> {
+        self.run("get", async |c| redis::cmd("GET").arg(key).query_async::<Option<String>>(c).await).await
+    }
+
+    /// The value under `key`, its expiry renewed to `ttl` (`GETEX`), if any.
+    pub async fn get_renewing(&self, key: &str, ttl: Duration) -> Result<Option<String>, Unavailable> {
+        let ms = ttl.as_millis().max(1) as u64;
+        self.run("getex", async |c| redis::cmd("GETEX").arg(key).arg("PX").arg(ms).query_async::<Option<String>>(c).await).await
+    }
+
+    /// Deletes `key`.
+    pub async fn del(&self, key: &str) -> Result<(), Unavailable> {
+        self.run("del", async |c| redis::cmd("DEL").arg(key).query_async::<i64>(c).await).await.map(|_| ())
+    }
+}

@@ -1,0 +1,128 @@
+//! `[cluster]`: several replicas that behave as one, sharing budgets, single use and parked
+//! counts in Redis and forwarding continuations to the replica that owns them.
+//!
+//! Takes the raw table; gives [`Cluster`] (`None` when the table is absent: one process, as
+//! before). Refuses a table without `redis_url` (a configured cluster with nowhere to share is
+//! a mistake, not "off"), a URL that is not `redis://` (or `redis+unix://`), an `id` that is empty or not
+//! `[A-Za-z0-9._-]{1,64}`, a `listen` that is not IP:PORT, an `advertise_url` that is not
+//! `http://host:port`, or one left out while `listen` is a wildcard address (other replicas
+//! could not be told where to come). `id` and `advertise_url` may be `${VAR}`, read from the
+//! environment (a pod's name, its IP). The URL's password is redacted wherever it is printed.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use super::raw::RawCluster;
+use super::Invalid;
+
+/// What a replica does with a governed request while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnRedisError {
+    /// Refuse it with a retryable error (`-31020`, HTTP 503, `Retry-After`): nothing is ever
+    /// granted twice.
+    #[default]
+    Closed,
+    /// Count in this process alone (budgets per replica, single use per replica), with a
+    /// warning and `sluice_cluster_redis_fallbacks_total`.
+    Local,
+}
+
+/// The cluster settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cluster {
+    /// Redis, `redis://[user:password@]host:port[/db]`.
+    #[serde(serialize_with = "redacted")]
+    pub redis_url: String,
+    /// This replica's id: written into every sealed state it issues (the owner of its parked
+    /// exchanges), and its key in Redis.
+    pub id: String,
+    /// Where other replicas reach this one's internal listener (`http://host:port`); `None`:
+    /// the listener's own bound address.
+    pub advertise_url: Option<String>,
+    /// The internal listener (continuations forwarded from other replicas; nothing else).
+    pub listen: SocketAddr,
+    /// What happens while Redis is unreachable (default `closed`).
+    pub on_redis_error: OnRedisError,
+    /// The longest one Redis command may take before it counts as Redis unreachable
+    /// (`redis_timeout_ms`, default 500).
+    #[serde(with = "super::limits::ms", rename = "redis_timeout_ms")]
+    pub redis_timeout: Duration,
+}
+
+fn redacted<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&super::redact_url(url))
+}
+
+/// `${VAR}` read from the environment; anything else as written.
+fn expand(what: &str, v: String) -> Result<String, Invalid> {
+    match v.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
+        Some(var) => std::env::var(var).ok().filter(|x| !x.trim().is_empty()).ok_or_else(|| {
+            Invalid(format!(
+                "cluster.{what} = \"${{{var}}}\" but the environment variable {var} is not set or empty; set it or write the value"
+            ))
+        }),
+        None => Ok(v),
+    }
+}
+
+/// The `[cluster]` table, checked.
+pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invalid> {
+    let Some(raw) = raw else { return Ok(None) };
+    let redis_url = raw.redis_url.unwrap_or_default();
+    if redis_url.trim().is_empty() {
+        return Err(Invalid("[cluster] needs redis_url (e.g. \"redis://127.0.0.1:6379\"); remove the table for a single replica".into()));
+    }
+    if !["redis://", "redis+unix://", "unix://"].iter().any(|s| redis_url.starts_with(s)) {
+        return Err(Invalid(format!(
+            "cluster.redis_url {:?} must be a redis:// URL (or redis+unix:///path/to/redis.sock)",
+            super::redact_url(&redis_url)
+        )));
+    }
+    let id = expand("id", raw.id.unwrap_or_default())?;
+    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if id.is_empty() || id.len() > 64 || !id.chars().all(fits) {
+        return Err(Invalid(format!(
+            "cluster.id {id:?}: every replica needs its own id of 1 to 64 letters, digits, '.', '_' or '-' (e.g. \"sluice-1\", or \"${{HOSTNAME}}\")"
+        )));
+    }
+    let text =
+        raw.listen.ok_or_else(|| Invalid("[cluster] needs listen, the internal listener's IP:PORT (e.g. \"0.0.0.0:9100\")".into()))?;
+    let listen: SocketAddr =
+        text.parse().map_err(|_| Invalid(format!("cluster.listen = {text:?}: expected IP:PORT, e.g. 0.0.0.0:9100")))?;
+    let advertise_url = raw.advertise_url.map(|u| expand("advertise_url", u)).transpose()?;
+    match &advertise_url {
+        Some(u) => {
+            let uri: http::Uri = u.parse().map_err(|_| Invalid(format!("cluster.advertise_url {u:?} is not a URL")))?;
+            if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) || uri.port().is_none() {
+                return Err(Invalid(format!(
+                    "cluster.advertise_url {u:?} must be http://host:port (the internal listener as other replicas reach it)"
+                )));
+            }
+        }
+        None if listen.ip().is_unspecified() || listen.port() == 0 && !listen.ip().is_loopback() => {
+            return Err(Invalid(format!(
+                "cluster.listen = {listen} does not tell other replicas where to come: set cluster.advertise_url (e.g. \"http://${{POD_IP}}:9100\")"
+            )));
+        }
+        None => {}
+    }
+    let ms = raw.redis_timeout_ms.unwrap_or(500);
+    if ms == 0 || ms > 60_000 {
+        return Err(Invalid(format!("cluster.redis_timeout_ms = {ms}: expected 1 to 60000")));
+    }
+    Ok(Some(Cluster {
+        redis_url,
+        id,
+        advertise_url,
+        listen,
+        on_redis_error: match raw.on_redis_error.as_deref() {
+            None | Some("closed") => OnRedisError::Closed,
+            Some("local") => OnRedisError::Local,
+            Some(other) => return Err(Invalid(format!("cluster.on_redis_error = {other:?}: expected \"closed\" or \"local\""))),
+        },
+        redis_timeout: Duration::from_millis(ms),
+    }))
+}

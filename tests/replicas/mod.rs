@@ -1,0 +1,55 @@
+//! Three replicas sharing one Redis behind HAProxy round robin (no stickiness), in front of the
+//! real `mcp==1.30.0` upstream (tests/peers/py1_upstream.py):
+//!
+//! ```text
+//!  raw 2026-07-28 client ─┐            ┌─ sluice r1 ─┐
+//!  mcp==1.30.0 client ────┼─ HAProxy ──┼─ sluice r2 ─┼─ py1 upstream (2025-11-25)
+//!  (2025-11-25)           │  (rr)      └─ sluice r3 ─┘
+//!                         │                  │
+//!                         └──────────── redis-server (unix socket)
+//! ```
+//!
+//! - `shared`: a principal's sampling budget exact across replicas; an approval consumed once
+//!   across replicas;
+//! - `rounds`: a bridge A round whose every request lands on another replica; a 2025-11-25
+//!   client's sampling round through bridge B across replicas;
+//! - `failures`: a replica killed mid-round (its round's retry gets `owner_gone` within
+//!   `timeouts.connect_ms`, another replica's round completes); Redis stopped and started again
+//!   (`closed`: governed requests refused with `-31019` and `Retry-After`, the rest served, then
+//!   recovery without a restart; `local`: served on per-process state, counted);
+//! - `deploy`: the compose file and the Helm chart name what they should.
+//!
+//! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
+//! `redis-server` and `haproxy` come from Debian (.ci/run installs them); the Python peers from
+//! `eval "$(bash scripts/peers.sh)"`. Without them these tests fail and say so.
+
+mod deploy;
+mod failures;
+mod harness;
+mod rounds;
+mod shared;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+/// The replica a sealed `requestState` names as its owner (the test reads the payload between
+/// the two header bytes and the 32-byte tag; Sluice itself opens it only after the MAC).
+pub(crate) fn owner_of(state: &str) -> String {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(state).expect("base64url requestState");
+    let payload: Value = serde_json::from_slice(&raw[2..raw.len() - 32]).expect("a JSON payload");
+    payload["o"].as_str().expect("an owner").to_owned()
+}
+
+/// Waits (polling a separate process's output, at most 5 s) until `pred` holds of the cluster's
+/// audit records; gives them.
+pub(crate) async fn audit_until(c: &harness::Cluster, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let recs = c.audit();
+        if pred(&recs) {
+            return recs;
+        }
+        assert!(std::time::Instant::now() < deadline, "the audit records never showed {what}: {recs:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
