@@ -49,6 +49,11 @@ impl Cluster {
     /// Sends `f` to its owner and gives the owner's answer.
     pub async fn forward(&self, client: &HttpClient, keys: &crate::state::Keys, f: Forward<'_>) -> Result<Reply, GatewayError> {
         let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if super::internal::is_forwarded() {
+            count(1);
+            tracing::warn!(owner = %f.owner, "a forwarded request names yet another owner; not forwarded again (are two replicas configured with one cluster.id?)");
+            return Err(gone());
+        }
         let url = match self.locate(f.owner).await {
             Ok(Some(url)) => url,
             Ok(None) => {

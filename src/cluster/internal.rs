@@ -21,6 +21,17 @@ use tokio_util::sync::CancellationToken;
 use crate::gateway::Live;
 use crate::respond::{Body, Reply};
 
+tokio::task_local! {
+    /// Set while a forwarded request runs: it is never forwarded again (two replicas that
+    /// disagree about who owns what cannot bounce a request between them).
+    static FORWARDED: ();
+}
+
+/// Whether the current request came from another replica.
+pub fn is_forwarded() -> bool {
+    FORWARDED.try_with(|_| ()).is_ok()
+}
+
 /// Serves forwards until `stop`.
 pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationToken) {
     let builder = auto::Builder::new(TokioExecutor::new());
@@ -70,7 +81,8 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
                 .into_response());
         }
     };
-    Ok(crate::pipeline::run_forwarded(&gw, parts, principal, bytes).await.into_response())
+    let reply = FORWARDED.scope((), crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await;
+    Ok(reply.into_response())
 }
 
 /// Binds `cluster.listen`, serves forwards on it and keeps this replica registered, until the

@@ -113,7 +113,7 @@ pub async fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, princip
         });
     });
     if d.effect != Effect::Deny {
-        charge_quota(gw, env, t, principal)?;
+        charge_quota(gw, env, t, principal).await?;
     }
     match d.effect {
         Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
@@ -125,14 +125,16 @@ pub async fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, princip
 /// Counts a tool call against its `[[quota]]`, once per call: at its first request. A retry
 /// that carries a `requestState` continues a call already counted (a state exists only for a
 /// counted call, is bound to it and is single use; a forged one is refused further on).
-fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
+async fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
     let quotas = &gw.governor.quotas;
     if quotas.is_empty() || matches!(env.param_str("requestState"), Some(Ok(_))) {
         return Ok(());
     }
     let call = crate::policy::quota::Call { principal: principal.id(), groups: &principal.groups, upstream: &t.up.name, tool: &t.own };
-    quotas.charge(&call).map_err(|r| {
-        crate::audit::note(|rec| rec.decision = Some("quota"));
+    gw.governor.charge_quota(&call).await.map_err(|r| {
+        if matches!(r, Refusal::Quota { .. }) {
+            crate::audit::note(|rec| rec.decision = Some("quota"));
+        }
         GatewayError::Refused(r)
     })
 }

@@ -139,6 +139,29 @@ impl Governor {
         }
     }
 
+    /// Counts one tool call against its `[[quota]]`: across replicas in Redis with
+    /// `[cluster]`, in this process otherwise (or, under `"local"`, while Redis is away).
+    pub async fn charge_quota(&self, call: &quota::Call<'_>) -> Result<(), Refusal> {
+        if let (Some(c), Some(q)) = (&self.cluster, self.quotas.matching(call)) {
+            let rate = crate::cluster::Rate {
+                interval_us: q.window.as_micros() as f64 / f64::from(q.calls_per_window.max(1)),
+                burst: u64::from(q.burst.max(1)),
+            };
+            let key = format!("q={}:{}", q.name, call.principal);
+            match c.shared.charge(&key, rate, rate, 0).await {
+                Ok(crate::cluster::Charged::Ok) => return Ok(()),
+                Ok(crate::cluster::Charged::Sampling(w) | crate::cluster::Charged::Tokens(w)) => {
+                    let retry_after_ms = w.div_ceil(1000).max(1);
+                    return Err(Refusal::Quota { name: q.name.clone(), limit: q.calls_per_window, retry_after_ms });
+                }
+                Ok(crate::cluster::Charged::TokensNever) => {}
+                Err(_) if c.unavailable("call quota") == crate::cluster::Fallback::Local => {}
+                Err(_) => return Err(Refusal::SharedState),
+            }
+        }
+        self.quotas.charge(call)
+    }
+
     /// Charges one sampling ask of `max_tokens` to the principal's budgets: across replicas
     /// in Redis with `[cluster]` (one atomic script), in this process otherwise or, under
     /// `on_redis_error = "local"`, while Redis is unreachable.

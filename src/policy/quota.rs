@@ -3,7 +3,8 @@
 //! Takes a tool call's principal, groups, upstream and the upstream's own tool name (the name
 //! the body named and routing resolved, never a header alone); gives `Ok` and counts the call
 //! against the first quota whose match holds, or a [`Refusal::Quota`] naming the quota and when
-//! to retry. Counted per process (GCRA, `governor`, keyed by principal); principals idle for a
+//! to retry. Counted per process (GCRA, `governor`, keyed by principal), or with `[cluster]` across
+//! replicas (`Governor::charge_quota`, the same GCRA in Redis); principals idle for a
 //! whole window are forgotten on the budgets' timer. The clock is a type parameter so tests
 //! drive time without sleeping.
 
@@ -62,6 +63,11 @@ impl<C: Clock + Clone> Quotas<C> {
     /// Whether any quota is configured (none: every call goes without a lookup).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The first quota whose match holds.
+    pub fn matching(&self, c: &Call<'_>) -> Option<&Quota> {
+        self.entries.iter().map(|(q, _)| q).find(|q| applies(q, c))
     }
 
     /// Counts one call against the first quota whose match holds (none: not counted).

@@ -9,8 +9,8 @@
 //!                         └──────────── redis-server (unix socket)
 //! ```
 //!
-//! - `shared`: a principal's sampling budget exact across replicas; an approval consumed once
-//!   across replicas;
+//! - `shared`: a principal's sampling budget and a tool's call quota exact across replicas; an
+//!   approval consumed once across replicas;
 //! - `rounds`: a bridge A round whose every request lands on another replica; a 2025-11-25
 //!   client's sampling round through bridge B across replicas;
 //! - `failures`: a replica killed mid-round (its round's retry gets `owner_gone` within

@@ -65,3 +65,24 @@ async fn an_approval_is_consumed_once_across_replicas() {
         recs.iter().filter(|x| x["name"] == "erase").filter_map(|x| x["replica"].as_str()).collect();
     assert_eq!(replicas.len(), 3, "the approval and its replays were tried on every replica: {replicas:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_quota_is_counted_across_replicas() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let quota = "[[quota]]\nname = \"erase-twice\"\ntool = [\"erase\"]\ncalls_per_window = 2\nwindow_ms = 60000\n";
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url).with(quota)).await;
+    let http = call::http();
+    for i in 0..2 {
+        let r = Call::new("erase", json!({"what": format!("f{i}")})).token(ALICE).send(&http, &c.url, json!({})).await;
+        assert_eq!(r.text(), format!("erased f{i}"));
+    }
+    // Two calls on two replicas spent the quota on all three.
+    for _ in 0..3 {
+        let r = Call::new("erase", json!({"what": "more"})).token(ALICE).send(&http, &c.url, json!({})).await;
+        assert_eq!((r.status, r.msg["error"]["code"].as_i64()), (429, Some(-31017)), "{}", r.msg);
+        assert_eq!(r.msg["error"]["data"]["quota"], "erase-twice", "{}", r.msg);
+    }
+    let r = Call::new("erase", json!({"what": "b"})).token(BOB).send(&http, &c.url, json!({})).await;
+    assert_eq!(r.text(), "erased b", "another principal's quota is untouched");
+}
