@@ -27,6 +27,13 @@ if ! command -v wrk >/dev/null 2>&1; then
     apt-get update >/dev/null && apt-get install -y wrk >/dev/null
   fi
 fi
+# The [cluster] rows need Redis and HAProxy (Debian's packages); without them the rows are left out.
+if [ "$mode" = run ] && { ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1; }; then
+  echo "bench: installing redis-server and haproxy (the [cluster] rows)" >&2
+  if ! apt-get install -y --no-install-recommends redis-server haproxy >/dev/null 2>&1; then
+    apt-get update >/dev/null && apt-get install -y --no-install-recommends redis-server haproxy >/dev/null || true
+  fi
+fi
 if [ "$mode" = profile ] && ! command -v valgrind >/dev/null 2>&1; then
   echo "bench: valgrind is not installed (apt-get install -y valgrind); the profile will skip instruction counts" >&2
 fi
@@ -60,7 +67,7 @@ cleanup() {
   # also exit when the run's pipe to them closes). Only a process still running our binaries is
   # killed, so a pid reused by someone else is left alone.
   while read -r p; do
-    if [ -n "$p" ] && grep -qa "target/release/sluice" "/proc/$p/cmdline" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
+    if [ -n "$p" ] && grep -qaE "target/release/sluice|sluice-bench-redis|target/bench/haproxy.cfg" "/proc/$p/cmdline" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
   done <"$pids"
 }
 trap cleanup EXIT INT TERM

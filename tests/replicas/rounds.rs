@@ -55,3 +55,27 @@ async fn a_2025_11_25_clients_sampling_round_goes_through_bridge_b_across_replic
     .await;
     assert!(recs.iter().any(|x| x["client_era"] == "legacy" && x["method"] == "tools/call"), "{recs:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_session_is_served_by_every_replica_and_ended_on_all_by_one_delete() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url)).await;
+    let mut client = crate::support::legacy_client::Legacy::new(&c.url).token(ALICE);
+    client.initialize(json!({"sampling": {}})).await;
+    // Each ping lands on the next replica: every one serves the session.
+    for i in 1..=3 {
+        let (status, msg) = client.call(i, "ping", json!({})).await;
+        assert_eq!((status, &msg["result"]), (200, &json!({})), "{msg}");
+    }
+    // Bob cannot use Alice's session on any replica.
+    let bob = client.with_session(&client.sid()).token(super::harness::BOB);
+    for i in 4..=6 {
+        assert_eq!(bob.call(i, "ping", json!({})).await.0, 404, "another principal's session");
+    }
+    // One DELETE, on whichever replica: the session is gone on every one.
+    assert_eq!(client.delete().await.status(), 200);
+    for i in 7..=9 {
+        assert_eq!(client.call(i, "ping", json!({})).await.0, 404, "the session ended on every replica");
+    }
+}

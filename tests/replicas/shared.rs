@@ -86,3 +86,36 @@ async fn a_call_quota_is_counted_across_replicas() {
     let r = Call::new("erase", json!({"what": "b"})).token(BOB).send(&http, &c.url, json!({})).await;
     assert_eq!(r.text(), "erased b", "another principal's quota is untouched");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_parked_exchanges_are_capped_across_replicas() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let c =
+        Cluster::start(&redis, &Setup::legacy(&py.url).with("[budget]\nmax_parked_per_principal = 2\n\n[bridge]\ngather_ms = 0\n")).await;
+    let http = call::http();
+    let ask = |i: u32| Call::new("ask_once", json!({"text": format!("p{i}")})).id(json!(i)).token(ALICE);
+    // Two parked on two replicas; the third replica refuses the third (it holds none itself).
+    let first = ask(0).send(&http, &c.url, json!({})).await;
+    ask(1).send(&http, &c.url, json!({})).await.state();
+    let third = ask(2).send(&http, &c.url, json!({})).await;
+    assert_eq!(third.refused(-31011)["perPrincipal"], true, "{}", third.msg);
+    // Answering one gives its place back, across replicas.
+    let key = first.input_requests().keys().next().expect("an ask").clone();
+    let done = ask(0).send(&http, &c.url, retry(json!({ key: crate::support::call::sample("a", "m") }), &first.state())).await;
+    done.text();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let again = ask(3).send(&http, &c.url, json!({})).await;
+        if again.status == 200 {
+            again.state();
+            break;
+        }
+        // The place is given back off the request path: at most a moment later.
+        assert_eq!(again.msg["error"]["code"], -31011, "{}", again.msg);
+        assert!(std::time::Instant::now() < deadline, "the answered exchange's place came back within 5 s");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let b = Call::new("ask_once", json!({"text": "b"})).token(BOB).send(&http, &c.url, json!({})).await;
+    b.state();
+}

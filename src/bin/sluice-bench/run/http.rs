@@ -1,5 +1,5 @@
 //! The HTTP paths of `run` (direct, forwarder, Sluice plain, production-like and with its
-//! defaults, and a peer gateway when given),
+//! defaults, a peer gateway when given, and the `[cluster]` rows when Redis and HAProxy are here),
 //! measured with wrk: throughput at 16 connections, then latency at 1, the paths rotated every
 //! run. Takes the run's [`Bench`]; gives the wrk runs and the Sluices' memory around them.
 
@@ -75,7 +75,7 @@ pub(crate) async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Resu
 }
 
 /// One call through a path, checked: HTTP 200 and the mock's full text back.
-async fn sanity(c: &HttpClient, url: &str, name: &str, bearer: Option<&str>) -> Result<(), String> {
+pub(crate) async fn sanity(c: &HttpClient, url: &str, name: &str, bearer: Option<&str>) -> Result<(), String> {
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let body = wire::bytes(wire::tools_call(7, name));
     let v = crate::bridge::post_json(c, &uri, wire::authed_headers(name, bearer), body).await.map_err(|e| format!("{url}: {e}"))?;
@@ -160,10 +160,14 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
         Some(bin) => Some(super::peer::start(b, bin, &alpha, &mut paths).await?),
         None => None,
     };
+    let cluster = super::cluster::start(b, &|audit| prod_config(audit, &alpha, &beta), &mut paths).await?;
     let warm_prod = rotate(b, &mut paths).await?;
     let loaded_plain = rss_kib(plain.pid()).unwrap_or(0);
     let loaded_prod = rss_kib(prod.pid()).unwrap_or(0);
-    drop((plain, prod, defaults, fwd, peer, mock));
+    drop((plain, prod, defaults, fwd, peer, cluster, mock));
+    for n in ["cluster", "c1", "c2"] {
+        let _ = std::fs::remove_file(o.dir.join(format!("audit-{n}.log")));
+    }
     let defaults_records = count_audit(&o.dir.join("sluice-defaults.log"));
     // The audit log proves it was on; it is large, so only its record count is kept.
     // wrk counts completed calls; the sanity call adds one.

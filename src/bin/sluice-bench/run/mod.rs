@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::procs::{self, Env};
 
 mod bridge_a;
+mod cluster;
 mod http;
 mod peer;
 mod report;

@@ -118,6 +118,21 @@ fn http_table(md: &mut String, web: &Web, f: &Figures) {
         f.added(PROD, &f.p50),
         f.added(PROD, &f.p99)
     );
+    cluster_ratios(md, web, f);
+}
+
+/// The `[cluster]` rows against the production-like one, when they ran.
+fn cluster_ratios(md: &mut String, web: &Web, f: &Figures) {
+    let at = |needle: &str| web.paths.iter().position(|p| p.label.contains(needle));
+    let (Some(one), Some(two)) = (at("+ [cluster] (Redis)"), at("behind HAProxy")) else { return };
+    let _ = writeln!(
+        md,
+        "`[cluster]`: production-like with Redis / production-like **{:.2}** (p50 at 1 connection {:+.0} µs); two replicas behind HAProxy / one production-like replica **{:.2}** (p50 {:+.0} µs; HAProxy, both replicas and wrk share the machine's cores).\n",
+        f.rps[one] / f.rps[PROD],
+        med(&f.p50[one]) - med(&f.p50[PROD]),
+        f.rps[two] / f.rps[PROD],
+        med(&f.p50[two]) - med(&f.p50[PROD]),
+    );
 }
 
 /// Writes the bridge A table; gives the p50 Sluice adds per round (µs).
