@@ -85,7 +85,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
 }
 
 /// HTTP/1 and HTTP/2 with the request-head bounds.
-fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
+pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Slowloris: a request head must arrive within header_read_ms; a head over
     // max_header_bytes is refused (431) by hyper.
@@ -109,7 +109,7 @@ fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
 /// hyper-util's version sniffing has no timer of its own and hyper's `header_read_timeout`
 /// starts only after it, so without this a client that sends nothing (or part of the preface)
 /// would hold its connection forever. `false`: the client was too slow or went away.
-async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: std::time::Duration) -> bool {
+pub(crate) async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: std::time::Duration) -> bool {
     const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     let sniff = async {
         let mut buf = [0u8; 24];

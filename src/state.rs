@@ -271,6 +271,11 @@ impl Keys {
         (key.id, key.short_tag(domain, parts))
     }
 
+    /// The short tag over `parts` under key `id` of the ring (`None`: the ring does not hold it).
+    pub fn tag_with(&self, id: u8, domain: &[u8], parts: &[&[u8]]) -> Option<[u8; SHORT_TAG]> {
+        self.keys.iter().find(|k| k.id == id).map(|k| k.short_tag(domain, parts))
+    }
+
     /// Whether `tag` is [`Keys::tag`]'s over `parts` under key `id` of the ring (compared in
     /// constant time); false for a key id the ring does not hold.
     pub fn verify_tag(&self, id: u8, domain: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {

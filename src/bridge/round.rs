@@ -24,9 +24,9 @@ use crate::upstream::Upstream;
 
 /// With `[cluster]`, a place among the principal's parked exchanges across replicas; `None`:
 /// it has one (or Redis is unreachable and the cluster falls back to this replica's count).
-async fn shared_place(br: &Bridge, principal: &str, handle: &str, expires_ms: u64, cap: usize) -> Option<crate::policy::Refusal> {
+async fn shared_place(br: &Bridge, principal: &str, handle: &str, cap: usize) -> Option<crate::policy::Refusal> {
     let c = br.governor.cluster.as_ref()?;
-    match c.shared.park(principal, handle, expires_ms, cap, state::now_ms()).await {
+    match c.shared.park(principal, handle, br.limits.bridge.park, cap).await {
         Ok(true) => None,
         Ok(false) => Some(crate::policy::Refusal::ParkedCap { limit: cap, per_principal: true }),
         Err(_) if c.unavailable("parked cap") == crate::cluster::Fallback::Local => None,
@@ -114,9 +114,10 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
     let over = if br.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
         Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
     } else {
-        shared_place(br, &info.principal, &handle, sealed.expires_ms, limits.max_parked_per_principal).await
+        shared_place(br, &info.principal, &handle, limits.max_parked_per_principal).await
     };
     let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
+    let handle_copy = handle.clone();
     let refused = match over {
         Some(r) => Some((r, Box::new(parked))),
         None => br
@@ -126,6 +127,7 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
             .map(|back| (crate::policy::Refusal::ParkedCap { limit: br.parked.capacity(), per_principal: false }, back)),
     };
     if let Some((refusal, back)) = refused {
+        br.release(&back.info.principal, &handle_copy);
         let br2 = br.clone();
         tokio::spawn(async move {
             if let Some(mut l) = back.live {

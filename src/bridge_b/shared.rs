@@ -2,9 +2,13 @@
 //!
 //! Takes the session id of a request and the principal; gives the session on whichever replica
 //! the request landed: the replica that answered `initialize` writes the session's record
-//! (principal, version, capabilities, clientInfo) to Redis for `bridge.client_session_idle_ms`,
-//! every request renews it (`GETEX`), and a replica that does not hold the session adopts it
-//! from the record. Gives the ids of Sluice's requests to the client with the replica that
+//! (principal, version, capabilities: at most [`MAX_RECORD`] bytes, clientInfo cut to its name
+//! and version) to Redis for `bridge.client_session_idle_ms`, with at most
+//! `bridge.max_client_sessions_per_principal` records per principal across replicas (one more
+//! ends the principal's oldest); every request renews it, and a replica that does not hold the
+//! session adopts it from the record. DELETE leaves a tombstone for the idle time, so a replica
+//! that still holds the session ends it; a record lost otherwise (Redis restarted, or written
+//! while it was down) is written again by a replica that holds the session. Gives the ids of Sluice's requests to the client with the replica that
 //! waits for the answer in them (`sluice-<replica>-<n>`), so an answer POSTed elsewhere is
 //! forwarded to that replica. Refuses (`None`, answered 404) an id that is not genuine, another
 //! principal's, or whose record is gone (DELETE on any replica ends the session on all);
@@ -17,6 +21,33 @@ use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use super::LegacySession;
+
+/// The most bytes of a session's record: capabilities past it keep only the three asks'.
+pub const MAX_RECORD: usize = 4096;
+/// What a record becomes when its session ends (DELETE, or evicted by the principal's cap).
+const ENDED: &str = "ended";
+
+/// A session's record, every string in it bounded.
+fn record(s: &LegacySession) -> String {
+    let cut = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| t.chars().take(128).collect::<String>());
+    let info = json!({"name": cut(s.client_info.get("name")), "version": cut(s.client_info.get("version"))});
+    let full = json!({"p": s.principal, "v": s.version, "c": s.caps, "i": info}).to_string();
+    if full.len() <= MAX_RECORD {
+        return full;
+    }
+    let caps: Map<String, Value> = s
+        .caps
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "sampling" | "elicitation" | "roots"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let kept = json!({"p": s.principal, "v": s.version, "c": caps, "i": info}).to_string();
+    if kept.len() <= MAX_RECORD {
+        kept
+    } else {
+        json!({"p": s.principal, "v": s.version, "c": {}, "i": info}).to_string()
+    }
+}
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::mcp::headers as mh;
@@ -28,8 +59,8 @@ fn key(sid: &str) -> String {
 /// Writes a new session's record (with `[cluster]`).
 pub async fn created(gw: &Gateway, s: &LegacySession) {
     let Some(c) = &gw.governor.cluster else { return };
-    let rec = json!({"p": s.principal, "v": s.version, "c": s.caps, "i": s.client_info}).to_string();
-    if c.shared.put(&key(&s.id), &rec, gw.cfg.bridge.client_session_idle).await.is_err() {
+    let (idle, cap) = (gw.cfg.bridge.client_session_idle, gw.cfg.bridge.max_client_sessions_per_principal);
+    if c.shared.open_session(&s.id, &s.principal, &record(s), idle, cap).await.is_err() {
         c.unavailable("legacy session");
     }
 }
@@ -37,7 +68,7 @@ pub async fn created(gw: &Gateway, s: &LegacySession) {
 /// Removes a session's record: it ends on every replica.
 pub async fn ended(gw: &Gateway, sid: &str) {
     let Some(c) = &gw.governor.cluster else { return };
-    if c.shared.del(&key(sid)).await.is_err() {
+    if c.shared.put(&key(sid), ENDED, gw.cfg.bridge.client_session_idle).await.is_err() {
         c.unavailable("legacy session");
     }
 }
@@ -50,24 +81,33 @@ pub async fn session(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -
     if !sessions.is_genuine(sid, principal.id()) {
         return None;
     }
-    let local = sessions.get(sid, principal.id());
-    let rec = match c.shared.get_renewing(&key(sid), gw.cfg.bridge.client_session_idle).await {
-        Ok(Some(rec)) => rec,
-        Ok(None) => {
-            // Ended on another replica (DELETE), or idle past its time everywhere.
-            if local.is_some() {
-                sessions.remove(sid);
+    let idle = gw.cfg.bridge.client_session_idle;
+    if let Some(local) = sessions.get(sid, principal.id()) {
+        // Held here: renewed without reading the record back.
+        return match c.shared.renew(&key(sid), ENDED, idle).await {
+            Ok(crate::cluster::shared::Renewed::Live) => Some(local),
+            Ok(crate::cluster::shared::Renewed::Ended) => {
+                sessions.remove(sid); // ended on another replica
+                None
             }
-            return None;
-        }
+            Ok(crate::cluster::shared::Renewed::Missing) => {
+                created(gw, &local).await; // Redis lost it (restarted, or down at initialize)
+                Some(local)
+            }
+            Err(_) => {
+                c.unavailable("legacy session");
+                Some(local)
+            }
+        };
+    }
+    let rec = match c.shared.get_renewing(&key(sid), idle).await {
+        Ok(Some(rec)) if rec != ENDED => rec,
+        Ok(_) => return None,
         Err(_) => {
             c.unavailable("legacy session");
-            return local;
+            return None;
         }
     };
-    if local.is_some() {
-        return local;
-    }
     let rec: Value = serde_json::from_str(&rec).ok()?;
     if rec.get("p").and_then(Value::as_str) != Some(principal.id()) {
         return None;

@@ -21,6 +21,22 @@ use crate::respond::Reply;
 use crate::state::StateError;
 use crate::upstream::client::{Answer, HttpClient};
 
+tokio::task_local! {
+    /// Set while a forwarded request runs: it is never forwarded again (two replicas that
+    /// disagree about who owns what cannot bounce a request between them).
+    static FORWARDED: ();
+}
+
+/// Runs `fut` (a request another replica forwarded) marked as forwarded.
+pub async fn as_forwarded<F: std::future::Future>(fut: F) -> F::Output {
+    FORWARDED.scope((), fut).await
+}
+
+/// Whether the current request came from another replica.
+pub fn is_forwarded() -> bool {
+    FORWARDED.try_with(|_| ()).is_ok()
+}
+
 /// The internal listener's one path.
 pub const PATH: &str = "/internal/v1/mcp";
 
@@ -49,7 +65,7 @@ impl Cluster {
     /// Sends `f` to its owner and gives the owner's answer.
     pub async fn forward(&self, client: &HttpClient, keys: &crate::state::Keys, f: Forward<'_>) -> Result<Reply, GatewayError> {
         let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if super::internal::is_forwarded() {
+        if is_forwarded() {
             count(1);
             tracing::warn!(owner = %f.owner, "a forwarded request names yet another owner; not forwarded again (are two replicas configured with one cluster.id?)");
             return Err(gone());
@@ -66,7 +82,8 @@ impl Cluster {
         let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/')).parse().map_err(|_| gone())?;
         let mut headers: HeaderMap =
             f.headers.iter().filter(|(k, _)| super::peer::carried(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        super::peer::sign(keys, self.id(), f.principal, PATH, &f.body, crate::state::now_ms(), &mut headers);
+        let signed = super::peer::Forwarded { from: self.id(), to: f.owner, method: &f.method, path: PATH, body: &f.body };
+        super::peer::sign(keys, &signed, f.principal, crate::state::now_ms(), &mut headers);
         let sent = client.send(f.method, "replica", &uri, headers, f.body, None).await;
         let (head, answer) = match sent {
             Ok(x) => x,

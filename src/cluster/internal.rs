@@ -1,40 +1,36 @@
 //! The internal listener: continuations other replicas forward to this one, their owner.
 //!
-//! Takes connections on `cluster.listen`; gives, for `POST`/`GET`/`DELETE` of
-//! [`PATH`](super::forward::PATH) whose peer headers verify, the answer this replica gives its
-//! own clients, run on the current generation with the principal the entry replica
+//! Takes connections on `cluster.listen`, bounded as the public listener's are; gives, for a
+//! `POST` of [`PATH`](super::forward::PATH) whose peer headers verify, the answer this replica
+//! gives its own clients, run on the current generation with the principal the entry replica
 //! authenticated (no audit record: the replica the client talked to writes it). Refuses every
-//! other path (404), a body over `limits.max_body_bytes` (413) and a request whose signature
-//! does not verify under this cluster's state keys, is stale or absent (401, logged with the
-//! reason). Stops accepting when `stop` is cancelled.
+//! other path (404) and method (405); before reading the body, a request without peer headers,
+//! meant for another replica or stale (401); a body over `limits.max_body_bytes` (413) or slower
+//! than `timeouts.header_read_ms` (408); a signature that does not verify under this cluster's
+//! state keys, or a nonce seen before (401, logged with the reason). Stops accepting when `stop`
+//! is cancelled.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Live;
 use crate::respond::{Body, Reply};
 
-tokio::task_local! {
-    /// Set while a forwarded request runs: it is never forwarded again (two replicas that
-    /// disagree about who owns what cannot bounce a request between them).
-    static FORWARDED: ();
-}
-
-/// Whether the current request came from another replica.
-pub fn is_forwarded() -> bool {
-    FORWARDED.try_with(|_| ()).is_ok()
-}
-
-/// Serves forwards until `stop`.
+/// Serves forwards until `stop`, with the public listener's connection bounds: at most
+/// `limits.max_connections` at once, the first bytes and the request head within
+/// `timeouts.header_read_ms`, the head within `limits.max_header_bytes`.
 pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationToken) {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let Some(gw) = live.get() else { return };
+    let builder = crate::server::connection_builder(&gw);
+    let (header_read, max) = (gw.cfg.timeouts.header_read, gw.cfg.limits.max_connections);
+    drop(gw);
+    let connections = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
@@ -47,41 +43,66 @@ pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationTok
                 }
             },
         };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(limit = max, "internal connection refused: limits.max_connections reached");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let (live, builder) = (live.clone(), builder.clone());
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handle(live.clone(), req));
-            let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+            if crate::server::first_bytes_within(&stream, header_read).await {
+                let svc = service_fn(move |req| handle(live.clone(), req));
+                let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
+            }
+            drop(permit);
         });
     }
 }
 
+fn plain(status: StatusCode, text: &'static str) -> Result<Response<Body>, Infallible> {
+    Ok(Reply::Plain(status, text).into_response())
+}
+
 async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
     let Some(gw) = live.get() else {
-        return Ok(Reply::Plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: this replica is shutting down\n").into_response());
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: this replica is shutting down\n");
     };
+    let Some(c) = gw.governor.cluster.clone() else { return plain(StatusCode::NOT_FOUND, "not found\n") };
     if req.uri().path() != super::forward::PATH {
-        return Ok(
-            Reply::Plain(StatusCode::NOT_FOUND, "not found: the internal listener serves only forwarded continuations\n").into_response()
-        );
+        return plain(StatusCode::NOT_FOUND, "not found: the internal listener serves only forwarded continuations\n");
+    }
+    // Replicas forward POSTs only (a round's retry, a 2025-11-25 client's answer).
+    if req.method() != http::Method::POST {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: replicas forward POST only\n");
+    }
+    let refused = |e: super::peer::PeerError| {
+        tracing::warn!(reason = %e, "internal listener refused a request");
+        plain(StatusCode::UNAUTHORIZED, "unauthorized: not a forward signed with this cluster's state keys for this replica\n")
+    };
+    // Who may not send a forward costs no body read.
+    if let Err(e) = super::peer::precheck(req.headers(), c.id(), crate::state::now_ms()) {
+        return refused(e);
     }
     let (parts, body) = req.into_parts();
-    let bytes = match crate::edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
-        Ok(b) => b,
-        Err(r) => return Ok(r.into_response()),
+    let read = crate::edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes);
+    let bytes = match tokio::time::timeout(gw.cfg.timeouts.header_read, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(r)) => return Ok(r.into_response()),
+        Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "request timeout: the body did not arrive within timeouts.header_read_ms\n"),
     };
-    let principal = match super::peer::verify(&gw.bridge.keys, &parts.headers, super::forward::PATH, &bytes, crate::state::now_ms()) {
-        Ok((from, p)) => {
+    let now = crate::state::now_ms();
+    let f = super::peer::Forwarded { from: "", to: c.id(), method: &parts.method, path: super::forward::PATH, body: &bytes };
+    let principal = match super::peer::verify(&gw.bridge.keys, &parts.headers, &f, now) {
+        Ok((_, _, nonce)) if !c.peer_nonces.consume(&nonce, now + 2 * super::peer::SKEW, now) => {
+            return refused(super::peer::PeerError::Replayed)
+        }
+        Ok((from, p, _)) => {
             tracing::debug!(from = %from, principal = %p.id, "continuation forwarded by another replica");
             p
         }
-        Err(e) => {
-            tracing::warn!(reason = %e, "internal listener refused a request");
-            return Ok(Reply::Plain(StatusCode::UNAUTHORIZED, "unauthorized: not a forward signed with this cluster's state keys\n")
-                .into_response());
-        }
+        Err(e) => return refused(e),
     };
-    let reply = FORWARDED.scope((), crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await;
+    let reply = super::forward::as_forwarded(crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await;
     Ok(reply.into_response())
 }
 

@@ -43,7 +43,12 @@ pub struct Cluster {
     pub fallbacks: AtomicU64,
     /// Requests forwarded to their owner, and those whose owner could not be reached.
     pub forwarded: [AtomicU64; 2],
+    /// Nonces of forwards received, kept past their signature's freshness: a replay is refused.
+    pub peer_nonces: crate::state::nonces::Nonces,
 }
+
+/// The most forward nonces held at once (a full store refuses forwards, as replays).
+const MAX_PEER_NONCES: usize = 1 << 18;
 
 /// The most other replicas' URLs remembered.
 const MAX_KNOWN: usize = 1024;
@@ -68,6 +73,7 @@ impl Cluster {
             redis_errors: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+            peer_nonces: crate::state::nonces::Nonces::new(MAX_PEER_NONCES),
         })
     }
 
@@ -121,12 +127,24 @@ impl Cluster {
         }
     }
 
+    /// Warns when Redis may evict keys: an evicted nonce would make a used state usable again,
+    /// an evicted budget would start over.
+    async fn check_eviction(&self) {
+        match self.shared.eviction_policy().await.as_deref() {
+            Some("noeviction") | None => {}
+            Some(policy) => tracing::warn!(
+                policy,
+                "Redis maxmemory-policy is not noeviction: under memory pressure it may evict single-use nonces and budgets; set maxmemory-policy noeviction (or give Sluice its own Redis)"
+            ),
+        }
+    }
+
     /// Renews this replica's registry entry every [`HEARTBEAT`] until `stop`, then removes it.
     pub async fn heartbeat(self: std::sync::Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let Some(url) = self.advertised().map(str::to_owned) else { return };
         let mut tick = tokio::time::interval(HEARTBEAT);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut was_down = false;
+        let (mut was_down, mut checked) = (false, false);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -134,8 +152,14 @@ impl Cluster {
             }
             match self.shared.register(&self.cfg.id, &url, REGISTRY_TTL).await {
                 Ok(all) => {
-                    for (id, url) in all.into_iter().take(MAX_KNOWN) {
-                        self.known.insert(id, url);
+                    for (id, url) in all {
+                        if self.known.len() < MAX_KNOWN || self.known.contains_key(&id) {
+                            self.known.insert(id, url);
+                        }
+                    }
+                    if !checked {
+                        checked = true;
+                        self.check_eviction().await;
                     }
                     if was_down {
                         was_down = false;

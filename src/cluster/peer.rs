@@ -1,11 +1,14 @@
 //! The headers one replica puts on a request it forwards to another, and their check.
 //!
-//! Takes the sending replica's id, the principal the entry replica authenticated, the request
-//! path and body, and the shared state keys; gives `x-sluice-peer-*` headers whose tag (a short
-//! HMAC under the sealing key, domain-separated from every other use of the keys) binds all of
-//! them and a time. Refuses on the receiving side a request whose tag does not verify (in
-//! constant time), whose time is more than [`SKEW`] away from the receiver's clock, or whose
-//! principal does not decode: without the state keys nobody reaches the internal listener.
+//! Takes the sending and the receiving replica's ids, the principal the entry replica
+//! authenticated, the request's method, path, carried headers and body, and the shared state
+//! keys; gives `x-sluice-peer-*` headers whose tag (a short HMAC under the sealing key,
+//! domain-separated from every other use of the keys) binds all of them, a time and a fresh
+//! nonce. Refuses on the receiving side a request whose tag does not verify (in constant time),
+//! that is meant for another replica, whose time is more than [`SKEW`] away from the receiver's
+//! clock, whose nonce was seen before (the caller keeps them for that long), or whose principal
+//! does not decode: without the state keys nobody reaches the internal listener, and a forward
+//! seen on the wire cannot be sent again, elsewhere, or as another method.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -22,6 +25,8 @@ pub const SKEW: u64 = 30_000;
 /// The sending replica's id.
 pub const FROM: &str = "x-sluice-peer";
 const TIME: &str = "x-sluice-peer-time";
+const TO: &str = "x-sluice-peer-to";
+const NONCE: &str = "x-sluice-peer-nonce";
 const PRINCIPAL: &str = "x-sluice-peer-principal";
 const TAG: &str = "x-sluice-peer-tag";
 
@@ -46,19 +51,86 @@ fn body_digest(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
 }
 
-/// Signs a forward: adds the `x-sluice-peer-*` headers to `headers`.
-pub fn sign(keys: &Keys, from: &str, principal: &Principal, path: &str, body: &[u8], now_ms: u64, headers: &mut HeaderMap) {
+/// What a forward is: who sends it to whom, for whom, and the request.
+pub struct Forwarded<'a> {
+    /// The sending replica.
+    pub from: &'a str,
+    /// The replica it is for.
+    pub to: &'a str,
+    /// The HTTP method.
+    pub method: &'a http::Method,
+    /// The path.
+    pub path: &'a str,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// The carried headers, canonical: `name:value` lines, sorted (the peer headers left out).
+fn canonical(headers: &HeaderMap) -> Vec<u8> {
+    let mut lines: Vec<Vec<u8>> =
+        headers.iter().filter(|(k, _)| carried(k)).map(|(k, v)| [k.as_str().as_bytes(), b":", v.as_bytes()].concat()).collect();
+    lines.sort();
+    lines.join(&b"\n"[..])
+}
+
+fn tagged(
+    keys: &Keys,
+    id: Option<u8>,
+    f: &Forwarded<'_>,
+    time: &str,
+    nonce: &str,
+    who: &str,
+    headers: &HeaderMap,
+) -> Option<(u8, [u8; crate::state::SHORT_TAG])> {
+    let digest = body_digest(f.body);
+    let canon = canonical(headers);
+    let parts: [&[u8]; 9] = [
+        f.from.as_bytes(),
+        f.to.as_bytes(),
+        f.method.as_str().as_bytes(),
+        f.path.as_bytes(),
+        time.as_bytes(),
+        nonce.as_bytes(),
+        who.as_bytes(),
+        &canon,
+        &digest,
+    ];
+    match id {
+        None => Some(keys.tag(DOMAIN, &parts)),
+        Some(id) => Some((id, keys.tag_with(id, DOMAIN, &parts)?)),
+    }
+}
+
+/// Signs a forward: adds the `x-sluice-peer-*` headers to `headers` (which must already hold
+/// the carried client headers).
+pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, headers: &mut HeaderMap) {
     let who = Who { id: principal.id.clone(), groups: principal.groups.clone(), scopes: principal.scopes.clone() };
     let who = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&who).unwrap_or_default());
     let time = now_ms.to_string();
-    let digest = body_digest(body);
-    let (id, tag) = keys.tag(DOMAIN, &[from.as_bytes(), time.as_bytes(), who.as_bytes(), path.as_bytes(), &digest]);
+    let nonce = crate::state::nonce();
+    let Some((id, tag)) = tagged(keys, None, f, &time, &nonce, &who, headers) else { return };
     let tag = format!("{id}.{}", URL_SAFE_NO_PAD.encode(tag));
-    for (k, v) in [(FROM, from.to_owned()), (TIME, time), (PRINCIPAL, who), (TAG, tag)] {
+    for (k, v) in [(FROM, f.from.to_owned()), (TO, f.to.to_owned()), (TIME, time), (NONCE, nonce), (PRINCIPAL, who), (TAG, tag)] {
         if let Ok(v) = HeaderValue::from_str(&v) {
             headers.insert(k, v);
         }
     }
+}
+
+/// Cheap checks before the body is read: every peer header present, meant for `me`, fresh.
+pub fn precheck(headers: &HeaderMap, me: &str, now_ms: u64) -> Result<(), PeerError> {
+    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
+    for k in [FROM, NONCE, PRINCIPAL, TAG] {
+        get(k)?;
+    }
+    if get(TO)? != me {
+        return Err(PeerError::NotForMe);
+    }
+    let t: u64 = get(TIME)?.parse().map_err(|_| PeerError::Missing)?;
+    if t.abs_diff(now_ms) > SKEW {
+        return Err(PeerError::Stale);
+    }
+    Ok(())
 }
 
 /// Why a forward was refused (logged by the receiver; the sender sees 401).
@@ -73,26 +145,30 @@ pub enum PeerError {
     /// Too old or from the future.
     #[error("a forwarded request's time is more than 30 s from this replica's clock")]
     Stale,
+    /// Signed for another replica.
+    #[error("a forwarded request is meant for another replica")]
+    NotForMe,
+    /// Its nonce was seen before: a replay.
+    #[error("a forwarded request was replayed")]
+    Replayed,
 }
 
-/// Checks a forward's headers against its path and body; gives the sender's id and the
-/// principal it authenticated.
-pub fn verify(keys: &Keys, headers: &HeaderMap, path: &str, body: &[u8], now_ms: u64) -> Result<(String, Principal), PeerError> {
+/// Checks a forward's headers against the request (`f.to` is this replica); gives the
+/// sender's id, the principal it authenticated, and the nonce (the caller refuses one it saw).
+pub fn verify(keys: &Keys, headers: &HeaderMap, f: &Forwarded<'_>, now_ms: u64) -> Result<(String, Principal, String), PeerError> {
+    precheck(headers, f.to, now_ms)?;
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
-    let (from, time, who, tag) = (get(FROM)?, get(TIME)?, get(PRINCIPAL)?, get(TAG)?);
+    let (from, time, nonce, who, tag) = (get(FROM)?, get(TIME)?, get(NONCE)?, get(PRINCIPAL)?, get(TAG)?);
     let (id, tag) = tag.split_once('.').ok_or(PeerError::Missing)?;
     let id: u8 = id.parse().map_err(|_| PeerError::Missing)?;
     let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| PeerError::Missing)?;
-    let digest = body_digest(body);
-    if !keys.verify_tag(id, DOMAIN, &[from.as_bytes(), time.as_bytes(), who.as_bytes(), path.as_bytes(), &digest], &tag) {
+    let claimed = Forwarded { from, ..*f };
+    let expected = tagged(keys, Some(id), &claimed, time, nonce, who, headers).ok_or(PeerError::BadTag)?;
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected.1[..], &tag[..])) {
         return Err(PeerError::BadTag);
     }
-    let t: u64 = time.parse().map_err(|_| PeerError::Missing)?;
-    if t.abs_diff(now_ms) > SKEW {
-        return Err(PeerError::Stale);
-    }
     let who: Who = URL_SAFE_NO_PAD.decode(who).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or(PeerError::Missing)?;
-    Ok((from.to_owned(), Principal { id: who.id, groups: who.groups, scopes: who.scopes }))
+    Ok((from.to_owned(), Principal { id: who.id, groups: who.groups, scopes: who.scopes }, nonce.to_owned()))
 }
 
 #[cfg(test)]
@@ -103,24 +179,36 @@ mod tests {
         Keys::new(vec![crate::state::Key::new(1, vec![b; 32]).unwrap()]).unwrap()
     }
 
+    fn fwd<'a>(method: &'a http::Method, to: &'a str, body: &'a [u8]) -> Forwarded<'a> {
+        Forwarded { from: "r1", to, method, path: "/internal/v1/mcp", body }
+    }
+
     #[test]
-    fn a_signed_forward_verifies_once_and_nothing_of_it_can_change() {
+    fn a_signed_forward_verifies_and_nothing_of_it_can_change() {
         let p = Principal { id: "alice".into(), groups: vec!["eng".into()], scopes: Default::default() };
+        let post = http::Method::POST;
         let mut h = HeaderMap::new();
-        sign(&keys(7), "r1", &p, "/internal/v1/mcp", b"{}", 1_000_000, &mut h);
-        let (from, got) = verify(&keys(7), &h, "/internal/v1/mcp", b"{}", 1_000_500).unwrap();
+        h.insert("mcp-session-id", HeaderValue::from_static("s1"));
+        sign(&keys(7), &fwd(&post, "r2", b"{}"), &p, 1_000_000, &mut h);
+        let (from, got, nonce) = verify(&keys(7), &h, &fwd(&post, "r2", b"{}"), 1_000_500).unwrap();
         assert_eq!((from.as_str(), got.id.as_str(), got.groups.clone()), ("r1", "alice", vec!["eng".to_string()]));
-        assert_eq!(verify(&keys(8), &h, "/internal/v1/mcp", b"{}", 1_000_500).unwrap_err(), PeerError::BadTag, "other keys");
-        assert_eq!(verify(&keys(7), &h, "/internal/v1/mcp", b"{ }", 1_000_500).unwrap_err(), PeerError::BadTag, "the body");
-        assert_eq!(verify(&keys(7), &h, "/other", b"{}", 1_000_500).unwrap_err(), PeerError::BadTag, "the path");
-        assert_eq!(verify(&keys(7), &h, "/internal/v1/mcp", b"{}", 1_000_000 + SKEW + 1).unwrap_err(), PeerError::Stale);
+        assert_eq!(nonce.len(), 32);
+        let refused = |h: &HeaderMap, f: Forwarded<'_>, now: u64| verify(&keys(7), h, &f, now).unwrap_err();
+        assert_eq!(verify(&keys(8), &h, &fwd(&post, "r2", b"{}"), 1_000_500).unwrap_err(), PeerError::BadTag, "other keys");
+        assert_eq!(refused(&h, fwd(&post, "r2", b"{ }"), 1_000_500), PeerError::BadTag, "the body");
+        assert_eq!(refused(&h, fwd(&http::Method::DELETE, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the method");
+        assert_eq!(refused(&h, fwd(&post, "r3", b"{}"), 1_000_500), PeerError::NotForMe, "another replica");
+        assert_eq!(refused(&h, Forwarded { path: "/other", ..fwd(&post, "r2", b"{}") }, 1_000_500), PeerError::BadTag, "the path");
+        assert_eq!(refused(&h, fwd(&post, "r2", b"{}"), 1_000_000 + SKEW + 1), PeerError::Stale);
+        let mut other = h.clone();
+        other.insert("mcp-session-id", HeaderValue::from_static("s2"));
+        assert_eq!(refused(&other, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "a carried header");
         let mut forged = h.clone();
-        let bob = URL_SAFE_NO_PAD.encode(br#"{"id":"bob"}"#);
-        forged.insert(PRINCIPAL, HeaderValue::from_str(&bob).unwrap());
-        assert_eq!(verify(&keys(7), &forged, "/internal/v1/mcp", b"{}", 1_000_500).unwrap_err(), PeerError::BadTag, "the principal");
+        forged.insert(PRINCIPAL, HeaderValue::from_str(&URL_SAFE_NO_PAD.encode(br#"{"id":"bob"}"#)).unwrap());
+        assert_eq!(refused(&forged, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the principal");
         let mut bare = h.clone();
         bare.remove(TAG);
-        assert_eq!(verify(&keys(7), &bare, "/internal/v1/mcp", b"{}", 1_000_500).unwrap_err(), PeerError::Missing);
+        assert_eq!(refused(&bare, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::Missing);
     }
 
     #[test]

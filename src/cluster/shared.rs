@@ -57,7 +57,7 @@ local function check(key, interval, burst, n)
   return new_tat, 0
 end
 local function put(key, tat)
-  redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+  redis.call('SET', key, string.format('%.0f', math.ceil(tat)), 'PX', math.ceil((tat - now) / 1000) + 1)
 end
 local n = tonumber(ARGV[5])
 local tnew = nil
@@ -74,15 +74,82 @@ if tnew then put(KEYS[2], tnew) end
 return {0, 0}
 ";
 
-/// A place among a principal's parked exchanges. KEYS: the principal's set. ARGV: now (ms),
-/// the handle, its expiry (ms), the cap. Gives 1 (taken) or 0 (at the cap).
+/// A place among a principal's parked exchanges, on Redis's clock. KEYS: the principal's set.
+/// ARGV: the handle, how long it stays parked (ms), the cap. Gives 1 (taken) or 0 (at the cap).
+/// The set lives as long as its latest entry.
 const PARK: &str = r"
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], top[2])
 return 1
 ";
+
+/// A replica's heartbeat. KEYS: its registry entry, the directory (id to URL), the last-seen
+/// set. ARGV: id, URL, the entry's TTL (ms), how long a silent replica stays in the directory
+/// (ms). Gives the directory, flat (id, URL, id, URL...).
+const REGISTER: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[4]), 'LIMIT', 0, 100)
+for _, id in ipairs(old) do
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+end
+return redis.call('HGETALL', KEYS[2])
+";
+
+/// A 2025-11-25 session opened. KEYS: its record, the principal's sessions (by opening time).
+/// ARGV: the session id, the record, the idle time (ms), the cap. Past the cap the principal's
+/// oldest sessions end (their records become `ended`). Gives how many ended.
+const OPEN_SESSION: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[3]))
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+if over > 0 then
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[2], 0, over - 1)) do
+    redis.call('SET', 'sluice:s:' .. sid, 'ended', 'PX', ARGV[3])
+    redis.call('ZREM', KEYS[2], sid)
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return math.max(over, 0)
+";
+
+/// A held session's record renewed. KEYS: the record. ARGV: the tombstone's value, the idle
+/// time (ms). Gives 1 (renewed), 0 (ended), -1 (missing).
+const RENEW: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if v == ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+";
+
+/// What renewing a held session found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// The record is there, renewed.
+    Live,
+    /// The session ended on another replica.
+    Ended,
+    /// No record (Redis lost it).
+    Missing,
+}
+
+/// A silent replica leaves the directory after this long.
+const FORGET: Duration = Duration::from_secs(600);
+const DIRECTORY: &str = "sluice:directory";
+const SEEN: &str = "sluice:seen";
 
 /// The Redis side of a cluster.
 pub struct Shared {
@@ -91,13 +158,25 @@ pub struct Shared {
     timeout: Duration,
     charge: redis::Script,
     park: redis::Script,
+    register: redis::Script,
+    open_session: redis::Script,
+    renew: redis::Script,
 }
 
 impl Shared {
     /// A handle on `url` (no connection yet); every command is bounded by `timeout`.
     pub fn new(url: &str, timeout: Duration) -> Result<Shared, String> {
         let client = redis::Client::open(url).map_err(|e| format!("cluster.redis_url: {e}"))?;
-        Ok(Shared { client, conn: OnceCell::new(), timeout, charge: redis::Script::new(CHARGE), park: redis::Script::new(PARK) })
+        Ok(Shared {
+            client,
+            conn: OnceCell::new(),
+            timeout,
+            charge: redis::Script::new(CHARGE),
+            park: redis::Script::new(PARK),
+            register: redis::Script::new(REGISTER),
+            open_session: redis::Script::new(OPEN_SESSION),
+            renew: redis::Script::new(RENEW),
+        })
     }
 
     async fn conn(&self) -> Result<ConnectionManager, Unavailable> {
@@ -144,7 +223,8 @@ impl Shared {
 
     /// Charges one sampling ask of `tokens` tokens to `key` (a principal under one profile).
     pub async fn charge(&self, key: &str, sampling: Rate, token_rate: Rate, tokens: u64) -> Result<Charged, Unavailable> {
-        let (ks, kt) = (format!("sluice:b:{key}:s"), format!("sluice:b:{key}:t"));
+        // One hash tag for both: the script's two keys share a slot behind a Redis Cluster.
+        let (ks, kt) = (format!("sluice:b:{{{key}}}:s"), format!("sluice:b:{{{key}}}:t"));
         let (code, wait): (i64, i64) = self
             .run("charge", async |c| {
                 self.charge
@@ -170,10 +250,10 @@ impl Shared {
 
     /// Takes a place for `handle` among `principal`'s parked exchanges (`cap` at most, across
     /// replicas) until `expires_ms`: `false` at the cap.
-    pub async fn park(&self, principal: &str, handle: &str, expires_ms: u64, cap: usize, now_ms: u64) -> Result<bool, Unavailable> {
+    pub async fn park(&self, principal: &str, handle: &str, park: Duration, cap: usize) -> Result<bool, Unavailable> {
         let key = format!("sluice:p:{principal}");
-        let got: i64 =
-            self.run("park", async |c| self.park.key(&key).arg(now_ms).arg(handle).arg(expires_ms).arg(cap).invoke_async(c).await).await?;
+        let ms = park.as_millis() as u64;
+        let got: i64 = self.run("park", async |c| self.park.key(&key).arg(handle).arg(ms).arg(cap).invoke_async(c).await).await?;
         Ok(got == 1)
     }
 
@@ -184,37 +264,46 @@ impl Shared {
     }
 
     /// Says where replica `id` is reached, for `ttl`; gives every replica's last known URL
-    /// (the directory a replica keeps for when Redis is away).
+    /// (the directory a replica keeps for when Redis is away; a replica silent for 10 minutes
+    /// leaves it).
     pub async fn register(&self, id: &str, url: &str, ttl: Duration) -> Result<Vec<(String, String)>, Unavailable> {
         let key = format!("sluice:r:{id}");
-        let ms = ttl.as_millis() as u64;
+        let (ms, forget) = (ttl.as_millis() as u64, FORGET.as_millis() as u64);
         self.run("register", async |c| {
+            let mut inv = self.register.key(&key);
+            inv.key(DIRECTORY).key(SEEN).arg(id).arg(url).arg(ms).arg(forget);
+            inv.invoke_async::<Vec<(String, String)>>(c).await
+        })
+        .await
+    }
+
+    /// Removes replica `id` from the registry and the directory (it is stopping).
+    pub async fn deregister(&self, id: &str) -> Result<(), Unavailable> {
+        let key = format!("sluice:r:{id}");
+        self.run("deregister", async |c| {
             redis::pipe()
-                .atomic()
-                .cmd("SET")
+                .cmd("DEL")
                 .arg(&key)
-                .arg(url)
-                .arg("PX")
-                .arg(ms)
                 .ignore()
-                .cmd("HSET")
-                .arg("sluice:directory")
+                .cmd("HDEL")
+                .arg(DIRECTORY)
                 .arg(id)
-                .arg(url)
                 .ignore()
-                .cmd("HGETALL")
-                .arg("sluice:directory")
-                .query_async::<(Vec<(String, String)>,)>(c)
+                .cmd("ZREM")
+                .arg(SEEN)
+                .arg(id)
+                .ignore()
+                .query_async::<()>(c)
                 .await
         })
         .await
-        .map(|(all,)| all)
     }
 
-    /// Removes replica `id` from the registry (it is stopping).
-    pub async fn deregister(&self, id: &str) -> Result<(), Unavailable> {
-        let key = format!("sluice:r:{id}");
-        self.run("deregister", async |c| redis::cmd("DEL").arg(&key).query_async::<i64>(c).await).await.map(|_| ())
+    /// Redis's `maxmemory-policy`, when it may be read (a managed Redis may refuse `CONFIG`).
+    pub async fn eviction_policy(&self) -> Option<String> {
+        let got: Result<Vec<String>, _> =
+            self.run("config", async |c| redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(c).await).await;
+        got.ok().and_then(|v| v.into_iter().nth(1))
     }
 
     /// Where replica `id` is reached (`None`: not registered, so gone).
@@ -229,19 +318,32 @@ impl Shared {
         self.run("put", async |c| redis::cmd("SET").arg(key).arg(value).arg("PX").arg(ms).query_async::<String>(c).await).await.map(|_| ())
     }
 
-    /// The value under `key`, if any.
-    pub async fn get(&self, key: &str) -> Result<Option<String>, Unavailable> {
-        self.run("get", async |c| redis::cmd("GET").arg(key).query_async::<Option<String>>(c).await).await
-    }
-
     /// The value under `key`, its expiry renewed to `ttl` (`GETEX`), if any.
     pub async fn get_renewing(&self, key: &str, ttl: Duration) -> Result<Option<String>, Unavailable> {
         let ms = ttl.as_millis().max(1) as u64;
         self.run("getex", async |c| redis::cmd("GETEX").arg(key).arg("PX").arg(ms).query_async::<Option<String>>(c).await).await
     }
 
-    /// Deletes `key`.
-    pub async fn del(&self, key: &str) -> Result<(), Unavailable> {
-        self.run("del", async |c| redis::cmd("DEL").arg(key).query_async::<i64>(c).await).await.map(|_| ())
+    /// Writes a new session's record and ends the principal's oldest past `cap`.
+    pub async fn open_session(&self, sid: &str, principal: &str, record: &str, idle: Duration, cap: usize) -> Result<u64, Unavailable> {
+        let (k, set) = (format!("sluice:s:{sid}"), format!("sluice:sp:{principal}"));
+        let ms = idle.as_millis().max(1) as u64;
+        self.run("open session", async |c| {
+            let mut inv = self.open_session.key(&k);
+            inv.key(&set).arg(sid).arg(record).arg(ms).arg(cap);
+            inv.invoke_async(c).await
+        })
+        .await
+    }
+
+    /// Renews a held session's record (`ended`: the tombstone's value).
+    pub async fn renew(&self, key: &str, ended: &str, idle: Duration) -> Result<Renewed, Unavailable> {
+        let ms = idle.as_millis().max(1) as u64;
+        let got: i64 = self.run("renew", async |c| self.renew.key(key).arg(ended).arg(ms).invoke_async(c).await).await?;
+        Ok(match got {
+            1 => Renewed::Live,
+            0 => Renewed::Ended,
+            _ => Renewed::Missing,
+        })
     }
 }

@@ -6,8 +6,8 @@
 //! a mistake, not "off"), a URL that is not `redis://` (or `redis+unix://`), an `id` that is empty or not
 //! `[A-Za-z0-9._-]{1,64}`, a `listen` that is not IP:PORT, an `advertise_url` that is not
 //! `http://host:port`, or one left out while `listen` is a wildcard address (other replicas
-//! could not be told where to come). `id` and `advertise_url` may be `${VAR}`, read from the
-//! environment (a pod's name, its IP). The URL's password is redacted wherever it is printed.
+//! could not be told where to come). `redis_url`, `id` and `advertise_url` may be `${VAR}`,
+//! read from the environment (a secret's URL, a pod's name, its IP). The URL's password is redacted wherever it is printed.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -71,7 +71,8 @@ fn expand(what: &str, v: String) -> Result<String, Invalid> {
 /// The `[cluster]` table, checked.
 pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invalid> {
     let Some(raw) = raw else { return Ok(None) };
-    let redis_url = raw.redis_url.unwrap_or_default();
+    // "${VAR}": a URL with a password comes from a secret, not the config file.
+    let redis_url = expand("redis_url", raw.redis_url.unwrap_or_default())?;
     if redis_url.trim().is_empty() {
         return Err(Invalid("[cluster] needs redis_url (e.g. \"redis://127.0.0.1:6379\"); remove the table for a single replica".into()));
     }

@@ -135,7 +135,11 @@ impl Governor {
         match c.shared.consume(nonce, expires_ms, now).await {
             Ok(first) => Ok(first),
             Err(_) if c.unavailable("single use") == crate::cluster::Fallback::Local => Ok(true),
-            Err(_) => Err(Refusal::SharedState),
+            Err(_) => {
+                // Refused as retryable: the retry must find the state unused here too.
+                self.consumed.release(nonce, expires_ms);
+                Err(Refusal::SharedState)
+            }
         }
     }
 
@@ -147,7 +151,8 @@ impl Governor {
                 interval_us: q.window.as_micros() as f64 / f64::from(q.calls_per_window.max(1)),
                 burst: u64::from(q.burst.max(1)),
             };
-            let key = format!("q={}:{}", q.name, call.principal);
+            // Length-prefixed: no quota name and principal can spell another pair's key.
+            let key = format!("q{}:{}:{}", q.name.len(), q.name, call.principal);
             match c.shared.charge(&key, rate, rate, 0).await {
                 Ok(crate::cluster::Charged::Ok) => return Ok(()),
                 Ok(crate::cluster::Charged::Sampling(w) | crate::cluster::Charged::Tokens(w)) => {
@@ -177,7 +182,7 @@ impl Governor {
                 interval_us: window_us / f64::from(l.tokens_per_window.max(1)),
                 burst: u64::from(l.tokens_per_window.max(1)),
             };
-            let key = format!("{scope}:{}", ctx.principal);
+            let key = format!("{}:{scope}:{}", scope.len(), ctx.principal);
             let us = |w: u64| std::time::Duration::from_micros(w);
             match c.shared.charge(&key, sampling, tokens, max_tokens).await {
                 Ok(crate::cluster::Charged::Ok) => return Ok(()),

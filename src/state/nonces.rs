@@ -52,6 +52,16 @@ impl Nonces {
         true
     }
 
+    /// Forgets `nonce` (consumed by mistake: the decision it was for could not be taken).
+    /// O(log n): the entry is found by its expiry.
+    pub fn release(&self, nonce: &str, expires_ms: u64) {
+        if let Ok(mut g) = self.inner.lock() {
+            if g.by_expiry.remove(&(expires_ms, nonce.to_owned())) {
+                g.used.remove(nonce);
+            }
+        }
+    }
+
     /// How many nonces are held.
     pub fn len(&self) -> usize {
         self.inner.lock().map(|g| g.used.len()).unwrap_or(0)
@@ -77,5 +87,7 @@ mod tests {
         assert!(n.consume("c", 300, 100), "expired entries left");
         assert_eq!(n.len(), 1);
         assert!(!n.consume("c", 300, 200));
+        n.release("c", 300);
+        assert!(n.consume("c", 300, 200), "released: usable again");
     }
 }

@@ -17,6 +17,9 @@
 //!   `timeouts.connect_ms`, another replica's round completes); Redis stopped and started again
 //!   (`closed`: governed requests refused with `-31019` and `Retry-After`, the rest served, then
 //!   recovery without a restart; `local`: served on per-process state, counted);
+//! - `internal`: the internal listener attacked directly (replayed, misdirected, forged, unsigned
+//!   and non-POST forwards refused) and a 2025-11-25 session record bounded whatever its client
+//!   sends;
 //! - `deploy`: the compose file and the Helm chart name what they should.
 //!
 //! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
@@ -26,6 +29,7 @@
 mod deploy;
 mod failures;
 mod harness;
+mod internal;
 mod rounds;
 mod shared;
 

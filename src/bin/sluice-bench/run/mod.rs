@@ -31,7 +31,7 @@ pub(crate) struct Opts {
     /// Runs per path and measure (medians and spreads are over these). Default 5 (smoke: 1).
     #[arg(long)]
     runs: Option<usize>,
-    /// Seconds per wrk run. Default 5 (smoke: 2).
+    /// Seconds per wrk run. Default 5 (smoke: 1).
     #[arg(long)]
     secs: Option<u64>,
     /// Exchanges parked for the memory figure. Default 2000 (smoke: 200).
@@ -72,7 +72,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     fn of(o: &Opts) -> Plan {
-        let (runs, secs, parked, rounds, batch) = if o.smoke { (1, 2, 200, 50, 50) } else { (5, 5, 2000, 500, 300) };
+        let (runs, secs, parked, rounds, batch) = if o.smoke { (1, 1, 200, 50, 50) } else { (5, 5, 2000, 500, 300) };
         Plan {
             runs: o.runs.unwrap_or(runs).max(1),
             secs: o.secs.unwrap_or(secs).max(1),

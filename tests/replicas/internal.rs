@@ -1,0 +1,116 @@
+//! The internal listener, attacked directly: only a POST signed with the cluster's state keys
+//! for this very replica gets through, once; and a 2025-11-25 session's record in Redis stays
+//! small whatever the client sends.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::harness::{Cluster, Redis, Setup, ALICE};
+use crate::support::peers;
+
+/// The internal listener's address, from the replica's startup line.
+fn internal_url(c: &Cluster, i: usize) -> String {
+    let out = c.replica(i).output();
+    let line = out.lines().find(|l| l.contains("cluster internal listener up")).expect("the internal listener's line");
+    let addr = line.split("internal=").nth(1).and_then(|r| r.split_whitespace().next()).expect("internal=ADDR");
+    format!("http://{addr}{}", sluice::cluster::forward::PATH)
+}
+
+fn keys() -> sluice::state::Keys {
+    sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")]).expect("a ring")
+}
+
+/// A signed forward of a `tools/list` from a replica `r9` to `to`, under `keys`.
+fn signed(keys: &sluice::state::Keys, to: &str, method: &http::Method, body: &[u8]) -> reqwest::header::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    for (k, v) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+    ] {
+        h.insert(k, http::HeaderValue::from_static(v));
+    }
+    let alice = sluice::auth::Principal { id: "alice".into(), groups: Vec::new(), scopes: Default::default() };
+    let f = sluice::cluster::peer::Forwarded { from: "r9", to, method, path: sluice::cluster::forward::PATH, body };
+    sluice::cluster::peer::sign(keys, &f, &alice, sluice::state::now_ms(), &mut h);
+    let mut out = reqwest::header::HeaderMap::new();
+    for (k, v) in &h {
+        out.insert(
+            reqwest::header::HeaderName::from_bytes(k.as_str().as_bytes()).unwrap(),
+            reqwest::header::HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_internal_listener_serves_one_signed_post_for_itself_once_and_nothing_else() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url)).await;
+    let (url, http) = (internal_url(&c, 0), reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": crate::support::client::meta()}}).to_string();
+    let post = http::Method::POST;
+    // Signed for r1, by the cluster's keys: served, as alice.
+    let h = signed(&keys(), "r1", &post, body.as_bytes());
+    let ok = http.post(&url).headers(h.clone()).body(body.clone()).send().await.expect("POST");
+    assert_eq!(ok.status(), 200);
+    let listed: serde_json::Value = ok.json().await.expect("JSON");
+    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    // The same forward again (a replay seen on the wire): refused.
+    let again = http.post(&url).headers(h).body(body.clone()).send().await.expect("POST");
+    assert_eq!(again.status(), 401, "a replayed forward");
+    // Signed for another replica, with other keys, unsigned, or another method: refused.
+    let other = http.post(&url).headers(signed(&keys(), "r2", &post, body.as_bytes())).body(body.clone()).send().await.unwrap();
+    assert_eq!(other.status(), 401, "a forward meant for r2");
+    let foreign = sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![7u8; 32]).unwrap()]).unwrap();
+    let forged = http.post(&url).headers(signed(&foreign, "r1", &post, body.as_bytes())).body(body.clone()).send().await.unwrap();
+    assert_eq!(forged.status(), 401, "signed with other keys");
+    let bare = http.post(&url).header("authorization", format!("Bearer {ALICE}")).body(body.clone()).send().await.unwrap();
+    assert_eq!(bare.status(), 401, "a client's own credential does not open the internal listener");
+    let delete = http::Method::DELETE;
+    let verb = http.delete(&url).headers(signed(&keys(), "r1", &delete, b"")).send().await.unwrap();
+    assert_eq!(verb.status(), 405, "replicas forward POST only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_sessions_record_stays_small_whatever_its_client_sends() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url)).await;
+    let http = crate::support::call::http();
+    let huge = "x".repeat(200_000);
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {"sampling": {}, "experimental": {"blob": huge}}, "clientInfo": {"name": huge, "version": "1"}}});
+    let resp = http
+        .post(&c.url)
+        .bearer_auth(ALICE)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let sid = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut redis_conn = redis::Client::open(redis.url()).unwrap().get_connection().expect("redis");
+    let rec: String = redis::cmd("GET").arg(format!("sluice:s:{sid}")).query(&mut redis_conn).expect("the record");
+    assert!(rec.len() <= sluice::bridge_b::shared::MAX_RECORD, "the record is {} bytes", rec.len());
+    assert!(rec.contains("\"sampling\""), "the asks' capabilities are kept: {rec}");
+    // And the session still works on another replica (adopted from that record).
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let r = http
+        .post(&c.url)
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(ping.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
