@@ -26,6 +26,7 @@ pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
         drop(gw);
         tokio::spawn(reload_on_sighup(live.clone(), shutdown.clone()));
         tokio::spawn(sweep_budgets(live.clone(), shutdown.clone()));
+        tokio::spawn(crate::bridge_b::shared::rewrite_on_recovery(live.clone(), shutdown.clone()));
         loop {
             let Some(pause) = live.get().map(|gw| gw.cfg.timeouts.refresh) else { return };
             tokio::select! {

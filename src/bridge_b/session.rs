@@ -294,6 +294,11 @@ impl Sessions {
         self.store.lock().ok().and_then(|mut st| st.remove(id)).is_some()
     }
 
+    /// Every session held (at most `bridge.max_client_sessions`).
+    pub fn all(&self) -> Vec<Arc<LegacySession>> {
+        self.store.lock().map(|st| st.all()).unwrap_or_default()
+    }
+
     /// How many sessions are held (expired ones not yet noticed included).
     pub fn len(&self) -> usize {
         self.store.lock().map(|st| st.len()).unwrap_or(0)

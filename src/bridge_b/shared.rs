@@ -117,6 +117,24 @@ pub async fn session(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -
     sessions.adopt(sid, principal.id(), version, caps, rec.get("i").cloned().unwrap_or(Value::Null))
 }
 
+/// Writes again the record of every session this replica holds whenever Redis comes back or
+/// started again empty (`Cluster::recovered`), until `stop`: a session opened while Redis was
+/// away, or whose record a restart lost, is served by every replica again.
+pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_util::sync::CancellationToken) {
+    let Some(c) = live.get().and_then(|gw| gw.governor.cluster.clone()) else { return };
+    let mut rx = c.recovered.subscribe();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = rx.changed() => if changed.is_err() { return },
+        }
+        let Some(gw) = live.get() else { return };
+        for s in gw.legacy_sessions.all() {
+            created(&gw, &s).await;
+        }
+    }
+}
+
 /// The id of Sluice's `n`th request to a client: with `[cluster]` it names this replica.
 pub fn request_id(gw: &Gateway, n: u64) -> String {
     match &gw.governor.cluster {

@@ -43,6 +43,11 @@ pub struct Cluster {
     pub fallbacks: AtomicU64,
     /// Requests forwarded to their owner, and those whose owner could not be reached.
     pub forwarded: [AtomicU64; 2],
+    /// Bumped when Redis comes back after this replica found it unreachable, or started again
+    /// with nothing kept: what lives only in Redis must be written again (bridge B's records).
+    pub recovered: tokio::sync::watch::Sender<u64>,
+    /// Set when a decision found Redis unreachable (the heartbeat may not have).
+    missed: std::sync::atomic::AtomicBool,
     /// Nonces of forwards received, kept past their signature's freshness: a replay is refused.
     pub peer_nonces: crate::state::nonces::Nonces,
 }
@@ -74,6 +79,8 @@ impl Cluster {
             fallbacks: AtomicU64::new(0),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
             peer_nonces: crate::state::nonces::Nonces::new(MAX_PEER_NONCES),
+            recovered: tokio::sync::watch::channel(0).0,
+            missed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -96,6 +103,7 @@ impl Cluster {
     /// What to do after Redis failed `what`: counted, logged, and the fail mode applied.
     pub fn unavailable(&self, what: &'static str) -> Fallback {
         self.redis_errors.fetch_add(1, Ordering::Relaxed);
+        self.missed.store(true, Ordering::Relaxed);
         match self.cfg.on_redis_error {
             OnRedisError::Closed => {
                 tracing::warn!(decision = what, "Redis unreachable: governed request refused (cluster.on_redis_error = closed)");
@@ -144,15 +152,20 @@ impl Cluster {
         let Some(url) = self.advertised().map(str::to_owned) else { return };
         let mut tick = tokio::time::interval(HEARTBEAT);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut was_down, mut checked) = (false, false);
+        let (mut was_down, mut checked, mut epoch) = (false, false, None::<String>);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = stop.cancelled() => break,
             }
             match self.shared.register(&self.cfg.id, &url, REGISTRY_TTL).await {
-                Ok(all) => {
-                    for (id, url) in all {
+                Ok(reg) => {
+                    let restarted = epoch.as_ref().is_some_and(|e| *e != reg.epoch);
+                    epoch = Some(reg.epoch);
+                    if restarted || was_down || self.missed.swap(false, Ordering::Relaxed) {
+                        self.recovered.send_modify(|n| *n += 1);
+                    }
+                    for (id, url) in reg.directory {
                         if self.known.len() < MAX_KNOWN || self.known.contains_key(&id) {
                             self.known.insert(id, url);
                         }

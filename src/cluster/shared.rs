@@ -89,9 +89,12 @@ return 1
 ";
 
 /// A replica's heartbeat. KEYS: its registry entry, the directory (id to URL), the last-seen
-/// set. ARGV: id, URL, the entry's TTL (ms), how long a silent replica stays in the directory
-/// (ms). Gives the directory, flat (id, URL, id, URL...).
+/// set, Redis's epoch (a random value the first heartbeat after Redis started sets). ARGV: id,
+/// URL, the entry's TTL (ms), how long a silent replica stays in the directory (ms), a fresh
+/// epoch. Gives the epoch, then the directory, flat (id, URL, id, URL...).
 const REGISTER: &str = r"
+redis.call('SET', KEYS[4], ARGV[5], 'NX')
+local epoch = redis.call('GET', KEYS[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -102,7 +105,9 @@ for _, id in ipairs(old) do
   redis.call('HDEL', KEYS[2], id)
   redis.call('ZREM', KEYS[3], id)
 end
-return redis.call('HGETALL', KEYS[2])
+local out = redis.call('HGETALL', KEYS[2])
+table.insert(out, 1, epoch)
+return out
 ";
 
 /// A 2025-11-25 session opened. KEYS: its record, the principal's sessions (by opening time).
@@ -150,6 +155,15 @@ pub enum Renewed {
 const FORGET: Duration = Duration::from_secs(600);
 const DIRECTORY: &str = "sluice:directory";
 const SEEN: &str = "sluice:seen";
+const EPOCH: &str = "sluice:epoch";
+
+/// What a heartbeat read back.
+pub struct Registered {
+    /// Redis's epoch: a new one means Redis started again with nothing kept.
+    pub epoch: String,
+    /// Every replica's last known URL.
+    pub directory: Vec<(String, String)>,
+}
 
 /// The Redis side of a cluster.
 pub struct Shared {
@@ -266,15 +280,24 @@ impl Shared {
     /// Says where replica `id` is reached, for `ttl`; gives every replica's last known URL
     /// (the directory a replica keeps for when Redis is away; a replica silent for 10 minutes
     /// leaves it).
-    pub async fn register(&self, id: &str, url: &str, ttl: Duration) -> Result<Vec<(String, String)>, Unavailable> {
+    pub async fn register(&self, id: &str, url: &str, ttl: Duration) -> Result<Registered, Unavailable> {
         let key = format!("sluice:r:{id}");
         let (ms, forget) = (ttl.as_millis() as u64, FORGET.as_millis() as u64);
-        self.run("register", async |c| {
-            let mut inv = self.register.key(&key);
-            inv.key(DIRECTORY).key(SEEN).arg(id).arg(url).arg(ms).arg(forget);
-            inv.invoke_async::<Vec<(String, String)>>(c).await
-        })
-        .await
+        let fresh = crate::state::nonce();
+        let flat: Vec<String> = self
+            .run("register", async |c| {
+                let mut inv = self.register.key(&key);
+                inv.key(DIRECTORY).key(SEEN).key(EPOCH).arg(id).arg(url).arg(ms).arg(forget).arg(&fresh);
+                inv.invoke_async(c).await
+            })
+            .await?;
+        let mut it = flat.into_iter();
+        let epoch = it.next().unwrap_or_default();
+        let mut directory = Vec::new();
+        while let (Some(id), Some(url)) = (it.next(), it.next()) {
+            directory.push((id, url));
+        }
+        Ok(Registered { epoch, directory })
     }
 
     /// Removes replica `id` from the registry and the directory (it is stopping).

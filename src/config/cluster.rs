@@ -21,7 +21,7 @@ use super::Invalid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnRedisError {
-    /// Refuse it with a retryable error (`-31020`, HTTP 503, `Retry-After`): nothing is ever
+    /// Refuse it with a retryable error (`-31019`, HTTP 503, `Retry-After`): nothing is ever
     /// granted twice.
     #[default]
     Closed,

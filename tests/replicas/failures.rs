@@ -98,3 +98,31 @@ async fn redis_lost_under_local_serves_on_each_replicas_own_state_and_counts_it(
     }
     assert!(fallbacks >= 1.0, "the fallback is counted in /metrics");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_session_outlives_a_redis_restart_that_lost_its_record() {
+    let py = peers::py1().await;
+    let mut redis = Redis::start().await;
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url)).await;
+    let mut client = crate::support::legacy_client::Legacy::new(&c.url).token(ALICE);
+    client.initialize(json!({"sampling": {}})).await;
+    redis.stop().await;
+    redis.start_again().await; // empty: the record is gone
+                               // The replica holding the session writes it again (at its next heartbeat, or at the
+                               // session's next request there); then every replica serves it again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut in_a_row = 0;
+    let mut id = 1;
+    while in_a_row < 3 {
+        let (status, msg) = client.call(id, "ping", json!({})).await;
+        id += 1;
+        if status == 200 {
+            in_a_row += 1;
+        } else {
+            assert_eq!(status, 404, "{msg}");
+            in_a_row = 0;
+            assert!(Instant::now() < deadline, "the session was not served by every replica again within 15 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

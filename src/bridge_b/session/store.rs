@@ -32,6 +32,11 @@ struct Entry {
 }
 
 impl Store {
+    /// Every session held.
+    pub(super) fn all(&self) -> Vec<Arc<LegacySession>> {
+        self.by_id.values().map(|e| e.session.clone()).collect()
+    }
+
     /// Sessions held.
     pub(super) fn len(&self) -> usize {
         self.by_id.len()
