@@ -41,16 +41,9 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     drop(gw);
     tokio::pin!(shutdown);
     loop {
-        let (stream, _peer) = tokio::select! {
+        let stream = tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            s = accept(&listener, "MCP") => s,
         };
         // Past max_connections a new connection is closed at once, so held ones keep working.
         let Ok(permit) = connections.clone().try_acquire_owned() else {
@@ -82,6 +75,20 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         gw.close_upstreams().await;
     }
     live.clear();
+}
+
+/// The next connection of `listener`; an accept error (out of file descriptors, say) is logged
+/// and retried after a short pause.
+pub(crate) async fn accept(listener: &TcpListener, which: &'static str) -> tokio::net::TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((s, _)) => return s,
+            Err(e) => {
+                tracing::warn!(listener = which, error = %e, "accept failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 /// HTTP/1 and HTTP/2 with the request-head bounds.

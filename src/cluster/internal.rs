@@ -34,14 +34,7 @@ pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationTok
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "internal listener: accept failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            s = crate::server::accept(&listener, "internal") => s,
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             tracing::warn!(limit = max, "internal connection refused: limits.max_connections reached");
