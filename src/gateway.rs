@@ -231,7 +231,7 @@ impl Gateway {
             server_info_json: discover::server_info().to_string(),
         });
         let shutdown = CancellationToken::new();
-        let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity, shutdown.clone());
+        let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity);
         let gw = Arc::new(Gateway {
             audit,
             metrics: Arc::new(crate::metrics::Metrics::new()),

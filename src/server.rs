@@ -70,9 +70,11 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
-    // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes ended.
+    // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes
+    // ended; then the audit log writes the records of everything that finished.
     if let Some(gw) = live.get() {
         gw.close_upstreams().await;
+        gw.audit.close(std::time::Duration::from_secs(2)).await;
     }
     live.clear();
 }

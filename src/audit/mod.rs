@@ -53,19 +53,38 @@ where
 pub struct Audit {
     tx: Option<mpsc::Sender<Record>>,
     dropped: Arc<std::sync::atomic::AtomicU64>,
+    /// Ends the writer ([`Audit::close`]): it writes what is queued, then stops.
+    stop: tokio_util::sync::CancellationToken,
+    /// Set once the writer has written its last batch.
+    written: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Audit {
     /// An audit log writing to `sink` (`None` or `"stderr"`: stderr; else a file path), with a
-    /// channel of `capacity` records. `enabled = false` writes nothing.
-    pub fn start(enabled: bool, sink: Option<String>, capacity: usize, shutdown: tokio_util::sync::CancellationToken) -> Audit {
+    /// channel of `capacity` records. `enabled = false` writes nothing. The writer runs until
+    /// [`Audit::close`] (after the server's drain, so the records of the requests it let finish
+    /// are written too).
+    pub fn start(enabled: bool, sink: Option<String>, capacity: usize) -> Audit {
         let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stop, written) = (tokio_util::sync::CancellationToken::new(), Arc::new(tokio::sync::watch::channel(false).0));
         if !enabled {
-            return Audit { tx: None, dropped };
+            written.send_replace(true);
+            return Audit { tx: None, dropped, stop, written };
         }
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        tokio::spawn(write_batches(rx, sink, shutdown));
-        Audit { tx: Some(tx), dropped }
+        let (done, until) = (written.clone(), stop.clone());
+        tokio::spawn(async move {
+            write_batches(rx, sink, until).await;
+            done.send_replace(true);
+        });
+        Audit { tx: Some(tx), dropped, stop, written }
+    }
+
+    /// Writes what is queued and stops the writer; waits for it at most `within`.
+    pub async fn close(&self, within: std::time::Duration) {
+        self.stop.cancel();
+        let mut rx = self.written.subscribe();
+        let _ = tokio::time::timeout(within, rx.wait_for(|w| *w)).await;
     }
 
     /// Records dropped because the channel was full.

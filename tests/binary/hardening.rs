@@ -382,7 +382,8 @@ async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
     let _measured = crate::support::process::measured().await;
     let up = alpha().await;
     // The binary, on 127.0.0.1:0, ready once /readyz answers.
-    let mut sluice = Sluice::start_env(&config(&up.url(), &[], &[]).text(), &Env::new().set("RUST_LOG", "sluice=info")).await;
+    let cfg = config(&up.url(), &[], &[]).set("audit", "enabled", true).text();
+    let mut sluice = Sluice::start_env(&cfg, &Env::new().set("RUST_LOG", "sluice=info")).await;
     let (addr, url) = (sluice.addr.clone(), sluice.url());
     let h = http();
     let mut b = body(1, "tools/call", json!({"name": "stream", "arguments": {}}), json!({}));
@@ -403,6 +404,13 @@ async fn sigterm_mid_stream_lets_the_in_flight_response_finish() {
     let (status, err) = sluice.exit_within(Duration::from_secs(5)).await.expect("sluice exits after the stream");
     assert!(status.success(), "sluice exit status {status}");
     assert!(err.contains("shutdown signal received"), "{err}");
+    // The audit log writes the record of the response the drain let finish (it ended after the
+    // shutdown began), before the process exits.
+    let record = err
+        .lines()
+        .find(|l| l.starts_with('{') && l.contains("\"name\":\"stream\""))
+        .unwrap_or_else(|| panic!("no audit record of the drained call:\n{err}"));
+    assert!(record.contains("\"status\":200"), "{record}");
     assert!(TcpStream::connect(&addr).await.is_err(), "the listener is closed after shutdown");
 }
 
