@@ -164,6 +164,14 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let warm_prod = rotate(b, &mut paths).await?;
     let loaded_plain = rss_kib(plain.pid()).unwrap_or(0);
     let loaded_prod = rss_kib(prod.pid()).unwrap_or(0);
+    // SIGTERM first: a Sluice writes its queued audit records before it exits, so the counts
+    // below are what it wrote, not what a kill left.
+    let (mut prod, mut defaults) = (prod, defaults);
+    for p in [&mut prod, &mut defaults] {
+        if !p.terminate(Duration::from_secs(10)) {
+            b.log("warning: a Sluice did not exit within 10 s of SIGTERM; its audit count may be short");
+        }
+    }
     drop((plain, prod, defaults, fwd, peer, cluster, mock));
     for n in ["cluster", "c1", "c2"] {
         let _ = std::fs::remove_file(o.dir.join(format!("audit-{n}.log")));
