@@ -294,9 +294,10 @@ impl Sessions {
         self.store.lock().ok().and_then(|mut st| st.remove(id)).is_some()
     }
 
-    /// Every session held (at most `bridge.max_client_sessions`).
+    /// Every session held and not idle past `bridge.client_session_idle_ms` (at most
+    /// `bridge.max_client_sessions`).
     pub fn all(&self) -> Vec<Arc<LegacySession>> {
-        self.store.lock().map(|st| st.all()).unwrap_or_default()
+        self.store.lock().map(|st| st.all(Instant::now(), self.idle)).unwrap_or_default()
     }
 
     /// How many sessions are held (expired ones not yet noticed included).

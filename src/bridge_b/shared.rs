@@ -65,6 +65,15 @@ pub async fn created(gw: &Gateway, s: &LegacySession) {
     }
 }
 
+/// Writes back the record of a session this replica holds, when Redis lost it; never over a
+/// tombstone (a session ended elsewhere stays ended).
+async fn restore(gw: &Gateway, s: &LegacySession) {
+    let Some(c) = &gw.governor.cluster else { return };
+    if c.shared.restore_session(&s.id, &s.principal, &record(s), gw.cfg.bridge.client_session_idle).await.is_err() {
+        c.unavailable("legacy session");
+    }
+}
+
 /// Removes a session's record: it ends on every replica.
 pub async fn ended(gw: &Gateway, sid: &str) {
     let Some(c) = &gw.governor.cluster else { return };
@@ -84,14 +93,14 @@ pub async fn session(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -
     let idle = gw.cfg.bridge.client_session_idle;
     if let Some(local) = sessions.get(sid, principal.id()) {
         // Held here: renewed without reading the record back.
-        return match c.shared.renew(&key(sid), ENDED, idle).await {
+        return match c.shared.renew(sid, principal.id(), ENDED, idle).await {
             Ok(crate::cluster::shared::Renewed::Live) => Some(local),
             Ok(crate::cluster::shared::Renewed::Ended) => {
                 sessions.remove(sid); // ended on another replica
                 None
             }
             Ok(crate::cluster::shared::Renewed::Missing) => {
-                created(gw, &local).await; // Redis lost it (restarted, or down at initialize)
+                restore(gw, &local).await; // Redis lost it (restarted, or down at initialize)
                 Some(local)
             }
             Err(_) => {
@@ -130,7 +139,7 @@ pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_ut
         }
         let Some(gw) = live.get() else { return };
         for s in gw.legacy_sessions.all() {
-            created(&gw, &s).await;
+            restore(&gw, &s).await;
         }
     }
 }

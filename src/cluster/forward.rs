@@ -101,7 +101,7 @@ impl Cluster {
             },
             Answer::Status(StatusCode::ACCEPTED, _) => Reply::Accepted,
             Answer::Status(StatusCode::UNAUTHORIZED, _) => {
-                tracing::error!(owner = %f.owner, "another replica refused this one's signature: every replica needs the same state keys");
+                tracing::error!(owner = %f.owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, or it was taken for a replay");
                 return Err(gone());
             }
             Answer::Status(StatusCode::NOT_FOUND, _) => {

@@ -86,7 +86,7 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
     let now = crate::state::now_ms();
     let f = super::peer::Forwarded { from: "", to: c.id(), method: &parts.method, path: super::forward::PATH, body: &bytes };
     let principal = match super::peer::verify(&gw.bridge.keys, &parts.headers, &f, now) {
-        Ok((_, _, nonce)) if !c.peer_nonces.consume(&nonce, now + 2 * super::peer::SKEW, now) => {
+        Ok((_, _, nonce)) if !c.peer_nonces.consume_evicting(&nonce, now + 2 * super::peer::SKEW, now) => {
             return refused(super::peer::PeerError::Replayed)
         }
         Ok((from, p, _)) => {

@@ -65,12 +65,17 @@ pub struct Forwarded<'a> {
     pub body: &'a [u8],
 }
 
-/// The carried headers, canonical: `name:value` lines, sorted (the peer headers left out).
+/// The carried headers, canonical: `name:value` lines sorted by name, a name's values in their
+/// order (so two values of one name cannot be swapped). Trace context is carried but not
+/// signed: a proxy between replicas may rewrite it, and it decides nothing.
 fn canonical(headers: &HeaderMap) -> Vec<u8> {
-    let mut lines: Vec<Vec<u8>> =
-        headers.iter().filter(|(k, _)| carried(k)).map(|(k, v)| [k.as_str().as_bytes(), b":", v.as_bytes()].concat()).collect();
-    lines.sort();
-    lines.join(&b"\n"[..])
+    let mut lines: Vec<(&str, Vec<u8>)> = headers
+        .iter()
+        .filter(|(k, _)| carried(k) && !matches!(k.as_str(), "traceparent" | "tracestate"))
+        .map(|(k, v)| (k.as_str(), [k.as_str().as_bytes(), b":", v.as_bytes()].concat()))
+        .collect();
+    lines.sort_by(|a, b| a.0.cmp(b.0));
+    lines.into_iter().map(|(_, l)| l).collect::<Vec<_>>().join(&b"\n"[..])
 }
 
 fn tagged(
@@ -203,6 +208,15 @@ mod tests {
         let mut other = h.clone();
         other.insert("mcp-session-id", HeaderValue::from_static("s2"));
         assert_eq!(refused(&other, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "a carried header");
+        let mut two = HeaderMap::new();
+        two.append("mcp-param-a", HeaderValue::from_static("1"));
+        two.append("mcp-param-a", HeaderValue::from_static("2"));
+        sign(&keys(7), &fwd(&post, "r2", b"{}"), &p, 1_000_000, &mut two);
+        let mut swapped = two.clone();
+        swapped.remove("mcp-param-a");
+        swapped.append("mcp-param-a", HeaderValue::from_static("2"));
+        swapped.append("mcp-param-a", HeaderValue::from_static("1"));
+        assert_eq!(refused(&swapped, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "a name's values swapped");
         let mut forged = h.clone();
         forged.insert(PRINCIPAL, HeaderValue::from_str(&URL_SAFE_NO_PAD.encode(br#"{"id":"bob"}"#)).unwrap());
         assert_eq!(refused(&forged, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the principal");

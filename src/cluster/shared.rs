@@ -130,13 +130,29 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return math.max(over, 0)
 ";
 
-/// A held session's record renewed. KEYS: the record. ARGV: the tombstone's value, the idle
-/// time (ms). Gives 1 (renewed), 0 (ended), -1 (missing).
+/// A held session's record renewed. KEYS: the record, the principal's sessions. ARGV: the
+/// tombstone's value, the idle time (ms), the session id. Gives 1 (renewed: the record and its
+/// place among the principal's, as used now), 0 (ended), -1 (missing).
 const RENEW: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if v == ARGV[1] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 'XX', now, ARGV[3])
+return 1
+";
+
+/// A held session's lost record written back. KEYS: the record, the principal's sessions.
+/// ARGV: the session id, the record, the idle time (ms). Writes nothing over a record or a
+/// tombstone that is there (a session ended elsewhere stays ended). Gives 1 (written) or 0.
+const RESTORE: &str = r"
+if not redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3], 'NX') then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 ";
 
@@ -175,6 +191,7 @@ pub struct Shared {
     register: redis::Script,
     open_session: redis::Script,
     renew: redis::Script,
+    restore: redis::Script,
 }
 
 impl Shared {
@@ -190,6 +207,7 @@ impl Shared {
             register: redis::Script::new(REGISTER),
             open_session: redis::Script::new(OPEN_SESSION),
             renew: redis::Script::new(RENEW),
+            restore: redis::Script::new(RESTORE),
         })
     }
 
@@ -359,14 +377,36 @@ impl Shared {
         .await
     }
 
-    /// Renews a held session's record (`ended`: the tombstone's value).
-    pub async fn renew(&self, key: &str, ended: &str, idle: Duration) -> Result<Renewed, Unavailable> {
+    /// Renews a held session's record (`ended`: the tombstone's value) and its place among its
+    /// principal's sessions.
+    pub async fn renew(&self, sid: &str, principal: &str, ended: &str, idle: Duration) -> Result<Renewed, Unavailable> {
+        let (k, set) = (format!("sluice:s:{sid}"), format!("sluice:sp:{principal}"));
         let ms = idle.as_millis().max(1) as u64;
-        let got: i64 = self.run("renew", async |c| self.renew.key(key).arg(ended).arg(ms).invoke_async(c).await).await?;
+        let got: i64 = self
+            .run("renew", async |c| {
+                let mut inv = self.renew.key(&k);
+                inv.key(&set).arg(ended).arg(ms).arg(sid);
+                inv.invoke_async(c).await
+            })
+            .await?;
         Ok(match got {
             1 => Renewed::Live,
             0 => Renewed::Ended,
             _ => Renewed::Missing,
         })
+    }
+
+    /// Writes a held session's lost record back, never over a record or a tombstone.
+    pub async fn restore_session(&self, sid: &str, principal: &str, record: &str, idle: Duration) -> Result<bool, Unavailable> {
+        let (k, set) = (format!("sluice:s:{sid}"), format!("sluice:sp:{principal}"));
+        let ms = idle.as_millis().max(1) as u64;
+        let got: i64 = self
+            .run("restore session", async |c| {
+                let mut inv = self.restore.key(&k);
+                inv.key(&set).arg(sid).arg(record).arg(ms);
+                inv.invoke_async(c).await
+            })
+            .await?;
+        Ok(got == 1)
     }
 }

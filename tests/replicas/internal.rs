@@ -114,3 +114,26 @@ async fn a_2025_11_25_sessions_record_stays_small_whatever_its_client_sends() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_record_is_written_back_but_never_over_a_tombstone() {
+    let redis = Redis::start().await;
+    let shared = sluice::cluster::Shared::new(&redis.url(), Duration::from_secs(2)).expect("a Redis handle");
+    let (idle, rec) = (Duration::from_secs(60), r#"{"p":"alice","v":"2025-11-25","c":{}}"#);
+    let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().expect("redis");
+    let get = |conn: &mut redis::Connection, k: &str| -> Option<String> { redis::cmd("GET").arg(k).query(conn).unwrap() };
+    // Lost (Redis restarted): written back.
+    assert!(shared.restore_session("s-lost", "alice", rec, idle).await.unwrap());
+    assert_eq!(get(&mut conn, "sluice:s:s-lost").as_deref(), Some(rec));
+    // Ended elsewhere (DELETE's tombstone): stays ended.
+    shared.put("sluice:s:s-ended", "ended", idle).await.unwrap();
+    assert!(!shared.restore_session("s-ended", "alice", rec, idle).await.unwrap());
+    assert_eq!(get(&mut conn, "sluice:s:s-ended").as_deref(), Some("ended"));
+    // Live: untouched, and renewing it says so; the tombstone says ended.
+    assert!(!shared.restore_session("s-lost", "alice", r#"{"p":"other"}"#, idle).await.unwrap());
+    assert_eq!(get(&mut conn, "sluice:s:s-lost").as_deref(), Some(rec));
+    use sluice::cluster::shared::Renewed;
+    assert_eq!(shared.renew("s-lost", "alice", "ended", idle).await.unwrap(), Renewed::Live);
+    assert_eq!(shared.renew("s-ended", "alice", "ended", idle).await.unwrap(), Renewed::Ended);
+    assert_eq!(shared.renew("s-none", "alice", "ended", idle).await.unwrap(), Renewed::Missing);
+}

@@ -32,9 +32,9 @@ struct Entry {
 }
 
 impl Store {
-    /// Every session held.
-    pub(super) fn all(&self) -> Vec<Arc<LegacySession>> {
-        self.by_id.values().map(|e| e.session.clone()).collect()
+    /// Every session held and used within `idle` of `now`.
+    pub(super) fn all(&self, now: Instant, idle: Duration) -> Vec<Arc<LegacySession>> {
+        self.by_id.values().filter(|e| now.saturating_duration_since(e.used) < idle).map(|e| e.session.clone()).collect()
     }
 
     /// Sessions held.

@@ -139,3 +139,14 @@ fn ids_are_tagged_with_the_state_keys_so_replicas_sharing_them_accept_each_other
     // The earlier form (s1., per-process key) is not an id any more.
     assert!(!a.genuine(&id.replacen("s2.", "s1.", 1), "alice"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn all_gives_only_the_sessions_not_idle_past_their_time() {
+    let s = Sessions::new(&limits(10, 10, 8, Duration::from_secs(60)), Keys::random());
+    let old = open(&s, "alice");
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let new = open(&s, "alice");
+    let ids: Vec<String> = s.all().iter().map(|x| x.id.clone()).collect();
+    assert_eq!(ids, vec![new.id.clone()], "the idle-expired one is not given (it would be written back)");
+    assert_ne!(old.id, new.id);
+}
