@@ -4,7 +4,9 @@
 #   bash scripts/bench.sh            full run: 5 alternating runs per path and measure, then the
 #                                    scale figures, ~9 minutes (plus mcp-proxy's install, once)
 #   bash scripts/bench.sh --smoke    one short run of everything, under 60 s once built; no thresholds
-#   bash scripts/bench.sh --profile  instruction counts per call (callgrind) and a perf sample, Sluice vs forwarder
+#   bash scripts/bench.sh --profile  instruction counts per call and per bridge A round (callgrind),
+#                                    context switches per round, the heap of parked exchanges
+#                                    (massif, on a system-allocator build) and a perf sample
 #
 # Installs wrk (Debian's package) when missing, builds the release binaries (sluice and
 # sluice-bench, same profile), raises the open-files limit, runs `sluice-bench run` bounded in
@@ -53,6 +55,10 @@ if [ "$mode" = run ] && [ -x "$peer" ]; then peer_args=(--mcp-proxy "$peer"); fi
 
 echo "bench: building release binaries" >&2
 cargo build --release --locked --bin sluice --bin sluice-bench >&2
+if [ "$mode" = profile ]; then
+  # massif sees only malloc: the heap profile runs a sluice built with the system allocator.
+  cargo build --release --locked --features system-alloc --bin sluice --target-dir "$root/target/sysalloc" >&2
+fi
 
 # Parked exchanges hold two upstream connections each: raise the open-files limit to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

@@ -220,6 +220,7 @@ impl Gateway {
             cfg.limits.max_sse_event_bytes,
             cfg.timeouts.stream_idle,
         );
+        client.set_http2(cfg.http2_hosts());
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let governor = Arc::new(governor);
         let bridge = Arc::new(crate::bridge::Bridge::new(&cfg, client.clone(), keys.clone(), governor.clone(), discover::server_info()));
@@ -283,6 +284,7 @@ impl Gateway {
             })
             .collect();
         let governor = Arc::new(self.governor.next(&cfg)?);
+        self.client.set_http2(cfg.http2_hosts());
         Ok(Arc::new(Gateway {
             audit: self.audit.clone(),
             metrics: self.metrics.clone(),

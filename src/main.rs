@@ -84,7 +84,9 @@ enum Command {
 }
 
 /// mimalloc: per-thread free lists, so the many small allocations of a request (header values,
-/// label strings, body buffers) cost a fraction of glibc malloc's (docs/benchmarks.md).
+/// label strings, body buffers) cost a fraction of glibc malloc's (docs/benchmarks.md). The
+/// `system-alloc` feature leaves it out, for heap profiles.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

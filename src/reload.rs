@@ -112,6 +112,8 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     if let Some(key) = restart_only_changes(&old.cfg, &cfg).first() {
         return Err(format!("{key} changed: it takes effect only at a restart; restore it (or restart Sluice) and reload again"));
     }
+    // From here the client speaks the new config's HTTP versions (the new upstreams are probed
+    // in theirs); a reload not applied puts the old ones back.
     let next = old.next(cfg)?;
     let fresh: Vec<Arc<Upstream>> = next.upstreams.iter().filter(|u| !kept(old, u)).cloned().collect();
     let gone: Vec<Arc<Upstream>> = old.upstreams.iter().filter(|u| !kept(&next, u)).cloned().collect();
@@ -120,6 +122,7 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     next.probe_each(&fresh).await;
     if old.shutdown.is_cancelled() {
         end_processes(&fresh).await;
+        old.client.set_http2(old.cfg.http2_hosts());
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Draining before the swap: a round's retry just after it finds its upstream.
@@ -129,6 +132,7 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     }
     if !next.live.set(&next) {
         end_processes(&fresh).await;
+        old.client.set_http2(old.cfg.http2_hosts());
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Streams opened under credentials that may no longer hold end (a no-op when `[auth]`

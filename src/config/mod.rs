@@ -248,6 +248,12 @@ impl Config {
         }
     }
 
+    /// The `host:port` of every URL of the upstreams configured `http2 = true`.
+    pub fn http2_hosts(&self) -> Vec<http::uri::Authority> {
+        let urls = self.upstreams.iter().filter(|u| u.http2).flat_map(|u| &u.resilience.urls);
+        urls.filter_map(|url| url.parse::<http::Uri>().ok()?.authority().cloned()).collect()
+    }
+
     /// The effective config as TOML with secrets redacted (for `sluice check`); without
     /// secrets it loads back unchanged.
     pub fn redacted(&self) -> String {

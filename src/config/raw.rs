@@ -223,6 +223,7 @@ pub(super) struct RawUpstream {
     pub(super) bearer_token_env: Option<String>,
     pub(super) cache_ttl_ms: Option<u64>,
     pub(super) cache_scope: Option<CacheScope>,
+    pub(super) http2: Option<bool>,
     #[serde(default)]
     pub(super) required_scopes: Vec<String>,
 }

@@ -363,3 +363,26 @@ fn an_upstreams_transport_is_auto_unless_named_and_printed_only_when_named() {
     }
     assert!(up("transport = \"websocket\"").is_err());
 }
+
+#[test]
+fn http2_is_per_host_for_urls_only_and_printed_when_set() {
+    let c = load(
+        "[[upstream]]\nname = \"a\"\nurl = \"http://h:81/mcp\"\nhttp2 = true\n\
+         [[upstream]]\nname = \"b\"\nurls = [\"http://h:82/b\", \"http://h:83/b\"]\nhttp2 = true\n\
+         [[upstream]]\nname = \"c\"\nurl = \"http://h:84/c\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.upstreams.iter().map(|u| u.http2).collect::<Vec<_>>(), [true, true, false]);
+    let hosts: Vec<String> = c.http2_hosts().iter().map(|a| a.to_string()).collect();
+    assert_eq!(hosts, ["h:81", "h:82", "h:83"]);
+    assert!(c.redacted().contains("http2 = true"));
+    assert_eq!(load(&c.redacted()).unwrap().http2_hosts(), c.http2_hosts());
+    let err = refused("[[upstream]]\nname = \"a\"\ncommand = [\"srv\"]\nhttp2 = true\n");
+    assert_eq!(err, "sluice.toml:2: upstream \"a\": http2 is for a url, not a command; remove it");
+    // One host and port, one HTTP version: the pool is per host. Credentials stay out.
+    let err = refused(
+        "[[upstream]]\nname = \"a\"\nurl = \"http://u:pw@h:81/a\"\nhttp2 = true\n[[upstream]]\nname = \"b\"\nurl = \"http://u:pw@h:81/b\"\n",
+    );
+    assert!(err.contains("upstreams \"a\" and \"b\" share h:81 but not http2"), "{err}");
+    assert!(!err.contains("pw"), "{err}");
+}

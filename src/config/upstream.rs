@@ -105,6 +105,10 @@ pub struct UpstreamConfig {
     pub cache_ttl_ms: u64,
     /// `cacheScope` stamped on a legacy upstream's lists and reads (default private).
     pub cache_scope: CacheScope,
+    /// HTTP/2 with prior knowledge (h2c) to its URLs: every request and stream multiplexed on
+    /// one connection per URL instead of an HTTP/1.1 connection each (default false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http2: bool,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -117,6 +121,7 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("era", &self.era)
             .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
+            .field("http2", &self.http2)
             .finish()
     }
 }
@@ -154,7 +159,34 @@ pub(super) fn upstreams(
         }
         upstreams.push(upstream);
     }
+    http2_apart(&upstreams, src)?;
     Ok((upstreams, scopes))
+}
+
+/// The HTTP version is chosen per host and port (one connection pool for all upstreams):
+/// refuses two upstreams on one `host:port` that disagree on `http2`.
+fn http2_apart(upstreams: &[UpstreamConfig], src: Origin<'_>) -> Result<(), ConfigError> {
+    let mut seen: std::collections::HashMap<http::uri::Authority, (&str, bool)> = std::collections::HashMap::new();
+    for u in upstreams {
+        for url in &u.resilience.urls {
+            let Some(authority) = url.parse::<http::Uri>().ok().and_then(|x| x.authority().cloned()) else { continue };
+            match seen.get(&authority) {
+                Some(&(other, h2)) if h2 != u.http2 => {
+                    // Host and port only: the authority may carry credentials.
+                    let at = format!("{}:{}", authority.host(), authority.port_u16().unwrap_or(80));
+                    return Err(ConfigError(format!(
+                        "{}: upstreams {other:?} and {:?} share {at} but not http2: one host and port is spoken to in one HTTP version; set http2 alike on both",
+                        src.name, u.name
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(authority, (&u.name, u.http2));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 // === impl UpstreamConfig ===
@@ -191,6 +223,9 @@ impl UpstreamConfig {
         if u.transport == Transport::Sse && stdio.is_some() {
             return Err(ConfigError(format!("{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command")));
         }
+        if u.http2 == Some(true) && stdio.is_some() {
+            return Err(ConfigError(format!("{at}: upstream {name:?}: http2 is for a url, not a command; remove it")));
+        }
         if u.transport == Transport::Sse && u.era == Era::Modern {
             return Err(ConfigError(format!(
                 "{at}: upstream {name:?}: a transport = \"sse\" server speaks 2024-11-05 (served as 2025-11-25); use era = \"auto\" or \"2025-11-25\""
@@ -213,6 +248,7 @@ impl UpstreamConfig {
             bearer_token_env: u.bearer_token_env,
             cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
             cache_scope: u.cache_scope.unwrap_or_default(),
+            http2: u.http2.unwrap_or(false),
         };
         Ok((upstream, u.required_scopes))
     }
@@ -333,6 +369,7 @@ impl RawUpstream {
             bearer_token_env: None,
             cache_ttl_ms: None,
             cache_scope: None,
+            http2: None,
             required_scopes: Vec::new(),
         })
     }

@@ -8,7 +8,10 @@
 //! `timeouts.stream_idle_ms` of silence (any bytes, keep-alive comments included, reset it).
 //! Refuses (as [`UpstreamError`]) a connect failure, a timeout, an oversized answer or an
 //! unexpected content type; every error names the upstream. A stdio server's answer is given
-//! the same bounds ([`HttpClient::lines_stream`]); the stream itself is `stream.rs`.
+//! the same bounds ([`HttpClient::lines_stream`]); the stream itself is `stream.rs`. HTTP/1.1,
+//! or HTTP/2 with prior knowledge to the hosts of upstreams configured `http2 = true`
+//! ([`HttpClient::set_http2`]): one connection per host, every request a stream on it, as many
+//! at once as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (more wait for a stream).
 
 use std::time::Duration;
 
@@ -43,6 +46,11 @@ pub struct HttpClient(std::sync::Arc<ClientShared>);
 /// What every clone of an [`HttpClient`] shares.
 pub struct ClientShared {
     inner: Client<HttpConnector, Full<Bytes>>,
+    /// The HTTP/2 (prior knowledge) client, for the hosts in `h2_hosts`.
+    h2: Client<HttpConnector, Full<Bytes>>,
+    h2_hosts: std::sync::RwLock<std::collections::HashSet<http::uri::Authority>>,
+    /// Whether `h2_hosts` holds any (the HTTP/1.1-only case takes no lock).
+    h2_any: std::sync::atomic::AtomicBool,
     connect_timeout: Duration,
     response_timeout: Duration,
     max_body: usize,
@@ -64,10 +72,45 @@ impl HttpClient {
         let mut conn = HttpConnector::new();
         conn.set_connect_timeout(Some(connect));
         conn.set_nodelay(true);
-        let inner =
-            Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
-        let shared = ClientShared { inner, connect_timeout: connect, response_timeout: response, max_body, max_event, stream_idle };
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            .build(conn.clone());
+        let h2 = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).http2_only(true).build(conn);
+        let shared = ClientShared {
+            inner,
+            h2,
+            h2_hosts: Default::default(),
+            h2_any: Default::default(),
+            connect_timeout: connect,
+            response_timeout: response,
+            max_body,
+            max_event,
+            stream_idle,
+        };
         HttpClient(std::sync::Arc::new(shared))
+    }
+
+    /// Speaks HTTP/2 with prior knowledge to these hosts (`host:port` of the upstreams configured
+    /// `http2 = true`), HTTP/1.1 to every other; replaces the set given before.
+    pub fn set_http2(&self, hosts: impl IntoIterator<Item = http::uri::Authority>) {
+        let hosts: std::collections::HashSet<_> = hosts.into_iter().collect();
+        let any = !hosts.is_empty();
+        if let Ok(mut h) = self.h2_hosts.write() {
+            *h = hosts;
+        }
+        self.h2_any.store(any, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The client for `url`: HTTP/2 when its host was named to [`HttpClient::set_http2`].
+    fn for_url(&self, url: &http::Uri) -> &Client<HttpConnector, Full<Bytes>> {
+        let h2 = self.h2_any.load(std::sync::atomic::Ordering::Acquire)
+            && url.authority().is_some_and(|a| self.h2_hosts.read().is_ok_and(|h| h.contains(a)));
+        if h2 {
+            &self.h2
+        } else {
+            &self.inner
+        }
     }
 
     /// The largest SSE event read from an upstream (`limits.max_sse_event_bytes`).
@@ -122,7 +165,7 @@ impl HttpClient {
             .map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
         *req.headers_mut() = headers;
         let t = self.response_timeout;
-        let resp = tokio::time::timeout(t, self.inner.request(req))
+        let resp = tokio::time::timeout(t, self.for_url(url).request(req))
             .await
             .map_err(|_| UpstreamError::Timeout(upstream.into(), t.as_millis() as u64))?
             .map_err(|e| match e.is_connect() {

@@ -20,6 +20,7 @@ mod federation;
 mod forward;
 mod front_door;
 mod headers;
+mod http2;
 mod listen;
 mod policies;
 mod reload;

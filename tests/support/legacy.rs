@@ -59,6 +59,8 @@ struct Record {
 pub(crate) struct Legacy {
     /// Its address.
     pub(crate) addr: SocketAddr,
+    /// TCP connections it accepted.
+    pub(crate) accepted: Arc<AtomicUsize>,
     rec: Arc<Record>,
     stop: CancellationToken,
 }
@@ -108,18 +110,30 @@ impl Legacy {
 
 /// Starts a legacy upstream listing `tools` and answering each `tools/call` with `script`.
 pub(crate) async fn start(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static) -> Legacy {
+    listen(tools, script, false).await
+}
+
+/// The same, speaking HTTP/2 only (prior knowledge), any number of streams at once.
+pub(crate) async fn start_h2_only(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static) -> Legacy {
+    listen(tools, script, true).await
+}
+
+async fn listen(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static, h2_only: bool) -> Legacy {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the legacy upstream");
     let addr = listener.local_addr().expect("its address");
     let rec = Arc::new(Record::default());
     let stop = CancellationToken::new();
     let script: Script = Arc::new(script);
     let (r, token) = (rec.clone(), stop.clone());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     tokio::spawn(async move {
         loop {
             let stream = tokio::select! {
                 _ = token.cancelled() => return,
                 a = listener.accept() => match a { Ok((s, _)) => s, Err(_) => continue },
             };
+            count.fetch_add(1, Ordering::SeqCst);
             let (r, token, tools, script) = (r.clone(), token.clone(), tools.clone(), script.clone());
             tokio::spawn(async move {
                 let t = token.clone();
@@ -127,13 +141,17 @@ pub(crate) async fn start(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Se
                     let (r, t, tools, script) = (r.clone(), t.clone(), tools.clone(), script.clone());
                     async move { Ok::<_, Infallible>(serve(req, &r, &tools, &script, t).await) }
                 });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if h2_only {
+                    builder = builder.http2_only();
+                    builder.http2().max_concurrent_streams(None);
+                }
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
                 tokio::select! { _ = conn => {}, _ = token.cancelled() => {} }
             });
         }
     });
-    Legacy { addr, rec, stop }
+    Legacy { addr, accepted, rec, stop }
 }
 
 fn reply(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> http::Response<Body> {

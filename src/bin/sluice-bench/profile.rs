@@ -19,12 +19,18 @@ use sluice::upstream::client::{Answer, HttpClient};
 use crate::procs::{self, Env, Proc};
 use crate::wire;
 
+mod round;
+
 /// Options of `profile`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Opts {
     /// The sluice binary to profile.
     #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
+    /// The sluice binary the heap profile (massif) runs: built with the `system-alloc` feature,
+    /// since massif sees only malloc and mimalloc takes its memory with mmap.
+    #[arg(long, default_value = "target/sysalloc/release/sluice")]
+    heap_sluice: PathBuf,
     /// Working directory for the callgrind and perf files.
     #[arg(long, default_value = "target/bench/profile")]
     dir: PathBuf,
@@ -43,6 +49,9 @@ pub(crate) struct Opts {
     /// Only the instruction counts (callgrind), for comparing builds quickly.
     #[arg(long)]
     instructions_only: bool,
+    /// Only bridge A's round (instructions and context switches per round).
+    #[arg(long)]
+    bridge_only: bool,
 }
 
 async fn drive(c: &HttpClient, url: &str, n: usize, t: Target) -> Result<(), String> {
@@ -173,7 +182,7 @@ async fn massif_parked(env: &Env, o: &Opts, c: &HttpClient, n: usize) -> Result<
     let args = vec![
         "--tool=massif".to_owned(),
         format!("--massif-out-file={}", out.display()),
-        o.sluice.display().to_string(),
+        o.heap_sluice.display().to_string(),
         "serve".into(),
         "--config".into(),
         cfg.display().to_string(),
@@ -267,6 +276,10 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String],
 
 /// The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
 async fn parked_heap(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> Result<(), String> {
+    if !o.heap_sluice.exists() {
+        let _ = writeln!(md, "No heap profile: `{}` is missing (build it with `--features system-alloc`).\n", o.heap_sluice.display());
+        return Ok(());
+    }
     if Command::new("valgrind").arg("--version").output().is_ok() {
         let (small, large) = (o.parked / 5, o.parked);
         let mut peaks = Vec::new();
@@ -347,8 +360,13 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     let upstreams: Vec<String> = ports.split_whitespace().map(|p| format!("http://127.0.0.1:{p}/mcp")).collect();
     let mut md = String::new();
 
-    instructions(&env, &o, &c, &upstreams, &mut md).await?;
-    if !o.instructions_only {
+    if o.bridge_only {
+        round::run(&env, &o, &c, &upstreams, &mut md).await?;
+    } else {
+        instructions(&env, &o, &c, &upstreams, &mut md).await?;
+    }
+    if !o.instructions_only && !o.bridge_only {
+        round::run(&env, &o, &c, &upstreams, &mut md).await?;
         parked_heap(&env, &o, &c, &mut md).await?;
         sampled(&env, &o, &c, &upstreams, &mut md).await?;
     }

@@ -12,6 +12,7 @@
 
 mod bare_upstream;
 mod gateway;
+mod http2;
 mod rmcp_upstream;
 
 use serde_json::{json, Value};

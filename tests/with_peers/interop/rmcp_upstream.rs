@@ -31,6 +31,8 @@ pub(crate) const TOOLS: [&str; 3] = ["reverse", "multiply", "confirm"];
 /// A running rmcp upstream; stops when dropped.
 pub(crate) struct RmcpUpstream {
     pub(crate) addr: SocketAddr,
+    /// TCP connections it accepted.
+    pub(crate) accepted: Arc<std::sync::atomic::AtomicUsize>,
     stop: CancellationToken,
 }
 
@@ -117,8 +119,17 @@ fn confirm(req: &CallToolRequestParams, question: &str) -> Result<CallToolRespon
     }
 }
 
-/// Starts the upstream on 127.0.0.1, port 0.
+/// Starts the upstream on 127.0.0.1, port 0 (HTTP/1.1 and HTTP/2 with prior knowledge).
 pub(crate) async fn start() -> RmcpUpstream {
+    serve(false).await
+}
+
+/// The same upstream speaking HTTP/2 only (prior knowledge): an HTTP/1.1 request fails.
+pub(crate) async fn start_h2_only() -> RmcpUpstream {
+    serve(true).await
+}
+
+async fn serve(h2_only: bool) -> RmcpUpstream {
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -130,12 +141,15 @@ pub(crate) async fn start() -> RmcpUpstream {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("rmcp upstream: bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("rmcp upstream: local address");
     let token = stop.clone();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
     tokio::spawn(async move {
         loop {
             let stream = tokio::select! {
                 _ = token.cancelled() => return,
                 a = listener.accept() => match a { Ok((s, _)) => s, Err(_) => continue },
             };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let service = service.clone();
             let token = token.clone();
             tokio::spawn(async move {
@@ -143,11 +157,14 @@ pub(crate) async fn start() -> RmcpUpstream {
                     let mut service = service.clone();
                     async move { Ok::<_, Infallible>(tower::Service::call(&mut service, req).await.unwrap_or_else(|e| match e {})) }
                 });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if h2_only {
+                    builder = builder.http2_only();
+                }
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
                 tokio::select! { _ = conn => {}, _ = token.cancelled() => {} }
             });
         }
     });
-    RmcpUpstream { addr, stop }
+    RmcpUpstream { addr, accepted, stop }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::procs::{self, Env};
 
-mod bridge_a;
+pub(crate) mod bridge_a;
 mod cluster;
 mod http;
 mod peer;

@@ -165,7 +165,12 @@ pub(crate) fn sizes(smoke: bool) -> Sizes {
     if smoke {
         Sizes { upstreams: &[2, 5, 10], parked: &[50, 100, 200], sessions: &[50, 200], conns: &[100, 200, 400] }
     } else {
-        Sizes { upstreams: &[10, 100, 500], parked: &[1_000, 10_000, 50_000], sessions: &[1_000, 10_000], conns: &[1_000, 5_000, 10_000] }
+        Sizes {
+            upstreams: &[10, 100, 500],
+            parked: &[1_000, 5_000, 10_000, 50_000],
+            sessions: &[1_000, 10_000],
+            conns: &[1_000, 5_000, 10_000],
+        }
     }
 }
 
