@@ -56,6 +56,9 @@ enum Command {
     },
     /// A fast 2025-11-25 upstream whose `sample` tool asks one sampling/createMessage; prints `LISTENING <port>`.
     LegacyUpstream {
+        /// HTTP/2 only (prior knowledge), any number of streams at once.
+        #[arg(long)]
+        http2: bool,
         /// Exit when stdin closes.
         #[arg(long)]
         parent_stdin: bool,
@@ -78,6 +81,9 @@ enum Command {
         /// How many exchanges' connections to hold.
         #[arg(long)]
         n: usize,
+        /// Over HTTP/2 (prior knowledge): streams of one connection.
+        #[arg(long)]
+        http2: bool,
         /// Exit when stdin closes.
         #[arg(long)]
         parent_stdin: bool,
@@ -104,17 +110,17 @@ async fn main() -> ExitCode {
             exit_with_parent(parent_stdin);
             mocks::modern(names).await
         }
-        Command::LegacyUpstream { parent_stdin } => {
+        Command::LegacyUpstream { http2, parent_stdin } => {
             exit_with_parent(parent_stdin);
-            mocks::legacy().await
+            mocks::legacy(http2).await
         }
         Command::Forwarder { to, parent_stdin } => {
             exit_with_parent(parent_stdin);
             forwarder::serve(&to).await
         }
-        Command::Hold { url, n, parent_stdin } => {
+        Command::Hold { url, n, http2, parent_stdin } => {
             exit_with_parent(parent_stdin);
-            memory::hold(&url, n).await
+            memory::hold(&url, n, http2).await
         }
     };
     match result {

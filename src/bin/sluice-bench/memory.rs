@@ -29,9 +29,12 @@ async fn hold_one(c: &HttpClient, url: &Uri, id: u64) -> Result<Vec<Answer>, Str
 }
 
 /// The `hold` subcommand: prints `HOLD <rss_kib_before> <rss_kib_after> <n>`, then holds until killed.
-pub(crate) async fn hold(url: &str, n: usize) -> Result<(), String> {
+pub(crate) async fn hold(url: &str, n: usize, http2: bool) -> Result<(), String> {
     let url: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let c = crate::procs::client();
+    if http2 {
+        c.set_http2(url.authority().cloned());
+    }
     let pid = std::process::id();
     // Warm the runtime, the pool and the allocator with one exchange first.
     let mut held = hold_one(&c, &url, 0).await?;

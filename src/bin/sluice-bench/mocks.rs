@@ -67,8 +67,9 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
-/// Serves HTTP/1.1 on `listener` with `handle` until the process ends.
-fn serve<F, Fut>(listener: tokio::net::TcpListener, handle: F)
+/// Serves HTTP/1.1 (or HTTP/2 only, with no limit on concurrent streams) on `listener` with
+/// `handle` until the process ends.
+fn serve<F, Fut>(listener: tokio::net::TcpListener, http2: bool, handle: F)
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
@@ -79,7 +80,14 @@ where
             let _ = stream.set_nodelay(true);
             let handle = handle.clone();
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(handle)).await;
+                let io = TokioIo::new(stream);
+                if http2 {
+                    let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+                    b.max_concurrent_streams(None);
+                    let _ = b.serve_connection(io, service_fn(handle)).await;
+                } else {
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service_fn(handle)).await;
+                }
             });
         }
     });
@@ -142,7 +150,7 @@ pub(crate) async fn modern(names: Vec<String>) -> Result<(), String> {
         let listener = bind(([127, 0, 0, 1], 0).into()).await?;
         ports.push(listener.local_addr().map_err(|e| e.to_string())?.port().to_string());
         let m = Arc::new(Modern::new(&name));
-        serve(listener, move |req| m.clone().handle(req));
+        serve(listener, false, move |req| m.clone().handle(req));
     }
     println!("LISTENING {}", ports.join(" "));
     std::future::pending::<()>().await;
@@ -236,11 +244,11 @@ impl Legacy {
 }
 
 /// Runs the legacy mock; prints `LISTENING <port>`.
-pub(crate) async fn legacy() -> Result<(), String> {
+pub(crate) async fn legacy(http2: bool) -> Result<(), String> {
     let listener = bind(([127, 0, 0, 1], 0).into()).await?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let l = Arc::new(Legacy::default());
-    serve(listener, move |req| l.clone().handle(req));
+    serve(listener, http2, move |req| l.clone().handle(req));
     println!("LISTENING {port}");
     std::future::pending::<()>().await;
     Ok(())

@@ -25,6 +25,8 @@ pub(crate) struct Bridged {
     pub(crate) parked: usize,
     /// `hold`'s RSS before and after its connections, and how many it held.
     pub(crate) hold: (f64, f64, f64),
+    /// The same over HTTP/2 (the streams of one connection).
+    pub(crate) hold_h2: (f64, f64, f64),
 }
 
 /// Budgets raised past what the run asks for (one principal, thousands of sampling asks and
@@ -56,8 +58,9 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Bridged, String> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after_park = rss_kib(bridge.pid()).unwrap_or(0);
     drop((bridge, legacy));
-    let hold = baseline(b).await?;
-    Ok(Bridged { chunks, per, direct, sluice, first, idle, before_park, after_park, parked, hold })
+    let hold = baseline(b, false).await?;
+    let hold_h2 = baseline(b, true).await?;
+    Ok(Bridged { chunks, per, direct, sluice, first, idle, before_park, after_park, parked, hold, hold_h2 })
 }
 
 type Chunks = Vec<Vec<f64>>;
@@ -81,20 +84,22 @@ async fn rounds(c: &HttpClient, lu: &Uri, bu: &Uri, chunks: usize, per: usize) -
     Ok((direct, sluice, first))
 }
 
-/// The connections-only baseline: `hold` opens as many upstream connections as the parked
-/// exchanges held, and reports its own RSS before and after.
-async fn baseline(b: &Bench<'_>) -> Result<(f64, f64, f64), String> {
-    b.log("memory: the connections-only baseline");
+/// The connections-only baseline: `hold` opens as many upstream connections (over HTTP/2: streams
+/// of one connection) as the parked exchanges held, and reports its own RSS before and after.
+async fn baseline(b: &Bench<'_>, http2: bool) -> Result<(f64, f64, f64), String> {
+    b.log(&format!("memory: the connections-only baseline{}", if http2 { " over HTTP/2" } else { "" }));
     let (env, me) = (&b.env, &b.me);
-    let mut legacy2 = env.spawn("legacy-upstream-2", me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
+    let tag = if http2 { "-h2" } else { "" };
+    let mut args = vec!["legacy-upstream".to_owned(), "--parent-stdin".into()];
+    let mut hold = vec!["hold".to_owned(), "--n".into(), b.plan.parked.to_string(), "--parent-stdin".into()];
+    if http2 {
+        args.push("--http2".into());
+        hold.push("--http2".into());
+    }
+    let mut legacy2 = env.spawn(&format!("legacy-upstream-2{tag}"), me, &args, &[], true)?;
     let legacy2_url = format!("http://127.0.0.1:{}/mcp", legacy2.line("LISTENING", Duration::from_secs(10))?);
-    let mut holder = env.spawn(
-        "hold",
-        me,
-        &["hold".into(), "--url".into(), legacy2_url, "--n".into(), b.plan.parked.to_string(), "--parent-stdin".into()],
-        &[],
-        true,
-    )?;
+    hold.extend(["--url".into(), legacy2_url]);
+    let mut holder = env.spawn(&format!("hold{tag}"), me, &hold, &[], true)?;
     let held = holder.line("HOLD", Duration::from_secs(120))?;
     drop((holder, legacy2));
     let held: Vec<f64> = held.split_whitespace().filter_map(|v| v.parse().ok()).collect();

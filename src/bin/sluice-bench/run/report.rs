@@ -32,8 +32,8 @@ pub(crate) fn render(b: &Bench<'_>, load_before: &str, web: &Web, bridge: &Bridg
         let _ = writeln!(md, "| {} | {:.0} ({:.0}–{:.0}) | {} |", m.name, m.ns.0, m.ns.1, m.ns.2, m.what);
     }
     let own_per_kib = memory_table(&mut md, web, bridge);
-    let conn_per_kib = (bridge.hold.1 - bridge.hold.0) / bridge.hold.2;
-    let call_growth = super::report_scale::render(&mut md, scale, conn_per_kib, super::scale::nofile());
+    let per = |h: (f64, f64, f64)| (h.1 - h.0) / h.2;
+    let call_growth = super::report_scale::render(&mut md, scale, (per(bridge.hold), per(bridge.hold_h2)), super::scale::nofile());
     let j = Judged {
         sealopen_ns: micro.first().map_or(f64::NAN, |m| m.ns.0),
         own_per_kib,
@@ -187,6 +187,12 @@ fn memory_table(md: &mut String, web: &Web, b: &Bridged) -> f64 {
     );
     let _ = writeln!(md, "| of which upstream connections (2 per exchange, measured by `hold`) | {:.1} KiB per exchange |", conn_per);
     let _ = writeln!(md, "| of which Sluice's own state (the difference) | **{:.1} KiB per exchange** |", own_per);
+    let (h2_before, h2_after, h2_n) = b.hold_h2;
+    let _ = writeln!(
+        md,
+        "| the same two upstream streams over HTTP/2 (`http2 = true`: one connection; `hold --http2`) | {:.1} KiB per exchange |",
+        (h2_after - h2_before) / h2_n
+    );
     own_per
 }
 

@@ -19,7 +19,7 @@ fn slope(a: (usize, u64), b: (usize, u64)) -> f64 {
 }
 
 /// Writes the scale tables; gives a call's p50 with the most upstreams over that with the fewest.
-pub(crate) fn render(md: &mut String, s: &Scale, conn_per_kib: f64, nofile: usize) -> f64 {
+pub(crate) fn render(md: &mut String, s: &Scale, conn_per_kib: (f64, f64), nofile: usize) -> f64 {
     let _ = writeln!(md, "\n#### Scale: federation (one mock process, one listener per upstream; fresh processes per size)\n");
     let _ = writeln!(
         md,
@@ -61,22 +61,23 @@ pub(crate) fn render(md: &mut String, s: &Scale, conn_per_kib: f64, nofile: usiz
     growth
 }
 
-fn parked(md: &mut String, s: &Scale, conn_per_kib: f64, nofile: usize) {
+fn parked(md: &mut String, s: &Scale, (conn_per_kib, h2_per_kib): (f64, f64), nofile: usize) {
     let _ = writeln!(md, "\n#### Scale: parked bridge-A exchanges (`park_ms` 10 min, so none expires while measured)\n");
-    let _ = writeln!(md, "| asked | parked | RSS before → after (MiB) | per exchange (KiB) | of which Sluice's own (KiB) | idle CPU with them parked (ms/s) | time to park (s) |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| to the upstream | asked | parked | RSS before → after (MiB) | per exchange (KiB) | of which Sluice's own (KiB) | idle CPU with them parked (ms/s) | time to park (s) |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for p in &s.parked {
         let per = (p.after_kib as f64 - p.before_kib as f64) / p.n.max(1) as f64;
+        let (wire, base) = if p.http2 { ("HTTP/2 (`http2 = true`)", h2_per_kib) } else { ("HTTP/1.1", conn_per_kib) };
         let _ = writeln!(
             md,
-            "| {} | {}{} | {:.1} → {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {wire} | {} | {}{} | {:.1} → {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             p.asked,
             p.n,
             if p.n < p.asked { " (capped)" } else { "" },
             mib(p.before_kib),
             mib(p.after_kib),
             per,
-            per - conn_per_kib,
+            per - base,
             p.idle_cpu_ms_per_s,
             p.park_s
         );
@@ -88,7 +89,7 @@ fn parked(md: &mut String, s: &Scale, conn_per_kib: f64, nofile: usize) {
             nofile.saturating_sub(600) / 2
         );
     }
-    let _ = writeln!(md, "\n\"Own\" subtracts the connections-only baseline of the memory table ({conn_per_kib:.1} KiB per exchange). Idle CPU is what the parked table's sweep (one task, every 250 ms) and nothing else costs while the exchanges wait.");
+    let _ = writeln!(md, "\n\"Own\" subtracts the connections-only baseline of the memory table ({conn_per_kib:.1} KiB per exchange over HTTP/1.1; over HTTP/2, `hold` holding the same streams on one connection: {h2_per_kib:.1} KiB). Over HTTP/2 every exchange's two streams are on one connection per upstream, so no size is capped by the open-files limit. Idle CPU is what the parked table's sweep (one task, every 250 ms) and nothing else costs while the exchanges wait.");
 }
 
 fn clients(md: &mut String, s: &Scale) {

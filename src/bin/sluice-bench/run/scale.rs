@@ -41,6 +41,8 @@ pub(crate) struct Parked {
     /// Sluice's CPU while idle with them parked (ms of CPU per second).
     pub(crate) idle_cpu_ms_per_s: f64,
     pub(crate) park_s: f64,
+    /// Over HTTP/2 (`http2 = true`: every exchange's streams on one connection).
+    pub(crate) http2: bool,
 }
 
 fn fed_config(ports: &[u16]) -> String {
@@ -128,15 +130,22 @@ fn cpu_ms(pid: u32) -> Option<f64> {
     Some(ticks * 10.0) // USER_HZ is 100 on Linux.
 }
 
-/// Parks `asked` exchanges (capped by the open-files limit) and measures them.
-async fn park(b: &Bench<'_>, asked: usize, idle: Duration) -> Result<Parked, String> {
+/// Parks `asked` exchanges (over HTTP/1.1 capped by the open-files limit) and measures them.
+async fn park(b: &Bench<'_>, asked: usize, idle: Duration, http2: bool) -> Result<Parked, String> {
     let (env, me, c) = (&b.env, &b.me, &b.c);
-    // Two upstream connections per exchange in Sluice and in the mock, and some to spare.
-    let n = asked.min(nofile().saturating_sub(600) / 2).max(1);
-    let mut legacy = env.spawn(&format!("scale-legacy-{asked}"), me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
+    // Over HTTP/1.1 two upstream connections per exchange in Sluice and in the mock, and some to
+    // spare; over HTTP/2 one connection.
+    let n = if http2 { asked } else { asked.min(nofile().saturating_sub(600) / 2).max(1) };
+    let tag = if http2 { "-h2" } else { "" };
+    let mut args = vec!["legacy-upstream".to_owned(), "--parent-stdin".into()];
+    if http2 {
+        args.push("--http2".into());
+    }
+    let mut legacy = env.spawn(&format!("scale-legacy-{asked}{tag}"), me, &args, &[], true)?;
     let legacy_url = format!("http://127.0.0.1:{}/mcp", legacy.line("LISTENING", Duration::from_secs(10))?);
-    let cfg = super::bridge_a::config(n + 256, &legacy_url);
-    let (sluice, url) = start_sluice(env, &b.o.sluice, &format!("sluice-park-{asked}"), cfg, c).await?;
+    // The upstream's table is the config's last: a key appended is its.
+    let cfg = super::bridge_a::config(n + 256, &legacy_url) + if http2 { "http2 = true\n" } else { "" };
+    let (sluice, url) = start_sluice(env, &b.o.sluice, &format!("sluice-park-{asked}{tag}"), cfg, c).await?;
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     crate::memory::park(c, &uri, 16, 1).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -150,24 +159,26 @@ async fn park(b: &Bench<'_>, asked: usize, idle: Duration) -> Result<Parked, Str
     tokio::time::sleep(idle).await;
     let idle_cpu_ms_per_s = (cpu_ms(sluice.pid()).unwrap_or(0.0) - cpu0) / idle.as_secs_f64();
     drop((sluice, legacy));
-    Ok(Parked { asked, n: got, before_kib, after_kib, idle_cpu_ms_per_s, park_s })
+    Ok(Parked { asked, n: got, before_kib, after_kib, idle_cpu_ms_per_s, park_s, http2 })
 }
 
 /// Sizes of the scale part (smoke: small ones, same code).
 pub(crate) struct Sizes {
     pub(crate) upstreams: &'static [usize],
     pub(crate) parked: &'static [usize],
+    pub(crate) parked_h2: &'static [usize],
     pub(crate) sessions: &'static [usize],
     pub(crate) conns: &'static [usize],
 }
 
 pub(crate) fn sizes(smoke: bool) -> Sizes {
     if smoke {
-        Sizes { upstreams: &[2, 5, 10], parked: &[50, 100, 200], sessions: &[50, 200], conns: &[100, 200, 400] }
+        Sizes { upstreams: &[2, 5, 10], parked: &[50, 100, 200], parked_h2: &[50, 100, 200], sessions: &[50, 200], conns: &[100, 200, 400] }
     } else {
         Sizes {
             upstreams: &[10, 100, 500],
             parked: &[1_000, 5_000, 10_000, 50_000],
+            parked_h2: &[1_000, 10_000, 50_000],
             sessions: &[1_000, 10_000],
             conns: &[1_000, 5_000, 10_000],
         }
@@ -194,7 +205,11 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Scale, String> {
     let mut parked = Vec::new();
     for &n in s.parked {
         b.log(&format!("scale: parking {n} exchanges"));
-        parked.push(park(b, n, idle).await?);
+        parked.push(park(b, n, idle, false).await?);
+    }
+    for &n in s.parked_h2 {
+        b.log(&format!("scale: parking {n} exchanges over HTTP/2"));
+        parked.push(park(b, n, idle, true).await?);
     }
     let mut sessions = Vec::new();
     for &n in s.sessions {
