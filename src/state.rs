@@ -145,7 +145,19 @@ pub struct Bound {
 /// A fresh unguessable nonce (128 bits, hex): a state's single-use handle.
 pub fn nonce() -> String {
     let bytes: [u8; 16] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&bytes)
+}
+
+/// Lowercase hex of `bytes`, in one allocation (a `format!` per byte cost a bridge round ~15k
+/// instructions in its two digests and its nonce).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    s
 }
 
 impl Sealed {

@@ -33,7 +33,7 @@ pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> S
         put_str(&mut h, k.as_bytes());
         h.update(value_digest(raw));
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    super::hex(&h.finalize())
 }
 
 /// The canonical digest of one JSON value's text.

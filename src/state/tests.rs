@@ -201,3 +201,14 @@ proptest! {
         prop_assert!(k.open(&t, "alice", "tools/call", "x", &digest(&pretty), 5).is_ok());
     }
 }
+
+#[test]
+fn hex_is_lowercase_two_digits_per_byte_and_nonces_are_32_of_them() {
+    assert_eq!(super::hex(&[0x00, 0x0f, 0xa0, 0xff, 0x5c]), "000fa0ff5c");
+    assert_eq!(super::hex(&[]), "");
+    let all: Vec<u8> = (0..=255).collect();
+    let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(super::hex(&all), expected);
+    let n = super::nonce();
+    assert!(n.len() == 32 && n.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{n}");
+}
