@@ -188,6 +188,13 @@ impl Envelope {
         &self.body
     }
 
+    /// The same envelope over a copy of its body in an allocation of its own, for one kept
+    /// past its request (a parked exchange's): the received body is a slice of the connection's
+    /// read buffer, and holding it would hold that whole buffer.
+    pub fn detached(&self) -> Envelope {
+        Envelope { body: Bytes::copy_from_slice(&self.body), ..self.clone() }
+    }
+
     /// Whether this is a notification (no `id`).
     pub fn is_notification(&self) -> bool {
         self.id.is_none()

@@ -49,3 +49,19 @@ fn bodies_nested_past_the_limit_are_refused_before_reading() {
     assert!(parse(&quoted).is_ok(), "brackets inside strings do not count");
     assert!(!nests_deeper_than(b"\"unterminated [[[", 1));
 }
+
+#[test]
+fn a_detached_envelope_owns_a_copy_of_its_body_not_the_read_buffer() {
+    // A received body is a slice of a larger read buffer; the detached one holds only itself.
+    let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"n","arguments":{"x":1}}}"#;
+    let mut buf = bytes::BytesMut::with_capacity(8192);
+    buf.extend_from_slice(text.as_bytes());
+    buf.extend_from_slice(b"next request bytes");
+    let body = buf.split_to(text.len()).freeze();
+    let e = Envelope::parse(body).unwrap();
+    let d = e.detached();
+    assert_eq!(d.body(), e.body());
+    assert_ne!(d.body().as_ptr(), e.body().as_ptr(), "a copy, not the read buffer");
+    assert_eq!((d.id_json(), d.param("arguments"), d.members().count()), (e.id_json(), e.param("arguments"), e.members().count()));
+    assert_eq!(d.method, e.method);
+}
