@@ -112,8 +112,11 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     if let Some(key) = restart_only_changes(&old.cfg, &cfg).first() {
         return Err(format!("{key} changed: it takes effect only at a restart; restore it (or restart Sluice) and reload again"));
     }
-    // From here the client speaks the new config's HTTP versions (the new upstreams are probed
-    // in theirs); a reload not applied puts the old ones back.
+    if let Some(host) = http2_switched(old, &cfg) {
+        return Err(format!("http2 changed for {host}: the HTTP version of a host and port is fixed from its first use to a restart (exchanges under way keep theirs); restore it (or restart Sluice) and reload again"));
+    }
+    // From here the client speaks HTTP/2 to the new config's `http2` hosts too (added only: a
+    // host already spoken to keeps its version, so nothing here needs undoing).
     let next = old.next(cfg)?;
     let fresh: Vec<Arc<Upstream>> = next.upstreams.iter().filter(|u| !kept(old, u)).cloned().collect();
     let gone: Vec<Arc<Upstream>> = old.upstreams.iter().filter(|u| !kept(&next, u)).cloned().collect();
@@ -122,7 +125,6 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     next.probe_each(&fresh).await;
     if old.shutdown.is_cancelled() {
         end_processes(&fresh).await;
-        old.client.set_http2(old.cfg.http2_hosts());
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Draining before the swap: a round's retry just after it finds its upstream.
@@ -132,7 +134,6 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     }
     if !next.live.set(&next) {
         end_processes(&fresh).await;
-        old.client.set_http2(old.cfg.http2_hosts());
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Streams opened under credentials that may no longer hold end (a no-op when `[auth]`
@@ -163,6 +164,24 @@ fn kept(gw: &Gateway, up: &Arc<Upstream>) -> bool {
 }
 
 /// The restart-only settings that differ between the serving config and `new`.
+/// A host and port (credentials left out) an upstream of `new` speaks to in another HTTP version
+/// than the process has spoken to it in so far.
+fn http2_switched(old: &Gateway, new: &Config) -> Option<String> {
+    let urls = new.upstreams.iter().flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));
+    urls.filter_map(|(url, h2)| Some((url.parse::<http::Uri>().ok()?.authority()?.clone(), h2)))
+        .find(|(a, h2)| *h2 != old.client.speaks_http2(a) && (!*h2 || spoken_to(old, a)))
+        .map(|(a, _)| format!("{}:{}", a.host(), a.port_u16().unwrap_or(80)))
+}
+
+/// Whether an upstream of the serving generation has a URL at `authority`.
+fn spoken_to(old: &Gateway, authority: &http::uri::Authority) -> bool {
+    old.cfg
+        .upstreams
+        .iter()
+        .flat_map(|u| &u.resilience.urls)
+        .any(|url| url.parse::<http::Uri>().ok().and_then(|x| x.authority().cloned()).as_ref() == Some(authority))
+}
+
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (flat(old), flat(new));
     let mut keys: Vec<&'static str> = RESTART_ONLY.iter().copied().filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k))).collect();

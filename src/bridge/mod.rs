@@ -181,8 +181,7 @@ async fn start(
         let body = json!({"jsonrpc": "2.0", "id": id, "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
         let _ = lease.session.request(&br.client, id, Bytes::from(body.to_string()), br.limits.response).await;
     }
-    // Detached: the exchange outlives the request, and must not hold its connection's buffer.
-    let (env, t) = (env.detached(), t.clone());
+    let (env, t) = (env.detached(), t.clone()); // it outlives the request: not its read buffer
     let trace = Carrier::of(&tracing::Span::current());
     Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id, trace.as_ref()), info))
 }

@@ -106,7 +106,7 @@ pub struct UpstreamConfig {
     /// `cacheScope` stamped on a legacy upstream's lists and reads (default private).
     pub cache_scope: CacheScope,
     /// HTTP/2 with prior knowledge (h2c) to its URLs: every request and stream multiplexed on
-    /// one connection per URL instead of an HTTP/1.1 connection each (default false).
+    /// one connection per host and port instead of an HTTP/1.1 connection each (default false).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub http2: bool,
 }
@@ -225,6 +225,11 @@ impl UpstreamConfig {
         }
         if u.http2 == Some(true) && stdio.is_some() {
             return Err(ConfigError(format!("{at}: upstream {name:?}: http2 is for a url, not a command; remove it")));
+        }
+        if u.http2 == Some(true) && u.headers.keys().any(|h| h.eq_ignore_ascii_case("host")) {
+            return Err(ConfigError(format!(
+                "{at}: upstream {name:?}: a Host header with http2 = true: over HTTP/2 the host is the URL's (:authority); put it in the url, or remove http2"
+            )));
         }
         if u.transport == Transport::Sse && u.era == Era::Modern {
             return Err(ConfigError(format!(

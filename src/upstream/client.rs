@@ -10,7 +10,7 @@
 //! unexpected content type; every error names the upstream. A stdio server's answer is given
 //! the same bounds ([`HttpClient::lines_stream`]); the stream itself is `stream.rs`. HTTP/1.1,
 //! or HTTP/2 with prior knowledge to the hosts of upstreams configured `http2 = true`
-//! ([`HttpClient::set_http2`]): one connection per host, every request a stream on it, as many
+//! ([`HttpClient::add_http2`]): one connection per host and port, every request a stream on it, as many
 //! at once as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (more wait for a stream).
 
 use std::time::Duration;
@@ -37,6 +37,15 @@ pub enum Answer {
     /// 202 or another status with no JSON-RPC body.
     Status(StatusCode, Bytes),
 }
+
+/// HTTP/2 keep-alive: a ping this often, idle or not.
+pub const H2_PING: Duration = Duration::from_secs(20);
+/// HTTP/2 keep-alive: the connection is closed when a ping is not answered within this.
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 flow control: unread bytes one stream may hold.
+pub const H2_STREAM_WINDOW: u32 = 64 * 1024;
+/// HTTP/2 flow control: unread bytes one connection may hold, all its streams together.
+pub const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
 /// The shared client: one connection pool for all upstreams. A clone is one `Arc` (long-lived
 /// tasks hold one each, so it is kept small).
@@ -76,7 +85,21 @@ impl HttpClient {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(256)
             .build(conn.clone());
-        let h2 = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).http2_only(true).build(conn);
+        // HTTP/2: a ping every 20 s (idle too), the connection dropped and a new one made when
+        // none is answered within 10 s (a black-holed connection is not kept for ever); 64 KiB
+        // per stream and 16 MiB per connection of unread data (parked exchanges read nothing:
+        // with hyper's 2 MiB / 5 MiB defaults three of them could stall every request on it).
+        let h2 = Client::builder(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_only(true)
+            .http2_keep_alive_interval(Some(H2_PING))
+            .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .http2_initial_stream_window_size(H2_STREAM_WINDOW)
+            .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
+            .build(conn);
         let shared = ClientShared {
             inner,
             h2,
@@ -92,25 +115,24 @@ impl HttpClient {
     }
 
     /// Speaks HTTP/2 with prior knowledge to these hosts (`host:port` of the upstreams configured
-    /// `http2 = true`), HTTP/1.1 to every other; replaces the set given before.
-    pub fn set_http2(&self, hosts: impl IntoIterator<Item = http::uri::Authority>) {
-        let hosts: std::collections::HashSet<_> = hosts.into_iter().collect();
-        let any = !hosts.is_empty();
+    /// `http2 = true`) from now on, for the rest of the process: a host is never switched back,
+    /// so an exchange of a generation a reload replaced goes on in the version it began in (a
+    /// reload that would switch a host is refused, `reload.rs`).
+    pub fn add_http2(&self, hosts: impl IntoIterator<Item = http::uri::Authority>) {
         if let Ok(mut h) = self.h2_hosts.write() {
-            *h = hosts;
+            h.extend(hosts);
+            self.h2_any.store(!h.is_empty(), std::sync::atomic::Ordering::Release);
         }
-        self.h2_any.store(any, std::sync::atomic::Ordering::Release);
     }
 
-    /// The client for `url`: HTTP/2 when its host was named to [`HttpClient::set_http2`].
-    fn for_url(&self, url: &http::Uri) -> &Client<HttpConnector, Full<Bytes>> {
-        let h2 = self.h2_any.load(std::sync::atomic::Ordering::Acquire)
-            && url.authority().is_some_and(|a| self.h2_hosts.read().is_ok_and(|h| h.contains(a)));
-        if h2 {
-            &self.h2
-        } else {
-            &self.inner
-        }
+    /// Whether `authority` is spoken to over HTTP/2.
+    pub fn speaks_http2(&self, authority: &http::uri::Authority) -> bool {
+        self.h2_any.load(std::sync::atomic::Ordering::Acquire) && self.h2_hosts.read().is_ok_and(|h| h.contains(authority))
+    }
+
+    /// The HTTP/2 client for `url` when its host was named to [`HttpClient::add_http2`].
+    fn for_url(&self, url: &http::Uri) -> Option<&Client<HttpConnector, Full<Bytes>>> {
+        url.authority().is_some_and(|a| self.speaks_http2(a)).then_some(&self.h2)
     }
 
     /// The largest SSE event read from an upstream (`limits.max_sse_event_bytes`).
@@ -164,8 +186,17 @@ impl HttpClient {
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
         *req.headers_mut() = headers;
+        let client = match self.for_url(url) {
+            Some(h2) => {
+                // Over HTTP/2 the URL's authority is `:authority`; a `Host` beside it is refused
+                // by RFC 9113 when they differ (a configured one is refused at startup).
+                req.headers_mut().remove(http::header::HOST);
+                h2
+            }
+            None => &self.inner,
+        };
         let t = self.response_timeout;
-        let resp = tokio::time::timeout(t, self.for_url(url).request(req))
+        let resp = tokio::time::timeout(t, client.request(req))
             .await
             .map_err(|_| UpstreamError::Timeout(upstream.into(), t.as_millis() as u64))?
             .map_err(|e| match e.is_connect() {

@@ -15,22 +15,74 @@ use crate::support::gateway::{keys, Gateway, Upstream};
 use crate::support::legacy::{self, Step};
 use crate::support::modern::{result_text, tool_args};
 
+/// The legacy mock's `ask` tool: one sampling ask (id `"ask-<q>"`), then `done <q>`.
+fn asker(s: &crate::support::modern::Seen) -> Vec<Step> {
+    let q = s.params["arguments"]["q"].as_str().unwrap_or_default().to_owned();
+    let ask = format!("\"ask-{q}\"");
+    vec![
+        Step::Send(format!(
+            r#"{{"jsonrpc":"2.0","id":{ask},"method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":"question {q}"}}}}],"maxTokens":10}}}}"#
+        )),
+        Step::Await(vec![ask]),
+        Step::Send(result_text("{id}", &format!(r#"{{"content":[{{"type":"text","text":"done {q}"}}]}}"#))),
+    ]
+}
+
+fn h2(name: &str, up: &legacy::Legacy) -> Upstream {
+    Upstream::new(name, &up.url()).key("era", "2025-11-25").key("http2", true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_removes_an_http2_upstream_lets_its_parked_exchange_finish_over_http2() {
+    let (old, other) = (legacy::start_h2_only(json!([tool_args("ask", &["q"])]), asker).await, legacy::start(json!([]), |_| vec![]).await);
+    let cfg = |with_old: bool| {
+        let g = Gateway::bridge(keys::BRIDGE_A).upstream_spec(Upstream::new("other", &other.url()).key("era", "2025-11-25"));
+        if with_old {
+            g.upstream_spec(h2("old", &old))
+        } else {
+            g
+        }
+    };
+    let gw = cfg(true).start().await;
+    let (url, h) = (gw.url(), http());
+    let call = Call::new("old__ask", json!({"q": "c0"}));
+    let round = call.send(&h, &url, json!({})).await;
+    let key = round.input_requests().keys().next().cloned().expect("one ask");
+    gw.reload(cfg(false).config()).await.expect("the reload applies");
+    // The old generation's exchange still speaks HTTP/2 to its upstream: its answer goes up and
+    // its result comes back (a client switched to HTTP/1.1 here fails: "invalid HTTP version").
+    let done = call.send(&h, &url, retry(json!({ key: sample("answer", "m") }), &round.state())).await;
+    assert_eq!(done.text(), "done c0", "{}", done.msg);
+    assert_eq!(old.replies().len(), 1);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_would_switch_a_hosts_http_version_is_refused_and_changes_nothing() {
+    let (a, b) = (legacy::start_h2_only(json!([tool_args("ask", &["q"])]), asker).await, legacy::start(json!([]), |_| vec![]).await);
+    let gw = Gateway::bridge(keys::BRIDGE_A)
+        .upstream_spec(h2("a", &a))
+        .upstream_spec(Upstream::new("b", &b.url()).key("era", "2025-11-25"))
+        .start()
+        .await;
+    let a_off = Upstream::new("a", &a.url()).key("era", "2025-11-25");
+    let why = gw.reload(Gateway::bridge(keys::BRIDGE_A).upstream_spec(a_off).config()).await.expect_err("refused");
+    assert!(why.contains(&format!("http2 changed for {}", a.addr)), "{why}");
+    let b_on = Upstream::new("b", &b.url()).key("era", "2025-11-25").key("http2", true);
+    let why =
+        gw.reload(Gateway::bridge(keys::BRIDGE_A).upstream_spec(h2("a", &a)).upstream_spec(b_on).config()).await.expect_err("refused");
+    assert!(why.contains(&format!("http2 changed for {}", b.addr)), "{why}");
+    // Still served as before, over HTTP/2.
+    let round = Call::new("a__ask", json!({"q": "k"})).send(&http(), &gw.url(), json!({})).await;
+    assert_eq!(round.input_requests().len(), 1, "{}", round.msg);
+    assert_eq!(a.accepted.load(Ordering::SeqCst), 1);
+    gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twelve_parked_exchanges_share_one_http2_connection_and_each_retry_gets_its_own_answer() {
-    let up = legacy::start_h2_only(json!([tool_args("ask", &["q"])]), |s| {
-        let q = s.params["arguments"]["q"].as_str().unwrap_or_default().to_owned();
-        let ask = format!("\"ask-{q}\"");
-        vec![
-            Step::Send(format!(
-                r#"{{"jsonrpc":"2.0","id":{ask},"method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":"question {q}"}}}}],"maxTokens":10}}}}"#
-            )),
-            Step::Await(vec![ask]),
-            Step::Send(result_text("{id}", &format!(r#"{{"content":[{{"type":"text","text":"done {q}"}}]}}"#))),
-        ]
-    })
-    .await;
-    let upstream = Upstream::new("old", &up.url()).key("era", "2025-11-25").key("http2", true);
-    let gw = Gateway::bridge(keys::BRIDGE_A).upstream_spec(upstream).start().await;
+    let up = legacy::start_h2_only(json!([tool_args("ask", &["q"])]), asker).await;
+    let gw = Gateway::bridge(keys::BRIDGE_A).upstream_spec(h2("old", &up)).start().await;
     let (url, h) = (gw.url(), http());
     let calls: Vec<Call> = (0..12).map(|i| Call::new("ask", json!({"q": format!("c{i}")})).id(json!(i))).collect();
     let rounds = futures_util::future::join_all(calls.iter().map(|c| c.send(&h, &url, json!({})))).await;

@@ -33,7 +33,7 @@ pub(crate) async fn hold(url: &str, n: usize, http2: bool) -> Result<(), String>
     let url: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let c = crate::procs::client();
     if http2 {
-        c.set_http2(url.authority().cloned());
+        c.add_http2(url.authority().cloned());
     }
     let pid = std::process::id();
     // Warm the runtime, the pool and the allocator with one exchange first.

@@ -2,7 +2,7 @@
 //! HTTP/2-only with prior knowledge, in front of which Sluice multiplexes every request on one
 //! connection; without the key, the same server cannot be spoken to (an HTTP/1.1 request fails),
 //! so what makes it work is the key. Bridge A over HTTP/2 (many parked exchanges, one
-//! connection) is in `bridge_a/http2.rs`.
+//! connection) and reloads are in `tests/in_process/http2.rs`.
 
 use std::sync::atomic::Ordering;
 
