@@ -7,6 +7,7 @@
 //! `with_peers/interop/http2.rs`.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -100,4 +101,63 @@ async fn twelve_parked_exchanges_share_one_http2_connection_and_each_retry_gets_
     assert_eq!(up.accepted.load(Ordering::SeqCst), 1, "still the one connection");
     assert_eq!(gw.gateway.bridge.parked.len(), 0);
     gw.stop().await;
+}
+
+/// A hostile HTTP/2 server: `/flood` streams 4 MiB of SSE events nobody reads; anything else
+/// gets a small JSON answer.
+async fn flooding_server() -> std::net::SocketAddr {
+    use http_body_util::BodyExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| async move {
+                    type B = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+                    let r: http::Response<B> = if req.uri().path() == "/flood" {
+                        let ev = bytes::Bytes::from(format!("data: {}\n\n", "x".repeat(65_528)));
+                        let frames = futures_util::stream::iter((0..64).map(move |_| Ok(hyper::body::Frame::data(ev.clone()))));
+                        let body = http_body_util::StreamBody::new(frames).boxed();
+                        http::Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
+                    } else {
+                        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"{\"ok\":true}")).boxed();
+                        http::Response::builder().header("content-type", "application/json").body(body).unwrap()
+                    };
+                    Ok::<_, std::convert::Infallible>(r)
+                });
+                let b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+                let _ = b.serve_connection(hyper_util::rt::TokioIo::new(s), svc).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_left_unread_over_http2_do_not_stall_the_next_request_on_the_connection() {
+    use sluice::upstream::client::{Answer, HttpClient};
+    let addr = flooding_server().await;
+    let c = HttpClient::new(Duration::from_secs(2), Duration::from_millis(1500), 1 << 20, 1 << 20, Duration::from_secs(300));
+    c.add_http2([addr.to_string().parse().unwrap()]);
+    let post = |path: &'static str| {
+        let (c, url) = (c.clone(), format!("http://{addr}{path}").parse::<http::Uri>().unwrap());
+        async move { c.post("up", &url, http::HeaderMap::new(), bytes::Bytes::from_static(b"{}"), None).await }
+    };
+    // Three streams each offered 4 MiB, none read (as parked exchanges read nothing): with
+    // hyper's default windows (2 MiB a stream, 5 MiB the connection) they fill the connection
+    // and the next request times out; Sluice's (64 KiB a stream) leave room for it.
+    let mut unread = Vec::new();
+    for _ in 0..3 {
+        match post("/flood").await {
+            Ok(Answer::Sse(s)) => unread.push(s),
+            _ => panic!("the flood is an SSE answer"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    match post("/ok").await {
+        Ok(Answer::Json(s, b)) => assert_eq!((s.as_u16(), &b[..]), (200, &b"{\"ok\":true}"[..])),
+        Ok(_) => panic!("a JSON answer"),
+        Err(e) => panic!("the request behind three unread streams failed: {e}"),
+    }
+    drop(unread);
 }
