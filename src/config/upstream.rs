@@ -226,6 +226,13 @@ impl UpstreamConfig {
         if u.http2 == Some(true) && stdio.is_some() {
             return Err(ConfigError(format!("{at}: upstream {name:?}: http2 is for a url, not a command; remove it")));
         }
+        let userinfo =
+            |url: &str| url.parse::<http::Uri>().ok().and_then(|x| x.authority().map(|a| a.as_str().contains('@'))).unwrap_or(false);
+        if u.http2 == Some(true) && resilience.urls.iter().any(|x| userinfo(x)) {
+            return Err(ConfigError(format!(
+                "{at}: upstream {name:?}: credentials in a URL with http2 = true: HTTP/2 would send them as the host; put them in headers"
+            )));
+        }
         if u.http2 == Some(true) && u.headers.keys().any(|h| h.eq_ignore_ascii_case("host")) {
             return Err(ConfigError(format!(
                 "{at}: upstream {name:?}: a Host header with http2 = true: over HTTP/2 the host is the URL's (:authority); put it in the url, or remove http2"

@@ -295,7 +295,21 @@ impl Upstream {
 }
 
 /// The `Host` header value for `uri`.
+/// `Host`: the URL's host and port, never its userinfo (credentials are not a host).
 fn host_of(name: &str, uri: &Uri) -> Result<HeaderValue, String> {
-    let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+    let host = match (uri.host(), uri.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_owned(),
+        (None, _) => String::new(),
+    };
     HeaderValue::from_str(&host).map_err(|_| format!("upstream '{name}': bad host"))
+}
+
+#[cfg(test)]
+#[test]
+fn host_leaves_userinfo_out() {
+    let h = |u: &str| host_of("a", &u.parse().unwrap()).unwrap();
+    assert_eq!(h("http://u:pw@h.example:8080/mcp"), "h.example:8080");
+    assert_eq!(h("http://h.example/mcp"), "h.example");
+    assert_eq!(h("http://[::1]:9/mcp"), "[::1]:9");
 }
