@@ -220,7 +220,7 @@ impl Gateway {
             cfg.limits.max_sse_event_bytes,
             cfg.timeouts.stream_idle,
         );
-        client.add_http2(cfg.http2_hosts());
+        client.record_versions(cfg.http_versions());
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let governor = Arc::new(governor);
         let bridge = Arc::new(crate::bridge::Bridge::new(&cfg, client.clone(), keys.clone(), governor.clone(), discover::server_info()));
@@ -269,9 +269,10 @@ impl Gateway {
     /// The next generation for a reloaded `cfg` (checked by [`preflight`] as at startup): its
     /// upstreams are this one's where [`Upstream::same_as`] says nothing changed, new ones
     /// otherwise (not probed yet: `reload.rs` probes them before it makes the generation
-    /// current). Nothing is started or changed here but the client's HTTP/2 hosts, to which the
-    /// new config's are added (a host is added only when nothing speaks HTTP/1.1 to it, which
-    /// `reload.rs` checks first, so a dropped result leaves nothing that matters).
+    /// current). Nothing is started or changed here but the client's record of each host's HTTP
+    /// version, to which the new config's hosts are added (`reload.rs` first refuses a config
+    /// that gives a recorded host the other version; a dropped result leaves its hosts recorded,
+    /// so a later reload may not give them the other version either).
     pub fn next(&self, cfg: Config) -> Result<Arc<Gateway>, String> {
         let Parts { upstreams, auth, governor: _, keys: _ } = preflight(&cfg)?;
         // Tables hold public names: when names are spelled differently now (the prefix or the
@@ -286,7 +287,7 @@ impl Gateway {
             })
             .collect();
         let governor = Arc::new(self.governor.next(&cfg)?);
-        self.client.add_http2(cfg.http2_hosts());
+        self.client.record_versions(cfg.http_versions());
         Ok(Arc::new(Gateway {
             audit: self.audit.clone(),
             metrics: self.metrics.clone(),

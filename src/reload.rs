@@ -164,22 +164,13 @@ fn kept(gw: &Gateway, up: &Arc<Upstream>) -> bool {
 }
 
 /// The restart-only settings that differ between the serving config and `new`.
-/// A host and port (credentials left out) an upstream of `new` speaks to in another HTTP version
-/// than the process has spoken to it in so far.
+/// A host and port (credentials left out) that `new` gives another HTTP version than the one
+/// the process recorded for it (every host an upstream used since the start, removed ones too).
 fn http2_switched(old: &Gateway, new: &Config) -> Option<String> {
-    let urls = new.upstreams.iter().flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));
-    urls.filter_map(|(url, h2)| Some((url.parse::<http::Uri>().ok()?.authority()?.clone(), h2)))
-        .find(|(a, h2)| *h2 != old.client.speaks_http2(a) && (!*h2 || spoken_to(old, a)))
+    new.http_versions()
+        .into_iter()
+        .find(|(a, h2)| old.client.version_of(a).is_some_and(|was| was != *h2))
         .map(|(a, _)| format!("{}:{}", a.host(), a.port_u16().unwrap_or(80)))
-}
-
-/// Whether an upstream of the serving generation has a URL at `authority`.
-fn spoken_to(old: &Gateway, authority: &http::uri::Authority) -> bool {
-    old.cfg
-        .upstreams
-        .iter()
-        .flat_map(|u| &u.resilience.urls)
-        .any(|url| url.parse::<http::Uri>().ok().and_then(|x| x.authority().cloned()).as_ref() == Some(authority))
 }
 
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {

@@ -91,12 +91,22 @@ impl<T: Owned> Table<T> {
 
     /// Parks an entry; gives it back when the table is full.
     pub fn insert(&self, handle: String, p: T, deadline: Instant) -> Result<(), Box<T>> {
+        self.insert_capped(handle, p, deadline, usize::MAX).map_err(|(p, _)| p)
+    }
+
+    /// Parks an entry unless the table is full or its principal has `per_principal` parked,
+    /// checked under the one lock (concurrent parks of one principal cannot pass the cap); gives
+    /// it back with whether the principal's cap was the reason.
+    pub fn insert_capped(&self, handle: String, p: T, deadline: Instant, per_principal: usize) -> Result<(), (Box<T>, bool)> {
         let p = Box::new(p);
         let Ok(mut m) = self.inner.lock() else {
-            return Err(p);
+            return Err((p, false));
         };
         if m.map.len() >= self.max {
-            return Err(p);
+            return Err((p, false));
+        }
+        if m.counts.get(p.principal()).copied().unwrap_or(0) >= per_principal && !m.map.contains_key(&handle) {
+            return Err((p, true));
         }
         // Handles are random 128-bit nonces; one seen again replaces the entry, counted once.
         m.remove(&handle);

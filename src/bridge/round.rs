@@ -120,11 +120,12 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
     let handle_copy = handle.clone();
     let refused = match over {
         Some(r) => Some((r, Box::new(parked))),
-        None => br
-            .parked
-            .insert(handle, parked, std::time::Instant::now() + park_for)
-            .err()
-            .map(|back| (crate::policy::Refusal::ParkedCap { limit: br.parked.capacity(), per_principal: false }, back)),
+        None => br.parked.insert_capped(handle, parked, std::time::Instant::now() + park_for, limits.max_parked_per_principal).err().map(
+            |(back, mine)| {
+                let limit = if mine { limits.max_parked_per_principal } else { br.parked.capacity() };
+                (crate::policy::Refusal::ParkedCap { limit, per_principal: mine }, back)
+            },
+        ),
     };
     if let Some((refusal, back)) = refused {
         br.release(&back.info.principal, &handle_copy);

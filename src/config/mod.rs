@@ -250,8 +250,13 @@ impl Config {
 
     /// The `host:port` of every URL of the upstreams configured `http2 = true`.
     pub fn http2_hosts(&self) -> Vec<http::uri::Authority> {
-        let urls = self.upstreams.iter().filter(|u| u.http2).flat_map(|u| &u.resilience.urls);
-        urls.filter_map(|url| url.parse::<http::Uri>().ok()?.authority().cloned()).collect()
+        self.http_versions().into_iter().filter(|(_, h2)| *h2).map(|(a, _)| a).collect()
+    }
+
+    /// The `host:port` of every upstream URL, with whether it is spoken to over HTTP/2.
+    pub fn http_versions(&self) -> Vec<(http::uri::Authority, bool)> {
+        let urls = self.upstreams.iter().flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));
+        urls.filter_map(|(url, h2)| Some((url.parse::<http::Uri>().ok()?.authority()?.clone(), h2))).collect()
     }
 
     /// The effective config as TOML with secrets redacted (for `sluice check`); without

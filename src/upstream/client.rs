@@ -55,10 +55,11 @@ pub struct HttpClient(std::sync::Arc<ClientShared>);
 /// What every clone of an [`HttpClient`] shares.
 pub struct ClientShared {
     inner: Client<HttpConnector, Full<Bytes>>,
-    /// The HTTP/2 (prior knowledge) client, for the hosts in `h2_hosts`.
+    /// The HTTP/2 (prior knowledge) client, for the hosts `versions` says `true` of.
     h2: Client<HttpConnector, Full<Bytes>>,
-    h2_hosts: std::sync::RwLock<std::collections::HashSet<http::uri::Authority>>,
-    /// Whether `h2_hosts` holds any (the HTTP/1.1-only case takes no lock).
+    /// The HTTP version of every upstream host used so far (`true`: HTTP/2), grow-only.
+    versions: std::sync::RwLock<std::collections::HashMap<http::uri::Authority, bool>>,
+    /// Whether `versions` says HTTP/2 of any (the HTTP/1.1-only case takes no lock).
     h2_any: std::sync::atomic::AtomicBool,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -103,7 +104,7 @@ impl HttpClient {
         let shared = ClientShared {
             inner,
             h2,
-            h2_hosts: Default::default(),
+            versions: Default::default(),
             h2_any: Default::default(),
             connect_timeout: connect,
             response_timeout: response,
@@ -114,23 +115,35 @@ impl HttpClient {
         HttpClient(std::sync::Arc::new(shared))
     }
 
-    /// Speaks HTTP/2 with prior knowledge to these hosts (`host:port` of the upstreams configured
-    /// `http2 = true`) from now on, for the rest of the process: a host is never switched back,
-    /// so an exchange of a generation a reload replaced goes on in the version it began in (a
-    /// reload that would switch a host is refused, `reload.rs`).
-    pub fn add_http2(&self, hosts: impl IntoIterator<Item = http::uri::Authority>) {
-        if let Ok(mut h) = self.h2_hosts.write() {
-            h.extend(hosts);
-            self.h2_any.store(!h.is_empty(), std::sync::atomic::Ordering::Release);
+    /// Records the HTTP version of each host (`true`: HTTP/2 with prior knowledge, for the
+    /// upstreams configured `http2 = true`), for the rest of the process: the first version a
+    /// host gets is kept, so an exchange of a generation a reload replaced goes on in the
+    /// version it began in (a reload that would switch a host is refused, `reload.rs`).
+    pub fn record_versions(&self, hosts: impl IntoIterator<Item = (http::uri::Authority, bool)>) {
+        if let Ok(mut v) = self.versions.write() {
+            for (host, h2) in hosts {
+                v.entry(host).or_insert(h2);
+            }
+            self.h2_any.store(v.values().any(|h2| *h2), std::sync::atomic::Ordering::Release);
         }
+    }
+
+    /// Speaks HTTP/2 to these hosts (as [`HttpClient::record_versions`] with `true`).
+    pub fn add_http2(&self, hosts: impl IntoIterator<Item = http::uri::Authority>) {
+        self.record_versions(hosts.into_iter().map(|h| (h, true)));
+    }
+
+    /// The version `authority` was recorded with (`Some(true)`: HTTP/2), if it was.
+    pub fn version_of(&self, authority: &http::uri::Authority) -> Option<bool> {
+        self.versions.read().ok()?.get(authority).copied()
     }
 
     /// Whether `authority` is spoken to over HTTP/2.
     pub fn speaks_http2(&self, authority: &http::uri::Authority) -> bool {
-        self.h2_any.load(std::sync::atomic::Ordering::Acquire) && self.h2_hosts.read().is_ok_and(|h| h.contains(authority))
+        self.h2_any.load(std::sync::atomic::Ordering::Acquire) && self.version_of(authority) == Some(true)
     }
 
-    /// The HTTP/2 client for `url` when its host was named to [`HttpClient::add_http2`].
+    /// The HTTP/2 client for `url` when its host was recorded as HTTP/2.
     fn for_url(&self, url: &http::Uri) -> Option<&Client<HttpConnector, Full<Bytes>>> {
         url.authority().is_some_and(|a| self.speaks_http2(a)).then_some(&self.h2)
     }

@@ -81,6 +81,24 @@ async fn a_reload_that_would_switch_a_hosts_http_version_is_refused_and_changes_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_http1_upstreams_host_cannot_be_switched_to_http2_while_its_exchange_drains() {
+    let (old, other) = (legacy::start(json!([tool_args("ask", &["q"])]), asker).await, legacy::start(json!([]), |_| vec![]).await);
+    let base = || Gateway::bridge(keys::BRIDGE_A).upstream_spec(Upstream::new("other", &other.url()).key("era", "2025-11-25"));
+    let gw = base().upstream_spec(Upstream::new("old", &old.url()).key("era", "2025-11-25")).start().await;
+    let (url, h) = (gw.url(), http());
+    let call = Call::new("old__ask", json!({"q": "c0"}));
+    let round = call.send(&h, &url, json!({})).await;
+    let key = round.input_requests().keys().next().cloned().expect("one ask");
+    gw.reload(base().config()).await.expect("removing it applies");
+    // The host is recorded as HTTP/1.1 for the process's life, removed upstream or not.
+    let why = gw.reload(base().upstream_spec(h2("old", &old)).config()).await.expect_err("switching its host is refused");
+    assert!(why.contains(&format!("http2 changed for {}", old.addr)), "{why}");
+    let done = call.send(&h, &url, retry(json!({ key: sample("answer", "m") }), &round.state())).await;
+    assert_eq!(done.text(), "done c0", "{}", done.msg);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twelve_parked_exchanges_share_one_http2_connection_and_each_retry_gets_its_own_answer() {
     let up = legacy::start_h2_only(json!([tool_args("ask", &["q"])]), asker).await;
     let gw = Gateway::bridge(keys::BRIDGE_A).upstream_spec(h2("old", &up)).start().await;

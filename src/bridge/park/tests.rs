@@ -65,3 +65,21 @@ fn many_parked_for_one_principal_cost_no_scan_per_park() {
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     assert_eq!(t.expired(d + Duration::from_micros(10)).len(), 11);
 }
+
+#[test]
+fn the_principal_cap_is_checked_under_the_tables_lock() {
+    let t: std::sync::Arc<Table<E>> = std::sync::Arc::new(Table::new(1000));
+    let d = Instant::now() + Duration::from_secs(60);
+    // Eight threads park 50 each for one principal, capped at 16: exactly 16 get in.
+    let threads: Vec<_> = (0..8)
+        .map(|k| {
+            let t = t.clone();
+            std::thread::spawn(move || (0..50).filter(|i| t.insert_capped(format!("h{k}-{i}"), E("alice", 0), d, 16).is_ok()).count())
+        })
+        .collect();
+    let admitted: usize = threads.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!((admitted, t.count_for("alice")), (16, 16));
+    let (_, mine) = t.insert_capped("x".into(), E("alice", 0), d, 16).err().expect("capped");
+    assert!(mine, "refused for the principal's cap");
+    assert!(t.insert_capped("y".into(), E("bob", 0), d, 16).is_ok(), "another principal's own cap");
+}
