@@ -248,11 +248,6 @@ impl Config {
         }
     }
 
-    /// The `host:port` of every URL of the upstreams configured `http2 = true`.
-    pub fn http2_hosts(&self) -> Vec<http::uri::Authority> {
-        self.http_versions().into_iter().filter(|(_, h2)| *h2).map(|(a, _)| a).collect()
-    }
-
     /// The `host:port` of every upstream URL, with whether it is spoken to over HTTP/2.
     pub fn http_versions(&self) -> Vec<(http::uri::Authority, bool)> {
         let urls = self.upstreams.iter().flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));

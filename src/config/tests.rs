@@ -373,10 +373,11 @@ fn http2_is_per_host_for_urls_only_and_printed_when_set() {
     )
     .unwrap();
     assert_eq!(c.upstreams.iter().map(|u| u.http2).collect::<Vec<_>>(), [true, true, false]);
-    let hosts: Vec<String> = c.http2_hosts().iter().map(|a| a.to_string()).collect();
-    assert_eq!(hosts, ["h:81", "h:82", "h:83"]);
+    let hosts: Vec<(String, bool)> = c.http_versions().iter().map(|(a, h2)| (a.to_string(), *h2)).collect();
+    let want = [("h:81", true), ("h:82", true), ("h:83", true), ("h:84", false)];
+    assert_eq!(hosts, want.map(|(a, h2)| (a.to_owned(), h2)));
     assert!(c.redacted().contains("http2 = true"));
-    assert_eq!(load(&c.redacted()).unwrap().http2_hosts(), c.http2_hosts());
+    assert_eq!(load(&c.redacted()).unwrap().http_versions(), c.http_versions());
     let err = refused("[[upstream]]\nname = \"a\"\ncommand = [\"srv\"]\nhttp2 = true\n");
     assert_eq!(err, "sluice.toml:2: upstream \"a\": http2 is for a url, not a command; remove it");
     let err = refused("[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nhttp2 = true\nheaders = { HOST = \"v.example\" }\n");
