@@ -4,7 +4,10 @@
 //! Takes the request headers; gives a [`Principal`] (id, groups, scopes). With no API keys and
 //! no JWT configured (`auth = none`, loopback listeners only) everyone is the one local
 //! principal. Refuses a missing or invalid credential with 401 and a missing scope with 403,
-//! both carrying `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728).
+//! both carrying `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728) when an
+//! authorization server is configured to point at, and `Bearer realm="sluice"` otherwise: with
+//! API keys only, nothing advertises OAuth (an OAuth-aware client would look for a sign-in that
+//! does not exist).
 
 pub mod api_keys;
 pub mod jwt;
@@ -75,14 +78,26 @@ impl Authenticator {
         !self.keys.is_empty() || self.jwt.is_some()
     }
 
-    /// The `WWW-Authenticate` value for a refusal.
+    /// The `WWW-Authenticate` value for a refusal: it names the RFC 9728 metadata only when
+    /// [`Authenticator::advertises_oauth`].
     pub fn challenge(&self, err: &AuthError) -> String {
-        let meta = self.metadata_url();
+        let tail = match self.advertises_oauth() {
+            true => format!("resource_metadata=\"{}\"", self.metadata_url()),
+            false => "realm=\"sluice\"".to_owned(),
+        };
         match err {
-            AuthError::Missing => format!("Bearer resource_metadata=\"{meta}\""),
-            AuthError::Invalid(_) => format!("Bearer error=\"invalid_token\", resource_metadata=\"{meta}\""),
-            AuthError::InsufficientScope(s) => format!("Bearer error=\"insufficient_scope\", scope=\"{s}\", resource_metadata=\"{meta}\""),
+            AuthError::Missing => format!("Bearer {tail}"),
+            AuthError::Invalid(_) => format!("Bearer error=\"invalid_token\", {tail}"),
+            AuthError::InsufficientScope(s) => format!("Bearer error=\"insufficient_scope\", scope=\"{s}\", {tail}"),
         }
+    }
+
+    /// Whether Sluice points clients at an OAuth authorization server: only when
+    /// `auth.authorization_servers` names one. Without it the resource metadata is not served
+    /// (404) and challenges carry no `resource_metadata`, so an OAuth-aware client (mcp-remote,
+    /// the Inspector) does not try to register or sign in where nothing can sign it in.
+    pub fn advertises_oauth(&self) -> bool {
+        !self.cfg.authorization_servers.is_empty()
     }
 
     /// The URL of this resource's RFC 9728 metadata (path-suffixed form).

@@ -38,11 +38,18 @@ pub async fn handle(live: Arc<Live>, endpoint: stack::Endpoint, req: Request<hyp
         p if p == "/.well-known/oauth-protected-resource"
             || p.strip_prefix("/.well-known/oauth-protected-resource") == Some(gw.cfg.path.as_str()) =>
         {
-            json_response(StatusCode::OK, gw.auth.metadata().to_string())
+            match gw.auth.advertises_oauth() {
+                true => json_response(StatusCode::OK, gw.auth.metadata().to_string()),
+                false => text(StatusCode::NOT_FOUND, NO_OAUTH),
+            }
         }
         _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
 }
+
+/// The answer at the RFC 9728 metadata path when no authorization server is configured.
+const NO_OAUTH: &str = "not found: this gateway does not use OAuth sign-in (no auth.authorization_servers); \
+send the API key you were given as Authorization: Bearer KEY\n";
 
 /// `/metrics` and `/readyz` follow the endpoint's Host and Origin rules and, with
 /// `[metrics] require_auth`, need a credential; `None` lets the request through.

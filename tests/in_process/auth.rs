@@ -182,3 +182,31 @@ fn auth_none_is_refused_on_a_non_loopback_listener() {
     let err = Config::from_toml("listen = \"0.0.0.0:8080\"\n", "sluice.toml", &Overrides::default()).unwrap_err().0;
     assert!(err.contains("not loopback") && err.contains("[auth]"), "{err}");
 }
+
+#[tokio::test]
+async fn with_api_keys_only_nothing_advertises_oauth() {
+    // No authorization server configured: an OAuth-aware client (mcp-remote, the Inspector)
+    // must not be sent looking for a sign-in that does not exist.
+    let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let up = sluice::demo::upstream::start("alpha", any).await.unwrap();
+    let gw = Gateway::new()
+        .named("test")
+        .api_key(ApiKey::new(ALICE_KEY, "alice"))
+        .upstream_spec(Upstream::new("alpha", &up.url()))
+        .start()
+        .await;
+    for token in [None, Some("nope")] {
+        let r = post(&gw.url(), token, &call(1, "add")).await;
+        assert_eq!(r.status(), 401);
+        let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+        assert!(challenge.starts_with("Bearer ") && challenge.contains("realm=\"sluice\""), "{challenge}");
+        assert!(!challenge.contains("resource_metadata"), "{challenge}");
+    }
+    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        let r = reqwest::get(format!("http://{}{path}", gw.addr)).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        assert!(r.text().await.unwrap().contains("API key"), "{path}");
+    }
+    assert_eq!(post(&gw.url(), Some(ALICE_KEY), &call(2, "add")).await.status(), 200);
+    gw.stop().await;
+}
