@@ -92,7 +92,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // First, while Sluice has one thread and no child: no process it starts may read its memory
-    // or environment (README, Security).
+    // or environment, and every orphan one leaves is handed to Sluice to end (README, Security).
     if let Err(e) = sluice::upstream::stdio::boundary::harden() {
         eprintln!("sluice: {e}");
         return std::process::ExitCode::from(2);

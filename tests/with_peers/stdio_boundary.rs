@@ -4,7 +4,10 @@
 //! - class 1: a server under Sluice's own (non-root) uid cannot read Sluice's environment or
 //!   memory nor ptrace it (Sluice is non-dumpable); one given `user` runs as that user, with its
 //!   home and no group of root's; `sluice check` refuses a user Sluice cannot switch to and
-//!   warns of a server left running as root.
+//!   warns of a server left running as root;
+//! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
+//!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
+//!   not at SIGTERM.
 //!
 //! This machine's tests run as root without Yama: Sluice is then started as nobody (65534), so
 //! that a server under the same non-root uid is stopped by nothing but Sluice being non-dumpable.
@@ -146,4 +149,60 @@ async fn sluice_check_refuses_a_user_it_cannot_switch_to_and_warns_of_a_server_l
         assert_eq!(given.code, Some(0), "{}", given.stderr);
         assert!(!given.stderr.contains("run as root"), "{}", given.stderr);
     }
+}
+
+/// Whether the hostile server of `token` runs.
+fn server_runs(token: &str) -> bool {
+    // Its argv: the script, then the token (NUL-separated in /proc/<pid>/cmdline).
+    !processes_with(&format!("hostile_boundary.py\0{token}")).is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_grandchild_is_ended_while_its_server_runs_and_nothing_outlives_sigterm() {
+    let token = crate::support::unique("detach");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    let orphan = call(&sluice, "detach").await;
+    let session = call(&sluice, "session").await;
+    assert!(orphan.is_u64() && session.is_u64(), "{orphan} {session}");
+    // Its parent exited at once: an orphan, ended though its server runs on.
+    crate::support::eventually("the detached grandchild was ended", || processes_with(&format!("orphan:{token}")).is_empty()).await;
+    assert!(server_runs(&token), "the server itself runs on");
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1, "a child its server still holds runs on");
+    let out = sluice.terminate().await;
+    assert!(out.contains("ended processes a stdio server left behind"), "{out}");
+    assert_eq!(processes_with(&token), Vec::<u32>::new(), "processes left after SIGTERM:\n{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_crashed_stdio_server_left_is_ended_and_sluice_serves_on() {
+    let token = crate::support::unique("crash");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    call(&sluice, "session").await;
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1);
+    let crashed = Call::new("b__crash", json!({})).caps(json!({})).send(&http(), &sluice.url(), json!({})).await;
+    assert!(crashed.status >= 500, "{crashed:?}");
+    crate::support::eventually("the crashed server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
+    // A new process serves the next call.
+    assert!(call(&sluice, "spy").await["ppid"] == json!(sluice.pid));
+    sluice.terminate().await;
+    assert_eq!(processes_with(&token), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_stdio_server_left_is_ended_with_its_idle_session() {
+    let token = crate::support::unique("idle");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let gw = Gateway::new().set("bridge", "session_idle_ms", 300);
+    let sluice = Sluice::start_env(&config(boundary(&token), gw), &env).await;
+    call(&sluice, "session").await;
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1);
+    // An idle session is ended: its process, and what that left.
+    crate::support::eventually("the idle server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
+    sluice.terminate().await;
+    assert_eq!(processes_with(&token), Vec::<u32>::new());
 }

@@ -4,8 +4,9 @@
 //! itself non-dumpable: its `/proc/<pid>/environ`, `mem`, `maps` and `fd` then belong to root,
 //! and ptrace is refused, to every process without CAP_SYS_PTRACE, a stdio server running under
 //! Sluice's own uid included; the state keys, bearer tokens and secrets it read stay its own.
-//! This holds on Linux only. And it closes the descriptors it inherited past stdin, stdout and
-//! stderr, which its children would inherit in turn.
+//! It also becomes a child subreaper: an orphan among its descendants is handed to Sluice, not to
+//! init, and `reaper` ends it. Both hold on Linux only. And it closes the descriptors it
+//! inherited past stdin, stdout and stderr, which its children would inherit in turn.
 //!
 //! Takes a stdio upstream's `user` and `group` and Sluice's own [`Credentials`]; refuses (at
 //! startup, on reload and in `sluice check`) a switch Sluice cannot make: a uid or gid other than
@@ -16,7 +17,8 @@
 
 use crate::config::StdioConfig;
 
-/// Makes Sluice non-dumpable and closes what it inherited past stdin, stdout and stderr. Call it once, first thing in `main`, while the
+/// Makes Sluice non-dumpable and a child subreaper, closes what it inherited past stdin, stdout
+/// and stderr, and turns the orphan reaper on. Call it once, first thing in `main`, while the
 /// process has one thread and no child.
 pub fn harden() -> Result<(), String> {
     close_inherited();
@@ -25,9 +27,13 @@ pub fn harden() -> Result<(), String> {
         nix::sys::prctl::set_dumpable(false).map_err(|e| {
             format!("cannot make Sluice non-dumpable (prctl PR_SET_DUMPABLE): {e}; the processes it starts could read its secrets")
         })?;
+        nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
+            format!("cannot make Sluice a child subreaper (prctl PR_SET_CHILD_SUBREAPER): {e}; what its stdio servers leave behind could outlive it")
+        })?;
+        super::reaper::enable();
         Ok(())
     }
-    // Elsewhere it does not hold (the README says so).
+    // Elsewhere neither holds (the README says so): nothing to set, no orphan to sweep.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     Ok(())
 }

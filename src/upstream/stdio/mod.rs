@@ -12,6 +12,7 @@
 
 pub mod boundary;
 pub mod process;
+pub mod reaper;
 pub mod shared;
 pub mod stderr;
 
@@ -243,12 +244,13 @@ impl Spec {
     }
 
     /// Waits until every process has exited (each is given `grace` in all; its supervisor
-    /// kills one that outlives it).
+    /// kills one that outlives it), then until no orphan is left (within `grace` more).
     pub async fn wait_ended(&self) {
         let all = self.running.0.lock().map(|v| v.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()).unwrap_or_default();
         for exited in all {
             exited.cancelled().await;
         }
+        reaper::sweep(self.grace).await;
     }
 
     /// Ends every process and waits for them ([`Spec::end_all_now`], then [`Spec::wait_ended`]).

@@ -7,8 +7,9 @@
 //! The child runs as the upstream's `user` and `group` when set (with that user's `HOME` and
 //! `USER`, and no supplementary group) and leads its own process group. Ending it closes its
 //! stdin, waits half of `timeouts.shutdown_ms`, sends SIGTERM to the group, waits the other
-//! half, then SIGKILL; once the child exited, whatever of its group is left is killed; the
-//! child is always waited for, so none is left a zombie. A write waits at most `timeouts.response_ms`. Refuses (as
+//! half, then SIGKILL; once the child exited, whatever of its group is left is killed, and so
+//! is every orphan it left (`reaper`, bounded by `timeouts.shutdown_ms`); the child is always
+//! waited for, so none is left a zombie. A write waits at most `timeouts.response_ms`. Refuses (as
 //! [`UpstreamError`] naming the upstream) a spawn that fails and a write to an ended process,
 //! or one it does not read.
 
@@ -135,8 +136,9 @@ impl Proc {
         cmd.process_group(0);
         // A backstop only: the supervisor ends the child itself, gently first.
         cmd.kill_on_drop(true);
-        let mut child =
-            cmd.spawn().map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
+        // Registered as Sluice's own child as it is spawned: a sweep never takes it for an orphan.
+        let (mut child, registered) = super::reaper::spawn(&mut cmd)
+            .map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(UpstreamError::Start(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
         };
@@ -154,7 +156,7 @@ impl Proc {
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
         let signals = (proc.stop.clone(), proc.pending.token());
-        tokio::spawn(supervise(Held { child, slot }, Arc::downgrade(&proc), signals, grace));
+        tokio::spawn(supervise(Held { child, registered, slot }, Arc::downgrade(&proc), signals, grace));
         Ok((proc, FramedRead::new(stdout, LineCodec::new(spec.max_line))))
     }
 
@@ -258,15 +260,18 @@ impl Drop for CutShort<'_> {
     }
 }
 
-/// What a supervisor holds until the child exited: the child and its place under `max_processes`.
+/// What a supervisor holds until the child exited: the child, its registration as Sluice's
+/// own, its place under `max_processes`.
 struct Held {
     child: Child,
+    registered: super::reaper::Registered,
     slot: tokio::sync::OwnedSemaphorePermit,
 }
 
-/// Owns the child: waits for it to exit, or ends it when asked (stdin closed, SIGTERM, SIGKILL).
+/// Owns the child: waits for it to exit, or ends it when asked (stdin closed, SIGTERM, SIGKILL);
+/// then ends what it left behind.
 async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (CancellationToken, CancellationToken), grace: Duration) {
-    let Held { mut child, slot } = held;
+    let Held { mut child, registered, slot } = held;
     let group = child.id().and_then(|p| i32::try_from(p).ok());
     let status = tokio::select! {
         s = child.wait() => s,
@@ -298,6 +303,8 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
         },
         Err(e) => format!("not waitable: {}", e.kind()),
     };
+    // Waited for: its pid may be reused from now on.
+    drop(registered);
     // What it started and left behind goes with it. Its group id cannot be reused while a
     // member of the group lives.
     if let Some(g) = group {
@@ -306,6 +313,9 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
     if let Some(p) = proc.upgrade() {
         p.pending.close(&format!("its process exited ({shown})"));
     }
+    // And what left the group (setsid, a double fork): handed to Sluice as orphans once their
+    // parents exited.
+    super::reaper::sweep(grace).await;
     drop(slot);
     exited.cancel();
 }
