@@ -90,8 +90,23 @@ enum Command {
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // First, while Sluice has one thread and no child: no process it starts may read its memory
+    // or environment, and every orphan one leaves is handed to Sluice to end (README, Security).
+    if let Err(e) = sluice::upstream::stdio::boundary::harden() {
+        eprintln!("sluice: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(start()),
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn start() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run(cli.command).await {
         Ok(code) => code,

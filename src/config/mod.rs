@@ -42,6 +42,7 @@ pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
 pub use redact::redact_url;
 pub use resilience::Resilience;
+pub use stdio::run_as::{RunGroup, RunUser};
 pub use stdio::{Stderr, StdioConfig};
 pub use telemetry::Telemetry;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};

@@ -218,6 +218,8 @@ pub(super) struct RawUpstream {
     pub(super) max_processes: Option<usize>,
     pub(super) spare_processes: Option<usize>,
     pub(super) start_ms: Option<u64>,
+    pub(super) user: Option<super::stdio::run_as::RawId>,
+    pub(super) group: Option<super::stdio::run_as::RawId>,
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     pub(super) bearer_token_env: Option<String>,

@@ -4,12 +4,16 @@
 //! Takes the raw stdio keys of one upstream; gives a [`StdioConfig`]. Refuses an empty command
 //! or program, an `env` name that is empty or holds `=` or NUL, a `stderr` that is neither
 //! `"drop"` nor `"file:PATH"`, `max_processes = 0`, and the HTTP-only keys (`headers`,
-//! `bearer_token_env`) or `era = "2026-07-28"` next to a command, naming the upstream.
+//! `bearer_token_env`) or `era = "2026-07-28"` next to a command, naming the upstream; a
+//! `user` or `group` the user database does not resolve (`run_as`).
+
+pub(super) mod run_as;
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use self::run_as::{RawId, RunGroup, RunUser};
 use super::redact::redact_map;
 use super::ConfigError;
 
@@ -63,6 +67,24 @@ pub struct StdioConfig {
     /// `timeouts.response_ms`, which bounds every answer after it.
     #[serde(with = "super::limits::ms", rename = "start_ms")]
     pub start: std::time::Duration,
+    /// The user its processes run as (default: Sluice's own); needs Sluice to be able to switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<RunUser>,
+    /// The group its processes run as (default: `user`'s primary group, else Sluice's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<RunGroup>,
+}
+
+impl StdioConfig {
+    /// The uid its processes run as, when it is not Sluice's.
+    pub fn uid(&self) -> Option<u32> {
+        self.user.as_ref().map(|u| u.uid)
+    }
+
+    /// The gid its processes run as, when it is not Sluice's: `group`, else `user`'s primary group.
+    pub fn gid(&self) -> Option<u32> {
+        self.group.as_ref().map(|g| g.gid).or_else(|| self.user.as_ref().and_then(|u| u.gid))
+    }
 }
 
 impl std::fmt::Debug for StdioConfig {
@@ -76,6 +98,8 @@ impl std::fmt::Debug for StdioConfig {
             .field("max_processes", &self.max_processes)
             .field("spare_processes", &self.spare_processes)
             .field("start", &self.start)
+            .field("user", &self.user.as_ref().map(|u| &u.written))
+            .field("group", &self.group.as_ref().map(|g| &g.written))
             .finish()
     }
 }
@@ -129,6 +153,8 @@ pub(super) struct RawStdio {
     pub(super) max_processes: Option<usize>,
     pub(super) spare_processes: Option<usize>,
     pub(super) start_ms: Option<u64>,
+    pub(super) user: Option<RawId>,
+    pub(super) group: Option<RawId>,
 }
 
 impl RawStdio {
@@ -172,6 +198,8 @@ impl RawStdio {
         if !(1..=MAX_START_MS).contains(&start_ms) {
             return Err(bad(format!("start_ms = {start_ms}: give 1 to {MAX_START_MS} (how long its server may take to boot)")));
         }
+        let group = self.group.as_ref().map(run_as::resolve_group).transpose().map_err(bad)?;
+        let user = self.user.as_ref().map(|u| run_as::resolve_user(u, group.is_some())).transpose().map_err(bad)?;
         Ok(StdioConfig {
             command: self.command,
             env: self.env,
@@ -181,16 +209,23 @@ impl RawStdio {
             max_processes,
             spare_processes,
             start: std::time::Duration::from_millis(start_ms),
+            user,
+            group,
         })
     }
 
-    /// `stdio:COMMAND ARGS` of `--upstream`, split as a POSIX shell would (quotes, escapes),
-    /// with no shell run.
-    pub(super) fn from_flag(spec: &str, words: &str) -> Result<RawStdio, ConfigError> {
+    /// `stdio:COMMAND ARGS` (or `stdio@USER:COMMAND ARGS`, run as USER) of `--upstream`, given
+    /// what follows `stdio`; the command split as a POSIX shell would (quotes, escapes), with
+    /// no shell run.
+    pub(super) fn from_flag(spec: &str, after_stdio: &str) -> Result<RawStdio, ConfigError> {
         // The command is not echoed: its arguments may hold credentials.
         let name = spec.split_once('=').map_or(spec, |(n, _)| n);
+        let (user, words) = match after_stdio.strip_prefix('@').and_then(|r| r.split_once(':')) {
+            Some((user, words)) => (Some(RawId::Text(user.to_owned())), words),
+            None => (None, after_stdio.strip_prefix(':').unwrap_or(after_stdio)),
+        };
         let command = shlex::split(words)
             .ok_or_else(|| ConfigError(format!("--upstream {name}=stdio:…: the command has an unclosed quote or a trailing backslash")))?;
-        Ok(RawStdio { command, ..RawStdio::default() })
+        Ok(RawStdio { command, user, ..RawStdio::default() })
     }
 }

@@ -316,10 +316,11 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 u.spare_processes.is_some(),
                 u.start_ms.is_some(),
                 !u.env.is_empty(),
+                u.user.is_some() || u.group.is_some(),
             ];
             if stdio_key.iter().any(|k| *k) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, spare_processes and start_ms are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, spare_processes, start_ms, user and group are for a stdio upstream (command = [...]), not a url"
                 )));
             }
             Ok((url, None))
@@ -339,6 +340,8 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 max_processes: u.max_processes,
                 spare_processes: u.spare_processes,
                 start_ms: u.start_ms,
+                user: u.user.take(),
+                group: u.group.take(),
             };
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
@@ -356,9 +359,12 @@ impl RawUpstream {
                 "--upstream {spec:?}: expected NAME=URL or NAME=stdio:COMMAND, e.g. --upstream weather=http://127.0.0.1:9000/mcp"
             ))
         })?;
-        let (url, command) = match target.strip_prefix("stdio:") {
-            Some(words) => (None, Some(RawStdio::from_flag(spec, words)?.command)),
-            None => (Some(toml::Spanned::new(0..0, target.to_owned())), None),
+        let (url, command, user) = match target.strip_prefix("stdio").filter(|r| r.starts_with([':', '@'])) {
+            Some(rest) => {
+                let raw = RawStdio::from_flag(spec, rest)?;
+                (None, Some(raw.command), raw.user)
+            }
+            None => (Some(toml::Spanned::new(0..0, target.to_owned())), None, None),
         };
         Ok(RawUpstream {
             name: toml::Spanned::new(0..0, name.to_owned()),
@@ -375,6 +381,8 @@ impl RawUpstream {
             max_processes: None,
             spare_processes: None,
             start_ms: None,
+            user,
+            group: None,
             transport: Transport::Auto,
             era: Era::Auto,
             headers: Default::default(),

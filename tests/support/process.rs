@@ -28,6 +28,7 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
 pub(crate) struct Env {
     set: Vec<(String, String)>,
     remove: Vec<String>,
+    user: Option<(u32, u32)>,
 }
 
 impl Env {
@@ -48,7 +49,17 @@ impl Env {
         self
     }
 
+    /// Runs the child as `uid` and `gid` with no supplementary group (the tests must run as
+    /// root to switch; std clears the groups when a root parent sets a uid).
+    pub(crate) fn run_as(mut self, uid: u32, gid: u32) -> Env {
+        self.user = Some((uid, gid));
+        self
+    }
+
     fn apply(&self, c: &mut tokio::process::Command) {
+        if let Some((uid, gid)) = self.user {
+            c.uid(uid).gid(gid);
+        }
         for k in &self.remove {
             c.env_remove(k);
         }

@@ -6,7 +6,9 @@
 //! - `governance`: round caps, budgets, policies, approvals and limits (issue 4);
 //! - `canary`: no travelling value reaches Sluice's output (issue 5);
 //! - `stdio`, `sse`: real stdio servers Sluice starts as child processes, and a 2024-11-05
-//!   HTTP+SSE server (issue 12).
+//!   HTTP+SSE server (issue 12);
+//! - `stdio_boundary`: what a stdio server cannot reach of Sluice, and that nothing it starts
+//!   outlives it (issue 28).
 
 mod bridge_a;
 mod bridge_b;
@@ -16,5 +18,6 @@ mod interop;
 mod resilience;
 mod sse;
 mod stdio;
+mod stdio_boundary;
 mod stdio_modern;
 mod traces;

@@ -10,7 +10,9 @@
 //! them. Refuses a start while backing off and past `max_processes`, with errors naming the
 //! upstream and what to do.
 
+pub mod boundary;
 pub mod process;
+pub mod reaper;
 pub mod shared;
 pub mod stderr;
 
@@ -74,9 +76,17 @@ impl Running {
     }
 }
 
-/// Refuses, before anything starts, a `cwd` that is not a directory and a `stderr` file whose
-/// directory does not exist: every start would fail, and the first call would be the first to say.
+/// Refuses, before anything starts, a `cwd` that is not a directory, a `stderr` file whose
+/// directory does not exist (every start would fail, and the first call would be the first to
+/// say), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
+/// root (`boundary`).
 pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
+    if boundary::check_run_as(name, cfg, &boundary::Credentials::current())?.is_some() {
+        tracing::warn!(
+            upstream = %name,
+            "a stdio upstream's processes run as root: they can read Sluice's memory and environment (its keys and tokens) and every file; set user = \"…\" (an unprivileged user of their own)"
+        );
+    }
     if let Some(cwd) = &cfg.cwd {
         if !cwd.is_dir() {
             return Err(format!("upstream '{name}': cwd {} is not a directory; create it or correct cwd", cwd.display()));
@@ -234,12 +244,13 @@ impl Spec {
     }
 
     /// Waits until every process has exited (each is given `grace` in all; its supervisor
-    /// kills one that outlives it).
+    /// kills one that outlives it), then until no orphan is left (within `grace` more).
     pub async fn wait_ended(&self) {
         let all = self.running.0.lock().map(|v| v.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()).unwrap_or_default();
         for exited in all {
             exited.cancelled().await;
         }
+        reaper::sweep(self.grace).await;
     }
 
     /// Ends every process and waits for them ([`Spec::end_all_now`], then [`Spec::wait_ended`]).
@@ -262,8 +273,9 @@ mod tests {
         spec_with(program, 1, 0)
     }
 
-    fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
-        let cfg = StdioConfig {
+    /// `program` with no argument, run as Sluice, stderr dropped.
+    pub(super) fn config(program: &str, max_processes: usize, spare_processes: usize) -> StdioConfig {
+        StdioConfig {
             command: vec![program.to_owned()],
             env: Vec::new(),
             cwd: None,
@@ -272,8 +284,13 @@ mod tests {
             max_processes,
             spare_processes,
             start: Duration::from_secs(5),
-        };
-        Spec::new("nope", cfg, 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
+            user: None,
+            group: None,
+        }
+    }
+
+    fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
+        Spec::new("nope", config(program, max_processes, spare_processes), 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
     }
 
     #[tokio::test(start_paused = true)]

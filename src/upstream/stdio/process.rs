@@ -4,10 +4,12 @@
 //!
 //! Takes a [`Spec`] (the command, its environment, its bounds); gives a [`Proc`] to write to,
 //! the stream of its stdout lines, and [`Proc::ended`] once it exited (with why, content-free).
-//! The child leads its own process group. Ending it closes its stdin, waits half of
-//! `timeouts.shutdown_ms`, sends SIGTERM to the group, waits the other half, then SIGKILL; once
-//! the child exited, whatever of its group is left is killed; the child is always waited for,
-//! so none is left a zombie. A write waits at most `timeouts.response_ms`. Refuses (as
+//! The child runs as the upstream's `user` and `group` when set (with that user's `HOME` and
+//! `USER`, and no supplementary group) and leads its own process group. Ending it closes its
+//! stdin, waits half of `timeouts.shutdown_ms`, sends SIGTERM to the group, waits the other
+//! half, then SIGKILL; once the child exited, whatever of its group is left is killed, and so
+//! is every orphan it left (`reaper`, bounded by `timeouts.shutdown_ms`); the child is always
+//! waited for, so none is left a zombie. A write waits at most `timeouts.response_ms`. Refuses (as
 //! [`UpstreamError`] naming the upstream) a spawn that fails and a write to an ended process,
 //! or one it does not read.
 
@@ -25,8 +27,38 @@ use crate::upstream::client::UpstreamError;
 use crate::upstream::pending::Pending;
 
 /// Environment variables a stdio server inherits from Sluice; everything else it gets is
-/// configured (`env`), so Sluice's own secrets (state keys, API keys) never reach it.
+/// configured (`env`), so Sluice's own secrets (state keys, API keys) never reach it. With a
+/// `user`, `HOME` and `USER` are that user's instead.
 const INHERITED: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"];
+
+/// `cfg`'s command with its environment, working directory, user and group.
+fn command(cfg: &crate::config::StdioConfig) -> Command {
+    let mut cmd = Command::new(&cfg.command[0]);
+    cmd.args(&cfg.command[1..]).env_clear();
+    for k in INHERITED {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    if let Some(user) = &cfg.user {
+        // Its own home, not Sluice's (which it may not even enter).
+        cmd.env_remove("HOME").env_remove("USER");
+        if let Some((name, home)) = &user.account {
+            cmd.env("USER", name).env("HOME", home);
+        }
+        // std sets the gid, clears the supplementary groups (Sluice is root: `boundary`
+        // refuses the rest), then the uid, before the working directory and exec.
+        cmd.uid(user.uid);
+    }
+    if let Some(gid) = cfg.gid() {
+        cmd.gid(gid);
+    }
+    cmd.envs(cfg.env.iter().map(|(k, v)| (k, v)));
+    if let Some(d) = &cfg.cwd {
+        cmd.current_dir(d);
+    }
+    cmd
+}
 
 /// The lines of a process's stdout, each at most the spec's `max_line` bytes.
 pub type Lines = FramedRead<ChildStdout, LineCodec>;
@@ -96,17 +128,7 @@ impl Proc {
     /// Starts the process of `spec`; `slot` is its place under `max_processes`.
     pub fn spawn(spec: &Spec, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         let cfg = &spec.cfg;
-        let mut cmd = Command::new(&cfg.command[0]);
-        cmd.args(&cfg.command[1..]).env_clear();
-        for k in INHERITED {
-            if let Some(v) = std::env::var_os(k) {
-                cmd.env(k, v);
-            }
-        }
-        cmd.envs(cfg.env.iter().map(|(k, v)| (k, v)));
-        if let Some(d) = &cfg.cwd {
-            cmd.current_dir(d);
-        }
+        let mut cmd = command(cfg);
         let drop_stderr = matches!(cfg.stderr, crate::config::Stderr::Drop);
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
         cmd.stderr(if drop_stderr { std::process::Stdio::null() } else { std::process::Stdio::piped() });
@@ -114,8 +136,9 @@ impl Proc {
         cmd.process_group(0);
         // A backstop only: the supervisor ends the child itself, gently first.
         cmd.kill_on_drop(true);
-        let mut child =
-            cmd.spawn().map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
+        // Registered as Sluice's own child as it is spawned: a sweep never takes it for an orphan.
+        let (mut child, registered) = super::reaper::spawn(&mut cmd)
+            .map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(UpstreamError::Start(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
         };
@@ -132,7 +155,8 @@ impl Proc {
         });
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
-        tokio::spawn(supervise(child, slot, Arc::downgrade(&proc), proc.stop.clone(), proc.pending.token(), grace));
+        let signals = (proc.stop.clone(), proc.pending.token());
+        tokio::spawn(supervise(Held { child, registered, slot }, Arc::downgrade(&proc), signals, grace));
         Ok((proc, FramedRead::new(stdout, LineCodec::new(spec.max_line))))
     }
 
@@ -236,15 +260,18 @@ impl Drop for CutShort<'_> {
     }
 }
 
-/// Owns the child: waits for it to exit, or ends it when asked (stdin closed, SIGTERM, SIGKILL).
-async fn supervise(
-    mut child: Child,
+/// What a supervisor holds until the child exited: the child, its registration as Sluice's
+/// own, its place under `max_processes`.
+struct Held {
+    child: Child,
+    registered: super::reaper::Registered,
     slot: tokio::sync::OwnedSemaphorePermit,
-    proc: std::sync::Weak<Proc>,
-    stop: CancellationToken,
-    exited: CancellationToken,
-    grace: Duration,
-) {
+}
+
+/// Owns the child: waits for it to exit, or ends it when asked (stdin closed, SIGTERM, SIGKILL);
+/// then ends what it left behind.
+async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (CancellationToken, CancellationToken), grace: Duration) {
+    let Held { mut child, registered, slot } = held;
     let group = child.id().and_then(|p| i32::try_from(p).ok());
     let status = tokio::select! {
         s = child.wait() => s,
@@ -276,6 +303,8 @@ async fn supervise(
         },
         Err(e) => format!("not waitable: {}", e.kind()),
     };
+    // Waited for: its pid may be reused from now on.
+    drop(registered);
     // What it started and left behind goes with it. Its group id cannot be reused while a
     // member of the group lives.
     if let Some(g) = group {
@@ -284,6 +313,9 @@ async fn supervise(
     if let Some(p) = proc.upgrade() {
         p.pending.close(&format!("its process exited ({shown})"));
     }
+    // And what left the group (setsid, a double fork): handed to Sluice as orphans once their
+    // parents exited.
+    super::reaper::sweep(grace).await;
     drop(slot);
     exited.cancel();
 }

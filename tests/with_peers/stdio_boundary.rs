@@ -1,0 +1,208 @@
+//! The boundary between Sluice and the stdio servers it starts (issue 28), with the `sluice`
+//! binary as a real process and `tests/peers/hostile_boundary.py` as the server:
+//!
+//! - class 1: a server under Sluice's own (non-root) uid cannot read Sluice's environment or
+//!   memory nor ptrace it (Sluice is non-dumpable); one given `user` runs as that user, with its
+//!   home and no group of root's; `sluice check` refuses a user Sluice cannot switch to and
+//!   warns of a server left running as root;
+//! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
+//!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
+//!   not at SIGTERM.
+//!
+//! This machine's tests run as root without Yama: Sluice is then started as nobody (65534), so
+//! that a server under the same non-root uid is stopped by nothing but Sluice being non-dumpable.
+
+use std::path::Path;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::stdio::processes_with;
+use crate::support::call::{http, Call};
+use crate::support::gateway::{Gateway, Upstream};
+use crate::support::peers::{self, script};
+use crate::support::process::{check, Env, Sluice};
+
+const NOBODY: u32 = 65534;
+const STATE_KEY_ENV: &str = "SLUICE_BOUNDARY_STATE_KEYS";
+const TOKEN_ENV: &str = "SLUICE_BOUNDARY_OTHER_TOKEN";
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// A Python any user can run (a pyenv shim under /root is not one).
+fn python() -> String {
+    if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" }.to_owned()
+}
+
+/// The hostile server as upstream `b`, its processes marked by `token`.
+fn boundary(token: &str) -> Upstream {
+    Upstream::stdio("b", &[python(), script("hostile_boundary.py").display().to_string(), token.to_owned()])
+        .key("spare_processes", 0)
+        .key("era", "2025-11-25")
+}
+
+/// Sluice with `up`, its state keys in the environment and a second (HTTP) upstream whose
+/// bearer token is in the environment too.
+fn config(up: Upstream, gw: Gateway) -> String {
+    let other = Upstream::new("other", "http://127.0.0.1:1/mcp").key("bearer_token_env", TOKEN_ENV);
+    gw.timeouts(&[("connect_ms", 300), ("response_ms", 10_000), ("refresh_ms", 600_000), ("shutdown_ms", 2000)])
+        .set("state", "key_env", STATE_KEY_ENV)
+        .upstream_spec(up)
+        .upstream_spec(other)
+        .text()
+}
+
+/// Sluice's secrets (a state key, another upstream's token) in its environment; gives them too.
+fn secrets() -> (Env, [String; 2]) {
+    let key = base64::engine::general_purpose::STANDARD.encode(format!("{:x<32}", crate::support::unique("sk")).as_bytes());
+    let token = crate::support::unique("other-token");
+    (Env::new().set(STATE_KEY_ENV, &format!("1:{key}")).set(TOKEN_ENV, &token), [key, token])
+}
+
+/// The hostile server's answer to `tool`, as JSON.
+async fn call(sluice: &Sluice, tool: &str) -> Value {
+    let text = Call::new(&format!("b__{tool}"), json!({})).caps(json!({})).send(&http(), &sluice.url(), json!({})).await.text();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{tool} answered non-JSON ({e}): {text}"))
+}
+
+/// Kills whatever still carries `marker` when the test ends (a failing run must not leave
+/// an hour-long sleeper behind).
+struct Leftovers(String);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for pid in processes_with(&self.0) {
+            let _ = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    }
+}
+
+/// Asserts each attempt on Sluice failed, and no secret appears in what the server saw.
+fn assert_shut_out(spy: &Value, attempts: &[&str], secrets: &[String]) {
+    for a in attempts {
+        assert!(spy[a].get("err").is_some(), "the server's {a} attempt on Sluice succeeded: {spy:#}");
+    }
+    for s in secrets {
+        assert!(!spy.to_string().contains(s.as_str()), "a secret of Sluice's reached the server: {spy:#}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_under_sluices_own_uid_cannot_read_its_environment_or_memory_nor_ptrace_it() {
+    let token = crate::support::unique("spy");
+    let _left = Leftovers(token.clone());
+    let (env, secrets) = secrets();
+    // As root, Sluice runs as nobody: its server is then the same non-root uid.
+    let env = if is_root() { env.run_as(NOBODY, NOBODY) } else { env };
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    let spy = call(&sluice, "spy").await;
+    assert_eq!(spy["ppid"], json!(sluice.pid), "the server is Sluice's child: {spy:#}");
+    let uid = if is_root() { NOBODY } else { nix::unistd::geteuid().as_raw() };
+    assert_eq!(spy["uid"], json!(uid), "the server runs as Sluice's own uid, not root's: {spy:#}");
+    assert_shut_out(&spy, &["environ", "mem", "ptrace"], &secrets);
+    // It holds none of Sluice's descriptors (its listener, its connections): its stdio, and the
+    // one listing them.
+    assert_eq!(spy["fds"], json!([0, 1, 2, 3]), "{spy:#}");
+    sluice.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_given_a_user_runs_as_it_with_its_home_and_no_group_of_roots() {
+    let token = crate::support::unique("user");
+    let _left = Leftovers(token.clone());
+    let cwd = peers::scratch().join("boundary-cwd");
+    std::fs::create_dir_all(&cwd).expect("a working directory");
+    let env = toml::Value::Table(toml::map::Map::from_iter([("SET_BY_CONFIG".to_owned(), toml::Value::from("yes"))]));
+    let up = boundary(&token).key("user", "nobody").key("cwd", cwd.display().to_string()).key("env", env);
+    let (env, secrets) = secrets();
+    if !is_root() {
+        // Sluice cannot switch: refused at startup, saying why.
+        let e = Sluice::spawn(&config(up, Gateway::new()), &env).await.err().expect("refused");
+        assert!(e.code == Some(2) && e.output.contains("without CAP_SETUID and CAP_SETGID"), "{}", e.output);
+        return;
+    }
+    let sluice = Sluice::start_env(&config(up, Gateway::new()), &env).await;
+    let spy = call(&sluice, "spy").await;
+    assert_eq!((&spy["uid"], &spy["gid"], &spy["groups"]), (&json!(NOBODY), &json!(NOBODY), &json!([])), "{spy:#}");
+    assert_eq!((&spy["home"], &spy["user"]), (&json!("/nonexistent"), &json!("nobody")), "nobody's own: {spy:#}");
+    assert_eq!(spy["cwd"], json!(cwd.display().to_string()), "{spy:#}");
+    // Nor can it signal Sluice (root), unlike a server under Sluice's own uid.
+    assert_shut_out(&spy, &["environ", "mem", "ptrace", "signal"], &secrets);
+    sluice.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_check_refuses_a_user_it_cannot_switch_to_and_warns_of_a_server_left_as_root() {
+    let up = || Upstream::stdio("b", &["true"]);
+    let (env, _) = secrets();
+    let unprivileged = if is_root() { env.clone().run_as(NOBODY, NOBODY) } else { env.clone() };
+    let run = check(&config(up().key("user", "root"), Gateway::new()), &unprivileged).await;
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("upstream 'b': user = \"root\" (uid 0)") && run.stderr.contains("without CAP_SETUID"), "{}", run.stderr);
+    let as_is = check(&config(up(), Gateway::new()), &env).await;
+    assert_eq!(as_is.code, Some(0), "{}", as_is.stderr);
+    assert_eq!(as_is.stderr.contains("stdio upstream's processes run as root"), is_root(), "{}", as_is.stderr);
+    if is_root() {
+        let given = check(&config(up().key("user", NOBODY as i64), Gateway::new()), &env).await;
+        assert_eq!(given.code, Some(0), "{}", given.stderr);
+        assert!(!given.stderr.contains("run as root"), "{}", given.stderr);
+    }
+}
+
+/// Whether the hostile server of `token` runs.
+fn server_runs(token: &str) -> bool {
+    // Its argv: the script, then the token (NUL-separated in /proc/<pid>/cmdline).
+    !processes_with(&format!("hostile_boundary.py\0{token}")).is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_grandchild_is_ended_while_its_server_runs_and_nothing_outlives_sigterm() {
+    let token = crate::support::unique("detach");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    let orphan = call(&sluice, "detach").await;
+    let session = call(&sluice, "session").await;
+    assert!(orphan.is_u64() && session.is_u64(), "{orphan} {session}");
+    // Its parent exited at once: an orphan, ended though its server runs on.
+    crate::support::eventually("the detached grandchild was ended", || processes_with(&format!("orphan:{token}")).is_empty()).await;
+    assert!(server_runs(&token), "the server itself runs on");
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1, "a child its server still holds runs on");
+    let out = sluice.terminate().await;
+    assert!(out.contains("ended processes a stdio server left behind"), "{out}");
+    assert_eq!(processes_with(&token), Vec::<u32>::new(), "processes left after SIGTERM:\n{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_crashed_stdio_server_left_is_ended_and_sluice_serves_on() {
+    let token = crate::support::unique("crash");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    call(&sluice, "session").await;
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1);
+    let crashed = Call::new("b__crash", json!({})).caps(json!({})).send(&http(), &sluice.url(), json!({})).await;
+    assert!(crashed.status >= 500, "{crashed:?}");
+    crate::support::eventually("the crashed server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
+    // A new process serves the next call.
+    assert!(call(&sluice, "spy").await["ppid"] == json!(sluice.pid));
+    sluice.terminate().await;
+    assert_eq!(processes_with(&token), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_stdio_server_left_is_ended_with_its_idle_session() {
+    let token = crate::support::unique("idle");
+    let _left = Leftovers(token.clone());
+    let (env, _) = secrets();
+    let gw = Gateway::new().set("bridge", "session_idle_ms", 300);
+    let sluice = Sluice::start_env(&config(boundary(&token), gw), &env).await;
+    call(&sluice, "session").await;
+    assert_eq!(processes_with(&format!("session:{token}")).len(), 1);
+    // An idle session is ended: its process, and what that left.
+    crate::support::eventually("the idle server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
+    sluice.terminate().await;
+    assert_eq!(processes_with(&token), Vec::<u32>::new());
+}
