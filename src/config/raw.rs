@@ -216,6 +216,7 @@ pub(super) struct RawUpstream {
     pub(super) stderr: Option<String>,
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
+    pub(super) max_processes_per_principal: Option<usize>,
     pub(super) spare_processes: Option<usize>,
     pub(super) start_ms: Option<u64>,
     #[serde(default)]

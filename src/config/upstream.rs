@@ -149,11 +149,12 @@ pub(super) fn upstreams(
     raw: Vec<RawUpstream>,
     separator: &str,
     src: Origin<'_>,
+    one_principal: bool,
 ) -> Result<(Vec<UpstreamConfig>, UpstreamScopes), ConfigError> {
     let mut upstreams: Vec<UpstreamConfig> = Vec::new();
     let mut scopes = Vec::new();
     for u in raw {
-        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src)?;
+        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src, one_principal)?;
         if !required.is_empty() {
             scopes.push((upstream.name.clone(), required));
         }
@@ -199,6 +200,7 @@ impl UpstreamConfig {
         separator: &str,
         before: &[UpstreamConfig],
         src: Origin<'_>,
+        one_principal: bool,
     ) -> Result<(UpstreamConfig, Vec<String>), ConfigError> {
         let name = u.name.get_ref().clone();
         if !is_name(&name) {
@@ -215,7 +217,7 @@ impl UpstreamConfig {
         }
         let at = src.at(u.name.span());
         let resilience = resilience(&mut u, &name, &at)?;
-        let (url, stdio) = transport(&mut u, &name, src)?;
+        let (url, stdio) = transport(&mut u, &name, src, one_principal)?;
         let mut resilience = resilience;
         if resilience.urls.is_empty() && !url.is_empty() {
             resilience.urls = vec![url.clone()];
@@ -293,7 +295,8 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resili
 
 /// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
 /// keys only that one takes), each refused next to the other's keys.
-fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String, Option<StdioConfig>), ConfigError> {
+/// (`one_principal`: `[auth]` configures no credentials, see [`StdioConfig`]'s shares.)
+fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bool) -> Result<(String, Option<StdioConfig>), ConfigError> {
     let at = src.at(u.name.span());
     match (u.url.take(), u.command.take()) {
         (Some(_), Some(_)) => {
@@ -313,13 +316,14 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 u.stderr.is_some(),
                 u.stderr_max_bytes.is_some(),
                 u.max_processes.is_some(),
+                u.max_processes_per_principal.is_some(),
                 u.spare_processes.is_some(),
                 u.start_ms.is_some(),
                 !u.env.is_empty(),
             ];
             if stdio_key.iter().any(|k| *k) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, spare_processes and start_ms are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, max_processes_per_principal, spare_processes and start_ms are for a stdio upstream (command = [...]), not a url"
                 )));
             }
             Ok((url, None))
@@ -339,6 +343,8 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 max_processes: u.max_processes,
                 spare_processes: u.spare_processes,
                 start_ms: u.start_ms,
+                max_processes_per_principal: u.max_processes_per_principal,
+                one_principal,
             };
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
@@ -373,6 +379,7 @@ impl RawUpstream {
             stderr: None,
             stderr_max_bytes: None,
             max_processes: None,
+            max_processes_per_principal: None,
             spare_processes: None,
             start_ms: None,
             transport: Transport::Auto,
