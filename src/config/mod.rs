@@ -188,7 +188,7 @@ impl Config {
             )));
         }
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
-        let limits = Limits::try_from(raw.limits).map_err(|e| src.refuse(e))?;
+        let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback()).map_err(|e| src.refuse(e))?;
         let metrics = MetricsConfig::from(raw.metrics);
         // Across sections: `/metrics` can only require the auth `[auth]` configures.
         if metrics.require_auth && !auth.configured() {

@@ -181,6 +181,8 @@ pub(super) struct RawLimits {
     pub(super) max_streams: Option<usize>,
     pub(super) max_streams_per_principal: Option<usize>,
     pub(super) max_resource_subscriptions: Option<usize>,
+    pub(super) max_in_flight_per_principal: Option<usize>,
+    pub(super) max_connections_per_source: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -194,6 +196,7 @@ pub(super) struct RawTimeouts {
     pub(super) shutdown_ms: Option<u64>,
     pub(super) listen_retry_ms: Option<u64>,
     pub(super) stream_idle_ms: Option<u64>,
+    pub(super) body_read_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
