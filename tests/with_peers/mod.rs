@@ -17,4 +17,5 @@ mod resilience;
 mod sse;
 mod stdio;
 mod stdio_modern;
+mod stdio_shares;
 mod traces;
