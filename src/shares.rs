@@ -33,6 +33,9 @@ pub enum Pool {
     /// Sessions with 2025-11-25 upstreams (`bridge.max_sessions`,
     /// `bridge.max_sessions_per_principal`).
     Sessions,
+    /// The requests under way to an HTTP upstream, by its name (`max_in_flight`,
+    /// `max_in_flight_per_principal`).
+    Requests(String),
 }
 
 /// A pool, or the caller's share of it, is full: retry after [`RETRY_AFTER_MS`].
@@ -67,6 +70,8 @@ impl Full {
             (Pool::Processes(_), true) => "max_processes_per_principal",
             (Pool::Sessions, false) => "bridge.max_sessions",
             (Pool::Sessions, true) => "bridge.max_sessions_per_principal",
+            (Pool::Requests(_), false) => "max_in_flight",
+            (Pool::Requests(_), true) => "max_in_flight_per_principal",
         }
     }
 
@@ -79,7 +84,7 @@ impl Full {
     /// (and the upstream, for a stdio upstream's processes).
     pub fn data(&self) -> Value {
         let mut data = json!({"limit": self.limit(), "max": self.max, "perPrincipal": self.per_principal, "retryAfterMs": RETRY_AFTER_MS});
-        if let Pool::Processes(name) = &self.pool {
+        if let Pool::Processes(name) | Pool::Requests(name) = &self.pool {
             data["upstream"] = json!(name);
         }
         data
@@ -101,6 +106,10 @@ impl Full {
             (Pool::Sessions, false) => {
                 format!("too many sessions with 2025-11-25 upstreams are open ({key} = {max}), none idle; retry after {secs} s")
             }
+            (Pool::Requests(up), false) => format!("upstream {up:?} has all its requests under way ({key} = {max}); retry after {secs} s"),
+            (Pool::Requests(up), true) => format!(
+                "upstream {up:?}: this principal has its whole share of the requests under way to it ({key} = {max}); retry after {secs} s, once one is answered"
+            ),
             (Pool::Sessions, true) => format!(
                 "this principal holds its whole share of sessions with 2025-11-25 upstreams ({key} = {max}), none idle; retry after {secs} s, once one of its calls is answered"
             ),
@@ -248,6 +257,8 @@ mod tests {
             Full::share(Pool::Processes("files".into()), 9),
             Full::pool(Pool::Sessions, 9),
             Full::share(Pool::Sessions, 9),
+            Full::pool(Pool::Requests("web".into()), 9),
+            Full::share(Pool::Requests("web".into()), 9),
         ] {
             let msg = f.to_string();
             assert!(msg.contains(&format!("{} = 9", f.limit())) && msg.contains("retry after 1 s"), "{msg}");

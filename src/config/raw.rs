@@ -208,6 +208,7 @@ pub(super) struct RawUpstream {
     pub(super) breaker_failures: Option<u32>,
     pub(super) breaker_open_ms: Option<u64>,
     pub(super) max_in_flight: Option<usize>,
+    pub(super) max_in_flight_per_principal: Option<usize>,
     #[serde(default)]
     pub(super) era: Era,
     #[serde(default)]

@@ -216,7 +216,7 @@ impl UpstreamConfig {
             return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
         }
         let at = src.at(u.name.span());
-        let resilience = resilience(&mut u, &name, &at)?;
+        let resilience = resilience(&mut u, &name, &at, one_principal)?;
         let (url, stdio) = transport(&mut u, &name, src, one_principal)?;
         let mut resilience = resilience;
         if resilience.urls.is_empty() && !url.is_empty() {
@@ -269,16 +269,17 @@ impl UpstreamConfig {
 }
 
 /// Its resilience keys, checked (`resilience.rs`); the first of its `urls` becomes its `url`.
-fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resilience, ConfigError> {
+fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) -> Result<super::Resilience, ConfigError> {
     let raw = super::resilience::RawResilience {
         urls: u.urls.take(),
         breaker_failures: u.breaker_failures.take(),
         breaker_open_ms: u.breaker_open_ms.take(),
         max_in_flight: u.max_in_flight.take(),
+        max_in_flight_per_principal: u.max_in_flight_per_principal.take(),
     };
     if raw.any() && u.command.is_some() {
         return Err(ConfigError(format!(
-            "{at}: upstream {name:?}: urls, breaker_failures, breaker_open_ms and max_in_flight are for a url, not a command"
+            "{at}: upstream {name:?}: urls, breaker_failures, breaker_open_ms, max_in_flight and max_in_flight_per_principal are for a url, not a command"
         )));
     }
     if raw.urls.is_some() && u.url.is_some() {
@@ -286,7 +287,7 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resili
             "{at}: upstream {name:?} has both url and urls: give one (urls for several replicas of one server)"
         )));
     }
-    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse)?;
+    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse, one_principal)?;
     if let Some(first) = first {
         u.url = Some(toml::Spanned::new(u.name.span(), first));
     }
@@ -373,6 +374,7 @@ impl RawUpstream {
             breaker_failures: None,
             breaker_open_ms: None,
             max_in_flight: None,
+            max_in_flight_per_principal: None,
             command,
             env: Default::default(),
             cwd: None,

@@ -7,18 +7,22 @@
 //!   meanwhile; the held ones are answered 408 once `timeouts.body_read_ms` has passed; callers
 //!   without a credential are answered 401 before any body is read;
 //! - connections past `limits.max_connections_per_source` from one source address (127.0.0.2)
-//!   are closed at once while another source (127.0.0.1) is served.
+//!   are closed at once while another source (127.0.0.1) is served;
+//! - one principal's slow calls to an HTTP upstream with `max_in_flight` hold only its share of
+//!   it (`max_in_flight_per_principal`), so another principal's call still reaches it.
 //!
 //! Waits on events (answers, closes), never on the clock; the 30 s read guard only fails a
 //! test that would otherwise hang.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::support::gateway::{Gateway, ALICE_KEY, BOB_KEY};
+use crate::support::gateway::{Gateway, Upstream, ALICE_KEY, BOB_KEY};
 use crate::support::modern::{self, Reply};
 use crate::support::rpc::{body, call, http};
 
@@ -27,8 +31,18 @@ const GUARD: Duration = Duration::from_secs(30);
 
 /// A mock upstream `alpha` with `echo`.
 async fn alpha() -> modern::Mock {
-    modern::start("alpha", json!([modern::tool_args("echo", &["text"])]), json!([]), |r| {
-        Reply::Result(json!({"content": [{"type": "text", "text": r.params["arguments"]["text"].as_str().unwrap_or("")}]}))
+    alpha_gated(tokio::sync::watch::channel(true).1).await
+}
+
+/// `alpha` whose `slow` answers once `gate` opens.
+async fn alpha_gated(gate: tokio::sync::watch::Receiver<bool>) -> modern::Mock {
+    let tools = json!([modern::tool_args("echo", &["text"]), modern::tool_args("slow", &[])]);
+    modern::start("alpha", tools, json!([]), move |r| {
+        let text = |t: &str| json!({"content": [{"type": "text", "text": t}]});
+        match r.params["name"].as_str().unwrap_or("") {
+            "slow" => Reply::gate(gate.clone(), text("slow done")),
+            _ => Reply::Result(text(r.params["arguments"]["text"].as_str().unwrap_or(""))),
+        }
     })
     .await
 }
@@ -175,5 +189,48 @@ async fn connections_past_a_sources_share_are_closed_at_once_and_another_source_
         }
     }
     assert_eq!((held, closed), (10, 10), "one source holds its share of the connections, no more");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principals_slow_calls_hold_only_its_share_of_an_upstreams_max_in_flight_and_another_principal_reaches_it() {
+    let _measured = crate::support::process::measured().await;
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let up = alpha_gated(gate).await;
+    // max_in_flight = 4 on the upstream: under [auth] one principal's share is one.
+    let g = Gateway::new().named("shares.toml").set("audit", "enabled", false).two_keys();
+    let gw = g.upstream_spec(Upstream::new("alpha", &up.url()).key("max_in_flight", 4)).start().await;
+    let url = gw.url();
+    let done = Arc::new(AtomicUsize::new(0));
+    let slow: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, done) = (url.clone(), done.clone());
+            tokio::spawn(async move {
+                let a =
+                    call(&http(), &url, &body(i, "tools/call", json!({"name": "slow", "arguments": {}}), json!({})), Some(ALICE_KEY)).await;
+                done.fetch_add(1, Ordering::AcqRel);
+                a
+            })
+        })
+        .collect();
+    // Each of alice's four has reached the upstream or been answered.
+    up.until("alice's calls arrived or were refused", |m| m.calls("slow") + done.load(Ordering::Acquire) == 4).await;
+    // Bob reaches the upstream meanwhile (on main: 503, alice held all four places).
+    let bob = call(&http(), &url, &echo(9), Some(BOB_KEY)).await;
+    assert_eq!(bob.status, 200, "another principal reaches the upstream: {}", bob.text);
+    open.send(true).unwrap();
+    let mut statuses = Vec::new();
+    for t in slow {
+        let a = t.await.unwrap();
+        if a.status == 503 {
+            assert_eq!(a.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"), "{}", a.text);
+            let data = a.refused(503, -31020, "past alice's share of the upstream");
+            assert_eq!((data["limit"].as_str(), data["upstream"].as_str()), (Some("max_in_flight_per_principal"), Some("alpha")), "{data}");
+            assert!(a.message().contains("max_in_flight_per_principal = 1"), "{}", a.text);
+        }
+        statuses.push(a.status);
+    }
+    statuses.sort();
+    assert_eq!(statuses, [200, 503, 503, 503], "alice had her share (one call) under way, no more");
     gw.stop().await;
 }
