@@ -61,6 +61,16 @@ impl Full {
         Full { pool, per_principal: true, max }
     }
 
+    /// The caller holds its whole `share` of a pool of `max`: named as the pool when the share
+    /// is all of it (one principal: its share is no limit of its own).
+    pub fn share_of(pool: Pool, share: usize, max: usize) -> Full {
+        if share >= max {
+            Full::pool(pool, max)
+        } else {
+            Full::share(pool, share)
+        }
+    }
+
     /// The config key of the limit reached.
     pub fn limit(&self) -> &'static str {
         match (&self.pool, self.per_principal) {

@@ -17,10 +17,11 @@ use crate::shares::{Full, Place, Pool, Refused, Shares};
 #[derive(Clone)]
 pub struct Admission {
     shares: Arc<Shares<String>>,
+    max: usize,
 }
 
 /// A request whose principal holds a place of its share; its body is not read yet.
-pub struct Entered(Place<String>);
+pub struct Entered(Place<String>, usize);
 
 /// A whole, authenticated request in progress: its places are given back when dropped.
 pub struct InFlight {
@@ -30,12 +31,12 @@ pub struct InFlight {
 impl Admission {
     /// `max_in_flight` places.
     pub fn new(max_in_flight: usize) -> Admission {
-        Admission { shares: Shares::new(max_in_flight) }
+        Admission { shares: Shares::new(max_in_flight), max: max_in_flight }
     }
 
     /// A place of `principal`'s `share` (refused past it).
     pub fn enter(&self, principal: &str, share: usize) -> Result<Entered, Full> {
-        self.shares.share(principal.to_owned(), share).map(Entered).map_err(full)
+        self.shares.share(principal.to_owned(), share).map(|p| Entered(p, self.max)).map_err(|r| full(r, self.max))
     }
 
     /// Requests in progress now (whole ones).
@@ -47,13 +48,13 @@ impl Admission {
 impl Entered {
     /// The request is whole: a place in the pool (refused, giving the share back, when full).
     pub fn whole(self) -> Result<InFlight, Full> {
-        self.0.pooled().map(|p| InFlight { _place: p }).map_err(full)
+        self.0.pooled().map(|p| InFlight { _place: p }).map_err(|r| full(r, self.1))
     }
 }
 
-fn full(r: Refused) -> Full {
+fn full(r: Refused, max: usize) -> Full {
     match r {
-        Refused::Share(n) => Full::share(Pool::InFlight, n),
+        Refused::Share(n) => Full::share_of(Pool::InFlight, n, max),
         Refused::Pool(n) => Full::pool(Pool::InFlight, n),
     }
 }
@@ -76,5 +77,9 @@ mod tests {
         drop(whole);
         drop(reading);
         assert!(a.enter("alice", 2).unwrap().whole().is_ok());
+        let one = Admission::new(2);
+        let _held: Vec<Entered> = (0..2).map(|_| one.enter("local", 2).unwrap()).collect();
+        let all = one.enter("local", 2).err().expect("a share that is the whole pool");
+        assert_eq!(all.limit(), "limits.max_in_flight", "named as the pool, not a share of it");
     }
 }

@@ -114,7 +114,11 @@ impl Endpoints {
     pub fn share(&self, principal: &str) -> Result<Option<crate::shares::Place<String>>, Refused> {
         match &self.per_principal {
             None => Ok(None),
-            Some((s, n)) => s.share(principal.to_owned(), *n).map(Some).map_err(|_| Refused::Share(*n)),
+            // A share that is all of max_in_flight (one principal) is refused as the pool.
+            Some((s, n)) => s.share(principal.to_owned(), *n).map(Some).map_err(|_| match &self.in_flight {
+                Some((_, max)) if n >= max => Refused::Busy(*max),
+                _ => Refused::Share(*n),
+            }),
         }
     }
 

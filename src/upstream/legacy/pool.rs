@@ -127,7 +127,8 @@ impl Pool {
         let caps = Caps { per_upstream: up.stdio.as_ref().map(|s| s.cfg.max_processes_per_principal), ..self.caps };
         let reserved =
             self.slots.lock().map_err(|_| UpstreamError::Closed(up.name.clone()))?.reserve(&key.principal, key.instance, exempt, caps);
-        let closed = reserved.map_err(|r| UpstreamError::Full(r.full(&up.name)))?;
+        let max_processes = up.stdio.as_ref().map_or(usize::MAX, |s| s.cfg.max_processes);
+        let closed = reserved.map_err(|r| UpstreamError::Full(r.full(&up.name, max_processes)))?;
         let mut slot = Reservation { pool: self, key, opened: false };
         if let Some(s) = closed {
             s.close(&self.client).await;

@@ -42,11 +42,11 @@ pub(crate) enum Refused {
 
 impl Refused {
     /// The refusal the caller is given (503, naming the limit); `upstream` names the stdio
-    /// upstream of a [`Refused::Share`].
-    pub(crate) fn full(self, upstream: &str) -> crate::shares::Full {
+    /// upstream of a [`Refused::Share`], which has `max_processes`.
+    pub(crate) fn full(self, upstream: &str, max_processes: usize) -> crate::shares::Full {
         use crate::shares::{Full, Pool};
         match self {
-            Refused::Share(n) => Full::share(Pool::Processes(upstream.to_owned()), n),
+            Refused::Share(n) => Full::share_of(Pool::Processes(upstream.to_owned()), n, max_processes),
             Refused::Principal(n) => Full::share(Pool::Sessions, n),
             Refused::Global(n) => Full::pool(Pool::Sessions, n),
         }

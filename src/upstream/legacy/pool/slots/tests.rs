@@ -39,7 +39,7 @@ fn a_principal_at_its_cap_closes_its_own_oldest_idle_session_else_is_refused() {
     assert_eq!(s.open(), 3);
     assert_eq!(s.take(&key("alice", SAMPLING)), Some("a2"));
     assert_eq!(s.reserve("alice", 1, false, CAPS), Err(Refused::Principal(2)), "both leased");
-    let msg = Refused::Principal(2).full("up").to_string();
+    let msg = Refused::Principal(2).full("up", 8).to_string();
     assert!(msg.contains("sessions with 2025-11-25 upstreams") && msg.contains("bridge.max_sessions_per_principal = 2"), "{msg}");
     assert_eq!(s.take(&key("bob", SAMPLING)), Some("b1"), "bob's session was never touched");
 }
@@ -101,7 +101,7 @@ fn a_principal_holding_its_share_of_a_stdio_upstream_closes_its_own_idle_one_of_
         assert_eq!(s.reserve("alice", 1, false, SHARE), Ok(None));
     }
     assert_eq!(s.reserve("alice", 1, false, SHARE), Err(Refused::Share(2)), "her idle session of another upstream is not closed for it");
-    let msg = Refused::Share(2).full("files").to_string();
+    let msg = Refused::Share(2).full("files", 8).to_string();
     assert!(msg.contains("stdio upstream \"files\"") && msg.contains("max_processes_per_principal = 2"), "{msg}");
     // Bob is not touched by her share.
     assert_eq!(s.reserve("bob", 1, false, SHARE), Ok(None));
