@@ -46,7 +46,9 @@ pub fn endpoint(gw: &Gateway) -> Endpoint {
         // Boxed once here: the pipeline's future is several KiB, and moving it by value through
         // the layers would copy it at each step.
         let run: BoxFuture<Result<Reply, Infallible>> = Box::pin(async move {
-            let Some(gw) = live.get() else { return Ok(Reply::Overloaded) };
+            let Some(gw) = live.get() else {
+                return Ok(Reply::Plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: Sluice is shutting down\n"));
+            };
             let (parts, body) = req.into_parts();
             Ok(crate::pipeline::run(&gw, parts, body, &admission).await)
         });
