@@ -296,7 +296,6 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) ->
 
 /// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
 /// keys only that one takes), each refused next to the other's keys.
-/// (`one_principal`: `[auth]` configures no credentials, see [`StdioConfig`]'s shares.)
 fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bool) -> Result<(String, Option<StdioConfig>), ConfigError> {
     let at = src.at(u.name.span());
     match (u.url.take(), u.command.take()) {
