@@ -121,9 +121,23 @@ async fn with_every_process_serving_parked_calls_a_third_principal_gets_503_nami
     let _bob_round = park(&bob, &url).await;
     let (status, retry_after, msg) = send(&carol, &url, json!({})).await;
     assert_full(status, retry_after, &msg, "max_processes", 2);
-    // Alice's call is answered: her process is idle again, and carol's call gets it.
+    // Alice's call is answered: her process is idle again (its lease is given back just after
+    // the answer is sent), and carol's call gets it.
     answer(&alice, &url, alice_round, "a").await;
-    let carol_round = park(&carol, &url).await;
+    let round = std::sync::Mutex::new(None);
+    crate::support::eventually_async("carol's call gets alice's freed process", || async {
+        let (status, retry_after, msg) = send(&carol, &url, json!({})).await;
+        if status == 503 {
+            assert_full(status, retry_after, &msg, "max_processes", 2);
+            return false;
+        }
+        assert_eq!(msg["result"]["resultType"], "input_required", "{msg}");
+        let key = msg["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()).expect("one ask");
+        *round.lock().unwrap() = Some((msg["result"]["requestState"].as_str().expect("a requestState").to_owned(), key));
+        true
+    })
+    .await;
+    let carol_round = round.lock().unwrap().take().expect("carol's round");
     answer(&carol, &url, carol_round, "c").await;
     gw.stop().await;
 }
