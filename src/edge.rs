@@ -3,7 +3,8 @@
 //! Takes the HTTP request head and body; gives the body bytes (bounded). Refuses a foreign
 //! `Host` or `Origin` on a loopback listener, or an `Origin` not allowed by config (403); a
 //! method other than POST (405); an `Accept` that does not list both `application/json` and
-//! `text/event-stream` (406); a body over `limits.max_body_bytes` (413).
+//! `text/event-stream` (406); a body over `limits.max_body_bytes` (413); a body that has not
+//! arrived whole within `timeouts.body_read_ms` of its head (408).
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -93,17 +94,32 @@ pub fn check_accept(h: &HeaderMap) -> Result<(), Reply> {
     }
 }
 
-/// Reads the body, refusing it past `max` bytes.
+/// Reads the body, refusing it past `max` bytes (no deadline of its own: the caller's).
 pub async fn read_body(h: &HeaderMap, body: hyper::body::Incoming, max: usize) -> Result<Bytes, Reply> {
+    read_body_within(h, body, max, std::time::Duration::MAX).await
+}
+
+/// Reads the body, refusing it past `max` bytes, or when it is not whole within `deadline`
+/// (a client that sends a head and holds its body back costs a connection and its principal's
+/// share for that long, no more).
+pub async fn read_body_within<B>(h: &HeaderMap, body: B, max: usize, deadline: std::time::Duration) -> Result<Bytes, Reply>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let too_large = Reply::Plain(StatusCode::PAYLOAD_TOO_LARGE, "payload too large: the body exceeds limits.max_body_bytes\n");
     let declared = h.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(too_large);
     }
-    match http_body_util::Limited::new(body, max).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
-        Err(_) => Err(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: the body could not be read\n")),
+    match tokio::time::timeout(deadline, http_body_util::Limited::new(body, max).collect()).await {
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Ok(Err(_)) => Err(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: the body could not be read\n")),
+        Err(_) => Err(Reply::Plain(
+            StatusCode::REQUEST_TIMEOUT,
+            "request timeout: the body did not arrive whole within timeouts.body_read_ms of the request head; send it at once\n",
+        )),
     }
 }
 

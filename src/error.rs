@@ -23,7 +23,7 @@ pub enum Side {
     Downstream,
     /// An upstream failed (502/504).
     Upstream,
-    /// Sluice itself failed (500).
+    /// Sluice itself failed (500), or a pool it shares among principals is full (503).
     Internal,
 }
 
@@ -57,6 +57,10 @@ pub enum GatewayError {
     /// Every upstream that could serve the request is down.
     #[error("upstream '{0}' is unavailable: {1}")]
     UpstreamDown(String, String),
+    /// A pool principals compete for at the front (requests in progress), or the principal's
+    /// share of it, is full.
+    #[error(transparent)]
+    Full(crate::shares::Full),
 }
 
 impl GatewayError {
@@ -67,6 +71,7 @@ impl GatewayError {
                 Side::Downstream
             }
             GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
+            GatewayError::Upstream(UpstreamError::Full(_)) | GatewayError::Full(_) => Side::Internal,
             GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
         }
     }
@@ -89,6 +94,11 @@ impl GatewayError {
             }
             GatewayError::Validate(ValidateError::Method(_)) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
             GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
+            // A full pool (or the principal's share of it) is Sluice's own refusal, never the
+            // upstream's fault: 503 with Retry-After, naming the limit (README: error codes).
+            GatewayError::Upstream(UpstreamError::Full(f)) | GatewayError::Full(f) => {
+                (StatusCode::SERVICE_UNAVAILABLE, crate::shares::POOL_FULL, Some(f.data()))
+            }
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
             GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
             // Its breaker or its max_in_flight: unavailable for now, and for how long.

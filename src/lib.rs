@@ -38,6 +38,7 @@ pub mod respond;
 pub mod route;
 pub mod server;
 pub mod service;
+pub mod shares;
 pub mod shutdown;
 pub mod state;
 pub mod streams;

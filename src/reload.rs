@@ -31,6 +31,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "telemetry",
     "cluster",
     "limits.max_connections",
+    "limits.max_connections_per_source",
     "limits.max_in_flight",
     "limits.max_header_bytes",
     "limits.max_response_bytes",

@@ -2,8 +2,10 @@
 //!
 //! Takes a bound listener, the gateway and a shutdown future; serves HTTP/1.1 and HTTP/2 until
 //! the future resolves, then stops accepting, lets in-flight requests finish up to
-//! `timeouts.shutdown_ms`, and drops the rest. Refuses nothing; accept errors are logged and
-//! retried after a short pause.
+//! `timeouts.shutdown_ms`, and drops the rest. Refuses (closes at once) a connection past
+//! `limits.max_connections`, or past `limits.max_connections_per_source` from its source (an
+//! IPv4 address, an IPv6 /64: connections come before any principal is known, so the share is
+//! the source's); accept errors are logged and retried after a short pause.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,8 +33,9 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// (`reload.rs` refuses to change them).
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
-    let (header_read, max_connections, grace) = (gw.cfg.timeouts.header_read, gw.cfg.limits.max_connections, gw.cfg.timeouts.shutdown);
-    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let (header_read, grace) = (gw.cfg.timeouts.header_read, gw.cfg.timeouts.shutdown);
+    let (max_connections, per_source) = (gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
+    let connections = crate::shares::Shares::new(max_connections);
     let graceful = GracefulShutdown::new();
     let endpoint = crate::service::stack::endpoint(&gw);
     let background = crate::background::spawn(&gw);
@@ -45,11 +48,19 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             _ = &mut shutdown => break,
             s = accept(&listener, "MCP") => s,
         };
-        // Past max_connections a new connection is closed at once, so held ones keep working.
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(limit = max_connections, "connection refused: limits.max_connections reached");
-            drop(stream);
-            continue;
+        // Past max_connections (or its source's share) a new connection is closed at once, so
+        // held ones keep working and no one source holds them all.
+        let source = stream.peer_addr().map(|a| source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let permit = match connections.take(source, per_source) {
+            Ok(p) => p,
+            Err(crate::shares::Refused::Pool(n)) => {
+                tracing::warn!(limit = n, "connection refused: limits.max_connections reached");
+                continue;
+            }
+            Err(crate::shares::Refused::Share(n)) => {
+                tracing::warn!(limit = n, %source, "connection refused: this source holds limits.max_connections_per_source");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let (live, endpoint) = (live.clone(), endpoint.clone());
@@ -77,6 +88,18 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         gw.audit.close(std::time::Duration::from_secs(2)).await;
     }
     live.clear();
+}
+
+/// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one
+/// included), or the /64 an IPv6 address is in (one host usually holds a whole /64).
+pub(crate) fn source_of(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.into(),
+            None => std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)).into(),
+        },
+        v4 => v4,
+    }
 }
 
 /// The next connection of `listener`; an accept error (out of file descriptors, say) is logged
@@ -132,4 +155,19 @@ pub(crate) async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: st
         }
     };
     tokio::time::timeout(limit, sniff).await.unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(source_of(ip("203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(source_of(ip("::ffff:203.0.113.7")), ip("203.0.113.7"), "IPv4-mapped is the IPv4 address");
+        assert_eq!(source_of(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")), ip("2001:db8:1:2::"));
+        assert_eq!(source_of(ip("2001:db8:1:2::1")), source_of(ip("2001:db8:1:2:ffff::9")), "one /64, one source");
+        assert_ne!(source_of(ip("2001:db8:1:2::1")), source_of(ip("2001:db8:1:3::1")));
+    }
 }

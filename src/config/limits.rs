@@ -1,8 +1,10 @@
 //! `[limits]` and `[timeouts]`: every size and every wait Sluice bounds.
 //!
 //! Takes the raw tables; gives [`Limits`] and [`Timeouts`] with each absent value at its default
-//! (and a few raised to a floor: a request head of at least 8 KiB, at least one stream). Refuses
-//! `max_json_depth` outside 8 to 128. Also holds the `ms` serializer the other sections use to
+//! (and a few raised to a floor: a request head of at least 8 KiB, at least one stream), the
+//! shares per principal and per source at their defaults (a quarter of their pool, at least 1;
+//! the whole pool where there is only one principal or one source). Refuses `max_json_depth`
+//! outside 8 to 128, and a share of 0 or over its pool. Also holds the `ms` serializer the other sections use to
 //! print a [`Duration`] back as the `*_ms` key it was read from.
 
 use std::time::Duration;
@@ -17,8 +19,18 @@ use super::Invalid;
 pub struct Limits {
     /// Connections held at once; past it new connections are closed at once (default 10000).
     pub max_connections: usize,
-    /// Requests in progress at once; past it Sluice answers 503 with Retry-After (default 1024).
+    /// Requests in progress at once, each counted once its body is read; past it Sluice
+    /// answers 503 with Retry-After, code -31020 (default 1024).
     pub max_in_flight: usize,
+    /// Requests of one principal in progress at once, counted from its authentication (its
+    /// body being read included); past it 503 with Retry-After, code -31020. Default a quarter
+    /// of `max_in_flight` (at least 1); all of it when `[auth]` configures no credentials.
+    pub max_in_flight_per_principal: usize,
+    /// Connections from one source address (an IPv4 address, an IPv6 /64) held at once; past
+    /// it a new connection from that source is closed at once. Default a quarter of
+    /// `max_connections` (at least 1); all of them on a loopback listener (every client is
+    /// one source there).
+    pub max_connections_per_source: usize,
     /// Largest request head (431 past it, default 64 KiB).
     pub max_header_bytes: usize,
     /// Largest request body accepted from a client (413 past it). Default 4 MiB.
@@ -50,6 +62,10 @@ pub struct Timeouts {
     /// A client must send a request head within this (slowloris). Default 10 s.
     #[serde(with = "ms", rename = "header_read_ms")]
     pub header_read: Duration,
+    /// A request's body must arrive whole within this, counted from its head (408 past it).
+    /// Default 30 s.
+    #[serde(with = "ms", rename = "body_read_ms")]
+    pub body_read: Duration,
     /// Time from a request's arrival to its response head (504 past it). Default 120 s.
     #[serde(with = "ms", rename = "request_ms")]
     pub request: Duration,
@@ -92,10 +108,21 @@ pub(super) fn millis(v: Option<u64>, default: u64) -> Duration {
 /// past any machine's sockets, and within tokio's own bound.
 pub(super) const MAX_PERMITS: usize = 1_000_000_000;
 
-impl TryFrom<RawLimits> for Limits {
-    type Error = Invalid;
+/// A share of a pool of `max`: as given (1 to `max`), else a quarter of it (at least 1), or
+/// all of it when `whole`.
+fn share(key: &str, given: Option<usize>, max: usize, whole: bool, pool: &str) -> Result<usize, Invalid> {
+    let n = given.unwrap_or(if whole { max } else { (max / 4).max(1) });
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Invalid(format!("limits.{key} = {n}: expected 1 to limits.{pool} = {max}")))
+    }
+}
 
-    fn try_from(l: RawLimits) -> Result<Limits, Invalid> {
+impl Limits {
+    /// The `[limits]` table; `one_principal`: `[auth]` configures no credentials (every caller
+    /// is `local`); `loopback`: the listener is on loopback (every client is one source).
+    pub(super) fn from_raw(l: RawLimits, one_principal: bool, loopback: bool) -> Result<Limits, Invalid> {
         let max_json_depth = l.max_json_depth.unwrap_or(64);
         if !(8..=128).contains(&max_json_depth) {
             return Err(Invalid(format!("limits.max_json_depth = {max_json_depth}: expected 8 to 128")));
@@ -108,9 +135,25 @@ impl TryFrom<RawLimits> for Limits {
                 Err(Invalid(format!("limits.{key} = {v}: expected 1 to {MAX_PERMITS}")))
             }
         };
+        let max_connections = permits("max_connections", l.max_connections.unwrap_or(10_000))?;
+        let max_in_flight = permits("max_in_flight", l.max_in_flight.unwrap_or(1024))?;
         Ok(Limits {
-            max_connections: permits("max_connections", l.max_connections.unwrap_or(10_000))?,
-            max_in_flight: permits("max_in_flight", l.max_in_flight.unwrap_or(1024))?,
+            max_connections,
+            max_in_flight,
+            max_in_flight_per_principal: share(
+                "max_in_flight_per_principal",
+                l.max_in_flight_per_principal,
+                max_in_flight,
+                one_principal,
+                "max_in_flight",
+            )?,
+            max_connections_per_source: share(
+                "max_connections_per_source",
+                l.max_connections_per_source,
+                max_connections,
+                loopback,
+                "max_connections",
+            )?,
             max_header_bytes: l.max_header_bytes.unwrap_or(64 << 10).max(8192),
             max_body_bytes: l.max_body_bytes.unwrap_or(4 << 20),
             max_response_bytes: l.max_response_bytes.unwrap_or(16 << 20),
@@ -131,6 +174,7 @@ impl From<RawTimeouts> for Timeouts {
     fn from(t: RawTimeouts) -> Timeouts {
         Timeouts {
             header_read: millis(t.header_read_ms, 10_000),
+            body_read: millis(t.body_read_ms, 30_000).max(Duration::from_millis(1)),
             request: millis(t.request_ms, 120_000),
             connect: millis(t.connect_ms, 2_000),
             response: millis(t.response_ms, 60_000),

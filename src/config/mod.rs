@@ -175,7 +175,10 @@ impl Config {
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
         let path = endpoint_path(raw.path, src)?;
-        let (upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src)?;
+        // Across sections: without credentials every caller is the one principal `local`, so a
+        // share per principal defaults to the whole pool (what AuthConfig::configured says).
+        let one_principal = raw.auth.api_keys.is_empty() && raw.auth.api_keys_env.is_none() && raw.auth.jwt.is_none();
+        let (upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
         let Budget { global: budget, overrides: budget_overrides } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || format!("http://{listen}{path}"));
@@ -186,7 +189,7 @@ impl Config {
             )));
         }
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
-        let limits = Limits::try_from(raw.limits).map_err(|e| src.refuse(e))?;
+        let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback()).map_err(|e| src.refuse(e))?;
         let metrics = MetricsConfig::from(raw.metrics);
         // Across sections: `/metrics` can only require the auth `[auth]` configures.
         if metrics.require_auth && !auth.configured() {

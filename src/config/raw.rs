@@ -181,6 +181,8 @@ pub(super) struct RawLimits {
     pub(super) max_streams: Option<usize>,
     pub(super) max_streams_per_principal: Option<usize>,
     pub(super) max_resource_subscriptions: Option<usize>,
+    pub(super) max_in_flight_per_principal: Option<usize>,
+    pub(super) max_connections_per_source: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -194,6 +196,7 @@ pub(super) struct RawTimeouts {
     pub(super) shutdown_ms: Option<u64>,
     pub(super) listen_retry_ms: Option<u64>,
     pub(super) stream_idle_ms: Option<u64>,
+    pub(super) body_read_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -205,6 +208,7 @@ pub(super) struct RawUpstream {
     pub(super) breaker_failures: Option<u32>,
     pub(super) breaker_open_ms: Option<u64>,
     pub(super) max_in_flight: Option<usize>,
+    pub(super) max_in_flight_per_principal: Option<usize>,
     #[serde(default)]
     pub(super) era: Era,
     #[serde(default)]
@@ -216,6 +220,7 @@ pub(super) struct RawUpstream {
     pub(super) stderr: Option<String>,
     pub(super) stderr_max_bytes: Option<u64>,
     pub(super) max_processes: Option<usize>,
+    pub(super) max_processes_per_principal: Option<usize>,
     pub(super) spare_processes: Option<usize>,
     pub(super) start_ms: Option<u64>,
     pub(super) user: Option<super::stdio::run_as::RawId>,

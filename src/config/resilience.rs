@@ -4,8 +4,9 @@
 //! Takes the raw keys of one `[[upstream]]`; gives [`Resilience`]. Refuses `url` and `urls`
 //! together, an empty `urls` or one that is not `http://`, the same URL twice, several URLs for
 //! a 2024-11-05 HTTP+SSE server (a session lives on one GET stream), these keys on a stdio
-//! upstream, `breaker_failures = 0`, a `breaker_open_ms` outside 1..=600000 and
-//! `max_in_flight = 0`, each with the key and what to give instead.
+//! upstream, `breaker_failures = 0`, a `breaker_open_ms` outside 1..=600000,
+//! `max_in_flight = 0`, and a `max_in_flight_per_principal` of 0, over `max_in_flight` or
+//! without it, each with the key and what to give instead.
 
 use std::time::Duration;
 
@@ -28,11 +29,22 @@ pub struct Resilience {
     /// Requests in flight to this upstream at once; past it a request is shed with 503 and
     /// `Retry-After` (default: no limit of its own, `limits.max_in_flight` applies).
     pub max_in_flight: Option<usize>,
+    /// Of those, the requests of one principal at once (with `max_in_flight` only), so one
+    /// principal's slow calls cannot take them all; past it 503 with `Retry-After`, `-31020`.
+    /// Default a quarter of `max_in_flight` (at least 1); all of it when `[auth]` configures no
+    /// credentials (every caller is then the one principal `local`).
+    pub max_in_flight_per_principal: Option<usize>,
 }
 
 impl Default for Resilience {
     fn default() -> Self {
-        Resilience { urls: Vec::new(), breaker_failures: 5, breaker_open: Duration::from_secs(10), max_in_flight: None }
+        Resilience {
+            urls: Vec::new(),
+            breaker_failures: 5,
+            breaker_open: Duration::from_secs(10),
+            max_in_flight: None,
+            max_in_flight_per_principal: None,
+        }
     }
 }
 
@@ -57,6 +69,9 @@ impl Serialize for Resilience {
         if let Some(n) = self.max_in_flight {
             m.serialize_entry("max_in_flight", &n)?;
         }
+        if let Some(n) = self.max_in_flight_per_principal {
+            m.serialize_entry("max_in_flight_per_principal", &n)?;
+        }
         m.end()
     }
 }
@@ -74,17 +89,23 @@ pub(super) struct RawResilience {
     pub(super) breaker_failures: Option<u32>,
     pub(super) breaker_open_ms: Option<u64>,
     pub(super) max_in_flight: Option<usize>,
+    pub(super) max_in_flight_per_principal: Option<usize>,
 }
 
 impl RawResilience {
     /// Whether any key is set (a stdio upstream takes none).
     pub(super) fn any(&self) -> bool {
-        self.urls.is_some() || self.breaker_failures.is_some() || self.breaker_open_ms.is_some() || self.max_in_flight.is_some()
+        self.urls.is_some()
+            || self.breaker_failures.is_some()
+            || self.breaker_open_ms.is_some()
+            || self.max_in_flight.is_some()
+            || self.max_in_flight_per_principal.is_some()
     }
 
     /// The first URL of `urls`, if given, and the checked keys (its `urls` filled in once the
-    /// upstream's `url` is known); `at` names the upstream in errors.
-    pub(super) fn check(self, at: &str, sse: bool) -> Result<(Option<String>, Resilience), ConfigError> {
+    /// upstream's `url` is known); `at` names the upstream in errors; `one_principal`: `[auth]`
+    /// configures no credentials.
+    pub(super) fn check(self, at: &str, sse: bool, one_principal: bool) -> Result<(Option<String>, Resilience), ConfigError> {
         let bad = |what: String| ConfigError(format!("{at}: {what}"));
         let mut first = None;
         let mut all = Vec::new();
@@ -119,7 +140,26 @@ impl RawResilience {
         if self.max_in_flight.is_some_and(|n| n > MAX_IN_FLIGHT) {
             return Err(bad(format!("max_in_flight above {MAX_IN_FLIGHT}: give 1 to {MAX_IN_FLIGHT}, or leave it out")));
         }
-        let r = Resilience { urls: all, breaker_failures, breaker_open: Duration::from_millis(open_ms), max_in_flight: self.max_in_flight };
+        let max_in_flight_per_principal = match (self.max_in_flight, self.max_in_flight_per_principal) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(bad("max_in_flight_per_principal is a share of max_in_flight: set max_in_flight too, or leave it out".into()))
+            }
+            (Some(max), given) => {
+                let n = given.unwrap_or(if one_principal { max } else { (max / 4).max(1) });
+                if !(1..=max).contains(&n) {
+                    return Err(bad(format!("max_in_flight_per_principal = {n}: give 1 to max_in_flight = {max}")));
+                }
+                Some(n)
+            }
+        };
+        let r = Resilience {
+            urls: all,
+            breaker_failures,
+            breaker_open: Duration::from_millis(open_ms),
+            max_in_flight: self.max_in_flight,
+            max_in_flight_per_principal,
+        };
         Ok((first, r))
     }
 }
@@ -166,5 +206,20 @@ mod tests {
         assert!(refused("url = \"http://127.0.0.1:1/\"\nbreaker_failures = 0").contains("breaker_failures = 0"));
         assert!(refused("url = \"http://127.0.0.1:1/\"\nbreaker_open_ms = 0").contains("give 1 to 600000"));
         assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight = 0").contains("max_in_flight = 0"));
+        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight_per_principal = 2").contains("set max_in_flight too"));
+        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight = 2\nmax_in_flight_per_principal = 3")
+            .contains("give 1 to max_in_flight = 2"));
+    }
+
+    #[test]
+    fn an_upstreams_share_per_principal_is_a_quarter_of_max_in_flight_or_all_of_it_without_auth() {
+        let share = |text: &str| load(text).expect("loads").upstreams[0].resilience.max_in_flight_per_principal;
+        let up = "[[upstream]]\nname = \"f\"\nurl = \"http://127.0.0.1:1/\"\n";
+        let auth = "[auth]\napi_keys_env = \"KEYS\"\n";
+        assert_eq!(share(&format!("{auth}{up}max_in_flight = 8\n")), Some(2));
+        assert_eq!(share(&format!("{auth}{up}max_in_flight = 3\n")), Some(1));
+        assert_eq!(share(&format!("{up}max_in_flight = 8\n")), Some(8), "one principal: all of it");
+        assert_eq!(share(&format!("{auth}{up}max_in_flight = 8\nmax_in_flight_per_principal = 5\n")), Some(5));
+        assert_eq!(share(up), None);
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Takes the raw stdio keys of one upstream; gives a [`StdioConfig`]. Refuses an empty command
 //! or program, an `env` name that is empty or holds `=` or NUL, a `stderr` that is neither
-//! `"drop"` nor `"file:PATH"`, `max_processes = 0`, and the HTTP-only keys (`headers`,
-//! `bearer_token_env`) or `era = "2026-07-28"` next to a command, naming the upstream; a
-//! `user` or `group` the user database does not resolve (`run_as`).
+//! `"drop"` nor `"file:PATH"`, `max_processes = 0`, a `max_processes_per_principal` of 0 or
+//! over `max_processes`, and the HTTP-only keys (`headers`, `bearer_token_env`) or
+//! `era = "2026-07-28"` next to a command, naming the upstream; a `user` or `group` the user
+//! database does not resolve (`run_as`).
 
 pub(super) mod run_as;
 
@@ -59,6 +60,11 @@ pub struct StdioConfig {
     /// Processes of this upstream at once: one per 2025-11-25 session, spares included
     /// (default 16).
     pub max_processes: usize,
+    /// Processes of this upstream one principal may hold at once (each serving one of its
+    /// calls, parked ones included), so that one principal cannot take them all. Default a
+    /// quarter of `max_processes` (at least 1); all of them when `[auth]` configures no
+    /// credentials (every caller is then the one principal `local`).
+    pub max_processes_per_principal: usize,
     /// Processes started ahead of need and kept warm, so a new session does not wait for the
     /// server to boot (default 1; at most `max_processes`).
     pub spare_processes: usize,
@@ -96,6 +102,7 @@ impl std::fmt::Debug for StdioConfig {
             .field("cwd", &self.cwd)
             .field("stderr", &self.stderr)
             .field("max_processes", &self.max_processes)
+            .field("max_processes_per_principal", &self.max_processes_per_principal)
             .field("spare_processes", &self.spare_processes)
             .field("start", &self.start)
             .field("user", &self.user.as_ref().map(|u| &u.written))
@@ -155,6 +162,10 @@ pub(super) struct RawStdio {
     pub(super) start_ms: Option<u64>,
     pub(super) user: Option<RawId>,
     pub(super) group: Option<RawId>,
+    pub(super) max_processes_per_principal: Option<usize>,
+    /// `[auth]` configures no credentials: every caller is `local`, so the default share is
+    /// the whole of `max_processes`.
+    pub(super) one_principal: bool,
 }
 
 impl RawStdio {
@@ -183,6 +194,12 @@ impl RawStdio {
         if max_processes == 0 || max_processes > MAX_PROCESSES {
             return Err(bad(format!("max_processes = {max_processes}: give 1 to {MAX_PROCESSES}")));
         }
+        let share = self.max_processes_per_principal.unwrap_or(if self.one_principal { max_processes } else { (max_processes / 4).max(1) });
+        if share == 0 || share > max_processes {
+            return Err(bad(format!(
+                "max_processes_per_principal = {share}: give 1 to max_processes = {max_processes} (the processes one principal may hold)"
+            )));
+        }
         let spare_processes = self.spare_processes.unwrap_or(1).min(max_processes);
         if self.spare_processes.is_some_and(|n| n > max_processes) {
             return Err(bad(format!(
@@ -207,6 +224,7 @@ impl RawStdio {
             stderr,
             stderr_max_bytes,
             max_processes,
+            max_processes_per_principal: share,
             spare_processes,
             start: std::time::Duration::from_millis(start_ms),
             user,

@@ -149,11 +149,12 @@ pub(super) fn upstreams(
     raw: Vec<RawUpstream>,
     separator: &str,
     src: Origin<'_>,
+    one_principal: bool,
 ) -> Result<(Vec<UpstreamConfig>, UpstreamScopes), ConfigError> {
     let mut upstreams: Vec<UpstreamConfig> = Vec::new();
     let mut scopes = Vec::new();
     for u in raw {
-        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src)?;
+        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src, one_principal)?;
         if !required.is_empty() {
             scopes.push((upstream.name.clone(), required));
         }
@@ -199,6 +200,7 @@ impl UpstreamConfig {
         separator: &str,
         before: &[UpstreamConfig],
         src: Origin<'_>,
+        one_principal: bool,
     ) -> Result<(UpstreamConfig, Vec<String>), ConfigError> {
         let name = u.name.get_ref().clone();
         if !is_name(&name) {
@@ -214,8 +216,8 @@ impl UpstreamConfig {
             return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
         }
         let at = src.at(u.name.span());
-        let resilience = resilience(&mut u, &name, &at)?;
-        let (url, stdio) = transport(&mut u, &name, src)?;
+        let resilience = resilience(&mut u, &name, &at, one_principal)?;
+        let (url, stdio) = transport(&mut u, &name, src, one_principal)?;
         let mut resilience = resilience;
         if resilience.urls.is_empty() && !url.is_empty() {
             resilience.urls = vec![url.clone()];
@@ -267,16 +269,17 @@ impl UpstreamConfig {
 }
 
 /// Its resilience keys, checked (`resilience.rs`); the first of its `urls` becomes its `url`.
-fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resilience, ConfigError> {
+fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) -> Result<super::Resilience, ConfigError> {
     let raw = super::resilience::RawResilience {
         urls: u.urls.take(),
         breaker_failures: u.breaker_failures.take(),
         breaker_open_ms: u.breaker_open_ms.take(),
         max_in_flight: u.max_in_flight.take(),
+        max_in_flight_per_principal: u.max_in_flight_per_principal.take(),
     };
     if raw.any() && u.command.is_some() {
         return Err(ConfigError(format!(
-            "{at}: upstream {name:?}: urls, breaker_failures, breaker_open_ms and max_in_flight are for a url, not a command"
+            "{at}: upstream {name:?}: urls, breaker_failures, breaker_open_ms, max_in_flight and max_in_flight_per_principal are for a url, not a command"
         )));
     }
     if raw.urls.is_some() && u.url.is_some() {
@@ -284,7 +287,7 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resili
             "{at}: upstream {name:?} has both url and urls: give one (urls for several replicas of one server)"
         )));
     }
-    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse)?;
+    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse, one_principal)?;
     if let Some(first) = first {
         u.url = Some(toml::Spanned::new(u.name.span(), first));
     }
@@ -293,7 +296,7 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str) -> Result<super::Resili
 
 /// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
 /// keys only that one takes), each refused next to the other's keys.
-fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String, Option<StdioConfig>), ConfigError> {
+fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bool) -> Result<(String, Option<StdioConfig>), ConfigError> {
     let at = src.at(u.name.span());
     match (u.url.take(), u.command.take()) {
         (Some(_), Some(_)) => {
@@ -313,6 +316,7 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 u.stderr.is_some(),
                 u.stderr_max_bytes.is_some(),
                 u.max_processes.is_some(),
+                u.max_processes_per_principal.is_some(),
                 u.spare_processes.is_some(),
                 u.start_ms.is_some(),
                 !u.env.is_empty(),
@@ -320,7 +324,7 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
             ];
             if stdio_key.iter().any(|k| *k) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, spare_processes, start_ms, user and group are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, max_processes_per_principal, spare_processes, start_ms, user and group are for a stdio upstream (command = [...]), not a url"
                 )));
             }
             Ok((url, None))
@@ -342,6 +346,8 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>) -> Result<(String
                 start_ms: u.start_ms,
                 user: u.user.take(),
                 group: u.group.take(),
+                max_processes_per_principal: u.max_processes_per_principal,
+                one_principal,
             };
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
@@ -373,12 +379,14 @@ impl RawUpstream {
             breaker_failures: None,
             breaker_open_ms: None,
             max_in_flight: None,
+            max_in_flight_per_principal: None,
             command,
             env: Default::default(),
             cwd: None,
             stderr: None,
             stderr_max_bytes: None,
             max_processes: None,
+            max_processes_per_principal: None,
             spare_processes: None,
             start_ms: None,
             user,

@@ -62,6 +62,9 @@ pub struct Call {
     /// The call's trace context, sent in place of the client's (`None`: tracing off, the
     /// client's `traceparent`, `tracestate` and `baggage` go through as they came).
     pub trace: Option<crate::telemetry::trace::Carrier>,
+    /// The principal's place under the upstream's `max_in_flight_per_principal`, held with the
+    /// call (a streamed answer's relay holds it until the stream ends).
+    pub share: Option<crate::shares::Place<String>>,
 }
 
 enum Msg {

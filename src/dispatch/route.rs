@@ -273,6 +273,8 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         }
     };
     let is_read = env.method == Method::ResourcesRead;
+    // One principal holds at most its share of the upstream's max_in_flight.
+    let share = t.up.balancer.share(&t.up.name, principal.id())?;
     let call = Call {
         id: env.id_json().to_owned(),
         method: env.method.clone(),
@@ -282,6 +284,7 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         log_level: meta.log_level,
         seal: None,
         trace,
+        share,
     };
     crate::telemetry::trace::traced!(span, send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)))
 }

@@ -1,8 +1,9 @@
 //! The one place that orders the stages of a request to the MCP endpoint.
 //!
 //! ```text
-//! edge (Origin/Host 403, POST 405, Accept 406, body 413)
-//!  → parse once (-32700 / -32600)          → notifications: 202
+//! edge (Origin/Host 403, POST 405, Accept 406) → authenticate (401/403)
+//!  → the principal's share of requests in progress (503) → body (413, 408)
+//!  → a place among the requests in progress (503) → parse once (-32700 / -32600)          → notifications: 202
 //!  → _meta (-32602) → route lookup (errors held) → headers vs body (-32020)
 //!  → version (-32022) → method (-32601/404) → dispatch → respond
 //! ```
@@ -23,8 +24,8 @@ use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
 use crate::telemetry::trace::RequestTrace;
 
-/// Runs one request through the pipeline.
-pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -> Reply {
+/// Runs one request through the pipeline, admitted by `admission` (`service/admit.rs`).
+pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, admission: &crate::service::admit::Admission) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
     if let Err(r) = edge::check_origin(&parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
@@ -47,15 +48,33 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming) -
             return stages::challenge(gw, "null", e);
         }
     };
+    // The principal's share before its body: a body held open costs its own share only.
+    let entered = match admission.enter(principal.id(), gw.cfg.limits.max_in_flight_per_principal) {
+        Ok(e) => e,
+        Err(full) => return refuse_full("null", full),
+    };
     let bytes = if session_verb {
         bytes::Bytes::new()
     } else {
-        match edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes).await {
+        match edge::read_body_within(&parts.headers, body, gw.cfg.limits.max_body_bytes, gw.cfg.timeouts.body_read).await {
             Ok(b) => b,
             Err(r) => return r,
         }
     };
+    // A place among the requests in progress only now that the request is whole.
+    let _in_flight = match entered.whole() {
+        Ok(place) => place,
+        Err(full) => return refuse_full(&readable_id(&bytes), full),
+    };
+    let _counted = gw.metrics.enter();
     serve(gw, &parts, &principal, bytes, &mut trace).await
+}
+
+/// A full pool of requests in progress (or the principal's share of it): 503, Retry-After.
+fn refuse_full(id: &str, full: crate::shares::Full) -> Reply {
+    tracing::debug!(limit = full.limit(), "request refused: too many in progress");
+    crate::audit::note(|a| a.decision = Some("refused"));
+    Reply::error(id, &GatewayError::Full(full))
 }
 
 /// A request another replica forwarded (`cluster/internal.rs`): its principal was

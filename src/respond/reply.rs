@@ -81,8 +81,6 @@ pub enum Reply {
     Challenge(StatusCode, String, Bytes),
     /// 429 (or 503) with `Retry-After` (seconds) and a JSON-RPC error body.
     Limited(StatusCode, Bytes, u64),
-    /// 503 with `Retry-After: 1`: too many requests in progress (load shedding).
-    Overloaded,
     /// A legacy `initialize` answer carrying the new `Mcp-Session-Id`.
     Session(StatusCode, Bytes, String),
 }
@@ -93,11 +91,14 @@ impl Reply {
         let (status, code, data) = err.classify();
         let body = jsonrpc::error_body(id, code, &err.to_string(), data.as_ref());
         match err {
-            // 503 with Retry-After (seconds, rounded up): the upstream's breaker or max_in_flight.
+            // 503 with Retry-After (seconds, rounded up): the upstream's breaker or max_in_flight,
+            // or a full pool Sluice keeps for upstreams.
             GatewayError::Upstream(e) => match e.retry_after_ms() {
                 Some(ms) => Reply::Limited(status, body, ms.div_ceil(1000).max(1)),
                 None => Reply::Json(status, body),
             },
+            // 503 with Retry-After: a pool (or the principal's share of it) is full.
+            GatewayError::Full(f) => Reply::Limited(status, body, f.retry_after_ms().div_ceil(1000).max(1)),
             _ => Reply::Json(status, body),
         }
     }
@@ -129,7 +130,6 @@ impl Reply {
         match self {
             Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
             Reply::Limited(s, ..) => *s,
-            Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
         }
@@ -157,11 +157,6 @@ impl Reply {
             Reply::Session(_, bytes, sid) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json").header(crate::mcp::headers::SESSION_ID, sid);
                 Full::new(bytes).boxed()
-            }
-            Reply::Overloaded => {
-                b = b.header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8").header(http::header::RETRY_AFTER, "1");
-                Full::new(Bytes::from_static(b"service unavailable: too many requests in progress (limits.max_in_flight); retry shortly\n"))
-                    .boxed()
             }
             Reply::Limited(_, bytes, secs) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());

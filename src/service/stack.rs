@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! audit          one record per request, emitted on every path (a stream's when it ends)
-//! load shed      past limits.max_in_flight: 503 with Retry-After at once, never queued
-//! concurrency    limits.max_in_flight requests in progress (until their response head)
 //! timeout        timeouts.request_ms from arrival to the response head: 504
-//! pipeline       the front door and the stages (pipeline.rs)
+//! pipeline       the front door and the stages (pipeline.rs), which admits the request
+//!                (admit.rs): the principal's share of limits.max_in_flight once it is
+//!                authenticated, a place in limits.max_in_flight once its body is read;
+//!                past either 503 with Retry-After at once, never queued
 //! ```
 //!
-//! Takes the request; gives the [`Reply`], never an error (tower's own errors, shed and
-//! elapsed, become their answers here).
+//! Requests in progress are not limited here, at arrival: a request that has sent its head
+//! but not its body, or whose principal is not known yet, must not hold a place that other
+//! principals need. Takes the request; gives the [`Reply`], never an error (tower's own error,
+//! elapsed, becomes its answer here).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,35 +34,35 @@ pub type Endpoint = BoxCloneService<Request<Incoming>, Reply, Infallible>;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// Builds the stack once (the concurrency limit is shared by every clone). Its limits are the
-/// first generation's (restart-only: `reload.rs`); the pipeline runs on the generation current
-/// when the request passes them.
+/// Builds the stack once (the admission is shared by every clone). `limits.max_in_flight` and
+/// the request deadline are the first generation's (restart-only: `reload.rs`); the pipeline
+/// runs on the generation current when the request arrives.
 pub fn endpoint(gw: &Gateway) -> Endpoint {
-    let limits = (gw.cfg.limits.max_in_flight, gw.cfg.timeouts.request);
+    let deadline = gw.cfg.timeouts.request;
+    let admission = super::admit::Admission::new(gw.cfg.limits.max_in_flight);
     let live = gw.live.clone();
     let pipeline = tower::service_fn(move |req: Request<Incoming>| {
-        let live = live.clone();
+        let (live, admission) = (live.clone(), admission.clone());
         // Boxed once here: the pipeline's future is several KiB, and moving it by value through
         // the layers would copy it at each step.
         let run: BoxFuture<Result<Reply, Infallible>> = Box::pin(async move {
-            let Some(gw) = live.get() else { return Ok(Reply::Overloaded) };
-            // Counted under the concurrency limit: what it holds, shed requests not included.
-            let _in_flight = gw.metrics.enter();
+            let Some(gw) = live.get() else {
+                return Ok(Reply::Plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: Sluice is shutting down\n"));
+            };
             let (parts, body) = req.into_parts();
-            Ok(crate::pipeline::run(&gw, parts, body).await)
+            Ok(crate::pipeline::run(&gw, parts, body, &admission).await)
         });
         run
     });
     let audit = AuditLayer { audit: gw.audit.clone(), metrics: gw.metrics.clone() };
-    let stack = ServiceBuilder::new().layer(audit).load_shed().concurrency_limit(limits.0).timeout(limits.1).service(pipeline);
+    let stack = ServiceBuilder::new().layer(audit).timeout(deadline).service(pipeline);
     BoxCloneService::new(stack)
 }
 
-/// Shed and elapsed become the answers they stand for.
+/// Elapsed becomes the answer it stands for.
 fn answer_edge_errors(r: Result<Reply, BoxError>) -> Result<Reply, Infallible> {
     Ok(match r {
         Ok(reply) => reply,
-        Err(e) if e.is::<tower::load_shed::error::Overloaded>() => Reply::Overloaded,
         Err(_) => Reply::Plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout: the request took longer than timeouts.request_ms\n"),
     })
 }
@@ -95,8 +98,7 @@ where
     type Future = BoxFuture<Result<Reply, Infallible>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Load shedding below is always ready (it answers "overloaded" from `call` instead), and
-        // nothing under it can fail to be ready: an error here cannot happen.
+        // The timeout and the pipeline below are always ready: an error here cannot happen.
         self.inner.poll_ready(cx).map(|_| Ok(()))
     }
 

@@ -110,6 +110,12 @@ impl Balancer {
         }
     }
 
+    /// A place of `principal`'s share of the upstream's `max_in_flight` (none without one);
+    /// refused, counted as shed, past it.
+    pub fn share(&self, name: &str, principal: &str) -> Result<Option<crate::shares::Place<String>>, UpstreamError> {
+        self.endpoints.share(principal).map_err(|r| self.refused(name, r))
+    }
+
     fn refused(&self, name: &str, r: Refused) -> UpstreamError {
         match r {
             Refused::Open(wait) => {
@@ -119,6 +125,10 @@ impl Balancer {
             Refused::Busy(n) => {
                 self.counts.shed.fetch_add(1, Ordering::Relaxed);
                 UpstreamError::Busy(name.to_owned(), n)
+            }
+            Refused::Share(n) => {
+                self.counts.shed.fetch_add(1, Ordering::Relaxed);
+                UpstreamError::Full(crate::shares::Full::share(crate::shares::Pool::Requests(name.to_owned()), n))
             }
         }
     }

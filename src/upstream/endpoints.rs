@@ -7,7 +7,9 @@
 //! once with how long until a trial ([`Refused::Open`]). A breaker opens after
 //! `breaker_failures` consecutive failures (no connection, a timeout, HTTP 502-504) and stays open
 //! `breaker_open_ms`; a trial that succeeds closes it (the endpoint is readmitted), one that fails
-//! opens it again. With `max_in_flight`, a request past it is refused ([`Refused::Busy`]).
+//! opens it again. With `max_in_flight`, a request past it is refused ([`Refused::Busy`]), and
+//! one principal's request past its share of it (`max_in_flight_per_principal`) too
+//! ([`Refused::Share`], taken by the forward that knows the principal: [`Endpoints::share`]).
 //! Refuses nothing else; every state is bounded by the configured endpoints.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,6 +62,8 @@ pub enum Refused {
     Open(Duration),
     /// `max_in_flight` requests are under way.
     Busy(usize),
+    /// The principal has `max_in_flight_per_principal` requests under way.
+    Share(usize),
 }
 
 /// The endpoints of one upstream.
@@ -69,6 +73,7 @@ pub struct Endpoints {
     failures: u32,
     open_for: Duration,
     in_flight: Option<(Arc<Semaphore>, usize)>,
+    per_principal: Option<(Arc<crate::shares::Shares<String>>, usize)>,
 }
 
 impl Endpoints {
@@ -76,7 +81,9 @@ impl Endpoints {
     pub fn new(urls: Vec<(Uri, Option<HeaderValue>, String)>, r: &Resilience) -> Endpoints {
         let list = urls.into_iter().map(|(uri, host, shown)| Endpoint { uri, host, shown, state: Mutex::new(State::Closed(0)) }).collect();
         let in_flight = r.max_in_flight.map(|n| (Arc::new(Semaphore::new(n)), n));
-        Endpoints { list, next: AtomicUsize::new(0), failures: r.breaker_failures, open_for: r.breaker_open, in_flight }
+        // The pool is the semaphore's: the shares count per principal only.
+        let per_principal = r.max_in_flight_per_principal.map(|n| (crate::shares::Shares::new(usize::MAX), n));
+        Endpoints { list, next: AtomicUsize::new(0), failures: r.breaker_failures, open_for: r.breaker_open, in_flight, per_principal }
     }
 
     /// Endpoint `i`.
@@ -99,6 +106,19 @@ impl Endpoints {
         match &self.in_flight {
             None => Ok(None),
             Some((s, n)) => s.clone().try_acquire_owned().map(Some).map_err(|_| Refused::Busy(*n)),
+        }
+    }
+
+    /// A place of `principal`'s share of `max_in_flight` (none to hold without a share), held
+    /// for as long as its request and answer are.
+    pub fn share(&self, principal: &str) -> Result<Option<crate::shares::Place<String>>, Refused> {
+        match &self.per_principal {
+            None => Ok(None),
+            // A share that is all of max_in_flight (one principal) is refused as the pool.
+            Some((s, n)) => s.share(principal.to_owned(), *n).map(Some).map_err(|_| match &self.in_flight {
+                Some((_, max)) if n >= max => Refused::Busy(*max),
+                _ => Refused::Share(*n),
+            }),
         }
     }
 

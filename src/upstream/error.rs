@@ -43,6 +43,11 @@ pub enum UpstreamError {
     /// It has `max_in_flight` requests under way.
     #[error("upstream '{0}' has {1} requests under way, its max_in_flight; retry shortly")]
     Busy(String, usize),
+    /// A pool Sluice keeps for upstreams (a stdio upstream's processes, the 2025-11-25
+    /// sessions), or the principal's share of it, is full: Sluice's refusal, not the upstream's
+    /// fault (503, `-31020`).
+    #[error(transparent)]
+    Full(crate::shares::Full),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]
     SessionGone(String),
@@ -54,11 +59,13 @@ impl UpstreamError {
         matches!(self, UpstreamError::Timeout(..))
     }
 
-    /// When to retry a request refused by the upstream's breaker or its `max_in_flight` (503).
+    /// When to retry a request refused by the upstream's breaker, its `max_in_flight` or a full
+    /// pool (503).
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
             UpstreamError::Open(_, ms) => Some(*ms),
             UpstreamError::Busy(..) => Some(1000),
+            UpstreamError::Full(f) => Some(f.retry_after_ms()),
             _ => None,
         }
     }

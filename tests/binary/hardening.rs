@@ -267,6 +267,7 @@ async fn a_flood_past_max_in_flight_gets_503_with_retry_after() {
     for a in &answers {
         assert_eq!(a.status, 503, "a request past max_in_flight: {}", a.text);
         assert_eq!(a.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("1"), "Retry-After on a 503");
+        assert_eq!(a.refused(503, -31020, "a request past max_in_flight")["limit"], "limits.max_in_flight", "{}", a.text);
     }
     assert!(started.elapsed() < Duration::from_secs(2), "shedding took {:?}: it must not wait for a slot", started.elapsed());
     // Health is not load-shed; the slow calls finish once their upstream answers.

@@ -5,3 +5,4 @@ mod demo;
 mod hardening;
 mod hostile;
 mod reload;
+mod shares;

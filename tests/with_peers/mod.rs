@@ -20,4 +20,5 @@ mod sse;
 mod stdio;
 mod stdio_boundary;
 mod stdio_modern;
+mod stdio_shares;
 mod traces;

@@ -4,11 +4,14 @@
 //! is exclusive and returns its session to the pool when dropped (a broken one is closed
 //! instead). The key's capabilities are the closed [`Bridged`] set, so a client cannot force a
 //! new handshake by varying what it declares. Idle sessions are ended (DELETE) after
-//! `bridge.session_idle_ms`. Bounded: `bridge.max_sessions_per_principal` per principal (a
-//! principal at its cap closes its own least recently used idle session; Sluice's internal
-//! principal is exempt) and `bridge.max_sessions` in all (the least recently used idle session
-//! anywhere is closed); every pool operation is O(log n), see [`slots`]. Refuses a new session
-//! past either cap when no idle session can be closed for it, naming the limit.
+//! `bridge.session_idle_ms`. Bounded: a stdio upstream's `max_processes_per_principal` per
+//! principal (one process per session) and `bridge.max_sessions_per_principal` per principal (a
+//! principal at either closes its own least recently used idle session; Sluice's internal
+//! principal is exempt), `bridge.max_sessions` in all (the least recently used idle session
+//! anywhere is closed) and a stdio upstream's `max_processes` (its least recently used idle
+//! session is closed); every pool operation is O(log n), see [`slots`]. Refuses a new session
+//! past any of them when no idle session can be closed for it with 503 and `Retry-After`,
+//! naming the limit ([`crate::shares::Full`]), never a misleading "not MCP".
 
 mod slots;
 
@@ -54,7 +57,7 @@ impl Drop for Lease {
 /// A counted slot for a session being opened; released unless the session opened.
 struct Reservation<'a> {
     pool: &'a Pool,
-    principal: &'a str,
+    key: &'a Key,
     opened: bool,
 }
 
@@ -62,7 +65,7 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.opened {
             if let Ok(mut s) = self.pool.slots.lock() {
-                s.release(self.principal);
+                s.release(&self.key.principal, self.key.instance);
             }
         }
     }
@@ -73,7 +76,7 @@ impl Pool {
     /// `exempt`) and `session_idle_ms`.
     /// `grace` bounds the end of a stdio session's process (`timeouts.shutdown_ms`).
     pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str, grace: Duration) -> Arc<Pool> {
-        let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal };
+        let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal, per_upstream: None };
         Arc::new(Pool { client, slots: Mutex::new(Slots::default()), caps, exempt, idle_ttl: cfg.session_idle, grace })
     }
 
@@ -112,7 +115,7 @@ impl Pool {
                 return Some(s);
             }
             if let Ok(mut slots) = self.slots.lock() {
-                slots.release(&s.principal);
+                slots.release(&s.principal, s.up.instance);
             }
         }
     }
@@ -120,9 +123,13 @@ impl Pool {
     /// Reserves room (closing an idle session when a cap says so) and opens a session.
     async fn open(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
         let exempt = key.principal == self.exempt;
-        let reserved = self.slots.lock().map_err(|_| UpstreamError::Closed(up.name.clone()))?.reserve(&key.principal, exempt, self.caps);
-        let closed = reserved.map_err(|r| UpstreamError::Protocol(up.name.clone(), r.to_string()))?;
-        let mut slot = Reservation { pool: self, principal: &key.principal, opened: false };
+        // A stdio upstream's sessions are its processes: one principal holds at most its share.
+        let caps = Caps { per_upstream: up.stdio.as_ref().map(|s| s.cfg.max_processes_per_principal), ..self.caps };
+        let reserved =
+            self.slots.lock().map_err(|_| UpstreamError::Closed(up.name.clone()))?.reserve(&key.principal, key.instance, exempt, caps);
+        let max_processes = up.stdio.as_ref().map_or(usize::MAX, |s| s.cfg.max_processes);
+        let closed = reserved.map_err(|r| UpstreamError::Full(r.full(&up.name, max_processes)))?;
+        let mut slot = Reservation { pool: self, key, opened: false };
         if let Some(s) = closed {
             s.close(&self.client).await;
         }
@@ -201,7 +208,7 @@ impl Pool {
         // A session of an upstream a reload removed or replaced ends once its call is done.
         if !s.is_usable() || s.up.retired.is_cancelled() {
             if let Ok(mut slots) = self.slots.lock() {
-                slots.release(&s.principal);
+                slots.release(&s.principal, s.up.instance);
             }
             let client = self.client.clone();
             tokio::spawn(async move { s.close(&client).await });

@@ -8,7 +8,9 @@
 //! with back-off after failed starts (100 ms doubling to 30 s; a start whose handshake
 //! succeeded resets it), every running one tracked so shutdown ends them all and waits for
 //! them. Refuses a start while backing off and past `max_processes`, with errors naming the
-//! upstream and what to do.
+//! upstream and what to do (a full pool: 503 with `Retry-After`). One principal's share of the
+//! processes (`max_processes_per_principal`) is counted by the session pool
+//! (`legacy::pool::slots`), where each process is one principal's session.
 
 pub mod boundary;
 pub mod process;
@@ -135,12 +137,10 @@ impl Spec {
         tokio::time::timeout(wait, self.slots.clone().acquire_owned()).await.ok()?.ok()
     }
 
-    /// The error when every place is taken by a session in use.
+    /// The error when every place is taken by a session in use: 503 with `Retry-After`, naming
+    /// `max_processes` (Sluice's pool is full; the server did nothing wrong).
     pub fn full(&self) -> UpstreamError {
-        UpstreamError::Protocol(
-            self.name.to_string(),
-            format!("all its max_processes = {} processes serve calls now; retry later or raise max_processes", self.cfg.max_processes),
-        )
+        UpstreamError::Full(crate::shares::Full::pool(crate::shares::Pool::Processes(self.name.to_string()), self.cfg.max_processes))
     }
 
     /// A warm spare process, if one is running (another is started in its place).
@@ -282,6 +282,7 @@ mod tests {
             stderr: crate::config::Stderr::Drop,
             stderr_max_bytes: 1 << 20,
             max_processes,
+            max_processes_per_principal: max_processes,
             spare_processes,
             start: Duration::from_secs(5),
             user: None,

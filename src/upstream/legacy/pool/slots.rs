@@ -3,11 +3,13 @@
 //!
 //! Takes sessions returned idle, leases and reservations for new sessions; gives an idle session
 //! of a key (the most recently returned), the session to close to make room, and the idle ones
-//! past their TTL. Refuses a reservation past `bridge.max_sessions_per_principal` when the
-//! principal has no idle session of its own to close, and past `bridge.max_sessions` when no
-//! idle session is left at all. Every operation is O(log n) (plus the sessions it hands back):
-//! idle sessions sit in a `BTreeMap` by a return stamp (oldest first), indexed per key and per
-//! principal by the same stamps.
+//! past their TTL. Refuses a reservation past a stdio upstream's `max_processes_per_principal`
+//! (its sessions are its processes) or `bridge.max_sessions_per_principal` when the principal
+//! has no idle session of its own to close (of that upstream, for the first), and past
+//! `bridge.max_sessions` when no idle session is left at all. Every operation is O(log n) (plus
+//! the sessions it hands back, and a scan of one principal's idle sessions, at most its cap, for
+//! the share of one upstream): idle sessions sit in a `BTreeMap` by a return stamp (oldest
+//! first), indexed per key and per principal by the same stamps.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -27,14 +29,28 @@ pub(crate) struct Key {
 }
 
 /// A new session would pass a cap and nothing idle can be closed for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
+    /// The principal holds its share of this stdio upstream's processes
+    /// (`max_processes_per_principal`), all leased.
+    Share(usize),
     /// The principal holds `bridge.max_sessions_per_principal`, all leased.
-    #[error("too many legacy sessions open for this principal (bridge.max_sessions_per_principal = {0}), none of them idle")]
     Principal(usize),
     /// Sluice holds `bridge.max_sessions`, all leased.
-    #[error("too many legacy sessions open (bridge.max_sessions = {0})")]
     Global(usize),
+}
+
+impl Refused {
+    /// The refusal the caller is given (503, naming the limit); `upstream` names the stdio
+    /// upstream of a [`Refused::Share`], which has `max_processes`.
+    pub(crate) fn full(self, upstream: &str, max_processes: usize) -> crate::shares::Full {
+        use crate::shares::{Full, Pool};
+        match self {
+            Refused::Share(n) => Full::share_of(Pool::Processes(upstream.to_owned()), n, max_processes),
+            Refused::Principal(n) => Full::share(Pool::Sessions, n),
+            Refused::Global(n) => Full::pool(Pool::Sessions, n),
+        }
+    }
 }
 
 /// The caps a reservation is checked against.
@@ -42,6 +58,9 @@ pub(crate) enum Refused {
 pub(crate) struct Caps {
     pub(crate) max: usize,
     pub(crate) per_principal: usize,
+    /// The sessions one principal may hold of the upstream being opened (a stdio upstream's
+    /// `max_processes_per_principal`: one process per session); `None`: no cap of its own.
+    pub(crate) per_upstream: Option<usize>,
 }
 
 /// Idle sessions and open counts.
@@ -53,10 +72,12 @@ pub(crate) struct Slots<S> {
     open: usize,
 }
 
-/// One principal's sessions: how many are open (idle or leased) and which are idle.
+/// One principal's sessions: how many are open (idle or leased), how many of each upstream
+/// instance, and which are idle.
 #[derive(Default)]
 struct Held {
     open: usize,
+    by_instance: HashMap<u64, usize>,
     idle: BTreeSet<u64>,
 }
 
@@ -87,12 +108,16 @@ impl<S> Slots<S> {
         self.idle.insert(stamp, (key, s, now));
     }
 
-    /// Counts one more open session for `principal` (`exempt`: no cap per principal); gives the
-    /// idle session closed to make room (the principal's own oldest when it is at its cap, else
-    /// the oldest of all when Sluice is at its cap), or why there is no room.
-    pub(crate) fn reserve(&mut self, principal: &str, exempt: bool, caps: Caps) -> Result<Option<S>, Refused> {
-        let held = self.held.get(principal).map_or(0, |h| h.open);
-        let victim = if !exempt && held >= caps.per_principal {
+    /// Counts one more open session for `principal` on upstream `instance` (`exempt`: no cap
+    /// per principal); gives the idle session closed to make room (the principal's own oldest of
+    /// that upstream when it holds its share of it, else its own oldest when it is at its cap,
+    /// else the oldest of all when Sluice is at its cap), or why there is no room.
+    pub(crate) fn reserve(&mut self, principal: &str, instance: u64, exempt: bool, caps: Caps) -> Result<Option<S>, Refused> {
+        let (held, of_upstream) = self.held.get(principal).map_or((0, 0), |h| (h.open, h.by_instance.get(&instance).copied().unwrap_or(0)));
+        let share = caps.per_upstream.filter(|_| !exempt);
+        let victim = if let Some(share) = share.filter(|s| of_upstream >= *s) {
+            Some(self.close_idle(self.oldest_idle_of(principal, instance).ok_or(Refused::Share(share))?))
+        } else if !exempt && held >= caps.per_principal {
             let oldest = self.held.get(principal).and_then(|h| h.idle.first().copied());
             Some(self.close_idle(oldest.ok_or(Refused::Principal(caps.per_principal))?))
         } else if self.open >= caps.max {
@@ -102,15 +127,31 @@ impl<S> Slots<S> {
             None
         };
         self.open += 1;
-        self.held.entry(principal.to_owned()).or_default().open += 1;
+        let h = self.held.entry(principal.to_owned()).or_default();
+        h.open += 1;
+        *h.by_instance.entry(instance).or_default() += 1;
         Ok(victim.flatten())
     }
 
-    /// One of `principal`'s open sessions is gone (closed, broken, or never opened).
-    pub(crate) fn release(&mut self, principal: &str) {
+    /// The stamp of `principal`'s least recently returned idle session of upstream `instance`
+    /// (a scan of its idle sessions, at most its cap).
+    fn oldest_idle_of(&self, principal: &str, instance: u64) -> Option<u64> {
+        let h = self.held.get(principal)?;
+        h.idle.iter().copied().find(|stamp| self.idle.get(stamp).is_some_and(|(k, _, _)| k.instance == instance))
+    }
+
+    /// One of `principal`'s open sessions of upstream `instance` is gone (closed, broken, or
+    /// never opened).
+    pub(crate) fn release(&mut self, principal: &str, instance: u64) {
         self.open = self.open.saturating_sub(1);
         if let Some(h) = self.held.get_mut(principal) {
             h.open = h.open.saturating_sub(1);
+            if let Some(n) = h.by_instance.get_mut(&instance) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    h.by_instance.remove(&instance);
+                }
+            }
             if h.open == 0 && h.idle.is_empty() {
                 self.held.remove(principal);
             }
@@ -165,7 +206,7 @@ impl<S> Slots<S> {
     /// Removes an idle session that is to be closed, and counts it closed.
     fn close_idle(&mut self, stamp: u64) -> Option<S> {
         let (key, s) = self.unidle(stamp)?;
-        self.release(&key.principal);
+        self.release(&key.principal, key.instance);
         Some(s)
     }
 }
