@@ -1,11 +1,13 @@
 //! `[bridge]`, `[state]`, `[audit]` and `[metrics]`: how legacy sessions are bounded, what seals
-//! `requestState`, where audit records go, and who may read `/metrics`.
+//! `requestState`, where audit records go, who may read `/metrics`, and how many healthy
+//! upstreams `/readyz` needs.
 //!
 //! Takes the raw tables; gives [`Bridge`], [`StateConfig`], [`AuditConfig`] and [`MetricsConfig`]
 //! with each absent value at its default (`max_parked` from the file-descriptor limit). Refuses
 //! `bridge.gather_ms` over 200 and a `state.keys` entry that is not `ID:BASE64`; the keys stay
 //! redacted in `Debug` and when printed. Whether `metrics.require_auth` has an `[auth]` to
-//! require is checked where the config is assembled.
+//! require, and `metrics.min_healthy_upstreams` that many upstreams, is checked where the config
+//! is assembled.
 
 use std::time::Duration;
 
@@ -76,6 +78,18 @@ pub struct MetricsConfig {
     /// Whether `/metrics` and `/readyz` need a credential, like the MCP endpoint (default false;
     /// needs `[auth]`).
     pub require_auth: bool,
+    /// `/readyz` answers 200 only while at least this many upstreams are healthy (default: 1
+    /// when any upstream is configured; 0 makes readiness "every upstream probed once" only).
+    /// At most the number of upstreams (checked where the config is assembled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_healthy_upstreams: Option<usize>,
+}
+
+impl MetricsConfig {
+    /// The healthy upstreams `/readyz` needs, of `configured`.
+    pub fn min_healthy(&self, configured: usize) -> usize {
+        self.min_healthy_upstreams.unwrap_or(usize::from(configured > 0))
+    }
 }
 
 // === impl Bridge ===
@@ -151,6 +165,6 @@ impl From<RawAudit> for AuditConfig {
 
 impl From<RawMetrics> for MetricsConfig {
     fn from(m: RawMetrics) -> MetricsConfig {
-        MetricsConfig { require_auth: m.require_auth.unwrap_or(false) }
+        MetricsConfig { require_auth: m.require_auth.unwrap_or(false), min_healthy_upstreams: m.min_healthy_upstreams }
     }
 }
