@@ -6,12 +6,14 @@
 //! - `governance`: round caps, budgets, policies, approvals and limits (issue 4);
 //! - `canary`: no travelling value reaches Sluice's output (issue 5);
 //! - `stdio`, `sse`: real stdio servers Sluice starts as child processes, and a 2024-11-05
-//!   HTTP+SSE server (issue 12).
+//!   HTTP+SSE server (issue 12);
+//! - `health`: upstreams down and back, told once each, 503 naming them (issue 29).
 
 mod bridge_a;
 mod bridge_b;
 mod canary;
 mod governance;
+mod health;
 mod interop;
 mod resilience;
 mod sse;
