@@ -168,3 +168,25 @@ impl From<RawMetrics> for MetricsConfig {
         MetricsConfig { require_auth: m.require_auth.unwrap_or(false), min_healthy_upstreams: m.min_healthy_upstreams }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, Overrides};
+
+    fn load(text: &str) -> Result<Config, String> {
+        Config::from_toml(text, "sluice.toml", &Overrides::default()).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn min_healthy_upstreams_defaults_to_one_and_cannot_exceed_the_upstreams() {
+        let two = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/\"\n[[upstream]]\nname = \"b\"\nurl = \"http://127.0.0.1:2/\"\n";
+        let c = load(two).expect("loads");
+        assert_eq!(c.metrics.min_healthy(c.upstreams.len()), 1, "one healthy upstream by default");
+        assert_eq!(c.metrics.min_healthy(0), 0);
+        let c = load(&format!("[metrics]\nmin_healthy_upstreams = 2\n{two}")).expect("loads");
+        assert_eq!(c.metrics.min_healthy(2), 2);
+        assert!(c.redacted().contains("min_healthy_upstreams = 2"), "{}", c.redacted());
+        let e = load(&format!("[metrics]\nmin_healthy_upstreams = 3\n{two}")).expect_err("refused");
+        assert!(e.contains("min_healthy_upstreams = 3 but 2 upstream(s)") && e.contains("give at most 2"), "{e}");
+    }
+}
