@@ -188,14 +188,7 @@ impl Metrics {
             "Per upstream: endpoints whose breaker is open (or on trial) now",
             endpoints_out.clone(),
         );
-        let health_changes = Family::<HealthLabels, Counter>::default();
-        registry.register(
-            "sluice_upstream_health_changes",
-            "Per upstream: changes of its health, to down or to up (each also one log line)",
-            health_changes.clone(),
-        );
-        let healthy = Family::<NameLabels, Gauge>::default();
-        registry.register("sluice_upstream_healthy", "Per upstream: 1 when it is healthy now, else 0", healthy.clone());
+        let (health_changes, healthy) = register_health(&mut registry);
         let reloads = Family::<ResultLabels, Counter>::default();
         registry.register("sluice_config_reloads", "Config reloads (SIGHUP) by result: applied, failed", reloads.clone());
         let reload_ok = Gauge::default();
@@ -343,6 +336,19 @@ impl Metrics {
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Registers the upstream health metrics: changes told (to down, to up) and healthy now.
+fn register_health(registry: &mut Registry) -> (Family<HealthLabels, Counter>, Family<NameLabels, Gauge>) {
+    let changes = Family::<HealthLabels, Counter>::default();
+    registry.register(
+        "sluice_upstream_health_changes",
+        "Per upstream: changes of its health, to down or to up (each also one log line)",
+        changes.clone(),
+    );
+    let healthy = Family::<NameLabels, Gauge>::default();
+    registry.register("sluice_upstream_healthy", "Per upstream: 1 when it is healthy now, else 0", healthy.clone());
+    (changes, healthy)
 }
 
 impl Default for Metrics {

@@ -86,6 +86,16 @@ pub struct MetricsConfig {
 }
 
 impl MetricsConfig {
+    /// Refuses a `min_healthy_upstreams` over the `configured` upstreams (never ready).
+    pub fn check_upstreams(&self, configured: usize) -> Result<(), String> {
+        match self.min_healthy_upstreams {
+            Some(n) if n > configured => Err(format!(
+                "metrics.min_healthy_upstreams = {n} but {configured} upstream(s) are configured: /readyz could never answer 200; give at most {configured}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The healthy upstreams `/readyz` needs, of `configured`.
     pub fn min_healthy(&self, configured: usize) -> usize {
         self.min_healthy_upstreams.unwrap_or(usize::from(configured > 0))

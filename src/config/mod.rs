@@ -194,14 +194,7 @@ impl Config {
             )));
         }
         // Across sections: readiness cannot need more healthy upstreams than there are.
-        if metrics.min_healthy_upstreams.is_some_and(|n| n > upstreams.len()) {
-            return Err(ConfigError(format!(
-                "{origin}: metrics.min_healthy_upstreams = {} but {} upstream(s) are configured: /readyz could never answer 200; give at most {}",
-                metrics.min_healthy_upstreams.unwrap_or(0),
-                upstreams.len(),
-                upstreams.len()
-            )));
-        }
+        metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
         let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
