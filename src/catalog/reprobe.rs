@@ -4,7 +4,8 @@
 //! Takes an upstream (its re-prober is woken by `upstream::health` when it goes down); gives
 //! probes of it, [`REPROBE_FIRST`] after it went down, then each pause twice the last, up to
 //! `timeouts.refresh_ms`, until one finds it up; and, for a call that needs it while it is down,
-//! a probe now ([`revive`]) which the call waits for, bounded by `timeouts.connect_ms`. One
+//! the probe under way or one asked for now ([`revive`]), which the call waits for, bounded by
+//! `timeouts.connect_ms` (`timeouts.response_ms` for a stdio server, which boots). One
 //! task per upstream, one probe of it at a time (`Health::probing`); a call can cause at most
 //! one probe per [`REPROBE_GAP`] (clients cannot make Sluice probe faster). Ends with shutdown or
 //! when a reload retires the upstream. Refuses nothing.
@@ -62,20 +63,38 @@ async fn run(mut gw: Arc<Gateway>, up: Arc<Upstream>) {
     }
 }
 
-/// For a call that needs `up`: whether it is up, after a probe asked for now and waited for
-/// (at most `within`) when it is down and a call may ask for one ([`REPROBE_GAP`] after the
-/// last); a down upstream probed less than that ago is answered at once (`false`).
+/// For a call that needs `up`: whether it is up, after waiting (at most [`wait_for`]) for the
+/// probe of it under way, or for one asked for now when it is down and a call may ask for one
+/// ([`REPROBE_GAP`] after the last); a down upstream probed less than that ago, with no probe
+/// under way, is answered at once.
 pub async fn revive(up: &Upstream, within: Duration) -> bool {
     if up.status().healthy {
         return true;
     }
-    if !up.health.reprober.load(std::sync::atomic::Ordering::Acquire) || !up.health.next_asked_probe().is_zero() {
+    if !up.health.reprober.load(std::sync::atomic::Ordering::Acquire) {
         return false;
     }
     let mut probed = up.health.probed.subscribe();
-    up.health.wake.notify_one();
+    let under_way = up.health.probing.try_lock().is_err();
+    if !under_way {
+        if !up.health.next_asked_probe().is_zero() {
+            return up.status().healthy;
+        }
+        up.health.wake.notify_one();
+    }
     let _ = tokio::time::timeout(within, probed.changed()).await;
     up.status().healthy
+}
+
+/// How long a call waits for a probe of `up`: `timeouts.connect_ms` for an HTTP upstream (a
+/// probe that has not connected by then has failed), `timeouts.response_ms` for a stdio one
+/// (its new process boots: the call would have waited for that anyway).
+pub fn wait_for(up: &Upstream, t: &crate::config::Timeouts) -> Duration {
+    if up.stdio.is_some() {
+        t.response
+    } else {
+        t.connect
+    }
 }
 
 /// The pause a refused call is told to wait before retrying (`Retry-After`, whole seconds):

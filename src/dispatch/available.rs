@@ -28,8 +28,9 @@ pub async fn check(gw: &Gateway, method: &Method, also: impl Fn(&str) -> bool) -
     if could.is_empty() {
         return Err(not_served.into());
     }
-    let within = gw.cfg.timeouts.connect;
-    futures_util::future::join_all(could.iter().map(|up| crate::catalog::reprobe::revive(up, within))).await;
+    let t = &gw.cfg.timeouts;
+    futures_util::future::join_all(could.iter().map(|up| crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, t))))
+        .await;
     if served(cap) {
         return Ok(());
     }
@@ -51,7 +52,7 @@ pub fn unavailable<'a>(what: &str, down: impl Iterator<Item = &'a Upstream>) -> 
 /// For a routed call: `Ok` when `up` is up, after a probe of it the call waits for when it is
 /// down (see the module); the 503 refusal naming it otherwise.
 pub async fn up_now(gw: &Gateway, up: &Upstream, what: &str) -> Result<(), GatewayError> {
-    if crate::catalog::reprobe::revive(up, gw.cfg.timeouts.connect).await {
+    if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &gw.cfg.timeouts)).await {
         return Ok(());
     }
     Err(unavailable(what, std::iter::once(up)).into())
