@@ -1,5 +1,5 @@
 //! Background work tied to the gateway's shutdown: the first probe and the periodic re-probe
-//! and refresh, one listen stream per modern upstream, the sweepers of parked exchanges and
+//! and refresh of the healthy upstreams (a down one has its own re-prober, `catalog::reprobe`), one listen stream per modern upstream, the sweepers of parked exchanges and
 //! idle sessions, budget upkeep, and the config reload on SIGHUP.
 //!
 //! Takes the gateway; gives the task handles. Each task works on the generation current when
@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use crate::gateway::{Gateway, Live};
-use crate::route::table::ListKind;
 
 /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
 pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
@@ -35,13 +34,9 @@ pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
             }
             // The generation current after the pause: one a reload made meanwhile included.
             let Some(gw) = live.get() else { return };
-            for up in &gw.upstreams {
-                let status = gw.probe(up).await;
-                if status.healthy {
-                    for kind in ListKind::ALL {
-                        gw.refresh(up, kind).await;
-                    }
-                }
+            // A down upstream is its re-prober's (catalog/reprobe.rs): probed sooner than this.
+            for up in gw.upstreams.iter().filter(|u| u.status().healthy) {
+                gw.check(up).await;
             }
         }
     })

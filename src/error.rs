@@ -15,6 +15,9 @@ use crate::validate::ValidateError;
 pub const UNAUTHENTICATED: i64 = -31001;
 /// Sluice: the credential lacks a scope the request needs (HTTP 403).
 pub const FORBIDDEN: i64 = -31003;
+/// Sluice: no healthy upstream can serve the request now, a configured one could once back
+/// (HTTP 503 with `Retry-After`).
+pub const NO_HEALTHY_UPSTREAM: i64 = -31030;
 
 /// Which side a failure belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,13 +57,13 @@ pub enum GatewayError {
     /// Governance refused (round cap, parked cap, budget, policy, approval declined, size).
     #[error("{}", .0.classify().2)]
     Refused(crate::policy::Refusal),
-    /// Every upstream that could serve the request is down.
-    #[error("upstream '{0}' is unavailable: {1}")]
-    UpstreamDown(String, String),
     /// A pool principals compete for at the front (requests in progress), or the principal's
     /// share of it, is full.
     #[error(transparent)]
     Full(crate::shares::Full),
+    /// Every upstream that could serve the request is down (503, `Retry-After`).
+    #[error(transparent)]
+    Unavailable(#[from] crate::upstream::error::Unavailable),
 }
 
 impl GatewayError {
@@ -72,7 +75,18 @@ impl GatewayError {
             }
             GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
             GatewayError::Upstream(UpstreamError::Full(_)) | GatewayError::Full(_) => Side::Internal,
-            GatewayError::Upstream(_) | GatewayError::UpstreamDown(..) => Side::Upstream,
+            GatewayError::Upstream(_) | GatewayError::Unavailable(_) => Side::Upstream,
+        }
+    }
+
+    /// When to retry, for a refusal that says so with `Retry-After` (503: a breaker, an
+    /// upstream's `max_in_flight`, a full pool Sluice keeps, no healthy upstream).
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            GatewayError::Upstream(e) => e.retry_after_ms(),
+            GatewayError::Full(f) => Some(f.retry_after_ms()),
+            GatewayError::Unavailable(u) => Some(u.retry_after_ms),
+            _ => None,
         }
     }
 
@@ -106,7 +120,11 @@ impl GatewayError {
                 (StatusCode::SERVICE_UNAVAILABLE, jsonrpc::INTERNAL_ERROR, Some(json!({"retryAfterMs": e.retry_after_ms()})))
             }
             GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
-            GatewayError::UpstreamDown(..) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
+            // Down now, back (re-probed) soon: unavailable, which ones and why, and when to retry.
+            GatewayError::Unavailable(u) => {
+                let down: Vec<Value> = u.down.iter().map(|(name, why)| json!({"upstream": name, "reason": why})).collect();
+                (StatusCode::SERVICE_UNAVAILABLE, NO_HEALTHY_UPSTREAM, Some(json!({"retryAfterMs": u.retry_after_ms, "down": down})))
+            }
             // Sluice's own codes, outside the JSON-RPC reserved range (README: error codes).
             GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => (StatusCode::FORBIDDEN, FORBIDDEN, None),
             GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),

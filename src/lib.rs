@@ -33,6 +33,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod policy;
+pub mod quiet;
 pub mod reload;
 pub mod respond;
 pub mod route;

@@ -154,7 +154,7 @@ impl Gateway {
                 // change it; meanwhile the last answer stands (discover::probe keeps it).
                 let due = s.legacy_checked.is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
                 if due {
-                    s.legacy_too = crate::catalog::legacy::handshakes(self, up).await;
+                    s.legacy_too = crate::catalog::legacy::handshakes(self, up, s.legacy_too).await;
                     s.legacy_checked = Some(std::time::Instant::now());
                     up.set_status(s.clone());
                 }
@@ -167,7 +167,8 @@ impl Gateway {
                 up.status().as_ref().clone()
             }
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
-                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                // At every probe of a 2025-11-25 server: not a line to repeat at info each refresh.
+                tracing::debug!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
                 if let Some(spec) = &up.stdio {
                     // It was sent a request before `initialize`: its sessions get fresh processes.
                     crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended").await;

@@ -43,6 +43,13 @@ struct NameLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HealthLabels {
+    upstream: String,
+    /// `down` or `up`.
+    to: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
     event: &'static str,
@@ -73,6 +80,7 @@ const CODES: &[(i64, &str)] = &[
     (-31017, "-31017"),
     (-31018, "-31018"),
     (-31020, "-31020"),
+    (-31030, "-31030"),
 ];
 
 /// HTTP statuses Sluice answers with, each with its label.
@@ -131,6 +139,10 @@ pub struct Metrics {
     upstream_events: Family<UpstreamLabels, Counter>,
     /// Per upstream: endpoints whose breaker is open or on trial now.
     endpoints_out: Family<NameLabels, Gauge>,
+    /// Per upstream: changes of its health told (to `down`, to `up`).
+    health_changes: Family<HealthLabels, Counter>,
+    /// Per upstream: 1 when healthy now, else 0.
+    healthy: Family<NameLabels, Gauge>,
     /// Config reloads by result (`applied`, `failed`).
     reloads: Family<ResultLabels, Counter>,
     /// 1 when the last reload was applied (or none was tried), 0 after a failed one.
@@ -178,6 +190,7 @@ impl Metrics {
             "Per upstream: endpoints whose breaker is open (or on trial) now",
             endpoints_out.clone(),
         );
+        let (health_changes, healthy) = register_health(&mut registry);
         let reloads = Family::<ResultLabels, Counter>::default();
         registry.register("sluice_config_reloads", "Config reloads (SIGHUP) by result: applied, failed", reloads.clone());
         let reload_ok = Gauge::default();
@@ -220,6 +233,8 @@ impl Metrics {
             in_flight,
             upstream_events,
             endpoints_out,
+            health_changes,
+            healthy,
             scraping: std::sync::Mutex::new(()),
         }
     }
@@ -274,6 +289,12 @@ impl Metrics {
         }
         let out = up.balancer.endpoints.states().iter().filter(|(_, s)| *s != "closed").count();
         self.endpoints_out.get_or_create(&NameLabels { upstream: up.name.clone() }).set(out as i64);
+        let (down, back) = up.health.changes();
+        for (to, total) in [("down", down), ("up", back)] {
+            let counter = self.health_changes.get_or_create(&HealthLabels { upstream: up.name.clone(), to });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        self.healthy.get_or_create(&NameLabels { upstream: up.name.clone() }).set(i64::from(up.status().healthy));
     }
 
     /// Accounts one config reload: applied (now serving `generation`) or failed.
@@ -317,6 +338,19 @@ impl Metrics {
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Registers the upstream health metrics: changes told (to down, to up) and healthy now.
+fn register_health(registry: &mut Registry) -> (Family<HealthLabels, Counter>, Family<NameLabels, Gauge>) {
+    let changes = Family::<HealthLabels, Counter>::default();
+    registry.register(
+        "sluice_upstream_health_changes",
+        "Per upstream: changes of its health, to down or to up (each also one log line)",
+        changes.clone(),
+    );
+    let healthy = Family::<NameLabels, Gauge>::default();
+    registry.register("sluice_upstream_healthy", "Per upstream: 1 when it is healthy now, else 0", healthy.clone());
+    (changes, healthy)
 }
 
 impl Default for Metrics {

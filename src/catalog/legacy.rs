@@ -77,7 +77,9 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
         }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
-            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
+            // Told once, as a change of health, when the whole probe ended (a 2024-11-05 stream
+            // may yet be found at the URL): `Upstream::report_health`.
+            tracing::debug!(upstream = %up.name, "2025-11-25 handshake failed");
             let s = Status {
                 probed: true,
                 healthy: false,
@@ -95,7 +97,8 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
 
 /// Whether a modern upstream also completes a 2025-11-25 `initialize` (a dual-era server). The
 /// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
-pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
+/// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
+pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: bool) -> bool {
     let quiet: ListChanged = Arc::new(|_: &str| {});
     match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
         Ok(lease) => {
@@ -105,7 +108,7 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> bool {
             // answer (an answer without one is not taken for a handshake).
             let said = lease.session.init.get("protocolVersion").and_then(Value::as_str);
             let legacy = said.is_some_and(crate::mcp::version::is_legacy);
-            if legacy {
+            if legacy && !was {
                 tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
             }
             legacy

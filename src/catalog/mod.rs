@@ -7,6 +7,7 @@
 
 pub mod legacy;
 pub mod lists;
+pub mod reprobe;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,17 +23,30 @@ impl Gateway {
         self.ready.send_replace(true);
     }
 
-    /// Probes each of `ups` and fetches the lists of those found healthy, all at once.
+    /// Probes each of `ups` and fetches the lists of those found healthy, all at once; starts
+    /// each one's re-prober (`reprobe.rs`), which probes it again soon whenever it goes down.
     pub async fn probe_each(self: &Arc<Self>, ups: &[Arc<Upstream>]) {
-        let probes = ups.iter().map(|up| async move {
-            let status = self.probe(up).await;
-            if status.healthy {
-                for kind in ListKind::ALL {
-                    self.refresh(up, kind).await;
-                }
-            }
-        });
+        for up in ups {
+            reprobe::start(self, up);
+        }
+        let probes = ups.iter().map(|up| self.check(up));
         futures_util::future::join_all(probes).await;
+    }
+
+    /// Probes one upstream (one probe of it at a time), fetches its lists when it is healthy,
+    /// and tells a change of its health (one line: `upstream::health`).
+    pub async fn check(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
+        let _one = up.health.probing.lock().await;
+        up.health.probe_started();
+        let status = self.probe(up).await;
+        if status.healthy {
+            for kind in ListKind::ALL {
+                self.refresh(up, kind).await;
+            }
+        }
+        up.report_health();
+        up.health.probed.send_modify(|n| *n += 1);
+        (*up.status()).clone()
     }
 
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
@@ -54,7 +68,8 @@ impl Gateway {
                 up.set_list(kind, table);
             }
             Err(why) => {
-                tracing::warn!(upstream = %up.name, list = kind.name(), reason = %why, "list fetch failed; serving the other upstreams");
+                // Told as the upstream going down (once, not per list or per refresh).
+                tracing::debug!(upstream = %up.name, list = kind.name(), "list fetch failed; serving the other upstreams");
                 up.mark_failed(&why);
             }
         }

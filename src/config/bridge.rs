@@ -1,11 +1,13 @@
 //! `[bridge]`, `[state]`, `[audit]` and `[metrics]`: how legacy sessions are bounded, what seals
-//! `requestState`, where audit records go, and who may read `/metrics`.
+//! `requestState`, where audit records go, who may read `/metrics`, and how many healthy
+//! upstreams `/readyz` needs.
 //!
 //! Takes the raw tables; gives [`Bridge`], [`StateConfig`], [`AuditConfig`] and [`MetricsConfig`]
 //! with each absent value at its default (`max_parked` from the file-descriptor limit). Refuses
 //! `bridge.gather_ms` over 200 and a `state.keys` entry that is not `ID:BASE64`; the keys stay
 //! redacted in `Debug` and when printed. Whether `metrics.require_auth` has an `[auth]` to
-//! require is checked where the config is assembled.
+//! require, and `metrics.min_healthy_upstreams` that many upstreams, is checked where the config
+//! is assembled.
 
 use std::time::Duration;
 
@@ -76,6 +78,28 @@ pub struct MetricsConfig {
     /// Whether `/metrics` and `/readyz` need a credential, like the MCP endpoint (default false;
     /// needs `[auth]`).
     pub require_auth: bool,
+    /// `/readyz` answers 200 only while at least this many upstreams are healthy (default: 1
+    /// when any upstream is configured; 0 makes readiness "every upstream probed once" only).
+    /// At most the number of upstreams (checked where the config is assembled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_healthy_upstreams: Option<usize>,
+}
+
+impl MetricsConfig {
+    /// Refuses a `min_healthy_upstreams` over the `configured` upstreams (never ready).
+    pub fn check_upstreams(&self, configured: usize) -> Result<(), String> {
+        match self.min_healthy_upstreams {
+            Some(n) if n > configured => Err(format!(
+                "metrics.min_healthy_upstreams = {n} but {configured} upstream(s) are configured: /readyz could never answer 200; give at most {configured}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The healthy upstreams `/readyz` needs, of `configured`.
+    pub fn min_healthy(&self, configured: usize) -> usize {
+        self.min_healthy_upstreams.unwrap_or(usize::from(configured > 0))
+    }
 }
 
 // === impl Bridge ===
@@ -151,6 +175,28 @@ impl From<RawAudit> for AuditConfig {
 
 impl From<RawMetrics> for MetricsConfig {
     fn from(m: RawMetrics) -> MetricsConfig {
-        MetricsConfig { require_auth: m.require_auth.unwrap_or(false) }
+        MetricsConfig { require_auth: m.require_auth.unwrap_or(false), min_healthy_upstreams: m.min_healthy_upstreams }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, Overrides};
+
+    fn load(text: &str) -> Result<Config, String> {
+        Config::from_toml(text, "sluice.toml", &Overrides::default()).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn min_healthy_upstreams_defaults_to_one_and_cannot_exceed_the_upstreams() {
+        let two = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/\"\n[[upstream]]\nname = \"b\"\nurl = \"http://127.0.0.1:2/\"\n";
+        let c = load(two).expect("loads");
+        assert_eq!(c.metrics.min_healthy(c.upstreams.len()), 1, "one healthy upstream by default");
+        assert_eq!(c.metrics.min_healthy(0), 0);
+        let c = load(&format!("[metrics]\nmin_healthy_upstreams = 2\n{two}")).expect("loads");
+        assert_eq!(c.metrics.min_healthy(2), 2);
+        assert!(c.redacted().contains("min_healthy_upstreams = 2"), "{}", c.redacted());
+        let e = load(&format!("[metrics]\nmin_healthy_upstreams = 3\n{two}")).expect_err("refused");
+        assert!(e.contains("min_healthy_upstreams = 3 but 2 upstream(s)") && e.contains("give at most 2"), "{e}");
     }
 }

@@ -197,6 +197,8 @@ impl Config {
                 "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
             )));
         }
+        // Across sections: readiness cannot need more healthy upstreams than there are.
+        metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
         let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;

@@ -58,6 +58,7 @@ pub(super) struct RawTelemetry {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetrics {
     pub(super) require_auth: Option<bool>,
+    pub(super) min_healthy_upstreams: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]

@@ -21,8 +21,8 @@ pub struct Resilience {
     /// Every URL of an HTTP upstream (`url`, or `urls = [...]`: replicas of one server,
     /// balanced round robin among those whose breaker is closed); empty for a stdio one.
     pub urls: Vec<String>,
-    /// Consecutive failures (no connection, a timeout, HTTP 502-504) of one URL that open its
-    /// breaker (default 5).
+    /// Consecutive failures (no connection, a timeout, an HTTP 5xx without a JSON-RPC body) of
+    /// one URL that open its breaker (default 5).
     pub breaker_failures: u32,
     /// How long an open breaker refuses before one trial request may pass (default 10 s).
     pub breaker_open: Duration,

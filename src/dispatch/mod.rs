@@ -4,6 +4,7 @@
 //! cursor Sluice did not issue and a routed request whose name or URI no upstream serves
 //! (`-32602`), and reports a down upstream by name.
 
+pub mod available;
 pub mod discover;
 pub mod forward;
 pub mod govern;

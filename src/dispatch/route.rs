@@ -115,13 +115,14 @@ fn shown(gw: &Gateway, principal: &Principal, up: &Upstream, kind: ListKind, key
     gw.governor.shows(&Viewer::of(principal), &up.name, &Listed { kind, key, hints })
 }
 
-fn healthy(up: &Arc<Upstream>) -> Result<(), GatewayError> {
-    let s = up.status();
-    if s.healthy {
-        Ok(())
-    } else {
-        Err(GatewayError::UpstreamDown(up.name.clone(), s.error.clone().unwrap_or_else(|| "not probed yet".into())))
-    }
+/// `Ok` when `up` is up (probed now when it is down: `available::up_now`), else 503.
+async fn healthy(gw: &Gateway, up: &Upstream, kind: ListKind) -> Result<(), GatewayError> {
+    let what = match kind {
+        ListKind::Tools => Method::ToolsCall,
+        ListKind::Prompts => Method::PromptsGet,
+        ListKind::Resources | ListKind::Templates => Method::ResourcesRead,
+    };
+    super::available::up_now(gw, up, what.as_str()).await
 }
 
 async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
@@ -141,7 +142,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         // The scope first: a principal without it learns the same of a name that exists and
         // of one that does not.
         gw.auth.authorize_upstream(principal, &up.name)?;
-        healthy(up)?;
+        healthy(gw, up, kind).await?;
         let mut table = up.list(kind);
         // A hidden name takes the unknown name's path, refresh included.
         let seen = |t: &crate::route::table::ListTable| t.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).cloned();
@@ -162,7 +163,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
                     hidden = true;
                     continue; // another upstream's item of that name may be the one it sees
                 }
-                healthy(up)?;
+                healthy(gw, up, kind).await?;
                 return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
             }
         }
@@ -172,7 +173,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         // visibility rules are loaded: a hidden name would then be told from an unknown one.
         [only] if !hidden && !gw.governor.has_visibility() => {
             gw.auth.authorize_upstream(principal, &only.name)?;
-            healthy(only)?;
+            healthy(gw, only, kind).await?;
             Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
         }
         _ => Err(unknown(what, public)),
@@ -217,7 +218,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
             Some(json!({"uri": u})),
         )
     })?;
-    healthy(&up)?;
+    healthy(gw, &up, ListKind::Resources).await?;
     Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
 }
 

@@ -23,10 +23,17 @@ use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
+use crate::quiet::{Repeats, Tell};
 use crate::respond::Reply;
 use crate::route::xheader;
 use crate::telemetry::trace;
 use crate::validate;
+
+/// Refusals logged: one line per kind per [`REFUSED_WINDOW`], the rest counted.
+static REFUSED: Repeats = Repeats::new(REFUSED_WINDOW);
+
+/// How often the same refusal is logged at most (with the count held back since).
+pub const REFUSED_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs a request Sluice built itself (bridge B's translation of a legacy request): every
 /// stage but the header checks, which have no client headers to compare.
@@ -70,7 +77,8 @@ pub async fn run(
     // A round's retry may be for an upstream a reload retired (routing decides; see route.rs).
     let retired_serves =
         |cap: &str| gw.live.draining() && env.param("requestState").is_some() && gw.live.retired().iter().any(|g| g.serves(cap));
-    validate::check_method(&env.method, |cap| gw.serves(cap) || retired_serves(cap))?;
+    // A family only down upstreams serve: 503 naming them (probed first), not -32601.
+    dispatch::available::check(gw, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
         crate::audit::note(|r| {
@@ -114,7 +122,18 @@ pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> 
                     a.decision = Some("refused");
                 }
             });
-            tracing::info!(method = method.known().unwrap_or("other"), code = r.classify().1, "request refused by governance");
+            let (label, code) = (method.known().unwrap_or("other"), r.classify().1);
+            // The same refusal again and again (a client retrying) is one line and a count.
+            match REFUSED.note(&format!("{label} {code}")) {
+                Tell::Quiet => {}
+                Tell::First => tracing::info!(method = label, code, "request refused by governance"),
+                Tell::Again(n) => tracing::info!(
+                    method = label,
+                    code,
+                    more = n,
+                    "request refused by governance (again, and `more` times since the last line)"
+                ),
+            }
             Reply::refusal(id, &r)
         }
         e => {
@@ -127,7 +146,13 @@ pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> 
 /// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).
 pub fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
     let header = gw.auth.challenge(&e);
-    tracing::info!(reason = %e, "request not authenticated or not authorized");
+    match REFUSED.note(&e.to_string()) {
+        Tell::Quiet => {}
+        Tell::First => tracing::info!(reason = %e, "request not authenticated or not authorized"),
+        Tell::Again(n) => {
+            tracing::info!(reason = %e, more = n, "request not authenticated or not authorized (again, and `more` times since the last line)")
+        }
+    }
     match Reply::error(id, &GatewayError::Auth(e)) {
         Reply::Json(status, body) => Reply::Challenge(status, header, body),
         other => other,

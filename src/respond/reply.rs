@@ -90,16 +90,11 @@ impl Reply {
     pub fn error(id: &str, err: &GatewayError) -> Reply {
         let (status, code, data) = err.classify();
         let body = jsonrpc::error_body(id, code, &err.to_string(), data.as_ref());
-        match err {
-            // 503 with Retry-After (seconds, rounded up): the upstream's breaker or max_in_flight,
-            // or a full pool Sluice keeps for upstreams.
-            GatewayError::Upstream(e) => match e.retry_after_ms() {
-                Some(ms) => Reply::Limited(status, body, ms.div_ceil(1000).max(1)),
-                None => Reply::Json(status, body),
-            },
-            // 503 with Retry-After: a pool (or the principal's share of it) is full.
-            GatewayError::Full(f) => Reply::Limited(status, body, f.retry_after_ms().div_ceil(1000).max(1)),
-            _ => Reply::Json(status, body),
+        // 503 with Retry-After (seconds, rounded up): the upstream's breaker or max_in_flight,
+        // a full pool Sluice keeps, or no healthy upstream.
+        match err.retry_after_ms() {
+            Some(ms) => Reply::Limited(status, body, ms.div_ceil(1000).max(1)),
+            None => Reply::Json(status, body),
         }
     }
 

@@ -119,8 +119,13 @@ fn readyz(gw: &Gateway) -> Response<Body> {
             v
         })
         .collect();
-    let ready = gw.is_ready();
-    let body = json!({"ready": ready, "upstreams": upstreams}).to_string();
+    // Ready: every upstream probed once, and at least `metrics.min_healthy_upstreams` healthy
+    // (by default 1): a replica with every upstream down takes no traffic it could not serve.
+    let probed = gw.is_ready();
+    let healthy = gw.upstreams.iter().filter(|u| u.status().healthy).count();
+    let needed = gw.cfg.metrics.min_healthy(gw.upstreams.len());
+    let ready = probed && healthy >= needed;
+    let body = json!({"ready": ready, "probed": probed, "healthy": healthy, "min_healthy": needed, "upstreams": upstreams}).to_string();
     Response::builder()
         .status(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
         .header(http::header::CONTENT_TYPE, "application/json")

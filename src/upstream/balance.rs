@@ -4,12 +4,16 @@
 //!
 //! Takes the request (headers, body, stream timeout) and the upstream's [`Endpoints`]; gives
 //! the first answer, holding the upstream's `max_in_flight` place for as long as the answer's
-//! stream is read. A request that could not be sent (no connection), and one whose method is
-//! idempotent (`server/discover`, the lists) that got no answer (a timeout, HTTP 502/503/504),
+//! stream is read. An outcome counts against its endpoint's breaker when it is no answer from
+//! the server: no connection, a timeout, or any HTTP 5xx without a JSON-RPC body (a JSON-RPC
+//! error under a 5xx is an answer). A request that could not be sent (no connection), and one
+//! whose method is idempotent (`server/discover`, the lists) that got no answer (those, or a
+//! 502-504 whatever its body),
 //! is sent once more to another endpoint, within a retry budget (one retry per five requests
 //! over the last ten seconds, at least ten a second): nothing has reached the client yet. Refuses, with an error naming the
 //! upstream and saying when to retry, a request when every breaker is open or the upstream
-//! has `max_in_flight` requests under way.
+//! has `max_in_flight` requests under way; a probe (`server/discover`) is never refused by open
+//! breakers: it is the trial of the endpoint due soonest.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -67,6 +71,7 @@ impl Balancer {
         // good) take no place under max_in_flight: shedding load must not make the upstream
         // look down to its probe. Clients' lists are answered from Sluice's tables.
         let own = idempotent || method == Some(Method::SubscriptionsListen);
+        let probe = method == Some(Method::ServerDiscover);
         let place = if own { None } else { self.endpoints.admit().map_err(|r| self.refused(name, r))? };
         let several = self.endpoints.len() > 1;
         if several {
@@ -77,6 +82,10 @@ impl Balancer {
         loop {
             let i = match (self.endpoints.pick(tried), last.take()) {
                 (Ok(i), _) => i,
+                // A probe is the upstream's health check: with every breaker open it goes to
+                // the endpoint due soonest as its trial (as Envoy's active health checks un-eject
+                // a host), so a server back on its port is readmitted by the probe that finds it.
+                (Err(Refused::Open(_)), None) if probe && tried.is_none() => self.endpoints.pick_probe(),
                 // No other endpoint for the retry: the first outcome stands.
                 (Err(_), Some(got)) => return got,
                 (Err(r), None) => return Err(self.refused(name, r)),
@@ -89,12 +98,11 @@ impl Balancer {
             let pending = Pending { endpoints: &self.endpoints, i, done: false };
             let got = client.post(name, &ep.uri, sent, body.clone(), stream_timeout).await;
             pending.done();
-            let answered = match &got {
-                Ok(Answer::Json(s, _) | Answer::Status(s, _)) => !matches!(s.as_u16(), 502..=504),
-                Ok(Answer::Sse(_)) => true,
-                Err(e) => !matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..) | UpstreamError::Timeout(..)),
-            };
+            let answered = answered(&got);
             self.note(name, i, self.endpoints.record(i, answered));
+            // A gateway's 502-504, even with a JSON-RPC body, did not come from the server: an
+            // idempotent request may go elsewhere.
+            let answered = answered && !matches!(&got, Ok(Answer::Json(s, _)) if matches!(s.as_u16(), 502..=504));
             // A request never sent (no connection) may go elsewhere whatever it is.
             let unsent = matches!(got, Err(UpstreamError::NoConnection(..)));
             if !answered && (idempotent || unsent) && tried.is_none() && several && self.budget.withdraw() {
@@ -136,7 +144,7 @@ impl Balancer {
     fn note(&self, name: &str, i: usize, change: Change) {
         let shown = &self.endpoints.get(i).shown;
         match change {
-            Change::None => {}
+            Change::None | Change::Reopened => {}
             Change::Opened => {
                 self.counts.ejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(upstream = %name, endpoint = %shown, "upstream endpoint failed repeatedly: its breaker is open, requests go elsewhere");
@@ -169,6 +177,24 @@ impl Drop for Pending<'_> {
             self.endpoints.abandon(self.i);
         }
     }
+}
+
+/// Whether an outcome is the server's answer (its breaker's success): a JSON-RPC message, under
+/// any status (an error body under a 5xx is still an answer), an event stream, or a status
+/// under 500. A failure: no connection, a timeout, and every 5xx without a JSON-RPC body (as
+/// Envoy's outlier detection counts consecutive 5xx).
+fn answered(got: &Result<Answer, UpstreamError>) -> bool {
+    match got {
+        Ok(Answer::Json(s, body)) => !s.is_server_error() || is_jsonrpc(body),
+        Ok(Answer::Status(s, _)) => !s.is_server_error(),
+        Ok(Answer::Sse(_)) => true,
+        Err(e) => !matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..) | UpstreamError::Timeout(..)),
+    }
+}
+
+/// Whether `body` is one JSON-RPC message (a response or an error), decoded, not guessed.
+fn is_jsonrpc(body: &[u8]) -> bool {
+    serde_json::from_slice::<crate::mcp::jsonrpc::Incoming>(body).is_ok_and(|m| m.is_response())
 }
 
 /// Whether a method may be sent twice: discovery and the lists change nothing.

@@ -156,8 +156,10 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
 /// carried into the new status so it never reads "no" between two checks.
 pub type DualEra = (bool, Option<std::time::Instant>);
 
+/// Records a failed probe (told once, as a change of health, when the whole probe ends:
+/// `Upstream::report_health`; a probe that fails again logs nothing).
 fn failed(up: &Upstream, why: String) -> Status {
-    tracing::warn!(upstream = %up.name, reason = %why, "upstream probe failed");
+    tracing::debug!(upstream = %up.name, reason = %why, "upstream probe failed");
     let mut s = (*up.status()).clone();
     s.probed = true;
     s.healthy = false;

@@ -5,7 +5,8 @@
 //! whose breaker's open time is over takes the next request as its single trial (half-open),
 //! else round robin among those whose breaker is closed; with none, the request is refused at
 //! once with how long until a trial ([`Refused::Open`]). A breaker opens after
-//! `breaker_failures` consecutive failures (no connection, a timeout, HTTP 502-504) and stays open
+//! `breaker_failures` consecutive failures (no connection, a timeout, an HTTP 5xx without a
+//! JSON-RPC body) and stays open
 //! `breaker_open_ms`; a trial that succeeds closes it (the endpoint is readmitted), one that fails
 //! opens it again. With `max_in_flight`, a request past it is refused ([`Refused::Busy`]), and
 //! one principal's request past its share of it (`max_in_flight_per_principal`) too
@@ -51,6 +52,8 @@ pub enum Change {
     None,
     /// It opened (the endpoint is ejected).
     Opened,
+    /// A trial failed: it stays open (ejected still: nothing new to tell).
+    Reopened,
     /// A trial succeeded: it closed (the endpoint is readmitted).
     Closed,
 }
@@ -155,13 +158,29 @@ impl Endpoints {
         Err(Refused::Open(soonest.max(Duration::from_millis(1))))
     }
 
+    /// The endpoint for a probe when [`Endpoints::pick`] refused with every breaker open: the
+    /// one whose open time ends soonest, taken as its trial (its outcome closes or reopens it).
+    pub fn pick_probe(&self) -> usize {
+        let until = |i: usize| match self.state(i) {
+            State::Open(until) => Some(until),
+            _ => None,
+        };
+        let i = (0..self.list.len()).filter_map(|i| until(i).map(|u| (u, i))).min().map_or(0, |(_, i)| i);
+        if let Some(Ok(mut s)) = self.list.get(i).map(|e| e.state.lock()) {
+            if matches!(*s, State::Open(_)) {
+                *s = State::Trial;
+            }
+        }
+        i
+    }
+
     /// Records how a request to endpoint `i` ended.
     pub fn record(&self, i: usize, ok: bool) -> Change {
         let Some(e) = self.list.get(i) else { return Change::None };
         let Ok(mut s) = e.state.lock() else { return Change::None };
         let (next, change) = match (*s, ok) {
             (State::Trial, true) => (State::Closed(0), Change::Closed),
-            (State::Trial, false) => (State::Open(Instant::now() + self.open_for), Change::Opened),
+            (State::Trial, false) => (State::Open(Instant::now() + self.open_for), Change::Reopened),
             (State::Closed(_), true) => (State::Closed(0), Change::None),
             (State::Closed(f), false) if f + 1 >= self.failures => (State::Open(Instant::now() + self.open_for), Change::Opened),
             (State::Closed(f), false) => (State::Closed(f + 1), Change::None),
@@ -242,7 +261,7 @@ mod tests {
         assert!(matches!(e.pick(None), Err(Refused::Open(_))));
         tokio::time::advance(r.breaker_open).await;
         assert_eq!(e.pick(None), Ok(0));
-        assert_eq!(e.record(0, false), Change::Opened);
+        assert_eq!(e.record(0, false), Change::Reopened, "a failed trial: open again, nothing new to tell");
         assert_eq!(e.pick(None), Err(Refused::Open(r.breaker_open)));
         tokio::time::advance(r.breaker_open).await;
         assert_eq!(e.pick(None), Ok(0), "a trial");

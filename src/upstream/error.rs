@@ -70,3 +70,33 @@ impl UpstreamError {
         }
     }
 }
+
+/// No healthy upstream can serve a request now, but a configured one could once back: the
+/// upstreams down (each with why, as Sluice recorded it: names and error kinds, never what an
+/// upstream sent) and when to retry. Answered 503 with `Retry-After` (`-31030`).
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    /// What was asked (a method, or the tool, prompt or resource's kind).
+    pub what: String,
+    /// The upstreams that could serve it, down, with why.
+    pub down: Vec<(String, String)>,
+    /// When to retry.
+    pub retry_after_ms: u64,
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no healthy upstream can serve {} now: ", self.what)?;
+        for (i, (name, why)) in self.down.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}upstream '{name}' is down ({why})")?;
+        }
+        write!(
+            f,
+            ". Sluice probes it again and serves as soon as it answers: retry in {} s; if it stays down, check the upstream (see Troubleshooting in the README)",
+            self.retry_after_ms.div_ceil(1000).max(1)
+        )
+    }
+}
+
+impl std::error::Error for Unavailable {}

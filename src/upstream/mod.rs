@@ -15,6 +15,7 @@ pub mod client;
 pub mod discover;
 pub mod endpoints;
 pub mod error;
+pub mod health;
 pub mod legacy;
 pub mod lines;
 pub mod pending;
@@ -138,6 +139,8 @@ pub struct Upstream {
     /// When the last round state sealed for it expires (ms since the epoch): a drain keeps it
     /// reachable until then, so a round handed to a client can still be answered.
     held_until_ms: std::sync::atomic::AtomicU64,
+    /// Its health as told to operators, and its re-prober's wake-up.
+    pub health: health::Health,
 }
 
 impl Upstream {
@@ -219,6 +222,7 @@ impl Upstream {
             retired: tokio_util::sync::CancellationToken::new(),
             leases: std::sync::atomic::AtomicUsize::new(0),
             held_until_ms: std::sync::atomic::AtomicU64::new(0),
+            health: health::Health::default(),
         })
     }
 
@@ -267,18 +271,34 @@ impl Upstream {
         }
     }
 
-    /// Marks the upstream unhealthy after a failed call, keeping what discovery knew.
+    /// Marks the upstream unhealthy after a failed call, keeping what discovery knew; a change
+    /// is told at once (and its re-prober woken).
     pub fn mark_failed(&self, why: &str) {
         let mut s = (*self.status()).clone();
         s.healthy = false;
         s.error = Some(why.to_owned());
         self.set_status(s);
+        self.report_health();
+    }
+
+    /// Tells a change of its health since last told (one log line; see `health.rs`). Called
+    /// when a whole probe ended and when a call marked it failed, not by each step of a probe
+    /// (a 2025-11-25 handshake that fails before a 2024-11-05 stream is found is no change).
+    pub fn report_health(&self) {
+        self.health.report(&self.name, &self.status(), self.stdio.is_some());
     }
 
     /// Whether it is healthy and advertises the capability `cap`.
     pub fn serves(&self, cap: &str) -> bool {
         let s = self.status();
         s.healthy && s.discovered.as_ref().is_some_and(|d| d.capabilities.contains_key(cap))
+    }
+
+    /// Whether, down now, it could serve the capability `cap` once back: it advertised `cap`
+    /// when last discovered, or was never discovered (nothing says it does not).
+    pub fn could_serve(&self, cap: &str) -> bool {
+        let s = self.status();
+        !s.healthy && s.discovered.as_ref().is_none_or(|d| d.capabilities.contains_key(cap))
     }
 
     /// The current table of one kind.

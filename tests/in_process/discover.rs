@@ -104,5 +104,7 @@ async fn discover_leaves_out_families_of_an_upstream_that_is_down() {
     let keys: Vec<String> = r["capabilities"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(keys, vec!["tools".to_owned()]);
     assert_eq!(r["supportedVersions"], json!([V]));
-    Req::new("prompts/list").send(&s.url()).await.error(404, -32601, &json!(1));
+    // Never discovered, the down upstream could serve prompts once back: 503 naming it, not 404.
+    let e = Req::new("prompts/list").send(&s.url()).await.error(503, -31030, &json!(1));
+    assert_eq!(e["data"]["down"][0]["upstream"], "d-down", "{e}");
 }

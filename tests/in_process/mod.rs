@@ -10,10 +10,12 @@
 //! - `auth`: API keys and JWT bearer tokens, the RFC 9728 resource metadata, per-upstream scopes;
 //! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4);
 //! - `policies`: every shipped policy file loads, validates and decides as documented;
-//! - `reload`: the whole config reloaded under load (issue 15 item 2).
+//! - `reload`: the whole config reloaded under load (issue 15 item 2);
+//! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8).
 
 mod audit;
 mod auth;
+mod breakers;
 mod bridge_b_sessions;
 mod discover;
 mod federation;

@@ -52,6 +52,12 @@ pub(crate) fn contains(needle: &str) -> bool {
     log_buf().lock().map(|v| String::from_utf8_lossy(&v).contains(needle)).unwrap_or(false)
 }
 
+/// The lines logged so far that hold every one of `parts`.
+pub(crate) fn lines_with(parts: &[&str]) -> Vec<String> {
+    let text = log_buf().lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
+    text.lines().filter(|l| parts.iter().all(|p| l.contains(p))).map(str::to_owned).collect()
+}
+
 /// Waits (up to [`WAIT`]) for a warning line holding every one of `parts`.
 pub(crate) async fn wait_warning(parts: &[&str]) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -226,14 +226,20 @@ impl Sluice {
         format!("http://{}{path}", self.addr)
     }
 
-    /// Waits (at most 10 s) until `/readyz` answers 200 (or 401: it needs a credential, with
-    /// `[metrics] require_auth`, and Sluice is up).
+    /// Waits (at most 10 s) until `/readyz` says every upstream was probed: 200, or 503 with
+    /// `"probed": true` (too few upstreams healthy: a test of down ones), or 401 (it needs a
+    /// credential, with `[metrics] require_auth`, and Sluice is up).
     pub(crate) async fn ready(&self) {
         let h = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(r) = h.get(self.at("/readyz")).send().await {
-                if r.status() == 200 || r.status() == 401 {
+                let status = r.status();
+                if status == 200 || status == 401 {
+                    return;
+                }
+                let body: serde_json::Value = r.json().await.unwrap_or_default();
+                if status == 503 && body["probed"] == true {
                     return;
                 }
             }

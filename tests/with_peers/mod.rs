@@ -9,11 +9,13 @@
 //!   HTTP+SSE server (issue 12);
 //! - `stdio_boundary`: what a stdio server cannot reach of Sluice, and that nothing it starts
 //!   outlives it (issue 28).
+//! - `health`: upstreams down and back, told once each, 503 naming them (issue 29).
 
 mod bridge_a;
 mod bridge_b;
 mod canary;
 mod governance;
+mod health;
 mod interop;
 mod resilience;
 mod sse;

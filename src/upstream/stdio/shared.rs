@@ -266,6 +266,13 @@ async fn read(up: Weak<Upstream>, spec: Arc<Spec>, live: Arc<Live>, mut lines: L
         UpstreamError::Exited(_, why) => why,
         other => other.to_string(),
     };
+    // A process that served and ended on its own (not retired, not at shutdown): the upstream
+    // is down, told once with its exit status; its re-prober starts the next process
+    // (`catalog::reprobe`). One that never answered is a failed start, which the probe tells.
+    let crashed = live.answered.load(Ordering::Acquire) && !live.retired.load(Ordering::Acquire) && !spec.is_closed();
+    if let Some(up) = up.upgrade().filter(|u| crashed && !u.retired.is_cancelled()) {
+        up.mark_failed(&format!("upstream '{}' stopped: {why}", up.name));
+    }
     let routes = live.routes.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
     for (_, route) in routes {
         let _ = route.fin.send(Err(why.clone()));

@@ -45,6 +45,8 @@ async fn without_http2_an_http2_only_server_is_unhealthy_and_its_tools_are_not_s
     let s = gw.gateway.upstreams[0].status();
     assert!(!s.healthy, "an HTTP/1.1 request to an HTTP/2-only server fails");
     assert!(s.error.as_deref().is_some_and(|e| e.contains("rs")), "the reason names the upstream: {:?}", s.error);
-    let (_, v) = gateway::post(&gw.url(), "tools/call", Some("reverse"), json!({"name": "reverse", "arguments": {"text": "x"}})).await;
-    assert_eq!(v["error"]["code"], -32601, "nothing serves it: {v}");
+    let (status, v) = gateway::post(&gw.url(), "tools/call", Some("reverse"), json!({"name": "reverse", "arguments": {"text": "x"}})).await;
+    // Only a down upstream could serve it: 503 naming it (issue 29), not 404 -32601.
+    assert_eq!((status, v["error"]["code"].clone()), (503, json!(-31030)), "nothing serves it now: {v}");
+    assert_eq!(v["error"]["data"]["down"][0]["upstream"], "rs", "{v}");
 }
