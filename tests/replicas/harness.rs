@@ -91,6 +91,23 @@ impl Redis {
         self.child = Some(child);
     }
 
+    /// Stops it (SIGSTOP) without closing anything: connections stay open and what replicas
+    /// send waits in its sockets, applied once it is resumed (a stall, not an outage).
+    pub(crate) async fn pause(&self) {
+        self.signal("STOP").await;
+    }
+
+    /// Resumes it (SIGCONT) after [`Redis::pause`].
+    pub(crate) async fn resume(&self) {
+        self.signal("CONT").await;
+    }
+
+    async fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().and_then(tokio::process::Child::id).expect("a running redis-server");
+        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+    }
+
     /// Kills it (SIGKILL): what replicas see when Redis is lost.
     pub(crate) async fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

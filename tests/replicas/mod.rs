@@ -20,6 +20,8 @@
 //! - `internal`: the internal listener attacked directly (replayed, misdirected, forged, unsigned
 //!   and non-POST forwards refused) and a 2025-11-25 session record bounded whatever its client
 //!   sends;
+//! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
+//!   claim: the client's retry is served once after it resumes, a replay refused;
 //! - `deploy`: the compose file and the Helm chart name what they should.
 //!
 //! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
@@ -32,6 +34,7 @@ mod harness;
 mod internal;
 mod rounds;
 mod shared;
+mod stall;
 
 use base64::Engine as _;
 use serde_json::Value;
