@@ -167,7 +167,7 @@ impl Gateway {
                 up.status().as_ref().clone()
             }
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
-                tracing::info!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                tracing::info!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "not a 2026-07-28 server; trying 2025-11-25");
                 if let Some(spec) = &up.stdio {
                     // It was sent a request before `initialize`: its sessions get fresh processes.
                     crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended").await;

@@ -77,7 +77,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
         }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
-            tracing::warn!(upstream = %up.name, reason = %why, "legacy upstream probe failed");
+            tracing::warn!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "legacy upstream probe failed");
             let s = Status {
                 probed: true,
                 healthy: false,

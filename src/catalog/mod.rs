@@ -54,7 +54,7 @@ impl Gateway {
                 up.set_list(kind, table);
             }
             Err(why) => {
-                tracing::warn!(upstream = %up.name, list = kind.name(), reason = %why, "list fetch failed; serving the other upstreams");
+                tracing::warn!(upstream = %up.name, list = kind.name(), reason = %crate::escape::Escaped(&why), "list fetch failed; serving the other upstreams");
                 up.mark_failed(&why);
             }
         }

@@ -5,10 +5,10 @@
 //! gives its own clients, run on the current generation with the principal the entry replica
 //! authenticated (no audit record: the replica the client talked to writes it). Refuses every
 //! other path (404) and method (405); before reading the body, a request without peer headers,
-//! meant for another replica or stale (401); a body over `limits.max_body_bytes` (413) or slower
-//! than `timeouts.header_read_ms` (408); a signature that does not verify under this cluster's
-//! state keys, or a nonce seen before (401, logged with the reason). Stops accepting when `stop`
-//! is cancelled.
+//! from a sender whose id is not a replica id, meant for another replica or stale (401); a
+//! body over `limits.max_body_bytes` (413) or slower than `timeouts.header_read_ms` (408); a
+//! signature that does not verify under this cluster's state keys, or a nonce seen before (401,
+//! logged with the reason). Stops accepting when `stop` is cancelled.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -90,7 +90,7 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
             return refused(super::peer::PeerError::Replayed)
         }
         Ok((from, p, _)) => {
-            tracing::debug!(from = %from, principal = %p.id, "continuation forwarded by another replica");
+            tracing::debug!(from = %from, principal = ?p.id, "continuation forwarded by another replica");
             p
         }
         Err(e) => return refused(e),

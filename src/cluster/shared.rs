@@ -172,7 +172,7 @@ impl Shared {
             .set_max_delay(self.timeout);
         let made = self.conn.get_or_try_init(|| async { ConnectionManager::new_lazy_with_config(self.client.clone(), cfg) }).await;
         made.cloned().map_err(|e| {
-            tracing::warn!(error = %e, "cannot set up the Redis connection");
+            tracing::warn!(error = %crate::escape::Escaped(&e), "cannot set up the Redis connection");
             Unavailable
         })
     }

@@ -157,7 +157,7 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
 pub type DualEra = (bool, Option<std::time::Instant>);
 
 fn failed(up: &Upstream, why: String) -> Status {
-    tracing::warn!(upstream = %up.name, reason = %why, "upstream probe failed");
+    tracing::warn!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "upstream probe failed");
     let mut s = (*up.status()).clone();
     s.probed = true;
     s.healthy = false;

@@ -171,6 +171,11 @@ fn config(id: &str, redis: &str, s: &Setup) -> String {
     c
 }
 
+/// The state keys every replica of the tests' cluster shares (what a forward is signed with).
+pub(crate) fn keys() -> sluice::state::Keys {
+    sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")]).expect("a ring")
+}
+
 fn base64_key() -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode([42u8; 32])
@@ -217,6 +222,19 @@ impl Cluster {
             }
         }
         out
+    }
+
+    /// Replica `i`'s internal listener's forward URL, from its startup line.
+    pub(crate) fn internal_url(&self, i: usize) -> String {
+        let out = self.replica(i).output();
+        let line = out.lines().find(|l| l.contains("cluster internal listener up")).expect("the internal listener's line");
+        let addr = line.split("internal=").nth(1).and_then(|r| r.split_whitespace().next()).expect("internal=ADDR");
+        format!("http://{addr}{}", sluice::cluster::forward::PATH)
+    }
+
+    /// The index of replica `id` (`r1` is 0).
+    pub(crate) fn index(id: &str) -> usize {
+        id.trim_start_matches('r').parse::<usize>().expect("rN") - 1
     }
 
     /// Kills replica `i` (SIGKILL, as a crashed pod).
