@@ -7,9 +7,9 @@
 //! the connection to the owner, which ends the call there as a client's disconnect would).
 //! Refuses with `owner_gone` (`-32602`) an owner whose id does not meet `cluster.id`'s grammar
 //! (never looked up or logged), that is not registered or cannot be connected to within
-//! `timeouts.connect_ms`, that refuses the forward (401: keys or clocks differ), or whose
-//! stream breaks mid-answer; with `-31019` a lookup while Redis is unreachable and no address
-//! is known.
+//! `timeouts.connect_ms`, that refuses the forward (401: keys or clocks differ; 403: not a
+//! continuation it owns), or whose stream breaks mid-answer; with `-31019` a lookup while
+//! Redis is unreachable and no address is known.
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -111,6 +111,10 @@ impl Cluster {
             Answer::Status(StatusCode::ACCEPTED, _) => Reply::Accepted,
             Answer::Status(StatusCode::UNAUTHORIZED, _) => {
                 tracing::error!(owner = %owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, or it was taken for a replay");
+                return Err(gone());
+            }
+            Answer::Status(StatusCode::FORBIDDEN, _) => {
+                tracing::error!(owner = %owner, "another replica refused this one's forward as not a continuation it owns: do two replicas share one cluster.id, or run different versions?");
                 return Err(gone());
             }
             Answer::Status(StatusCode::NOT_FOUND, _) => {

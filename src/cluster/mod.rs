@@ -4,13 +4,14 @@
 //! Takes the `[cluster]` settings; gives [`Cluster`]: the shared store ([`shared`]), this
 //! replica's id and internal URL, the fail mode while Redis is unreachable, the signed headers
 //! one replica sends another ([`peer`]), the grammar every replica name meets before use
-//! ([`replica`]), the forward of a request to its owner ([`forward`]) and the internal listener
-//! that serves such forwards ([`internal`]). Refuses, through the caller, a governed request
-//! while Redis is unreachable under `on_redis_error = "closed"`
-//! ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"` it counts
-//! the fallback and the caller uses its per-process state.
+//! ([`replica`]), the forward of a request to its owner ([`forward`]), what the owner may serve
+//! ([`gate`]) and the internal listener that serves such forwards ([`internal`]). Refuses,
+//! through the caller, a governed request while Redis is unreachable under `on_redis_error =
+//! "closed"` ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"`
+//! it counts the fallback and the caller uses its per-process state.
 
 pub mod forward;
+pub mod gate;
 pub mod internal;
 pub mod peer;
 pub mod replica;

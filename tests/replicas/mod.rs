@@ -20,8 +20,11 @@
 //! - `internal`: the internal listener attacked directly (replayed, misdirected, forged, unsigned
 //!   and non-POST forwards refused) and a 2025-11-25 session record bounded whatever its client
 //!   sends;
-//! - `boundary`: a replica name a client wrote into an answer id, and a principal carrying a
-//!   line, forge no log line;
+//! - `boundary`: a forward signed with the cluster's own key runs only a continuation its
+//!   replica owns (a fresh call as another principal is refused and never reaches the
+//!   upstream; the genuine continuation is served and audited with `forwarded_from`); a
+//!   replica name a client wrote into an answer id, and a principal carrying a line, forge no
+//!   log line;
 //! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
 //!   claim: the client's retry is served once after it resumes, a replay refused;
 //! - `deploy`: the compose file and the Helm chart name what they should.
