@@ -25,6 +25,7 @@ pub mod demo;
 pub mod dispatch;
 pub mod edge;
 pub mod error;
+pub mod escape;
 pub mod gateway;
 pub mod inspect;
 pub mod link;

@@ -168,7 +168,7 @@ impl Gateway {
             }
             discover::Probe::NotModern(why) if up.era == crate::config::Era::Auto => {
                 // At every probe of a 2025-11-25 server: not a line to repeat at info each refresh.
-                tracing::debug!(upstream = %up.name, reason = %why, "not a 2026-07-28 server; trying 2025-11-25");
+                tracing::debug!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "not a 2026-07-28 server; trying 2025-11-25");
                 if let Some(spec) = &up.stdio {
                     // It was sent a request before `initialize`: its sessions get fresh processes.
                     crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended").await;

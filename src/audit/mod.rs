@@ -172,7 +172,9 @@ fn truncate(s: &mut String, max: usize) {
 /// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
 pub struct AuditGuard {
     audit: Audit,
-    metrics: Arc<crate::metrics::Metrics>,
+    /// `None`: the record is written but not counted (a forward served here: the replica the
+    /// client talked to counts the request).
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     record: Arc<Mutex<Record>>,
     started: Instant,
     /// When the response head went out (a streamed answer is emitted later, when it ends).
@@ -202,11 +204,19 @@ impl StreamAudit {
 impl AuditGuard {
     /// A record for a request that just arrived.
     pub fn new(audit: &Audit, metrics: &Arc<crate::metrics::Metrics>, bytes_in: u64) -> AuditGuard {
+        let mut guard = AuditGuard::unmetered(audit, bytes_in);
+        guard.metrics = Some(metrics.clone());
+        guard
+    }
+
+    /// A record for a request another replica forwarded here: written to the audit log, not
+    /// counted in this replica's metrics (the entry replica counted it).
+    pub fn unmetered(audit: &Audit, bytes_in: u64) -> AuditGuard {
         let time_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         let record = Record { time_ms, client_era: "modern", bytes_in, full: audit.tx.is_some(), ..Record::default() };
         AuditGuard {
             audit: audit.clone(),
-            metrics: metrics.clone(),
+            metrics: None,
             record: Arc::new(Mutex::new(record)),
             started: Instant::now(),
             head: None,
@@ -258,7 +268,9 @@ impl AuditGuard {
         if r.status == 0 {
             r.status = 499; // the client went away before the answer
         }
-        self.metrics.observe(&r, took);
+        if let Some(m) = &self.metrics {
+            m.observe(&r, took);
+        }
         self.audit.emit(r);
     }
 }

@@ -36,6 +36,10 @@ pub struct Record {
     /// The replica that held the exchange, when this one forwarded the request to it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// With `[cluster]`, on the replica that served a forwarded request: the replica the client
+    /// talked to (which writes its own record of the request, with `owner`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded_from: Option<String>,
     /// The policy rule that decided, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_rule: Option<String>,

@@ -266,7 +266,7 @@ impl Live {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Malformed(why) => {
                 // The upstream's mistake: that ask fails, its call goes on.
-                tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %why, "upstream sent a malformed ask; answered with an error");
+                tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %crate::escape::Escaped(&why), "upstream sent a malformed ask; answered with an error");
                 session.reply(&br.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
                 return None;
             }

@@ -343,7 +343,7 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
             error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
         }
         Outcome::Failed(e) => {
-            tracing::debug!(upstream = %up.name, error = %e, round = live.round, "legacy exchange failed");
+            tracing::debug!(upstream = %up.name, error = %crate::escape::Escaped(&e), round = live.round, "legacy exchange failed");
             live.lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
             let e = GatewayError::from(e);
             error(e.classify().0, &e)

@@ -185,18 +185,7 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
         }
     }
-    let Some(method) = method else {
-        // A response to one of Sluice's requests to the client: here, or on the replica that
-        // sent the request (its id names it).
-        if !s.deliver(&id, v) {
-            if let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, &id), &gw.governor.cluster) {
-                let f =
-                    crate::cluster::forward::Forward { owner: &owner, method: http::Method::POST, headers, principal, body, id: "null" };
-                return c.forward(&gw.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted);
-            }
-        }
-        return Reply::Accepted;
-    };
+    let Some(method) = method else { return answered(gw, &s, headers, principal, &id, v, body).await };
     if v.get("id").is_none() {
         if method == Method::Cancelled {
             let target = v.pointer("/params/requestId").map(|i| i.to_string()).unwrap_or_default();
@@ -235,6 +224,26 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
         }
         _ => relay::forward(gw, s, principal, method, params, id).await,
     }
+}
+
+/// A response to one of Sluice's requests to the client: delivered here, or forwarded to the
+/// replica that sent the request (its id names it, checked against `cluster.id`'s grammar);
+/// 202 either way, as for an answer nobody waits for.
+async fn answered(
+    gw: &Arc<Gateway>,
+    s: &LegacySession,
+    headers: &HeaderMap,
+    principal: &Principal,
+    id: &str,
+    v: Value,
+    body: Bytes,
+) -> Reply {
+    if s.deliver(id, v) {
+        return Reply::Accepted;
+    }
+    let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, id), &gw.governor.cluster) else { return Reply::Accepted };
+    let f = crate::cluster::forward::Forward { owner: owner.as_str(), method: http::Method::POST, headers, principal, body, id: "null" };
+    c.forward(&gw.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted)
 }
 
 async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {

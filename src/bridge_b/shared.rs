@@ -152,10 +152,47 @@ pub fn request_id(gw: &Gateway, n: u64) -> String {
     }
 }
 
-/// The replica, other than this one, that waits for the answer with this id (JSON text).
-pub fn waiting_elsewhere(gw: &Gateway, id_json: &str) -> Option<String> {
-    let c = gw.governor.cluster.as_ref()?;
+/// The replica named in the id (JSON text) of a client's answer to one of Sluice's requests
+/// (`"sluice-<replica>-<n>"`), when the id is Sluice's: a JSON string, `<n>` a number and
+/// `<replica>` meeting `cluster.id`'s grammar. Anything else a client sent is not Sluice's id
+/// and names no replica (never a Redis key, a lookup or a log field).
+pub fn answer_replica(id_json: &str) -> Option<crate::cluster::replica::ReplicaId> {
     let id: String = serde_json::from_str(id_json).ok()?;
     let (replica, n) = id.strip_prefix("sluice-")?.rsplit_once('-')?;
-    (n.parse::<u64>().is_ok() && replica != c.id()).then(|| replica.to_owned())
+    n.parse::<u64>().ok()?;
+    crate::cluster::replica::ReplicaId::parse(replica)
+}
+
+/// The replica, other than this one, that waits for the answer with this id (JSON text).
+pub fn waiting_elsewhere(gw: &Gateway, id_json: &str) -> Option<crate::cluster::replica::ReplicaId> {
+    let c = gw.governor.cluster.as_ref()?;
+    answer_replica(id_json).filter(|r| r.as_str() != c.id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_replica;
+
+    #[test]
+    fn an_answer_id_names_a_replica_only_when_it_is_sluices() {
+        let named = |id: &str| answer_replica(&serde_json::Value::String(id.into()).to_string()).map(|r| r.as_str().to_owned());
+        assert_eq!(named("sluice-r1-7").as_deref(), Some("r1"));
+        assert_eq!(named("sluice-sluice-2-15").as_deref(), Some("sluice-2"), "an id with dashes");
+        for bad in [
+            "sluice-r9\nERROR sluice: principal=admin granted root-1",
+            "sluice-r9\n-1",
+            "sluice-r9\r\u{1b}[2K-1",
+            "sluice-r 9-1",
+            "sluice--1",
+            "sluice-r1-x",
+            "sluice-r1-",
+            "r1-1",
+            "sluice-1",
+            &format!("sluice-{}-1", "a".repeat(65)),
+        ] {
+            assert_eq!(named(bad), None, "{bad:?}");
+        }
+        assert_eq!(answer_replica("7"), None, "a number is not Sluice's id");
+        assert_eq!(answer_replica("\"sluice-r1-7"), None, "not JSON");
+    }
 }

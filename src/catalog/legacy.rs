@@ -79,7 +79,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             // Told once, as a change of health, when the whole probe ended (a 2024-11-05 stream
             // may yet be found at the URL): `Upstream::report_health`.
-            tracing::debug!(upstream = %up.name, "2025-11-25 handshake failed");
+            tracing::debug!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "2025-11-25 handshake failed");
             let s = Status {
                 probed: true,
                 healthy: false,

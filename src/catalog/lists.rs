@@ -100,7 +100,7 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         match xheader::annotations(&schema) {
             Ok(h) => headers = h,
             Err(why) => {
-                tracing::warn!(upstream = %up.name, tool = %crate::telemetry::peer_name(&key), reason = %why, "tool dropped: invalid x-mcp-header annotation");
+                tracing::warn!(upstream = %up.name, tool = %crate::telemetry::peer_name(&key), reason = %crate::escape::Escaped(&why), "tool dropped: invalid x-mcp-header annotation");
                 return None;
             }
         }

@@ -69,7 +69,7 @@ impl Gateway {
             }
             Err(why) => {
                 // Told as the upstream going down (once, not per list or per refresh).
-                tracing::debug!(upstream = %up.name, list = kind.name(), "list fetch failed; serving the other upstreams");
+                tracing::debug!(upstream = %up.name, list = kind.name(), reason = %crate::escape::Escaped(&why), "list fetch failed; serving the other upstreams");
                 up.mark_failed(&why);
             }
         }

@@ -5,9 +5,11 @@
 //! the owner's answer as this client's reply: JSON with its status (and `Retry-After`), 202, or
 //! an SSE stream relayed event by event (the client going away drops the relay, which closes
 //! the connection to the owner, which ends the call there as a client's disconnect would).
-//! Refuses with `owner_gone` (`-32602`) an owner that is not registered or cannot be connected
-//! to within `timeouts.connect_ms`, or whose stream breaks mid-answer; with `-31019` a lookup
-//! while Redis is unreachable and no address is known.
+//! Refuses with `owner_gone` (`-32602`) an owner whose id does not meet `cluster.id`'s grammar
+//! (never looked up or logged), that is not registered or cannot be connected to within
+//! `timeouts.connect_ms`, that refuses the forward (401: keys or clocks differ; 403: not a
+//! continuation it owns), or whose stream breaks mid-answer; with `-31019` a lookup while
+//! Redis is unreachable and no address is known.
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -47,7 +49,8 @@ fn gone() -> GatewayError {
 
 /// One request to forward.
 pub struct Forward<'a> {
-    /// The replica that holds the exchange or the session.
+    /// The replica that holds the exchange or the session (a sealed state's owner, or the
+    /// replica a bridge B answer's id names); refused unless it meets `cluster.id`'s grammar.
     pub owner: &'a str,
     /// The client's HTTP method.
     pub method: http::Method,
@@ -65,16 +68,22 @@ impl Cluster {
     /// Sends `f` to its owner and gives the owner's answer.
     pub async fn forward(&self, client: &HttpClient, keys: &crate::state::Keys, f: Forward<'_>) -> Result<Reply, GatewayError> {
         let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Used as a Redis key, a lookup and a log field: only a name that meets the grammar.
+        let Some(owner) = super::replica::ReplicaId::parse(f.owner) else {
+            count(1);
+            tracing::warn!("a continuation names an owner that is not a replica id; not forwarded");
+            return Err(gone());
+        };
         if is_forwarded() {
             count(1);
-            tracing::warn!(owner = %f.owner, "a forwarded request names yet another owner; not forwarded again (are two replicas configured with one cluster.id?)");
+            tracing::warn!(owner = %owner, "a forwarded request names yet another owner; not forwarded again (are two replicas configured with one cluster.id?)");
             return Err(gone());
         }
-        let url = match self.locate(f.owner).await {
+        let url = match self.locate(owner.as_str()).await {
             Ok(Some(url)) => url,
             Ok(None) => {
                 count(1);
-                tracing::info!(owner = %f.owner, "continuation for a replica that is not registered (gone)");
+                tracing::info!(owner = %owner, "continuation for a replica that is not registered (gone)");
                 return Err(gone());
             }
             Err(_) => return Err(GatewayError::Refused(crate::policy::Refusal::SharedState)),
@@ -82,14 +91,14 @@ impl Cluster {
         let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/')).parse().map_err(|_| gone())?;
         let mut headers: HeaderMap =
             f.headers.iter().filter(|(k, _)| super::peer::carried(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let signed = super::peer::Forwarded { from: self.id(), to: f.owner, method: &f.method, path: PATH, body: &f.body };
+        let signed = super::peer::Forwarded { from: self.id(), to: owner.as_str(), method: &f.method, path: PATH, body: &f.body };
         super::peer::sign(keys, &signed, f.principal, crate::state::now_ms(), &mut headers);
         let sent = client.send(f.method, "replica", &uri, headers, f.body, None).await;
         let (head, answer) = match sent {
             Ok(x) => x,
             Err(e) => {
                 count(1);
-                tracing::warn!(owner = %f.owner, error = %e, "the replica holding a continuation could not be reached");
+                tracing::warn!(owner = %owner, error = %crate::escape::Escaped(&e), "the replica holding a continuation could not be reached");
                 return Err(gone());
             }
         };
@@ -101,7 +110,11 @@ impl Cluster {
             },
             Answer::Status(StatusCode::ACCEPTED, _) => Reply::Accepted,
             Answer::Status(StatusCode::UNAUTHORIZED, _) => {
-                tracing::error!(owner = %f.owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, or it was taken for a replay");
+                tracing::error!(owner = %owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, or it was taken for a replay");
+                return Err(gone());
+            }
+            Answer::Status(StatusCode::FORBIDDEN, _) => {
+                tracing::error!(owner = %owner, "another replica refused this one's forward as not a continuation it owns: do two replicas share one cluster.id, or run different versions?");
                 return Err(gone());
             }
             Answer::Status(StatusCode::NOT_FOUND, _) => {

@@ -1,14 +1,21 @@
 //! The internal listener: continuations other replicas forward to this one, their owner.
 //!
 //! Takes connections on `cluster.listen`, bounded as the public listener's are; gives, for a
-//! `POST` of [`PATH`](super::forward::PATH) whose peer headers verify, the answer this replica
-//! gives its own clients, run on the current generation with the principal the entry replica
-//! authenticated (no audit record: the replica the client talked to writes it). Refuses every
-//! other path (404) and method (405); before reading the body, a request without peer headers,
-//! meant for another replica or stale (401); a body over `limits.max_body_bytes` (413) or slower
-//! than `timeouts.header_read_ms` (408); a signature that does not verify under this cluster's
-//! state keys, or a nonce seen before (401, logged with the reason). Stops accepting when `stop`
-//! is cancelled.
+//! `POST` of [`PATH`](super::forward::PATH) whose peer headers verify and whose request
+//! [`gate`](super::gate) admits (a retry of a bridge A round parked here, an answer to this
+//! replica's own request to a 2025-11-25 client), the answer this replica gives its own
+//! clients, run on the current generation with the principal the entry replica authenticated,
+//! and an audit record with `forwarded_from` naming the entry replica (not counted in this
+//! replica's metrics: the entry replica's record counts it). Refuses every other path (404)
+//! and method (405); before reading the body, a request without peer headers, from a sender
+//! whose id is not a replica id, meant for another replica or stale (401); a body over
+//! `limits.max_body_bytes` (413) or slower than `timeouts.header_read_ms` (408); a signature
+//! that does not verify under this cluster's state keys, or a nonce seen before (401, logged
+//! with the reason); before the pipeline sees the body, anything that is not a continuation
+//! this replica owns (403, logged and audited: a fresh call, another replica's or another
+//! principal's state, an answer to another replica's request), and a continuation of its own
+//! whose state expired or whose exchange is gone (`-32602` with `data.reason`). Stops
+//! accepting when `stop` is cancelled.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -85,18 +92,64 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
     };
     let now = crate::state::now_ms();
     let f = super::peer::Forwarded { from: "", to: c.id(), method: &parts.method, path: super::forward::PATH, body: &bytes };
-    let principal = match super::peer::verify(&gw.bridge.keys, &parts.headers, &f, now) {
+    let (from, principal) = match super::peer::verify(&gw.bridge.keys, &parts.headers, &f, now) {
         Ok((_, _, nonce)) if !c.peer_nonces.consume_evicting(&nonce, now + 2 * super::peer::SKEW, now) => {
             return refused(super::peer::PeerError::Replayed)
         }
-        Ok((from, p, _)) => {
-            tracing::debug!(from = %from, principal = %p.id, "continuation forwarded by another replica");
-            p
-        }
+        Ok((from, p, _)) => (from, p),
         Err(e) => return refused(e),
     };
-    let reply = super::forward::as_forwarded(crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await;
-    Ok(reply.into_response())
+    // From here the forward is a request: it gets an audit record here too, naming the replica
+    // the client talked to, whatever becomes of it.
+    let guard = crate::audit::AuditGuard::unmetered(&gw.audit, bytes.len() as u64);
+    let reply = crate::audit::scope(guard.record(), async {
+        crate::audit::note(|r| {
+            r.forwarded_from = Some(from.to_string());
+            r.principal = Some(principal.id.clone());
+        });
+        // Decided on the decoded request before the pipeline sees the body.
+        match super::gate::admit(&gw, &parts.headers, &bytes, &principal) {
+            Ok(what) => {
+                tracing::debug!(from = %from, principal = ?principal.id, ?what, "continuation forwarded by another replica");
+                super::forward::as_forwarded(crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await
+            }
+            Err(refusal) => not_served(&from, &principal, refusal),
+        }
+    })
+    .await;
+    Ok(audited(guard, reply).into_response())
+}
+
+/// The answer to a forward the gate refused, logged (fixed text, the principal escaped).
+fn not_served(from: &super::replica::ReplicaId, principal: &crate::auth::Principal, refusal: super::gate::Refused) -> Reply {
+    match refusal {
+        super::gate::Refused::NotOwned(why) => {
+            tracing::warn!(from = %from, principal = ?principal.id, why, "internal listener refused a forward: not a continuation this replica owns");
+            crate::audit::note(|r| r.decision = Some("refused"));
+            Reply::Plain(StatusCode::FORBIDDEN, NOT_OWNED)
+        }
+        super::gate::Refused::Gone(id, e) => {
+            tracing::debug!(from = %from, reason = e.reason(), "a forwarded continuation's state is no longer usable");
+            Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), Some(serde_json::json!({"reason": e.reason()}))))
+        }
+    }
+}
+
+/// The 403 body of a forward that is not a continuation this replica owns.
+const NOT_OWNED: &str = "forbidden: the internal listener serves only continuations this replica owns (a requestState it sealed for an exchange parked here, an answer to its own request to a 2025-11-25 client)\n";
+
+/// Completes the record: a stream's when it ends, any other answer's now.
+fn audited(guard: crate::audit::AuditGuard, reply: Reply) -> Reply {
+    match reply {
+        Reply::Sse(mut body) => {
+            body.audit(guard.into_stream());
+            Reply::Sse(body)
+        }
+        reply => {
+            guard.finish(reply.status(), reply.json_body());
+            reply
+        }
+    }
 }
 
 /// Binds `cluster.listen`, serves forwards on it and keeps this replica registered, until the

@@ -3,15 +3,18 @@
 //!
 //! Takes the `[cluster]` settings; gives [`Cluster`]: the shared store ([`shared`]), this
 //! replica's id and internal URL, the fail mode while Redis is unreachable, the signed headers
-//! one replica sends another ([`peer`]), the forward of a request to its owner ([`forward`]) and
-//! the internal listener that serves such forwards ([`internal`]). Refuses, through the caller,
-//! a governed request while Redis is unreachable under `on_redis_error = "closed"`
-//! ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"` it counts
-//! the fallback and the caller uses its per-process state.
+//! one replica sends another ([`peer`]), the grammar every replica name meets before use
+//! ([`replica`]), the forward of a request to its owner ([`forward`]), what the owner may serve
+//! ([`gate`]) and the internal listener that serves such forwards ([`internal`]). Refuses,
+//! through the caller, a governed request while Redis is unreachable under `on_redis_error =
+//! "closed"` ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"`
+//! it counts the fallback and the caller uses its per-process state.
 
 pub mod forward;
+pub mod gate;
 pub mod internal;
 pub mod peer;
+pub mod replica;
 pub mod shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -165,7 +168,8 @@ impl Cluster {
                     if restarted || was_down || self.missed.swap(false, Ordering::Relaxed) {
                         self.recovered.send_modify(|n| *n += 1);
                     }
-                    for (id, url) in reg.directory {
+                    // Redis's reply: only ids that meet the grammar are kept.
+                    for (id, url) in reg.directory.into_iter().filter(|(id, _)| replica::is_valid(id)) {
                         if self.known.len() < MAX_KNOWN || self.known.contains_key(&id) {
                             self.known.insert(id, url);
                         }

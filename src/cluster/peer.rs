@@ -4,9 +4,9 @@
 //! authenticated, the request's method, path, carried headers and body, and the shared state
 //! keys; gives `x-sluice-peer-*` headers whose tag (a short HMAC under the sealing key,
 //! domain-separated from every other use of the keys) binds all of them, a time and a fresh
-//! nonce. Refuses on the receiving side a request whose tag does not verify (in constant time),
-//! that is meant for another replica, whose time is more than [`SKEW`] away from the receiver's
-//! clock, whose nonce was seen before (the caller keeps them for that long), or whose principal
+//! nonce. Refuses on the receiving side a sender whose id does not meet `cluster.id`'s grammar,
+//! a request whose tag does not verify (in constant time), that is meant for another replica,
+//! whose time is more than [`SKEW`] away from the receiver's clock, whose nonce was seen before (the caller keeps them for that long), or whose principal
 //! does not decode: without the state keys nobody reaches the internal listener, and a forward
 //! seen on the wire cannot be sent again, elsewhere, or as another method.
 
@@ -125,8 +125,12 @@ pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, 
 /// Cheap checks before the body is read: every peer header present, meant for `me`, fresh.
 pub fn precheck(headers: &HeaderMap, me: &str, now_ms: u64) -> Result<(), PeerError> {
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
-    for k in [FROM, NONCE, PRINCIPAL, TAG] {
+    for k in [NONCE, PRINCIPAL, TAG] {
         get(k)?;
+    }
+    // The sender's id is logged and audited: only one that meets cluster.id's grammar.
+    if !super::replica::is_valid(get(FROM)?) {
+        return Err(PeerError::Missing);
     }
     if get(TO)? != me {
         return Err(PeerError::NotForMe);
@@ -160,7 +164,12 @@ pub enum PeerError {
 
 /// Checks a forward's headers against the request (`f.to` is this replica); gives the
 /// sender's id, the principal it authenticated, and the nonce (the caller refuses one it saw).
-pub fn verify(keys: &Keys, headers: &HeaderMap, f: &Forwarded<'_>, now_ms: u64) -> Result<(String, Principal, String), PeerError> {
+pub fn verify(
+    keys: &Keys,
+    headers: &HeaderMap,
+    f: &Forwarded<'_>,
+    now_ms: u64,
+) -> Result<(super::replica::ReplicaId, Principal, String), PeerError> {
     precheck(headers, f.to, now_ms)?;
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
     let (from, time, nonce, who, tag) = (get(FROM)?, get(TIME)?, get(NONCE)?, get(PRINCIPAL)?, get(TAG)?);
@@ -173,7 +182,8 @@ pub fn verify(keys: &Keys, headers: &HeaderMap, f: &Forwarded<'_>, now_ms: u64) 
         return Err(PeerError::BadTag);
     }
     let who: Who = URL_SAFE_NO_PAD.decode(who).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or(PeerError::Missing)?;
-    Ok((from.to_owned(), Principal { id: who.id, groups: who.groups, scopes: who.scopes }, nonce.to_owned()))
+    let from = super::replica::ReplicaId::parse(from).ok_or(PeerError::Missing)?;
+    Ok((from, Principal { id: who.id, groups: who.groups, scopes: who.scopes }, nonce.to_owned()))
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! What replicas share, in Redis: one atomic command or script per decision.
 //!
-//! Takes the cluster's Redis URL and a timeout per command; gives single use of a nonce (`SET
-//! NX PX`), a budget charge (one Lua script: GCRA on Redis's own clock, both limits checked
-//! before either is charged), a place among a principal's parked exchanges (one script over a
+//! Takes the cluster's Redis URL and a timeout per command; gives single use of a nonce (a
+//! claim per attempt, released by a replica whose claim timed out: see [`single_use`]), a
+//! budget charge (one Lua script: GCRA on Redis's own clock, both limits checked before either
+//! is charged), a place among a principal's parked exchanges (one script over a
 //! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
 //! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews).
 //! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
@@ -15,8 +16,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 mod sessions;
+mod single_use;
 pub use sessions::Renewed;
 use sessions::{OPEN_SESSION, RENEW, RESTORE};
+pub use single_use::{Consumed, TimedOut, LEASE_MS};
 
 /// Redis could not answer in time (down, unreachable, or too slow).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +142,8 @@ pub struct Shared {
     open_session: redis::Script,
     renew: redis::Script,
     restore: redis::Script,
+    /// Confirms and releases of single-use claims under way (bounded).
+    settling: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -155,6 +160,7 @@ impl Shared {
             open_session: redis::Script::new(OPEN_SESSION),
             renew: redis::Script::new(RENEW),
             restore: redis::Script::new(RESTORE),
+            settling: single_use::settling(),
         })
     }
 
@@ -166,7 +172,7 @@ impl Shared {
             .set_max_delay(self.timeout);
         let made = self.conn.get_or_try_init(|| async { ConnectionManager::new_lazy_with_config(self.client.clone(), cfg) }).await;
         made.cloned().map_err(|e| {
-            tracing::warn!(error = %e, "cannot set up the Redis connection");
+            tracing::warn!(error = %crate::escape::Escaped(&e), "cannot set up the Redis connection");
             Unavailable
         })
     }
@@ -189,15 +195,6 @@ impl Shared {
                 Err(Unavailable)
             }
         }
-    }
-
-    /// Consumes `nonce` until `expires_ms`: `true` the first time across every replica.
-    pub async fn consume(&self, nonce: &str, expires_ms: u64, now_ms: u64) -> Result<bool, Unavailable> {
-        let ttl = expires_ms.saturating_sub(now_ms).max(1);
-        let key = format!("sluice:n:{nonce}");
-        let set: Option<String> =
-            self.run("consume", async |c| redis::cmd("SET").arg(&key).arg(1).arg("NX").arg("PX").arg(ttl).query_async(c).await).await?;
-        Ok(set.is_some())
     }
 
     /// Charges one sampling ask of `tokens` tokens to `key` (a principal under one profile).

@@ -83,8 +83,7 @@ pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invali
         )));
     }
     let id = expand("id", raw.id.unwrap_or_default())?;
-    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if id.is_empty() || id.len() > 64 || !id.chars().all(fits) {
+    if !crate::cluster::replica::is_valid(&id) {
         return Err(Invalid(format!(
             "cluster.id {id:?}: every replica needs its own id of 1 to 64 letters, digits, '.', '_' or '-' (e.g. \"sluice-1\", or \"${{HOSTNAME}}\")"
         )));

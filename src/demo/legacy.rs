@@ -87,7 +87,7 @@ async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::I
     let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let sid = header("mcp-session-id");
     if req.method() != http::Method::POST {
-        tracing::debug!(session = sid.as_deref().unwrap_or("-"), method = %req.method(), "repo demo upstream");
+        tracing::debug!(session = sid.as_deref().unwrap_or("-"), method = ?req.method(), "repo demo upstream");
     }
     let end = sid.as_ref().and_then(|s| sessions.lock().ok()?.get(s).map(|s| s.end.clone()));
     if sid.is_some() && end.is_none() {
@@ -100,7 +100,7 @@ async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::I
         return Ok(resp);
     }
     let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    tracing::debug!(session = sid.as_deref().unwrap_or("-"), body = %String::from_utf8_lossy(&body), "repo demo upstream: POST");
+    tracing::debug!(session = sid.as_deref().unwrap_or("-"), bytes = body.len(), "repo demo upstream: POST");
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "Parse error"));
     };

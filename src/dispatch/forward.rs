@@ -198,7 +198,7 @@ async fn reply_for(
                 },
                 Err(RoundError::Refused(r)) => Reply::refusal(id, &r),
                 Err(RoundError::Protocol(why)) => {
-                    tracing::warn!(upstream = %up.name, reason = %why, "upstream sent a round that breaks the protocol; call refused");
+                    tracing::warn!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "upstream sent a round that breaks the protocol; call refused");
                     Reply::error(id, &UpstreamError::Protocol(up.name.clone(), why).into())
                 }
             }

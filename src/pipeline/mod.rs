@@ -189,7 +189,7 @@ fn hold_stream(gw: &Gateway, principal: &crate::auth::Principal, id: &str, reply
             Reply::Sse(body)
         }
         Err(r) => {
-            tracing::info!(principal = %principal.id(), "stream refused: too many open");
+            tracing::info!(principal = ?principal.id(), "stream refused: too many open");
             crate::audit::note(|a| a.decision = Some("refused"));
             Reply::refusal(id, &r)
         }

@@ -71,7 +71,7 @@ pub async fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Op
     match decision.effect {
         Effect::Deny => {
             let reason = decision.reason.unwrap_or_else(|| "not allowed".into());
-            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, method = method.as_str(), rule = %rule, "ask denied by policy");
+            tracing::info!(principal = ?ctx.principal, upstream = %ctx.upstream, method = method.as_str(), rule = %rule, "ask denied by policy");
             note(Some(&rule), "deny");
             return AskVerdict::Deny(Refusal::Denied { rule, reason });
         }
@@ -97,7 +97,7 @@ pub async fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Op
         }
         let charged = gov.charge_sampling(ctx, max).await;
         if let Err(r) = charged {
-            tracing::info!(principal = %ctx.principal, upstream = %ctx.upstream, "sampling budget refused an ask");
+            tracing::info!(principal = ?ctx.principal, upstream = %ctx.upstream, "sampling budget refused an ask");
             return AskVerdict::Refuse(match r {
                 super::budget::Refusal::Sampling(d) => Refusal::Sampling { retry_after_ms: d.as_millis().max(1) as u64 },
                 super::budget::Refusal::Tokens(d) => Refusal::Tokens { retry_after_ms: d.as_millis().max(1) as u64 },

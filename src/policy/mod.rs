@@ -132,8 +132,20 @@ impl Governor {
             return Ok(false);
         }
         let Some(c) = &self.cluster else { return Ok(true) };
-        match c.shared.consume(nonce, expires_ms, now).await {
-            Ok(first) => Ok(first),
+        // A claim that times out is released when the request is refused (its retry can then
+        // succeed on any replica), confirmed when it goes on (local).
+        let timed_out = match c.cfg.on_redis_error {
+            crate::config::OnRedisError::Closed => crate::cluster::shared::TimedOut::Release,
+            crate::config::OnRedisError::Local => crate::cluster::shared::TimedOut::Confirm,
+        };
+        match c.shared.consume(nonce, expires_ms, now, timed_out).await {
+            Ok(crate::cluster::shared::Consumed::First) => Ok(true),
+            Ok(crate::cluster::shared::Consumed::Used) => Ok(false),
+            Ok(crate::cluster::shared::Consumed::Settling) => {
+                // An earlier attempt's claim is being released: retryable, as Redis away is.
+                self.consumed.release(nonce, expires_ms);
+                Err(Refusal::SharedState)
+            }
             Err(_) if c.unavailable("single use") == crate::cluster::Fallback::Local => Ok(true),
             Err(_) => {
                 // Refused as retryable: the retry must find the state unused here too.

@@ -66,7 +66,7 @@ impl Otel {
         let done = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(EXPORT_TIMEOUT));
         match tokio::time::timeout(EXPORT_TIMEOUT * 2, done).await {
             Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "traces: the last spans may not have been exported"),
+            Ok(Ok(Err(e))) => tracing::warn!(error = %crate::escape::Escaped(&e), "traces: the last spans may not have been exported"),
             _ => tracing::warn!("traces: the exporter did not stop in time; the last spans may be lost"),
         }
     }

@@ -159,7 +159,7 @@ pub type DualEra = (bool, Option<std::time::Instant>);
 /// Records a failed probe (told once, as a change of health, when the whole probe ends:
 /// `Upstream::report_health`; a probe that fails again logs nothing).
 fn failed(up: &Upstream, why: String) -> Status {
-    tracing::debug!(upstream = %up.name, reason = %why, "upstream probe failed");
+    tracing::debug!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "upstream probe failed");
     let mut s = (*up.status()).clone();
     s.probed = true;
     s.healthy = false;

@@ -91,6 +91,23 @@ impl Redis {
         self.child = Some(child);
     }
 
+    /// Stops it (SIGSTOP) without closing anything: connections stay open and what replicas
+    /// send waits in its sockets, applied once it is resumed (a stall, not an outage).
+    pub(crate) async fn pause(&self) {
+        self.signal("STOP").await;
+    }
+
+    /// Resumes it (SIGCONT) after [`Redis::pause`].
+    pub(crate) async fn resume(&self) {
+        self.signal("CONT").await;
+    }
+
+    async fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().and_then(tokio::process::Child::id).expect("a running redis-server");
+        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+    }
+
     /// Kills it (SIGKILL): what replicas see when Redis is lost.
     pub(crate) async fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -154,6 +171,11 @@ fn config(id: &str, redis: &str, s: &Setup) -> String {
     c
 }
 
+/// The state keys every replica of the tests' cluster shares (what a forward is signed with).
+pub(crate) fn keys() -> sluice::state::Keys {
+    sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")]).expect("a ring")
+}
+
 fn base64_key() -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode([42u8; 32])
@@ -200,6 +222,19 @@ impl Cluster {
             }
         }
         out
+    }
+
+    /// Replica `i`'s internal listener's forward URL, from its startup line.
+    pub(crate) fn internal_url(&self, i: usize) -> String {
+        let out = self.replica(i).output();
+        let line = out.lines().find(|l| l.contains("cluster internal listener up")).expect("the internal listener's line");
+        let addr = line.split("internal=").nth(1).and_then(|r| r.split_whitespace().next()).expect("internal=ADDR");
+        format!("http://{addr}{}", sluice::cluster::forward::PATH)
+    }
+
+    /// The index of replica `id` (`r1` is 0).
+    pub(crate) fn index(id: &str) -> usize {
+        id.trim_start_matches('r').parse::<usize>().expect("rN") - 1
     }
 
     /// Kills replica `i` (SIGKILL, as a crashed pod).

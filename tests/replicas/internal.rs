@@ -6,35 +6,26 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::harness::{Cluster, Redis, Setup, ALICE};
+use super::harness::{keys, Cluster, Redis, Setup, ALICE};
+use crate::support::call::{self, retry, sample, Call};
 use crate::support::peers;
 
-/// The internal listener's address, from the replica's startup line.
-fn internal_url(c: &Cluster, i: usize) -> String {
-    let out = c.replica(i).output();
-    let line = out.lines().find(|l| l.contains("cluster internal listener up")).expect("the internal listener's line");
-    let addr = line.split("internal=").nth(1).and_then(|r| r.split_whitespace().next()).expect("internal=ADDR");
-    format!("http://{addr}{}", sluice::cluster::forward::PATH)
-}
-
-fn keys() -> sluice::state::Keys {
-    sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")]).expect("a ring")
-}
-
-/// A signed forward of a `tools/list` from a replica `r9` to `to`, under `keys`.
-fn signed(keys: &sluice::state::Keys, to: &str, method: &http::Method, body: &[u8]) -> reqwest::header::HeaderMap {
+/// The headers of a forward of `body` from replica `from` to `to`, signed under `keys` for
+/// `principal`, carrying `mcp` headers (name, value) as a replica carries a client's.
+pub(crate) fn signed(
+    keys: &sluice::state::Keys,
+    (from, to): (&str, &str),
+    method: &http::Method,
+    principal: &sluice::auth::Principal,
+    mcp: &[(&str, &str)],
+    body: &[u8],
+) -> reqwest::header::HeaderMap {
     let mut h = http::HeaderMap::new();
-    for (k, v) in [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/list"),
-    ] {
-        h.insert(k, http::HeaderValue::from_static(v));
+    for (k, v) in [("content-type", "application/json"), ("accept", "application/json, text/event-stream")].iter().chain(mcp) {
+        h.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), http::HeaderValue::from_str(v).unwrap());
     }
-    let alice = sluice::auth::Principal { id: "alice".into(), groups: Vec::new(), scopes: Default::default() };
-    let f = sluice::cluster::peer::Forwarded { from: "r9", to, method, path: sluice::cluster::forward::PATH, body };
-    sluice::cluster::peer::sign(keys, &f, &alice, sluice::state::now_ms(), &mut h);
+    let f = sluice::cluster::peer::Forwarded { from, to, method, path: sluice::cluster::forward::PATH, body };
+    sluice::cluster::peer::sign(keys, &f, principal, sluice::state::now_ms(), &mut h);
     let mut out = reqwest::header::HeaderMap::new();
     for (k, v) in &h {
         out.insert(
@@ -45,33 +36,54 @@ fn signed(keys: &sluice::state::Keys, to: &str, method: &http::Method, body: &[u
     out
 }
 
+/// A principal as a forward names it.
+pub(crate) fn who(id: &str, groups: &[&str]) -> sluice::auth::Principal {
+    sluice::auth::Principal { id: id.into(), groups: groups.iter().map(|g| g.to_string()).collect(), scopes: Default::default() }
+}
+
+/// The MCP headers of a `tools/call` of `name`.
+pub(crate) fn call_headers(name: &str) -> [(&'static str, String); 3] {
+    [("mcp-protocol-version", "2026-07-28".into()), ("mcp-method", "tools/call".into()), ("mcp-name", name.into())]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_internal_listener_serves_one_signed_post_for_itself_once_and_nothing_else() {
     let py = peers::py1().await;
     let redis = Redis::start().await;
-    let c = Cluster::start(&redis, &Setup::legacy(&py.url)).await;
-    let (url, http) = (internal_url(&c, 0), reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap());
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": crate::support::client::meta()}}).to_string();
-    let post = http::Method::POST;
-    // Signed for r1, by the cluster's keys: served, as alice.
-    let h = signed(&keys(), "r1", &post, body.as_bytes());
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n")).await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    // A round parked on its owner: its retry is what a replica forwards.
+    let ask = Call::new("ask_once", json!({"text": "signed"})).token(ALICE);
+    let round = ask.send(&call::http(), &c.url, json!({})).await;
+    let owner = super::owner_of(&round.state());
+    let (url, o) = (c.internal_url(Cluster::index(&owner)), owner.as_str());
+    let key = round.input_requests().keys().next().expect("an ask").clone();
+    let body = ask.body(retry(json!({ key: sample("signed answer", "m") }), &round.state())).to_string();
+    let hs = call_headers("ask_once");
+    let mcp: Vec<(&str, &str)> = hs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (post, alice) = (http::Method::POST, who("alice", &[]));
+    // Signed for the owner, by the cluster's keys: served, as alice.
+    let h = signed(&keys(), ("r9", o), &post, &alice, &mcp, body.as_bytes());
     let ok = http.post(&url).headers(h.clone()).body(body.clone()).send().await.expect("POST");
     assert_eq!(ok.status(), 200);
-    let listed: serde_json::Value = ok.json().await.expect("JSON");
-    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    let done = ok.text().await.expect("body");
+    assert!(done.contains("ask_once[signed] via post: signed answer (model=m)"), "{done}");
     // The same forward again (a replay seen on the wire): refused.
     let again = http.post(&url).headers(h).body(body.clone()).send().await.expect("POST");
     assert_eq!(again.status(), 401, "a replayed forward");
     // Signed for another replica, with other keys, unsigned, or another method: refused.
-    let other = http.post(&url).headers(signed(&keys(), "r2", &post, body.as_bytes())).body(body.clone()).send().await.unwrap();
-    assert_eq!(other.status(), 401, "a forward meant for r2");
+    let to_other = signed(&keys(), ("r9", "r-other"), &post, &alice, &mcp, body.as_bytes());
+    let other = http.post(&url).headers(to_other).body(body.clone()).send().await.unwrap();
+    assert_eq!(other.status(), 401, "a forward meant for another replica");
     let foreign = sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![7u8; 32]).unwrap()]).unwrap();
-    let forged = http.post(&url).headers(signed(&foreign, "r1", &post, body.as_bytes())).body(body.clone()).send().await.unwrap();
-    assert_eq!(forged.status(), 401, "signed with other keys");
+    let forged = http.post(&url).headers(signed(&foreign, ("r9", o), &post, &alice, &mcp, body.as_bytes())).body(body.clone());
+    assert_eq!(forged.send().await.unwrap().status(), 401, "signed with other keys");
     let bare = http.post(&url).header("authorization", format!("Bearer {ALICE}")).body(body.clone()).send().await.unwrap();
     assert_eq!(bare.status(), 401, "a client's own credential does not open the internal listener");
+    let bad_from = signed(&keys(), ("r9 ERROR", o), &post, &alice, &mcp, body.as_bytes());
+    assert_eq!(http.post(&url).headers(bad_from).body(body.clone()).send().await.unwrap().status(), 401, "a sender that is no replica id");
     let delete = http::Method::DELETE;
-    let verb = http.delete(&url).headers(signed(&keys(), "r1", &delete, b"")).send().await.unwrap();
+    let verb = http.delete(&url).headers(signed(&keys(), ("r9", o), &delete, &alice, &[], b"")).send().await.unwrap();
     assert_eq!(verb.status(), 405, "replicas forward POST only");
 }
 

@@ -20,18 +20,27 @@
 //! - `internal`: the internal listener attacked directly (replayed, misdirected, forged, unsigned
 //!   and non-POST forwards refused) and a 2025-11-25 session record bounded whatever its client
 //!   sends;
+//! - `boundary`: a forward signed with the cluster's own key runs only a continuation its
+//!   replica owns (a fresh call as another principal is refused and never reaches the
+//!   upstream; the genuine continuation is served and audited with `forwarded_from`); a
+//!   replica name a client wrote into an answer id, and a principal carrying a line, forge no
+//!   log line;
+//! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
+//!   claim: the client's retry is served once after it resumes, a replay refused;
 //! - `deploy`: the compose file and the Helm chart name what they should.
 //!
 //! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
 //! `redis-server` and `haproxy` come from Debian (.ci/run installs them); the Python peers from
 //! `eval "$(bash scripts/peers.sh)"`. Without them these tests fail and say so.
 
+mod boundary;
 mod deploy;
 mod failures;
 mod harness;
 mod internal;
 mod rounds;
 mod shared;
+mod stall;
 
 use base64::Engine as _;
 use serde_json::Value;

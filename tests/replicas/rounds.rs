@@ -22,13 +22,20 @@ async fn a_bridge_a_round_completes_though_each_request_lands_on_another_replica
     let done = two.send(&http, &c.url, retry(json!({ asked: sample("a summary", "m") }), &r2.state())).await;
     assert_eq!(done.text(), "two_rounds[replicas] first: src/main.rs (model=m) | second: a summary (model=m)");
     // The two retries came to the other replicas, which forwarded them to the owner and
-    // wrote their audit records naming it; the owner wrote none for them.
-    let recs = super::audit_until(&c, "three records of the call", |r| r.iter().filter(|x| x["name"] == "two_rounds").count() >= 3).await;
-    let calls: Vec<_> = recs.iter().filter(|x| x["name"] == "two_rounds").collect();
-    assert_eq!(calls.len(), 3, "one record per request, once: {calls:#?}");
+    // wrote their audit records naming it; the owner wrote one for each forward it served,
+    // naming the replica the client talked to.
+    let recs = super::audit_until(&c, "five records of the call", |r| r.iter().filter(|x| x["name"] == "two_rounds").count() >= 5).await;
+    let calls: Vec<_> = recs.iter().filter(|x| x["name"] == "two_rounds" && x.get("forwarded_from").is_none()).collect();
+    assert_eq!(calls.len(), 3, "one record per client request, once: {calls:#?}");
     let forwarded: Vec<_> = calls.iter().filter(|x| x["owner"] == owner.as_str()).collect();
     assert_eq!(forwarded.len(), 2, "both retries were forwarded to {owner}: {calls:#?}");
     assert!(forwarded.iter().all(|x| x["replica"] != owner.as_str()), "{calls:#?}");
+    let served: Vec<_> = recs.iter().filter(|x| x["name"] == "two_rounds" && x.get("forwarded_from").is_some()).collect();
+    assert_eq!(served.len(), 2, "the owner audited each forward it served: {served:#?}");
+    for s in &served {
+        assert_eq!(s["replica"], owner.as_str(), "{s}");
+        assert!(forwarded.iter().any(|f| f["replica"] == s["forwarded_from"]), "it names the entry replica: {s}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

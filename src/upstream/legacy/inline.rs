@@ -196,13 +196,13 @@ impl Reader {
     /// Ends the session for a message over the bound; the upstream stays up (a client asking
     /// for something large must not take it down for everyone).
     fn end(&self, why: &str) {
-        tracing::warn!(upstream = %self.up.name, reason = %why, "upstream sent a message over the bound; its session is ended");
+        tracing::warn!(upstream = %self.up.name, reason = %crate::escape::Escaped(why), "upstream sent a message over the bound; its session is ended");
         self.channel.end(why);
     }
 
     /// Ends the session for a protocol error and marks the upstream unhealthy, saying why.
     fn fault(&self, why: &str) {
-        tracing::warn!(upstream = %self.up.name, reason = %why, "upstream broke the protocol on its session's stream; the session is ended");
+        tracing::warn!(upstream = %self.up.name, reason = %crate::escape::Escaped(why), "upstream broke the protocol on its session's stream; the session is ended");
         self.up.mark_failed(&format!("upstream '{}': {why}", self.up.name));
         self.channel.end(why);
     }

@@ -225,7 +225,7 @@ impl Session {
     pub async fn reply(&self, client: &HttpClient, id: &str, outcome: Result<&str, (i64, &str)>) {
         let body = reply_body(id, outcome);
         if let Err(e) = self.post(client, body, None).await {
-            tracing::warn!(upstream = %self.up.name, error = %e, "could not answer an upstream request");
+            tracing::warn!(upstream = %self.up.name, error = %crate::escape::Escaped(&e), "could not answer an upstream request");
         }
     }
 

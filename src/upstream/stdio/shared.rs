@@ -282,7 +282,7 @@ async fn read(up: Weak<Upstream>, spec: Arc<Spec>, live: Arc<Live>, mut lines: L
 /// Ends the process for a protocol error and marks the upstream unhealthy, saying why.
 fn fault(up: &Weak<Upstream>, live: &Live, why: &str) {
     if let Some(up) = up.upgrade() {
-        tracing::warn!(upstream = %up.name, reason = %why, "stdio upstream broke the protocol; its process is ended");
+        tracing::warn!(upstream = %up.name, reason = %crate::escape::Escaped(why), "stdio upstream broke the protocol; its process is ended");
         up.mark_failed(&format!("upstream '{}': {why}", up.name));
     }
     live.proc.end(why);
