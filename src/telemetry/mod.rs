@@ -9,6 +9,7 @@
 pub mod counted;
 pub mod export;
 pub mod trace;
+pub mod tracestate;
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
