@@ -1,64 +1,96 @@
-//! `sluice check --principal`: what one principal would see through Sluice, and which rule
-//! decides each item, so an operator can verify a policy before shipping it.
+//! `sluice check`: whether a config would start, said in its first line, what in it deserves a
+//! warning, and then the effective config (secrets redacted) or, with `--principal`, what that
+//! principal meets: every item it would see or not, and every tool's fate.
 //!
-//! Takes a built gateway (its upstreams are probed and listed here, as `serve` would at start)
-//! and a principal (its id, groups and scopes); gives a text report: per list, each item of
-//! each upstream the principal may reach, `shown` or `hidden`, with the `hide` or `show` rule
-//! that decided (or none). Refuses nothing: an upstream that cannot be probed is reported as
-//! down (its reason is in the log, never in the report, as it may repeat what the upstream
-//! said).
+//! Takes the config's file and flags, and optionally a principal (its id, and groups instead of
+//! its API key's); gives the text to print, every line of it through the one redaction
+//! (`config/redact.rs`: the effective config structurally, the other lines as text), and the
+//! error that refused the config, if one did. Checks exactly what `serve` checks before it
+//! listens (`reload::check`). Refuses nothing itself: the first error is the verdict.
+//!
+//! Without `--principal` nothing is connected to. With it the upstreams are probed and listed
+//! as `serve` does at start (stdio servers are started and ended again), so each tool's fate is
+//! decided on the tools the upstreams really list (`report.rs`); an upstream that cannot be
+//! reached is reported down, its tools unknown.
 
-use std::fmt::Write as _;
-use std::sync::Arc;
+mod report;
+mod summary;
+
+use std::path::Path;
 
 use crate::auth::Principal;
+use crate::config::{redact_text, Config, Overrides};
 use crate::gateway::Gateway;
-use crate::policy::visibility::{Listed, Viewer};
-use crate::policy::Effect;
-use crate::route::table::ListKind;
 
-/// The principal `id` as `[[auth.api_keys]]` configures it (its groups and scopes), with the
-/// `groups` given instead when there are any; an id no key names (a JWT subject) has no
-/// scopes, so upstreams with `required_scopes` are reported as not reachable for it.
-pub fn principal(gw: &Gateway, id: &str, groups: &[String]) -> Principal {
-    let key = gw.cfg.auth.api_keys.iter().find(|k| k.principal == id);
-    Principal {
-        id: id.to_owned(),
-        groups: if groups.is_empty() { key.map(|k| k.groups.clone()).unwrap_or_default() } else { groups.to_vec() },
-        scopes: key.map(|k| k.scopes.iter().cloned().collect()).unwrap_or_default(),
+pub use report::report;
+
+/// What `sluice check` prints, and the error that refused the config (then it exits 2).
+#[derive(Debug)]
+pub struct Checked {
+    /// The whole output, every line redacted.
+    pub text: String,
+    /// The first error, redacted, when the config is refused.
+    pub refused: Option<String>,
+}
+
+/// The line the effective config follows; everything after it loads as a config.
+pub const CONFIG_HEADER: &str = "# the effective config, secrets redacted (the lines below load as a config):";
+
+/// Runs `sluice check` on the config of `path` and `over`; with `principal`, reports what it
+/// meets instead of printing the config.
+pub async fn check(path: Option<&Path>, over: &Overrides, principal: Option<&str>, groups: &[String]) -> Checked {
+    let cfg = match Config::load(path, over).map_err(|e| e.0).and_then(|c| crate::reload::check(&c).map(|()| c)) {
+        Ok(c) => c,
+        Err(e) => return Checked::refused(&e),
+    };
+    let mut warnings = summary::warnings(&cfg);
+    let Some(id) = principal else {
+        let auth = match crate::auth::Authenticator::new(&cfg.auth) {
+            Ok(a) => a,
+            Err(e) => return Checked::refused(&e),
+        };
+        let head = lines(&summary::verdict(&cfg, &auth, warnings.len()), &warnings);
+        return Checked { text: format!("{head}\n{CONFIG_HEADER}\n{}", cfg.redacted()), refused: None };
+    };
+    let summary_of = |gw: &Gateway, n: usize| summary::verdict(&gw.cfg, &gw.auth, n);
+    let gw = match Gateway::new(cfg) {
+        Ok(gw) => gw,
+        Err(e) => return Checked::refused(&e),
+    };
+    let p = self::principal(&gw, id, groups);
+    warnings.extend(summary::principal_warnings(&gw, &p, !groups.is_empty()));
+    let body = report(&gw, &p).await;
+    gw.shutdown.cancel();
+    gw.close_upstreams().await;
+    Checked { text: format!("{}{}", lines(&summary_of(&gw, warnings.len()), &warnings), redact_text(&body)), refused: None }
+}
+
+/// The verdict line and the warnings, redacted.
+fn lines(verdict: &str, warnings: &[String]) -> String {
+    let mut out = redact_text(verdict) + "\n";
+    for w in warnings {
+        out.push_str(&redact_text(&format!("warning: {w}")));
+        out.push('\n');
+    }
+    out
+}
+
+impl Checked {
+    fn refused(e: &str) -> Checked {
+        let e = redact_text(e);
+        Checked { text: format!("refused: {e}\n"), refused: Some(e) }
     }
 }
 
-/// Probes the upstreams and reports what `p` sees of each list.
-pub async fn report(gw: &Arc<Gateway>, p: &Principal) -> String {
-    gw.probe_all().await;
-    let rules = gw.governor.rules();
-    let viewer = Viewer::of(p);
-    let mut out = String::new();
-    let _ = writeln!(out, "principal {:?}, groups {:?}", p.id, p.groups);
-    for up in gw.upstreams.iter().filter(|u| !gw.auth.may_reach(p, &u.name)) {
-        let _ = writeln!(out, "upstream {:?}: not reachable (its required_scopes)", up.name);
+/// The principal `id` as an API key (in the config or `api_keys_env`) configures it, its
+/// groups and scopes, with the `groups` given instead when there are any; an id no key names (a
+/// JWT subject) has no scopes, so upstreams with `required_scopes` are reported as not
+/// reachable for it.
+pub fn principal(gw: &Gateway, id: &str, groups: &[String]) -> Principal {
+    let key = gw.auth.key_principals().find(|k| k.id == id);
+    Principal {
+        id: id.to_owned(),
+        groups: if groups.is_empty() { key.map(|k| k.groups.clone()).unwrap_or_default() } else { groups.to_vec() },
+        scopes: key.map(|k| k.scopes.clone()).unwrap_or_default(),
     }
-    for kind in ListKind::ALL {
-        let _ = writeln!(out, "{}", kind.name());
-        for up in gw.reachable(p) {
-            if !up.status().healthy {
-                let _ = writeln!(out, "  upstream {:?}: down (the log says why)", up.name);
-                continue;
-            }
-            if !up.serves(kind.capability()) {
-                continue;
-            }
-            for item in &up.list(kind).items {
-                let listed = Listed { kind, key: &item.key, hints: item.hints };
-                let (word, why) = match rules.visibility_rule(&viewer, &up.name, &listed) {
-                    None => ("shown", "no rule".to_owned()),
-                    Some((Effect::Show, rule)) => ("shown", format!("show rule {rule:?}")),
-                    Some((_, rule)) => ("hidden", format!("hide rule {rule:?}")),
-                };
-                let _ = writeln!(out, "  {word:<6} {}  ({why})", crate::telemetry::peer_name(&item.public));
-            }
-        }
-    }
-    out
 }
