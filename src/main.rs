@@ -49,15 +49,18 @@ enum Command {
         #[command(flatten)]
         quick: Quick,
     },
-    /// Validate a config and print the effective one, secrets redacted; with `--principal`,
-    /// probe the upstreams and print what that principal would see instead.
+    /// Validate a config: a verdict line first (`ok: …` or `refused: …`), warnings, then the
+    /// effective config, secrets redacted; with `--principal`, probe the upstreams and print
+    /// what that principal would see and what each tool call does instead.
     Check {
         /// TOML config file.
         #[arg(long)]
         config: Option<PathBuf>,
         #[command(flatten)]
         quick: Quick,
-        /// Print what this principal would see of each list, and which rule decides each item.
+        /// Print what this principal would see of each list, which rule decides each item, and
+        /// each tool's fate (hidden, denied, needs approval, allowed; its quota). Connects to
+        /// the upstreams (stdio servers are started) to list their tools.
         #[arg(long)]
         principal: Option<String>,
         /// The principal's groups (repeat; default: its API key's groups, if a key names it).
@@ -118,9 +121,15 @@ async fn start() -> std::process::ExitCode {
 }
 
 async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
-    // `serve` sets up logging once its config (and its `[telemetry]`) is read.
-    if !matches!(cmd, Command::Serve { .. }) {
-        sluice::telemetry::init("info", None).map_err(anyhow::Error::msg)?;
+    // `serve` sets up logging once its config (and its `[telemetry]`) is read; `check`'s log
+    // lines go through the redaction its output does, and the state keys' startup warning is
+    // for `serve`'s log (`check` says where the keys matter itself).
+    match cmd {
+        Command::Serve { .. } => {}
+        Command::Check { .. } => sluice::telemetry::init_check("warn,sluice::state=error"),
+        _ => {
+            sluice::telemetry::init("info", None).map_err(anyhow::Error::msg)?;
+        }
     }
     match cmd {
         Command::Serve { config, quick } => {
@@ -145,20 +154,17 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Check { config, quick, principal, groups } => {
-            let cfg = Config::load(config.as_deref(), &quick.overrides())?;
             // Exactly what `serve` reads before it listens, and a reload before it applies:
-            // upstreams, credentials, keys, policies, files.
-            sluice::reload::check(&cfg).map_err(anyhow::Error::msg)?;
-            let Some(id) = principal else {
-                println!("{}", cfg.redacted());
-                return Ok(std::process::ExitCode::SUCCESS);
-            };
-            let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
-            let p = sluice::inspect::principal(&gw, &id, &groups);
-            print!("{}", sluice::inspect::report(&gw, &p).await);
-            gw.shutdown.cancel();
-            gw.close_upstreams().await;
-            Ok(std::process::ExitCode::SUCCESS)
+            // upstreams, credentials, keys, policies, files. The verdict comes first.
+            let checked = sluice::inspect::check(config.as_deref(), &quick.overrides(), principal.as_deref(), &groups).await;
+            print!("{}", checked.text);
+            match checked.refused {
+                Some(e) => {
+                    eprintln!("sluice: {e}");
+                    Ok(std::process::ExitCode::from(2))
+                }
+                None => Ok(std::process::ExitCode::SUCCESS),
+            }
         }
         Command::HashKey { key } => {
             println!("{}", sluice::auth::api_keys::hash_key(&key));

@@ -81,6 +81,12 @@ impl ApiKeys {
         self.keys.is_empty()
     }
 
+    /// The principals the keys name (config and `api_keys_env`), in order, each as its first
+    /// key gives it (for `sluice check`).
+    pub fn principals(&self) -> impl Iterator<Item = &Principal> {
+        self.keys.iter().map(|(_, p)| p)
+    }
+
     /// The principal of `token`, comparing its hash with every configured one in constant time.
     pub fn find(&self, token: &str) -> Option<Principal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();

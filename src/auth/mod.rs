@@ -78,6 +78,22 @@ impl Authenticator {
         !self.keys.is_empty() || self.jwt.is_some()
     }
 
+    /// Whether JWTs are accepted (then any subject may be a principal).
+    pub fn jwt(&self) -> bool {
+        self.jwt.is_some()
+    }
+
+    /// The principals API keys name, config and environment alike (for `sluice check`).
+    pub fn key_principals(&self) -> impl Iterator<Item = &Principal> {
+        self.keys.principals()
+    }
+
+    /// The global `required_scopes` `p` lacks (every request of it is refused without them).
+    pub fn missing_scopes<'a>(&'a self, p: &'a Principal) -> impl Iterator<Item = &'a str> + 'a {
+        let on = self.enabled();
+        self.cfg.required_scopes.iter().filter(move |s| on && !p.scopes.contains(*s)).map(String::as_str)
+    }
+
     /// The `WWW-Authenticate` value for a refusal: it names the RFC 9728 metadata only when
     /// [`Authenticator::advertises_oauth`].
     pub fn challenge(&self, err: &AuthError) -> String {

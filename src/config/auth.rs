@@ -49,23 +49,13 @@ pub struct JwtConfig {
     pub leeway_ms: u64,
 }
 
-fn redact_urls<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    let mut q = s.serialize_seq(Some(v.len()))?;
-    for u in v {
-        q.serialize_element(&super::redact::redact_url(u))?;
-    }
-    q.end()
-}
-
 /// Authentication: API keys and/or JWT; neither means `none` (loopback only).
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct AuthConfig {
-    /// Sluice's own resource URL (the JWT audience, and RFC 9728 `resource`).
-    #[serde(serialize_with = "super::redact::redact_url_ser")]
+    /// Sluice's own resource URL (the JWT audience, and RFC 9728 `resource`). Printed, like
+    /// every value, through the one redaction (`redact.rs`).
     pub resource: String,
     /// Authorization servers advertised in the resource metadata.
-    #[serde(serialize_with = "redact_urls")]
     pub authorization_servers: Vec<String>,
     /// Scopes every request needs.
     pub required_scopes: Vec<String>,

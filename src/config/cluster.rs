@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use super::raw::RawCluster;
 use super::Invalid;
@@ -33,8 +33,8 @@ pub enum OnRedisError {
 /// The cluster settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cluster {
-    /// Redis, `redis://[user:password@]host:port[/db]`.
-    #[serde(serialize_with = "redacted")]
+    /// Redis, `redis://[user:password@]host:port[/db]` (printed, like `advertise_url`, through
+    /// the one redaction of `redact.rs`).
     pub redis_url: String,
     /// This replica's id: written into every sealed state it issues (the owner of its parked
     /// exchanges), and its key in Redis.
@@ -50,10 +50,6 @@ pub struct Cluster {
     /// (`redis_timeout_ms`, default 500).
     #[serde(with = "super::limits::ms", rename = "redis_timeout_ms")]
     pub redis_timeout: Duration,
-}
-
-fn redacted<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&super::redact_url(url))
 }
 
 /// `${VAR}` read from the environment; anything else as written.
@@ -95,10 +91,11 @@ pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invali
     let advertise_url = raw.advertise_url.map(|u| expand("advertise_url", u)).transpose()?;
     match &advertise_url {
         Some(u) => {
-            let uri: http::Uri = u.parse().map_err(|_| Invalid(format!("cluster.advertise_url {u:?} is not a URL")))?;
+            let shown = super::redact_url(u);
+            let uri: http::Uri = u.parse().map_err(|_| Invalid(format!("cluster.advertise_url {shown:?} is not a URL")))?;
             if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) || uri.port().is_none() {
                 return Err(Invalid(format!(
-                    "cluster.advertise_url {u:?} must be http://host:port (the internal listener as other replicas reach it)"
+                    "cluster.advertise_url {shown:?} must be http://host:port (the internal listener as other replicas reach it)"
                 )));
             }
         }

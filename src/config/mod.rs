@@ -40,7 +40,7 @@ pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
 pub use quota::Quota;
-pub use redact::redact_url;
+pub use redact::{redact_text, redact_url, secret_name};
 pub use resilience::Resilience;
 pub use stdio::run_as::{RunGroup, RunUser};
 pub use stdio::{Stderr, StdioConfig};

@@ -1,16 +1,77 @@
-//! Printing the config without its secrets.
+//! Printing the config without its secrets: the one redaction `sluice check` passes everything
+//! it prints through.
 //!
-//! Takes a URL, a header map, a key list or a whole [`Config`]; gives the same with credentials
-//! replaced (URL userinfo and query values, header values, key secrets), still valid where it
-//! was (a redacted URL is a URL, and the printed config loads again). Refuses nothing: a config
-//! that cannot be printed prints a `#` comment saying so.
+//! Takes a whole [`Config`] (or any text `check` prints); gives the same with credentials
+//! replaced, still valid where it was (a redacted URL is a URL, a redacted argument an argument,
+//! and the printed config loads again). Refuses nothing: a config that cannot be printed prints
+//! a `#` comment saying so.
+//!
+//! Two layers, so no field has to remember to redact itself:
+//! - values that are secret wherever they are and have no shape to recognise them by (header
+//!   values, stdio `env` values, `[state] keys`) are redacted by their serializers;
+//! - then [`scrub`] walks the whole serialized tree, every string and every list of strings,
+//!   whatever field it came from: URLs lose their userinfo, query values and fragment
+//!   ([`redact_url`]); in a list (a command's arguments) the value after a secret-named flag
+//!   (`--token VALUE`) is replaced, and in any string `--flag=VALUE`, `NAME=VALUE` and
+//!   `Name: value` whose name is secret-named ([`secret_name`]); a string member whose key's
+//!   last word is secret-named (`password = "…"`) is replaced whole.
 
 use serde_json::{json, Map, Value};
 
 use super::Config;
 
-/// `url` with its userinfo and every query value replaced by `redacted` (still a valid URL, so
-/// a printed config loads again).
+/// What a redacted value prints as.
+const REDACTED: &str = "redacted";
+
+/// Words that make a name (a flag, a variable, a header, a config key) a secret's: matched
+/// case-insensitively on each word of the name (words split at `-`, `_` and `.`), a trailing
+/// `s` ignored, so `--token`, `--api-key`, `--apikey`, `--access-token`, `--client-secret`,
+/// `--password`, `--passwd`, `--auth`, `--bearer`, `--credentials`, `GITHUB_TOKEN`, `X-Api-Key`
+/// and `Authorization` all are.
+const SECRET_WORDS: &[&str] = &[
+    "token",
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "secret",
+    "key",
+    "apikey",
+    "auth",
+    "authorization",
+    "bearer",
+    "credential",
+    "cookie",
+];
+
+/// A word that ends with one of these is a secret's too (`accesstoken`, `clientsecret`).
+const SECRET_SUFFIXES: &[&str] = &["token", "secret", "password", "passwd", "apikey", "credential", "credentials"];
+
+/// Short flags taken as naming a secret (`-p` is a password as often as a port: it prints
+/// redacted either way). Matched exactly.
+const SECRET_SHORT_FLAGS: &[&str] = &["p"];
+
+/// Whether `name` (a flag without its dashes, a variable, a header, a config key) names a secret.
+pub fn secret_name(name: &str) -> bool {
+    if SECRET_SHORT_FLAGS.contains(&name) {
+        return true;
+    }
+    name.split(['-', '_', '.']).any(|w| {
+        let w = w.to_ascii_lowercase();
+        let one = w.strip_suffix('s').unwrap_or(&w);
+        SECRET_WORDS.contains(&w.as_str()) || SECRET_WORDS.contains(&one) || SECRET_SUFFIXES.iter().any(|s| w.ends_with(s))
+    })
+}
+
+/// A flag (`-x`, `--name`) whose value is a secret, without `=VALUE`.
+fn secret_flag(arg: &str) -> bool {
+    let name = arg.trim_start_matches('-');
+    arg.starts_with('-') && !name.is_empty() && name.len() + 2 >= arg.len() && !name.contains('=') && secret_name(name)
+}
+
+/// `url` with its userinfo (of every `scheme://` in it), every query value and its fragment
+/// replaced by `redacted` (still a valid URL, so a printed config loads again).
 pub fn redact_url(url: &str) -> String {
     let (head, frag) = match url.split_once('#') {
         Some((h, f)) => (h, Some(f)),
@@ -20,22 +81,23 @@ pub fn redact_url(url: &str) -> String {
         Some((h, q)) => (h, Some(q)),
         None => (head, None),
     };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-            let authority = authority.rsplit_once('@').map_or(authority.to_owned(), |(_, host)| format!("redacted@{host}"));
-            format!("{scheme}://{authority}{}", redact_path_params(path))
+    let mut out = match head.find("://") {
+        Some(i) => {
+            let rest = &head[i + 3..];
+            let (authority, path) = rest.find('/').map_or((rest, ""), |j| rest.split_at(j));
+            format!("{}{}{}", &head[..i + 3], authority, redact_path_params(path))
         }
         None => head.to_owned(),
     };
+    out = redact_userinfo(&out);
     if let Some(q) = query {
         // Every value goes, and a bare value (`?secret`) too.
         let pairs: Vec<String> = q
             .split('&')
             .map(|kv| match kv.split_once('=') {
-                Some((k, _)) => format!("{k}=redacted"),
+                Some((k, _)) => format!("{k}={REDACTED}"),
                 None if kv.is_empty() => String::new(),
-                None => "redacted".to_owned(),
+                None => REDACTED.to_owned(),
             })
             .collect();
         out.push('?');
@@ -43,8 +105,32 @@ pub fn redact_url(url: &str) -> String {
     }
     if frag.is_some() {
         // A fragment can carry a token (`#access_token=…`): never printed.
-        out.push_str("#redacted");
+        out.push('#');
+        out.push_str(REDACTED);
     }
+    out
+}
+
+/// The userinfo after every `://` (up to an `@` before the next `/`) replaced: a list of URLs in
+/// one string (`http://a,http://u:p@b`) loses each.
+fn redact_userinfo(s: &str) -> String {
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    let mut from = 0;
+    while let Some(i) = s[from..].find("://").map(|i| from + i + 3) {
+        let end = s[i..].find('/').map_or(s.len(), |j| i + j);
+        if let Some(at) = s[i..end].rfind('@') {
+            cut.push((i, i + at));
+        }
+        from = i;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut last = 0;
+    for (a, b) in cut {
+        out.push_str(&s[last..a]);
+        out.push_str(REDACTED);
+        last = b;
+    }
+    out.push_str(&s[last..]);
     out
 }
 
@@ -54,7 +140,7 @@ fn redact_path_params(path: &str) -> String {
         .map(|seg| match seg.split_once(';') {
             Some((name, params)) => {
                 let params: Vec<String> =
-                    params.split(';').map(|p| p.split_once('=').map_or("redacted".to_owned(), |(k, _)| format!("{k}=redacted"))).collect();
+                    params.split(';').map(|p| p.split_once('=').map_or(REDACTED.to_owned(), |(k, _)| format!("{k}={REDACTED}"))).collect();
                 format!("{name};{}", params.join(";"))
             }
             None => seg.to_owned(),
@@ -63,12 +149,91 @@ fn redact_path_params(path: &str) -> String {
         .join("/")
 }
 
-/// Serializes a URL through [`redact_url`].
-pub(super) fn redact_url_ser<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&redact_url(url))
+/// One word of text (no whitespace): a URL in it redacted, or a secret-named `--flag=VALUE` or
+/// `NAME=VALUE` given as `--flag=redacted`.
+fn redact_word(w: &str) -> String {
+    if let Some((name, _)) = w.split_once('=') {
+        let bare = name.trim_start_matches('-');
+        let is_name = !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        if is_name && secret_name(bare) {
+            return format!("{name}={REDACTED}");
+        }
+    }
+    if w.contains("://") {
+        return redact_url(w);
+    }
+    w.to_owned()
 }
 
-/// Serializes headers with every value `<redacted>`.
+/// Any text `sluice check` prints (a config value, an error, a report line) through the one
+/// redaction: each whitespace-separated word through the URL and `NAME=VALUE` rules.
+pub fn redact_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut word = String::new();
+    for c in s.chars() {
+        if c.is_whitespace() {
+            out.push_str(&redact_word(&word));
+            word.clear();
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    out.push_str(&redact_word(&word));
+    out
+}
+
+/// A config value (or one argument): a `Name: value` whose name is secret-named (a header
+/// given as an argument, `Authorization: Bearer …`) keeps its name only; else [`redact_text`].
+fn redact_value(s: &str) -> String {
+    if let Some((name, value)) = s.split_once(':') {
+        let n = name.trim();
+        let header = !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b)) && !value.starts_with("//");
+        if header && secret_name(n) && !value.trim().is_empty() {
+            return format!("{name}: {REDACTED}");
+        }
+    }
+    redact_text(s)
+}
+
+/// Every string of a serialized config through [`redact_value`], every list of strings read as
+/// arguments (the value after a secret-named flag redacted), and every string member whose key
+/// ends in a secret-named word replaced whole.
+pub(super) fn scrub(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = redact_value(s),
+        Value::Array(items) => {
+            let mut after_flag = false;
+            for x in items.iter_mut() {
+                let flag = x.as_str().is_some_and(secret_flag);
+                if let (true, Value::String(s)) = (after_flag, &mut *x) {
+                    if !s.starts_with("--") {
+                        *s = REDACTED.to_owned();
+                    }
+                }
+                after_flag = flag;
+                scrub(x);
+            }
+        }
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                // `password = "…"`, `client_secret = "…"`: named for a secret by its last word
+                // (`max_tokens_action`, `api_keys_env` name something else).
+                let secret = k.rsplit(['_', '-', '.']).next().is_some_and(secret_name);
+                if let (true, Value::String(s)) = (secret, &mut *x) {
+                    if s != "<redacted>" {
+                        *s = REDACTED.to_owned();
+                    }
+                }
+                scrub(x);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Serializes headers (or env) with every value `<redacted>`: secret wherever they are, with
+/// nothing to recognise them by.
 pub(super) fn redact_map<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(h.len()))?;
@@ -88,9 +253,9 @@ pub(super) fn redact_list<S: serde::Serializer>(v: &[String], s: S) -> Result<S:
     q.end()
 }
 
-/// The effective config as TOML with secrets redacted: serialized to JSON (the secrets are
-/// redacted by the serializers above), its derived views put back where the file writes them,
-/// then printed as TOML.
+/// The effective config as TOML with secrets redacted: serialized to JSON (values secret by
+/// position redacted by the serializers above), its derived views put back where the file
+/// writes them, the whole tree [`scrub`]bed, then printed as TOML.
 pub(super) fn print(c: &Config) -> String {
     let mut v = match serde_json::to_value(c) {
         Ok(Value::Object(m)) => m,
@@ -101,7 +266,8 @@ pub(super) fn print(c: &Config) -> String {
     nest_budget_overrides(c, &mut v);
     let mut v = Value::Object(v);
     strip_nulls(&mut v);
-    toml::to_string(&v).unwrap_or_else(|e| format!("# cannot print the config: {e}"))
+    scrub(&mut v);
+    toml::to_string(&v).unwrap_or_else(|e| format!("# cannot print the config: {}", redact_text(&e.to_string())))
 }
 
 /// `auth.upstream_scopes` goes back into each `[[upstream]]` as its `required_scopes`.
@@ -152,3 +318,7 @@ fn strip_nulls(v: &mut Value) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+#[path = "redact_tests.rs"]
+mod tests;

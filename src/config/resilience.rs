@@ -48,16 +48,16 @@ impl Default for Resilience {
     }
 }
 
-/// Printed as written: `url` (one) or `urls` (several), credentials redacted, and the keys
-/// not at their defaults (an HTTP upstream's only).
+/// Printed as written: `url` (one) or `urls` (several; their credentials go in the one
+/// redaction of `redact.rs`), and the keys not at their defaults (an HTTP upstream's only).
 impl Serialize for Resilience {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(None)?;
         match self.urls.as_slice() {
             [] => return m.end(),
-            [one] => m.serialize_entry("url", &redact_url(one))?,
-            many => m.serialize_entry("urls", &many.iter().map(|u| redact_url(u)).collect::<Vec<_>>())?,
+            [one] => m.serialize_entry("url", one)?,
+            many => m.serialize_entry("urls", many)?,
         }
         let d = Resilience::default();
         if self.breaker_failures != d.breaker_failures {

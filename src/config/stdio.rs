@@ -42,9 +42,8 @@ impl Serialize for Stderr {
 /// How to start and bound one stdio upstream.
 #[derive(Clone, PartialEq, Serialize)]
 pub struct StdioConfig {
-    /// The program and its arguments, run directly (never through a shell). Printed with
-    /// credentials in URL arguments redacted.
-    #[serde(serialize_with = "redact_command")]
+    /// The program and its arguments, run directly (never through a shell). Printed through the
+    /// one redaction (`redact.rs`): URL credentials, and values after secret-named flags.
     pub command: Vec<String>,
     /// Environment variables set for it. It inherits only `PATH`, `HOME`, `USER`, `LANG`,
     /// `LC_ALL`, `TMPDIR` and `TZ` from Sluice: Sluice's own secrets stay out of it.
@@ -133,20 +132,6 @@ pub(super) fn stderr_apart(upstreams: &[super::UpstreamConfig], audit_sink: &str
         }
     }
     Ok(())
-}
-
-/// Each argument as `sluice check` prints it: credentials in a URL redacted.
-fn redact_command<S: serde::Serializer>(command: &[String], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    let mut seq = s.serialize_seq(Some(command.len()))?;
-    for a in command {
-        if a.contains("://") {
-            seq.serialize_element(&super::redact_url(a))?;
-        } else {
-            seq.serialize_element(a)?;
-        }
-    }
-    seq.end()
 }
 
 /// The stdio keys of one `[[upstream]]` as written.

@@ -6,13 +6,16 @@
 //! crate cannot build. A failed export (a collector down) loses its batch without a log line
 //! (the SDK is built without its internal logs), counted in `/metrics` (`counted.rs`); a full
 //! queue drops spans, never blocks a request. The `OTEL_EXPORTER_OTLP_HEADERS` and
-//! `OTEL_BSP_*` variables of the OTel SDK apply.
+//! `OTEL_BSP_*` variables of the OTel SDK apply. A span goes out without the `tracestate` of
+//! its context: that is a client's text (bounded and validated, `tracestate.rs`), carried
+//! upstream and never to the collector.
 
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{SpanContext, TraceState, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
 
 use crate::config::Telemetry;
 
@@ -38,7 +41,7 @@ where
         .build()
         .map_err(|e| format!("[telemetry]: cannot build the OTLP exporter: {e}"))?;
     let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-        super::counted::Counted(exporter),
+        WithoutTraceState(super::counted::Counted(exporter)),
         opentelemetry_sdk::runtime::Tokio,
     )
     .build();
@@ -69,5 +72,37 @@ impl Otel {
             Ok(Ok(Err(e))) => tracing::warn!(error = %crate::escape::Escaped(&e), "traces: the last spans may not have been exported"),
             _ => tracing::warn!("traces: the exporter did not stop in time; the last spans may be lost"),
         }
+    }
+}
+
+/// An exporter that sends each span (and its links) with an empty `tracestate`.
+#[derive(Debug)]
+struct WithoutTraceState<E>(E);
+
+fn cleared(c: &SpanContext) -> SpanContext {
+    SpanContext::new(c.trace_id(), c.span_id(), c.trace_flags(), c.is_remote(), TraceState::default())
+}
+
+impl<E: SpanExporter> SpanExporter for WithoutTraceState<E> {
+    fn export(&self, mut batch: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        for s in &mut batch {
+            s.span_context = cleared(&s.span_context);
+            for l in &mut s.links.links {
+                l.span_context = cleared(&l.span_context);
+            }
+        }
+        self.0.export(batch)
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.0.set_resource(resource);
     }
 }

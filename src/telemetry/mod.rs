@@ -9,6 +9,7 @@
 pub mod counted;
 pub mod export;
 pub mod trace;
+pub mod tracestate;
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
@@ -26,6 +27,35 @@ pub fn peer_name(s: &str) -> String {
         short.push('…');
     }
     format!("{short:?}")
+}
+
+/// Installs the subscriber of `sluice check`: log lines on stderr, each through the one
+/// redaction (`config/redact.rs`), like everything `check` prints; no spans. `default` is the
+/// log filter when `RUST_LOG` is unset.
+pub fn init_check(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let logs = tracing_subscriber::fmt::layer().with_writer(|| Redacted(Vec::new())).with_filter(filter);
+    let _ = tracing_subscriber::registry().with(logs).try_init();
+}
+
+/// One log line, buffered, then written to stderr redacted when the formatter drops it.
+struct Redacted(Vec<u8>);
+
+impl std::io::Write for Redacted {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Redacted {
+    fn drop(&mut self) {
+        let line = crate::config::redact_text(&String::from_utf8_lossy(&self.0));
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
 }
 
 /// Installs the subscriber; `default` is the log filter when `RUST_LOG` is unset. With

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use http::HeaderMap;
-use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
+use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{Span as _, TraceContextExt as _, Tracer as _};
 use opentelemetry::Context;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -39,8 +39,8 @@ pub const TARGET: &str = "sluice::otel";
 pub const TRACER: &str = "sluice";
 /// The longest name a span carries.
 const MAX_NAME: usize = 200;
-/// The longest `traceparent` or `tracestate` read (W3C allows 55 and 512 characters): a longer
-/// one is ignored before the propagator splits it.
+/// The longest `traceparent` read (W3C: 55 characters): a longer one is ignored before the
+/// propagator splits it. `tracestate` has its own bounds (`tracestate.rs`).
 const MAX_CONTEXT: usize = 1024;
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -76,7 +76,8 @@ impl RequestTrace {
             gen_ai.operation.name = Empty, gen_ai.tool.name = Empty, gen_ai.prompt.name = Empty, mcp.resource.uri = Empty,
             error.type = Empty, rpc.response.status_code = Empty, http.response.status_code = Empty,
             network.transport = "tcp", network.protocol.name = "http");
-        let from_headers = valid(TraceContextPropagator::new().extract(&Headers(headers)));
+        let tracestate = headers.get_all("tracestate").iter().filter_map(header_text);
+        let from_headers = context_of(headers.get("traceparent").and_then(header_text), tracestate);
         // ... parented only once the caller is authenticated (see `refuse_parent`).
         RequestTrace { span, from_headers, auth: None, begun: false }
     }
@@ -255,12 +256,16 @@ impl Carrier {
     }
 }
 
+/// The request's attributes: each a value Sluice validated (the method when it knows it, else
+/// `_OTHER`; the protocol version only when it serves it) or a peer's text cut to 200
+/// characters without query, fragment or credentials (the id, the tool, prompt or URI named).
 fn describe(span: &Span, env: &Envelope, version: Option<&str>) {
-    let method = env.method.as_str();
+    let method = env.method.known().unwrap_or("_OTHER");
     span.record("mcp.method.name", method);
     span.record("jsonrpc.request.id", short(env.id_json().trim_matches('"')).as_str());
-    if let Some(v) = version {
-        span.record("mcp.protocol.version", short(v).as_str());
+    // Recorded before the version check runs: only a version that check would let through.
+    if let Some(v) = version.filter(|v| crate::mcp::version::is_supported_modern(v)) {
+        span.record("mcp.protocol.version", v);
     }
     let name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).map(|n| short(&n));
     match (&env.method, &name) {
@@ -297,6 +302,10 @@ fn short(s: &str) -> String {
     s.chars().take(MAX_NAME).collect()
 }
 
+fn header_text(v: &http::HeaderValue) -> Option<&str> {
+    v.to_str().ok()
+}
+
 fn valid(cx: Context) -> Option<Context> {
     cx.span().span_context().is_valid().then_some(cx)
 }
@@ -306,24 +315,19 @@ fn meta_context(env: &Envelope) -> Option<Context> {
     let raw = env.param("_meta")?;
     let meta: crate::mcp::jsonrpc::RawObject<'_> = serde_json::from_str(raw).ok()?;
     let text = |k: &str| meta.get(k).and_then(|v| serde_json::from_str::<String>(v).ok());
+    context_of(text("traceparent").as_deref(), text("tracestate").as_deref())
+}
+
+/// The context of a `traceparent` and the `tracestate` values beside it: the tracestate only
+/// as `tracestate.rs` bounds and validates it (what the propagator then reads, and what the
+/// upstream call's context carries on).
+fn context_of<'a>(traceparent: Option<&str>, tracestate: impl IntoIterator<Item = &'a str>) -> Option<Context> {
     let mut m = HashMap::new();
-    m.insert("traceparent".to_owned(), text("traceparent").filter(|t| t.len() <= MAX_CONTEXT)?);
-    if let Some(s) = text("tracestate").filter(|t| t.len() <= MAX_CONTEXT) {
+    m.insert("traceparent".to_owned(), traceparent.filter(|t| t.len() <= MAX_CONTEXT)?.to_owned());
+    if let Some(s) = super::tracestate::sanitize(tracestate) {
         m.insert("tracestate".to_owned(), s);
     }
     valid(TraceContextPropagator::new().extract(&m))
-}
-
-/// A request's headers as the propagator reads them.
-struct Headers<'a>(&'a HeaderMap);
-
-impl Extractor for Headers<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok()).filter(|v| v.len() <= MAX_CONTEXT)
-    }
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(http::HeaderName::as_str).collect()
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The tests that run the built `sluice` binary (tests/support/process.rs), and those of the
 //! hardening bounds that run Sluice in-process next to them.
 
+mod check;
 mod demo;
 mod hardening;
 mod hostile;

@@ -13,7 +13,8 @@ Tools:
   ask_raw(prompt) -> the tool body itself returns an `InputRequiredResult` (key "llm",
                      requestState "raw-round-1") and completes on the retry.
   trace_seen(note) -> the W3C trace context the SDK took from the request's `_meta` (its
-                     OpenTelemetry middleware's parent span), "TRACEID-SPANID", or "none".
+                     OpenTelemetry middleware's parent span), "TRACEID-SPANID", or "none";
+                     with a tracestate, "TRACEID-SPANID;TRACESTATE" (its W3C header form).
   ask_llm_legacy(prompt)
                   -> 2025-11-25 style: `ctx.session.create_message(...)` mid-call, on the
                      call's own stream; works only for a client on the 2025-11-25 wire (on
@@ -70,7 +71,10 @@ def trace_seen(note: str) -> str:
 
     # With the API alone (no SDK), the middleware's span is the propagated parent itself.
     sc = trace.get_current_span().get_span_context()
-    return f"{sc.trace_id:032x}-{sc.span_id:016x}" if sc.is_valid else "none"
+    if not sc.is_valid:
+        return "none"
+    state = sc.trace_state.to_header() if sc.trace_state else ""
+    return f"{sc.trace_id:032x}-{sc.span_id:016x}" + (f";{state}" if state else "")
 
 
 def _ask_client_llm(prompt: str) -> Sample:

@@ -197,3 +197,72 @@ async fn without_telemetry_the_clients_trace_context_reaches_the_upstream_untouc
     assert!(!sluice.output().contains("trace_id"), "no trace id is recorded with tracing off");
     sluice.terminate().await;
 }
+
+/// Issue 28, class 8: client text on exported spans. What a client writes in `tracestate`
+/// reaches no exported byte (the OTLP span's `trace_state` included), and the upstream gets it
+/// bounded and valid per W3C (members that break the grammar dropped alone, at most 32 and 512
+/// characters); an `MCP-Protocol-Version` Sluice does not serve is not recorded on the span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_tracestate_goes_upstream_bounded_and_valid_and_no_client_text_or_unchecked_version_is_exported() {
+    const TS: &str = "canary5e1d";
+    let py2 = peers::py2().await;
+    let receiver = otlp::start().await;
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\n\n[telemetry]\notlp_endpoint = \"{}\"\n\n[[upstream]]\nname = \"py\"\nurl = \"{}\"\n",
+        receiver.url, py2.url
+    );
+    let sluice = Sluice::start_env(&config, &Env::new().set("OTEL_BSP_SCHEDULE_DELAY", "50")).await;
+    let (http, url) = (http(), sluice.url());
+    let seen = |v: &Value| v["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("trace_seen's answer: {v}")).to_owned();
+
+    // Headers: two tracestate values, hostile members among valid ones, then past 512 characters.
+    let (t1, p1) = ("7a1c0e2f4b6d8a9c0e1f2a3b4c5d6e7f", "1a2b3c4d5e6f7a8b");
+    let valid = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let hostile = format!("Bad={TS}1,{valid},x=a=b,nokey,=v,sluice-test={TS}2");
+    let long: Vec<String> = (0..40).map(|i| format!("m{i:02}={}", "v".repeat(30))).collect();
+    let call = Call::new("trace_seen", json!({"note": "x"}));
+    let req = call.request(&http, &url, json!({})).header("traceparent", parent(t1, p1));
+    let reply = req.header("tracestate", hostile).header("tracestate", long.join(",")).send().await.expect("POST");
+    let got = seen(&serde_json::from_str(&reply.text().await.expect("body")).expect("JSON"));
+    let (ctx, state) = got.split_once(';').unwrap_or_else(|| panic!("the upstream saw no tracestate: {got}"));
+    assert!(ctx.starts_with(t1), "{got}");
+    assert!(state.starts_with(&format!("{valid},sluice-test={TS}2,m00=")), "valid members in order, the others dropped: {state}");
+    let members: Vec<&str> = state.split(',').collect();
+    assert!(state.len() <= 512 && members.len() <= 32 && !state.contains("m39="), "bounded: {state}");
+    assert!(!state.contains("Bad=") && !state.contains("x=a") && !state.contains("nokey"), "{state}");
+
+    // `_meta`: a control character and an over-long value are dropped, a valid member kept.
+    let (t2, p2) = ("8b2d1f3a5c7e9b0d1f2a3b4c5d6e7f80", "2b3c4d5e6f7a8b9c");
+    let meta_state = format!("ok=1,k3=a\u{7}{TS}3,big={}{TS}4,Up={TS}5", "z".repeat(300));
+    let extra = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}, "traceparent": parent(t2, p2), "tracestate": meta_state}});
+    let got = seen(&call.send(&http, &url, extra).await.msg);
+    assert_eq!(got.split_once(';').map(|(_, s)| s), Some("ok=1"), "{got}");
+
+    // A version Sluice does not serve, refused after the span began: not an attribute.
+    let (t3, p3) = ("9c3e2a4b6d8f0a1b2c3d4e5f6a7b8c9d", "3c4d5e6f7a8b9c0d");
+    let r = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", format!("2099-12-31-{TS}6"))
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "trace_seen")
+        .header("traceparent", parent(t3, p3))
+        .body(call.body(json!({})).to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status(), 400);
+    let spans = receiver.trace(t3, WAIT, |s| root(s, p3).is_some_and(|r| r.attr("http.response.status_code").is_some())).await;
+    let server = root(&spans, p3).expect("the refused request's span");
+    assert_eq!(server.attr("mcp.protocol.version"), None, "an unchecked version was recorded: {server:#?}");
+    for (t, p) in [(t1, p1), (t2, p2)] {
+        let spans = receiver.trace(t, WAIT, |s| root(s, p).is_some_and(|r| children(s, r).iter().any(|c| c.kind == 3))).await;
+        assert_eq!(root(&spans, p).and_then(|s| s.attr("mcp.protocol.version")), Some("2026-07-28"), "a served version is");
+    }
+    let raw = receiver.raw();
+    assert!(!raw.windows(TS.len()).any(|w| w == TS.as_bytes()), "a client's tracestate or version text was exported");
+    assert!(!sluice.output().contains(TS), "a client's tracestate or version text was logged");
+    sluice.terminate().await;
+}

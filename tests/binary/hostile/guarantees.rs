@@ -255,7 +255,8 @@ async fn check_prints_no_credential_from_an_upstream_url_and_its_output_loads_ag
     assert_eq!(run.code, Some(0), "the config is valid:\n{said}");
     // Secrets print redacted (state keys as `ID:<redacted>`) and cannot load back; everything
     // else, the redacted URL included, must.
-    let loadable: String = run.stdout.lines().filter(|l| !l.contains("<redacted>")).map(|l| format!("{l}\n")).collect();
+    let printed = run.stdout.split_once(sluice::inspect::CONFIG_HEADER).map_or("", |(_, c)| c);
+    let loadable: String = printed.lines().filter(|l| !l.contains("<redacted>")).map(|l| format!("{l}\n")).collect();
     assert!(loadable.contains("http://redacted@127.0.0.1:9/mcp?token=redacted"), "{loadable}");
     let printed = conf.file("printed.toml", &loadable);
     let again = check_file(std::path::Path::new(&printed), &Env::new()).await;
