@@ -17,6 +17,15 @@
 //! `src/bin/` (the benchmark) and `src/demo/` (the demo's upstreams and walkthrough) are
 //! programs built on the library, outside the pipeline; their files are held to the sizes too.
 
+#[path = "architecture/circles.rs"]
+mod circles;
+#[path = "architecture/graph.rs"]
+mod graph;
+#[path = "architecture/paths.rs"]
+mod paths;
+#[path = "architecture/reader_tests.rs"]
+mod reader_tests;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
