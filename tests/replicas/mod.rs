@@ -27,8 +27,8 @@
 //!   log line;
 //! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
 //!   claim: the client's retry is served once after it resumes, a replay refused;
-//! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm_values`: the files of deploy/ work
-//!   as their comments say (see each; `deploy_kit` runs their documented commands).
+//! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm`, `deploy_helm_values`: the files of
+//!   deploy/ work as their comments say (see each; `deploy_kit` runs their documented commands).
 //!
 //! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
 //! `redis-server` and `haproxy` come from Debian (.ci/run installs them); the Python peers from
@@ -38,6 +38,7 @@ mod boundary;
 mod deploy;
 mod deploy_docker;
 mod deploy_haproxy;
+mod deploy_helm;
 mod deploy_helm_values;
 mod deploy_kit;
 mod failures;
