@@ -34,8 +34,14 @@ pub fn peer_name(s: &str) -> String {
 /// log filter when `RUST_LOG` is unset.
 pub fn init_check(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt::layer().with_writer(|| Redacted(Vec::new())).with_filter(filter);
+    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(|| Redacted(Vec::new())).with_filter(filter);
     let _ = tracing_subscriber::registry().with(logs).try_init();
+}
+
+/// Colour codes only for a person at a terminal: never into a pipe, a file or a log collector
+/// (where they garble every line), and never with `NO_COLOR` set.
+fn colours() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// One log line, buffered, then written to stderr redacted when the formatter drops it.
@@ -64,7 +70,7 @@ pub fn init(default: &str, telemetry: Option<&crate::config::Telemetry>) -> Resu
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Spans are for the exporter: a log line never carries them (nor their cost), whatever RUST_LOG says.
     let filter = filter.add_directive(format!("{}=off", trace::TARGET).parse().map_err(|e| format!("log filter: {e}"))?);
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(std::io::stderr).with_filter(filter);
     let Some(t) = telemetry else {
         let _ = tracing_subscriber::registry().with(logs).try_init();
         return Ok(None);

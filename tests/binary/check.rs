@@ -166,7 +166,9 @@ async fn check_prints_no_secret_from_any_place_a_config_can_hold_one_with_or_wit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_prints_a_config_that_loads() {
-    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/sluice.example.toml")).expect("the example config");
+    // A loopback gateway with two HTTP upstreams and no auth (deploy/sluice.example.toml is checked
+    // by tests/replicas/deploy_docker.rs with its variables set).
+    let example = LOOPBACK.to_owned();
     let run = check(&example, &[], &[]).await;
     assert_eq!(run.code, Some(0), "{}", run.all());
     let first = run.stdout.lines().next().unwrap_or_default();
@@ -201,6 +203,23 @@ async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_
     let first = run.stdout.lines().next().unwrap_or_default();
     assert!(first.starts_with("refused: ") && first.contains("expected an http:// URL") && !run.all().contains(C), "{}", run.all());
 }
+
+const LOOPBACK: &str = r#"
+listen = "127.0.0.1:8080"
+path = "/mcp"
+
+[timeouts]
+response_ms = 30000
+
+[[upstream]]
+name = "weather"
+url = "http://127.0.0.1:9000/mcp"
+
+[[upstream]]
+name = "files"
+url = "http://127.0.0.1:9001/mcp"
+headers = { "X-Api-Key" = "replace-me" }
+"#;
 
 const RULES: &str = r#"
 [[rule]]

@@ -5,5 +5,6 @@ mod check;
 mod demo;
 mod hardening;
 mod hostile;
+mod logs;
 mod reload;
 mod shares;
