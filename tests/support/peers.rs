@@ -6,7 +6,7 @@
 //! `SUMMARY {...}` line.
 //!
 //! Peers come from `eval "$(bash scripts/peers.sh)"`, which exports `SLUICE_PY1`, `SLUICE_PY2`,
-//! `SLUICE_NODE22`, `SLUICE_EVERYTHING` and `SLUICE_TS_SDK1`. A missing variable fails the test
+//! `SLUICE_NODE22`, `SLUICE_EVERYTHING`, `SLUICE_TS_SDK1` and `SLUICE_TS_SERVER2`. A missing variable fails the test
 //! with the command to run; nothing is skipped.
 //!
 //! Each upstream takes about a second to start, so one process of each serves every test of the
@@ -273,6 +273,22 @@ pub(crate) async fn everything() -> &'static Peer {
         spawn("server-everything", cmd, scratch().join("everything-events"))
     })
     .await
+}
+
+/// A `tests/peers/ts2_upstream.cjs` process of this test's own (`@modelcontextprotocol/server@2.4.0`,
+/// dual-era: 2026-07-28, and 2025-11-25 statelessly, with no `Mcp-Session-Id`).
+pub(crate) async fn own_ts2(name: &str) -> OwnedPeer {
+    peer_env("SLUICE_NODE22");
+    peer_env("SLUICE_TS_SERVER2");
+    let name = name.to_owned();
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(peer_env("SLUICE_NODE22"));
+        cmd.env("NODE_PATH", peer_env("SLUICE_TS_SERVER2")).arg(script("ts2_upstream.cjs"));
+        spawn(&name, cmd, scratch().join(format!("{name}-events")))
+    })
+    .await
+    .expect("peer start task");
+    OwnedPeer(peer.unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// What a client script reported.
