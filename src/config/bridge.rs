@@ -47,6 +47,9 @@ pub struct Bridge {
     pub max_sessions_per_principal: usize,
     /// Resource URIs one 2025-11-25 client session may subscribe to (default 256).
     pub max_subscriptions_per_session: usize,
+    /// The path of the 2024-11-05 HTTP+SSE client transport (default `/sse`): a GET there opens
+    /// a session's stream, a POST with its `session_id` sends it a message.
+    pub sse_path: String,
 }
 
 /// Sealing keys for `requestState`.
@@ -123,8 +126,22 @@ impl TryFrom<RawBridge> for Bridge {
             max_client_sessions_per_principal: b.max_client_sessions_per_principal.unwrap_or(16).max(1),
             max_sessions_per_principal: b.max_sessions_per_principal.unwrap_or(32).max(1),
             max_subscriptions_per_session: b.max_subscriptions_per_session.unwrap_or(256),
+            sse_path: sse_path(b.sse_path)?,
         })
     }
+}
+
+/// `bridge.sse_path`, or `/sse`: an absolute path with no query, not one Sluice serves
+/// otherwise (that it differs from `path` is checked where the config is assembled).
+fn sse_path(p: Option<String>) -> Result<String, Invalid> {
+    let p = p.unwrap_or_else(|| "/sse".into());
+    let taken = ["/healthz", "/metrics", "/readyz"].contains(&p.as_str()) || p.starts_with("/.well-known/");
+    if !p.starts_with('/') || p.contains(['?', '#']) || taken {
+        return Err(Invalid(format!(
+            "bridge.sse_path = {p:?}: expected an absolute path of its own such as \"/sse\" (no query; not /healthz, /metrics, /readyz or under /.well-known/)"
+        )));
+    }
+    Ok(p)
 }
 
 /// A parked legacy exchange holds its session's upstream connections (the call's POST stream
