@@ -59,7 +59,9 @@ impl Watch {
                         None => std::future::pending().await,
                     }
                 } => {
-                    if gw.legacy_sessions.get(&s.id, &s.principal).is_none() || tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    // Never waits: a full queue has something to send already.
+                    let closed = matches!(tx.try_send(Bytes::from_static(b": keep-alive\n\n")), Err(mpsc::error::TrySendError::Closed(_)));
+                    if closed || gw.legacy_sessions.get(&s.id, &s.principal).is_none() {
                         break;
                     }
                     continue;

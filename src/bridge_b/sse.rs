@@ -7,7 +7,8 @@
 //! answers, Sluice's requests to it mid-call, notifications) goes on the stream as `event:
 //! message`, exactly what a Streamable HTTP session would answer on its POSTs and GET stream:
 //! the same sessions, relay, governance and audit (`mod.rs`, `relay.rs`). The session ends when
-//! its stream closes (and its calls are cancelled), or, as any session, when it is evicted.
+//! its stream closes, when it is evicted or expires as any session, and at the latest after
+//! `bridge.sse_session_max_ms`; its stream closes and its calls in progress are cancelled then.
 //!
 //! Takes an authenticated principal's `GET` or `POST` (the front door has checked Origin and
 //! the credential, and taken the request's place among those in progress); gives the stream,
@@ -18,7 +19,10 @@
 //! each call in progress (refused on the stream, with the call's id, past them); the session
 //! counts against `bridge.max_client_sessions` and `max_client_sessions_per_principal` from the
 //! GET on; at most [`QUEUE`] messages wait for a client that does not read its stream (a POST
-//! then waits for room within `timeouts.request_ms`, a call's relay holds its upstream).
+//! then waits for room within `timeouts.request_ms`, a call's relay holds its upstream and its
+//! stream place); an open stream keeps its session from idle expiry with a comment every
+//! [`KEEP_ALIVE`] (or a third of `bridge.client_session_idle_ms`, when shorter), never past
+//! `bridge.sse_session_max_ms`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,21 +98,44 @@ pub fn open(gw: &Arc<Gateway>, principal: &Principal) -> Reply {
         Ok(p) => p,
         Err(r) => return refused(principal, "null", &r),
     };
-    let (tx, rx) = mpsc::channel(QUEUE);
-    let s = gw.legacy_sessions.open_sse(principal.id(), tx.clone());
+    // What the session's messages are queued on (at most QUEUE), and the response body they
+    // are moved to: the move stops, closing the stream, whenever the session ends.
+    let (queue, queued) = mpsc::channel(QUEUE);
+    let (tx, rx) = mpsc::channel(1);
+    let s = gw.legacy_sessions.open_sse(principal.id(), queue.clone());
     // A path on the stream's own origin (clients resolve it against the stream's URL); the id
     // is URL-safe as it stands (`s2.` and base64url).
     let _ = tx.try_send(Bytes::from(format!("event: endpoint\ndata: {}?session_id={}\n\n", gw.cfg.bridge.sse_path, s.id)));
     let watch = super::notify::Watch::start(gw, principal);
-    let sessions = gw.legacy_sessions.clone();
+    let (sessions, lifetime) = (gw.legacy_sessions.clone(), gw.cfg.bridge.sse_session_max);
+    let keep_alive = KEEP_ALIVE.min(gw.cfg.bridge.client_session_idle / 3).max(Duration::from_millis(10));
     tokio::spawn(async move {
-        let id = s.id.clone();
-        watch.run(s, tx, Some(KEEP_ALIVE)).await;
-        sessions.remove(&id); // the stream closed: its session ends with it
+        let (id, ended) = (s.id.clone(), s.ended.clone());
+        tokio::select! {
+            _ = watch.run(s, queue, Some(keep_alive)) => {}
+            _ = pump(queued, tx) => {} // the client went away
+            _ = ended.cancelled() => {} // ended by eviction or expiry
+            _ = tokio::time::sleep(lifetime) => tracing::debug!("a 2024-11-05 SSE session reached bridge.sse_session_max_ms"),
+        }
+        sessions.remove(&id); // its calls end as their relays find the queue closed
     });
     let mut body = SseBody::from(rx);
     body.hold(permit);
     Reply::Sse(body)
+}
+
+/// Moves the session's queued messages to its response body until the client goes away.
+async fn pump(mut queued: mpsc::Receiver<Bytes>, tx: mpsc::Sender<Bytes>) {
+    loop {
+        let frame = tokio::select! {
+            f = queued.recv() => f,
+            _ = tx.closed() => return,
+        };
+        let Some(frame) = frame else { return };
+        if tx.send(frame).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// `POST ?session_id=…`: one message of the session, answered 202; its answer goes on the stream.

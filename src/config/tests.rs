@@ -389,18 +389,3 @@ fn http2_is_per_host_for_urls_only_and_printed_when_set() {
         refused("[[upstream]]\nname = \"a\"\nurl = \"http://h:81/a\"\nhttp2 = true\n[[upstream]]\nname = \"b\"\nurl = \"http://h:81/b\"\n");
     assert!(err.contains("upstreams \"a\" and \"b\" share h:81 but not http2"), "{err}");
 }
-
-#[test]
-fn the_sse_path_is_a_path_of_its_own() {
-    assert_eq!(load("").unwrap().bridge.sse_path, "/sse", "the default");
-    assert_eq!(load("[bridge]\nsse_path = \"/old/sse\"\n").unwrap().bridge.sse_path, "/old/sse");
-    for bad in ["sse", "/sse?x=1", "/healthz", "/metrics", "/readyz", "/.well-known/sse"] {
-        let e = refused(&format!("[bridge]\nsse_path = {bad:?}\n"));
-        assert!(e.contains("bridge.sse_path") && e.contains("expected an absolute path of its own"), "{bad}: {e}");
-    }
-    assert_eq!(
-        refused("path = \"/sse\"\n"),
-        "sluice.toml: bridge.sse_path and path are both \"/sse\": the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path"
-    );
-    assert!(load("path = \"/sse\"\n[bridge]\nsse_path = \"/legacy\"\n").is_ok());
-}

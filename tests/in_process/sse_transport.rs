@@ -3,7 +3,9 @@
 //! to POST to; every POST is answered 202 and its answer (and, mid-call, Sluice's requests to
 //! the client) comes on the stream as `event: message`, with no ids or priming events. Refused:
 //! no credential (401), another principal's, unknown or ended session (404), other methods
-//! (405); the stream and each call in progress take the principal's stream places.
+//! (405), a foreign Origin (403, on the GET and on the POSTs); the stream and each call in
+//! progress take the principal's stream places; a session ends with its stream, and at the
+//! latest after `bridge.sse_session_max_ms` (its stream closed, its calls cancelled).
 
 use serde_json::{json, Value};
 
@@ -204,5 +206,50 @@ async fn the_stream_and_each_call_take_stream_places_and_closing_the_stream_ends
     })
     .await;
     crate::support::eventually_async("alice's places come back", || async { get_sse(&gw, Some(ALICE_KEY)).await.status() == 200 }).await;
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_origin_is_refused_on_the_stream_and_on_its_posts_as_on_the_mcp_endpoint() {
+    let allowed = crate::support::gateway::strings(&["https://app.example.com"]);
+    let (gw, _m) = with_mock(Gateway::bridge_b().two_keys().top("allowed_origins", allowed)).await;
+    let stream_url = format!("{}/sse", base(&gw));
+    for origin in ["http://evil.example.com", "null", "https://app.example.com:444"] {
+        let r = http().get(&stream_url).header("origin", origin).bearer_auth(ALICE_KEY).send().await.unwrap();
+        assert_eq!(r.status(), 403, "GET /sse with Origin {origin}");
+    }
+    let ok = http().get(&stream_url).header("origin", "https://app.example.com").bearer_auth(ALICE_KEY).send().await.unwrap();
+    assert_eq!(ok.status(), 200, "an allowed Origin opens the stream");
+    drop(ok);
+
+    let mut alice = Session::open(&gw, Some(ALICE_KEY)).await;
+    let init = initialize("2024-11-05");
+    let foreign = http().post(&alice.post_url).header("origin", "http://evil.example.com").bearer_auth(ALICE_KEY).json(&init);
+    assert_eq!(foreign.send().await.unwrap().status(), 403, "a POST to the session from a foreign Origin");
+    // Refused at the edge: the session never saw that initialize, so alice's own is the first.
+    alice.send(init).await;
+    assert_eq!(alice.message().await["result"]["protocolVersion"], "2024-11-05");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ends_at_its_maximum_lifetime_with_its_stream_and_its_calls() {
+    // Long enough to open, initialize and call on a busy machine; the call's upstream would
+    // answer (a timeout) only long after.
+    let setup = Gateway::bridge_b().two_keys().bridge_key("sse_session_max_ms", 3000).timeout("response_ms", 60_000);
+    let (gw, m) = with_mock(setup).await;
+    let mut a = Session::open(&gw, Some(ALICE_KEY)).await;
+    a.send(initialize("2024-11-05")).await;
+    a.message().await;
+    a.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "mock__hang", "arguments": {"tag": "life"}}}))
+        .await;
+    m.wait_event("start life").await;
+    // The stream is kept open and read: it ends all the same, and the call with it.
+    while let Some(e) = a.stream.next().await {
+        assert_ne!(e.name.as_deref(), Some("message"), "nothing answers a hanging call: {e:?}");
+    }
+    m.wait_event("closed life").await;
+    let (status, body) = a.post_as(Some(ALICE_KEY), &json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})).await;
+    assert_eq!(status, 404, "the session ended with its stream: {body}");
     gw.stop().await;
 }
