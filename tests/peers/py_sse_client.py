@@ -4,7 +4,7 @@
 
 It opens the SSE stream, POSTs every message to the endpoint the stream's first event names, and
 reads every answer, and each server->client request mid-call, from the stream; its sampling
-callback answers those. Through Sluice every `input_required` round (of a 2026-07-28 upstream,
+callbacks answer those. Through Sluice every `input_required` round (of a 2026-07-28 upstream,
 or of a 2025-11-25 one's mid-call ask, bridged by bridge A) must reach it as a real
 `sampling/createMessage` on the stream.
 
@@ -13,11 +13,12 @@ Takes one argument, a JSON plan:
    "token": "api key" | null,                    # Authorization: Bearer, on the GET and every POST
    "calls": [{"name": "py__ask_llm", "arguments": {...}, "expect": ["substring", ...]}, ...]}
 
-Does, in order: initialize (declaring sampling), ping, tools/list, then each call. The sampling
-callback answers `ECHO1[<prompt>]` from model `fake-llm-sse`.
+Does, in order: initialize (declaring sampling and elicitation), ping, tools/list, then each
+call. The sampling callback answers `ECHO1[<prompt>]` from model `fake-llm-sse`; the elicitation
+callback accepts every form with `{"answer": "yes-over-sse"}`.
 
 Prints one `SUMMARY {...}` line: the negotiated version, the server's name, the tool names, per
-call its text, what the sampling callback was asked, and every HTTP answer the transport saw
+call its text, what the sampling and elicitation callbacks were asked, and every HTTP answer the transport saw
 (verb, status, content type). Exits 0 only when every call completed without `isError` and its
 text holds every `expect` substring.
 
@@ -40,6 +41,7 @@ from mcp.client.sse import sse_client
 from common import run_plan
 
 ASKED: list[dict[str, Any]] = []
+ELICITED: list[str] = []
 HTTP: list[dict[str, Any]] = []
 
 
@@ -51,6 +53,12 @@ async def fake_llm(context: Any, params: types.CreateMessageRequestParams) -> ty
     return types.CreateMessageResult(
         role="assistant", content=types.TextContent(type="text", text=f"ECHO1[{prompt}]"), model="fake-llm-sse", stopReason="endTurn"
     )
+
+
+async def fake_user(context: Any, params: Any) -> types.ElicitResult:
+    """Elicitation callback: a user who accepts every form."""
+    ELICITED.append(getattr(params, "message", "?"))
+    return types.ElicitResult(action="accept", content={"answer": "yes-over-sse"})
 
 
 async def on_response(response: httpx.Response) -> None:
@@ -71,7 +79,7 @@ async def run(plan: dict, summary: dict) -> None:
     headers = {"Authorization": f"Bearer {plan['token']}"} if plan.get("token") else None
     async with sse_client(plan["url"], headers=headers, timeout=10, sse_read_timeout=30, httpx_client_factory=client_factory) as (read, write):
         async with ClientSession(
-            read, write, sampling_callback=fake_llm, client_info=types.Implementation(name="sse-client", version="1")
+            read, write, sampling_callback=fake_llm, elicitation_callback=fake_user, client_info=types.Implementation(name="sse-client", version="1")
         ) as session:
             init = await session.initialize()
             # mcp==1.x names the members as the wire does, mcp==2.x in snake case.
@@ -98,7 +106,7 @@ async def run(plan: dict, summary: dict) -> None:
 
 
 def main() -> int:
-    return run_plan(run, asked=ASKED, http=HTTP)
+    return run_plan(run, asked=ASKED, elicited=ELICITED, http=HTTP)
 
 
 if __name__ == "__main__":
