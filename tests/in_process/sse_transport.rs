@@ -4,8 +4,9 @@
 //! the client) comes on the stream as `event: message`, with no ids or priming events. Refused:
 //! no credential (401), another principal's, unknown or ended session (404), other methods
 //! (405), a foreign Origin (403, on the GET and on the POSTs); the stream and each call in
-//! progress take the principal's stream places; a session ends with its stream, and at the
-//! latest after `bridge.sse_session_max_ms` (its stream closed, its calls cancelled).
+//! progress take the principal's stream places; a session ends with its stream, when evicted
+//! for a newer one of its principal's (its stream closed), and at the latest after
+//! `bridge.sse_session_max_ms` (its stream closed, its calls cancelled).
 
 use serde_json::{json, Value};
 
@@ -157,6 +158,8 @@ async fn posts_without_a_credential_or_for_another_principals_or_an_unknown_sess
     let unknown = format!("{}/sse?session_id=s2.{}", base(&gw), "A".repeat(44));
     assert_eq!(post(&unknown, Some(ALICE_KEY), &ping).await.0, 404, "a session never opened");
     assert_eq!(post(&format!("{}/sse", base(&gw)), Some(ALICE_KEY), &ping).await.0, 404, "no session_id");
+    let garbage = http().post(&alice.post_url).bearer_auth(ALICE_KEY).body("{not json").send().await.unwrap();
+    assert_eq!(garbage.status(), 400, "a body that is not JSON is the POST's own answer");
     let resp = http().delete(format!("{}/sse", base(&gw))).bearer_auth(ALICE_KEY).send().await.unwrap();
     assert_eq!(resp.status(), 405, "DELETE on the SSE path");
 
@@ -251,5 +254,18 @@ async fn a_session_ends_at_its_maximum_lifetime_with_its_stream_and_its_calls() 
     m.wait_event("closed life").await;
     let (status, body) = a.post_as(Some(ALICE_KEY), &json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})).await;
     assert_eq!(status, 404, "the session ended with its stream: {body}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_session_past_its_share_ends_its_oldest_and_closes_that_stream() {
+    let (gw, _m) = with_mock(Gateway::bridge_b().two_keys().bridge_key("max_client_sessions_per_principal", 1)).await;
+    let mut first = Session::open(&gw, Some(ALICE_KEY)).await;
+    let mut second = Session::open(&gw, Some(ALICE_KEY)).await;
+    assert_eq!(first.stream.next().await.map(|e| e.data), None, "the evicted session's stream closes");
+    let (status, _) = first.post_as(Some(ALICE_KEY), &initialize("2024-11-05")).await;
+    assert_eq!(status, 404, "the evicted session is gone");
+    second.send(initialize("2024-11-05")).await;
+    assert_eq!(second.message().await["result"]["protocolVersion"], "2024-11-05", "the new one is served");
     gw.stop().await;
 }
