@@ -141,6 +141,19 @@ impl TryFrom<RawBridge> for Bridge {
     }
 }
 
+impl Bridge {
+    /// Refuses a `sse_path` that is the MCP endpoint's `path`: the 2024-11-05 transport needs a
+    /// path of its own.
+    pub(super) fn apart_from(&self, path: &str) -> Result<(), String> {
+        if self.sse_path == path {
+            return Err(format!(
+                "bridge.sse_path and path are both {path:?}: the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `bridge.sse_path`, or `/sse`: an absolute path with no query, not one Sluice serves
 /// otherwise (that it differs from `path` is checked where the config is assembled).
 fn sse_path(p: Option<String>) -> Result<String, Invalid> {

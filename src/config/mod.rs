@@ -189,12 +189,7 @@ impl Config {
             )));
         }
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
-        // Across sections: the 2024-11-05 transport's path is a path of its own.
-        if bridge.sse_path == path {
-            return Err(ConfigError(format!(
-                "{origin}: bridge.sse_path and path are both {path:?}: the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path"
-            )));
-        }
+        bridge.apart_from(&path).map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
         let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback()).map_err(|e| src.refuse(e))?;
         let metrics = MetricsConfig::from(raw.metrics);
         // Across sections: `/metrics` can only require the auth `[auth]` configures.
