@@ -9,6 +9,7 @@
 #     (listens on all interfaces: run it with `node --require tests/peers/force_loopback.cjs`)
 #   @modelcontextprotocol/server-filesystem@2026.8.31 (stdio TS)   -> $SLUICE_FILESYSTEM
 #   @modelcontextprotocol/sdk@1.32.2 (legacy TS client)            -> $SLUICE_TS_SDK1 (its node_modules)
+#   @modelcontextprotocol/server@2.4.0 (dual-era TS server, stateless on 2025) -> $SLUICE_TS_SERVER2 (its node_modules)
 #   mcp-remote@0.15.1 (stdio-to-HTTP bridge of Claude Desktop)    -> $SLUICE_MCP_REMOTE
 #   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
 #   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
@@ -40,6 +41,7 @@ npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
 npmdir filesystem @modelcontextprotocol/server-filesystem@2026.8.31
 npmdir ts-sdk1 @modelcontextprotocol/sdk@1.32.2
+npmdir ts-server2 @modelcontextprotocol/server@2.4.0
 npmdir mcp-remote mcp-remote@0.15.1
 npmdir inspector @modelcontextprotocol/inspector@2.12.0
 echo "export SLUICE_PY2=$peers/mcp2/bin/python"
@@ -49,6 +51,7 @@ echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/c
 echo "export SLUICE_EVERYTHING=$peers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "export SLUICE_FILESYSTEM=$peers/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 echo "export SLUICE_TS_SDK1=$peers/ts-sdk1/node_modules"
+echo "export SLUICE_TS_SERVER2=$peers/ts-server2/node_modules"
 echo "export SLUICE_MCP_REMOTE=$peers/mcp-remote/node_modules/mcp-remote/dist/proxy.js"
 echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 echo "export SLUICE_HELM_PY=$peers/helm/bin/python"

@@ -10,7 +10,7 @@
 //! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`catalog::legacy::internal_call`) |
 //! | call (a client's) | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
 //! | cache hints | the upstream's own `ttlMs`/`cacheScope` | the configured `cache_ttl_ms`/`cache_scope` |
-//! | a 2025-11-25 client's call | on the 2025-11-25 wire when the probe found both (`Status::legacy_too`) | as any call |
+//! | a 2025-11-25 client's call | on the 2025-11-25 wire when the probe found both and that wire keeps sessions (`Status::legacy`); else as above, its rounds made requests by bridge B | as any call |
 //! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`catalog::legacy::list_changed_hook`) |
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
@@ -34,16 +34,18 @@ use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::respond::Reply;
-use crate::upstream::{discover, Status, Upstream, Wire};
+use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
 
 /// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
 /// `completion/complete`), served as the target's era serves it.
 pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let status = t.up.status();
     match status.wire {
-        // A dual-era upstream serves a 2025-11-25 client on its 2025-11-25 wire: its tools that
-        // ask mid-call (the 2025 way) work as they would direct.
-        Wire::Modern if ctx.legacy_client && status.legacy_too => {
+        // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on that
+        // wire: its tools that ask mid-call (the 2025 way) work as they would direct. One whose
+        // 2025-11-25 side is stateless could ask that client nothing there: the client stays on
+        // the modern wire below, where bridge B turns its rounds into real requests.
+        Wire::Modern if ctx.legacy_client && status.legacy == LegacySide::Sessions => {
             crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
             // Its listen stream already reports its list changes: the sessions' GET streams need not.
             Box::pin(crate::bridge::call(&gw.bridge, ctx, t, std::sync::Arc::new(|_: &str| {}))).await
@@ -145,8 +147,8 @@ impl Gateway {
             return self.legacy_or_sse(up).await;
         }
         let carried = match before.wire {
-            Wire::Modern => (before.legacy_too, before.legacy_checked),
-            Wire::Legacy => (false, None),
+            Wire::Modern => (before.legacy, before.legacy_checked),
+            Wire::Legacy => (LegacySide::None, None),
         };
         match discover::probe(&self.client, up, carried).await {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
@@ -154,7 +156,7 @@ impl Gateway {
                 // change it; meanwhile the last answer stands (discover::probe keeps it).
                 let due = s.legacy_checked.is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
                 if due {
-                    s.legacy_too = crate::catalog::legacy::handshakes(self, up, s.legacy_too).await;
+                    s.legacy = crate::catalog::legacy::handshakes(self, up, s.legacy).await;
                     s.legacy_checked = Some(std::time::Instant::now());
                     up.set_status(s.clone());
                 }

@@ -188,6 +188,14 @@ pub struct AuditGuard {
 pub struct StreamAudit(AuditGuard);
 
 impl StreamAudit {
+    /// The HTTP status its request was answered with, when not 200 (a stream relayed behind a
+    /// 202: `respond::SseBody::relay_to`).
+    pub fn status(&self, status: http::StatusCode) {
+        if let Ok(mut r) = self.0.record.lock() {
+            r.status = status.as_u16();
+        }
+    }
+
     /// Reads one SSE frame Sluice sends.
     pub fn observe(&self, frame: &[u8]) {
         let Ok(mut r) = self.0.record.lock() else { return };

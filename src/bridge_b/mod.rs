@@ -10,10 +10,12 @@
 //! this round's `inputResponses` and the byte-exact `requestState`, until complete, an error,
 //! or the round cap. Refuses a forged, another principal's, ended or expired session with 404.
 
+mod notify;
 mod relay;
 mod resume;
 pub mod session;
 pub mod shared;
+pub mod sse;
 
 use std::sync::Arc;
 
@@ -84,47 +86,8 @@ pub async fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) 
     if let Ok(mut g) = s.get_stream.lock() {
         *g = Some(tx.clone());
     }
-    // With visibility rules, only changes to what this principal sees (listen/view.rs); the
-    // views are taken before subscribing, so no change falls between them.
-    let mut views = crate::listen::view::Views::start(gw, principal);
-    let mut changes = gw.hub.subscribe();
-    let revoked = gw.revoked.clone();
-    let mut gw = gw.clone();
-    let principal = principal.clone();
-    tokio::spawn(async move {
-        let want = gw.hub.want(&principal, &s.subscriptions());
-        loop {
-            let change = tokio::select! {
-                _ = tx.closed() => break,
-                // At shutdown, or once a reload changed who may authenticate.
-                _ = crate::listen::ended(&gw, &revoked) => break,
-                c = changes.recv() => c,
-            };
-            gw = gw.latest(); // judged by the config serving now (a reload's included)
-            let change = match change {
-                Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) || !views.tell(&gw, &principal, &p) => continue,
-                Ok(p) => Ok(p.change),
-                Err(e) => Err(e),
-            };
-            let msg = match change {
-                Ok(crate::listen::Change::Updated(u)) if !s.is_subscribed(&u) => continue,
-                Ok(c) => {
-                    let (method, params) = c.notification();
-                    let mut m = json!({"jsonrpc": "2.0", "method": method.as_str()});
-                    if !params.is_empty() {
-                        m["params"] = Value::Object(params);
-                    }
-                    m
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(_) => break,
-            };
-            if tx.send(crate::mcp::sse::frame(msg.to_string().as_bytes())).await.is_err() {
-                break;
-            }
-        }
-        drop(want);
-    });
+    let watch = notify::Watch::start(gw, principal);
+    tokio::spawn(watch.run(s, tx, None));
     Reply::Sse(rx.into())
 }
 
@@ -155,36 +118,68 @@ fn modern_caps(legacy: &Value) -> Map<String, Value> {
     out
 }
 
-/// A POST on the handshake-era path.
-pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
-    let v: Value = match serde_json::from_slice(&body) {
+/// A POSTed message, read once: the JSON value, its id (JSON text, `null` when absent or not
+/// a string or number) and its method (none for a response).
+struct Message {
+    v: Value,
+    id: String,
+    method: Option<Method>,
+}
+
+/// Reads a POST's body as one JSON-RPC 2.0 message; refuses anything else (400, -32700 or -32600).
+fn read(body: &Bytes) -> Result<Message, Reply> {
+    let v: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Reply::error("null", &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotJson(e.to_string()))),
+        Err(e) => return Err(Reply::error("null", &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotJson(e.to_string())))),
     };
     let id = v.get("id").filter(|i| i.is_string() || i.is_number()).map(|i| i.to_string()).unwrap_or_else(|| "null".into());
-    let bad = |m: &'static str| Reply::error(&id, &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotRequest(m)));
     if !v.is_object() || v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return bad("not a single JSON-RPC 2.0 message");
+        return Err(bad(&id, "not a single JSON-RPC 2.0 message"));
     }
     let method = v.get("method").and_then(Value::as_str).map(Method::parse);
+    Ok(Message { v, id, method })
+}
+
+fn bad(id: &str, m: &'static str) -> Reply {
+    Reply::error(id, &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotRequest(m)))
+}
+
+/// The audit record of a legacy client's message: its era, principal, method and name.
+fn note(principal: &Principal, msg: &Message) {
     crate::audit::note(|r| {
         r.client_era = "legacy";
         r.principal = Some(principal.id.clone());
-        r.method = method.as_ref().map(Method::to_string);
-        let member = method.as_ref().and_then(Method::name_member);
-        r.name = member.and_then(|m| v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
+        r.method = msg.method.as_ref().map(Method::to_string);
+        let member = msg.method.as_ref().and_then(Method::name_member);
+        r.name = member.and_then(|m| msg.v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
     });
-    if method == Some(Method::Initialize) {
-        return initialize(gw, principal, &v, &id).await;
+}
+
+/// A POST on the handshake-era path.
+pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
+    let msg = match read(&body) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    note(principal, &msg);
+    if msg.method == Some(Method::Initialize) {
+        return initialize(gw, principal, &msg.v, &msg.id).await;
     }
     let Some(s) = shared::session(gw, headers, principal).await else {
-        return if headers.contains_key(mh::SESSION_ID) { not_found(&id) } else { bad("a JSON-RPC response needs a session") };
+        return if headers.contains_key(mh::SESSION_ID) { not_found(&msg.id) } else { bad(&msg.id, "a JSON-RPC response needs a session") };
     };
+    handle(gw, s, headers, principal, msg, body).await
+}
+
+/// A message of a session (either transport's) other than `initialize`: answered here, or
+/// relayed through the stages.
+async fn handle(gw: &Arc<Gateway>, s: Arc<LegacySession>, headers: &HeaderMap, principal: &Principal, msg: Message, body: Bytes) -> Reply {
     if let Some(pv) = headers.get(mh::PROTOCOL_VERSION).and_then(|h| h.to_str().ok()) {
         if !version::is_legacy(pv.trim()) {
             return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
         }
     }
+    let Message { v, id, method } = msg;
     let Some(method) = method else { return answered(gw, &s, headers, principal, &id, v, body).await };
     if v.get("id").is_none() {
         if method == Method::Cancelled {
@@ -204,26 +199,29 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
-        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
-            if let Some(uri) = params.get("uri").and_then(Value::as_str) {
-                if uri.len() > crate::listen::MAX_URI {
-                    let e = format!("the uri is longer than {} bytes; subscribe to a shorter one", crate::listen::MAX_URI);
-                    return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e, None));
-                }
-                if method == Method::ResourcesUnsubscribe {
-                    s.unsubscribe(uri);
-                } else if let Err(e) = s.subscribe(uri) {
-                    return Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
-                }
-            }
-            Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
-        }
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => subscription(&s, &method, &params, &id),
         // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
         Method::SubscriptionsListen => {
             Reply::error(&id, &crate::error::GatewayError::from(crate::validate::ValidateError::Method(method.to_string())))
         }
         _ => relay::forward(gw, s, principal, method, params, id).await,
     }
+}
+
+/// `resources/subscribe` and `resources/unsubscribe`, answered `{}`.
+fn subscription(s: &LegacySession, method: &Method, params: &Value, id: &str) -> Reply {
+    if let Some(uri) = params.get("uri").and_then(Value::as_str) {
+        if uri.len() > crate::listen::MAX_URI {
+            let e = format!("the uri is longer than {} bytes; subscribe to a shorter one", crate::listen::MAX_URI);
+            return Reply::error(id, &crate::error::GatewayError::InvalidParams(e, None));
+        }
+        if *method == Method::ResourcesUnsubscribe {
+            s.unsubscribe(uri);
+        } else if let Err(e) = s.subscribe(uri) {
+            return Reply::error(id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
+        }
+    }
+    Reply::Json(StatusCode::OK, jsonrpc::result_body(id, "{}"))
 }
 
 /// A response to one of Sluice's requests to the client: delivered here, or forwarded to the
@@ -246,13 +244,19 @@ async fn answered(
     c.forward(&gw.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted)
 }
 
-async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
+/// What a legacy `initialize` settles: the version answered (the one asked for when Sluice
+/// knows it, else 2025-11-25), the capabilities in their modern form, the clientInfo.
+fn handshake_of(v: &Value) -> session::Handshake {
     let asked = v.pointer("/params/protocolVersion").and_then(Value::as_str).unwrap_or("");
     let version = if version::is_legacy(asked) { asked } else { version::LEGACY[0] };
     let caps = modern_caps(v.pointer("/params/capabilities").unwrap_or(&Value::Null));
-    let info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
-    let s = gw.legacy_sessions.create(principal.id(), version, caps, info);
-    shared::created(gw, &s).await;
+    let client_info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
+    session::Handshake { version: version.to_owned(), caps, client_info }
+}
+
+/// The `InitializeResult` for `version`: the upstreams' discovery (the families they serve,
+/// plus `logging`), Sluice's serverInfo, the instructions.
+fn initialize_result(gw: &Gateway, principal: &Principal, version: &str) -> String {
     let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal)).unwrap_or(Value::Null);
     let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
     server_caps["logging"] = json!({});
@@ -260,5 +264,13 @@ async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &st
     if let Some(i) = discovered.get("instructions") {
         result["instructions"] = i.clone();
     }
-    Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()), s.id.clone())
+    result.to_string()
+}
+
+async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
+    let h = handshake_of(v);
+    let s = gw.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
+    shared::created(gw, &s).await;
+    let result = initialize_result(gw, principal, s.version());
+    Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result), s.id.clone())
 }

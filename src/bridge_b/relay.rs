@@ -28,9 +28,9 @@ fn modern_body(s: &LegacySession, method: &Method, params: &Value, extra: Option
     let mut p = params.as_object().cloned().unwrap_or_default();
     let mut meta = p.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
     meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), version::MODERN.into());
-    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), Value::Object(s.caps.clone()));
-    if !s.client_info.is_null() {
-        meta.insert(crate::mcp::META_CLIENT_INFO.into(), s.client_info.clone());
+    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), Value::Object(s.caps().clone()));
+    if !s.client_info().is_null() {
+        meta.insert(crate::mcp::META_CLIENT_INFO.into(), s.client_info().clone());
     }
     if let Some(l) = s.log_level.lock().ok().and_then(|l| l.clone()) {
         meta.insert(crate::mcp::META_LOG_LEVEL.into(), l.into());
@@ -47,13 +47,17 @@ fn modern_body(s: &LegacySession, method: &Method, params: &Value, extra: Option
 }
 
 /// One message out of a modern reply: notifications to relay, then the final message.
-async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>) -> Result<Value, Reply> {
+/// `resumes`: whether the client's stream ends where the upstream's did (`resume.rs`; not on
+/// the 2024-11-05 transport, whose one stream carries the session).
+async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>, resumes: bool) -> Result<Value, Reply> {
     match reply {
         Reply::Json(_, b) => serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b)),
         Reply::Sse(mut rx) => {
             while let Some(frame) = rx.recv().await {
                 if frame == crate::mcp::sse::RESUMED {
-                    let _ = relay.send(frame).await; // the client's stream ends here too (resume.rs)
+                    if resumes {
+                        let _ = relay.send(frame).await; // the client's stream ends here too (resume.rs)
+                    }
                     continue;
                 }
                 let text = String::from_utf8_lossy(&frame);
@@ -112,7 +116,7 @@ pub(super) async fn forward(
             Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
         };
         let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
-        return match messages(reply, &tx).await {
+        return match messages(reply, &tx, false).await {
             // On an SSE stream, as the official SDK servers answer by default (every 2025-11-25
             // client accepts one: the edge refuses an Accept without it).
             Ok(msg) => one_event(legacy_final(&msg, &id)),
@@ -143,6 +147,10 @@ pub(super) async fn forward(
             m.remove(&id);
         }
     });
+    if s2.is_sse() {
+        // On the 2024-11-05 transport the frames go on the session's stream as they are (`sse.rs`).
+        return Reply::Sse(rx.into());
+    }
     // The POST's SSE stream: a priming event first (SEP-1699), then requests and the answer,
     // each with an id, resumable with a GET if it ends early.
     super::resume::open(s2, park, call, rx)
@@ -168,7 +176,7 @@ async fn rounds(
             Err(e) => return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None),
         };
         let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
-        let msg = match messages(reply, tx).await {
+        let msg = match messages(reply, tx, !s.is_sse()).await {
             Ok(m) => m,
             Err(r) => {
                 return r
@@ -219,9 +227,9 @@ async fn ask_client(
         let method = Method::parse(req.get("method").and_then(Value::as_str).unwrap_or(""));
         let mut params = req.get("params").cloned().unwrap_or_else(|| json!({}));
         let needed = match method {
-            Method::SamplingCreateMessage => (!s.caps.contains_key("sampling")).then(|| json!({"sampling": {}})),
-            Method::ElicitationCreate => (!s.caps.contains_key("elicitation")).then(|| json!({"elicitation": {}})),
-            Method::RootsList => (!s.caps.contains_key("roots")).then(|| json!({"roots": {}})),
+            Method::SamplingCreateMessage => (!s.caps().contains_key("sampling")).then(|| json!({"sampling": {}})),
+            Method::ElicitationCreate => (!s.caps().contains_key("elicitation")).then(|| json!({"elicitation": {}})),
+            Method::RootsList => (!s.caps().contains_key("roots")).then(|| json!({"roots": {}})),
             _ => Some(json!({})),
         };
         if let Some(needed) = needed {

@@ -85,7 +85,7 @@ async fn pump(s: Arc<LegacySession>, park: Duration, n: u64, mut d: Detached, to
             _ = to.closed() => return,
         };
         if frame == crate::mcp::sse::RESUMED {
-            if s.version != RESUMES {
+            if s.version() != RESUMES {
                 continue; // an older client does not take streams up (SEP-1699 is 2025-11-25's)
             }
             match detach(&s, park, n, d) {

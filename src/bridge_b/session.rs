@@ -1,7 +1,10 @@
 //! Legacy client sessions: sealed, unguessable ids bound to the principal; ended by DELETE, idle
-//! expiry or eviction.
+//! expiry or eviction (and, on the 2024-11-05 HTTP+SSE transport, by its stream closing), each
+//! of which cancels the session's `ended` token.
 //!
-//! Takes an `initialize`; gives a session and its `Mcp-Session-Id` (visible ASCII). Refuses an
+//! Takes an `initialize` (or, on the 2024-11-05 transport, the GET that opens its stream, the
+//! handshake settled by the first `initialize` after); gives a session and its id (visible
+//! ASCII: the `Mcp-Session-Id`, or the `session_id` of the endpoint the stream names). Refuses an
 //! id that is forged, another principal's, ended or expired (the caller answers 404), and a
 //! resource subscription past `bridge.max_subscriptions_per_session` ([`TooManySubscriptions`],
 //! answered -32602).
@@ -20,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -41,12 +44,15 @@ pub struct LegacySession {
     pub id: String,
     /// The principal it belongs to.
     pub principal: String,
-    /// The negotiated protocol version.
-    pub version: String,
-    /// The client's capabilities, in their 2026-07-28 form.
-    pub caps: Map<String, Value>,
-    /// Its clientInfo.
-    pub client_info: Value,
+    /// What its `initialize` settled: set when the session is created, or, on the 2024-11-05
+    /// HTTP+SSE transport (whose session opens with its GET stream), by its first `initialize`.
+    handshake: OnceLock<Handshake>,
+    /// On the 2024-11-05 HTTP+SSE transport, its one stream: every answer, request and
+    /// notification for the client goes there (`sse.rs`). `None` on Streamable HTTP.
+    pub sse_stream: Option<mpsc::Sender<Bytes>>,
+    /// Cancelled when the store lets go of the session (DELETE, eviction, expiry, its SSE
+    /// stream closed): its GET stream ends with it.
+    pub ended: tokio_util::sync::CancellationToken,
     /// The log level set with `logging/setLevel`.
     pub log_level: Mutex<Option<String>>,
     next_id: AtomicU64,
@@ -65,6 +71,19 @@ pub struct LegacySession {
     /// The number of the next call stream (its events' ids are `N-K`).
     pub(super) next_stream: AtomicU64,
 }
+
+/// What a legacy client's `initialize` settled.
+pub struct Handshake {
+    /// The negotiated protocol version.
+    pub version: String,
+    /// The client's capabilities, in their 2026-07-28 form.
+    pub caps: Map<String, Value>,
+    /// Its clientInfo.
+    pub client_info: Value,
+}
+
+/// The capabilities of a session not initialized yet: none.
+static NO_CAPS: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
 /// A call stream whose POST ended early, waiting for a `GET` to take it up (`resume.rs`).
 pub(super) struct Detached {
@@ -109,6 +128,32 @@ impl Drop for Expected<'_> {
 }
 
 impl LegacySession {
+    /// The negotiated protocol version (empty before `initialize`).
+    pub fn version(&self) -> &str {
+        self.handshake.get().map_or("", |h| h.version.as_str())
+    }
+
+    /// The client's capabilities, in their 2026-07-28 form (none before `initialize`).
+    pub fn caps(&self) -> &Map<String, Value> {
+        self.handshake.get().map_or(&NO_CAPS, |h| &h.caps)
+    }
+
+    /// Its clientInfo (null before `initialize`).
+    pub fn client_info(&self) -> &Value {
+        self.handshake.get().map_or(&Value::Null, |h| &h.client_info)
+    }
+
+    /// Settles the handshake of a session opened before its `initialize` (the 2024-11-05
+    /// transport's); `false` when it was settled already (a second `initialize`).
+    pub fn initialize(&self, handshake: Handshake) -> bool {
+        self.handshake.set(handshake).is_ok()
+    }
+
+    /// Whether the session is the 2024-11-05 HTTP+SSE transport's.
+    pub fn is_sse(&self) -> bool {
+        self.sse_stream.is_some()
+    }
+
     /// A server→client request id unique within the session.
     pub fn next_request_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
@@ -222,7 +267,14 @@ impl Sessions {
     /// Creates a session: expired ones go first, then (when full) the principal's own least
     /// recently used, then the least recently used of all.
     pub fn create(&self, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
-        self.hold(self.mint(principal), principal, version, caps, client_info)
+        let handshake = Handshake { version: version.to_owned(), caps, client_info };
+        self.hold(self.mint(principal), principal, OnceLock::from(handshake), None)
+    }
+
+    /// Creates a 2024-11-05 HTTP+SSE session, whose messages go to `stream` and whose
+    /// handshake its first `initialize` settles; bounded and evicted as [`Sessions::create`].
+    pub fn open_sse(&self, principal: &str, stream: mpsc::Sender<Bytes>) -> Arc<LegacySession> {
+        self.hold(self.mint(principal), principal, OnceLock::new(), Some(stream))
     }
 
     /// Holds here a session another replica opened (its record read from the cluster's shared
@@ -242,7 +294,8 @@ impl Sessions {
         if let Some(held) = self.store.lock().ok().and_then(|mut st| st.touch(id, Instant::now(), self.idle)) {
             return Some(held);
         }
-        Some(self.hold(id.to_owned(), principal, version, caps, client_info))
+        let handshake = Handshake { version: version.to_owned(), caps, client_info };
+        Some(self.hold(id.to_owned(), principal, OnceLock::from(handshake), None))
     }
 
     /// Whether `id` is genuine for `principal` (its tag checked in constant time).
@@ -250,13 +303,19 @@ impl Sessions {
         self.genuine(id, principal)
     }
 
-    fn hold(&self, id: String, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
+    fn hold(
+        &self,
+        id: String,
+        principal: &str,
+        handshake: OnceLock<Handshake>,
+        sse_stream: Option<mpsc::Sender<Bytes>>,
+    ) -> Arc<LegacySession> {
         let s = Arc::new(LegacySession {
             id,
             principal: principal.to_owned(),
-            version: version.to_owned(),
-            caps,
-            client_info,
+            handshake,
+            sse_stream,
+            ended: tokio_util::sync::CancellationToken::new(),
             log_level: Mutex::new(None),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),

@@ -13,7 +13,8 @@
 //! forwarded to that replica. Refuses (`None`, answered 404) an id that is not genuine, another
 //! principal's, or whose record is gone (DELETE on any replica ends the session on all);
 //! while Redis is unreachable a replica serves the sessions it holds and adopts none.
-//! Not shared: the log level and resource subscriptions stay with the replica that was told.
+//! Not shared: a 2024-11-05 HTTP+SSE session (its stream is on one replica: `sse.rs`); the log
+//! level and resource subscriptions stay with the replica that was told.
 
 use std::sync::Arc;
 
@@ -30,22 +31,22 @@ const ENDED: &str = "ended";
 /// A session's record, every string in it bounded.
 fn record(s: &LegacySession) -> String {
     let cut = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| t.chars().take(128).collect::<String>());
-    let info = json!({"name": cut(s.client_info.get("name")), "version": cut(s.client_info.get("version"))});
-    let full = json!({"p": s.principal, "v": s.version, "c": s.caps, "i": info}).to_string();
+    let info = json!({"name": cut(s.client_info().get("name")), "version": cut(s.client_info().get("version"))});
+    let full = json!({"p": s.principal, "v": s.version(), "c": s.caps(), "i": info}).to_string();
     if full.len() <= MAX_RECORD {
         return full;
     }
     let caps: Map<String, Value> = s
-        .caps
+        .caps()
         .iter()
         .filter(|(k, _)| matches!(k.as_str(), "sampling" | "elicitation" | "roots"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let kept = json!({"p": s.principal, "v": s.version, "c": caps, "i": info}).to_string();
+    let kept = json!({"p": s.principal, "v": s.version(), "c": caps, "i": info}).to_string();
     if kept.len() <= MAX_RECORD {
         kept
     } else {
-        json!({"p": s.principal, "v": s.version, "c": {}, "i": info}).to_string()
+        json!({"p": s.principal, "v": s.version(), "c": {}, "i": info}).to_string()
     }
 }
 use crate::auth::Principal;
@@ -86,12 +87,17 @@ pub async fn ended(gw: &Gateway, sid: &str) {
 pub async fn session(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
     let sid = headers.get(mh::SESSION_ID)?.to_str().ok()?.trim();
     let sessions = &gw.legacy_sessions;
-    let Some(c) = &gw.governor.cluster else { return sessions.get(sid, principal.id()) };
+    // A 2024-11-05 HTTP+SSE session is reached only through its own transport (`sse.rs`): its
+    // answers go on its stream, which a Streamable HTTP request does not read.
+    let Some(c) = &gw.governor.cluster else { return sessions.get(sid, principal.id()).filter(|s| !s.is_sse()) };
     if !sessions.is_genuine(sid, principal.id()) {
         return None;
     }
     let idle = gw.cfg.bridge.client_session_idle;
     if let Some(local) = sessions.get(sid, principal.id()) {
+        if local.is_sse() {
+            return None;
+        }
         // Held here: renewed without reading the record back.
         return match c.shared.renew(sid, principal.id(), ENDED, idle).await {
             Ok(crate::cluster::shared::Renewed::Live) => Some(local),
@@ -138,7 +144,8 @@ pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_ut
             changed = rx.changed() => if changed.is_err() { return },
         }
         let Some(gw) = live.get() else { return };
-        for s in gw.legacy_sessions.all() {
+        // A 2024-11-05 HTTP+SSE session lives with its stream on this replica: it has no record.
+        for s in gw.legacy_sessions.all().into_iter().filter(|s| !s.is_sse()) {
             restore(&gw, &s).await;
         }
     }

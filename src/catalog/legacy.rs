@@ -15,7 +15,7 @@ use crate::listen::hub::Change;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::legacy::{self, session::ListChanged};
-use crate::upstream::{Discovered, Status, Upstream, Wire};
+use crate::upstream::{Discovered, LegacySide, Status, Upstream, Wire};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
@@ -69,7 +69,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
                 discovered: Some(discovered),
                 error: None,
                 wire: Wire::Legacy,
-                legacy_too: false,
+                legacy: LegacySide::None,
                 legacy_checked: None,
             };
             up.set_status(s.clone());
@@ -86,7 +86,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
                 discovered: None,
                 error: Some(why),
                 wire: Wire::Legacy,
-                legacy_too: false,
+                legacy: LegacySide::None,
                 legacy_checked: None,
             };
             up.set_status(s.clone());
@@ -95,10 +95,12 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
     }
 }
 
-/// Whether a modern upstream also completes a 2025-11-25 `initialize` (a dual-era server). The
+/// Whether a modern upstream also completes a 2025-11-25 `initialize` (a dual-era server), and
+/// whether that side keeps sessions: an answer with an `Mcp-Session-Id` (or, over stdio, the
+/// process itself) is [`LegacySide::Sessions`]; one without is [`LegacySide::Stateless`]. The
 /// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
 /// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
-pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: bool) -> bool {
+pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
     let quiet: ListChanged = Arc::new(|_: &str| {});
     match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
         Ok(lease) => {
@@ -107,13 +109,24 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: bool) -> boo
             // The handshake must have settled on a 2025-11-25 (or older) version, said in its
             // answer (an answer without one is not taken for a handshake).
             let said = lease.session.init.get("protocolVersion").and_then(Value::as_str);
-            let legacy = said.is_some_and(crate::mcp::version::is_legacy);
-            if legacy && !was {
-                tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire");
+            if !said.is_some_and(crate::mcp::version::is_legacy) {
+                return LegacySide::None;
             }
-            legacy
+            let side = if lease.session.sid.is_some() || up.stdio.is_some() { LegacySide::Sessions } else { LegacySide::Stateless };
+            if side != was {
+                match side {
+                    LegacySide::Sessions => {
+                        tracing::info!(upstream = %up.name, "the upstream speaks 2025-11-25 too: 2025-11-25 clients are served on that wire")
+                    }
+                    _ => tracing::info!(
+                        upstream = %up.name,
+                        "the upstream speaks 2025-11-25 too, but gives no Mcp-Session-Id (stateless: it cannot ask a 2025-11-25 client anything): 2025-11-25 clients are served on its 2026-07-28 wire"
+                    ),
+                }
+            }
+            side
         }
-        Err(_) => false,
+        Err(_) => LegacySide::None,
     }
 }
 

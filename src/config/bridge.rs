@@ -47,6 +47,13 @@ pub struct Bridge {
     pub max_sessions_per_principal: usize,
     /// Resource URIs one 2025-11-25 client session may subscribe to (default 256).
     pub max_subscriptions_per_session: usize,
+    /// The path of the 2024-11-05 HTTP+SSE client transport (default `/sse`): a GET there opens
+    /// a session's stream, a POST with its `session_id` sends it a message.
+    pub sse_path: String,
+    /// The longest a 2024-11-05 HTTP+SSE session lasts, its stream open or not: then its stream
+    /// closes and its calls end (default 24 h; at least 1 ms).
+    #[serde(with = "ms", rename = "sse_session_max_ms")]
+    pub sse_session_max: Duration,
 }
 
 /// Sealing keys for `requestState`.
@@ -123,8 +130,41 @@ impl TryFrom<RawBridge> for Bridge {
             max_client_sessions_per_principal: b.max_client_sessions_per_principal.unwrap_or(16).max(1),
             max_sessions_per_principal: b.max_sessions_per_principal.unwrap_or(32).max(1),
             max_subscriptions_per_session: b.max_subscriptions_per_session.unwrap_or(256),
+            sse_path: sse_path(b.sse_path)?,
+            sse_session_max: match b.sse_session_max_ms {
+                Some(0) => {
+                    return Err(Invalid("bridge.sse_session_max_ms = 0: expected at least 1 (the default is 86400000, a day)".into()))
+                }
+                v => millis(v, 24 * 3_600_000),
+            },
         })
     }
+}
+
+impl Bridge {
+    /// Refuses a `sse_path` that is the MCP endpoint's `path`: the 2024-11-05 transport needs a
+    /// path of its own.
+    pub(super) fn apart_from(&self, path: &str) -> Result<(), String> {
+        if self.sse_path == path {
+            return Err(format!(
+                "bridge.sse_path and path are both {path:?}: the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `bridge.sse_path`, or `/sse`: an absolute path with no query, not one Sluice serves
+/// otherwise (that it differs from `path` is checked where the config is assembled).
+fn sse_path(p: Option<String>) -> Result<String, Invalid> {
+    let p = p.unwrap_or_else(|| "/sse".into());
+    let taken = ["/healthz", "/metrics", "/readyz"].contains(&p.as_str()) || p.starts_with("/.well-known/");
+    if !p.starts_with('/') || p.contains(['?', '#']) || taken {
+        return Err(Invalid(format!(
+            "bridge.sse_path = {p:?}: expected an absolute path of its own such as \"/sse\" (no query; not /healthz, /metrics, /readyz or under /.well-known/)"
+        )));
+    }
+    Ok(p)
 }
 
 /// A parked legacy exchange holds its session's upstream connections (the call's POST stream
@@ -181,6 +221,8 @@ impl From<RawMetrics> for MetricsConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::super::{Config, Overrides};
 
     fn load(text: &str) -> Result<Config, String> {
@@ -198,5 +240,23 @@ mod tests {
         assert!(c.redacted().contains("min_healthy_upstreams = 2"), "{}", c.redacted());
         let e = load(&format!("[metrics]\nmin_healthy_upstreams = 3\n{two}")).expect_err("refused");
         assert!(e.contains("min_healthy_upstreams = 3 but 2 upstream(s)") && e.contains("give at most 2"), "{e}");
+    }
+
+    #[test]
+    fn the_sse_transport_has_a_path_of_its_own_and_a_bounded_session() {
+        let b = load("").unwrap().bridge;
+        assert_eq!((b.sse_path.as_str(), b.sse_session_max), ("/sse", Duration::from_secs(86_400)), "the defaults");
+        assert_eq!(load("[bridge]\nsse_path = \"/old/sse\"\n").unwrap().bridge.sse_path, "/old/sse");
+        for bad in ["sse", "/sse?x=1", "/healthz", "/metrics", "/readyz", "/.well-known/sse"] {
+            let e = load(&format!("[bridge]\nsse_path = {bad:?}\n")).unwrap_err();
+            assert!(e.contains("bridge.sse_path") && e.contains("expected an absolute path of its own"), "{bad}: {e}");
+        }
+        let e = "sluice.toml: bridge.sse_path and path are both \"/sse\": the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path";
+        assert_eq!(load("path = \"/sse\"\n").unwrap_err(), e);
+        assert!(load("path = \"/sse\"\n[bridge]\nsse_path = \"/legacy\"\n").is_ok());
+        let e = load("[bridge]\nsse_session_max_ms = 0\n").unwrap_err();
+        assert!(e.starts_with("sluice.toml: bridge.sse_session_max_ms = 0: expected at least 1"), "{e}");
+        let c = load("[bridge]\nsse_session_max_ms = 5000\n").unwrap();
+        assert!(c.redacted().contains("sse_session_max_ms = 5000"), "printed back: {}", c.redacted());
     }
 }

@@ -189,6 +189,7 @@ impl Config {
             )));
         }
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
+        bridge.apart_from(&path).map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
         let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback()).map_err(|e| src.refuse(e))?;
         let metrics = MetricsConfig::from(raw.metrics);
         // Across sections: `/metrics` can only require the auth `[auth]` configures.

@@ -145,6 +145,8 @@ pub(super) struct RawBridge {
     pub(super) max_client_sessions_per_principal: Option<usize>,
     pub(super) max_sessions_per_principal: Option<usize>,
     pub(super) max_subscriptions_per_session: Option<usize>,
+    pub(super) sse_path: Option<String>,
+    pub(super) sse_session_max_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]

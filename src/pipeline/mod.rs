@@ -1,7 +1,8 @@
 //! The one place that orders the stages of a request to the MCP endpoint.
 //!
 //! ```text
-//! edge (Origin/Host 403, POST 405, Accept 406) → authenticate (401/403)
+//! edge (Origin/Host 403, POST 405, Accept 406; the 2024-11-05 transport's path: GET or POST,
+//!   any Accept) → authenticate (401/403)
 //!  → the principal's share of requests in progress (503) → body (413, 408)
 //!  → a place among the requests in progress (503) → parse once (-32700 / -32600)          → notifications: 202
 //!  → _meta (-32602) → route lookup (errors held) → headers vs body (-32020)
@@ -30,13 +31,16 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
     if let Err(r) = edge::check_origin(&parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
     }
-    // GET and DELETE exist only for 2025-11-25 sessions (bridge B); otherwise 405.
-    let session_verb =
-        matches!(parts.method, http::Method::GET | http::Method::DELETE) && parts.headers.contains_key(crate::mcp::headers::SESSION_ID);
-    if !session_verb {
-        if let Err(r) = edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)) {
-            return r;
-        }
+    // GET and DELETE exist only for 2025-11-25 sessions (bridge B); otherwise 405. The
+    // 2024-11-05 transport's path takes GET (its stream) and POST, with any Accept.
+    let session_verb = is_session_verb(gw, &parts);
+    let sse = crate::bridge_b::sse::serves(gw, &parts);
+    if let Err(r) = match (session_verb, sse) {
+        (true, _) => Ok(()),
+        (false, Some(verb)) => crate::bridge_b::sse::check_method(verb),
+        (false, None) => edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)),
+    } {
+        return r;
     }
     // The request's span (none with tracing off); parented once its body is read.
     let mut trace = RequestTrace::start(&parts.headers);
@@ -53,7 +57,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
         Ok(e) => e,
         Err(full) => return refuse_full("null", full),
     };
-    let bytes = if session_verb {
+    let bytes = if session_verb || sse == Some(crate::bridge_b::sse::Verb::Open) {
         bytes::Bytes::new()
     } else {
         match edge::read_body_within(&parts.headers, body, gw.cfg.limits.max_body_bytes, gw.cfg.timeouts.body_read).await {
@@ -68,6 +72,14 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
     };
     let _counted = gw.metrics.enter();
     serve(gw, &parts, &principal, bytes, &mut trace).await
+}
+
+/// A GET or DELETE of a Streamable HTTP 2025-11-25 session (bridge B), not on the 2024-11-05
+/// transport's path.
+fn is_session_verb(gw: &Gateway, parts: &Parts) -> bool {
+    matches!(parts.method, http::Method::GET | http::Method::DELETE)
+        && parts.headers.contains_key(crate::mcp::headers::SESSION_ID)
+        && crate::bridge_b::sse::serves(gw, parts).is_none()
 }
 
 /// A full pool of requests in progress (or the principal's share of it): 503, Retry-After.
@@ -94,9 +106,7 @@ async fn serve(
     bytes: bytes::Bytes,
     trace: &mut RequestTrace,
 ) -> Reply {
-    let session_verb =
-        matches!(parts.method, http::Method::GET | http::Method::DELETE) && parts.headers.contains_key(crate::mcp::headers::SESSION_ID);
-    if session_verb {
+    if is_session_verb(gw, parts) {
         return if parts.method == http::Method::GET {
             hold_stream(gw, principal, "null", crate::bridge_b::get(gw, &parts.headers, principal).await)
         } else {
@@ -107,6 +117,17 @@ async fn serve(
     let max_depth = gw.cfg.limits.max_json_depth;
     if crate::mcp::jsonrpc::nests_deeper_than(&bytes, max_depth) {
         return Reply::error(&readable_id(&bytes), &GatewayError::from(crate::mcp::jsonrpc::FrameError::TooDeep(max_depth)));
+    }
+    // A 2024-11-05 HTTP+SSE client: a session's stream, or a message to its session.
+    if let Some(verb) = crate::bridge_b::sse::serves(gw, parts) {
+        trace.begin(None, None);
+        note_trace(trace);
+        let reply = crate::telemetry::trace::traced!(
+            trace.span().clone(),
+            Box::pin(crate::bridge_b::sse::serve(gw, verb, parts, principal, bytes))
+        );
+        trace.outcome(reply.status().as_u16(), None);
+        return reply; // its streams took their places themselves
     }
     // A 2025-11-25 client (no modern envelope): the handshake era, on the same endpoint.
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {

@@ -1,6 +1,6 @@
 //! What a request ends in, as hyper sends it: one JSON object, an SSE stream (with its stream
-//! place and audit record riding along), 202, a plain-text edge refusal, a challenge, a limit
-//! with `Retry-After`, a new session.
+//! place and audit record riding along, or relayed to another stream behind a 202), 202, a
+//! plain-text edge refusal, a challenge, a limit with `Retry-After`, a new session.
 //!
 //! Takes the outcome of the pipeline; gives the HTTP response. Refuses nothing.
 
@@ -26,11 +26,14 @@ pub struct SseBody {
     audit: Option<crate::audit::StreamAudit>,
     /// Every frame is already queued and nothing writes more: it holds no open stream's place.
     complete: bool,
+    /// Where the frames go instead of the response, which is then 202 with no body (a call on
+    /// the 2024-11-05 HTTP+SSE transport, whose answers go on the session's one stream).
+    relay: Option<mpsc::Sender<Bytes>>,
 }
 
 impl From<mpsc::Receiver<Bytes>> for SseBody {
     fn from(rx: mpsc::Receiver<Bytes>) -> Self {
-        SseBody { rx, permit: None, audit: None, complete: false }
+        SseBody { rx, permit: None, audit: None, complete: false, relay: None }
     }
 }
 
@@ -39,7 +42,7 @@ impl SseBody {
     pub fn one(frame: Bytes) -> Self {
         let (tx, rx) = mpsc::channel(1);
         let _ = tx.try_send(frame);
-        SseBody { rx, permit: None, audit: None, complete: true }
+        SseBody { rx, permit: None, audit: None, complete: true, relay: None }
     }
 
     /// Whether every frame is already queued (such a stream needs no place among the open ones).
@@ -63,7 +66,31 @@ impl SseBody {
 
     /// Emits `audit` when the stream ends.
     pub fn audit(&mut self, audit: crate::audit::StreamAudit) {
+        if self.relay.is_some() {
+            audit.status(StatusCode::ACCEPTED);
+        }
         self.audit = Some(audit);
+    }
+
+    /// Sends the frames to `to` instead of the response (answered 202): the body keeps its
+    /// place and its audit record until its last frame is sent, or `to` closes (which drops
+    /// it, ending whatever writes it).
+    pub fn relay_to(&mut self, to: mpsc::Sender<Bytes>) {
+        self.relay = Some(to);
+    }
+
+    /// Moves the frames to `to` until the body ends or `to` closes.
+    async fn relay(mut self, to: mpsc::Sender<Bytes>) {
+        loop {
+            let frame = tokio::select! {
+                f = self.recv() => f,
+                _ = to.closed() => None,
+            };
+            let Some(f) = frame else { return };
+            if to.send(f).await.is_err() {
+                return;
+            }
+        }
     }
 }
 
@@ -125,6 +152,7 @@ impl Reply {
         match self {
             Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
             Reply::Limited(s, ..) => *s,
+            Reply::Sse(b) if b.relay.is_some() => StatusCode::ACCEPTED,
             Reply::Sse(_) => StatusCode::OK,
             Reply::Accepted => StatusCode::ACCEPTED,
         }
@@ -137,6 +165,12 @@ impl Reply {
             Reply::Json(_, bytes) => {
                 b = b.header(http::header::CONTENT_TYPE, "application/json");
                 Full::new(bytes).boxed()
+            }
+            Reply::Sse(mut body) if body.relay.is_some() => {
+                if let Some(to) = body.relay.take() {
+                    tokio::spawn(body.relay(to));
+                }
+                Full::new(Bytes::new()).boxed()
             }
             Reply::Sse(body) => {
                 b = b

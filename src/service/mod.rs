@@ -23,7 +23,8 @@ pub async fn handle(live: Arc<Live>, endpoint: stack::Endpoint, req: Request<hyp
     let Some(gw) = live.get() else {
         return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: Sluice is shutting down\n"));
     };
-    if req.uri().path() == gw.cfg.path {
+    // The MCP endpoint, and the 2024-11-05 HTTP+SSE transport's path (bridge B's older wire).
+    if req.uri().path() == gw.cfg.path || req.uri().path() == gw.cfg.bridge.sse_path {
         let reply = tower::ServiceExt::oneshot(endpoint, req).await.unwrap_or_else(|never| match never {});
         return Ok(reply.into_response());
     }

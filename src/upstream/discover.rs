@@ -145,16 +145,17 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
         discovered: Some(discovered),
         error: None,
         wire: Wire::Modern,
-        legacy_too: legacy.0,
+        legacy: legacy.0,
         legacy_checked: legacy.1,
     };
     up.set_status(status.clone());
     Probe::Modern(status)
 }
 
-/// What the last probe learned of a modern upstream's 2025-11-25 wire (whether, and when asked),
-/// carried into the new status so it never reads "no" between two checks.
-pub type DualEra = (bool, Option<std::time::Instant>);
+/// What the last probe learned of a modern upstream's 2025-11-25 wire (whether it answers, with
+/// sessions or statelessly, and when it was asked), carried into the new status so it never
+/// reads "no" between two checks.
+pub type DualEra = (super::LegacySide, Option<std::time::Instant>);
 
 /// Records a failed probe (told once, as a change of health, when the whole probe ends:
 /// `Upstream::report_health`; a probe that fails again logs nothing).

@@ -57,11 +57,34 @@ pub struct Status {
     pub error: Option<String>,
     /// What it speaks, as probed.
     pub wire: Wire,
-    /// A `Wire::Modern` upstream that also completed a 2025-11-25 `initialize` (a dual-era
-    /// server, such as the Python SDK 2.x's): 2025-11-25 clients are served on that wire.
-    pub legacy_too: bool,
-    /// When `legacy_too` was last asked (it is asked again after [`LEGACY_RECHECK`]).
+    /// What a `Wire::Modern` upstream's 2025-11-25 side is (a dual-era server, such as the
+    /// Python or TypeScript SDK 2.x's), as its `initialize` answered: `link.rs` serves
+    /// 2025-11-25 clients on that wire only when it keeps sessions.
+    pub legacy: LegacySide,
+    /// When `legacy` was last asked (it is asked again after [`LEGACY_RECHECK`]).
     pub legacy_checked: Option<std::time::Instant>,
+}
+
+impl Status {
+    /// Whether the upstream completed a 2025-11-25 `initialize` too (statelessly or not).
+    pub fn legacy_too(&self) -> bool {
+        self.legacy != LegacySide::None
+    }
+}
+
+/// A 2026-07-28 upstream's 2025-11-25 side, as the dual-era probe found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LegacySide {
+    /// No 2025-11-25 handshake (not asked, or it failed).
+    #[default]
+    None,
+    /// It completes `initialize` but gives no `Mcp-Session-Id` (the TypeScript SDK 2.x's
+    /// stateless fallback): every request is a fresh server that never saw the client's
+    /// capabilities, so it can send that client no request (no sampling, elicitation or roots).
+    Stateless,
+    /// It keeps 2025-11-25 sessions (an `Mcp-Session-Id`, or a stdio process per session): a
+    /// 2025-11-25 client's call may ask mid-call on that wire.
+    Sessions,
 }
 
 /// How long a dual-era probe's answer stands before the 2025-11-25 handshake is tried again

@@ -11,7 +11,8 @@
 //! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4);
 //! - `policies`: every shipped policy file loads, validates and decides as documented;
 //! - `reload`: the whole config reloaded under load (issue 15 item 2);
-//! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8).
+//! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8);
+//! - `sse_transport`: the 2024-11-05 HTTP+SSE client transport on the raw wire (issue 29 item 6).
 
 mod audit;
 mod auth;
@@ -27,6 +28,7 @@ mod listen;
 mod policies;
 mod reload;
 mod resume;
+mod sse_transport;
 mod visibility;
 
 /// What the front-door tests use of the harness.

@@ -155,6 +155,8 @@ impl Legacy {
 #[derive(Debug, Clone)]
 pub(crate) struct Event {
     pub(crate) id: Option<String>,
+    /// Its `event:` field, when it has one.
+    pub(crate) name: Option<String>,
     pub(crate) data: String,
 }
 
@@ -199,7 +201,7 @@ impl Sse {
         loop {
             if let Some(end) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..end + 2).collect();
-                let mut id = None;
+                let (mut id, mut name) = (None, None);
                 let mut data = Vec::new();
                 let mut fields = false;
                 for line in block.lines() {
@@ -209,12 +211,14 @@ impl Sse {
                     fields = true;
                     if let Some(v) = line.strip_prefix("id:") {
                         id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        name = Some(v.trim().to_owned());
                     } else if let Some(v) = line.strip_prefix("data:") {
                         data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
                     }
                 }
                 if fields {
-                    return Some(Event { id, data: data.join("\n") });
+                    return Some(Event { id, name, data: data.join("\n") });
                 }
                 continue;
             }

@@ -6,7 +6,7 @@
 //! `SUMMARY {...}` line.
 //!
 //! Peers come from `eval "$(bash scripts/peers.sh)"`, which exports `SLUICE_PY1`, `SLUICE_PY2`,
-//! `SLUICE_NODE22`, `SLUICE_EVERYTHING` and `SLUICE_TS_SDK1`. A missing variable fails the test
+//! `SLUICE_NODE22`, `SLUICE_EVERYTHING`, `SLUICE_TS_SDK1`, `SLUICE_TS_SERVER2` and `SLUICE_INSPECTOR`. A missing variable fails the test
 //! with the command to run; nothing is skipped.
 //!
 //! Each upstream takes about a second to start, so one process of each serves every test of the
@@ -275,6 +275,22 @@ pub(crate) async fn everything() -> &'static Peer {
     .await
 }
 
+/// A `tests/peers/ts2_upstream.cjs` process of this test's own (`@modelcontextprotocol/server@2.4.0`,
+/// dual-era: 2026-07-28, and 2025-11-25 statelessly, with no `Mcp-Session-Id`).
+pub(crate) async fn own_ts2(name: &str) -> OwnedPeer {
+    peer_env("SLUICE_NODE22");
+    peer_env("SLUICE_TS_SERVER2");
+    let name = name.to_owned();
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(peer_env("SLUICE_NODE22"));
+        cmd.env("NODE_PATH", peer_env("SLUICE_TS_SERVER2")).arg(script("ts2_upstream.cjs"));
+        spawn(&name, cmd, scratch().join(format!("{name}-events")))
+    })
+    .await
+    .expect("peer start task");
+    OwnedPeer(peer.unwrap_or_else(|e| panic!("{e}")))
+}
+
 /// What a client script reported.
 pub(crate) struct Run {
     /// Whether it exited 0 (every check of its plan held).
@@ -327,6 +343,37 @@ pub(crate) async fn py2_auto_client(plan: &Value) -> Run {
 /// Runs `tests/peers/py1_client.py` (`mcp==1.30.0`, 2025-11-25) with `plan`.
 pub(crate) async fn py1_client(plan: &Value) -> Run {
     run_client("tests/peers/py1_client.py", python("SLUICE_PY1", "py1_client.py", plan)).await
+}
+
+/// Runs `tests/peers/py_sse_client.py` (the 2024-11-05 HTTP+SSE transport, `sse_client`) on the
+/// Python SDK in `var` (`SLUICE_PY1`: `mcp==1.30.0`, or `SLUICE_PY2`: `mcp==2.3.0`) with `plan`.
+pub(crate) async fn py_sse_client(var: &str, plan: &Value) -> Run {
+    run_client(&format!("tests/peers/py_sse_client.py ({var})"), python(var, "py_sse_client.py", plan)).await
+}
+
+/// What a run of the MCP Inspector's CLI printed.
+pub(crate) struct Inspected {
+    /// Whether it exited 0.
+    pub(crate) success: bool,
+    /// Its stdout (the JSON result).
+    pub(crate) stdout: String,
+    /// Its stdout and stderr, for failure messages.
+    pub(crate) transcript: String,
+}
+
+/// Runs the MCP Inspector's CLI (`@modelcontextprotocol/inspector@2.12.0`, `--cli`) with `args`,
+/// its catalog file in this run's scratch directory (never the user's home).
+pub(crate) async fn inspector(args: &[&str]) -> Inspected {
+    let mut cmd = tokio::process::Command::new(peer_env("SLUICE_NODE22"));
+    cmd.arg(peer_env("SLUICE_INSPECTOR")).arg("--cli").args(args).env("MCP_CATALOG_PATH", scratch().join("inspector-catalog.json"));
+    let run = cmd.stdin(Stdio::null()).kill_on_drop(true).output();
+    let out = tokio::time::timeout(CLIENT_RUN, run)
+        .await
+        .unwrap_or_else(|_| panic!("the Inspector did not finish within {CLIENT_RUN:?}"))
+        .unwrap_or_else(|e| panic!("start the Inspector: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let transcript = format!("--- inspector {args:?} ({})\n{stdout}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    Inspected { success: out.status.success(), stdout, transcript }
 }
 
 /// Runs `tests/peers/ts1_client.cjs` (`@modelcontextprotocol/sdk@1.32.2`, 2025-11-25) with `plan`.

@@ -6,7 +6,8 @@
 //! address `127.0.0.1:8080` becomes the test's Sluice, `npx -y PKG@VER` becomes the pinned
 //! package `scripts/peers.sh` installed (the README must name the very version installed), and a
 //! placeholder key becomes the test's key. Real clients: the MCP Inspector CLI
-//! (`@modelcontextprotocol/inspector@2.12.0`), `mcp-remote@0.15.1` (the bridge Claude Desktop
+//! (`@modelcontextprotocol/inspector@2.12.0`, over Streamable HTTP and the 2024-11-05 HTTP+SSE
+//! transport), `mcp-remote@0.15.1` (the bridge Claude Desktop
 //! uses) driven by the Inspector over stdio, the Python SDK (`mcp==2.3.0`) and the TypeScript SDK
 //! (`@modelcontextprotocol/sdk@1.32.2`). Claude Code, VS Code and Cursor cannot run here: their
 //! snippets are parsed and the URL and headers they would send are used by the Inspector, the
@@ -156,12 +157,23 @@ async fn the_quick_start_serves_a_stdio_server_as_written() {
 
 #[tokio::test]
 async fn the_inspector_snippet_lists_and_calls_through_sluice() {
-    let dir = scratch_dir("inspector");
+    inspector_snippet("inspector").await;
+}
+
+/// The Inspector on the 2024-11-05 HTTP+SSE transport, at the `/sse` the README names.
+#[tokio::test]
+async fn the_inspector_sse_snippet_lists_through_sluice_over_the_old_transport() {
+    inspector_snippet("inspector-sse").await;
+}
+
+/// Runs the README's Inspector snippet `name` with the key and without it.
+async fn inspector_snippet(name: &str) {
+    let dir = scratch_dir(name);
     let s = sluice(&dir).await;
     let (npx, node) = node_of("@modelcontextprotocol/inspector@2.12.0", "SLUICE_INSPECTOR");
-    let text = snippet("inspector").replace("\\\n", " ").replace(&npx, &node).replace(README_ADDR, &s.addr);
+    let text = snippet(name).replace("\\\n", " ").replace(&npx, &node).replace(README_ADDR, &s.addr);
     assert!(!text.contains("npx"), "the snippet names another Inspector than the one installed:\n{text}");
-    let out = sh("the Inspector snippet", &text).await;
+    let out = sh(&format!("the {name} snippet"), &text).await;
     assert!(out.contains("list_directory"), "{out}");
     // Without the key the Inspector is refused (it then asks for an interactive OAuth login on
     // any 401, whatever the server advertises: see Troubleshooting).

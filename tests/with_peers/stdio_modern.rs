@@ -43,7 +43,7 @@ async fn an_mcp_2_3_server_over_stdio_is_one_process_for_every_principal_on_the_
     let gw = gateway().two_keys().upstream_spec(py2_stdio(&tag)).start().await;
     let status = gw.gateway.upstreams[0].status();
     assert_eq!(status.wire, Wire::Modern, "server/discover answered over stdio: {status:?}");
-    assert!(status.legacy_too, "mcp==2.3.0 answers initialize too: {status:?}");
+    assert!(status.legacy_too(), "mcp==2.3.0 answers initialize too: {status:?}");
     // The 2025-11-25 check's own process is ended; the modern one serves everyone.
     crate::support::eventually("one process left", || processes_with(&tag).len() == 1).await;
     let shared = processes_with(&tag);

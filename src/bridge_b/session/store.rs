@@ -79,10 +79,11 @@ impl Store {
         Some(e.session.clone())
     }
 
-    /// Removes a session.
+    /// Removes a session, telling whatever waits on its `ended` (its GET stream).
     pub(super) fn remove(&mut self, id: &str) -> Option<Arc<LegacySession>> {
         let e = self.by_id.remove(id)?;
         self.unlink(&e.session.principal, e.stamp);
+        e.session.ended.cancel();
         Some(e.session)
     }
 

@@ -15,7 +15,10 @@ async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_moder
     let audit = peers::scratch_file("audit-dual.jsonl");
     let gw = Gateway::bridge_b().audit_to(&audit).upstream("py", &py2.url).start().await;
     let s = gw.gateway.upstreams[0].status();
-    assert!(s.wire == sluice::upstream::Wire::Modern && s.legacy_too, "probed as modern and 2025-11-25 both");
+    assert!(
+        s.wire == sluice::upstream::Wire::Modern && s.legacy == sluice::upstream::LegacySide::Sessions,
+        "probed as modern and 2025-11-25 both, with sessions"
+    );
 
     // The 2025-11-25 SDK client: the tool that calls ctx.session.create_message mid-call gets a
     // real sampling request, as it would direct; the 2026-only tool fails as it does direct.
@@ -72,7 +75,7 @@ async fn era_2026_07_28_keeps_every_client_on_the_modern_wire() {
     let py2 = peers::py2().await;
     let up = crate::support::gateway::Upstream::new("py", &py2.url).key("era", "2026-07-28");
     let gw = Gateway::bridge_b().upstream_spec(up).start().await;
-    assert!(!gw.gateway.upstreams[0].status().legacy_too, "not asked: the config says 2026-07-28");
+    assert!(!gw.gateway.upstreams[0].status().legacy_too(), "not asked: the config says 2026-07-28");
     let plan = json!({"url": gw.url(), "calls": [
         {"name": "py__ask_raw", "arguments": {"prompt": "m-raw"}, "expect": ["raw said: ECHO1[m-raw] (state=raw-round-1)"]},
     ]});
@@ -90,7 +93,7 @@ async fn a_server_that_ends_its_stream_mid_call_is_taken_up_for_each_era_of_clie
     const DONE: &str = "Reconnection test completed";
     let fx = peers::own_modern_fixture("fixture-resume").await;
     let gw = Gateway::bridge_b().upstream("fx", &fx.url).start().await;
-    assert!(gw.gateway.upstreams[0].status().legacy_too, "the fixture is dual-era");
+    assert!(gw.gateway.upstreams[0].status().legacy_too(), "the fixture is dual-era");
 
     // The 2025-11-25 SDK client: Sluice's stream ends where the fixture's did; the SDK takes it up.
     let plan = json!({"url": gw.url(), "calls": [{"name": "fx__test_reconnection", "arguments": {}, "expect": [DONE]}]});

@@ -19,6 +19,10 @@
 //! - (bridge B's sessions against the mock alone are tests/in_process/bridge_b_sessions.rs.)
 //! - `dual_era`: a dual-era upstream serves each client on its own era (a 2025-11-25 client on
 //!   its 2025-11-25 wire, so 2025-style mid-call sampling works; a modern client as direct).
+//! - `stateless_dual_era`: a dual-era upstream whose 2025-11-25 side keeps no session (the
+//!   TypeScript SDK 2.x) serves 2025-11-25 clients on its modern wire, so its asks reach them.
+//! - `sse_clients`: 2024-11-05 HTTP+SSE clients (the Python SDK's `sse_client`, the MCP
+//!   Inspector's CLI with `--transport sse`) at `/sse`, the same sessions and rounds.
 //! - `cancel`: `notifications/cancelled` from a legacy client cancels the upstream request.
 //! - `governance`: the round cap holds for a legacy client (`-31010` in-stream) and the audit
 //!   log names the client era `legacy`.
@@ -31,3 +35,5 @@ mod cancel;
 mod dual_era;
 mod governance;
 mod sdk_clients;
+mod sse_clients;
+mod stateless_dual_era;
