@@ -2,19 +2,23 @@
 //!
 //! Takes a bound listener, the gateway and a shutdown future; serves HTTP/1.1 and HTTP/2 until
 //! the future resolves, then stops accepting, lets in-flight requests finish up to
-//! `timeouts.shutdown_ms`, and drops the rest. Refuses (closes at once) a connection past
-//! `limits.max_connections`, or past `limits.max_connections_per_source` from its source (an
-//! IPv4 address, an IPv6 /64: connections come before any principal is known, so the share is
-//! the source's); accept errors are logged and retried after a short pause.
+//! `timeouts.shutdown_ms`, and drops the rest. A connection with no request in progress for
+//! `timeouts.header_read_ms` (before its first request or since its last one ended) is closed:
+//! HTTP/2 keep-alive PINGs, which any client answers, do not keep it. Refuses (closes at once)
+//! a connection past `limits.max_connections_per_source` from its source (an IPv4 address, an
+//! IPv6 /64: connections come before any principal is known, so the share is the source's), and
+//! past `limits.max_connections` unless an idle connection that served no authenticated request
+//! makes room (`connections.rs`); accept errors are logged and retried after a short pause.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 
@@ -34,9 +38,8 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
     let (header_read, grace) = (gw.cfg.timeouts.header_read, gw.cfg.timeouts.shutdown);
-    let (max_connections, per_source) = (gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
-    let connections = crate::shares::Shares::new(max_connections);
-    let graceful = GracefulShutdown::new();
+    let connections = crate::connections::Table::new(gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
+    let (tracker, drain) = (tokio_util::task::TaskTracker::new(), CancellationToken::new());
     let endpoint = crate::service::stack::endpoint(&gw);
     let background = crate::background::spawn(&gw);
     let (live, stop) = (gw.live.clone(), gw.shutdown.clone());
@@ -48,13 +51,14 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             _ = &mut shutdown => break,
             s = accept(&listener, "MCP") => s,
         };
-        // Past max_connections (or its source's share) a new connection is closed at once, so
-        // held ones keep working and no one source holds them all.
+        // Past its source's share a new connection is closed at once; when every place is
+        // taken, it takes the place of an idle one that served no authenticated request, else
+        // it is closed at once (held ones keep working).
         let source = stream.peer_addr().map(|a| source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let permit = match connections.take(source, per_source) {
-            Ok(p) => p,
+        let held = match connections.admit(source) {
+            Ok(h) => h,
             Err(crate::shares::Refused::Pool(n)) => {
-                tracing::warn!(limit = n, "connection refused: limits.max_connections reached");
+                tracing::warn!(limit = n, "connection refused: limits.max_connections reached (each one busy or authenticated)");
                 continue;
             }
             Err(crate::shares::Refused::Share(n)) => {
@@ -63,22 +67,15 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             }
         };
         let _ = stream.set_nodelay(true);
-        let (live, endpoint) = (live.clone(), endpoint.clone());
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        tokio::spawn(async move {
-            if !first_bytes_within(&stream, header_read).await {
-                return; // closes the connection and frees its permit
-            }
-            let svc = service_fn(move |req| crate::service::handle(live.clone(), endpoint.clone(), req));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            let _ = watcher.watch(conn.into_owned()).await;
-            drop(permit);
-        });
+        let serving = Serving { live: live.clone(), endpoint: endpoint.clone(), builder: builder.clone(), header_read, drain: drain.clone() };
+        tracker.spawn(serving.serve(stream, held));
     }
     drop(listener);
     stop.cancel();
     background.abort();
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    drain.cancel();
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
     // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes
@@ -88,6 +85,62 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         gw.audit.close(std::time::Duration::from_secs(2)).await;
     }
     live.clear();
+}
+
+/// What one connection's task needs.
+struct Serving {
+    live: Arc<crate::gateway::Live>,
+    endpoint: crate::service::stack::Endpoint,
+    builder: auto::Builder<TokioExecutor>,
+    header_read: Duration,
+    drain: CancellationToken,
+}
+
+impl Serving {
+    /// Serves one connection until it ends, the client is idle past `header_read` (no request
+    /// in progress: closed gracefully, a GOAWAY for HTTP/2, and at once if that takes another
+    /// `header_read`), its place is taken to make room (closed at once: it was idle), or
+    /// shutdown (closed gracefully; `run` bounds the wait).
+    async fn serve(self, stream: tokio::net::TcpStream, held: crate::connections::Held) {
+        let sniffed = tokio::select! {
+            ok = first_bytes_within(&stream, self.header_read) => ok,
+            _ = self.drain.cancelled() => false,
+        };
+        if !sniffed {
+            return; // closes the connection and frees its place
+        }
+        let activity = held.activity().clone();
+        let (live, endpoint, a) = (self.live, self.endpoint, activity.clone());
+        let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+            let busy = a.begin();
+            if let Some(unproven) = a.unproven() {
+                req.extensions_mut().insert(unproven);
+            }
+            let answer = crate::service::handle(live.clone(), endpoint.clone(), req);
+            async move { answer.await.map(|resp| resp.map(|body| crate::connections::Tracked::new(body, busy))) }
+        });
+        let conn = self.builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+        tokio::pin!(conn);
+        // Set once the connection is told to close (idle or shutdown); `deadline`: by when an
+        // idle one must have closed (a peer that does not let a GOAWAY finish is cut then).
+        let (mut closing, mut deadline) = (false, None);
+        loop {
+            tokio::select! {
+                _ = conn.as_mut() => break,
+                _ = activity.evicted() => break,
+                _ = self.drain.cancelled(), if !closing => {
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                _ = activity.idle(self.header_read, self.header_read), if !closing => {
+                    conn.as_mut().graceful_shutdown();
+                    (closing, deadline) = (true, Some(tokio::time::Instant::now() + self.header_read));
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => break,
+            }
+        }
+        drop(held);
+    }
 }
 
 /// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one
@@ -127,7 +180,8 @@ pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
         .header_read_timeout(gw.cfg.timeouts.header_read)
         .max_buf_size(gw.cfg.limits.max_header_bytes);
     // HTTP/2 keeps a connection open between streams: a peer that stops answering PINGs within
-    // header_read_ms is closed, so idle connections cannot hold the connection budget.
+    // header_read_ms is closed (a dead peer). One that answers them but sends no request is
+    // closed by `run`'s idle deadline, so idle connections cannot hold the connection budget.
     builder
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())

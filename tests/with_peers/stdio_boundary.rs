@@ -4,7 +4,10 @@
 //! - class 1: a server under Sluice's own (non-root) uid cannot read Sluice's environment or
 //!   memory nor ptrace it (Sluice is non-dumpable); one given `user` runs as that user, with its
 //!   home and no group of root's; `sluice check` refuses a user Sluice cannot switch to and
-//!   warns of a server left running as root;
+//!   warns of a server left running as root; a server gets none of the capabilities Sluice was
+//!   started with (ambient ones included: `setpriv --ambient-caps`), gains none by exec
+//!   (`no_new_privs`), so it cannot become root and read Sluice; and a user Sluice could not
+//!   end the processes of (no CAP_KILL) is refused (class 6);
 //! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
 //!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
 //!   not at SIGTERM.
@@ -205,4 +208,62 @@ async fn what_a_stdio_server_left_is_ended_with_its_idle_session() {
     crate::support::eventually("the idle server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
     sluice.terminate().await;
     assert_eq!(processes_with(&token), Vec::<u32>::new());
+}
+
+/// Sluice as nobody, given CAP_SETUID, CAP_SETGID and CAP_KILL (`kill`: only with it may it
+/// run a server as another user) as inheritable and ambient capabilities, as systemd's
+/// `AmbientCapabilities=` or this `setpriv` gives them, with `env`'s variables.
+fn ambient(env: Env, caps: &str) -> Env {
+    let (inh, amb) = (format!("--inh-caps={caps}"), format!("--ambient-caps={caps}"));
+    let args = ["--reuid=65534", "--regid=65534", "--clear-groups", inh.as_str(), amb.as_str()];
+    env.setpriv(&args)
+}
+
+/// Another user than Sluice's (no entry needed with a group).
+fn other_user(up: Upstream) -> Upstream {
+    up.key("user", 4242).key("group", 4242)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_gets_no_capability_sluice_was_started_with_and_cannot_become_root_to_read_it() {
+    let token = crate::support::unique("caps");
+    let _left = Leftovers(token.clone());
+    let (plain, secrets) = secrets();
+    // As root: the reviewer's launch (Sluice non-root with ambient capabilities, its server as
+    // another user); otherwise Sluice's own uid, whatever it holds.
+    let (up, env) = if is_root() { (other_user(boundary(&token)), ambient(plain, "+setuid,+setgid,+kill")) } else { (boundary(&token), plain) };
+    let cfg = config(up, Gateway::new());
+    let sluice = Sluice::start_env(&cfg, &env).await;
+    let got = call(&sluice, "escalate").await;
+    let none = json!("0000000000000000");
+    for set in ["CapAmb", "CapEff", "CapPrm", "CapInh"] {
+        assert_eq!(got["status"][set], none, "the server holds no capability ({set}): {got:#}");
+    }
+    assert_eq!(got["status"]["NoNewPrivs"], json!("1"), "nor can it gain one by exec: {got:#}");
+    // On main: setgid(0), setuid(0), then `cat` as root read Sluice's environment.
+    assert_shut_out(&got, &["setuid", "environ"], &secrets);
+    let out = sluice.terminate().await;
+    if is_root() {
+        let said = "Sluice was started with capabilities every process it starts would inherit (CAP_KILL, CAP_SETGID, CAP_SETUID,";
+        assert!(out.contains(said), "startup says what it cleared:\n{out}");
+        let run = check(&cfg, &env).await;
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        assert!(run.stderr.contains(said), "and so does sluice check:\n{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sluice_could_not_end_the_processes_of_is_refused_at_startup_and_by_check() {
+    if !is_root() {
+        return; // Without root no capability can be given to Sluice here; the unit tests cover the rule.
+    }
+    let cfg = config(other_user(Upstream::stdio("b", &["true"])), Gateway::new());
+    // CAP_SETUID and CAP_SETGID, no CAP_KILL: on main it started, and its servers' orphans
+    // outlived it (kill: EPERM).
+    let env = ambient(secrets().0, "+setuid,+setgid");
+    let e = Sluice::spawn(&cfg, &env).await.err().expect("refused");
+    assert!(e.code == Some(2) && e.output.contains("upstream 'b': user = \"4242\" (uid 4242)") && e.output.contains("without CAP_KILL"), "{}", e.output);
+    let run = check(&cfg, &env).await;
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("without CAP_KILL"), "{}", run.stderr);
 }

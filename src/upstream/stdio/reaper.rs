@@ -113,7 +113,7 @@ pub async fn sweep(within: Duration) -> usize {
         for &pid in &found {
             // Our child, not yet reaped: its pid is still its own.
             if dying.insert(pid) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                refused(kill(Pid::from_raw(pid), Signal::SIGKILL));
             }
         }
         let before = dying.len();
@@ -141,6 +141,19 @@ pub async fn sweep(within: Duration) -> usize {
         tracing::warn!("processes a stdio server left behind outlived a sweep's deadline; the next sweep tries again");
     }
     ended
+}
+
+/// Notes a signal Sluice was not allowed to send (EPERM: a process of another user, and Sluice
+/// without CAP_KILL; `boundary` refuses such a `user` at startup, so this is a process that
+/// changed its own uid): logged once per process life, naming no process. Other errors (the
+/// process is gone) are no news.
+pub(super) fn refused(sent: nix::Result<()>) {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if sent == Err(nix::errno::Errno::EPERM) && !LOGGED.swap(true, Ordering::AcqRel) {
+        tracing::warn!(
+            "a process a stdio server started could not be ended: Sluice may not signal it (EPERM: it runs as another user and Sluice lacks CAP_KILL); it may outlive its server (logged once)"
+        );
+    }
 }
 
 /// Whether the killed child `pid` has exited and is reaped now.
