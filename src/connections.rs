@@ -26,7 +26,10 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use self::serve::{serve, Deadlines};
 pub use crate::shares::Refused;
+
+mod serve;
 
 /// How many of the oldest connections without an authenticated request are looked at for one
 /// that is idle, when a new connection needs room: each accept's work stays bounded.
@@ -187,6 +190,11 @@ impl Activity {
                 return;
             }
         }
+    }
+
+    /// Whether a request is in progress on it now.
+    pub fn in_progress(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0
     }
 
     /// Resolves once the connection's place was taken to make room: it is to close at once.

@@ -40,6 +40,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "limits.max_streams_per_principal",
     "limits.max_resource_subscriptions",
     "timeouts.header_read_ms",
+    "timeouts.idle_connection_ms",
     "timeouts.request_ms",
     "timeouts.connect_ms",
     "timeouts.response_ms",

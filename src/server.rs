@@ -2,9 +2,10 @@
 //!
 //! Takes a bound listener, the gateway and a shutdown future; serves HTTP/1.1 and HTTP/2 until
 //! the future resolves, then stops accepting, lets in-flight requests finish up to
-//! `timeouts.shutdown_ms`, and drops the rest. A connection with no request in progress for
-//! `timeouts.header_read_ms` (before its first request or since its last one ended) is closed:
-//! HTTP/2 keep-alive PINGs, which any client answers, do not keep it. Refuses (closes at once)
+//! `timeouts.shutdown_ms`, and drops the rest. A connection with no request in progress is
+//! closed once idle past `timeouts.header_read_ms` before its first request, or
+//! `timeouts.idle_connection_ms` since its last one ended (`connections::serve`): HTTP/2 PINGs,
+//! which any client answers, and HTTP/1.1 keep-alive do not keep it. Refuses (closes at once)
 //! a connection past `limits.max_connections_per_source` from its source (an IPv4 address, an
 //! IPv6 /64: connections come before any principal is known, so the share is the source's), and
 //! past `limits.max_connections` unless an idle connection that served no authenticated request
@@ -12,10 +13,8 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -37,7 +36,7 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// (`reload.rs` refuses to change them).
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
-    let (header_read, grace) = (gw.cfg.timeouts.header_read, gw.cfg.timeouts.shutdown);
+    let (deadlines, grace) = (deadlines(&gw.cfg.timeouts), gw.cfg.timeouts.shutdown);
     let connections = crate::connections::Table::new(gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
     let (tracker, drain) = (tokio_util::task::TaskTracker::new(), CancellationToken::new());
     let endpoint = crate::service::stack::endpoint(&gw);
@@ -67,8 +66,9 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             }
         };
         let _ = stream.set_nodelay(true);
-        let serving = Serving { live: live.clone(), endpoint: endpoint.clone(), builder: builder.clone(), header_read, drain: drain.clone() };
-        tracker.spawn(serving.serve(stream, held));
+        let (live, endpoint) = (live.clone(), endpoint.clone());
+        let handle = move |req| crate::service::handle(live.clone(), endpoint.clone(), req);
+        tracker.spawn(crate::connections::serve(stream, held, builder.clone(), deadlines, drain.clone(), handle));
     }
     drop(listener);
     stop.cancel();
@@ -87,60 +87,9 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     live.clear();
 }
 
-/// What one connection's task needs.
-struct Serving {
-    live: Arc<crate::gateway::Live>,
-    endpoint: crate::service::stack::Endpoint,
-    builder: auto::Builder<TokioExecutor>,
-    header_read: Duration,
-    drain: CancellationToken,
-}
-
-impl Serving {
-    /// Serves one connection until it ends, the client is idle past `header_read` (no request
-    /// in progress: closed gracefully, a GOAWAY for HTTP/2, and at once if that takes another
-    /// `header_read`), its place is taken to make room (closed at once: it was idle), or
-    /// shutdown (closed gracefully; `run` bounds the wait).
-    async fn serve(self, stream: tokio::net::TcpStream, held: crate::connections::Held) {
-        let sniffed = tokio::select! {
-            ok = first_bytes_within(&stream, self.header_read) => ok,
-            _ = self.drain.cancelled() => false,
-        };
-        if !sniffed {
-            return; // closes the connection and frees its place
-        }
-        let activity = held.activity().clone();
-        let (live, endpoint, a) = (self.live, self.endpoint, activity.clone());
-        let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-            let busy = a.begin();
-            if let Some(unproven) = a.unproven() {
-                req.extensions_mut().insert(unproven);
-            }
-            let answer = crate::service::handle(live.clone(), endpoint.clone(), req);
-            async move { answer.await.map(|resp| resp.map(|body| crate::connections::Tracked::new(body, busy))) }
-        });
-        let conn = self.builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-        tokio::pin!(conn);
-        // Set once the connection is told to close (idle or shutdown); `deadline`: by when an
-        // idle one must have closed (a peer that does not let a GOAWAY finish is cut then).
-        let (mut closing, mut deadline) = (false, None);
-        loop {
-            tokio::select! {
-                _ = conn.as_mut() => break,
-                _ = activity.evicted() => break,
-                _ = self.drain.cancelled(), if !closing => {
-                    conn.as_mut().graceful_shutdown();
-                    closing = true;
-                }
-                _ = activity.idle(self.header_read, self.header_read), if !closing => {
-                    conn.as_mut().graceful_shutdown();
-                    (closing, deadline) = (true, Some(tokio::time::Instant::now() + self.header_read));
-                }
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => break,
-            }
-        }
-        drop(held);
-    }
+/// How long a client connection may sit idle, from `timeouts` (`connections::serve`).
+pub(crate) fn deadlines(t: &crate::config::Timeouts) -> crate::connections::Deadlines {
+    crate::connections::Deadlines { first: t.header_read.min(t.idle_connection), idle: t.idle_connection, closing: t.header_read }
 }
 
 /// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one
@@ -189,26 +138,6 @@ pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
         .keep_alive_interval(Some(gw.cfg.timeouts.header_read))
         .keep_alive_timeout(gw.cfg.timeouts.header_read);
     builder
-}
-
-/// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.
-/// hyper-util's version sniffing has no timer of its own and hyper's `header_read_timeout`
-/// starts only after it, so without this a client that sends nothing (or part of the preface)
-/// would hold its connection forever. `false`: the client was too slow or went away.
-pub(crate) async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: std::time::Duration) -> bool {
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    let sniff = async {
-        let mut buf = [0u8; 24];
-        loop {
-            match stream.peek(&mut buf).await {
-                Ok(0) | Err(_) => return false,
-                Ok(n) if n == PREFACE.len() || buf[..n] != PREFACE[..n] => return true,
-                // Part of the preface so far; peek would return the same bytes at once.
-                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-            }
-        }
-    };
-    tokio::time::timeout(limit, sniff).await.unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -68,6 +68,11 @@ pub struct Timeouts {
     /// Default 30 s.
     #[serde(with = "ms", rename = "body_read_ms")]
     pub body_read: Duration,
+    /// A client connection with no request in progress is closed once idle this long since its
+    /// last request ended (HTTP/2 PINGs and HTTP/1.1 keep-alive do not count; before its first
+    /// request `header_read` applies, if shorter). Default 60 s.
+    #[serde(with = "ms", rename = "idle_connection_ms")]
+    pub idle_connection: Duration,
     /// Time from a request's arrival to its response head (504 past it). Default 120 s.
     #[serde(with = "ms", rename = "request_ms")]
     pub request: Duration,
@@ -185,6 +190,7 @@ impl From<RawTimeouts> for Timeouts {
         Timeouts {
             header_read: millis(t.header_read_ms, 10_000),
             body_read: millis(t.body_read_ms, 30_000).max(Duration::from_millis(1)),
+            idle_connection: millis(t.idle_connection_ms, 60_000).max(Duration::from_millis(1)),
             request: millis(t.request_ms, 120_000),
             connect: millis(t.connect_ms, 2_000),
             response: millis(t.response_ms, 60_000),

@@ -5,5 +5,6 @@ mod check;
 mod demo;
 mod hardening;
 mod hostile;
+mod idle;
 mod reload;
 mod shares;

@@ -8,12 +8,6 @@
 //!   without a credential are answered 401 before any body is read;
 //! - connections past `limits.max_connections_per_source` from one source address (127.0.0.2)
 //!   are closed at once while another source (127.0.0.1) is served;
-//! - idle HTTP/2 connections from four sources (tests/peers/hold_h2.py: the preface, no request,
-//!   PINGs answered) hold only their default share (8 of 40 each), an authenticated client is
-//!   served meanwhile, and each is closed with a GOAWAY once idle for `timeouts.header_read_ms`;
-//! - when such connections take every place, an authenticated client takes the place of the
-//!   oldest idle one (closed outright), and a connection that served an authenticated request
-//!   is never taken;
 //! - one principal's slow calls to an HTTP upstream with `max_in_flight` hold only its share of
 //!   it (`max_in_flight_per_principal`), so another principal's call still reaches it.
 //!
@@ -29,15 +23,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::support::gateway::{Gateway, Upstream, ALICE_KEY, BOB_KEY};
-use crate::support::holders::H2Holders;
 use crate::support::modern::{self, Reply};
 use crate::support::rpc::{body, call, http};
 
 /// How long a test waits for an answer before failing (a guard, not a timing).
-const GUARD: Duration = Duration::from_secs(30);
+pub(super) const GUARD: Duration = Duration::from_secs(30);
 
 /// A mock upstream `alpha` with `echo`.
-async fn alpha() -> modern::Mock {
+pub(super) async fn alpha() -> modern::Mock {
     alpha_gated(tokio::sync::watch::channel(true).1).await
 }
 
@@ -54,12 +47,12 @@ async fn alpha_gated(gate: tokio::sync::watch::Receiver<bool>) -> modern::Mock {
     .await
 }
 
-fn echo(id: u64) -> Value {
+pub(super) fn echo(id: u64) -> Value {
     body(id, "tools/call", json!({"name": "echo", "arguments": {"text": "normal"}}), json!({}))
 }
 
 /// Sluice in front of `upstream` with alice's and bob's keys, audit off, and these keys.
-fn config(upstream: &str, limits: &[(&str, i64)], timeouts: &[(&str, i64)]) -> Gateway {
+pub(super) fn config(upstream: &str, limits: &[(&str, i64)], timeouts: &[(&str, i64)]) -> Gateway {
     let mut g = Gateway::new()
         .named("shares.toml")
         .set("audit", "enabled", false)
@@ -91,7 +84,7 @@ async fn hold_body(addr: std::net::SocketAddr, key: Option<&str>) -> TcpStream {
 }
 
 /// One response read from `s`: its status, its head and its body (up to `Content-Length`).
-async fn response(s: &mut TcpStream) -> (u16, String, String) {
+pub(super) async fn response(s: &mut TcpStream) -> (u16, String, String) {
     let read = async {
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
@@ -239,78 +232,5 @@ async fn one_principals_slow_calls_hold_only_its_share_of_an_upstreams_max_in_fl
     }
     statuses.sort();
     assert_eq!(statuses, [200, 503, 503, 503], "alice had her share (one call) under way, no more");
-    gw.stop().await;
-}
-
-/// A whole echo call on a raw keep-alive HTTP/1.1 connection with `key`: its status.
-async fn echo_on(s: &mut TcpStream, key: &str, id: u64) -> u16 {
-    let text = echo(id).to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\n\r\n{text}",
-        text.len()
-    );
-    s.write_all(head.as_bytes()).await.expect("send the call");
-    response(s).await.0
-}
-
-/// Source addresses of this host (Linux routes all of 127/8 to lo); on a listener that is not
-/// loopback each is a source with its own share.
-const SOURCES: [&str; 5] = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_http2_connections_are_closed_with_a_goaway_and_an_authenticated_client_is_served_while_four_sources_hold_their_share() {
-    let _measured = crate::support::process::measured().await;
-    let up = alpha().await;
-    // 40 connections; by default a source holds 8 of them (a quarter, 10, let four fill it).
-    let g = config(&up.url(), &[("max_connections", 40)], &[("header_read_ms", 5000)]).top("listen", "0.0.0.0:0");
-    let gw = g.start().await;
-    let mut holders = H2Holders::start(gw.addr.port(), 10, &SOURCES[..4]);
-    let decided = holders.decided(4, GUARD).await;
-    for (source, held, closed) in &decided {
-        assert_eq!((*held, *closed), (8, 2), "{source} holds its default share, 8: {decided:?}");
-    }
-    // An authenticated client from another source is served on a fresh connection meanwhile.
-    let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(GUARD).build().unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", gw.addr.port());
-    assert_eq!(call(&fresh, &url, &echo(1), Some(BOB_KEY)).await.status, 200, "an authenticated client is served");
-    // No request on them: each is closed gracefully once idle for header_read_ms, though it
-    // answers every PING (on main they stayed open as long as their peer answered).
-    let all = holders.until("ALL-CLOSED", GUARD).await;
-    assert_eq!(all, "ALL-CLOSED GOAWAY 32 EOF 0", "every idle connection got a GOAWAY: {:?}", holders.seen);
-    holders.stop().await;
-    gw.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_authenticated_client_takes_the_place_of_an_idle_connection_without_a_credential_and_its_own_is_never_taken() {
-    let _measured = crate::support::process::measured().await;
-    let up = alpha().await;
-    // Long enough that nothing here goes idle for it.
-    let g = config(&up.url(), &[("max_connections", 40)], &[("header_read_ms", 60_000)]).top("listen", "0.0.0.0:0");
-    let gw = g.start().await;
-    let mut holders = H2Holders::start(gw.addr.port(), 8, &SOURCES);
-    let decided = holders.decided(5, GUARD).await;
-    assert!(decided.iter().all(|(_, held, closed)| (*held, *closed) == (8, 0)), "five sources hold every place: {decided:?}");
-    // Every place is taken: bob's connection takes an idle one's (on main: closed at once).
-    let to = std::net::SocketAddr::from(([127, 0, 0, 1], gw.addr.port()));
-    let mut bob = TcpStream::connect(to).await.expect("connect");
-    assert_eq!(echo_on(&mut bob, BOB_KEY, 1).await, 200, "an authenticated client is served while the pool is full");
-    let closed = holders.until("CLOSED ", GUARD).await;
-    assert!(closed.ends_with(" EOF"), "the idle connection that made room was closed outright: {closed}");
-    // Alice's three connections each take another's place; bob's, authenticated, is never taken.
-    let mut alice = Vec::new();
-    for i in 0..3 {
-        let mut s = TcpStream::connect(to).await.expect("connect");
-        assert_eq!(echo_on(&mut s, ALICE_KEY, 10 + i).await, 200);
-        alice.push(s);
-        holders.until("CLOSED ", GUARD).await;
-    }
-    assert_eq!(echo_on(&mut bob, BOB_KEY, 2).await, 200, "bob's connection still serves");
-    for s in &mut alice {
-        assert_eq!(echo_on(s, ALICE_KEY, 20).await, 200, "and alice's");
-    }
-    let evicted = holders.seen.iter().filter(|l| l.starts_with("CLOSED ")).count();
-    assert_eq!(evicted, 4, "one idle connection per newcomer: {:?}", holders.seen);
-    holders.stop().await;
     gw.stop().await;
 }
