@@ -210,8 +210,8 @@ async fn what_a_stdio_server_left_is_ended_with_its_idle_session() {
     assert_eq!(processes_with(&token), Vec::<u32>::new());
 }
 
-/// Sluice as nobody, given CAP_SETUID, CAP_SETGID and CAP_KILL (`kill`: only with it may it
-/// run a server as another user) as inheritable and ambient capabilities, as systemd's
+/// Sluice as nobody, given `caps` (e.g. `+setuid,+setgid,+kill`: with CAP_KILL only may it run a
+/// server as another user) as inheritable and ambient capabilities, as systemd's
 /// `AmbientCapabilities=` or this `setpriv` gives them, with `env`'s variables.
 fn ambient(env: Env, caps: &str) -> Env {
     let (inh, amb) = (format!("--inh-caps={caps}"), format!("--ambient-caps={caps}"));
@@ -230,8 +230,12 @@ async fn a_stdio_server_gets_no_capability_sluice_was_started_with_and_cannot_be
     let _left = Leftovers(token.clone());
     let (plain, secrets) = secrets();
     // As root: the reviewer's launch (Sluice non-root with ambient capabilities, its server as
-    // another user); otherwise Sluice's own uid, whatever it holds.
-    let (up, env) = if is_root() { (other_user(boundary(&token)), ambient(plain, "+setuid,+setgid,+kill")) } else { (boundary(&token), plain) };
+    // another user; CAP_NET_RAW one it does not need); otherwise Sluice's own uid, whatever it holds.
+    let (up, env) = if is_root() {
+        (other_user(boundary(&token)), ambient(plain, "+setuid,+setgid,+kill,+net_raw"))
+    } else {
+        (boundary(&token), plain)
+    };
     let cfg = config(up, Gateway::new());
     let sluice = Sluice::start_env(&cfg, &env).await;
     let got = call(&sluice, "escalate").await;
@@ -240,15 +244,19 @@ async fn a_stdio_server_gets_no_capability_sluice_was_started_with_and_cannot_be
         assert_eq!(got["status"][set], none, "the server holds no capability ({set}): {got:#}");
     }
     assert_eq!(got["status"]["NoNewPrivs"], json!("1"), "nor can it gain one by exec: {got:#}");
-    // On main: setgid(0), setuid(0), then `cat` as root read Sluice's environment.
+    // On main: the server held CAP_SETUID (ambient): setgid(0), setuid(0), then `cat` as root
+    // read Sluice's environment.
     assert_shut_out(&got, &["setuid", "environ"], &secrets);
     let out = sluice.terminate().await;
     if is_root() {
-        let said = "Sluice was started with capabilities every process it starts would inherit (CAP_KILL, CAP_SETGID, CAP_SETUID,";
-        assert!(out.contains(said), "startup says what it cleared:\n{out}");
+        let cleared = "Sluice was started with CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_NET_RAW in its ambient or inheritable set";
+        let unneeded = "does not need: CAP_NET_RAW;";
+        let warned: Vec<&str> = out.lines().filter(|l| l.contains(cleared)).collect();
+        assert_eq!(warned.len(), 1, "startup says once what it cleared:\n{out}");
+        assert!(warned[0].contains(unneeded), "and what it holds beyond what the config needs:\n{out}");
         let run = check(&cfg, &env).await;
         assert_eq!(run.code, Some(0), "{}", run.stderr);
-        assert!(run.stderr.contains(said), "and so does sluice check:\n{}", run.stderr);
+        assert!(run.stderr.contains(cleared) && run.stderr.contains(unneeded), "and so does sluice check:\n{}", run.stderr);
     }
 }
 
@@ -262,7 +270,11 @@ async fn a_user_sluice_could_not_end_the_processes_of_is_refused_at_startup_and_
     // outlived it (kill: EPERM).
     let env = ambient(secrets().0, "+setuid,+setgid");
     let e = Sluice::spawn(&cfg, &env).await.err().expect("refused");
-    assert!(e.code == Some(2) && e.output.contains("upstream 'b': user = \"4242\" (uid 4242)") && e.output.contains("without CAP_KILL"), "{}", e.output);
+    assert!(
+        e.code == Some(2) && e.output.contains("upstream 'b': user = \"4242\" (uid 4242)") && e.output.contains("without CAP_KILL"),
+        "{}",
+        e.output
+    );
     let run = check(&cfg, &env).await;
     assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("without CAP_KILL"), "{}", run.stderr);

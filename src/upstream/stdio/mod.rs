@@ -81,10 +81,13 @@ impl Running {
 /// Refuses, before anything starts, a `cwd` that is not a directory, a `stderr` file whose
 /// directory does not exist (every start would fail, and the first call would be the first to
 /// say), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
-/// root, and of capabilities they would have inherited (`boundary`).
+/// root (`boundary`).
 pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
-    for warning in boundary::check_run_as(name, cfg, &boundary::Credentials::current())? {
-        tracing::warn!(upstream = %name, "{warning}");
+    if boundary::check_run_as(name, cfg, &boundary::Credentials::current())?.is_some() {
+        tracing::warn!(
+            upstream = %name,
+            "a stdio upstream's processes run as root: they can read Sluice's memory and environment (its keys and tokens) and every file; set user = \"…\" (an unprivileged user of their own)"
+        );
     }
     if let Some(cwd) = &cfg.cwd {
         if !cwd.is_dir() {
