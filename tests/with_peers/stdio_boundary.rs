@@ -10,7 +10,9 @@
 //!   end the processes of (no CAP_KILL) is refused (class 6);
 //! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
 //!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
-//!   not at SIGTERM.
+//!   not at SIGTERM;
+//! - a reload that replaces the upstream ends the spare processes it started with the old
+//!   settings at once (with its idle sessions), not when the old generation has drained.
 //!
 //! This machine's tests run as root without Yama: Sluice is then started as nobody (65534), so
 //! that a server under the same non-root uid is stopped by nothing but Sluice being non-dumpable.
@@ -278,4 +280,27 @@ async fn a_user_sluice_could_not_end_the_processes_of_is_refused_at_startup_and_
     let run = check(&cfg, &env).await;
     assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("without CAP_KILL"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_replaces_a_stdio_upstream_ends_its_old_spares_at_once() {
+    let (old, new) = (crate::support::unique("gen-old"), crate::support::unique("gen-new"));
+    let (_left_old, _left_new) = (Leftovers(old.clone()), Leftovers(new.clone()));
+    let (env, _) = secrets();
+    // The old generation drains for request_ms (its calls in flight finish): far past the wait.
+    let with = |token: &str| config(boundary(token).key("spare_processes", 2), Gateway::new().timeouts(&[("request_ms", 600_000)]));
+    let sluice = Sluice::start_env(&with(&old), &env).await;
+    call(&sluice, "spy").await;
+    // The session that served the call and the two spares started after it.
+    crate::support::eventually("a session and two spares run", || processes_with(&old).len() >= 3).await;
+    // Replaced (its command changed; a `user` or `env` change is the same): on main its spares,
+    // started with the old settings, lived on until the drain ended.
+    std::fs::write(sluice.config_path(), with(&new)).expect("edit the config");
+    sluice.signal("HUP").await;
+    sluice.logged("config reloaded", 1).await;
+    crate::support::eventually("the old generation's processes ended", || processes_with(&old).is_empty()).await;
+    // The new generation serves.
+    assert_eq!(call(&sluice, "spy").await["ppid"], json!(sluice.pid));
+    assert!(!processes_with(&new).is_empty(), "the new command runs");
+    sluice.terminate().await;
 }
