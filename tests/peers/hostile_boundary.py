@@ -9,6 +9,8 @@ It answers `initialize`, `tools/list` and `ping` like any server. Its tools:
            groups, cwd, HOME, USER); the descriptors it holds. Answers one JSON text: each attempt {"ok": …} or {"err": ERRNO}.
   detach   setsid and a double fork: a grandchild whose argv holds `orphan:TOKEN`, whose parent
            exits at once (so it is an orphan while this server runs). Answers its pid.
+  detach_as  the same, the grandchild first becoming uid and gid 4242 (a server running as root
+           can); Sluice may then signal it only with CAP_KILL.
   session  a child in a session of its own whose argv holds `session:TOKEN`; this server stays its
            parent. Answers its pid.
   escalate what it holds of capabilities (CapInh, CapPrm, CapEff, CapAmb and NoNewPrivs from
@@ -123,7 +125,7 @@ def until_exec(r: int) -> bytes:
         out += chunk
 
 
-def detach(token: str) -> int:
+def detach(token: str, uid: int | None = None) -> int:
     r, w = os.pipe()
     middle = os.fork()
     if middle == 0:
@@ -131,6 +133,9 @@ def detach(token: str) -> int:
         os.setsid()
         grandchild = os.fork()
         if grandchild == 0:
+            if uid is not None:
+                os.setgid(uid)
+                os.setuid(uid)
             sleeper("orphan", token)
         os.write(w, str(grandchild).encode())
         os._exit(0)
@@ -166,13 +171,13 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                                                            "serverInfo": {"name": "hostile-boundary", "version": "1"}}})
         elif method == "tools/list":
-            tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("spy", "escalate", "detach", "session", "crash")]
+            tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("spy", "escalate", "detach", "detach_as", "session", "crash")]
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
         elif method == "tools/call":
             name = msg["params"]["name"]
             if name == "crash":
                 os._exit(3)
-            text = json.dumps({"spy": spy, "escalate": escalate, "detach": lambda: detach(token), "session": lambda: session(token)}[name]())
+            text = json.dumps({"spy": spy, "escalate": escalate, "detach": lambda: detach(token), "detach_as": lambda: detach(token, 4242), "session": lambda: session(token)}[name]())
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "method not found"}})

@@ -10,7 +10,8 @@
 //!   end the processes of (no CAP_KILL) is refused (class 6);
 //! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
 //!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
-//!   not at SIGTERM;
+//!   not at SIGTERM; one Sluice may not signal (root without CAP_KILL, an orphan of another
+//!   uid) is logged by pid;
 //! - a reload that replaces the upstream ends the spare processes it started with the old
 //!   settings at once (with its idle sessions), not when the old generation has drained.
 //!
@@ -302,5 +303,26 @@ async fn a_reload_that_replaces_a_stdio_upstream_ends_its_old_spares_at_once() {
     // The new generation serves.
     assert_eq!(call(&sluice, "spy").await["ppid"], json!(sluice.pid));
     assert!(!processes_with(&new).is_empty(), "the new command runs");
+    sluice.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_sluice_may_not_signal_is_logged_by_pid_without_content() {
+    if !is_root() {
+        return; // Only root can make a process of another uid here.
+    }
+    let token = crate::support::unique("eperm");
+    let _left = Leftovers(token.clone());
+    // Root without CAP_KILL (a container's --cap-drop=KILL): its server runs as root too, and
+    // can leave a process of another uid that Sluice may not signal.
+    let env = secrets().0.setpriv(&["--bounding-set=-kill", "--inh-caps=-all"]);
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    let orphan = call(&sluice, "detach_as").await;
+    assert!(orphan.is_u64(), "{orphan}");
+    // On main the reaper's kill failed (EPERM) and nothing said so.
+    sluice.logged("a process a stdio server started could not be ended", 1).await;
+    let out = sluice.output();
+    let line = out.lines().find(|l| l.contains("could not be ended")).expect("the line");
+    assert!(line.contains(&format!("pid={orphan}")) && line.contains("CAP_KILL") && !line.contains(&token), "{line}");
     sluice.terminate().await;
 }

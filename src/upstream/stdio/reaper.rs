@@ -113,7 +113,7 @@ pub async fn sweep(within: Duration) -> usize {
         for &pid in &found {
             // Our child, not yet reaped: its pid is still its own.
             if dying.insert(pid) {
-                refused(kill(Pid::from_raw(pid), Signal::SIGKILL));
+                refused(pid, kill(Pid::from_raw(pid), Signal::SIGKILL));
             }
         }
         let before = dying.len();
@@ -143,15 +143,22 @@ pub async fn sweep(within: Duration) -> usize {
     ended
 }
 
-/// Notes a signal Sluice was not allowed to send (EPERM: a process of another user, and Sluice
-/// without CAP_KILL; `boundary` refuses such a `user` at startup, so this is a process that
-/// changed its own uid): logged once per process life, naming no process. Other errors (the
-/// process is gone) are no news.
-pub(super) fn refused(sent: nix::Result<()>) {
-    static LOGGED: AtomicBool = AtomicBool::new(false);
-    if sent == Err(nix::errno::Errno::EPERM) && !LOGGED.swap(true, Ordering::AcqRel) {
+/// Notes a signal to `pid` Sluice was not allowed to send (EPERM: a process of another user,
+/// and Sluice without CAP_KILL; `boundary` refuses such a `user` at startup, so this is a
+/// process that changed its own uid): logged with the pid and how many were refused so far,
+/// at the 1st, 2nd, 4th, 8th… refusal (a process refused at every sweep cannot flood the log),
+/// no content. Other errors (the process is gone) are no news.
+pub(super) fn refused(pid: i32, sent: nix::Result<()>) {
+    static REFUSED: AtomicU64 = AtomicU64::new(0);
+    if sent != Err(nix::errno::Errno::EPERM) {
+        return;
+    }
+    let n = REFUSED.fetch_add(1, Ordering::AcqRel) + 1;
+    if n.is_power_of_two() {
         tracing::warn!(
-            "a process a stdio server started could not be ended: Sluice may not signal it (EPERM: it runs as another user and Sluice lacks CAP_KILL); it may outlive its server (logged once)"
+            pid,
+            refused = n,
+            "a process a stdio server started could not be ended: Sluice may not signal it (EPERM: it runs as another user); it may outlive its server; give Sluice CAP_KILL or run it as root"
         );
     }
 }
