@@ -1,4 +1,4 @@
-//! The public listener's connections: how many are held, by which source, whether each has a
+//! A listener's connections (the public one's, the internal one's): how many are held, by which source, whether each has a
 //! request in progress, and which one makes room when they are all taken.
 //!
 //! Takes each accepted connection's source (`server::source_of`); gives a [`Held`] connection:
@@ -6,8 +6,9 @@
 //! and its [`Activity`], which the service marks for each request in progress ([`Activity::begin`],
 //! held by the request until its response body ends: an SSE stream is a request in progress)
 //! and the pipeline marks once the connection has served an authenticated request
-//! ([`authenticated`]). The accept loop closes a connection idle (no request in progress) past
-//! its deadline ([`Activity::idle`]). Refuses a connection past its source's share
+//! ([`authenticated`]; the internal listener, once a forward's signature verified). [`serve`]
+//! drives each connection and closes it once idle (no request in progress) past its deadline
+//! ([`Activity::idle`], [`Deadlines`]). Refuses a connection past its source's share
 //! ([`Refused::Share`]); when every place is taken, the oldest connection that is idle and has
 //! never served an authenticated request is closed to make room for the new one (among the
 //! [`EVICTION_SCAN`] oldest such), else the new one is refused ([`Refused::Pool`]). So sources

@@ -130,7 +130,7 @@ pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
         .max_buf_size(gw.cfg.limits.max_header_bytes);
     // HTTP/2 keeps a connection open between streams: a peer that stops answering PINGs within
     // header_read_ms is closed (a dead peer). One that answers them but sends no request is
-    // closed by `run`'s idle deadline, so idle connections cannot hold the connection budget.
+    // closed by its idle deadline (`connections::serve`), so idle connections cannot hold the connection budget.
     builder
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())
