@@ -171,6 +171,8 @@ pub struct Parts {
 /// that yields nothing (an unset or empty key variable, a policy file without rules, an empty
 /// secret) is an error here, never a silent "off".
 pub fn preflight(cfg: &Config) -> Result<Parts, String> {
+    // What Sluice holds beyond what this config needs, once per process life.
+    crate::upstream::stdio::boundary::capabilities::warn_once(cfg);
     let upstreams = cfg
         .upstreams
         .iter()

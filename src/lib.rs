@@ -20,6 +20,7 @@ pub mod bridge_b;
 pub mod catalog;
 pub mod cluster;
 pub mod config;
+pub mod connections;
 pub mod ctx;
 pub mod demo;
 pub mod dispatch;

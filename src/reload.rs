@@ -40,6 +40,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "limits.max_streams_per_principal",
     "limits.max_resource_subscriptions",
     "timeouts.header_read_ms",
+    "timeouts.idle_connection_ms",
     "timeouts.request_ms",
     "timeouts.connect_ms",
     "timeouts.response_ms",
@@ -229,14 +230,18 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
     }
 }
 
-/// Ends upstreams a reload removed or replaced: at once, their listen streams, their idle
-/// sessions, and the pooling of the rest. The generation `old` that held them stays reachable
+/// Ends upstreams a reload removed or replaced: at once, their stdio spares, their listen
+/// streams, their idle sessions, and the pooling of the rest. The generation `old` that held them stays reachable
 /// meanwhile (`Live::retired`: a retry of a round on one of them is still routed to it) for the
 /// longest a call or a round handed to a client may last (`timeouts.request_ms`,
 /// `bridge.park_ms`), and after that while one is in use (`Upstream::in_use`: a session leased,
 /// or a round state sealed for it not yet expired; each round is bounded by `bridge.park_ms`
 /// and the round cap); then their stdio processes end.
 pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
+    // Spares were started with the old settings and serve no one: they end first.
+    for spare in gone.iter().filter_map(|u| u.stdio.as_ref()) {
+        spare.retire_spares();
+    }
     for up in &gone {
         old.bridge.pool.retire(up).await;
     }

@@ -2,19 +2,22 @@
 //!
 //! Takes a bound listener, the gateway and a shutdown future; serves HTTP/1.1 and HTTP/2 until
 //! the future resolves, then stops accepting, lets in-flight requests finish up to
-//! `timeouts.shutdown_ms`, and drops the rest. Refuses (closes at once) a connection past
-//! `limits.max_connections`, or past `limits.max_connections_per_source` from its source (an
-//! IPv4 address, an IPv6 /64: connections come before any principal is known, so the share is
-//! the source's); accept errors are logged and retried after a short pause.
+//! `timeouts.shutdown_ms`, and drops the rest. A connection with no request in progress is
+//! closed once idle past `timeouts.header_read_ms` before its first request, or
+//! `timeouts.idle_connection_ms` since its last one ended (`connections::serve`): HTTP/2 PINGs,
+//! which any client answers, and HTTP/1.1 keep-alive do not keep it. Refuses (closes at once)
+//! a connection past `limits.max_connections_per_source` from its source (an IPv4 address, an
+//! IPv6 /64: connections come before any principal is known, so the share is the source's), and
+//! past `limits.max_connections` unless an idle connection that served no authenticated request
+//! makes room (`connections.rs`); accept errors are logged and retried after a short pause.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 
@@ -33,10 +36,9 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// (`reload.rs` refuses to change them).
 pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
-    let (header_read, grace) = (gw.cfg.timeouts.header_read, gw.cfg.timeouts.shutdown);
-    let (max_connections, per_source) = (gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
-    let connections = crate::shares::Shares::new(max_connections);
-    let graceful = GracefulShutdown::new();
+    let (deadlines, grace) = (deadlines(&gw.cfg.timeouts), gw.cfg.timeouts.shutdown);
+    let connections = crate::connections::Table::new(gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
+    let (tracker, drain) = (tokio_util::task::TaskTracker::new(), CancellationToken::new());
     let endpoint = crate::service::stack::endpoint(&gw);
     let background = crate::background::spawn(&gw);
     let (live, stop) = (gw.live.clone(), gw.shutdown.clone());
@@ -48,13 +50,14 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
             _ = &mut shutdown => break,
             s = accept(&listener, "MCP") => s,
         };
-        // Past max_connections (or its source's share) a new connection is closed at once, so
-        // held ones keep working and no one source holds them all.
+        // Past its source's share a new connection is closed at once; when every place is
+        // taken, it takes the place of an idle one that served no authenticated request, else
+        // it is closed at once (held ones keep working).
         let source = stream.peer_addr().map(|a| source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let permit = match connections.take(source, per_source) {
-            Ok(p) => p,
+        let held = match connections.admit(source) {
+            Ok(h) => h,
             Err(crate::shares::Refused::Pool(n)) => {
-                tracing::warn!(limit = n, "connection refused: limits.max_connections reached");
+                tracing::warn!(limit = n, "connection refused: limits.max_connections reached (each one busy or authenticated)");
                 continue;
             }
             Err(crate::shares::Refused::Share(n)) => {
@@ -64,21 +67,15 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         };
         let _ = stream.set_nodelay(true);
         let (live, endpoint) = (live.clone(), endpoint.clone());
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        tokio::spawn(async move {
-            if !first_bytes_within(&stream, header_read).await {
-                return; // closes the connection and frees its permit
-            }
-            let svc = service_fn(move |req| crate::service::handle(live.clone(), endpoint.clone(), req));
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-            let _ = watcher.watch(conn.into_owned()).await;
-            drop(permit);
-        });
+        let handle = move |req| crate::service::handle(live.clone(), endpoint.clone(), req);
+        tracker.spawn(crate::connections::serve(stream, held, builder.clone(), deadlines, drain.clone(), handle));
     }
     drop(listener);
     stop.cancel();
     background.abort();
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    drain.cancel();
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("shutdown deadline passed with requests still in flight; closing them");
     }
     // Parked exchanges are cancelled upstream, legacy sessions ended (DELETE), stdio processes
@@ -88,6 +85,11 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
         gw.audit.close(std::time::Duration::from_secs(2)).await;
     }
     live.clear();
+}
+
+/// How long a client connection may sit idle, from `timeouts` (`connections::serve`).
+pub(crate) fn deadlines(t: &crate::config::Timeouts) -> crate::connections::Deadlines {
+    crate::connections::Deadlines { first: t.header_read.min(t.idle_connection), idle: t.idle_connection, closing: t.header_read }
 }
 
 /// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one
@@ -127,7 +129,8 @@ pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
         .header_read_timeout(gw.cfg.timeouts.header_read)
         .max_buf_size(gw.cfg.limits.max_header_bytes);
     // HTTP/2 keeps a connection open between streams: a peer that stops answering PINGs within
-    // header_read_ms is closed, so idle connections cannot hold the connection budget.
+    // header_read_ms is closed (a dead peer). One that answers them but sends no request is
+    // closed by its idle deadline (`connections::serve`), so idle connections cannot hold the connection budget.
     builder
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())
@@ -135,26 +138,6 @@ pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
         .keep_alive_interval(Some(gw.cfg.timeouts.header_read))
         .keep_alive_timeout(gw.cfg.timeouts.header_read);
     builder
-}
-
-/// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.
-/// hyper-util's version sniffing has no timer of its own and hyper's `header_read_timeout`
-/// starts only after it, so without this a client that sends nothing (or part of the preface)
-/// would hold its connection forever. `false`: the client was too slow or went away.
-pub(crate) async fn first_bytes_within(stream: &tokio::net::TcpStream, limit: std::time::Duration) -> bool {
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    let sniff = async {
-        let mut buf = [0u8; 24];
-        loop {
-            match stream.peek(&mut buf).await {
-                Ok(0) | Err(_) => return false,
-                Ok(n) if n == PREFACE.len() || buf[..n] != PREFACE[..n] => return true,
-                // Part of the preface so far; peek would return the same bytes at once.
-                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-            }
-        }
-    };
-    tokio::time::timeout(limit, sniff).await.unwrap_or(false)
 }
 
 #[cfg(test)]

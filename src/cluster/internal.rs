@@ -1,6 +1,6 @@
 //! The internal listener: continuations other replicas forward to this one, their owner.
 //!
-//! Takes connections on `cluster.listen`, bounded as the public listener's are; gives, for a
+//! Takes connections on `cluster.listen`, bounded as the public listener's are (idle ones closed); gives, for a
 //! `POST` of [`PATH`](super::forward::PATH) whose peer headers verify and whose request
 //! [`gate`](super::gate) admits (a retry of a bridge A round parked here, an answer to this
 //! replica's own request to a 2025-11-25 client), the answer this replica gives its own
@@ -21,8 +21,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use http::{Request, Response, StatusCode};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -30,32 +28,30 @@ use crate::gateway::Live;
 use crate::respond::{Body, Reply};
 
 /// Serves forwards until `stop`, with the public listener's connection bounds: at most
-/// `limits.max_connections` at once, the first bytes and the request head within
-/// `timeouts.header_read_ms`, the head within `limits.max_header_bytes`.
+/// `limits.max_connections` at once (when every one is taken, an idle connection that carried
+/// no verified forward makes room), the first bytes and the request head within
+/// `timeouts.header_read_ms`, the head within `limits.max_header_bytes`, and a connection idle
+/// past `timeouts.idle_connection_ms` closed (`connections::serve`: HTTP/2 PINGs do not keep it).
 pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationToken) {
     let Some(gw) = live.get() else { return };
     let builder = crate::server::connection_builder(&gw);
-    let (header_read, max) = (gw.cfg.timeouts.header_read, gw.cfg.limits.max_connections);
+    let (deadlines, max) = (crate::server::deadlines(&gw.cfg.timeouts), gw.cfg.limits.max_connections);
     drop(gw);
-    let connections = Arc::new(tokio::sync::Semaphore::new(max));
+    // Replicas are few sources: no share per source here.
+    let connections = crate::connections::Table::new(max, max);
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
             s = crate::server::accept(&listener, "internal") => s,
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
+        let Ok(held) = connections.admit(std::net::Ipv4Addr::UNSPECIFIED.into()) else {
             tracing::warn!(limit = max, "internal connection refused: limits.max_connections reached");
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (live, builder) = (live.clone(), builder.clone());
-        tokio::spawn(async move {
-            if crate::server::first_bytes_within(&stream, header_read).await {
-                let svc = service_fn(move |req| handle(live.clone(), req));
-                let _ = builder.serve_connection(TokioIo::new(stream), svc).await;
-            }
-            drop(permit);
-        });
+        let live = live.clone();
+        let handle = move |req| handle(live.clone(), req);
+        tokio::spawn(crate::connections::serve(stream, held, builder.clone(), deadlines, stop.clone(), handle));
     }
 }
 
@@ -99,6 +95,8 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
         Ok((from, p, _)) => (from, p),
         Err(e) => return refused(e),
     };
+    // A verified forward: its connection is a replica's, never closed to make room.
+    crate::connections::authenticated(&parts.extensions);
     // From here the forward is a request: it gets an audit record here too, naming the replica
     // the client talked to, whatever becomes of it.
     let guard = crate::audit::AuditGuard::unmetered(&gw.audit, bytes.len() as u64);

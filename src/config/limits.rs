@@ -2,8 +2,9 @@
 //!
 //! Takes the raw tables; gives [`Limits`] and [`Timeouts`] with each absent value at its default
 //! (and a few raised to a floor: a request head of at least 8 KiB, at least one stream), the
-//! shares per principal and per source at their defaults (a quarter of their pool, at least 1;
-//! the whole pool where there is only one principal or one source). Refuses `max_json_depth`
+//! shares per principal and per source at their defaults (a quarter of their pool, at least 1,
+//! for principals; a sixty-fourth, at least 8, for sources; the whole pool where there is only
+//! one principal or one source). Refuses `max_json_depth`
 //! outside 8 to 128, and a share of 0 or over its pool. Also holds the `ms` serializer the other sections use to
 //! print a [`Duration`] back as the `*_ms` key it was read from.
 
@@ -17,7 +18,8 @@ use super::Invalid;
 /// Limits on sizes; every one has a default and can be set in `[limits]`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Limits {
-    /// Connections held at once; past it new connections are closed at once (default 10000).
+    /// Connections held at once; past it a new connection takes the place of an idle one that
+    /// served no authenticated request, else it is closed at once (default 10000).
     pub max_connections: usize,
     /// Requests in progress at once, each counted once its body is read; past it Sluice
     /// answers 503 with Retry-After, code -31020 (default 1024).
@@ -27,9 +29,9 @@ pub struct Limits {
     /// of `max_in_flight` (at least 1); all of it when `[auth]` configures no credentials.
     pub max_in_flight_per_principal: usize,
     /// Connections from one source address (an IPv4 address, an IPv6 /64) held at once; past
-    /// it a new connection from that source is closed at once. Default a quarter of
-    /// `max_connections` (at least 1); all of them on a loopback listener (every client is
-    /// one source there).
+    /// it a new connection from that source is closed at once. Default a sixty-fourth of
+    /// `max_connections`, at least 8 (at most all of them); all of them on a loopback listener
+    /// (every client is one source there).
     pub max_connections_per_source: usize,
     /// Largest request head (431 past it, default 64 KiB).
     pub max_header_bytes: usize,
@@ -66,6 +68,11 @@ pub struct Timeouts {
     /// Default 30 s.
     #[serde(with = "ms", rename = "body_read_ms")]
     pub body_read: Duration,
+    /// A client connection with no request in progress is closed once idle this long since its
+    /// last request ended (HTTP/2 PINGs and HTTP/1.1 keep-alive do not count; before its first
+    /// request `header_read` applies, if shorter). Default 60 s.
+    #[serde(with = "ms", rename = "idle_connection_ms")]
+    pub idle_connection: Duration,
     /// Time from a request's arrival to its response head (504 past it). Default 120 s.
     #[serde(with = "ms", rename = "request_ms")]
     pub request: Duration,
@@ -119,6 +126,14 @@ fn share(key: &str, given: Option<usize>, max: usize, whole: bool, pool: &str) -
     }
 }
 
+/// The default share of one source of `max_connections`: a sixty-fourth of them (156 of the
+/// default 10000), at least 8 (a client's few connections; a small pool), at most all of them.
+/// A quarter let four sources hold every connection; this takes 64 (and past it, the idle
+/// connections they hold make room for an authenticated client: `connections.rs`).
+pub(super) fn per_source(max_connections: usize) -> usize {
+    (max_connections / 64).max(8).min(max_connections)
+}
+
 impl Limits {
     /// The `[limits]` table; `one_principal`: `[auth]` configures no credentials (every caller
     /// is `local`); `loopback`: the listener is on loopback (every client is one source).
@@ -149,7 +164,7 @@ impl Limits {
             )?,
             max_connections_per_source: share(
                 "max_connections_per_source",
-                l.max_connections_per_source,
+                l.max_connections_per_source.or((!loopback).then(|| per_source(max_connections))),
                 max_connections,
                 loopback,
                 "max_connections",
@@ -175,6 +190,7 @@ impl From<RawTimeouts> for Timeouts {
         Timeouts {
             header_read: millis(t.header_read_ms, 10_000),
             body_read: millis(t.body_read_ms, 30_000).max(Duration::from_millis(1)),
+            idle_connection: millis(t.idle_connection_ms, 60_000).max(Duration::from_millis(1)),
             request: millis(t.request_ms, 120_000),
             connect: millis(t.connect_ms, 2_000),
             response: millis(t.response_ms, 60_000),
@@ -183,5 +199,24 @@ impl From<RawTimeouts> for Timeouts {
             listen_retry: millis(t.listen_retry_ms, 1_000),
             stream_idle: millis(t.stream_idle_ms, 300_000),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sources_default_share_is_a_sixty_fourth_of_the_connections_at_least_8_and_all_on_loopback() {
+        let limits = |max: usize, loopback: bool| {
+            let raw = RawLimits { max_connections: Some(max), ..RawLimits::default() };
+            Limits::from_raw(raw, false, loopback).expect("valid").max_connections_per_source
+        };
+        assert_eq!(limits(10_000, false), 156, "so 64 sources, not 4, hold them all");
+        assert_eq!(limits(40, false), 8);
+        assert_eq!(limits(5, false), 5, "never over the pool");
+        assert_eq!(limits(40, true), 40, "one source on loopback");
+        let given = RawLimits { max_connections: Some(40), max_connections_per_source: Some(20), ..RawLimits::default() };
+        assert_eq!(Limits::from_raw(given, false, false).expect("valid").max_connections_per_source, 20);
     }
 }

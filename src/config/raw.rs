@@ -200,6 +200,7 @@ pub(super) struct RawTimeouts {
     pub(super) listen_retry_ms: Option<u64>,
     pub(super) stream_idle_ms: Option<u64>,
     pub(super) body_read_ms: Option<u64>,
+    pub(super) idle_connection_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -46,7 +46,11 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
     let mut trace = RequestTrace::start(&parts.headers);
     // Authenticate before reading the body: an unknown caller costs no more than its headers.
     let principal = match trace.authenticate(|| gw.auth.authenticate(&parts.headers)) {
-        Ok(p) => p,
+        Ok(p) => {
+            // Its connection has served an authenticated request: it never makes room for another.
+            crate::connections::authenticated(&parts.extensions);
+            p
+        }
         Err(e) => {
             trace.refuse_parent();
             return stages::challenge(gw, "null", e);

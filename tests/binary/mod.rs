@@ -5,6 +5,7 @@ mod check;
 mod demo;
 mod hardening;
 mod hostile;
+mod idle;
 mod logs;
 mod reload;
 mod shares;

@@ -27,10 +27,10 @@ use crate::support::modern::{self, Reply};
 use crate::support::rpc::{body, call, http};
 
 /// How long a test waits for an answer before failing (a guard, not a timing).
-const GUARD: Duration = Duration::from_secs(30);
+pub(super) const GUARD: Duration = Duration::from_secs(30);
 
 /// A mock upstream `alpha` with `echo`.
-async fn alpha() -> modern::Mock {
+pub(super) async fn alpha() -> modern::Mock {
     alpha_gated(tokio::sync::watch::channel(true).1).await
 }
 
@@ -47,12 +47,12 @@ async fn alpha_gated(gate: tokio::sync::watch::Receiver<bool>) -> modern::Mock {
     .await
 }
 
-fn echo(id: u64) -> Value {
+pub(super) fn echo(id: u64) -> Value {
     body(id, "tools/call", json!({"name": "echo", "arguments": {"text": "normal"}}), json!({}))
 }
 
 /// Sluice in front of `upstream` with alice's and bob's keys, audit off, and these keys.
-fn config(upstream: &str, limits: &[(&str, i64)], timeouts: &[(&str, i64)]) -> Gateway {
+pub(super) fn config(upstream: &str, limits: &[(&str, i64)], timeouts: &[(&str, i64)]) -> Gateway {
     let mut g = Gateway::new()
         .named("shares.toml")
         .set("audit", "enabled", false)
@@ -84,7 +84,7 @@ async fn hold_body(addr: std::net::SocketAddr, key: Option<&str>) -> TcpStream {
 }
 
 /// One response read from `s`: its status, its head and its body (up to `Content-Length`).
-async fn response(s: &mut TcpStream) -> (u16, String, String) {
+pub(super) async fn response(s: &mut TcpStream) -> (u16, String, String) {
     let read = async {
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];

@@ -8,7 +8,8 @@
 //!   (JSON bodies) and `text` (raw-text bodies): 2026-07-28 clients; `call`: `tools/call` rounds;
 //!   `legacy_client`: the 2025-11-25 client; `load`: clients calling without pause, for changes
 //!   made under load;
-//! - `peers`: the Python and Node SDK peers (and hold_connections.py); `rmcp_client`: the Rust
+//! - `peers`: the Python and Node SDK peers (and hold_connections.py); `holders`: idle HTTP/2
+//!   connections from several sources (hold_h2.py); `rmcp_client`: the Rust
 //!   SDK as an in-process client; `process`: the `sluice` binary as a child process; `net`:
 //!   addresses where nothing answers.
 //!
@@ -23,6 +24,7 @@
 pub(crate) mod call;
 pub(crate) mod client;
 pub(crate) mod gateway;
+pub(crate) mod holders;
 pub(crate) mod legacy;
 pub(crate) mod legacy_client;
 pub(crate) mod load;

@@ -29,6 +29,7 @@ pub(crate) struct Env {
     set: Vec<(String, String)>,
     remove: Vec<String>,
     user: Option<(u32, u32)>,
+    setpriv: Vec<String>,
 }
 
 impl Env {
@@ -54,6 +55,24 @@ impl Env {
     pub(crate) fn run_as(mut self, uid: u32, gid: u32) -> Env {
         self.user = Some((uid, gid));
         self
+    }
+
+    /// Starts the binary through `setpriv ARGS --` (util-linux), as an operator would give it
+    /// a user and capabilities: `--reuid`, `--inh-caps`, `--ambient-caps`…
+    pub(crate) fn setpriv(mut self, args: &[&str]) -> Env {
+        self.setpriv = args.iter().map(|a| (*a).to_owned()).collect();
+        self
+    }
+
+    /// The `sluice` binary's command, through setpriv if asked.
+    fn command(&self) -> tokio::process::Command {
+        let bin = env!("CARGO_BIN_EXE_sluice");
+        if self.setpriv.is_empty() {
+            return tokio::process::Command::new(bin);
+        }
+        let mut c = tokio::process::Command::new("setpriv");
+        c.args(&self.setpriv).arg("--").arg(bin);
+        c
     }
 
     fn apply(&self, c: &mut tokio::process::Command) {
@@ -172,7 +191,7 @@ impl Sluice {
         let dir = scratch("serve");
         let path = dir.join("sluice.toml");
         std::fs::write(&path, config).expect("write the config");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+        let mut cmd = env.command();
         cmd.args(["serve", "--config"]).arg(&path).env("RUST_LOG", "trace").env("NO_COLOR", "1");
         env.apply(&mut cmd);
         let mut child = cmd
@@ -417,7 +436,7 @@ pub(crate) async fn check(config: &str, env: &Env) -> Run {
 
 /// Runs `sluice check --config <path>`.
 pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut cmd = env.command();
     cmd.args(["check", "--config"]).arg(path).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true);
     env.apply(&mut cmd);
     let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())

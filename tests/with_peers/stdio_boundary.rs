@@ -4,10 +4,16 @@
 //! - class 1: a server under Sluice's own (non-root) uid cannot read Sluice's environment or
 //!   memory nor ptrace it (Sluice is non-dumpable); one given `user` runs as that user, with its
 //!   home and no group of root's; `sluice check` refuses a user Sluice cannot switch to and
-//!   warns of a server left running as root;
+//!   warns of a server left running as root; a server gets none of the capabilities Sluice was
+//!   started with (ambient ones included: `setpriv --ambient-caps`), gains none by exec
+//!   (`no_new_privs`), so it cannot become root and read Sluice; and a user Sluice could not
+//!   end the processes of (no CAP_KILL) is refused (class 6);
 //! - class 6: no process a server detaches (setsid, a double fork) outlives the server or
 //!   Sluice: not while the server runs, not when it crashes, not when its session is closed,
-//!   not at SIGTERM.
+//!   not at SIGTERM; one Sluice may not signal (root without CAP_KILL, an orphan of another
+//!   uid) is logged by pid;
+//! - a reload that replaces the upstream ends the spare processes it started with the old
+//!   settings at once (with its idle sessions), not when the old generation has drained.
 //!
 //! This machine's tests run as root without Yama: Sluice is then started as nobody (65534), so
 //! that a server under the same non-root uid is stopped by nothing but Sluice being non-dumpable.
@@ -205,4 +211,118 @@ async fn what_a_stdio_server_left_is_ended_with_its_idle_session() {
     crate::support::eventually("the idle server's child was ended", || processes_with(&format!("session:{token}")).is_empty()).await;
     sluice.terminate().await;
     assert_eq!(processes_with(&token), Vec::<u32>::new());
+}
+
+/// Sluice as nobody, given `caps` (e.g. `+setuid,+setgid,+kill`: with CAP_KILL only may it run a
+/// server as another user) as inheritable and ambient capabilities, as systemd's
+/// `AmbientCapabilities=` or this `setpriv` gives them, with `env`'s variables.
+fn ambient(env: Env, caps: &str) -> Env {
+    let (inh, amb) = (format!("--inh-caps={caps}"), format!("--ambient-caps={caps}"));
+    let args = ["--reuid=65534", "--regid=65534", "--clear-groups", inh.as_str(), amb.as_str()];
+    env.setpriv(&args)
+}
+
+/// Another user than Sluice's (no entry needed with a group).
+fn other_user(up: Upstream) -> Upstream {
+    up.key("user", 4242).key("group", 4242)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_gets_no_capability_sluice_was_started_with_and_cannot_become_root_to_read_it() {
+    let token = crate::support::unique("caps");
+    let _left = Leftovers(token.clone());
+    let (plain, secrets) = secrets();
+    // As root: the reviewer's launch (Sluice non-root with ambient capabilities, its server as
+    // another user; CAP_NET_RAW one it does not need); otherwise Sluice's own uid, whatever it holds.
+    let (up, env) = if is_root() {
+        (other_user(boundary(&token)), ambient(plain, "+setuid,+setgid,+kill,+net_raw"))
+    } else {
+        (boundary(&token), plain)
+    };
+    let cfg = config(up, Gateway::new());
+    let sluice = Sluice::start_env(&cfg, &env).await;
+    let got = call(&sluice, "escalate").await;
+    let none = json!("0000000000000000");
+    for set in ["CapAmb", "CapEff", "CapPrm", "CapInh"] {
+        assert_eq!(got["status"][set], none, "the server holds no capability ({set}): {got:#}");
+    }
+    assert_eq!(got["status"]["NoNewPrivs"], json!("1"), "nor can it gain one by exec: {got:#}");
+    // On main: the server held CAP_SETUID (ambient): setgid(0), setuid(0), then `cat` as root
+    // read Sluice's environment.
+    assert_shut_out(&got, &["setuid", "environ"], &secrets);
+    let out = sluice.terminate().await;
+    if is_root() {
+        let cleared = "Sluice was started with CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_NET_RAW in its ambient or inheritable set";
+        let unneeded = "does not need: CAP_NET_RAW;";
+        let warned: Vec<&str> = out.lines().filter(|l| l.contains(cleared)).collect();
+        assert_eq!(warned.len(), 1, "startup says once what it cleared:\n{out}");
+        assert!(warned[0].contains(unneeded), "and what it holds beyond what the config needs:\n{out}");
+        let run = check(&cfg, &env).await;
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        assert!(run.stderr.contains(cleared) && run.stderr.contains(unneeded), "and so does sluice check:\n{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sluice_could_not_end_the_processes_of_is_refused_at_startup_and_by_check() {
+    if !is_root() {
+        return; // Without root no capability can be given to Sluice here; the unit tests cover the rule.
+    }
+    let cfg = config(other_user(Upstream::stdio("b", &["true"])), Gateway::new());
+    // CAP_SETUID and CAP_SETGID, no CAP_KILL: on main it started, and its servers' orphans
+    // outlived it (kill: EPERM).
+    let env = ambient(secrets().0, "+setuid,+setgid");
+    let e = Sluice::spawn(&cfg, &env).await.err().expect("refused");
+    assert!(
+        e.code == Some(2) && e.output.contains("upstream 'b': user = \"4242\" (uid 4242)") && e.output.contains("without CAP_KILL"),
+        "{}",
+        e.output
+    );
+    let run = check(&cfg, &env).await;
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("without CAP_KILL"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_replaces_a_stdio_upstream_ends_its_old_spares_at_once() {
+    let (old, new) = (crate::support::unique("gen-old"), crate::support::unique("gen-new"));
+    let (_left_old, _left_new) = (Leftovers(old.clone()), Leftovers(new.clone()));
+    let (env, _) = secrets();
+    // The old generation drains for request_ms (its calls in flight finish): far past the wait.
+    let with = |token: &str| config(boundary(token).key("spare_processes", 2), Gateway::new().timeouts(&[("request_ms", 600_000)]));
+    let sluice = Sluice::start_env(&with(&old), &env).await;
+    call(&sluice, "spy").await;
+    // The session that served the call and the two spares started after it.
+    crate::support::eventually("a session and two spares run", || processes_with(&old).len() >= 3).await;
+    // Replaced (its command changed; a `user` or `env` change is the same): on main its spares,
+    // started with the old settings, lived on until the drain ended.
+    std::fs::write(sluice.config_path(), with(&new)).expect("edit the config");
+    sluice.signal("HUP").await;
+    sluice.logged("config reloaded", 1).await;
+    crate::support::eventually("the old generation's processes ended", || processes_with(&old).is_empty()).await;
+    // The new generation serves.
+    assert_eq!(call(&sluice, "spy").await["ppid"], json!(sluice.pid));
+    assert!(!processes_with(&new).is_empty(), "the new command runs");
+    sluice.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_sluice_may_not_signal_is_logged_by_pid_without_content() {
+    if !is_root() {
+        return; // Only root can make a process of another uid here.
+    }
+    let token = crate::support::unique("eperm");
+    let _left = Leftovers(token.clone());
+    // Root without CAP_KILL (a container's --cap-drop=KILL): its server runs as root too, and
+    // can leave a process of another uid that Sluice may not signal.
+    let env = secrets().0.setpriv(&["--bounding-set=-kill", "--inh-caps=-all"]);
+    let sluice = Sluice::start_env(&config(boundary(&token), Gateway::new()), &env).await;
+    let orphan = call(&sluice, "detach_as").await;
+    assert!(orphan.is_u64(), "{orphan}");
+    // On main the reaper's kill failed (EPERM) and nothing said so.
+    sluice.logged("a process a stdio server started could not be ended", 1).await;
+    let out = sluice.output();
+    let line = out.lines().find(|l| l.contains("could not be ended")).expect("the line");
+    assert!(line.contains(&format!("pid={orphan}")) && line.contains("CAP_KILL") && !line.contains(&token), "{line}");
+    sluice.terminate().await;
 }

@@ -4,21 +4,30 @@
 //! itself non-dumpable: its `/proc/<pid>/environ`, `mem`, `maps` and `fd` then belong to root,
 //! and ptrace is refused, to every process without CAP_SYS_PTRACE, a stdio server running under
 //! Sluice's own uid included; the state keys, bearer tokens and secrets it read stay its own.
+//! It clears its ambient and inheritable capability sets and sets `no_new_privs`
+//! (`capabilities`): a process it starts gets no capability from it (a launcher's `setpriv
+//! --ambient-caps`, systemd's `AmbientCapabilities=`, would otherwise pass Sluice's CAP_SETUID to
+//! every server, which could become root) and gains none by exec (setuid programs and file
+//! capabilities give nothing).
 //! It also becomes a child subreaper: an orphan among its descendants is handed to Sluice, not to
-//! init, and `reaper` ends it. Both hold on Linux only. And it closes the descriptors it
+//! init, and `reaper` ends it. All of these hold on Linux only. And it closes the descriptors it
 //! inherited past stdin, stdout and stderr, which its children would inherit in turn.
 //!
 //! Takes a stdio upstream's `user` and `group` and Sluice's own [`Credentials`]; refuses (at
-//! startup, on reload and in `sluice check`) a switch Sluice cannot make: a uid or gid other than
-//! its own without CAP_SETUID and CAP_SETGID, or a user switch by a non-root Sluice that holds
-//! supplementary groups (only a root Sluice has them cleared for the child). Gives a warning
-//! when the processes would run as root: root holds CAP_SYS_PTRACE, and no flag of Sluice's
-//! keeps it from reading Sluice's memory.
+//! startup, on reload and in `sluice check`) a switch Sluice cannot make, or could not undo: a
+//! uid or gid other than its own without CAP_SETUID and CAP_SETGID, a user switch without
+//! CAP_KILL (Sluice could not end the processes, nor what they leave behind), or a user switch
+//! by a non-root Sluice that holds supplementary groups (only a root Sluice has them cleared
+//! for the child). Gives a warning when the processes would run as root: root holds
+//! CAP_SYS_PTRACE, and no flag of Sluice's keeps it from reading Sluice's memory.
+
+pub mod capabilities;
 
 use crate::config::StdioConfig;
 
-/// Makes Sluice non-dumpable and a child subreaper, closes what it inherited past stdin, stdout
-/// and stderr, and turns the orphan reaper on. Call it once, first thing in `main`, while the
+/// Makes Sluice non-dumpable, clears the capabilities its children would inherit, sets
+/// `no_new_privs`, makes it a child subreaper, closes what it inherited past stdin, stdout and
+/// stderr, and turns the orphan reaper on. Call it once, first thing in `main`, while the
 /// process has one thread and no child.
 pub fn harden() -> Result<(), String> {
     close_inherited();
@@ -27,13 +36,17 @@ pub fn harden() -> Result<(), String> {
         nix::sys::prctl::set_dumpable(false).map_err(|e| {
             format!("cannot make Sluice non-dumpable (prctl PR_SET_DUMPABLE): {e}; the processes it starts could read its secrets")
         })?;
+        capabilities::clear_inheritable()?;
+        nix::sys::prctl::set_no_new_privs().map_err(|e| {
+            format!("cannot set no_new_privs (prctl PR_SET_NO_NEW_PRIVS): {e}; the processes Sluice starts could gain privileges by exec")
+        })?;
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
             format!("cannot make Sluice a child subreaper (prctl PR_SET_CHILD_SUBREAPER): {e}; what its stdio servers leave behind could outlive it")
         })?;
         super::reaper::enable();
         Ok(())
     }
-    // Elsewhere neither holds (the README says so): nothing to set, no orphan to sweep.
+    // Elsewhere none holds (the README says so): nothing to set, no orphan to sweep.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     Ok(())
 }
@@ -68,11 +81,11 @@ pub struct Credentials {
     pub cap_setuid: bool,
     /// CAP_SETGID is effective.
     pub cap_setgid: bool,
+    /// CAP_KILL is effective (signalling a process of another user needs it).
+    pub cap_kill: bool,
+    /// Every effective capability, one bit each (`CapEff`).
+    pub effective: u64,
 }
-
-/// The bits of CAP_SETGID and CAP_SETUID in `CapEff`.
-const CAP_SETGID: u64 = 1 << 6;
-const CAP_SETUID: u64 = 1 << 7;
 
 impl Credentials {
     /// This process's (capabilities from `/proc/self/status`; without it, those of its euid).
@@ -89,8 +102,10 @@ impl Credentials {
             gid: unistd::getgid().as_raw(),
             egid: unistd::getegid().as_raw(),
             groups: unistd::getgroups().map(|g| g.iter().map(|g| g.as_raw()).collect()).unwrap_or_default(),
-            cap_setuid: caps & CAP_SETUID != 0,
-            cap_setgid: caps & CAP_SETGID != 0,
+            cap_setuid: caps & capabilities::CAP_SETUID != 0,
+            cap_setgid: caps & capabilities::CAP_SETGID != 0,
+            cap_kill: caps & capabilities::CAP_KILL != 0,
+            effective: caps,
         }
     }
 }
@@ -106,6 +121,13 @@ pub fn check_run_as(name: &str, cfg: &StdioConfig, me: &Credentials) -> Result<O
         if !(me.cap_setuid && me.cap_setgid) {
             return Err(format!(
                 "upstream '{name}': user = {:?} (uid {uid}): {who} without CAP_SETUID and CAP_SETGID, so it cannot start a process as another user; run Sluice as root (or with both capabilities), or remove user",
+                user.written
+            ));
+        }
+        // Ending them (and what they leave behind) is signalling another user's processes.
+        if !me.cap_kill {
+            return Err(format!(
+                "upstream '{name}': user = {:?} (uid {uid}): {who} without CAP_KILL, so it could not end the processes it starts as another user, nor what they leave behind; give Sluice CAP_KILL too (setpriv --inh-caps +kill --ambient-caps +kill, systemd AmbientCapabilities=CAP_KILL), run it as root, or remove user",
                 user.written
             ));
         }
@@ -134,45 +156,4 @@ pub fn check_run_as(name: &str, cfg: &StdioConfig, me: &Credentials) -> Result<O
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{RunGroup, RunUser};
-
-    fn creds(uid: u32, caps: bool, groups: &[u32]) -> Credentials {
-        Credentials { uid, euid: uid, gid: uid, egid: uid, groups: groups.to_vec(), cap_setuid: caps, cap_setgid: caps }
-    }
-
-    fn cfg(user: Option<u32>, group: Option<u32>) -> StdioConfig {
-        let mut c = super::super::tests::config("true", 1, 0);
-        c.user = user.map(|uid| RunUser { written: uid.to_string(), uid, gid: Some(uid), account: None });
-        c.group = group.map(|gid| RunGroup { written: gid.to_string(), gid });
-        c
-    }
-
-    #[test]
-    fn a_user_or_group_sluice_cannot_switch_to_is_refused_saying_what_is_missing() {
-        let nobody = creds(65534, false, &[]);
-        let e = check_run_as("files", &cfg(Some(0), None), &nobody).unwrap_err();
-        assert!(e.contains("upstream 'files'") && e.contains("uid 0") && e.contains("without CAP_SETUID and CAP_SETGID"), "{e}");
-        let e = check_run_as("files", &cfg(None, Some(0)), &nobody).unwrap_err();
-        assert!(e.contains("group = \"0\"") && e.contains("without CAP_SETGID"), "{e}");
-        // Its own ids need no switch.
-        assert_eq!(check_run_as("files", &cfg(Some(65534), Some(65534)), &nobody), Ok(None));
-        // A non-root Sluice with the capabilities, but groups the child would keep.
-        let e = check_run_as("files", &cfg(Some(1000), None), &creds(65534, true, &[27])).unwrap_err();
-        assert!(e.contains("supplementary groups [27]") && e.contains("--clear-groups"), "{e}");
-        assert_eq!(check_run_as("files", &cfg(Some(1000), None), &creds(65534, true, &[])), Ok(None));
-    }
-
-    #[test]
-    fn root_may_switch_and_is_warned_of_a_server_left_running_as_root() {
-        let root = creds(0, true, &[0]);
-        assert_eq!(check_run_as("files", &cfg(Some(65534), None), &root), Ok(None));
-        for left_as_root in [cfg(None, None), cfg(None, Some(65534)), cfg(Some(0), None)] {
-            let w = check_run_as("files", &left_as_root, &root).expect("allowed").expect("a warning");
-            assert!(w.contains("upstream 'files': its processes run as root") && w.contains("set user"), "{w}");
-        }
-        // Without the capabilities, root is refused like anyone (a container's dropped caps).
-        assert!(check_run_as("files", &cfg(Some(65534), None), &creds(0, false, &[])).is_err());
-    }
-}
+mod tests;

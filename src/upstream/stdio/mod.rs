@@ -51,6 +51,8 @@ pub struct Spec {
     pub(crate) shared: shared::Shared,
     /// Set at shutdown: no process is started after it.
     closed: std::sync::atomic::AtomicBool,
+    /// Set when a reload retired the upstream: no spare is started after it.
+    retired: std::sync::atomic::AtomicBool,
     stderr: Arc<stderr::Sink>,
     slots: Arc<tokio::sync::Semaphore>,
     backoff: Mutex<Backoff>,
@@ -119,6 +121,7 @@ impl Spec {
             grace,
             shared: shared::Shared::default(),
             closed: Default::default(),
+            retired: Default::default(),
             stderr,
             slots,
             backoff: Mutex::default(),
@@ -159,7 +162,8 @@ impl Spec {
     fn refill(&self, grace: Duration) {
         let Ok(mut spares) = self.spares.lock() else { return };
         spares.retain(|(p, _)| !p.is_done());
-        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() {
+        let retired = self.retired.load(std::sync::atomic::Ordering::Acquire);
+        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() && !retired {
             let Some(slot) = self.slot() else { return };
             match Proc::spawn(self, slot, grace) {
                 Ok(p) => spares.push_back(p),
@@ -227,6 +231,18 @@ impl Spec {
     pub fn succeeded(&self) {
         if let Ok(mut b) = self.backoff.lock() {
             *b = Backoff::default();
+        }
+    }
+
+    /// When a reload retired the upstream (removed, or replaced by one of new settings): its
+    /// spares, started ahead with the old settings (user, environment, command) and never
+    /// used, are told to end at once, and no spare is started again. Processes in use finish
+    /// their calls (the reload's drain ends them).
+    pub fn retire_spares(&self) {
+        self.retired.store(true, std::sync::atomic::Ordering::Release);
+        let spares = self.spares.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
+        for (p, _) in spares {
+            p.end("its upstream was replaced or removed by a reload");
         }
     }
 

@@ -308,7 +308,7 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
     // What it started and left behind goes with it. Its group id cannot be reused while a
     // member of the group lives.
     if let Some(g) = group {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGKILL);
+        super::reaper::refused(g, nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGKILL));
     }
     if let Some(p) = proc.upgrade() {
         p.pending.close(&format!("its process exited ({shown})"));
@@ -324,7 +324,7 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
 /// so its pid, the group's id, is still its own.
 fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig);
+        super::reaper::refused(pid, nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig));
     }
 }
 

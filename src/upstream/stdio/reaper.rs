@@ -113,7 +113,7 @@ pub async fn sweep(within: Duration) -> usize {
         for &pid in &found {
             // Our child, not yet reaped: its pid is still its own.
             if dying.insert(pid) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                refused(pid, kill(Pid::from_raw(pid), Signal::SIGKILL));
             }
         }
         let before = dying.len();
@@ -141,6 +141,26 @@ pub async fn sweep(within: Duration) -> usize {
         tracing::warn!("processes a stdio server left behind outlived a sweep's deadline; the next sweep tries again");
     }
     ended
+}
+
+/// Notes a signal to `pid` Sluice was not allowed to send (EPERM: a process of another user,
+/// and Sluice without CAP_KILL; `boundary` refuses such a `user` at startup, so this is a
+/// process that changed its own uid): logged with the pid and how many were refused so far,
+/// at the 1st, 2nd, 4th, 8th… refusal (a process refused at every sweep cannot flood the log),
+/// no content. Other errors (the process is gone) are no news.
+pub(super) fn refused(pid: i32, sent: nix::Result<()>) {
+    static REFUSED: AtomicU64 = AtomicU64::new(0);
+    if sent != Err(nix::errno::Errno::EPERM) {
+        return;
+    }
+    let n = REFUSED.fetch_add(1, Ordering::AcqRel) + 1;
+    if n.is_power_of_two() {
+        tracing::warn!(
+            pid,
+            refused = n,
+            "a process a stdio server started could not be ended: Sluice may not signal it (EPERM: it runs as another user); it may outlive its server; give Sluice CAP_KILL or run it as root"
+        );
+    }
 }
 
 /// Whether the killed child `pid` has exited and is reaped now.
