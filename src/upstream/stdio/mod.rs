@@ -4,7 +4,9 @@
 //! Takes an upstream's [`StdioConfig`]; gives its [`Spec`]: how to start one process (each one
 //! 2025-11-25 session, see `legacy::session`), at most `max_processes` at once, with
 //! `spare_processes` of them started ahead and kept warm (not yet handshaken: a server that
-//! takes a second to boot answers a new session's first call as fast as an HTTP one), restarted
+//! takes a second to boot answers a new session's first call as fast as an HTTP one) until one
+//! is taken or `idle_ms` passes (then it is ended, and none replaces it until a session next
+//! starts), restarted
 //! with back-off after failed starts (100 ms doubling to 30 s; a start whose handshake
 //! succeeded resets it), every running one tracked so shutdown ends them all and waits for
 //! them. Refuses a start while backing off and past `max_processes`, with errors naming the
@@ -12,7 +14,9 @@
 //! processes (`max_processes_per_principal`) is counted by the session pool
 //! (`legacy::pool::slots`), where each process is one principal's session.
 
+pub mod boot;
 pub mod boundary;
+pub mod env;
 pub mod process;
 pub mod reaper;
 pub mod shared;
@@ -55,8 +59,18 @@ pub struct Spec {
     slots: Arc<tokio::sync::Semaphore>,
     backoff: Mutex<Backoff>,
     running: Running,
+    /// The digest of the stderr the last failed start logged (`None` after a start succeeded).
+    last_failure: Mutex<Option<u64>>,
     /// Oldest first: the one started longest ago is the likeliest to have booted.
-    spares: Mutex<std::collections::VecDeque<(Arc<Proc>, Lines)>>,
+    spares: Mutex<std::collections::VecDeque<Spare>>,
+}
+
+/// A process started ahead of need, `claimed` once by whichever comes first: a session taking
+/// it, or its end after `idle_ms` unused.
+struct Spare {
+    proc: Arc<Proc>,
+    lines: Lines,
+    claimed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Default)]
@@ -74,6 +88,22 @@ impl Running {
         if let Ok(mut v) = self.0.lock() {
             v.retain(|(_, exited)| !exited.is_cancelled());
             v.push(p.signals());
+        }
+    }
+}
+
+/// Ends a spare no session took within `idle` (`idle_ms`); it is not replaced until a session
+/// next starts. Returns once it has exited, or after `idle`.
+async fn end_unused(proc: std::sync::Weak<Proc>, claimed: Arc<std::sync::atomic::AtomicBool>, idle: Duration) {
+    let Some(ended) = proc.upgrade().map(|p| p.signals().1) else { return };
+    tokio::select! {
+        _ = ended.cancelled() => {}
+        _ = tokio::time::sleep(idle) => {
+            if !claimed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                if let Some(p) = proc.upgrade() {
+                    p.end("a warm spare no session took within idle_ms");
+                }
+            }
         }
     }
 }
@@ -123,6 +153,7 @@ impl Spec {
             slots,
             backoff: Mutex::default(),
             running: Running::default(),
+            last_failure: Mutex::default(),
             spares: Mutex::default(),
         }
     }
@@ -147,22 +178,26 @@ impl Spec {
     pub fn take_spare(&self, grace: Duration) -> Option<(Arc<Proc>, Lines)> {
         let taken = loop {
             match self.spares.lock().ok()?.pop_front() {
-                Some((p, _)) if p.is_done() => continue,
+                Some(s) if s.proc.is_done() || s.claimed.swap(true, std::sync::atomic::Ordering::AcqRel) => continue,
                 other => break other,
             }
         };
         self.refill(grace);
-        taken
+        taken.map(|s| (s.proc, s.lines))
     }
 
     /// Starts spares until `spare_processes` run, while places are free and no start failed.
     fn refill(&self, grace: Duration) {
         let Ok(mut spares) = self.spares.lock() else { return };
-        spares.retain(|(p, _)| !p.is_done());
+        spares.retain(|s| !s.proc.is_done());
         while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() {
             let Some(slot) = self.slot() else { return };
             match Proc::spawn(self, slot, grace) {
-                Ok(p) => spares.push_back(p),
+                Ok((proc, lines)) => {
+                    let claimed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    tokio::spawn(end_unused(Arc::downgrade(&proc), claimed.clone(), self.cfg.idle));
+                    spares.push_back(Spare { proc, lines, claimed });
+                }
                 Err(_) => return self.failed(),
             }
         }
@@ -223,11 +258,29 @@ impl Spec {
         }
     }
 
-    /// A start succeeded: the back-off is reset.
+    /// A start succeeded: the back-off is reset, and the next failed start is logged at warn.
     pub fn succeeded(&self) {
+        self.reset_backoff();
+        if let Ok(mut l) = self.last_failure.lock() {
+            *l = None;
+        }
+    }
+
+    /// The next start is not held back (the process before was ended on purpose).
+    pub fn reset_backoff(&self) {
         if let Ok(mut b) = self.backoff.lock() {
             *b = Backoff::default();
         }
+    }
+
+    /// Logs that `proc` did not start (`why`, content-free), with what it wrote to stderr
+    /// before its handshake, once that stderr ended (within `grace`); at warn unless the last
+    /// failed start wrote the same (`boot`).
+    pub async fn log_failed_start(&self, why: &str, proc: &Proc) {
+        let lines = proc.boot().lines(self.grace).await;
+        let digest = boot::digest(&lines);
+        let repeated = self.last_failure.lock().is_ok_and(|mut l| l.replace(digest) == Some(digest));
+        boot::log_failed_start(&self.name, why, &lines, repeated);
     }
 
     /// At shutdown: no process starts from now on, and every running one is told to end.
@@ -278,6 +331,10 @@ mod tests {
         StdioConfig {
             command: vec![program.to_owned()],
             env: Vec::new(),
+            inherit_env: true,
+            inherit: Vec::new(),
+            secret_env: Vec::new(),
+            idle: Duration::from_secs(60),
             cwd: None,
             stderr: crate::config::Stderr::Drop,
             stderr_max_bytes: 1 << 20,

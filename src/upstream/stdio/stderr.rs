@@ -1,9 +1,10 @@
 //! Where a stdio upstream's stderr goes: dropped, or appended to a per-upstream file bounded by
 //! rotation. A server's stderr is its diagnostics and may carry prompts or arguments, so it
-//! never reaches Sluice's own log or the audit log, at any level.
+//! never reaches Sluice's own log or the audit log, at any level, but for what it wrote before
+//! its first handshake, logged when that start fails (`boot`).
 //!
-//! Takes a child's stderr pipe and the configured [`Stderr`]; gives nothing back (a task reads
-//! it to its end so the child never blocks on a full pipe). Bounded: the file is renamed to
+//! Takes a child's stderr pipe, the configured [`Stderr`] and the process's [`Boot`]; gives
+//! nothing back (a task reads it to its end so the child never blocks on a full pipe). Bounded: the file is renamed to
 //! `PATH.1` (replacing the one before) once it would pass `stderr_max_bytes`, so one upstream
 //! holds at most twice that on disk. Refuses nothing: a file that cannot be opened or written
 //! drops the bytes with one warning naming the upstream and the path, never the bytes.
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStderr;
 
+use super::boot::Boot;
 use crate::config::Stderr;
 
 /// One upstream's stderr destination, shared by all its processes.
@@ -40,14 +42,15 @@ impl Sink {
         Sink { upstream: upstream.into(), file, max: max.max(1) }
     }
 
-    /// Reads `pipe` to its end into the sink.
-    pub async fn drain(self: Arc<Self>, mut pipe: ChildStderr) {
+    /// Reads `pipe` to its end into the sink, and into `boot` until the handshake completed.
+    pub async fn drain(self: Arc<Self>, mut pipe: ChildStderr, boot: Arc<Boot>) {
         let mut buf = vec![0u8; 8192];
         loop {
             let n = match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => return boot.ended(),
                 Ok(n) => n,
             };
+            boot.keep(&buf[..n]);
             if let Some(f) = &self.file {
                 f.lock().await.write(&self.upstream, &buf[..n], self.max).await;
             }
