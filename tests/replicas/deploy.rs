@@ -1,42 +1,33 @@
-//! The deployment files say what they should, read as files: deploy/compose.yaml (Redis, three
-//! replicas with their own id and address and the same keys, HAProxy with deploy/haproxy.cfg on
-//! 8080, the demo upstream, each replica built from deploy/Dockerfile); deploy/haproxy.cfg (the
-//! compose replicas, round robin, no stickiness); deploy/cluster.toml (`sluice check` accepts it
-//! with each replica's compose environment, and refuses it without the keys); the Helm chart
-//! under deploy/helm/sluice (`{{ }}` and blocks balanced, every `.Values` path defined and every
-//! value documented, the templates YAML once templating is taken out, the probes, the
-//! PodDisruptionBudget); and deploy/Dockerfile's Rust (at least every locked `rust-version`).
+//! The compose deployment read as files: deploy/compose.yaml (Redis, three replicas with their
+//! own id and address and the same keys, HAProxy with deploy/haproxy.cfg on 8080, the demo
+//! upstream, each replica built from deploy/Dockerfile); deploy/haproxy.cfg (the compose
+//! replicas, round robin, no stickiness); deploy/cluster.toml (`sluice check` accepts it with
+//! each replica's compose environment, and refuses it without the keys).
 //!
-//! What this cannot check: no Docker engine and no `helm` binary run here, so nothing is built,
-//! started or rendered; compose's own interpolation and merge rules are approximated (`${VAR:-x}`
-//! as if no variable were set, `<<` merge keys), and Helm's template functions are not evaluated.
+//! What this cannot check: no Docker engine runs here, so nothing is built or started by
+//! compose; its interpolation and merge rules are approximated (`${VAR:-x}` as if no variable
+//! were set, `<<` merge keys). The Dockerfile and the example configs: `deploy_docker`;
+//! HAProxy running deploy/haproxy.cfg: `deploy_haproxy`; the Helm chart: `deploy_helm`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde::Deserialize as _;
 use serde_yaml_ng::{Mapping, Value};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use super::deploy_kit::{read, repo};
 
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
-}
-
-fn yaml(what: &str, text: &str) -> Value {
+pub(super) fn yaml(what: &str, text: &str) -> Value {
     let mut v: Value = serde_yaml_ng::from_str(text).unwrap_or_else(|e| panic!("{what} is not YAML: {e}"));
     v.apply_merge().unwrap_or_else(|e| panic!("{what}: a `<<` merge key does not merge: {e}"));
     v
 }
 
-fn s<'a>(v: &'a Value, what: &str) -> &'a str {
+pub(super) fn s<'a>(v: &'a Value, what: &str) -> &'a str {
     v.as_str().unwrap_or_else(|| panic!("{what} should be a string, not {v:?}"))
 }
 
-fn seq<'a>(v: &'a Value, what: &str) -> &'a [Value] {
+pub(super) fn seq<'a>(v: &'a Value, what: &str) -> &'a [Value] {
     v.as_sequence().map(Vec::as_slice).unwrap_or_else(|| panic!("{what} should be a list, not {v:?}"))
 }
 
@@ -198,203 +189,4 @@ fn cluster_toml_passes_sluice_check_with_each_replicas_compose_environment() {
         let without = env.clone().into_iter().filter(|(k, _)| k != "SLUICE_STATE_KEYS").collect();
         assert!(!sluice_check(&without).status.success(), "without SLUICE_STATE_KEYS the check fails (the keys are read)");
     }
-}
-
-// === Helm ===
-
-const CHART: &str = "deploy/helm/sluice";
-
-fn templates() -> Vec<(String, String)> {
-    let dir = std::fs::read_dir(repo().join(CHART).join("templates")).expect("the chart's templates/");
-    let mut names: Vec<String> = dir.map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned()).collect();
-    names.sort();
-    names.into_iter().map(|n| (format!("templates/{n}"), read(&format!("{CHART}/templates/{n}")))).collect()
-}
-
-fn values() -> Value {
-    yaml("values.yaml", &read(&format!("{CHART}/values.yaml")))
-}
-
-/// The actions of a template, `{{` to `}}`; panics on one left open or a stray `}}`.
-fn actions<'a>(file: &str, text: &'a str) -> Vec<&'a str> {
-    let (mut out, mut rest) = (Vec::new(), text);
-    loop {
-        match (rest.find("{{"), rest.find("}}")) {
-            (None, None) => return out,
-            (Some(o), Some(c)) if o < c => {
-                let inner = &rest[o + 2..c];
-                assert!(!inner.contains("{{"), "{file}: `{{{{` inside an action: {inner:?}");
-                out.push(inner);
-                rest = &rest[c + 2..];
-            }
-            _ => panic!("{file}: unbalanced `{{{{ … }}}}` near {:?}", &rest[..rest.len().min(60)]),
-        }
-    }
-}
-
-#[test]
-fn helm_templates_have_balanced_actions_and_blocks() {
-    for (file, text) in templates() {
-        let mut open: Vec<&str> = Vec::new();
-        for a in actions(&file, &text) {
-            let word = a.trim_start_matches('-').split_whitespace().next().unwrap_or("");
-            match word {
-                "if" | "range" | "with" | "define" | "block" => open.push(word),
-                "end" => assert!(open.pop().is_some(), "{file}: an {{{{ end }}}} closes nothing"),
-                _ => {}
-            }
-        }
-        assert!(open.is_empty(), "{file}: blocks left open: {open:?}");
-    }
-}
-
-/// The `.Values.a.b` paths a text uses.
-fn value_paths(text: &str) -> impl Iterator<Item = String> + '_ {
-    let path = |t: &str| t.chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.')).collect::<String>();
-    text.match_indices(".Values.").map(move |(i, _)| path(&text[i + ".Values.".len()..]).trim_end_matches('.').to_owned())
-}
-
-#[test]
-fn helm_templates_use_only_values_values_yaml_defines() {
-    let values = values();
-    let mut used = 0;
-    for (file, text) in templates() {
-        for path in value_paths(&text) {
-            let missing = || panic!("{file} uses .Values.{path}: not in values.yaml");
-            path.split('.').fold(&values, |at, seg| at.as_mapping().and_then(|m| m.get(seg)).unwrap_or_else(missing));
-            used += 1;
-        }
-    }
-    assert!(used > 10, "the templates use values ({used} found)");
-}
-
-/// Every leaf of values.yaml as a scanner of its lines sees it: (dotted path, documented by a
-/// comment line just above). A sequence or an empty mapping is a leaf; a block scalar's lines
-/// are its own.
-fn scanned_leaves(text: &str) -> BTreeMap<String, bool> {
-    let lines: Vec<&str> = text.lines().collect();
-    let content = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let (mut out, mut stack, mut block) = (BTreeMap::new(), Vec::<(usize, String)>::new(), None::<usize>);
-    for (i, line) in lines.iter().enumerate() {
-        let ind = indent(line);
-        if block.is_some_and(|b| ind > b || line.trim().is_empty()) || !content(line) || line.trim_start().starts_with('-') {
-            continue;
-        }
-        block = None;
-        let (key, rest) = line.trim().split_once(':').map(|(k, r)| (k, r.trim())).expect("values.yaml: a `key: value` line");
-        stack.retain(|(d, _)| *d < ind);
-        let path = stack.iter().map(|(_, k)| k.as_str()).chain([key]).collect::<Vec<_>>().join(".");
-        let next = lines[i + 1..].iter().find(|l| content(l));
-        let container = rest.is_empty() && next.is_some_and(|n| indent(n) > ind && !n.trim_start().starts_with('-'));
-        if container {
-            stack.push((ind, key.to_owned()));
-            continue;
-        }
-        block = rest.starts_with(['|', '>']).then_some(ind);
-        out.insert(path, i > 0 && lines[i - 1].trim_start().starts_with('#'));
-    }
-    out
-}
-
-fn parsed_leaves(prefix: &str, v: &Value, out: &mut BTreeSet<String>) {
-    match v.as_mapping().filter(|m| !m.is_empty()) {
-        Some(m) => m.iter().for_each(|(k, v)| parsed_leaves(&format!("{prefix}{}.", s(k, "a values.yaml key")), v, out)),
-        None => drop(out.insert(prefix.trim_end_matches('.').to_owned())),
-    }
-}
-
-#[test]
-fn helm_values_are_each_documented_by_a_comment_line() {
-    let scanned = scanned_leaves(&read(&format!("{CHART}/values.yaml")));
-    let mut parsed = BTreeSet::new();
-    parsed_leaves("", &values(), &mut parsed);
-    assert_eq!(scanned.keys().cloned().collect::<BTreeSet<_>>(), parsed, "values.yaml read line by line and parsed disagree");
-    let undocumented: Vec<&String> = scanned.iter().filter(|(_, doc)| !**doc).map(|(k, _)| k).collect();
-    assert!(undocumented.is_empty(), "values.yaml: no comment line above {undocumented:?}");
-}
-
-/// A template with its templating taken out: lines that are only actions dropped, each other
-/// action a distinct placeholder scalar.
-fn untemplated(file: &str, text: &str) -> String {
-    let (mut n, mut out) = (0, String::new());
-    for line in text.lines() {
-        let mut kept = line.to_owned();
-        for a in actions(file, line) {
-            n += 1;
-            kept = kept.replacen(&format!("{{{{{a}}}}}"), &format!("TEMPLATED_{n}"), 1);
-        }
-        let placeholder = |w: &str| w.strip_prefix("TEMPLATED_").is_some_and(|d| d.chars().all(|c| c.is_ascii_digit()));
-        let only_actions = line.contains("{{") && kept.split_whitespace().all(placeholder);
-        if !only_actions {
-            out.push_str(&kept);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn rendered_docs() -> Vec<(String, Value)> {
-    let yamls = templates().into_iter().filter(|(f, _)| f.ends_with(".yaml"));
-    let mut out = Vec::new();
-    for (file, text) in yamls {
-        let plain = untemplated(&file, &text);
-        for d in serde_yaml_ng::Deserializer::from_str(&plain) {
-            out.push((file.clone(), Value::deserialize(d).unwrap_or_else(|e| panic!("{file} untemplated is not YAML: {e}\n{plain}"))));
-        }
-    }
-    out
-}
-
-#[test]
-fn helm_templates_are_yaml_once_templating_is_taken_out() {
-    let docs = rendered_docs();
-    for (file, d) in &docs {
-        assert!(d["apiVersion"].is_string() && d["kind"].is_string(), "{file}: a resource with apiVersion and kind: {d:?}");
-    }
-    let kinds: BTreeSet<&str> = docs.iter().map(|(_, d)| s(&d["kind"], "kind")).collect();
-    let want = ["ConfigMap", "Deployment", "PodDisruptionBudget", "Secret", "Service"];
-    assert!(want.iter().all(|k| kinds.contains(k)), "the chart holds {want:?}: {kinds:?}");
-    let chart = yaml("Chart.yaml", &read(&format!("{CHART}/Chart.yaml")));
-    assert_eq!((chart["apiVersion"].as_str(), chart["name"].as_str()), (Some("v2"), Some("sluice")), "Chart.yaml");
-    assert!(repo().join(CHART).join("templates/NOTES.txt").is_file(), "templates/NOTES.txt");
-}
-
-#[test]
-fn helm_deployment_probes_health_and_gives_each_pod_its_id_and_address() {
-    let docs = rendered_docs();
-    let dep = docs.iter().find(|(f, d)| f == "templates/deployment.yaml" && d["kind"] == "Deployment").expect("templates/deployment.yaml");
-    let c = &seq(&dep.1["spec"]["template"]["spec"]["containers"], "containers")[0];
-    assert_eq!(c["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"), "liveness on /healthz");
-    assert_eq!(c["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"), "readiness on /readyz");
-    let env: BTreeMap<&str, &Value> = seq(&c["env"], "env").iter().map(|e| (s(&e["name"], "an env name"), e)).collect();
-    let field = |k: &str| env.get(k).and_then(|e| e["valueFrom"]["fieldRef"]["fieldPath"].as_str());
-    assert_eq!((field("SLUICE_ID"), field("POD_IP")), (Some("metadata.name"), Some("status.podIP")), "the downward API");
-    let advertise = env.get("SLUICE_ADVERTISE_URL").and_then(|e| e["value"].as_str()).unwrap_or_default();
-    assert!(advertise.starts_with("http://$(POD_IP):"), "SLUICE_ADVERTISE_URL from POD_IP: {advertise:?}");
-    for k in ["SLUICE_STATE_KEYS", "SLUICE_API_KEYS"] {
-        assert!(env.get(k).is_some_and(|e| e["valueFrom"]["secretKeyRef"].is_mapping()), "{k} from the Secret");
-    }
-    assert!(c["volumeMounts"].as_sequence().is_some_and(|v| !v.is_empty()), "the ConfigMap mounted");
-}
-
-fn version(v: &str) -> Vec<u64> {
-    v.split('.').map(|n| n.parse().unwrap_or_else(|_| panic!("{v:?} is not a version"))).collect()
-}
-
-#[test]
-fn dockerfile_rust_is_at_least_every_locked_rust_version() {
-    let args = ["metadata", "--format-version", "1", "--locked", "--manifest-path"];
-    let out =
-        Command::new(option_env!("CARGO").unwrap_or("cargo")).args(args).arg(repo().join("Cargo.toml")).output().expect("cargo metadata");
-    assert!(out.status.success(), "cargo metadata --locked: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
-    let pkgs = meta["packages"].as_array().expect("packages");
-    let need = pkgs.iter().filter_map(|p| Some((version(p["rust_version"].as_str()?), p["name"].as_str()?))).max().expect("a rust_version");
-    let docker = read("deploy/Dockerfile");
-    let tag = docker.lines().find_map(|l| l.trim().strip_prefix("FROM rust:")).expect("a `FROM rust:X.Y` build stage");
-    let have = version(tag.split(['-', ' ']).next().unwrap_or_default());
-    // `rust:1.89` is the newest 1.89.x: compare as many parts as the tag gives.
-    let n = have.len().min(need.0.len());
-    assert!(n >= 2 && have[..n] >= need.0[..n], "FROM rust:{tag} is older than {} {:?} needs (its rust-version)", need.1, need.0);
 }

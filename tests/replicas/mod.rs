@@ -27,7 +27,8 @@
 //!   log line;
 //! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
 //!   claim: the client's retry is served once after it resumes, a replay refused;
-//! - `deploy`: the compose file and the Helm chart name what they should.
+//! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm`, `deploy_helm_values`: the files of
+//!   deploy/ work as their comments say (see each; `deploy_kit` runs their documented commands).
 //!
 //! Every process binds loopback (Redis a unix socket, Sluice port 0, HAProxy a free port).
 //! `redis-server` and `haproxy` come from Debian (.ci/run installs them); the Python peers from
@@ -35,6 +36,11 @@
 
 mod boundary;
 mod deploy;
+mod deploy_docker;
+mod deploy_haproxy;
+mod deploy_helm;
+mod deploy_helm_values;
+mod deploy_kit;
 mod failures;
 mod harness;
 mod internal;

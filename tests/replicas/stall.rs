@@ -84,6 +84,12 @@ async fn a_claim_is_used_once_settling_while_pending_and_usable_again_once_relea
     // Released by the replica that gave up on it: usable again, once.
     set(&mut conn, "sluice:n:n2", "free:other");
     assert_eq!(b.consume("n2", until, now, release).await, Ok(Consumed::First));
+    // Until its confirmation lands another replica is told to retry (settling), then used.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(&mut conn, "sluice:n:n2").as_deref() != Some("u") {
+        assert!(Instant::now() < deadline, "the claim was not confirmed: {:?}", get(&mut conn, "sluice:n:n2"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(a.consume("n2", until, now, release).await, Ok(Consumed::Used));
     // A claim left pending past the lease (its replica died): used, never a second use.
     set(&mut conn, "sluice:n:n3", "p:other:1000");

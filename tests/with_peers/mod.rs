@@ -9,11 +9,14 @@
 //!   HTTP+SSE server (issue 12);
 //! - `stdio_boundary`: what a stdio server cannot reach of Sluice, and that nothing it starts
 //!   outlives it (issue 28).
+//! - `connect`: the README's quick start and "Connect your client" snippets, run as written
+//!   with the Inspector CLI, mcp-remote and the Python and TypeScript SDKs (issue 29);
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29).
 
 mod bridge_a;
 mod bridge_b;
 mod canary;
+mod connect;
 mod governance;
 mod health;
 mod interop;

@@ -60,6 +60,11 @@ app.kubernetes.io/component: redis
 {{- default (include "sluice.fullname" .) .Values.secrets.existingSecret }}
 {{- end }}
 
+{{/* The Secret holding sluice.toml. */}}
+{{- define "sluice.configName" -}}
+{{- printf "%s-config" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The bundled Redis's resource name. */}}
 {{- define "sluice.redisName" -}}
 {{- printf "%s-redis" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" }}
