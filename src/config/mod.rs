@@ -203,22 +203,11 @@ impl Config {
         metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
-        let cluster_var = raw.cluster.as_ref().and_then(|c| c.redis_url.as_deref()?.strip_prefix("${")?.strip_suffix('}').map(str::to_owned));
+        let cluster_var =
+            raw.cluster.as_ref().and_then(|c| c.redis_url.as_deref()?.strip_prefix("${")?.strip_suffix('}').map(str::to_owned));
         let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
-        // Across sections: replicas open each other's sealed values, so they need the same
-        // configured keys; the id written into sealed state is the cluster's.
         if let Some(c) = &cluster {
-            if state.keys.is_empty() && state.key_env.is_none() {
-                return Err(ConfigError(format!(
-                    "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
-                )));
-            }
-            if explicit_replica.as_deref().is_some_and(|r| r != c.id) {
-                return Err(ConfigError(format!(
-                    "{origin}: state.replica and cluster.id differ; drop state.replica (cluster.id names this replica)"
-                )));
-            }
-            state.replica = c.id.clone();
+            join_cluster(&mut state, explicit_replica, c, origin)?;
         }
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
@@ -226,13 +215,7 @@ impl Config {
         // log or Sluice's own output.
         stdio::stderr_apart(&upstreams, &audit.sink).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         // Across sections: no stdio server inherits a variable the config names as a secret.
-        let secrets = stdio::inherit::secrets(stdio::inherit::Secrets {
-            state_key_env: state.key_env.as_ref(),
-            api_keys_env: auth.api_keys_env.as_ref(),
-            hs256_secret_env: auth.jwt.as_ref().and_then(|j| j.hs256_secret_env.as_ref()),
-            cluster_var,
-            upstreams: &upstreams,
-        });
+        let secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
         stdio::inherit::keep_secrets(&mut upstreams, &secrets).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         Ok(Config {
             listen,
@@ -295,6 +278,23 @@ fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, Config
 }
 
 // === impl Overrides ===
+
+/// Across sections: replicas open each other's sealed values, so they need the same configured
+/// keys; the id written into sealed state is the cluster's.
+fn join_cluster(state: &mut StateConfig, explicit_replica: Option<String>, c: &Cluster, origin: &str) -> Result<(), ConfigError> {
+    if state.keys.is_empty() && state.key_env.is_none() {
+        return Err(ConfigError(format!(
+            "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
+        )));
+    }
+    if explicit_replica.as_deref().is_some_and(|r| r != c.id) {
+        return Err(ConfigError(format!(
+            "{origin}: state.replica and cluster.id differ; drop state.replica (cluster.id names this replica)"
+        )));
+    }
+    state.replica = c.id.clone();
+    Ok(())
+}
 
 impl Overrides {
     /// Writes the flags into the file's values: `--listen` and `--no-prefix` replace, and

@@ -286,7 +286,10 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bo
                 return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(span))));
             }
             if RawStdio::any_on(u) {
-                return Err(ConfigError(format!("{at}: upstream {name:?}: {} are for a stdio upstream (command = [...]), not a url", RawStdio::KEYS)));
+                return Err(ConfigError(format!(
+                    "{at}: upstream {name:?}: {} are for a stdio upstream (command = [...]), not a url",
+                    RawStdio::KEYS
+                )));
             }
             Ok((url, None))
         }

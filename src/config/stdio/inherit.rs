@@ -11,7 +11,7 @@
 //! `NAME[=VALUE]`; and an `inherit` entry (an `--env NAME`) that is one of Sluice's secrets.
 
 use super::super::raw::RawUpstream;
-use super::super::{ConfigError, UpstreamConfig};
+use super::super::{AuthConfig, ConfigError, StateConfig, UpstreamConfig};
 
 /// Environment variables that configure Sluice's own OTLP exporter's headers (credentials):
 /// secrets whatever the config says.
@@ -37,8 +37,7 @@ pub(in crate::config) fn check_patterns(inherit: &[String], bad: impl Fn(String)
 /// must be one given by `--upstream` (`flagged`, by name) with a command; without `UPSTREAM:`,
 /// the only such upstream.
 pub(in crate::config) fn env_flags(flags: &[String], flagged: &[&str], raw: &mut [RawUpstream]) -> Result<(), ConfigError> {
-    let stdio: Vec<&str> =
-        flagged.iter().copied().filter(|n| raw.iter().any(|u| u.name.get_ref() == n && u.command.is_some())).collect();
+    let stdio: Vec<&str> = flagged.iter().copied().filter(|n| raw.iter().any(|u| u.name.get_ref() == n && u.command.is_some())).collect();
     for flag in flags {
         let (target, rest) = split_flag(flag, &stdio);
         let name = match target {
@@ -103,32 +102,30 @@ fn check_name(var: &str, flag: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The variables Sluice's config names as its secrets, each with the key that names it.
-pub(in crate::config) fn secrets(cfg: Secrets<'_>) -> Vec<(String, String)> {
+/// The variables Sluice's config names as its secrets, each with the key that names it:
+/// `state.key_env`, `auth.api_keys_env`, `auth.jwt.hs256_secret_env`, the `VAR` of
+/// `cluster.redis_url = "${VAR}"` (`cluster_var`), every upstream's `bearer_token_env`, and the
+/// OTLP exporter's header variables.
+pub(in crate::config) fn secrets(
+    state: &StateConfig,
+    auth: &AuthConfig,
+    cluster_var: Option<String>,
+    upstreams: &[UpstreamConfig],
+) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = OTLP_HEADERS.iter().map(|v| ((*v).to_owned(), "Sluice's OTLP exporter".to_owned())).collect();
     let mut named = |var: Option<&String>, key: String| {
         if let Some(v) = var.filter(|v| !v.is_empty()) {
             out.push((v.clone(), key));
         }
     };
-    named(cfg.state_key_env, "state.key_env".into());
-    named(cfg.api_keys_env, "auth.api_keys_env".into());
-    named(cfg.hs256_secret_env, "auth.jwt.hs256_secret_env".into());
-    named(cfg.cluster_var.as_ref(), "cluster.redis_url".into());
-    for u in cfg.upstreams {
+    named(state.key_env.as_ref(), "state.key_env".into());
+    named(auth.api_keys_env.as_ref(), "auth.api_keys_env".into());
+    named(auth.jwt.as_ref().and_then(|j| j.hs256_secret_env.as_ref()), "auth.jwt.hs256_secret_env".into());
+    named(cluster_var.as_ref(), "cluster.redis_url".into());
+    for u in upstreams {
         named(u.bearer_token_env.as_ref(), format!("upstream {:?} bearer_token_env", u.name));
     }
     out
-}
-
-/// Where Sluice's config names its secrets.
-pub(in crate::config) struct Secrets<'a> {
-    pub(in crate::config) state_key_env: Option<&'a String>,
-    pub(in crate::config) api_keys_env: Option<&'a String>,
-    pub(in crate::config) hs256_secret_env: Option<&'a String>,
-    /// `VAR` of `cluster.redis_url = "${VAR}"`.
-    pub(in crate::config) cluster_var: Option<String>,
-    pub(in crate::config) upstreams: &'a [UpstreamConfig],
 }
 
 /// Gives every stdio upstream the secrets it never inherits; refuses one whose `inherit` names

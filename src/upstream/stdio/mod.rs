@@ -20,6 +20,7 @@ pub mod env;
 pub mod process;
 pub mod reaper;
 pub mod shared;
+mod spares;
 pub mod stderr;
 
 use std::sync::{Arc, Mutex};
@@ -62,15 +63,7 @@ pub struct Spec {
     /// The digest of the stderr the last failed start logged (`None` after a start succeeded).
     last_failure: Mutex<Option<u64>>,
     /// Oldest first: the one started longest ago is the likeliest to have booted.
-    spares: Mutex<std::collections::VecDeque<Spare>>,
-}
-
-/// A process started ahead of need, `claimed` once by whichever comes first: a session taking
-/// it, or its end after `idle_ms` unused.
-struct Spare {
-    proc: Arc<Proc>,
-    lines: Lines,
-    claimed: Arc<std::sync::atomic::AtomicBool>,
+    spares: Mutex<std::collections::VecDeque<spares::Spare>>,
 }
 
 #[derive(Default)]
@@ -88,22 +81,6 @@ impl Running {
         if let Ok(mut v) = self.0.lock() {
             v.retain(|(_, exited)| !exited.is_cancelled());
             v.push(p.signals());
-        }
-    }
-}
-
-/// Ends a spare no session took within `idle` (`idle_ms`); it is not replaced until a session
-/// next starts. Returns once it has exited, or after `idle`.
-async fn end_unused(proc: std::sync::Weak<Proc>, claimed: Arc<std::sync::atomic::AtomicBool>, idle: Duration) {
-    let Some(ended) = proc.upgrade().map(|p| p.signals().1) else { return };
-    tokio::select! {
-        _ = ended.cancelled() => {}
-        _ = tokio::time::sleep(idle) => {
-            if !claimed.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                if let Some(p) = proc.upgrade() {
-                    p.end("a warm spare no session took within idle_ms");
-                }
-            }
         }
     }
 }
@@ -172,35 +149,6 @@ impl Spec {
     /// `max_processes` (Sluice's pool is full; the server did nothing wrong).
     pub fn full(&self) -> UpstreamError {
         UpstreamError::Full(crate::shares::Full::pool(crate::shares::Pool::Processes(self.name.to_string()), self.cfg.max_processes))
-    }
-
-    /// A warm spare process, if one is running (another is started in its place).
-    pub fn take_spare(&self, grace: Duration) -> Option<(Arc<Proc>, Lines)> {
-        let taken = loop {
-            match self.spares.lock().ok()?.pop_front() {
-                Some(s) if s.proc.is_done() || s.claimed.swap(true, std::sync::atomic::Ordering::AcqRel) => continue,
-                other => break other,
-            }
-        };
-        self.refill(grace);
-        taken.map(|s| (s.proc, s.lines))
-    }
-
-    /// Starts spares until `spare_processes` run, while places are free and no start failed.
-    fn refill(&self, grace: Duration) {
-        let Ok(mut spares) = self.spares.lock() else { return };
-        spares.retain(|s| !s.proc.is_done());
-        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() {
-            let Some(slot) = self.slot() else { return };
-            match Proc::spawn(self, slot, grace) {
-                Ok((proc, lines)) => {
-                    let claimed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                    tokio::spawn(end_unused(Arc::downgrade(&proc), claimed.clone(), self.cfg.idle));
-                    spares.push_back(Spare { proc, lines, claimed });
-                }
-                Err(_) => return self.failed(),
-            }
-        }
     }
 
     fn is_closed(&self) -> bool {
