@@ -248,7 +248,7 @@ impl RawStdio {
                 _ => return Err(bad(format!("stderr = {s:?}: expected \"drop\" or \"file:PATH\""))),
             },
         };
-        inherit::check_patterns(&self.inherit, &bad)?;
+        inherit::check_patterns(&self.inherit, bad)?;
         let max_processes = self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
         if max_processes == 0 || max_processes > MAX_PROCESSES {
             return Err(bad(format!("max_processes = {max_processes}: give 1 to {MAX_PROCESSES}")));
