@@ -87,7 +87,8 @@ impl Running {
 
 /// Refuses, before anything starts, a `cwd` that is not a directory, a `stderr` file whose
 /// directory does not exist (every start would fail, and the first call would be the first to
-/// say), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
+/// say) or that is there but not a file Sluice may write (`stderr::check`: a symlink, a hard
+/// link, another user's), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
 /// root (`boundary`).
 pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
     if boundary::check_run_as(name, cfg, &boundary::Credentials::current())?.is_some() {
@@ -108,6 +109,14 @@ pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
                 "upstream '{name}': stderr file {}: its directory does not exist; create it or use stderr = \"drop\"",
                 path.display()
             ));
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            stderr::check(&meta, nix::unistd::geteuid().as_raw()).map_err(|why| {
+                format!(
+                    "upstream '{name}': stderr file {}: {why}; remove it (Sluice creates the file) or point stderr elsewhere",
+                    path.display()
+                )
+            })?;
         }
     }
     Ok(())
@@ -297,6 +306,20 @@ mod tests {
 
     fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
         Spec::new("nope", config(program, max_processes, spare_processes), 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
+    }
+
+    #[test]
+    fn preflight_refuses_a_stderr_path_that_is_a_symlink_naming_what_to_do() {
+        let d = std::env::temp_dir().join(format!("sluice-preflight-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("a scratch directory");
+        let mut c = config("true", 1, 0);
+        c.stderr = crate::config::Stderr::File(d.join("server.log"));
+        assert_eq!(preflight("up", &c), Ok(()), "no file yet: Sluice creates it");
+        std::os::unix::fs::symlink(d.join("victim"), d.join("server.log")).expect("a symlink");
+        let e = preflight("up", &c).expect_err("a symlink at the stderr path");
+        assert!(e.contains("upstream 'up'") && e.contains("symbolic link") && e.contains("remove it"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[tokio::test(start_paused = true)]
