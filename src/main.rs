@@ -20,8 +20,8 @@ struct Quick {
     /// An upstream as NAME=URL; repeat for several.
     #[arg(long = "upstream", value_name = "NAME=URL")]
     upstreams: Vec<String>,
-    /// An environment variable for a stdio --upstream: NAME=VALUE, or NAME alone to copy
-    /// Sluice's; prefix UPSTREAM: when several are given; repeat for several.
+    /// An environment variable for the stdio --upstream servers: NAME=VALUE, or NAME alone to
+    /// copy Sluice's; UPSTREAM:NAME[=VALUE] gives it to that one only; repeat for several.
     #[arg(long = "env", value_name = "[UPSTREAM:]NAME[=VALUE]")]
     env: Vec<String>,
     /// Publish upstream names without the `<upstream>__` prefix.

@@ -4,11 +4,12 @@
 //!
 //! Takes `inherit` entries, the `--env` flags with the upstreams given by `--upstream`, and the
 //! assembled config; gives checked patterns, the flags written into those upstreams' `env`
-//! (`NAME=VALUE`) and `inherit` (`NAME`: Sluice's value, read when a process starts), and every
-//! stdio upstream's `secret_env`. Refuses a pattern that is empty, holds `=` or NUL, has `*`
-//! anywhere but at its end, or is `*` alone; an `--env` that names no stdio `--upstream` (or
-//! does not say which of several), copies a variable Sluice does not have, or is not
-//! `NAME[=VALUE]`; and an `inherit` entry (an `--env NAME`) that is one of Sluice's secrets.
+//! (`NAME=VALUE`) and `inherit` (`NAME`: Sluice's value, read when a process starts), each flag
+//! to the stdio `--upstream` it names or, without `UPSTREAM:`, to every one; and every stdio
+//! upstream's `secret_env`. Refuses a pattern that is empty, holds `=` or NUL, has `*` anywhere
+//! but at its end, or is `*` alone; an `--env` with no stdio `--upstream` given, one that copies
+//! a variable Sluice does not have, or is not `NAME[=VALUE]`; and an `inherit` entry (an
+//! `--env NAME`) that is one of Sluice's secrets.
 
 use super::super::raw::RawUpstream;
 use super::super::{AuthConfig, ConfigError, StateConfig, UpstreamConfig};
@@ -33,52 +34,52 @@ pub(in crate::config) fn check_patterns(inherit: &[String], bad: impl Fn(String)
     Ok(())
 }
 
-/// Writes each `--env [UPSTREAM:]NAME[=VALUE]` into the upstream it names among `raw`, which
-/// must be one given by `--upstream` (`flagged`, by name) with a command; without `UPSTREAM:`,
-/// the only such upstream.
+/// Writes each `--env [UPSTREAM:]NAME[=VALUE]` into the stdio upstreams given by `--upstream`
+/// (`flagged`, by name, those of `raw` with a command): the one it names, else every one.
 pub(in crate::config) fn env_flags(flags: &[String], flagged: &[&str], raw: &mut [RawUpstream]) -> Result<(), ConfigError> {
     let stdio: Vec<&str> = flagged.iter().copied().filter(|n| raw.iter().any(|u| u.name.get_ref() == n && u.command.is_some())).collect();
     for flag in flags {
+        if stdio.is_empty() {
+            return Err(ConfigError(format!(
+                "--env {:?}: no stdio upstream was given with --upstream 'NAME=stdio:COMMAND'; in a config file, use env = {{...}} or inherit = [...]",
+                shown(flag)
+            )));
+        }
         let (target, rest) = split_flag(flag, &stdio);
-        let name = match target {
-            Some(t) => t,
-            None => match stdio.as_slice() {
-                [only] => *only,
-                [] => {
-                    return Err(ConfigError(format!(
-                        "--env {:?}: no stdio upstream was given with --upstream 'NAME=stdio:COMMAND'; in a config file, use env = {{...}} or inherit = [...]",
-                        shown(flag)
-                    )))
-                }
-                _ => {
-                    return Err(ConfigError(format!(
-                        "--env {:?}: several stdio upstreams were given with --upstream; say which: --env UPSTREAM:NAME[=VALUE]",
-                        shown(flag)
-                    )))
-                }
-            },
-        };
-        let Some(up) = raw.iter_mut().find(|u| u.name.get_ref() == name && u.command.is_some()) else { continue };
-        match rest.split_once('=') {
-            Some((var, value)) => {
-                check_name(var, flag)?;
-                if value.contains('\0') {
-                    return Err(ConfigError(format!("--env {:?}: the value holds a NUL byte", shown(flag))));
-                }
-                up.env.insert(var.to_owned(), value.to_owned());
-            }
-            None => {
-                check_name(rest, flag)?;
-                if std::env::var_os(rest).is_none() {
-                    return Err(ConfigError(format!(
-                        "--env {rest}: Sluice's environment has no {rest} to copy; set it, or give the value: --env {rest}=VALUE"
-                    )));
-                }
-                up.inherit.push(rest.to_owned());
+        let var = env_flag(rest, flag)?;
+        for up in raw
+            .iter_mut()
+            .filter(|u| u.command.is_some() && target.map_or(stdio.contains(&u.name.get_ref().as_str()), |t| u.name.get_ref() == t))
+        {
+            match var {
+                (name, Some(value)) => drop(up.env.insert(name.to_owned(), value.to_owned())),
+                (name, None) => up.inherit.push(name.to_owned()),
             }
         }
     }
     Ok(())
+}
+
+/// `NAME=VALUE` (a value of its own) or `NAME` (Sluice's, which must be set), checked.
+fn env_flag<'a>(rest: &'a str, flag: &str) -> Result<(&'a str, Option<&'a str>), ConfigError> {
+    match rest.split_once('=') {
+        Some((var, value)) => {
+            check_name(var, flag)?;
+            if value.contains('\0') {
+                return Err(ConfigError(format!("--env {:?}: the value holds a NUL byte", shown(flag))));
+            }
+            Ok((var, Some(value)))
+        }
+        None => {
+            check_name(rest, flag)?;
+            if std::env::var_os(rest).is_none() {
+                return Err(ConfigError(format!(
+                    "--env {rest}: Sluice's environment has no {rest} to copy; set it, or give the value: --env {rest}=VALUE"
+                )));
+            }
+            Ok((rest, None))
+        }
+    }
 }
 
 /// `UPSTREAM:` (when what precedes the first `:`, before any `=`, names one of `stdio`) and the rest.
