@@ -7,3 +7,4 @@ mod hardening;
 mod hostile;
 mod reload;
 mod shares;
+mod stdio_start;
