@@ -62,8 +62,8 @@ pub struct StdioConfig {
     /// pattern they match (filled where the config is assembled).
     #[serde(skip)]
     pub secret_env: Vec<String>,
-    /// How long one of its processes may be idle before it is ended: a session no call uses, a
-    /// warm spare no session took (default 60 s).
+    /// How long one of its processes may be idle before it is ended: a session no call uses
+    /// (or `bridge.session_idle_ms`, when shorter), a warm spare no session took (default 60 s).
     #[serde(with = "super::limits::ms", rename = "idle_ms")]
     pub idle: std::time::Duration,
     /// Its working directory (default: Sluice's).

@@ -6,7 +6,7 @@
 //! new handshake by varying what it declares; a principal's client sessions all lease from its
 //! pool (a 2025-11-25 client's session holds none of its own). Idle sessions are ended (DELETE,
 //! or the process ended) after `bridge.session_idle_ms`, a stdio upstream's after its own
-//! `idle_ms`. Sluice's own requests (probes, lists) to a stdio upstream share its one process:
+//! `idle_ms` when that is shorter. Sluice's own requests (probes, lists) to a stdio upstream share its one process:
 //! one waits (at most `timeouts.response_ms`) for another's to be given back rather than start
 //! a second process. A stdio start that fails logs what the process wrote to stderr before its
 //! handshake (`stdio::boot`). Bounded: a stdio upstream's `max_processes_per_principal` per
@@ -256,8 +256,8 @@ impl Pool {
             return;
         }
         let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), instance: s.up.instance, caps: s.caps };
-        // A stdio process costs a whole server: its own idle time.
-        let idle = s.up.stdio.as_ref().map_or(self.idle_ttl, |spec| spec.cfg.idle);
+        // A stdio process costs a whole server: its own idle time, within the bridge's.
+        let idle = s.up.stdio.as_ref().map_or(self.idle_ttl, |spec| spec.cfg.idle.min(self.idle_ttl));
         if let Ok(mut slots) = self.slots.lock() {
             slots.put(key, s, Instant::now() + idle);
         }
