@@ -20,6 +20,10 @@ struct Quick {
     /// An upstream as NAME=URL; repeat for several.
     #[arg(long = "upstream", value_name = "NAME=URL")]
     upstreams: Vec<String>,
+    /// An environment variable for the stdio --upstream servers: NAME=VALUE, or NAME alone to
+    /// copy Sluice's; UPSTREAM:NAME[=VALUE] gives it to that one only; repeat for several.
+    #[arg(long = "env", value_name = "[UPSTREAM:]NAME[=VALUE]")]
+    env: Vec<String>,
     /// Publish upstream names without the `<upstream>__` prefix.
     #[arg(long)]
     no_prefix: bool,
@@ -33,6 +37,7 @@ impl Quick {
         Overrides {
             listen: self.listen.clone(),
             upstreams: self.upstreams.clone(),
+            env: self.env.clone(),
             no_prefix: self.no_prefix,
             policies: self.policies.clone(),
         }

@@ -109,6 +109,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--upstream NAME=URL`, repeatable.
     pub upstreams: Vec<String>,
+    /// `--env [UPSTREAM:]NAME[=VALUE]`, repeatable: a variable for a stdio `--upstream`.
+    pub env: Vec<String>,
     /// `--no-prefix`.
     pub no_prefix: bool,
     /// `--policy FILE`, repeatable: policy files added after the config's.
@@ -178,7 +180,7 @@ impl Config {
         // Across sections: without credentials every caller is the one principal `local`, so a
         // share per principal defaults to the whole pool (what AuthConfig::configured says).
         let one_principal = raw.auth.api_keys.is_empty() && raw.auth.api_keys_env.is_none() && raw.auth.jwt.is_none();
-        let (upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
+        let (mut upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
         let Budget { global: budget, overrides: budget_overrides } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || format!("http://{listen}{path}"));
@@ -202,27 +204,20 @@ impl Config {
         metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
+        let cluster_var =
+            raw.cluster.as_ref().and_then(|c| c.redis_url.as_deref()?.strip_prefix("${")?.strip_suffix('}').map(str::to_owned));
         let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
-        // Across sections: replicas open each other's sealed values, so they need the same
-        // configured keys; the id written into sealed state is the cluster's.
         if let Some(c) = &cluster {
-            if state.keys.is_empty() && state.key_env.is_none() {
-                return Err(ConfigError(format!(
-                    "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
-                )));
-            }
-            if explicit_replica.as_deref().is_some_and(|r| r != c.id) {
-                return Err(ConfigError(format!(
-                    "{origin}: state.replica and cluster.id differ; drop state.replica (cluster.id names this replica)"
-                )));
-            }
-            state.replica = c.id.clone();
+            join_cluster(&mut state, explicit_replica, c, origin)?;
         }
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
         // log or Sluice's own output.
         stdio::stderr_apart(&upstreams, &audit.sink).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        // Across sections: no stdio server inherits a variable the config names as a secret.
+        let secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
+        stdio::inherit::keep_secrets(&mut upstreams, &secrets).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         Ok(Config {
             listen,
             path,
@@ -285,13 +280,35 @@ fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, Config
 
 // === impl Overrides ===
 
+/// Across sections: replicas open each other's sealed values, so they need the same configured
+/// keys; the id written into sealed state is the cluster's.
+fn join_cluster(state: &mut StateConfig, explicit_replica: Option<String>, c: &Cluster, origin: &str) -> Result<(), ConfigError> {
+    if state.keys.is_empty() && state.key_env.is_none() {
+        return Err(ConfigError(format!(
+            "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
+        )));
+    }
+    if explicit_replica.as_deref().is_some_and(|r| r != c.id) {
+        return Err(ConfigError(format!(
+            "{origin}: state.replica and cluster.id differ; drop state.replica (cluster.id names this replica)"
+        )));
+    }
+    state.replica = c.id.clone();
+    Ok(())
+}
+
 impl Overrides {
     /// Writes the flags into the file's values: `--listen` and `--no-prefix` replace, and
     /// `--upstream` and `--policy` come after the file's own.
     fn apply(&self, raw: &mut RawConfig) -> Result<(), ConfigError> {
+        let mut flagged = Vec::new();
         for spec in &self.upstreams {
-            raw.upstream.push(RawUpstream::from_flag(spec)?);
+            let u = RawUpstream::from_flag(spec)?;
+            flagged.push(u.name.get_ref().clone());
+            raw.upstream.push(u);
         }
+        let flagged: Vec<&str> = flagged.iter().map(String::as_str).collect();
+        stdio::inherit::env_flags(&self.env, &flagged, &mut raw.upstream)?;
         if let Some(listen) = &self.listen {
             raw.listen = Some(listen.clone());
         }

@@ -220,6 +220,10 @@ pub(super) struct RawUpstream {
     pub(super) command: Option<Vec<String>>,
     #[serde(default)]
     pub(super) env: BTreeMap<String, String>,
+    pub(super) inherit_env: Option<bool>,
+    #[serde(default)]
+    pub(super) inherit: Vec<String>,
+    pub(super) idle_ms: Option<u64>,
     pub(super) cwd: Option<String>,
     pub(super) stderr: Option<String>,
     pub(super) stderr_max_bytes: Option<u64>,

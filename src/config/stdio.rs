@@ -2,12 +2,14 @@
 //! the process Sluice starts and how it is bounded.
 //!
 //! Takes the raw stdio keys of one upstream; gives a [`StdioConfig`]. Refuses an empty command
-//! or program, an `env` name that is empty or holds `=` or NUL, a `stderr` that is neither
-//! `"drop"` nor `"file:PATH"`, `max_processes = 0`, a `max_processes_per_principal` of 0 or
-//! over `max_processes`, and the HTTP-only keys (`headers`, `bearer_token_env`) or
+//! or program, an `env` name that is empty or holds `=` or NUL, an `inherit` entry that names
+//! no variable or prefix (`inherit`), a `stderr` that is neither `"drop"` nor `"file:PATH"`,
+//! `max_processes = 0`, a `max_processes_per_principal` of 0 or over `max_processes`, an
+//! `idle_ms` of 0 or over a day, and the HTTP-only keys (`headers`, `bearer_token_env`) or
 //! `era = "2026-07-28"` next to a command, naming the upstream; a `user` or `group` the user
-//! database does not resolve (`run_as`).
+//! database does not resolve (`run_as`); the stdio keys next to a `url`.
 
+pub(super) mod inherit;
 pub(super) mod run_as;
 
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use self::run_as::{RawId, RunGroup, RunUser};
+use super::raw::RawUpstream;
 use super::redact::redact_map;
 use super::ConfigError;
 
@@ -45,10 +48,24 @@ pub struct StdioConfig {
     /// The program and its arguments, run directly (never through a shell). Printed through the
     /// one redaction (`redact.rs`): URL credentials, and values after secret-named flags.
     pub command: Vec<String>,
-    /// Environment variables set for it. It inherits only `PATH`, `HOME`, `USER`, `LANG`,
-    /// `LC_ALL`, `TMPDIR` and `TZ` from Sluice: Sluice's own secrets stay out of it.
+    /// Environment variables set for it, over what it inherits of Sluice's.
     #[serde(serialize_with = "redact_map")]
     pub env: Vec<(String, String)>,
+    /// Whether it inherits Sluice's proxy, CA and package-runner variables (and XDG
+    /// directories, without `user`) besides `PATH`, `HOME`, `USER`, `LANG`, `LC_ALL`, `TMPDIR`
+    /// and `TZ` (default true; `upstream::stdio::env`).
+    pub inherit_env: bool,
+    /// More of Sluice's variables it inherits: names, or `PREFIX*` patterns.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherit: Vec<String>,
+    /// The variables Sluice's config names as its own secrets: never inherited, whatever
+    /// pattern they match (filled where the config is assembled).
+    #[serde(skip)]
+    pub secret_env: Vec<String>,
+    /// How long one of its processes may be idle before it is ended: a session no call uses
+    /// (or `bridge.session_idle_ms`, when shorter), a warm spare no session took (default 60 s).
+    #[serde(with = "super::limits::ms", rename = "idle_ms")]
+    pub idle: std::time::Duration,
     /// Its working directory (default: Sluice's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
@@ -56,8 +73,8 @@ pub struct StdioConfig {
     pub stderr: Stderr,
     /// The stderr file is rotated past this many bytes (default 10 MiB).
     pub stderr_max_bytes: u64,
-    /// Processes of this upstream at once: one per 2025-11-25 session, spares included
-    /// (default 16).
+    /// Processes of this upstream at once: one per 2025-11-25 session, Sluice's own and spares
+    /// included (default 4: each is a whole server, often 50 to 100 MB).
     pub max_processes: usize,
     /// Processes of this upstream one principal may hold at once (each serving one of its
     /// calls, parked ones included), so that one principal cannot take them all. Default a
@@ -98,6 +115,9 @@ impl std::fmt::Debug for StdioConfig {
             .field("program", &self.command.first())
             .field("args", &self.command.len().saturating_sub(1))
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("inherit_env", &self.inherit_env)
+            .field("inherit", &self.inherit)
+            .field("idle", &self.idle)
             .field("cwd", &self.cwd)
             .field("stderr", &self.stderr)
             .field("max_processes", &self.max_processes)
@@ -115,6 +135,13 @@ const MAX_PROCESSES: usize = 4096;
 
 /// The longest `start_ms` (10 minutes): a process that boots slower is not waited for.
 const MAX_START_MS: u64 = 600_000;
+
+/// The default `max_processes`: a laptop runs a few servers of each kind, not dozens.
+const DEFAULT_MAX_PROCESSES: usize = 4;
+
+/// The default and longest `idle_ms` (a minute; a day).
+const DEFAULT_IDLE_MS: u64 = 60_000;
+const MAX_IDLE_MS: u64 = 86_400_000;
 
 /// Refuses a stdio upstream whose stderr file is the audit sink or Sluice's own output: a
 /// server's stderr may carry content.
@@ -148,12 +175,58 @@ pub(super) struct RawStdio {
     pub(super) user: Option<RawId>,
     pub(super) group: Option<RawId>,
     pub(super) max_processes_per_principal: Option<usize>,
+    pub(super) inherit_env: Option<bool>,
+    pub(super) inherit: Vec<String>,
+    pub(super) idle_ms: Option<u64>,
     /// `[auth]` configures no credentials: every caller is `local`, so the default share is
     /// the whole of `max_processes`.
     pub(super) one_principal: bool,
 }
 
 impl RawStdio {
+    /// The stdio keys, as a refusal next to a `url` lists them.
+    pub(super) const KEYS: &'static str = "env, inherit_env, inherit, idle_ms, cwd, stderr, stderr_max_bytes, max_processes, max_processes_per_principal, spare_processes, start_ms, user and group";
+
+    /// Whether `u` sets any stdio key (refused next to a `url`).
+    pub(super) fn any_on(u: &RawUpstream) -> bool {
+        let set = [
+            u.cwd.is_some(),
+            u.stderr.is_some(),
+            u.stderr_max_bytes.is_some(),
+            u.max_processes.is_some(),
+            u.max_processes_per_principal.is_some(),
+            u.spare_processes.is_some(),
+            u.start_ms.is_some(),
+            u.idle_ms.is_some(),
+            u.inherit_env.is_some(),
+            !u.inherit.is_empty(),
+            !u.env.is_empty(),
+            u.user.is_some() || u.group.is_some(),
+        ];
+        set.iter().any(|k| *k)
+    }
+
+    /// The stdio keys of `u`, taken out of it, with its `command`.
+    pub(super) fn take(u: &mut RawUpstream, command: Vec<String>, one_principal: bool) -> RawStdio {
+        RawStdio {
+            command,
+            env: std::mem::take(&mut u.env).into_iter().collect(),
+            cwd: u.cwd.take(),
+            stderr: u.stderr.take(),
+            stderr_max_bytes: u.stderr_max_bytes,
+            max_processes: u.max_processes,
+            spare_processes: u.spare_processes,
+            start_ms: u.start_ms,
+            user: u.user.take(),
+            group: u.group.take(),
+            max_processes_per_principal: u.max_processes_per_principal,
+            inherit_env: u.inherit_env,
+            inherit: std::mem::take(&mut u.inherit),
+            idle_ms: u.idle_ms,
+            one_principal,
+        }
+    }
+
     /// Checks the keys of upstream `name` (`at` names the line or the flag in errors).
     pub(super) fn check(self, name: &str, at: &str) -> Result<StdioConfig, ConfigError> {
         let bad = |what: String| ConfigError(format!("{at}: upstream {name:?}: {what}"));
@@ -175,7 +248,8 @@ impl RawStdio {
                 _ => return Err(bad(format!("stderr = {s:?}: expected \"drop\" or \"file:PATH\""))),
             },
         };
-        let max_processes = self.max_processes.unwrap_or(16);
+        inherit::check_patterns(&self.inherit, bad)?;
+        let max_processes = self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
         if max_processes == 0 || max_processes > MAX_PROCESSES {
             return Err(bad(format!("max_processes = {max_processes}: give 1 to {MAX_PROCESSES}")));
         }
@@ -200,11 +274,19 @@ impl RawStdio {
         if !(1..=MAX_START_MS).contains(&start_ms) {
             return Err(bad(format!("start_ms = {start_ms}: give 1 to {MAX_START_MS} (how long its server may take to boot)")));
         }
+        let idle_ms = self.idle_ms.unwrap_or(DEFAULT_IDLE_MS);
+        if !(1..=MAX_IDLE_MS).contains(&idle_ms) {
+            return Err(bad(format!("idle_ms = {idle_ms}: give 1 to {MAX_IDLE_MS} (how long an unused process is kept)")));
+        }
         let group = self.group.as_ref().map(run_as::resolve_group).transpose().map_err(bad)?;
         let user = self.user.as_ref().map(|u| run_as::resolve_user(u, group.is_some())).transpose().map_err(bad)?;
         Ok(StdioConfig {
             command: self.command,
             env: self.env,
+            inherit_env: self.inherit_env.unwrap_or(true),
+            inherit: self.inherit,
+            secret_env: Vec::new(),
+            idle: std::time::Duration::from_millis(idle_ms),
             cwd: self.cwd.map(PathBuf::from),
             stderr,
             stderr_max_bytes,

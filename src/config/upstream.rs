@@ -285,20 +285,10 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bo
                 let shown = redact_url(&url);
                 return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(span))));
             }
-            let stdio_key = [
-                u.cwd.is_some(),
-                u.stderr.is_some(),
-                u.stderr_max_bytes.is_some(),
-                u.max_processes.is_some(),
-                u.max_processes_per_principal.is_some(),
-                u.spare_processes.is_some(),
-                u.start_ms.is_some(),
-                !u.env.is_empty(),
-                u.user.is_some() || u.group.is_some(),
-            ];
-            if stdio_key.iter().any(|k| *k) {
+            if RawStdio::any_on(u) {
                 return Err(ConfigError(format!(
-                    "{at}: upstream {name:?}: env, cwd, stderr, stderr_max_bytes, max_processes, max_processes_per_principal, spare_processes, start_ms, user and group are for a stdio upstream (command = [...]), not a url"
+                    "{at}: upstream {name:?}: {} are for a stdio upstream (command = [...]), not a url",
+                    RawStdio::KEYS
                 )));
             }
             Ok((url, None))
@@ -309,20 +299,7 @@ fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bo
                     "{at}: upstream {name:?}: headers and bearer_token_env are HTTP headers; a stdio upstream takes its credentials in env = {{...}}"
                 )));
             }
-            let raw = RawStdio {
-                command,
-                env: std::mem::take(&mut u.env).into_iter().collect(),
-                cwd: u.cwd.take(),
-                stderr: u.stderr.take(),
-                stderr_max_bytes: u.stderr_max_bytes,
-                max_processes: u.max_processes,
-                spare_processes: u.spare_processes,
-                start_ms: u.start_ms,
-                user: u.user.take(),
-                group: u.group.take(),
-                max_processes_per_principal: u.max_processes_per_principal,
-                one_principal,
-            };
+            let raw = RawStdio::take(u, command, one_principal);
             Ok((String::new(), Some(raw.check(name, &at)?)))
         }
     }
@@ -356,6 +333,9 @@ impl RawUpstream {
             max_in_flight_per_principal: None,
             command,
             env: Default::default(),
+            inherit_env: None,
+            inherit: Vec::new(),
+            idle_ms: None,
             cwd: None,
             stderr: None,
             stderr_max_bytes: None,

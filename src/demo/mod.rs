@@ -67,6 +67,7 @@ pub async fn run(walkthrough: bool, listen: Option<String>) -> Result<std::proce
         upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url()), notes],
         no_prefix: false,
         policies: Vec::new(),
+        env: Vec::new(),
     };
     let cfg = Config::from_toml(&config_text(&policy.0.display().to_string()), "<demo>", &over).map_err(|e| e.0)?;
     let running = crate::start(cfg).await?;

@@ -9,3 +9,4 @@ mod idle;
 mod logs;
 mod reload;
 mod shares;
+mod stdio_start;

@@ -8,6 +8,10 @@ It answers `initialize`, `tools/list` (one tool, `take`) and `ping` like any ser
   mute      only the first process (the one that creates MARKER_FILE) answers; every later one
             reads `initialize` and never answers it
   slow      every process sleeps 3 s before it answers `initialize` (a server slow to boot)
+  talk      the first process serves; the second writes `before-2;` to stderr as it boots, serves
+            its handshake, and on `tools/call` writes `AFTER-HANDSHAKE;` (what a client's call
+            could make it write) to stderr and exits 1 unanswered; every later one writes
+            `boot-N;` to stderr and exits 3 before reading anything (a start that fails)
 `take` answers "took N bytes" once it has read the whole call.
 """
 
@@ -31,6 +35,19 @@ def main() -> None:
         first = True
     except FileExistsError:
         pass
+    if mode == "talk":
+        with open(marker + ".count", "a+") as f:
+            f.write("x\n")
+            f.flush()
+            f.seek(0)
+            index = len(f.read().splitlines())
+        if index == 2:
+            sys.stderr.write("before-2;\n")
+            sys.stderr.flush()
+        elif index > 2:
+            sys.stderr.write(f"boot-{index};\n")
+            sys.stderr.flush()
+            sys.exit(3)
     while True:
         line = sys.stdin.readline(4096)
         if not line:
@@ -52,6 +69,10 @@ def main() -> None:
                                                            "serverInfo": {"name": "hostile", "version": "1"}}})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [{"name": "take", "inputSchema": {"type": "object"}}]}})
+        elif method == "tools/call" and mode == "talk":
+            sys.stderr.write("AFTER-HANDSHAKE;\n")
+            sys.stderr.flush()
+            sys.exit(1)
         elif method == "tools/call":
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": f"took {len(line)} bytes"}]}})
         else:

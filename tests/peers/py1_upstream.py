@@ -27,6 +27,8 @@ things mid-call through the SDK's public session API, either on the POST stream 
   slow(ms, tag)                 sleeps `ms` milliseconds, then returns "slept <ms>"
   steps(n)                      reports progress 1..n of n (notifications/progress), then returns
                                 "did <n> steps"
+  counter()                     returns "pid <its pid> call <n>": the calls this process served
+                                (a server's state is per process)
 
 Every tool given a non-empty `tag` appends one line per event to `<events dir>/<tag>`: `start`;
 `cancel-notified` when a `notifications/cancelled` naming the call arrives while it runs; then
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from typing import Any
 
 import anyio
@@ -251,6 +254,17 @@ async def slow(ms: int, ctx: Context, tag: str = "") -> str:
     async with track(ctx, tag):
         await anyio.sleep(ms / 1000)
         return f"slept {ms}"
+
+
+CALLS = 0
+
+
+@mcp.tool()
+async def counter() -> str:
+    """Counts the calls this process has served: `pid P call N` (a server's state is per process)."""
+    global CALLS
+    CALLS += 1
+    return f"pid {os.getpid()} call {CALLS}"
 
 
 def main() -> None:

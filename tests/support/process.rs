@@ -185,6 +185,11 @@ impl Sluice {
 
     /// Starts it and gives it once it listens, or how it exited (10 s at most).
     pub(crate) async fn spawn(config: &str, env: &Env) -> Result<Sluice, Exited> {
+        Sluice::spawn_with(config, env, &[]).await
+    }
+
+    /// The same, with more arguments after `serve --config FILE` (the quick flags).
+    pub(crate) async fn spawn_with(config: &str, env: &Env, args: &[String]) -> Result<Sluice, Exited> {
         // The default listen address is a fixed port: tests run in parallel.
         let port_0 = config.lines().any(|l| l.starts_with("listen = \"") && l.ends_with(":0\""));
         assert!(port_0, "a test's config must listen on port 0 (listen = \"127.0.0.1:0\"):\n{config}");
@@ -192,7 +197,7 @@ impl Sluice {
         let path = dir.join("sluice.toml");
         std::fs::write(&path, config).expect("write the config");
         let mut cmd = env.command();
-        cmd.args(["serve", "--config"]).arg(&path).env("RUST_LOG", "trace").env("NO_COLOR", "1");
+        cmd.args(["serve", "--config"]).arg(&path).args(args).env("RUST_LOG", "trace").env("NO_COLOR", "1");
         env.apply(&mut cmd);
         let mut child = cmd
             .stdin(Stdio::null())

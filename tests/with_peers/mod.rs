@@ -8,7 +8,8 @@
 //! - `stdio`, `sse`: real stdio servers Sluice starts as child processes, and a 2024-11-05
 //!   HTTP+SSE server (issue 12);
 //! - `stdio_boundary`: what a stdio server cannot reach of Sluice, and that nothing it starts
-//!   outlives it (issue 28).
+//!   outlives it (issue 28); `stdio_pool`: a 2025-11-25 stdio server's processes pooled per
+//!   principal, idle ones ended (issue 29).
 //! - `connect`: the README's quick start and "Connect your client" snippets, run as written
 //!   with the Inspector CLI, mcp-remote and the Python and TypeScript SDKs (issue 29);
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29).
@@ -25,5 +26,6 @@ mod sse;
 mod stdio;
 mod stdio_boundary;
 mod stdio_modern;
+mod stdio_pool;
 mod stdio_shares;
 mod traces;

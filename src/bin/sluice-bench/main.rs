@@ -4,7 +4,8 @@
 //! (docs/benchmarks.md explains each figure); `profile` counts instructions per request with
 //! callgrind and samples a loaded Sluice with `perf` where it works. The other subcommands are
 //! the processes `run` starts: a fast modern mock upstream, a fast legacy mock upstream, a
-//! do-nothing forwarder built like Sluice, and a connection holder (the memory baseline).
+//! 2025-11-25 stdio server (Sluice starts it), a do-nothing forwarder built like Sluice, and a
+//! connection holder (the memory baseline).
 //! Started with `--parent-stdin`, a peer exits when its stdin closes, so no peer outlives `run`.
 //!
 //! Usage: `bash scripts/bench.sh` (installs wrk, builds, runs this, writes target/bench/results.md).
@@ -17,6 +18,7 @@ mod mocks;
 mod procs;
 mod profile;
 mod run;
+mod stdio_mock;
 mod wire;
 
 use std::process::ExitCode;
@@ -63,6 +65,8 @@ enum Command {
         #[arg(long)]
         parent_stdin: bool,
     },
+    /// A 2025-11-25 stdio server with `echo` on stdin/stdout (Sluice starts it as a child process).
+    StdioUpstream,
     /// A do-nothing forwarder built like Sluice (same server builder, pooled client, runtime); prints `LISTENING <port>`.
     Forwarder {
         /// The upstream URL every request is sent to.
@@ -114,6 +118,7 @@ async fn main() -> ExitCode {
             exit_with_parent(parent_stdin);
             mocks::legacy(http2).await
         }
+        Command::StdioUpstream => stdio_mock::serve().await,
         Command::Forwarder { to, parent_stdin } => {
             exit_with_parent(parent_stdin);
             forwarder::serve(&to).await

@@ -134,6 +134,28 @@ pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok())
 }
 
+/// Every descendant of `pid` (children, their children, ...), from the parent pids in /proc.
+pub(crate) fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // After the parenthesized command name: the state, then the parent's pid.
+        if let Some(pp) = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok()) {
+            parent.push((p, pp));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let of = found[i];
+        found.extend(parent.iter().filter(|(_, pp)| *pp == of).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// A free loopback port (bound, then released for the child to bind).
 pub(crate) fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;

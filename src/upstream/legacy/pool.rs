@@ -3,8 +3,13 @@
 //! Takes a lease request; gives a [`Lease`]: an idle session of that key, or a new one. A lease
 //! is exclusive and returns its session to the pool when dropped (a broken one is closed
 //! instead). The key's capabilities are the closed [`Bridged`] set, so a client cannot force a
-//! new handshake by varying what it declares. Idle sessions are ended (DELETE) after
-//! `bridge.session_idle_ms`. Bounded: a stdio upstream's `max_processes_per_principal` per
+//! new handshake by varying what it declares; a principal's client sessions all lease from its
+//! pool (a 2025-11-25 client's session holds none of its own). Idle sessions are ended (DELETE,
+//! or the process ended) after `bridge.session_idle_ms`, a stdio upstream's after its own
+//! `idle_ms` when that is shorter. Sluice's own requests (probes, lists) to a stdio upstream share its one process:
+//! one waits (at most `timeouts.response_ms`) for another's to be given back rather than start
+//! a second process. A stdio start that fails logs what the process wrote to stderr before its
+//! handshake (`stdio::boot`). Bounded: a stdio upstream's `max_processes_per_principal` per
 //! principal (one process per session) and `bridge.max_sessions_per_principal` per principal (a
 //! principal at either closes its own least recently used idle session; Sluice's internal
 //! principal is exempt), `bridge.max_sessions` in all (the least recently used idle session
@@ -35,6 +40,8 @@ pub struct Pool {
     /// The principal exempt from the cap per principal (Sluice's own list and probe calls).
     exempt: &'static str,
     idle_ttl: Duration,
+    /// Told whenever a session is given back.
+    returned: tokio::sync::Notify,
     /// How long a stdio process is given to end (half after its stdin closes, half after SIGTERM).
     grace: Duration,
 }
@@ -77,7 +84,8 @@ impl Pool {
     /// `grace` bounds the end of a stdio session's process (`timeouts.shutdown_ms`).
     pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str, grace: Duration) -> Arc<Pool> {
         let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal, per_upstream: None };
-        Arc::new(Pool { client, slots: Mutex::new(Slots::default()), caps, exempt, idle_ttl: cfg.session_idle, grace })
+        let slots = Mutex::new(Slots::default());
+        Arc::new(Pool { client, slots, caps, exempt, idle_ttl: cfg.session_idle, returned: tokio::sync::Notify::new(), grace })
     }
 
     /// How many sessions are open (idle and leased).
@@ -96,14 +104,33 @@ impl Pool {
     ) -> Result<Lease, UpstreamError> {
         let key =
             Key { principal: principal.to_owned(), upstream: up.name.clone(), instance: up.instance, caps: Bridged::from_value(caps) };
-        let session = match self.take_usable(&key) {
-            Some(s) => s,
-            None => self.open(up, &key, on_list_changed).await?,
-        };
+        let session = self.take_or_open(up, &key, on_list_changed).await?;
         session.discard_queued();
         session.set_leased(true);
         session.up.leases.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Lease { session, pool: self.clone() })
+    }
+
+    /// An idle session of `key`, else a new one. Sluice's own requests to a stdio upstream that
+    /// already has a process of Sluice's wait for it to be given back (within
+    /// `timeouts.response_ms`, then a new one is started): a list refresh that a list change
+    /// set off during a probe does not start a second server.
+    async fn take_or_open(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+        let deadline = Instant::now() + self.client.response_timeout();
+        loop {
+            // Armed before looking, so a session given back in between is not missed.
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Some(s) = self.take_usable(key) {
+                return Ok(s);
+            }
+            let own = up.stdio.is_some() && key.principal == self.exempt;
+            let busy = own && self.slots.lock().is_ok_and(|s| s.held_of(&key.principal, key.instance) > 0);
+            if !busy || tokio::time::timeout_at(deadline, returned).await.is_err() {
+                return self.open(up, key, on_list_changed).await;
+            }
+        }
     }
 
     /// The most recently returned idle session of `key` that can still serve (a stdio one whose
@@ -168,13 +195,26 @@ impl Pool {
             }
         };
         let (proc, lines) = started;
-        let channel = super::channel::Channel::Stdio(proc);
+        let channel = super::channel::Channel::Stdio(proc.clone());
         let mut open = self.inline(channel, super::inline::Source::Lines(lines), key, on_list_changed);
         open.handshake = spec.cfg.start;
         let opened = super::inline::open(up.clone(), open).await;
         match &opened {
-            Ok(_) => spec.succeeded(),
-            Err(_) => spec.failed(),
+            Ok(_) => {
+                // Before any call is written to it: its stderr is no longer kept.
+                proc.handshaken();
+                spec.succeeded();
+            }
+            Err(e) => {
+                spec.failed();
+                // Said once its stderr ended (or after the grace), not holding up the caller.
+                let (up, why) = (up.clone(), e.to_string());
+                tokio::spawn(async move {
+                    if let Some(spec) = &up.stdio {
+                        spec.log_failed_start(&why, &proc).await;
+                    }
+                });
+            }
         }
         opened
     }
@@ -210,24 +250,24 @@ impl Pool {
             if let Ok(mut slots) = self.slots.lock() {
                 slots.release(&s.principal, s.up.instance);
             }
+            self.returned.notify_waiters();
             let client = self.client.clone();
             tokio::spawn(async move { s.close(&client).await });
             return;
         }
         let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), instance: s.up.instance, caps: s.caps };
+        // A stdio process costs a whole server: its own idle time, within the bridge's.
+        let idle = s.up.stdio.as_ref().map_or(self.idle_ttl, |spec| spec.cfg.idle.min(self.idle_ttl));
         if let Ok(mut slots) = self.slots.lock() {
-            slots.put(key, s, Instant::now());
+            slots.put(key, s, Instant::now() + idle);
         }
+        self.returned.notify_waiters();
     }
 
-    /// Ends sessions idle longer than the idle TTL (`all`: every idle session, at shutdown).
+    /// Ends sessions idle past their idle time (`all`: every idle session, at shutdown).
     pub async fn sweep(&self, all: bool) {
-        let cutoff = match (all, Instant::now().checked_sub(self.idle_ttl)) {
-            (true, _) => None,
-            (false, Some(c)) => Some(c),
-            (false, None) => return, // nothing can have been idle that long yet
-        };
-        let expired = self.slots.lock().map(|mut s| s.expire(cutoff)).unwrap_or_default();
+        let now = (!all).then(Instant::now);
+        let expired = self.slots.lock().map(|mut s| s.expire(now)).unwrap_or_default();
         for s in expired {
             s.close(&self.client).await;
         }

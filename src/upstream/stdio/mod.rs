@@ -4,7 +4,9 @@
 //! Takes an upstream's [`StdioConfig`]; gives its [`Spec`]: how to start one process (each one
 //! 2025-11-25 session, see `legacy::session`), at most `max_processes` at once, with
 //! `spare_processes` of them started ahead and kept warm (not yet handshaken: a server that
-//! takes a second to boot answers a new session's first call as fast as an HTTP one), restarted
+//! takes a second to boot answers a new session's first call as fast as an HTTP one) until one
+//! is taken or `idle_ms` passes (then it is ended, and none replaces it until a session next
+//! starts), restarted
 //! with back-off after failed starts (100 ms doubling to 30 s; a start whose handshake
 //! succeeded resets it), every running one tracked so shutdown ends them all and waits for
 //! them. Refuses a start while backing off and past `max_processes`, with errors naming the
@@ -12,10 +14,13 @@
 //! processes (`max_processes_per_principal`) is counted by the session pool
 //! (`legacy::pool::slots`), where each process is one principal's session.
 
+pub mod boot;
 pub mod boundary;
+pub mod env;
 pub mod process;
 pub mod reaper;
 pub mod shared;
+mod spares;
 pub mod stderr;
 
 use std::sync::{Arc, Mutex};
@@ -57,8 +62,10 @@ pub struct Spec {
     slots: Arc<tokio::sync::Semaphore>,
     backoff: Mutex<Backoff>,
     running: Running,
+    /// The digest of the stderr the last failed start logged (`None` after a start succeeded).
+    last_failure: Mutex<Option<u64>>,
     /// Oldest first: the one started longest ago is the likeliest to have booted.
-    spares: Mutex<std::collections::VecDeque<(Arc<Proc>, Lines)>>,
+    spares: Mutex<std::collections::VecDeque<spares::Spare>>,
 }
 
 #[derive(Default)]
@@ -82,7 +89,8 @@ impl Running {
 
 /// Refuses, before anything starts, a `cwd` that is not a directory, a `stderr` file whose
 /// directory does not exist (every start would fail, and the first call would be the first to
-/// say), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
+/// say) or that is there but not a file Sluice may write (`stderr::check`: a symlink, a hard
+/// link, another user's), and a `user` or `group` Sluice cannot switch to; warns of processes that would run as
 /// root (`boundary`).
 pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
     if boundary::check_run_as(name, cfg, &boundary::Credentials::current())?.is_some() {
@@ -103,6 +111,14 @@ pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
                 "upstream '{name}': stderr file {}: its directory does not exist; create it or use stderr = \"drop\"",
                 path.display()
             ));
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            stderr::check(&meta, nix::unistd::geteuid().as_raw()).map_err(|why| {
+                format!(
+                    "upstream '{name}': stderr file {}: {why}; remove it (Sluice creates the file) or point stderr elsewhere",
+                    path.display()
+                )
+            })?;
         }
     }
     Ok(())
@@ -126,6 +142,7 @@ impl Spec {
             slots,
             backoff: Mutex::default(),
             running: Running::default(),
+            last_failure: Mutex::default(),
             spares: Mutex::default(),
         }
     }
@@ -144,32 +161,6 @@ impl Spec {
     /// `max_processes` (Sluice's pool is full; the server did nothing wrong).
     pub fn full(&self) -> UpstreamError {
         UpstreamError::Full(crate::shares::Full::pool(crate::shares::Pool::Processes(self.name.to_string()), self.cfg.max_processes))
-    }
-
-    /// A warm spare process, if one is running (another is started in its place).
-    pub fn take_spare(&self, grace: Duration) -> Option<(Arc<Proc>, Lines)> {
-        let taken = loop {
-            match self.spares.lock().ok()?.pop_front() {
-                Some((p, _)) if p.is_done() => continue,
-                other => break other,
-            }
-        };
-        self.refill(grace);
-        taken
-    }
-
-    /// Starts spares until `spare_processes` run, while places are free and no start failed.
-    fn refill(&self, grace: Duration) {
-        let Ok(mut spares) = self.spares.lock() else { return };
-        spares.retain(|(p, _)| !p.is_done());
-        let retired = self.retired.load(std::sync::atomic::Ordering::Acquire);
-        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() && !retired {
-            let Some(slot) = self.slot() else { return };
-            match Proc::spawn(self, slot, grace) {
-                Ok(p) => spares.push_back(p),
-                Err(_) => return self.failed(),
-            }
-        }
     }
 
     fn is_closed(&self) -> bool {
@@ -227,23 +218,29 @@ impl Spec {
         }
     }
 
-    /// A start succeeded: the back-off is reset.
+    /// A start succeeded: the back-off is reset, and the next failed start is logged at warn.
     pub fn succeeded(&self) {
+        self.reset_backoff();
+        if let Ok(mut l) = self.last_failure.lock() {
+            *l = None;
+        }
+    }
+
+    /// The next start is not held back (the process before was ended on purpose).
+    pub fn reset_backoff(&self) {
         if let Ok(mut b) = self.backoff.lock() {
             *b = Backoff::default();
         }
     }
 
-    /// When a reload retired the upstream (removed, or replaced by one of new settings): its
-    /// spares, started ahead with the old settings (user, environment, command) and never
-    /// used, are told to end at once, and no spare is started again. Processes in use finish
-    /// their calls (the reload's drain ends them).
-    pub fn retire_spares(&self) {
-        self.retired.store(true, std::sync::atomic::Ordering::Release);
-        let spares = self.spares.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
-        for (p, _) in spares {
-            p.end("its upstream was replaced or removed by a reload");
-        }
+    /// Logs that `proc` did not start (`why`, content-free), with what it wrote to stderr
+    /// before its handshake, once that stderr ended (within `grace`); at warn unless the last
+    /// failed start wrote the same (`boot`).
+    pub async fn log_failed_start(&self, why: &str, proc: &Proc) {
+        let lines = proc.boot().lines(self.grace).await;
+        let digest = boot::digest(&lines);
+        let repeated = self.last_failure.lock().is_ok_and(|mut l| l.replace(digest) == Some(digest));
+        boot::log_failed_start(&self.name, why, &lines, repeated);
     }
 
     /// At shutdown: no process starts from now on, and every running one is told to end.
@@ -294,6 +291,10 @@ mod tests {
         StdioConfig {
             command: vec![program.to_owned()],
             env: Vec::new(),
+            inherit_env: true,
+            inherit: Vec::new(),
+            secret_env: Vec::new(),
+            idle: Duration::from_secs(60),
             cwd: None,
             stderr: crate::config::Stderr::Drop,
             stderr_max_bytes: 1 << 20,
@@ -308,6 +309,20 @@ mod tests {
 
     fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
         Spec::new("nope", config(program, max_processes, spare_processes), 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
+    }
+
+    #[test]
+    fn preflight_refuses_a_stderr_path_that_is_a_symlink_naming_what_to_do() {
+        let d = std::env::temp_dir().join(format!("sluice-preflight-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("a scratch directory");
+        let mut c = config("true", 1, 0);
+        c.stderr = crate::config::Stderr::File(d.join("server.log"));
+        assert_eq!(preflight("up", &c), Ok(()), "no file yet: Sluice creates it");
+        std::os::unix::fs::symlink(d.join("victim"), d.join("server.log")).expect("a symlink");
+        let e = preflight("up", &c).expect_err("a symlink at the stderr path");
+        assert!(e.contains("upstream 'up'") && e.contains("symbolic link") && e.contains("remove it"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,8 +4,11 @@
 //!
 //! Takes a [`Spec`] (the command, its environment, its bounds); gives a [`Proc`] to write to,
 //! the stream of its stdout lines, and [`Proc::ended`] once it exited (with why, content-free).
-//! The child runs as the upstream's `user` and `group` when set (with that user's `HOME` and
-//! `USER`, and no supplementary group) and leads its own process group. Ending it closes its
+//! The child gets what `env` says of Sluice's environment (proxies and CAs, never Sluice's
+//! secrets) and its configured `env`; it runs as the upstream's `user` and `group` when set
+//! (with that user's `HOME` and `USER`, and no supplementary group) and leads its own process
+//! group. Its stderr is read by a task of its own (`stderr`), which keeps what it wrote while it
+//! booted ([`Proc::boot`]) until [`Proc::handshaken`]. Ending it closes its
 //! stdin, waits half of `timeouts.shutdown_ms`, sends SIGTERM to the group, waits the other
 //! half, then SIGKILL; once the child exited, whatever of its group is left is killed, and so
 //! is every orphan it left (`reaper`, bounded by `timeouts.shutdown_ms`); the child is always
@@ -26,20 +29,12 @@ use super::Spec;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::pending::Pending;
 
-/// Environment variables a stdio server inherits from Sluice; everything else it gets is
-/// configured (`env`), so Sluice's own secrets (state keys, API keys) never reach it. With a
-/// `user`, `HOME` and `USER` are that user's instead.
-const INHERITED: [&str; 7] = ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"];
-
-/// `cfg`'s command with its environment, working directory, user and group.
+/// `cfg`'s command with its environment (what it inherits of Sluice's, `env`), working
+/// directory, user and group.
 fn command(cfg: &crate::config::StdioConfig) -> Command {
     let mut cmd = Command::new(&cfg.command[0]);
     cmd.args(&cfg.command[1..]).env_clear();
-    for k in INHERITED {
-        if let Some(v) = std::env::var_os(k) {
-            cmd.env(k, v);
-        }
-    }
+    cmd.envs(super::env::inherited(cfg, std::env::vars_os()));
     if let Some(user) = &cfg.user {
         // Its own home, not Sluice's (which it may not even enter).
         cmd.env_remove("HOME").env_remove("USER");
@@ -116,6 +111,8 @@ pub struct Proc {
     pub max_line: usize,
     /// How long one write may wait on a child that does not read its stdin.
     write_timeout: Duration,
+    /// What it wrote to stderr while it booted (until [`Proc::handshaken`]).
+    boot: Arc<super::boot::Boot>,
 }
 
 impl Drop for Proc {
@@ -129,9 +126,8 @@ impl Proc {
     pub fn spawn(spec: &Spec, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         let cfg = &spec.cfg;
         let mut cmd = command(cfg);
-        let drop_stderr = matches!(cfg.stderr, crate::config::Stderr::Drop);
-        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
-        cmd.stderr(if drop_stderr { std::process::Stdio::null() } else { std::process::Stdio::piped() });
+        // stderr is always read: what it writes while it boots says why a start failed.
+        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         // Its own process group, so ending it ends what it started too (npx, uvx, sh -c).
         cmd.process_group(0);
         // A backstop only: the supervisor ends the child itself, gently first.
@@ -142,8 +138,10 @@ impl Proc {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(UpstreamError::Start(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
         };
-        if let Some(err) = child.stderr.take() {
-            tokio::spawn(spec.stderr.clone().drain(err));
+        let boot = Arc::new(super::boot::Boot::default());
+        match child.stderr.take() {
+            Some(err) => drop(tokio::spawn(spec.stderr.clone().drain(err, boot.clone()))),
+            None => boot.ended(),
         }
         let proc = Arc::new(Proc {
             stdin: tokio::sync::Mutex::new(Some(stdin)),
@@ -152,12 +150,24 @@ impl Proc {
             pid: child.id(),
             max_line: spec.max_line,
             write_timeout: spec.write_timeout,
+            boot,
         });
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
         let signals = (proc.stop.clone(), proc.pending.token());
         tokio::spawn(supervise(Held { child, registered, slot }, Arc::downgrade(&proc), signals, grace));
         Ok((proc, FramedRead::new(stdout, LineCodec::new(spec.max_line))))
+    }
+
+    /// Its first handshake completed: what it wrote to stderr is no longer kept (from now on it
+    /// may carry a client's content).
+    pub fn handshaken(&self) {
+        self.boot.completed();
+    }
+
+    /// What it wrote to stderr while it booted, for a failed start's log line.
+    pub fn boot(&self) -> &super::boot::Boot {
+        &self.boot
     }
 
     /// Writes one message (one line; JSON text has no raw newline), within `timeouts.response_ms`

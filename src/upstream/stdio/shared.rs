@@ -107,7 +107,11 @@ pub async fn post(up: &Arc<Upstream>, client: &HttpClient, body: Bytes, stream_t
     let spec = up.stdio.as_ref().ok_or_else(|| UpstreamError::Protocol(up.name.clone(), "it is not a stdio server".into()))?;
     let live = live(up, spec, client.max_event_bytes()).await?;
     let n = live.next.fetch_add(1, Ordering::Relaxed);
-    let (line, route_of) = rewrite(body, n).map_err(|why| UpstreamError::Protocol(up.name.clone(), why))?;
+    let (line, route_of, own) = rewrite(body, n).map_err(|why| UpstreamError::Protocol(up.name.clone(), why))?;
+    if !own {
+        // A client's request: from now on its stderr may carry the client's content.
+        live.proc.handshaken();
+    }
     let (notes, notes_rx) = mpsc::channel(NOTES);
     let (fin, fin_rx) = oneshot::channel();
     if let Ok(mut r) = live.routes.lock() {
@@ -141,7 +145,7 @@ pub async fn retire(spec: &Spec, why: &str) {
     l.retired.store(true, Ordering::Release);
     l.proc.end(why);
     l.proc.ended().await;
-    spec.succeeded();
+    spec.reset_backoff();
 }
 
 /// The running process, or a new one.
@@ -192,8 +196,10 @@ type RouteOf = Box<dyn FnOnce(mpsc::Sender<String>, oneshot::Sender<Final>) -> R
 
 /// The request as written to the process (its id `n`; a progress token it carries replaced by
 /// one derived from `n`; every other member its own bytes), and how to route what answers it.
-fn rewrite(body: Bytes, n: u64) -> Result<(Bytes, RouteOf), String> {
+/// Also whether it is `server/discover` (what Sluice's own probe asks; it carries no content).
+fn rewrite(body: Bytes, n: u64) -> Result<(Bytes, RouteOf, bool), String> {
     let env = Envelope::parse(body).map_err(|_| "a request that is not a JSON-RPC request".to_owned())?;
+    let own = env.method == Method::ServerDiscover;
     let id: Value = env.id.as_ref().and_then(|i| serde_json::from_str(i.get()).ok()).ok_or("a request without an id")?;
     let listen = env.method == Method::SubscriptionsListen;
     let mut token = None;
@@ -206,7 +212,7 @@ fn rewrite(body: Bytes, n: u64) -> Result<(Bytes, RouteOf), String> {
         token = Some(std::mem::replace(t, Value::from(format!("{TOKEN_PREFIX}{n}"))));
         Some(Some(Value::Object(meta).to_string()))
     });
-    Ok((line, Box::new(move |notes, fin| Route { id, token, listen, notes, fin })))
+    Ok((line, Box::new(move |notes, fin| Route { id, token, listen, notes, fin }), own))
 }
 
 /// Cancels its request when dropped before the request finished.
@@ -259,13 +265,16 @@ async fn read(up: Weak<Upstream>, spec: Arc<Spec>, live: Arc<Live>, mut lines: L
         live.proc.end("it closed its stdout but kept running");
         live.proc.ended().await;
     }
-    if !live.answered.load(Ordering::Acquire) && !live.retired.load(Ordering::Acquire) {
-        spec.failed(); // it never answered: the next start backs off
-    }
     let why = match live.proc.exit_error() {
         UpstreamError::Exited(_, why) => why,
         other => other.to_string(),
     };
+    if !live.answered.load(Ordering::Acquire) && !live.retired.load(Ordering::Acquire) {
+        spec.failed(); // it never answered: the next start backs off
+        if !spec.is_closed() {
+            spec.log_failed_start(&why, &live.proc).await;
+        }
+    }
     // A process that served and ended on its own (not retired, not at shutdown): the upstream
     // is down, told once with its exit status; its re-prober starts the next process
     // (`catalog::reprobe`). One that never answered is a failed start, which the probe tells.
@@ -297,6 +306,7 @@ fn deliver(live: &Live, spec: &Spec, mut msg: Map<String, Value>) {
             let Some(n) = whole_number(&id) else { return };
             let Some(route) = live.routes.lock().ok().and_then(|mut r| r.remove(&n)) else { return };
             if !live.answered.swap(true, Ordering::AcqRel) {
+                live.proc.handshaken();
                 spec.succeeded();
             }
             msg.insert("id".into(), route.id.clone());

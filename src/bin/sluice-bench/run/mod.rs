@@ -5,7 +5,7 @@
 //! with wrk, throughput at 16 connections then latency at 1 connection, the paths rotated every
 //! run so drift in the machine's load spreads over all of them; then bridge A (direct and
 //! through Sluice, in alternating chunks); then memory (idle RSS, parked exchanges, the
-//! connections-only baseline); then the scale figures. Every peer is a process of its own,
+//! connections-only baseline); then the scale figures (a stdio server's processes among them). Every peer is a process of its own,
 //! stopped as soon as its part is done.
 
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ mod report;
 mod report_scale;
 mod scale;
 mod sessions;
+mod stdio;
 
 /// Options of `run`.
 #[derive(clap::Args, Debug)]

@@ -1,5 +1,6 @@
-//! The markdown of the scale part: federation, parked exchanges, client sessions and idle
-//! connections, each size a row, with the cost per item between the smallest and largest size.
+//! The markdown of the scale part: federation, parked exchanges, client sessions, idle
+//! connections and a stdio server's processes for one principal's client sessions, each size a
+//! row, with the cost per item between the smallest and largest size.
 //! Takes what [`super::scale`] measured; gives the text and the call-latency growth it judges.
 
 use std::fmt::Write as _;
@@ -124,4 +125,19 @@ fn clients(md: &mut String, s: &Scale) {
         );
     }
     let _ = writeln!(md, "\nKernel socket buffers are not in RSS; per-connection figures are Sluice's user-space share.");
+    stdio(md, s);
+}
+
+fn stdio(md: &mut String, s: &Scale) {
+    let _ = writeln!(md, "\n#### Scale: one principal's client sessions to a 2025-11-25 stdio server (through Sluice)\n");
+    let _ = writeln!(md, "| client sessions, one after another (a call each) | processes under Sluice after | RSS of Sluice (MiB) | RSS of those processes (MiB) | per session (ms) |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for x in &s.stdio {
+        let _ =
+            writeln!(md, "| {} | {} | {:.1} | {:.1} | {:.1} |", x.n, x.processes, mib(x.sluice_kib), mib(x.children_kib), x.per_session_ms);
+    }
+    let _ = writeln!(
+        md,
+        "\nThe upstream's defaults (`max_processes` 4, `spare_processes` 1, `idle_ms` 60 s): the principal's sessions share one process, Sluice's own lists another, and one warm spare waits; none grows with the number of client sessions (`sluice-bench stdio-upstream` is a small server: a real one costs its runtime, 50 to 100 MB for Node or Python, per process)."
+    );
 }

@@ -5,7 +5,8 @@
 //! must not grow with the number of upstreams. Parked exchanges: 1k, 10k and 50k bridge-A
 //! exchanges parked (each holds two upstream connections, so a size is capped by the open-files
 //! limit, and the cap is printed): RSS per exchange and the idle CPU the sweep costs. Client
-//! sessions and idle connections are in [`super::sessions`]. Each size gets fresh processes.
+//! sessions and idle connections are in [`super::sessions`], a stdio server's processes in
+//! [`super::stdio`]. Each size gets fresh processes.
 
 use std::time::{Duration, Instant};
 
@@ -169,11 +170,19 @@ pub(crate) struct Sizes {
     pub(crate) parked_h2: &'static [usize],
     pub(crate) sessions: &'static [usize],
     pub(crate) conns: &'static [usize],
+    pub(crate) stdio: &'static [usize],
 }
 
 pub(crate) fn sizes(smoke: bool) -> Sizes {
     if smoke {
-        Sizes { upstreams: &[2, 5, 10], parked: &[50, 100, 200], parked_h2: &[50, 100, 200], sessions: &[50, 200], conns: &[100, 200, 400] }
+        Sizes {
+            upstreams: &[2, 5, 10],
+            parked: &[50, 100, 200],
+            parked_h2: &[50, 100, 200],
+            sessions: &[50, 200],
+            conns: &[100, 200, 400],
+            stdio: &[10],
+        }
     } else {
         Sizes {
             upstreams: &[10, 100, 500],
@@ -181,6 +190,7 @@ pub(crate) fn sizes(smoke: bool) -> Sizes {
             parked_h2: &[1_000, 10_000, 50_000],
             sessions: &[1_000, 10_000],
             conns: &[1_000, 5_000, 10_000],
+            stdio: &[10, 100],
         }
     }
 }
@@ -192,6 +202,7 @@ pub(crate) struct Scale {
     pub(crate) parked: Vec<Parked>,
     pub(crate) sessions: Vec<super::sessions::Sessions>,
     pub(crate) conns: Vec<super::sessions::Conns>,
+    pub(crate) stdio: Vec<super::stdio::StdioSessions>,
 }
 
 pub(crate) async fn measure(b: &Bench<'_>) -> Result<Scale, String> {
@@ -221,5 +232,10 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Scale, String> {
         b.log(&format!("scale: {n} idle client connections"));
         conns.push(super::sessions::conns(b, n).await?);
     }
-    Ok(Scale { fed, parked, sessions, conns })
+    let mut stdio = Vec::new();
+    for &n in s.stdio {
+        b.log(&format!("scale: {n} client sessions of one principal to a stdio server"));
+        stdio.push(super::stdio::stdio_sessions(b, n).await?);
+    }
+    Ok(Scale { fed, parked, sessions, conns, stdio })
 }

@@ -3,13 +3,14 @@
 //!
 //! Takes sessions returned idle, leases and reservations for new sessions; gives an idle session
 //! of a key (the most recently returned), the session to close to make room, and the idle ones
-//! past their TTL. Refuses a reservation past a stdio upstream's `max_processes_per_principal`
+//! past their deadline (each its upstream's idle time after it was returned: a stdio
+//! upstream's `idle_ms`, else `bridge.session_idle_ms`). Refuses a reservation past a stdio upstream's `max_processes_per_principal`
 //! (its sessions are its processes) or `bridge.max_sessions_per_principal` when the principal
 //! has no idle session of its own to close (of that upstream, for the first), and past
 //! `bridge.max_sessions` when no idle session is left at all. Every operation is O(log n) (plus
 //! the sessions it hands back, and a scan of one principal's idle sessions, at most its cap, for
 //! the share of one upstream): idle sessions sit in a `BTreeMap` by a return stamp (oldest
-//! first), indexed per key and per principal by the same stamps.
+//! first), indexed per key and per principal by the same stamps, and by deadline.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -66,7 +67,9 @@ pub(crate) struct Caps {
 /// Idle sessions and open counts.
 pub(crate) struct Slots<S> {
     stamp: u64,
+    /// By return stamp: the session, its key and its deadline.
     idle: BTreeMap<u64, (Key, S, Instant)>,
+    by_deadline: BTreeSet<(Instant, u64)>,
     by_key: HashMap<Key, BTreeSet<u64>>,
     held: HashMap<String, Held>,
     open: usize,
@@ -83,7 +86,7 @@ struct Held {
 
 impl<S> Default for Slots<S> {
     fn default() -> Self {
-        Slots { stamp: 0, idle: BTreeMap::new(), by_key: HashMap::new(), held: HashMap::new(), open: 0 }
+        Slots { stamp: 0, idle: BTreeMap::new(), by_deadline: BTreeSet::new(), by_key: HashMap::new(), held: HashMap::new(), open: 0 }
     }
 }
 
@@ -99,13 +102,14 @@ impl<S> Slots<S> {
         self.unidle(stamp).map(|(_, s)| s)
     }
 
-    /// Returns a leased session to the idle set, idle from `now`.
-    pub(crate) fn put(&mut self, key: Key, s: S, now: Instant) {
+    /// Returns a leased session to the idle set, to be ended at `deadline` unless leased again.
+    pub(crate) fn put(&mut self, key: Key, s: S, deadline: Instant) {
         self.stamp += 1;
         let stamp = self.stamp;
+        self.by_deadline.insert((deadline, stamp));
         self.by_key.entry(key.clone()).or_default().insert(stamp);
         self.held.entry(key.principal.clone()).or_default().idle.insert(stamp);
-        self.idle.insert(stamp, (key, s, now));
+        self.idle.insert(stamp, (key, s, deadline));
     }
 
     /// Counts one more open session for `principal` on upstream `instance` (`exempt`: no cap
@@ -158,19 +162,25 @@ impl<S> Slots<S> {
         }
     }
 
-    /// Removes and gives the idle sessions returned before `cutoff` (every idle one when `None`);
-    /// they count as closed.
-    pub(crate) fn expire(&mut self, cutoff: Option<Instant>) -> Vec<S> {
+    /// Removes and gives the idle sessions whose deadline is at or before `now` (every idle
+    /// one when `None`); they count as closed.
+    pub(crate) fn expire(&mut self, now: Option<Instant>) -> Vec<S> {
         let mut out = Vec::new();
-        while let Some((&stamp, (_, _, since))) = self.idle.first_key_value() {
-            if cutoff.is_some_and(|c| *since > c) {
+        while let Some(&(deadline, stamp)) = self.by_deadline.first() {
+            if now.is_some_and(|n| deadline > n) {
                 break;
             }
-            if let Some(s) = self.close_idle(stamp) {
-                out.push(s);
+            match self.close_idle(stamp) {
+                Some(s) => out.push(s),
+                None => drop(self.by_deadline.pop_first()),
             }
         }
         out
+    }
+
+    /// How many sessions `principal` holds open (idle or leased) of upstream `instance`.
+    pub(crate) fn held_of(&self, principal: &str, instance: u64) -> usize {
+        self.held.get(principal).and_then(|h| h.by_instance.get(&instance)).copied().unwrap_or(0)
     }
 
     /// Removes and gives every idle session of one upstream instance (a reload retired it);
@@ -190,7 +200,8 @@ impl<S> Slots<S> {
 
     /// Removes an idle session from every index; gives it with its key.
     fn unidle(&mut self, stamp: u64) -> Option<(Key, S)> {
-        let (key, s, _) = self.idle.remove(&stamp)?;
+        let (key, s, deadline) = self.idle.remove(&stamp)?;
+        self.by_deadline.remove(&(deadline, stamp));
         if let Some(set) = self.by_key.get_mut(&key) {
             set.remove(&stamp);
             if set.is_empty() {

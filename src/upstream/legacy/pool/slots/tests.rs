@@ -71,7 +71,7 @@ fn at_the_global_cap_the_least_recently_returned_idle_session_is_closed() {
 }
 
 #[test]
-fn idle_sessions_past_the_cutoff_expire_oldest_first() {
+fn idle_sessions_past_their_deadline_expire_first_deadline_first() {
     let mut s = Slots::default();
     let t0 = Instant::now();
     open_idle(&mut s, "a", "old", t0);
@@ -116,4 +116,17 @@ fn a_principal_holding_its_share_of_a_stdio_upstream_closes_its_own_idle_one_of_
     for _ in 0..3 {
         assert_eq!(s.reserve("sluice-internal", 1, true, SHARE), Ok(None));
     }
+}
+
+#[test]
+fn a_session_returned_later_with_a_shorter_idle_time_expires_first() {
+    let mut s = Slots::default();
+    let t0 = Instant::now();
+    // An HTTP session returned first, idle 300 s; a stdio process returned after it, idle 1 s.
+    open_idle(&mut s, "a", "http", t0 + Duration::from_secs(300));
+    open_idle(&mut s, "b", "stdio", t0 + Duration::from_secs(2));
+    assert_eq!(s.expire(Some(t0 + Duration::from_secs(2))), vec!["stdio"]);
+    assert_eq!(s.expire(Some(t0 + Duration::from_secs(299))), Vec::<&str>::new());
+    assert_eq!(s.take(&key("a", SAMPLING)), Some("http"), "still idle, leased again");
+    assert!(s.by_deadline.is_empty(), "a leased session has no deadline");
 }
