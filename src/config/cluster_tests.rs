@@ -57,3 +57,16 @@ fn every_cluster_mistake_is_refused_saying_what_to_do() {
         .0;
     assert!(err.contains("state.replica and cluster.id differ"), "{err}");
 }
+
+#[test]
+fn the_internal_listeners_share_per_source_is_a_quarter_off_loopback_and_bounded() {
+    let base = "redis_url = \"redis://10.0.0.5:6379/0\"\nid = \"r1\"";
+    let share = |extra: &str| with(&format!("{base}\n{extra}")).map(|c| c.cluster.unwrap().max_connections_per_source);
+    assert_eq!(share("listen = \"127.0.0.1:9100\"").unwrap(), 10_000, "loopback: one source");
+    assert_eq!(share("listen = \"10.0.0.9:9100\"").unwrap(), 2_500, "a quarter of limits.max_connections");
+    assert_eq!(share("listen = \"10.0.0.9:9100\"\nmax_connections_per_source = 3").unwrap(), 3);
+    for bad in ["0", "10001"] {
+        let e = share(&format!("listen = \"10.0.0.9:9100\"\nmax_connections_per_source = {bad}")).unwrap_err().to_string();
+        assert!(e.contains("cluster.max_connections_per_source"), "{e}");
+    }
+}

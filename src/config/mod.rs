@@ -201,7 +201,7 @@ impl Config {
         metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
-        let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
+        let cluster = cluster::cluster(raw.cluster, limits.max_connections).map_err(|e| src.refuse(e))?;
         // Across sections: replicas open each other's sealed values, so they need the same
         // configured keys; the id written into sealed state is the cluster's.
         if let Some(c) = &cluster {
