@@ -7,7 +7,9 @@
 //! (then `…`), without building the whole text first. So no newline, carriage return, ANSI
 //! escape or quote in it can start a forged line or close a field in the text or the JSON log.
 //! Refuses nothing. Operator-configured values (upstream names, paths from the config) are
-//! logged as they are; this is for what came over a wire.
+//! logged as they are; this is for what came over a wire. Also gives [`shown_var`]: the name of
+//! an environment variable that is not set, as an error may print it (a token pasted where its
+//! variable's name belongs is not).
 
 use std::fmt::{self, Display, Write as _};
 
@@ -69,9 +71,31 @@ impl fmt::Write for Writer<'_, '_> {
     }
 }
 
+/// An environment variable's name as an error prints it: as written when it is one by
+/// convention (`[A-Z_][A-Z0-9_]*`, at most 128), else not at all (a token pasted where its
+/// variable's name belongs must not be printed back).
+pub fn shown_var(name: &str) -> String {
+    let conventional = (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if conventional {
+        name.to_owned()
+    } else {
+        "(a name that is not an UPPER_CASE variable name, not shown)".to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_variable_name_is_shown_only_when_it_is_one_by_convention() {
+        assert_eq!(shown_var("GITHUB_TOKEN"), "GITHUB_TOKEN");
+        for pasted in ["ghp_T0k3n", "sk-live-abc", "1ABC", "", "A B"] {
+            assert!(!shown_var(pasted).contains(pasted) || pasted.is_empty(), "{pasted}");
+        }
+    }
 
     #[test]
     fn peer_text_is_quoted_escaped_and_bounded() {

@@ -62,7 +62,8 @@ fn expand(what: &str, v: String) -> Result<String, Invalid> {
     match v.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
         Some(var) => std::env::var(var).ok().filter(|x| !x.trim().is_empty()).ok_or_else(|| {
             Invalid(format!(
-                "cluster.{what} = \"${{{var}}}\" but the environment variable {var} is not set or empty; set it or write the value"
+                "cluster.{what} names an environment variable, {}, that is not set or empty; set it or write the value",
+                crate::escape::shown_var(var)
             ))
         }),
         None => Ok(v),

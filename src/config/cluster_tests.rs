@@ -42,7 +42,10 @@ fn every_cluster_mistake_is_refused_saying_what_to_do() {
             "redis_url = \"redis://x:1\"\nid = \"a\"\nlisten = \"127.0.0.1:0\"\non_redis_error = \"open\"",
             "expected \"closed\" or \"local\"",
         ),
-        ("redis_url = \"redis://x:1\"\nid = \"${SLUICE_TEST_UNSET_ID}\"\nlisten = \"127.0.0.1:0\"", "SLUICE_TEST_UNSET_ID is not set"),
+        (
+            "redis_url = \"redis://x:1\"\nid = \"${SLUICE_TEST_UNSET_ID}\"\nlisten = \"127.0.0.1:0\"",
+            "variable, SLUICE_TEST_UNSET_ID, that is not set",
+        ),
         ("redis_url = \"redis://x:1\"\nid = \"a\"\nlisten = \"127.0.0.1:0\"\nredis_timeout_ms = 0", "expected 1 to 60000"),
     ];
     for (text, says) in cases {
