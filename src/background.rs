@@ -62,7 +62,11 @@ pub async fn reload_on_sighup(live: Arc<Live>, shutdown: tokio_util::sync::Cance
                     budgets_restarted = a.budgets_restarted,
                     "config reloaded"
                 ),
-                Err(why) => tracing::warn!(reason = %why, "config reload failed; the previous config keeps serving"),
+                // The reason passes through the one redaction `sluice check` uses (config errors
+                // already do; a preflight error may quote a URL).
+                Err(why) => {
+                    tracing::warn!(reason = %crate::config::redact_text(&why), "config reload failed; the previous config keeps serving")
+                }
             }
         }
     }

@@ -3,7 +3,8 @@
 //! Takes an upstream's final JSON-RPC message (or Sluice's own result or error); gives the
 //! client's body with `resultType`, Sluice's `serverInfo` in `_meta`, cache hints where the spec
 //! requires them, and error codes mapped to ones 2026-07-28 allows, plus the HTTP status the
-//! code fixes. Refuses nothing: a message it cannot read becomes `-32603` naming the upstream.
+//! code fixes. Refuses nothing: a message it cannot read (an array included) becomes `-32603`
+//! naming the upstream.
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -68,7 +69,8 @@ pub fn read_final(msg: &str) -> Final<'_> {
         #[serde(default)]
         error: Option<jsonrpc::RpcError>,
     }
-    match serde_json::from_str::<Wire<'_>>(msg) {
+    // One JSON object: an array of a result's fields is no final message.
+    match jsonrpc::decode_object::<Wire<'_>>(msg.as_bytes()) {
         Ok(Wire { result: Some(r), .. }) => {
             // A repeated key is written once, with its last value, as the round sealing reads it.
             let r = r.dedup_last();

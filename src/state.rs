@@ -345,8 +345,12 @@ pub fn keys_from(configured: &[String], key_env: Option<&str>) -> Result<Keys, S
     let mut keys = configured.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
     if let Some(var) = key_env {
         // A configured source that yields no key must not fall back to a random one.
-        let v = std::env::var(var)
-            .map_err(|_| format!("state.key_env names the environment variable {var}, which is not set; set it (ID:BASE64, comma-separated) or remove key_env"))?;
+        let v = std::env::var(var).map_err(|_| {
+            format!(
+                "state.key_env names the environment variable {}, which is not set; set it (ID:BASE64, comma-separated) or remove key_env",
+                crate::escape::shown_var(var)
+            )
+        })?;
         let before = keys.len();
         for k in v.split(',').filter(|k| !k.trim().is_empty()) {
             keys.push(parse_key(k).map_err(|e| format!("{var}: {e}"))?);

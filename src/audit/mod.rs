@@ -6,7 +6,8 @@
 //! guard emits in `Drop`), through a bounded channel that a background task writes in batches
 //! (stderr by default, or a file). Never records argument values, prompts, sampling messages,
 //! elicitation content, results, `requestState`, tokens or keys: the record has no field that
-//! could hold them. A full channel drops the record and counts it.
+//! could hold them. A full channel drops the record and counts it. Every line is one line in any
+//! reader: what a peer chose is JSON-escaped, U+2028, U+2029, NEL and bidi controls included.
 
 pub mod record;
 use std::sync::{Arc, Mutex};
@@ -149,7 +150,10 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
                 buf.push(b'\n');
             }
         }
-        let _ = out.write_all(&buf).await;
+        // serde_json writes U+2028, U+2029, NEL and bidi controls as they are: a principal or a
+        // name a peer chose could break or reorder the line in a reader. Escaped, same JSON.
+        let text = std::str::from_utf8(&buf).map(crate::escape::line_safe);
+        let _ = out.write_all(text.as_ref().map_or(&buf[..], |t| t.as_bytes())).await;
         let _ = out.flush().await;
     }
 }

@@ -18,8 +18,12 @@ pub struct ApiKeys {
 
 fn parse_hash(hex: &str) -> Result<[u8; 32], String> {
     let hex = hex.trim();
-    if hex.len() != 64 {
-        return Err(format!("API key hash {:?}…: expected 64 hex characters (sha256 of the key)", &hex[..hex.len().min(8)]));
+    // Not a byte of it is printed: a key pasted where its hash belongs is the secret itself.
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(
+            "an API key hash is not 64 hex characters (it is not shown): give the sha256 of the key (`sluice hash-key KEY`), never the key itself"
+                .to_owned(),
+        );
     }
     let mut out = [0u8; 32];
     for (i, b) in out.iter_mut().enumerate() {
@@ -45,7 +49,10 @@ impl ApiKeys {
         if let Some(var) = &cfg.api_keys_env {
             // A configured source that yields no key would turn authentication off: refuse it.
             let v = std::env::var(var).map_err(|_| {
-                format!("auth.api_keys_env names the environment variable {var}, which is not set; set it (HASH=principal, comma-separated) or remove api_keys_env")
+                format!(
+                    "auth.api_keys_env names the environment variable {}, which is not set; set it (HASH=principal, comma-separated) or remove api_keys_env",
+                    crate::escape::shown_var(var)
+                )
             })?;
             let before = keys.len();
             {

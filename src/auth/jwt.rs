@@ -27,7 +27,8 @@ impl JwtVerifier {
             return Err("auth.jwt.issuer is empty: name the issuer whose tokens are accepted".into());
         }
         if let Some(var) = &cfg.hs256_secret_env {
-            let secret = std::env::var(var).map_err(|_| format!("auth.jwt: environment variable {var} is not set"))?;
+            let secret =
+                std::env::var(var).map_err(|_| format!("auth.jwt: environment variable {} is not set", crate::escape::shown_var(var)))?;
             check_secret(secret.as_bytes(), &format!("the environment variable {var}"))?;
             keys.push((
                 None,

@@ -32,7 +32,7 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
             return;
         }
         let Some(gw) = weak.upgrade().and_then(|live| live.get()) else { return };
-        let Ok(msg) = serde_json::from_str::<Incoming>(data) else {
+        let Ok(msg) = Incoming::parse(data.as_bytes()) else {
             return;
         };
         let up = up.clone();
@@ -144,8 +144,8 @@ pub async fn internal_call(
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
     let bytes =
         lease.session.request(&gw.client, id, Bytes::from(body.to_string()), gw.cfg.timeouts.response).await.map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&bytes)
-        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    let msg =
+        Incoming::parse(&bytes).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
         (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),

@@ -110,7 +110,7 @@ impl Cluster {
             },
             Answer::Status(StatusCode::ACCEPTED, _) => Reply::Accepted,
             Answer::Status(StatusCode::UNAUTHORIZED, _) => {
-                tracing::error!(owner = %owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, or it was taken for a replay");
+                tracing::error!(owner = %owner, "another replica refused this one's forward: the state keys differ, the clocks are more than 30 s apart, it runs another version of Sluice (run one version on every replica), or it was taken for a replay");
                 return Err(gone());
             }
             Answer::Status(StatusCode::FORBIDDEN, _) => {

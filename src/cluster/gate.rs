@@ -9,11 +9,11 @@
 //!   this very request (method, name, params digest), is a bridge A round's (the only state
 //!   that is parked, so the only one ever forwarded), names this replica as its owner, and
 //!   whose exchange is parked here for the same principal id and groups;
-//! - a 2025-11-25 client's answer (a JSON-RPC response with `result` or `error`, no `method`,
-//!   on a session) whose id is one of this replica's requests (`sluice-<this replica>-<n>`).
+//! - a 2025-11-25 client's answer (one JSON-RPC response, a JSON object, with `result` or
+//!   `error`, no `method`, on a session) whose id is one of this replica's requests (`sluice-<this replica>-<n>`).
 //!
 //! Refuses ([`Refused::NotOwned`], answered 403 and logged) a fresh request of any method, a
-//! notification, a state another replica owns, a state of another kind or that does not open
+//! notification, an array (a batch, or an answer's fields in order), a state another replica owns, a state of another kind or that does not open
 //! (forged, another principal's, another request's), an exchange parked for other groups, an
 //! answer whose id names another replica or none; and ([`Refused::Gone`], answered `-32602`
 //! with `data.reason` as the pipeline would) a continuation of this replica's whose state
@@ -75,7 +75,9 @@ fn answer(headers: &HeaderMap, body: &[u8], me: &str) -> Result<Admitted, Refuse
     if !headers.contains_key(crate::mcp::headers::SESSION_ID) {
         return Err(Refused::NotOwned("a 2025-11-25 message without a session"));
     }
-    let r: Response<'_> = serde_json::from_slice(body).map_err(|_| Refused::NotOwned("not a JSON-RPC message"))?;
+    // One JSON object: an array (a batch, or a response's fields in order) answers nothing.
+    let r: Response<'_> =
+        crate::mcp::jsonrpc::decode_object(body).map_err(|_| Refused::NotOwned("not one JSON-RPC message (an object)"))?;
     if r.jsonrpc != "2.0" || r.method.is_some() || r.result.is_some() == r.error.is_some() {
         return Err(Refused::NotOwned("a 2025-11-25 request or notification, not an answer"));
     }
@@ -161,6 +163,9 @@ mod tests {
             r#"{"jsonrpc":"1.0","id":"sluice-r1-4","result":{}}"#,
             r#"{"jsonrpc":"2.0","id":"sluice-r1-4","id":"sluice-r2-4","result":{}}"#,
             r#"[{"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}]"#,
+            // A response's fields as an array, in order: what serde reads as the struct.
+            r#"["2.0","sluice-r1-4",null,{},null]"#,
+            r#" ["2.0","sluice-r1-4",null,null,{"code":1,"message":"no"}]"#,
         ] {
             assert!(refused(&h, body).is_some(), "{body}");
         }

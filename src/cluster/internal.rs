@@ -1,17 +1,20 @@
 //! The internal listener: continuations other replicas forward to this one, their owner.
 //!
-//! Takes connections on `cluster.listen`, bounded as the public listener's are (idle ones closed); gives, for a
-//! `POST` of [`PATH`](super::forward::PATH) whose peer headers verify and whose request
+//! Takes connections on `cluster.listen`, bounded as the public listener's are (idle ones
+//! closed, and `cluster.max_connections_per_source` per source); gives, for a `POST` of
+//! [`PATH`](super::forward::PATH) whose peer head verifies and whose request
 //! [`gate`](super::gate) admits (a retry of a bridge A round parked here, an answer to this
 //! replica's own request to a 2025-11-25 client), the answer this replica gives its own
 //! clients, run on the current generation with the principal the entry replica authenticated,
 //! and an audit record with `forwarded_from` naming the entry replica (not counted in this
 //! replica's metrics: the entry replica's record counts it). Refuses every other path (404)
-//! and method (405); before reading the body, a request without peer headers, from a sender
-//! whose id is not a replica id, meant for another replica or stale (401); a body over
-//! `limits.max_body_bytes` (413) or slower than `timeouts.header_read_ms` (408); a signature
-//! that does not verify under this cluster's state keys, or a nonce seen before (401, logged
-//! with the reason); before the pipeline sees the body, anything that is not a continuation
+//! and method (405); before reading a byte of the body, a request without peer headers, from a
+//! sender whose id is not a replica id, meant for another replica, stale, of another version
+//! (no signed body length and digest: logged as an error), whose head's signature does not
+//! verify under this cluster's state keys, or whose nonce was seen before (401, logged with the
+//! reason); a signed length over `limits.max_body_bytes` (413) or a `Content-Length` other than
+//! it (400); then a body that does not arrive within `timeouts.body_read_ms` (408), or is not
+//! the signed one (401); before the pipeline sees the body, anything that is not a continuation
 //! this replica owns (403, logged and audited: a fresh call, another replica's or another
 //! principal's state, an answer to another replica's request), and a continuation of its own
 //! whose state expired or whose exchange is gone (`-32602` with `data.reason`). Stops
@@ -29,24 +32,33 @@ use crate::respond::{Body, Reply};
 
 /// Serves forwards until `stop`, with the public listener's connection bounds: at most
 /// `limits.max_connections` at once (when every one is taken, an idle connection that carried
-/// no verified forward makes room), the first bytes and the request head within
-/// `timeouts.header_read_ms`, the head within `limits.max_header_bytes`, and a connection idle
-/// past `timeouts.idle_connection_ms` closed (`connections::serve`: HTTP/2 PINGs do not keep it).
+/// no verified forward makes room), `cluster.max_connections_per_source` of them from one
+/// source, the first bytes and the request head within `timeouts.header_read_ms`, the head
+/// within `limits.max_header_bytes`, and a connection idle past `timeouts.idle_connection_ms`
+/// closed (`connections::serve`: HTTP/2 PINGs do not keep it).
 pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationToken) {
     let Some(gw) = live.get() else { return };
     let builder = crate::server::connection_builder(&gw);
     let (deadlines, max) = (crate::server::deadlines(&gw.cfg.timeouts), gw.cfg.limits.max_connections);
+    let per_source = gw.cfg.cluster.as_ref().map_or(max, |c| c.max_connections_per_source);
     drop(gw);
-    // Replicas are few sources: no share per source here.
-    let connections = crate::connections::Table::new(max, max);
+    let connections = crate::connections::Table::new(max, per_source);
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
             s = crate::server::accept(&listener, "internal") => s,
         };
-        let Ok(held) = connections.admit(std::net::Ipv4Addr::UNSPECIFIED.into()) else {
-            tracing::warn!(limit = max, "internal connection refused: limits.max_connections reached");
-            continue;
+        let source = stream.peer_addr().map(|a| crate::server::source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let held = match connections.admit(source) {
+            Ok(p) => p,
+            Err(crate::shares::Refused::Pool(n)) => {
+                tracing::warn!(limit = n, "internal connection refused: limits.max_connections reached");
+                continue;
+            }
+            Err(crate::shares::Refused::Share(n)) => {
+                tracing::warn!(limit = n, %source, "internal connection refused: this source holds cluster.max_connections_per_source");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let live = live.clone();
@@ -72,29 +84,30 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: replicas forward POST only\n");
     }
     let refused = |e: super::peer::PeerError| {
-        tracing::warn!(reason = %e, "internal listener refused a request");
+        match e {
+            super::peer::PeerError::OtherVersion => tracing::error!(reason = %e, "internal listener refused a forward"),
+            _ => tracing::warn!(reason = %e, "internal listener refused a forward"),
+        }
         plain(StatusCode::UNAUTHORIZED, "unauthorized: not a forward signed with this cluster's state keys for this replica\n")
     };
-    // Who may not send a forward costs no body read.
-    if let Err(e) = super::peer::precheck(req.headers(), c.id(), crate::state::now_ms()) {
-        return refused(e);
-    }
-    let (parts, body) = req.into_parts();
-    let read = crate::edge::read_body(&parts.headers, body, gw.cfg.limits.max_body_bytes);
-    let bytes = match tokio::time::timeout(gw.cfg.timeouts.header_read, read).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(r)) => return Ok(r.into_response()),
-        Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "request timeout: the body did not arrive within timeouts.header_read_ms\n"),
-    };
+    // The head is verified before a byte of the body is read: its tag binds the body's length
+    // and digest, so who cannot sign costs no body read (the connection closes unread).
     let now = crate::state::now_ms();
-    let f = super::peer::Forwarded { from: "", to: c.id(), method: &parts.method, path: super::forward::PATH, body: &bytes };
-    let (from, principal) = match super::peer::verify(&gw.bridge.keys, &parts.headers, &f, now) {
-        Ok((_, _, nonce)) if !c.peer_nonces.consume_evicting(&nonce, now + 2 * super::peer::SKEW, now) => {
+    let head = super::peer::verify(&gw.bridge.keys, req.headers(), c.id(), req.method(), super::forward::PATH, now);
+    let verified = match head {
+        Ok(v) if !c.peer_nonces.consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) => {
             return refused(super::peer::PeerError::Replayed)
         }
-        Ok((from, p, _)) => (from, p),
+        Ok(v) => v,
         Err(e) => return refused(e),
     };
+    let (parts, body) = req.into_parts();
+    let bytes = match read_signed(&parts.headers, body, &verified, &gw.cfg).await {
+        Ok(b) => b,
+        Err(Unread::Reply(r)) => return Ok(r.into_response()),
+        Err(Unread::Peer(e)) => return refused(e),
+    };
+    let super::peer::Verified { from, principal, .. } = verified;
     // A verified forward: its connection is a replica's, never closed to make room.
     crate::connections::authenticated(&parts.extensions);
     // From here the forward is a request: it gets an audit record here too, naming the replica
@@ -116,6 +129,40 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
     })
     .await;
     Ok(audited(guard, reply).into_response())
+}
+
+/// Why a signed forward's body was not taken.
+enum Unread {
+    /// Too large, late, or not as declared: answered as the public listener would.
+    Reply(Reply),
+    /// Not the body the head signed.
+    Peer(super::peer::PeerError),
+}
+
+/// Reads exactly the body the verified head signed: refused unread when that length is over
+/// `limits.max_body_bytes` (413) or a `Content-Length` says another (400); read within
+/// `timeouts.body_read_ms` (408), at most the signed length, then checked against its digest.
+async fn read_signed(
+    h: &http::HeaderMap,
+    body: hyper::body::Incoming,
+    v: &super::peer::Verified,
+    cfg: &crate::config::Config,
+) -> Result<bytes::Bytes, Unread> {
+    if v.length > cfg.limits.max_body_bytes {
+        return Err(Unread::Reply(Reply::Plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload too large: the body exceeds limits.max_body_bytes\n",
+        )));
+    }
+    let declared = h.get(http::header::CONTENT_LENGTH).map(|v| v.to_str().ok().and_then(|v| v.parse::<usize>().ok()));
+    if declared.is_some_and(|d| d != Some(v.length)) {
+        return Err(Unread::Reply(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: Content-Length is not the signed body length\n")));
+    }
+    match crate::edge::read_body_within(h, body, v.length, cfg.timeouts.body_read).await {
+        Ok(b) => v.check_body(&b).map(|()| b).map_err(Unread::Peer),
+        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Unread::Peer(super::peer::PeerError::BadBody)),
+        Err(r) => Err(Unread::Reply(r)),
+    }
 }
 
 /// The answer to a forward the gate refused, logged (fixed text, the principal escaped).

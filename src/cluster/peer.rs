@@ -1,14 +1,20 @@
 //! The headers one replica puts on a request it forwards to another, and their check.
 //!
 //! Takes the sending and the receiving replica's ids, the principal the entry replica
-//! authenticated, the request's method, path, carried headers and body, and the shared state
-//! keys; gives `x-sluice-peer-*` headers whose tag (a short HMAC under the sealing key,
-//! domain-separated from every other use of the keys) binds all of them, a time and a fresh
-//! nonce. Refuses on the receiving side a sender whose id does not meet `cluster.id`'s grammar,
-//! a request whose tag does not verify (in constant time), that is meant for another replica,
-//! whose time is more than [`SKEW`] away from the receiver's clock, whose nonce was seen before (the caller keeps them for that long), or whose principal
-//! does not decode: without the state keys nobody reaches the internal listener, and a forward
-//! seen on the wire cannot be sent again, elsewhere, or as another method.
+//! authenticated, the request's method, path, carried headers, and its body's length and
+//! SHA-256 digest, and the shared state keys; gives `x-sluice-peer-*` headers whose tag (a short
+//! HMAC under the sealing key, domain-separated from every other use of the keys) binds all of
+//! them, a time and a fresh nonce. The tag covers the body through its length and digest, so the
+//! receiver checks it from the head alone, before it reads a byte of the body ([`verify`]), then
+//! reads exactly the signed length and checks the digest ([`Verified::check_body`]). Refuses on
+//! the receiving side a sender whose id does not meet `cluster.id`'s grammar, a head without the
+//! signed length and digest (a replica of an older version: [`PeerError::OtherVersion`]), a
+//! request whose tag does not verify (in constant time), that is meant for another replica,
+//! whose time is more than [`SKEW`] away from the receiver's clock, whose nonce was seen before
+//! (the caller keeps them for that long), whose principal does not decode, or whose body is not
+//! the signed one: without the state keys nobody reaches the internal listener, nor makes it
+//! read a body, and a forward seen on the wire cannot be sent again, elsewhere, or as another
+//! method.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -18,7 +24,9 @@ use sha2::{Digest, Sha256};
 use crate::auth::Principal;
 use crate::state::Keys;
 
-const DOMAIN: &[u8] = b"sluice/peer/v1\0";
+/// v2: the body is bound by its length and digest, carried in the head (v1 hashed the body
+/// only, so its receiver had to read the body before it could verify anything).
+const DOMAIN: &[u8] = b"sluice/peer/v2\0";
 /// The most a forwarded request's time may differ from the receiver's clock.
 pub const SKEW: u64 = 30_000;
 
@@ -29,6 +37,10 @@ const TO: &str = "x-sluice-peer-to";
 const NONCE: &str = "x-sluice-peer-nonce";
 const PRINCIPAL: &str = "x-sluice-peer-principal";
 const TAG: &str = "x-sluice-peer-tag";
+/// The body's length in bytes (decimal), signed.
+const LENGTH: &str = "x-sluice-peer-length";
+/// The body's SHA-256 (base64url), signed.
+const DIGEST: &str = "x-sluice-peer-digest";
 
 /// The client headers a forward carries: the MCP headers the owner checks against the body,
 /// and what says how to answer. Never `Authorization` or cookies: the owner trusts the
@@ -78,27 +90,32 @@ fn canonical(headers: &HeaderMap) -> Vec<u8> {
     lines.into_iter().map(|(_, l)| l).collect::<Vec<_>>().join(&b"\n"[..])
 }
 
-fn tagged(
-    keys: &Keys,
-    id: Option<u8>,
-    f: &Forwarded<'_>,
-    time: &str,
-    nonce: &str,
-    who: &str,
-    headers: &HeaderMap,
-) -> Option<(u8, [u8; crate::state::SHORT_TAG])> {
-    let digest = body_digest(f.body);
+/// What the tag binds besides the carried headers: everything in the head.
+struct Head<'a> {
+    from: &'a str,
+    to: &'a str,
+    method: &'a http::Method,
+    path: &'a str,
+    time: &'a str,
+    nonce: &'a str,
+    who: &'a str,
+    length: &'a str,
+    digest: &'a [u8],
+}
+
+fn tagged(keys: &Keys, id: Option<u8>, h: &Head<'_>, headers: &HeaderMap) -> Option<(u8, [u8; crate::state::SHORT_TAG])> {
     let canon = canonical(headers);
-    let parts: [&[u8]; 9] = [
-        f.from.as_bytes(),
-        f.to.as_bytes(),
-        f.method.as_str().as_bytes(),
-        f.path.as_bytes(),
-        time.as_bytes(),
-        nonce.as_bytes(),
-        who.as_bytes(),
+    let parts: [&[u8]; 10] = [
+        h.from.as_bytes(),
+        h.to.as_bytes(),
+        h.method.as_str().as_bytes(),
+        h.path.as_bytes(),
+        h.time.as_bytes(),
+        h.nonce.as_bytes(),
+        h.who.as_bytes(),
         &canon,
-        &digest,
+        h.length.as_bytes(),
+        h.digest,
     ];
     match id {
         None => Some(keys.tag(DOMAIN, &parts)),
@@ -111,22 +128,38 @@ fn tagged(
 pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, headers: &mut HeaderMap) {
     let who = Who { id: principal.id.clone(), groups: principal.groups.clone(), scopes: principal.scopes.clone() };
     let who = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&who).unwrap_or_default());
-    let time = now_ms.to_string();
-    let nonce = crate::state::nonce();
-    let Some((id, tag)) = tagged(keys, None, f, &time, &nonce, &who, headers) else { return };
+    let (time, nonce, length, digest) = (now_ms.to_string(), crate::state::nonce(), f.body.len().to_string(), body_digest(f.body));
+    let head = Head {
+        from: f.from,
+        to: f.to,
+        method: f.method,
+        path: f.path,
+        time: &time,
+        nonce: &nonce,
+        who: &who,
+        length: &length,
+        digest: &digest,
+    };
+    let Some((id, tag)) = tagged(keys, None, &head, headers) else { return };
     let tag = format!("{id}.{}", URL_SAFE_NO_PAD.encode(tag));
-    for (k, v) in [(FROM, f.from.to_owned()), (TO, f.to.to_owned()), (TIME, time), (NONCE, nonce), (PRINCIPAL, who), (TAG, tag)] {
+    let digest = URL_SAFE_NO_PAD.encode(digest);
+    let pairs = [(FROM, f.from.to_owned()), (TO, f.to.to_owned()), (TIME, time), (NONCE, nonce), (PRINCIPAL, who), (LENGTH, length)];
+    for (k, v) in pairs.into_iter().chain([(DIGEST, digest), (TAG, tag)]) {
         if let Ok(v) = HeaderValue::from_str(&v) {
             headers.insert(k, v);
         }
     }
 }
 
-/// Cheap checks before the body is read: every peer header present, meant for `me`, fresh.
+/// Cheap checks: every peer header present, meant for `me`, fresh.
 pub fn precheck(headers: &HeaderMap, me: &str, now_ms: u64) -> Result<(), PeerError> {
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
     for k in [NONCE, PRINCIPAL, TAG] {
         get(k)?;
+    }
+    // A v1 replica signs the body itself and sends no length: said apart, so the log says why.
+    if get(LENGTH).is_err() || get(DIGEST).is_err() {
+        return Err(PeerError::OtherVersion);
     }
     // The sender's id is logged and audited: only one that meets cluster.id's grammar.
     if !super::replica::is_valid(get(FROM)?) {
@@ -160,30 +193,65 @@ pub enum PeerError {
     /// Its nonce was seen before: a replay.
     #[error("a forwarded request was replayed")]
     Replayed,
+    /// No signed body length and digest: the sender runs another (older) version.
+    #[error("a forwarded request carries no signed body length and digest: the sending replica runs another version of Sluice; run one version on every replica")]
+    OtherVersion,
+    /// The body is not the one signed (length or digest).
+    #[error("a forwarded request's body is not the one its head signed")]
+    BadBody,
 }
 
-/// Checks a forward's headers against the request (`f.to` is this replica); gives the
-/// sender's id, the principal it authenticated, and the nonce (the caller refuses one it saw).
-pub fn verify(
-    keys: &Keys,
-    headers: &HeaderMap,
-    f: &Forwarded<'_>,
-    now_ms: u64,
-) -> Result<(super::replica::ReplicaId, Principal, String), PeerError> {
-    precheck(headers, f.to, now_ms)?;
+/// What a forward's head, verified, says.
+#[derive(Debug)]
+pub struct Verified {
+    /// The sending replica.
+    pub from: super::replica::ReplicaId,
+    /// The principal the sending replica authenticated.
+    pub principal: Principal,
+    /// The forward's nonce (the caller refuses one it saw).
+    pub nonce: String,
+    /// The signed body length: the most the caller reads, and exactly what it must get.
+    pub length: usize,
+    digest: [u8; 32],
+}
+
+impl Verified {
+    /// Whether `body` is the body the head signed (its length, then its digest).
+    pub fn check_body(&self, body: &[u8]) -> Result<(), PeerError> {
+        let same = body.len() == self.length && bool::from(subtle::ConstantTimeEq::ct_eq(&body_digest(body)[..], &self.digest[..]));
+        if same {
+            Ok(())
+        } else {
+            Err(PeerError::BadBody)
+        }
+    }
+}
+
+/// Checks a forward's head, before its body is read: `to` is this replica, `method` and `path`
+/// the request's; gives what it says. The body is checked after with [`Verified::check_body`].
+pub fn verify(keys: &Keys, headers: &HeaderMap, to: &str, method: &http::Method, path: &str, now_ms: u64) -> Result<Verified, PeerError> {
+    precheck(headers, to, now_ms)?;
     let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
     let (from, time, nonce, who, tag) = (get(FROM)?, get(TIME)?, get(NONCE)?, get(PRINCIPAL)?, get(TAG)?);
+    let length_text = get(LENGTH)?;
+    // Digits only (usize's parse takes a `+`): one length, one spelling.
+    if length_text.is_empty() || !length_text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(PeerError::Missing);
+    }
+    let length: usize = length_text.parse().map_err(|_| PeerError::Missing)?;
+    let digest: [u8; 32] = URL_SAFE_NO_PAD.decode(get(DIGEST)?).ok().and_then(|d| d.try_into().ok()).ok_or(PeerError::Missing)?;
     let (id, tag) = tag.split_once('.').ok_or(PeerError::Missing)?;
     let id: u8 = id.parse().map_err(|_| PeerError::Missing)?;
     let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| PeerError::Missing)?;
-    let claimed = Forwarded { from, ..*f };
-    let expected = tagged(keys, Some(id), &claimed, time, nonce, who, headers).ok_or(PeerError::BadTag)?;
+    let head = Head { from, to, method, path, time, nonce, who, length: length_text, digest: &digest };
+    let expected = tagged(keys, Some(id), &head, headers).ok_or(PeerError::BadTag)?;
     if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected.1[..], &tag[..])) {
         return Err(PeerError::BadTag);
     }
     let who: Who = URL_SAFE_NO_PAD.decode(who).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or(PeerError::Missing)?;
     let from = super::replica::ReplicaId::parse(from).ok_or(PeerError::Missing)?;
-    Ok((from, Principal { id: who.id, groups: who.groups, scopes: who.scopes }, nonce.to_owned()))
+    let principal = Principal { id: who.id, groups: who.groups, scopes: who.scopes };
+    Ok(Verified { from, principal, nonce: nonce.to_owned(), length, digest })
 }
 
 #[cfg(test)]
@@ -198,6 +266,13 @@ mod tests {
         Forwarded { from: "r1", to, method, path: "/internal/v1/mcp", body }
     }
 
+    /// Verifies `h` as a forward of `body` (head, then body), as the internal listener does.
+    fn check(k: &Keys, h: &HeaderMap, f: Forwarded<'_>, now: u64) -> Result<Verified, PeerError> {
+        let v = verify(k, h, f.to, f.method, f.path, now)?;
+        v.check_body(f.body)?;
+        Ok(v)
+    }
+
     #[test]
     fn a_signed_forward_verifies_and_nothing_of_it_can_change() {
         let p = Principal { id: "alice".into(), groups: vec!["eng".into()], scopes: Default::default() };
@@ -205,12 +280,13 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("mcp-session-id", HeaderValue::from_static("s1"));
         sign(&keys(7), &fwd(&post, "r2", b"{}"), &p, 1_000_000, &mut h);
-        let (from, got, nonce) = verify(&keys(7), &h, &fwd(&post, "r2", b"{}"), 1_000_500).unwrap();
-        assert_eq!((from.as_str(), got.id.as_str(), got.groups.clone()), ("r1", "alice", vec!["eng".to_string()]));
-        assert_eq!(nonce.len(), 32);
-        let refused = |h: &HeaderMap, f: Forwarded<'_>, now: u64| verify(&keys(7), h, &f, now).unwrap_err();
-        assert_eq!(verify(&keys(8), &h, &fwd(&post, "r2", b"{}"), 1_000_500).unwrap_err(), PeerError::BadTag, "other keys");
-        assert_eq!(refused(&h, fwd(&post, "r2", b"{ }"), 1_000_500), PeerError::BadTag, "the body");
+        let v = check(&keys(7), &h, fwd(&post, "r2", b"{}"), 1_000_500).unwrap();
+        assert_eq!((v.from.as_str(), v.principal.id.as_str(), v.principal.groups.clone()), ("r1", "alice", vec!["eng".to_string()]));
+        assert_eq!((v.nonce.len(), v.length), (32, 2));
+        let refused = |h: &HeaderMap, f: Forwarded<'_>, now: u64| check(&keys(7), h, f, now).unwrap_err();
+        assert_eq!(check(&keys(8), &h, fwd(&post, "r2", b"{}"), 1_000_500).unwrap_err(), PeerError::BadTag, "other keys");
+        assert_eq!(refused(&h, fwd(&post, "r2", b"{ }"), 1_000_500), PeerError::BadBody, "the body's length");
+        assert_eq!(refused(&h, fwd(&post, "r2", b"[]"), 1_000_500), PeerError::BadBody, "the body, same length");
         assert_eq!(refused(&h, fwd(&http::Method::DELETE, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the method");
         assert_eq!(refused(&h, fwd(&post, "r3", b"{}"), 1_000_500), PeerError::NotForMe, "another replica");
         assert_eq!(refused(&h, Forwarded { path: "/other", ..fwd(&post, "r2", b"{}") }, 1_000_500), PeerError::BadTag, "the path");
@@ -234,6 +310,30 @@ mod tests {
         bare.remove(TAG);
         assert_eq!(refused(&bare, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::Missing);
     }
+
+    #[test]
+    fn the_body_is_bound_by_the_head_so_it_is_verified_before_any_byte_is_read() {
+        let (p, post) = (Principal { id: "alice".into(), groups: vec![], scopes: Default::default() }, http::Method::POST);
+        let mut h = HeaderMap::new();
+        sign(&keys(7), &fwd(&post, "r2", b"{\"a\":1}"), &p, 1_000_000, &mut h);
+        // The head alone verifies, and says how much to read.
+        let v = verify(&keys(7), &h, "r2", &post, PATH, 1_000_500).unwrap();
+        assert_eq!(v.length, 7);
+        // A length or digest changed in the head: the tag no longer verifies.
+        for (k, v) in [(LENGTH, "4194304".to_owned()), (LENGTH, "+7".to_owned()), (DIGEST, URL_SAFE_NO_PAD.encode([0u8; 32]))] {
+            let mut bad = h.clone();
+            bad.insert(k, HeaderValue::from_str(&v).unwrap());
+            assert!(verify(&keys(7), &bad, "r2", &post, PATH, 1_000_500).is_err(), "{k}: {v}");
+        }
+        // A v1 head (no length or digest): said to be another version.
+        for k in [LENGTH, DIGEST] {
+            let mut old = h.clone();
+            old.remove(k);
+            assert_eq!(verify(&keys(7), &old, "r2", &post, PATH, 1_000_500).unwrap_err(), PeerError::OtherVersion, "{k}");
+        }
+    }
+
+    const PATH: &str = "/internal/v1/mcp";
 
     #[test]
     fn a_forward_carries_the_mcp_headers_and_never_a_credential() {

@@ -2,8 +2,9 @@
 //!
 //! Takes the cluster's Redis URL and a timeout per command; gives single use of a nonce (a
 //! claim per attempt, released by a replica whose claim timed out: see [`single_use`]), a
-//! budget charge (one Lua script: GCRA on Redis's own clock, both limits checked before either
-//! is charged), a place among a principal's parked exchanges (one script over a
+//! budget or quota charge (one Lua script: GCRA on Redis's own clock, both limits checked before
+//! either is charged, at most once per attempt, refunded by a replica whose charge timed out: see
+//! [`charge`]), a place among a principal's parked exchanges (one script over a
 //! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
 //! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews).
 //! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
@@ -15,8 +16,10 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
+mod charge;
 mod sessions;
 mod single_use;
+pub use charge::ATTEMPT_MS;
 pub use sessions::Renewed;
 use sessions::{OPEN_SESSION, RENEW, RESTORE};
 pub use single_use::{Consumed, TimedOut, LEASE_MS};
@@ -47,39 +50,6 @@ pub enum Charged {
     /// One ask wants more tokens than the whole window holds.
     TokensNever,
 }
-
-/// GCRA for two limits at once, on Redis's clock. KEYS: sampling TAT, tokens TAT. ARGV:
-/// sampling interval (µs) and burst, tokens interval and burst, tokens asked. Gives `{code,
-/// wait_us}`: 0 charged, 1 sampling spent, 2 tokens spent, 3 never fits. TATs are written as
-/// integers (`%.0f`: exact to 2^53 µs) and expire when they no longer constrain anything.
-const CHARGE: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local function check(key, interval, burst, n)
-  local tat = tonumber(redis.call('GET', key) or now)
-  if tat < now then tat = now end
-  local new_tat = tat + n * interval
-  local allow_at = new_tat - burst * interval
-  if allow_at > now then return nil, math.ceil(allow_at - now) end
-  return new_tat, 0
-end
-local function put(key, tat)
-  redis.call('SET', key, string.format('%.0f', math.ceil(tat)), 'PX', math.ceil((tat - now) / 1000) + 1)
-end
-local n = tonumber(ARGV[5])
-local tnew = nil
-if n > 0 then
-  if n > tonumber(ARGV[4]) then return {3, 0} end
-  local w
-  tnew, w = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), n)
-  if not tnew then return {2, w} end
-end
-local snew, w = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 1)
-if not snew then return {1, w} end
-put(KEYS[1], snew)
-if tnew then put(KEYS[2], tnew) end
-return {0, 0}
-";
 
 /// A place among a principal's parked exchanges, on Redis's clock. KEYS: the principal's set.
 /// ARGV: the handle, how long it stays parked (ms), the cap. Gives 1 (taken) or 0 (at the cap).
@@ -136,13 +106,12 @@ pub struct Shared {
     client: redis::Client,
     conn: OnceCell<ConnectionManager>,
     timeout: Duration,
-    charge: redis::Script,
     park: redis::Script,
     register: redis::Script,
     open_session: redis::Script,
     renew: redis::Script,
     restore: redis::Script,
-    /// Confirms and releases of single-use claims under way (bounded).
+    /// Confirms and releases of single-use claims, and refunds of charges, under way (bounded).
     settling: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
@@ -154,7 +123,6 @@ impl Shared {
             client,
             conn: OnceCell::new(),
             timeout,
-            charge: redis::Script::new(CHARGE),
             park: redis::Script::new(PARK),
             register: redis::Script::new(REGISTER),
             open_session: redis::Script::new(OPEN_SESSION),
@@ -195,33 +163,6 @@ impl Shared {
                 Err(Unavailable)
             }
         }
-    }
-
-    /// Charges one sampling ask of `tokens` tokens to `key` (a principal under one profile).
-    pub async fn charge(&self, key: &str, sampling: Rate, token_rate: Rate, tokens: u64) -> Result<Charged, Unavailable> {
-        // One hash tag for both: the script's two keys share a slot behind a Redis Cluster.
-        let (ks, kt) = (format!("sluice:b:{{{key}}}:s"), format!("sluice:b:{{{key}}}:t"));
-        let (code, wait): (i64, i64) = self
-            .run("charge", async |c| {
-                self.charge
-                    .key(&ks)
-                    .key(&kt)
-                    .arg(sampling.interval_us)
-                    .arg(sampling.burst)
-                    .arg(token_rate.interval_us)
-                    .arg(token_rate.burst)
-                    .arg(tokens)
-                    .invoke_async(c)
-                    .await
-            })
-            .await?;
-        let wait = wait.max(1) as u64;
-        Ok(match code {
-            0 => Charged::Ok,
-            1 => Charged::Sampling(wait),
-            2 => Charged::Tokens(wait),
-            _ => Charged::TokensNever,
-        })
     }
 
     /// Takes a place for `handle` among `principal`'s parked exchanges (`cap` at most, across

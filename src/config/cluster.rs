@@ -6,7 +6,8 @@
 //! a mistake, not "off"), a URL that is not `redis://` (or `redis+unix://`), an `id` that is empty or not
 //! `[A-Za-z0-9._-]{1,64}`, a `listen` that is not IP:PORT, an `advertise_url` that is not
 //! `http://host:port`, or one left out while `listen` is a wildcard address (other replicas
-//! could not be told where to come). `redis_url`, `id` and `advertise_url` may be `${VAR}`,
+//! could not be told where to come), a `max_connections_per_source` of 0 or over
+//! `limits.max_connections`. `redis_url`, `id` and `advertise_url` may be `${VAR}`,
 //! read from the environment (a secret's URL, a pod's name, its IP). The URL's password is redacted wherever it is printed.
 
 use std::net::SocketAddr;
@@ -50,6 +51,10 @@ pub struct Cluster {
     /// (`redis_timeout_ms`, default 500).
     #[serde(with = "super::limits::ms", rename = "redis_timeout_ms")]
     pub redis_timeout: Duration,
+    /// Connections to the internal listener from one source (an IPv4 address, an IPv6 /64) at
+    /// once, of `limits.max_connections`; past it a new one is closed at once. Default a
+    /// quarter of `limits.max_connections` (at least 1), all of them when `listen` is loopback.
+    pub max_connections_per_source: usize,
 }
 
 /// `${VAR}` read from the environment; anything else as written.
@@ -57,7 +62,8 @@ fn expand(what: &str, v: String) -> Result<String, Invalid> {
     match v.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
         Some(var) => std::env::var(var).ok().filter(|x| !x.trim().is_empty()).ok_or_else(|| {
             Invalid(format!(
-                "cluster.{what} = \"${{{var}}}\" but the environment variable {var} is not set or empty; set it or write the value"
+                "cluster.{what} names an environment variable, {}, that is not set or empty; set it or write the value",
+                crate::escape::shown_var(var)
             ))
         }),
         None => Ok(v),
@@ -65,7 +71,8 @@ fn expand(what: &str, v: String) -> Result<String, Invalid> {
 }
 
 /// The `[cluster]` table, checked.
-pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invalid> {
+/// `max_connections`: `limits.max_connections`, the pool the internal listener's share is of.
+pub(super) fn cluster(raw: Option<RawCluster>, max_connections: usize) -> Result<Option<Cluster>, Invalid> {
     let Some(raw) = raw else { return Ok(None) };
     // "${VAR}": a URL with a password comes from a secret, not the config file.
     let redis_url = expand("redis_url", raw.redis_url.unwrap_or_default())?;
@@ -110,7 +117,15 @@ pub(super) fn cluster(raw: Option<RawCluster>) -> Result<Option<Cluster>, Invali
     if ms == 0 || ms > 60_000 {
         return Err(Invalid(format!("cluster.redis_timeout_ms = {ms}: expected 1 to 60000")));
     }
+    let per_source =
+        raw.max_connections_per_source.unwrap_or(if listen.ip().is_loopback() { max_connections } else { (max_connections / 4).max(1) });
+    if !(1..=max_connections).contains(&per_source) {
+        return Err(Invalid(format!(
+            "cluster.max_connections_per_source = {per_source}: expected 1 to limits.max_connections = {max_connections}"
+        )));
+    }
     Ok(Some(Cluster {
+        max_connections_per_source: per_source,
         redis_url,
         id,
         advertise_url,

@@ -42,7 +42,10 @@ fn every_cluster_mistake_is_refused_saying_what_to_do() {
             "redis_url = \"redis://x:1\"\nid = \"a\"\nlisten = \"127.0.0.1:0\"\non_redis_error = \"open\"",
             "expected \"closed\" or \"local\"",
         ),
-        ("redis_url = \"redis://x:1\"\nid = \"${SLUICE_TEST_UNSET_ID}\"\nlisten = \"127.0.0.1:0\"", "SLUICE_TEST_UNSET_ID is not set"),
+        (
+            "redis_url = \"redis://x:1\"\nid = \"${SLUICE_TEST_UNSET_ID}\"\nlisten = \"127.0.0.1:0\"",
+            "variable, SLUICE_TEST_UNSET_ID, that is not set",
+        ),
         ("redis_url = \"redis://x:1\"\nid = \"a\"\nlisten = \"127.0.0.1:0\"\nredis_timeout_ms = 0", "expected 1 to 60000"),
     ];
     for (text, says) in cases {
@@ -56,4 +59,17 @@ fn every_cluster_mistake_is_refused_saying_what_to_do() {
         .unwrap_err()
         .0;
     assert!(err.contains("state.replica and cluster.id differ"), "{err}");
+}
+
+#[test]
+fn the_internal_listeners_share_per_source_is_a_quarter_off_loopback_and_bounded() {
+    let base = "redis_url = \"redis://10.0.0.5:6379/0\"\nid = \"r1\"";
+    let share = |extra: &str| with(&format!("{base}\n{extra}")).map(|c| c.cluster.unwrap().max_connections_per_source);
+    assert_eq!(share("listen = \"127.0.0.1:9100\"").unwrap(), 10_000, "loopback: one source");
+    assert_eq!(share("listen = \"10.0.0.9:9100\"").unwrap(), 2_500, "a quarter of limits.max_connections");
+    assert_eq!(share("listen = \"10.0.0.9:9100\"\nmax_connections_per_source = 3").unwrap(), 3);
+    for bad in ["0", "10001"] {
+        let e = share(&format!("listen = \"10.0.0.9:9100\"\nmax_connections_per_source = {bad}")).unwrap_err().to_string();
+        assert!(e.contains("cluster.max_connections_per_source"), "{e}");
+    }
 }

@@ -2,8 +2,9 @@
 //!
 //! Takes the text of a config file and the quick flags; gives domain types (durations, byte
 //! bounds, upstream names checked against the prefix separator). Refuses an unknown key or a bad
-//! value at load, naming the file, the line and what was expected. Secrets (upstream headers and
-//! tokens) are redacted wherever the config is printed.
+//! value at load, naming the file, the line and column, the key and what was expected, never the
+//! refused value (`toml_error.rs`). Secrets (upstream headers and tokens) are redacted wherever
+//! the config or an error about it is printed.
 //!
 //! The file is read into the structs of `raw.rs` first; each section then has its own file with
 //! its domain types and the conversion from its raw struct (`limits.rs`, `budget.rs`, `quota.rs`,
@@ -27,6 +28,7 @@ mod redact;
 mod resilience;
 mod stdio;
 mod telemetry;
+mod toml_error;
 mod upstream;
 
 #[cfg(test)]
@@ -45,14 +47,17 @@ pub use resilience::Resilience;
 pub use stdio::run_as::{RunGroup, RunUser};
 pub use stdio::{Stderr, StdioConfig};
 pub use telemetry::Telemetry;
+pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 
 use budget::Budget;
 use raw::{RawConfig, RawUpstream};
 
-/// Why a config could not be loaded.
+/// Why a config could not be loaded. Shown through the one redaction (`redact.rs`): wherever it
+/// is printed (`sluice check`, `serve`'s exit, a reload's log line), a URL's credentials and a
+/// secret-named `NAME=VALUE` in it are not.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
+#[error("{}", redact_text(.0))]
 pub struct ConfigError(pub String);
 
 /// The validated configuration.
@@ -169,10 +174,8 @@ impl Config {
     /// always told about the same one first.
     pub fn from_toml(text: &str, origin: &str, over: &Overrides) -> Result<Config, ConfigError> {
         let src = Origin { name: origin, text };
-        let mut raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
-            ConfigError(format!("{origin}:{line}: {}", e.message()))
-        })?;
+        // Placed by line, column and key path; the value refused is never repeated.
+        let mut raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(toml_error::describe(text, origin, e)))?;
         over.apply(&mut raw)?;
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
@@ -206,7 +209,7 @@ impl Config {
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
         let cluster_var =
             raw.cluster.as_ref().and_then(|c| c.redis_url.as_deref()?.strip_prefix("${")?.strip_suffix('}').map(str::to_owned));
-        let cluster = cluster::cluster(raw.cluster).map_err(|e| src.refuse(e))?;
+        let cluster = cluster::cluster(raw.cluster, limits.max_connections).map_err(|e| src.refuse(e))?;
         if let Some(c) = &cluster {
             join_cluster(&mut state, explicit_replica, c, origin)?;
         }

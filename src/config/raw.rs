@@ -158,6 +158,7 @@ pub(super) struct RawCluster {
     pub(super) listen: Option<String>,
     pub(super) on_redis_error: Option<String>,
     pub(super) redis_timeout_ms: Option<u64>,
+    pub(super) max_connections_per_source: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]

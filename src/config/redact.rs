@@ -10,15 +10,20 @@
 //! - values that are secret wherever they are and have no shape to recognise them by (header
 //!   values, stdio `env` values, `[state] keys`) are redacted by their serializers;
 //! - then [`scrub`] walks the whole serialized tree, every string and every list of strings,
-//!   whatever field it came from: URLs lose their userinfo, query values and fragment
-//!   ([`redact_url`]); in a list (a command's arguments) the value after a secret-named flag
-//!   (`--token VALUE`) is replaced, and in any string `--flag=VALUE`, `NAME=VALUE` and
-//!   `Name: value` whose name is secret-named ([`secret_name`]); a string member whose key's
-//!   last word is secret-named (`password = "…"`) is replaced whole.
+//!   whatever field it came from, read as a command line word by word (`words.rs`: across
+//!   arguments and inside a shell's `-c` string alike): URLs lose their userinfo, query values
+//!   and fragment ([`redact_url`]); the value after a secret-named flag (`--token V`, `-k V`),
+//!   header name (`Authorization: Bearer V`) or `NAME=` scheme, secret-named `--flag=V`,
+//!   `NAME=V`, `NAME:V` (also in `;`-separated connection strings), `-pV`, `user:pw@host`,
+//!   JSON members with secret-named keys and well-known token prefixes are replaced
+//!   ([`secret_name`]); a string member whose key's last word is secret-named (`password =
+//!   "…"`) is replaced whole.
 
 use serde_json::{json, Map, Value};
 
 use super::Config;
+
+mod words;
 
 /// What a redacted value prints as.
 const REDACTED: &str = "redacted";
@@ -43,6 +48,13 @@ const SECRET_WORDS: &[&str] = &[
     "bearer",
     "credential",
     "cookie",
+    "pw",
+    "pat",
+    "sig",
+    "signature",
+    "session",
+    "jwt",
+    "private",
 ];
 
 /// A word that ends with one of these is a secret's too (`accesstoken`, `clientsecret`).
@@ -62,12 +74,6 @@ pub fn secret_name(name: &str) -> bool {
         let one = w.strip_suffix('s').unwrap_or(&w);
         SECRET_WORDS.contains(&w.as_str()) || SECRET_WORDS.contains(&one) || SECRET_SUFFIXES.iter().any(|s| w.ends_with(s))
     })
-}
-
-/// A flag (`-x`, `--name`) whose value is a secret, without `=VALUE`.
-fn secret_flag(arg: &str) -> bool {
-    let name = arg.trim_start_matches('-');
-    arg.starts_with('-') && !name.is_empty() && name.len() + 2 >= arg.len() && !name.contains('=') && secret_name(name)
 }
 
 /// `url` with its userinfo (of every `scheme://` in it), every query value and its fragment
@@ -134,7 +140,8 @@ fn redact_userinfo(s: &str) -> String {
     out
 }
 
-/// Path segment parameters (`;jsessionid=…`) with their values redacted.
+/// Path segment parameters (`;jsessionid=…`) with their values redacted, and a segment that
+/// looks like a credential ([`random_looking`]) too.
 fn redact_path_params(path: &str) -> String {
     path.split('/')
         .map(|seg| match seg.split_once(';') {
@@ -143,10 +150,22 @@ fn redact_path_params(path: &str) -> String {
                     params.split(';').map(|p| p.split_once('=').map_or(REDACTED.to_owned(), |(k, _)| format!("{k}={REDACTED}"))).collect();
                 format!("{name};{}", params.join(";"))
             }
+            None if random_looking(seg) => REDACTED.to_owned(),
             None => seg.to_owned(),
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// A path segment that looks like a credential, as a webhook's URL carries one
+/// (`/services/T0/B0/<24 characters>`): at least 20 letters, digits, `-` or `_`, with letters and
+/// digits both.
+fn random_looking(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    b.len() >= 20
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c))
+        && b.iter().any(u8::is_ascii_digit)
+        && b.iter().any(u8::is_ascii_alphabetic)
 }
 
 /// One word of text (no whitespace): a URL in it redacted, or a secret-named `--flag=VALUE` or
@@ -183,38 +202,19 @@ pub fn redact_text(s: &str) -> String {
     out
 }
 
-/// A config value (or one argument): a `Name: value` whose name is secret-named (a header
-/// given as an argument, `Authorization: Bearer …`) keeps its name only; else [`redact_text`].
-fn redact_value(s: &str) -> String {
-    if let Some((name, value)) = s.split_once(':') {
-        let n = name.trim();
-        let header = !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b)) && !value.starts_with("//");
-        if header && secret_name(n) && !value.trim().is_empty() {
-            return format!("{name}: {REDACTED}");
-        }
-    }
-    redact_text(s)
-}
-
-/// Every string of a serialized config through [`redact_value`], every list of strings read as
-/// arguments (the value after a secret-named flag redacted), and every string member whose key
-/// ends in a secret-named word replaced whole.
+/// Every string of a serialized config read as a command line of one argument, every list of
+/// strings as a command line ([`words`]: the value after a secret-named flag or header name,
+/// secret `NAME=VALUE` parts, userinfo, JSON members, well-known tokens), and every string member
+/// whose key ends in a secret-named word replaced whole.
 pub(super) fn scrub(v: &mut Value) {
     match v {
-        Value::String(s) => *s = redact_value(s),
-        Value::Array(items) => {
-            let mut after_flag = false;
-            for x in items.iter_mut() {
-                let flag = x.as_str().is_some_and(secret_flag);
-                if let (true, Value::String(s)) = (after_flag, &mut *x) {
-                    if !s.starts_with("--") {
-                        *s = REDACTED.to_owned();
-                    }
-                }
-                after_flag = flag;
-                scrub(x);
-            }
+        Value::String(s) => *s = words::redact_line(&[s.as_str()]).pop().unwrap_or_default(),
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            let line: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            let shown = words::redact_line(&line);
+            *items = shown.into_iter().map(Value::String).collect();
         }
+        Value::Array(items) => items.iter_mut().for_each(scrub),
         Value::Object(m) => {
             for (k, x) in m.iter_mut() {
                 // `password = "…"`, `client_secret = "…"`: named for a secret by its last word

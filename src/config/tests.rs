@@ -21,7 +21,7 @@ fn flags(over: Overrides) -> Result<Config, ConfigError> {
 fn an_unknown_key_is_refused_with_file_and_line() {
     let err = load("listen = \"127.0.0.1:1\"\n\n[limits]\nmax_bodybytes = 3\n").unwrap_err().0;
     assert!(err.starts_with("sluice.toml:4:"), "{err}");
-    assert!(err.contains("max_bodybytes"), "{err}");
+    assert!(err.contains("did you mean `max_body_bytes`?") && !err.contains("max_bodybytes"), "{err}");
 }
 
 #[test]

@@ -215,7 +215,7 @@ fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
 }
 
 async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
-    let Ok(msg) = serde_json::from_str::<jsonrpc::Incoming>(data) else {
+    let Ok(msg) = jsonrpc::Incoming::parse(data.as_bytes()) else {
         return Msg::Skip;
     };
     if msg.is_response() {

@@ -106,7 +106,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
                 break;
             }
         };
-        let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
+        let Ok(msg) = Incoming::parse(data.as_bytes()) else {
             continue;
         };
         if msg.is_response() {

@@ -2,8 +2,9 @@
 //! upstreams and peers.
 //!
 //! Takes ids, codes and JSON text; gives message bodies, and [`Incoming`] messages decoded (the
-//! method as a [`super::method::Method`]). Refuses nothing: a message that does not parse is
-//! the caller's to judge.
+//! method as a [`super::method::Method`]). Refuses a message that is not one JSON object (an
+//! array, even one serde would read as a struct's fields: [`decode_object`]); anything else
+//! that does not parse is the caller's to judge.
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -82,9 +83,42 @@ pub struct RpcError {
     pub data: Option<Value>,
 }
 
+/// Decodes one JSON-RPC message as `T`, from a JSON object only. serde's derived structs also
+/// take their fields as a positional array (`["2.0", "sluice-r1-4", null, {}, null]` is a
+/// response to them), and an array on the wire is a batch, not one message: refused whole, so
+/// no decision taken on it as one message can differ from what a batch reader would make of it.
+pub fn decode_object<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, serde_json::Error> {
+    match text.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        Some(b'{') => serde_json::from_slice(text),
+        _ => Err(serde::de::Error::custom("a JSON-RPC message must be one JSON object")),
+    }
+}
+
 impl Incoming {
+    /// Decodes one message (a JSON object: see [`decode_object`]).
+    pub fn parse(text: &[u8]) -> Result<Incoming, serde_json::Error> {
+        decode_object(text)
+    }
+
     /// Whether this is the response (result or error) to a request.
     pub fn is_response(&self) -> bool {
         self.method.is_none() && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_one_json_object_never_an_array_of_its_fields() {
+        let m = Incoming::parse(br#" {"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#).expect("an object");
+        assert!(m.is_response());
+        // serde_json alone reads these as an Incoming (its fields, in order): refused.
+        for body in [r#"["sluice-r1-4",null,null,{},null]"#, r#" [null,"ping",{},null,null]"#, r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#]
+        {
+            assert!(Incoming::parse(body.as_bytes()).is_err(), "{body}");
+        }
+        assert!(serde_json::from_str::<Incoming>(r#"["sluice-r1-4",null,null,{},null]"#).is_ok(), "what the check is for");
     }
 }

@@ -228,7 +228,7 @@ fn readable_id(body: &[u8]) -> String {
         #[serde(borrow)]
         id: Option<&'a serde_json::value::RawValue>,
     }
-    match serde_json::from_slice::<IdOnly<'_>>(body) {
+    match crate::mcp::jsonrpc::decode_object::<IdOnly<'_>>(body) {
         Ok(IdOnly { id: Some(id) }) if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => id.get().to_owned(),
         _ => "null".to_owned(),
     }

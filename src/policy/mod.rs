@@ -156,7 +156,9 @@ impl Governor {
     }
 
     /// Counts one tool call against its `[[quota]]`: across replicas in Redis with
-    /// `[cluster]`, in this process otherwise (or, under `"local"`, while Redis is away).
+    /// `[cluster]`, in this process otherwise (or, under `"local"`, while Redis is away). A
+    /// Redis charge that got no answer in time is refunded when it lands (the call is refused as
+    /// retryable, or counted here alone under `"local"`): never counted twice.
     pub async fn charge_quota(&self, call: &quota::Call<'_>) -> Result<(), Refusal> {
         if let (Some(c), Some(q)) = (&self.cluster, self.quotas.matching(call)) {
             let rate = crate::cluster::Rate {
@@ -180,8 +182,9 @@ impl Governor {
     }
 
     /// Charges one sampling ask of `max_tokens` to the principal's budgets: across replicas
-    /// in Redis with `[cluster]` (one atomic script), in this process otherwise or, under
-    /// `on_redis_error = "local"`, while Redis is unreachable.
+    /// in Redis with `[cluster]` (one atomic script, applied at most once, refunded when it got
+    /// no answer in time), in this process otherwise or, under `on_redis_error = "local"`, while
+    /// Redis is unreachable.
     pub async fn charge_sampling(&self, ctx: &ask::AskCtx, max_tokens: u64) -> Result<(), budget::Refusal> {
         if let Some(c) = &self.cluster {
             let (scope, l) = self.budgets.shared_key(&ctx.upstream, &ctx.groups);

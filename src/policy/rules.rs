@@ -162,10 +162,7 @@ impl Rules {
 
     /// Parses one policy file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Rules, String> {
-        let file: File = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
-            format!("{origin}:{line}: {}", e.message())
-        })?;
+        let file: File = toml::from_str(text).map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
         for r in &file.rule {
             check_conditions(r).map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
         }
@@ -317,7 +314,7 @@ mod tests {
     #[test]
     fn a_misspelled_key_or_unknown_effect_is_refused_with_its_line() {
         let e = Rules::parse("[[rule]]\nname = \"x\"\nmatch = { methd = [\"tools/call\"] }\neffect = \"deny\"\n", "p.toml").unwrap_err();
-        assert!(e.starts_with("p.toml:3:") && e.contains("methd"), "{e}");
+        assert!(e.starts_with("p.toml:3:") && e.contains("did you mean `method`?"), "{e}");
         let e = Rules::parse("[[rule]]\nname = \"x\"\neffect = \"maybe\"\n", "p.toml").unwrap_err();
         assert!(e.starts_with("p.toml:3:"), "{e}");
     }

@@ -76,3 +76,11 @@ fn retired_and_undefined_codes_are_mapped() {
     let e = jsonrpc::RpcError { code: -32601, message: "x".into(), data: None };
     assert_eq!(map_error(e, StatusCode::OK, None).0, StatusCode::NOT_FOUND);
 }
+
+#[test]
+fn an_upstreams_final_message_is_one_object_never_an_array_of_its_fields() {
+    assert!(matches!(read_final(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#), Final::Result(..)));
+    // `[result, error]`: what serde reads as the message's fields, in order.
+    assert!(matches!(read_final(r#"[{"content":[]},null]"#), Final::Bad));
+    assert!(matches!(read_final(r#"[null,{"code":1,"message":"m"}]"#), Final::Bad));
+}

@@ -1,7 +1,8 @@
 //! Logging and tracing setup: `RUST_LOG` filters, human-readable lines on stderr, and, with
 //! `[telemetry]`, OpenTelemetry spans exported over OTLP/HTTP (`export.rs`), built by `trace.rs`.
 //!
-//! Takes the environment and the `[telemetry]` section; installs the global subscriber. Spans
+//! Takes the environment and the `[telemetry]` section; installs the global subscriber (each
+//! log line written whole, with line-breaking characters escaped: `escape::line_safe`). Spans
 //! go only to the exporter (never into log lines), so with `[telemetry]` absent they are
 //! disabled at their call sites and cost nothing. Refuses an exporter that cannot be built (a
 //! startup error, never "off"); a second init is ignored, which tests rely on.
@@ -60,7 +61,28 @@ impl std::io::Write for Redacted {
 impl Drop for Redacted {
     fn drop(&mut self) {
         let line = crate::config::redact_text(&String::from_utf8_lossy(&self.0));
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), crate::escape::line_safe(&line).as_bytes());
+    }
+}
+
+/// One log line, buffered, then written to stderr with every character that breaks or reorders
+/// a line in some reader escaped (`escape::line_safe`): whatever a field holds, a line stays one.
+struct LineSafe(Vec<u8>);
+
+impl std::io::Write for LineSafe {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LineSafe {
+    fn drop(&mut self) {
+        let line = String::from_utf8_lossy(&self.0);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), crate::escape::line_safe(&line).as_bytes());
     }
 }
 
@@ -70,7 +92,7 @@ pub fn init(default: &str, telemetry: Option<&crate::config::Telemetry>) -> Resu
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Spans are for the exporter: a log line never carries them (nor their cost), whatever RUST_LOG says.
     let filter = filter.add_directive(format!("{}=off", trace::TARGET).parse().map_err(|e| format!("log filter: {e}"))?);
-    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(std::io::stderr).with_filter(filter);
+    let logs = tracing_subscriber::fmt::layer().with_writer(|| LineSafe(Vec::new())).with_filter(filter);
     let Some(t) = telemetry else {
         let _ = tracing_subscriber::registry().with(logs).try_init();
         return Ok(None);

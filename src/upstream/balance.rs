@@ -194,7 +194,7 @@ fn answered(got: &Result<Answer, UpstreamError>) -> bool {
 
 /// Whether `body` is one JSON-RPC message (a response or an error), decoded, not guessed.
 fn is_jsonrpc(body: &[u8]) -> bool {
-    serde_json::from_slice::<crate::mcp::jsonrpc::Incoming>(body).is_ok_and(|m| m.is_response())
+    crate::mcp::jsonrpc::Incoming::parse(body).is_ok_and(|m| m.is_response())
 }
 
 /// Whether a method may be sent twice: discovery and the lists change nothing.

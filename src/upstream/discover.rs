@@ -61,8 +61,8 @@ pub async fn call(
     let body = traced_body(method, extra, trace.as_ref());
     let answer = up.post_modern(client, headers, body, Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
     let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
-    let msg: Incoming = serde_json::from_slice(&body)
-        .map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    let msg =
+        Incoming::parse(&body).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
         (None, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
@@ -103,7 +103,7 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
         Err(e) if up.stdio.is_some() && !stdio_first => return Probe::Failed(failed(up, e.to_string())),
         Err(e) => return Probe::NotModern(not_modern(&e)),
     };
-    let msg: Incoming = match serde_json::from_slice(&body) {
+    let msg = match Incoming::parse(&body) {
         Ok(m) => m,
         Err(_) => {
             return Probe::NotModern(format!(

@@ -203,7 +203,8 @@ impl Upstream {
             extra.insert(name, value);
         }
         if let Some(var) = &cfg.bearer_token_env {
-            let token = std::env::var(var).map_err(|_| format!("upstream '{}': environment variable {var} is not set", cfg.name))?;
+            let token = std::env::var(var)
+                .map_err(|_| format!("upstream '{}': environment variable {} is not set", cfg.name, crate::escape::shown_var(var)))?;
             if token.trim().is_empty() {
                 return Err(format!("upstream '{}': environment variable {var} (bearer_token_env) is empty", cfg.name));
             }

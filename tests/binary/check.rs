@@ -2,7 +2,8 @@
 //!
 //! - No secret in any place a config can hold one reaches its output (stdout and stderr, with
 //!   and without `--principal`): header values, a bearer variable's value, URL userinfo, query
-//!   tokens and fragments (upstream `url`/`urls`, `auth.resource`, authorization servers,
+//!   tokens and fragments, stdio arguments read word by word (a `-c` string, JSON, connection
+//!   strings, `user:pw@host`) (upstream `url`/`urls`, `auth.resource`, authorization servers,
 //!   `allowed_origins`, `cluster.redis_url` and `advertise_url`, the OTLP endpoint), the OTLP
 //!   headers' variable, stdio `env` values and arguments after secret-named flags (`--token V`,
 //!   `--api-key=V`, `-p V`, `NAME_TOKEN=V`, `Authorization: Bearer V`), the JWT secret, API
@@ -88,6 +89,15 @@ fn secrets() -> (String, Vec<(String, String)>) {
         "--key",
         "c4n4ry-a17",
         "--ACCESS_TOKEN=c4n4ry-a18",
+        "-k",
+        "c4n4ry-a19",
+        "sh -c 'srv --api-key c4n4ry-a20 --pw c4n4ry-a21'",
+        r#"{"apiKey":"c4n4ry-a22"}"#,
+        "admin:c4n4ry-a23@db:5432/x",
+        "Host=db;Password=c4n4ry-a24",
+        "--header=Authorization: Bearer c4n4ry-a25",
+        "--token",
+        "--c4n4ry-a26",
     ];
     let config = format!(
         r#"listen = "127.0.0.1:0"

@@ -2,6 +2,7 @@
 //! hardening bounds that run Sluice in-process next to them.
 
 mod check;
+mod config_errors;
 mod demo;
 mod hardening;
 mod hostile;

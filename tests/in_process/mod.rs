@@ -8,13 +8,15 @@
 //! - `bridge_b_sessions`: bridge B's sessions (issue 6): forged and foreign session ids, expiry,
 //!   DELETE, GET/DELETE without a session, local answers, the bounded store;
 //! - `auth`: API keys and JWT bearer tokens, the RFC 9728 resource metadata, per-upstream scopes;
-//! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4);
+//! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4); `audit_lines`: a record
+//!   stays one line whatever line separators a client's name holds;
 //! - `policies`: every shipped policy file loads, validates and decides as documented;
 //! - `reload`: the whole config reloaded under load (issue 15 item 2);
 //! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8);
 //! - `sse_transport`: the 2024-11-05 HTTP+SSE client transport on the raw wire (issue 29 item 6).
 
 mod audit;
+mod audit_lines;
 mod auth;
 mod breakers;
 mod bridge_b_sessions;

@@ -54,11 +54,14 @@ async fn a_forward_signed_with_the_cluster_key_runs_only_a_continuation_its_repl
         let r = forward(to, &p, "ask_once", &cont).await.expect("POST");
         assert_eq!(r.status(), 403, "alice's continuation forwarded for {what}");
     }
-    // An answer to another replica's request (bridge B), and a 2025-11-25 request: refused.
+    // An answer to another replica's request (bridge B), a 2025-11-25 request, and an array
+    // (an answer's fields in order, naming the owner; a batch): refused.
     let legacy = [("mcp-protocol-version", "2025-11-25"), ("mcp-session-id", "s2.any")];
     for body in [
         json!({"jsonrpc": "2.0", "id": format!("sluice-{other_id}-1"), "result": {}}),
         json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+        json!(["2.0", format!("sluice-{owner}-1"), null, {}, null]),
+        json!([{"jsonrpc": "2.0", "id": format!("sluice-{owner}-1"), "result": {}}]),
     ] {
         let h = signed(&keys(), ("r9", &owner), &post, &who("alice", &[]), &legacy, body.to_string().as_bytes());
         let r = http.post(c.internal_url(o)).headers(h).body(body.to_string()).send().await.expect("POST");
@@ -81,7 +84,7 @@ async fn a_forward_signed_with_the_cluster_key_runs_only_a_continuation_its_repl
     let entry = recs.iter().filter(|x| x["replica"] == other_id.as_str() && x["owner"] == owner.as_str()).count();
     assert_eq!(entry, 1, "the entry replica's own record names the owner: {recs:#?}");
     let refused = recs.iter().filter(|x| x["forwarded_from"] == "r9" && x["status"] == 403).count();
-    assert_eq!(refused, 7, "each refused forward is audited where it was refused: {recs:#?}");
+    assert_eq!(refused, 9, "each refused forward is audited where it was refused: {recs:#?}");
     assert!(c.replica(o).output().contains("not a continuation this replica owns"), "the refusal is logged");
 }
 

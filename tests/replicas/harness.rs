@@ -127,6 +127,8 @@ pub(crate) struct Setup {
     pub(crate) on_redis_error: &'static str,
     /// The upstreams, as `(name, url, era)`.
     pub(crate) upstreams: Vec<(String, String, &'static str)>,
+    /// Extra lines of the `[cluster]` table.
+    pub(crate) cluster: String,
 }
 
 impl Setup {
@@ -137,6 +139,7 @@ impl Setup {
             extra: String::new(),
             on_redis_error: "closed",
             upstreams: vec![("py".into(), url.into(), "2025-11-25")],
+            cluster: String::new(),
         }
     }
 
@@ -144,6 +147,13 @@ impl Setup {
     pub(crate) fn top(mut self, keys: &str) -> Setup {
         self.top.push_str(keys);
         self.top.push('\n');
+        self
+    }
+
+    /// With these extra lines in `[cluster]`.
+    pub(crate) fn cluster(mut self, lines: &str) -> Setup {
+        self.cluster.push_str(lines);
+        self.cluster.push('\n');
         self
     }
 
@@ -157,10 +167,11 @@ impl Setup {
 
 fn config(id: &str, redis: &str, s: &Setup) -> String {
     let mut c = format!(
-        "listen = \"127.0.0.1:0\"\n{}\n[state]\nkeys = [\"1:{}\"]\n\n[cluster]\nredis_url = \"{redis}\"\nid = \"{id}\"\nlisten = \"127.0.0.1:0\"\non_redis_error = \"{}\"\nredis_timeout_ms = 300\n\n[timeouts]\nconnect_ms = 500\n\n[audit]\nenabled = true\n\n[auth]\napi_keys = [{{ sha256 = \"{}\", principal = \"alice\" }}, {{ sha256 = \"{}\", principal = \"bob\" }}]\n\n",
+        "listen = \"127.0.0.1:0\"\n{}\n[state]\nkeys = [\"1:{}\"]\n\n[cluster]\nredis_url = \"{redis}\"\nid = \"{id}\"\nlisten = \"127.0.0.1:0\"\non_redis_error = \"{}\"\nredis_timeout_ms = 300\n{}\n[timeouts]\nconnect_ms = 500\n\n[audit]\nenabled = true\n\n[auth]\napi_keys = [{{ sha256 = \"{}\", principal = \"alice\" }}, {{ sha256 = \"{}\", principal = \"bob\" }}]\n\n",
         s.top,
         base64_key(),
         s.on_redis_error,
+        s.cluster,
         sha(ALICE),
         sha(BOB),
     );

@@ -20,6 +20,11 @@
 //! - `internal`: the internal listener attacked directly (replayed, misdirected, forged, unsigned
 //!   and non-POST forwards refused) and a 2025-11-25 session record bounded whatever its client
 //!   sends;
+//! - `unread`: the internal listener verifies a forward's head (which signs the body's length
+//!   and digest) before it reads a byte of the body: a forged head declaring 4 MiB is answered
+//!   401 and closed while no body byte was sent; a signed length over the body limit 413; a body
+//!   that is not the signed one and a replica of another version refused; connections bounded
+//!   per source;
 //! - `boundary`: a forward signed with the cluster's own key runs only a continuation its
 //!   replica owns (a fresh call as another principal is refused and never reaches the
 //!   upstream; the genuine continuation is served and audited with `forwarded_from`); a
@@ -47,6 +52,7 @@ mod internal;
 mod rounds;
 mod shared;
 mod stall;
+mod unread;
 
 use base64::Engine as _;
 use serde_json::Value;

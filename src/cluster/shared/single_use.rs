@@ -51,10 +51,10 @@ return 1
 /// KEYS: the nonce's key. ARGV: the token, `u` (confirm) or `free` (release), the state's time
 /// left (ms). Turns this attempt's pending claim into used, or into released; a release also
 /// writes `free:<token>` where nothing is yet (its claim may still land: it will find it
-/// released). Gives 1 when it changed something.
-static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
+/// released). Gives 1 when it changed something. Sent as `EVAL` with its text, never `EVALSHA`:
+/// a settle sent while Redis stalls, whose `NOSCRIPT` answer came after its sender gave up (Redis
+/// started again, its scripts gone), would never be applied.
+const SETTLE: &str = r"
 local v = redis.call('GET', KEYS[1])
 local mine = v and string.sub(v, 1, #ARGV[1] + 3) == 'p:' .. ARGV[1] .. ':'
 if ARGV[2] == 'u' then
@@ -63,9 +63,7 @@ if ARGV[2] == 'u' then
 end
 if mine or not v then redis.call('SET', KEYS[1], 'free:' .. ARGV[1], 'PX', ARGV[3]) return 1 end
 return 0
-",
-    )
-});
+";
 
 /// What claiming a state's single use found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,9 +129,8 @@ impl Shared {
                 if left == 0 {
                     break;
                 }
-                let mut inv = SETTLE.key(&k);
-                inv.arg(&token).arg(how).arg(left);
-                match tokio::time::timeout(timeout, inv.invoke_async::<i64>(&mut conn)).await {
+                let settle = redis::cmd("EVAL").arg(SETTLE).arg(1).arg(&k).arg(&token).arg(how).arg(left).to_owned();
+                match tokio::time::timeout(timeout, settle.query_async::<i64>(&mut conn)).await {
                     Ok(Ok(_)) | Err(_) => break,
                     Ok(Err(e)) if e.is_timeout() => break,
                     Ok(Err(_)) => {}

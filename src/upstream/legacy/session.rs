@@ -303,7 +303,7 @@ impl GetReader {
                 Ok(None) => return false,
                 Err(e) => return e.is_timeout(),
             };
-            let Ok(msg) = serde_json::from_str::<Incoming>(&data) else {
+            let Ok(msg) = Incoming::parse(data.as_bytes()) else {
                 continue;
             };
             let session_alive = match route(&msg, &self.leased, &self.session.up.name) {
@@ -338,7 +338,7 @@ pub(super) fn initialize_body(caps: super::Bridged) -> Value {
 /// An `initialize` answer read: the negotiated version (as a header value) and the result.
 pub(super) fn initialized(upstream: &str, answer: &[u8]) -> Result<(HeaderValue, Value), UpstreamError> {
     let bad = |why: String| UpstreamError::Protocol(upstream.to_owned(), why);
-    let msg: Incoming = serde_json::from_slice(answer).map_err(|_| bad("initialize answer is not JSON-RPC".into()))?;
+    let msg = Incoming::parse(answer).map_err(|_| bad("initialize answer is not JSON-RPC".into()))?;
     let result: Value = match (msg.result, msg.error) {
         (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
         (_, Some(e)) => return Err(bad(format!("initialize failed with error {}", e.code))),
