@@ -158,21 +158,6 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
     }
 }
 
-/// The most bytes a record keeps of a method or a name.
-const MAX_FIELD: usize = 256;
-
-fn truncate(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        // A new string: truncating in place would keep the whole allocation alive in the
-        // record (and in the channel behind a slow sink).
-        *s = format!("{}…", &s[..end]);
-    }
-}
-
 /// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
 pub struct AuditGuard {
     audit: Audit,
@@ -268,12 +253,14 @@ impl AuditGuard {
         }
         self.done = true;
         let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
-        // What a client named is kept short: a record (and the channel of them) stays small
-        // whatever the request carried.
-        for field in [&mut r.method, &mut r.name] {
-            if let Some(v) = field.as_mut() {
-                truncate(v, MAX_FIELD);
-            }
+        // What a peer named is kept as `mcp/recorded.rs` keeps it (short, a URI without what may
+        // carry content or credentials, an unknown method only when it reads as one): a record
+        // (and the channel of them) stays small and content-free whatever the request carried.
+        let method = r.method.as_deref().map(crate::mcp::method::Method::parse);
+        let uri = method == Some(crate::mcp::method::Method::ResourcesRead);
+        r.method = method.as_ref().map(|m| crate::mcp::recorded::method(m).to_owned());
+        if let Some(v) = r.name.as_mut() {
+            *v = crate::mcp::recorded::name(v, uri);
         }
         let took = self.head.unwrap_or_else(|| self.started.elapsed());
         r.latency_us = took.as_micros() as u64;
@@ -327,7 +314,9 @@ fn read_reply(r: &mut Record, body: &[u8]) {
             r.error_code = Some(e.code);
         }
         if let Some(reqs) = m.result.and_then(|x| x.input_requests) {
-            r.input_keys = reqs.into_iter().map(|(k, v)| format!("{k}={}", v.method)).collect();
+            // An upstream chose the keys and methods: kept only as tokens (`mcp/recorded.rs`).
+            let method = |m: &str| crate::mcp::recorded::method(&crate::mcp::method::Method::parse(m)).to_owned();
+            r.input_keys = reqs.into_iter().map(|(k, v)| format!("{}={}", crate::mcp::recorded::token(&k), method(&v.method))).collect();
         }
     }
 }

@@ -271,6 +271,7 @@ async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &st
     let h = handshake_of(v);
     let s = gw.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
     shared::created(gw, &s).await;
+    crate::dispatch::discover::first_probes(gw, principal).await;
     let result = initialize_result(gw, principal, s.version());
     Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result), s.id.clone())
 }

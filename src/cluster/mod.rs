@@ -144,7 +144,7 @@ impl Cluster {
         match self.shared.eviction_policy().await.as_deref() {
             Some("noeviction") | None => {}
             Some(policy) => tracing::warn!(
-                policy,
+                policy = crate::mcp::recorded::token(policy),
                 "Redis maxmemory-policy is not noeviction: under memory pressure it may evict single-use nonces and budgets; set maxmemory-policy noeviction (or give Sluice its own Redis)"
             ),
         }

@@ -235,7 +235,10 @@ impl Shared {
     /// Where replica `id` is reached (`None`: not registered, so gone).
     pub async fn lookup(&self, id: &str) -> Result<Option<String>, Unavailable> {
         let key = format!("sluice:r:{id}");
-        self.run("lookup", async |c| redis::cmd("GET").arg(&key).query_async::<Option<String>>(c).await).await
+        let got = self.run("lookup", async |c| redis::cmd("GET").arg(&key).query_async::<Option<String>>(c).await).await?;
+        // Redis is a peer: what it hands back is used as a replica's URL only when it reads as
+        // one (`cluster.advertise_url`'s grammar); anything else is no registered replica.
+        Ok(got.filter(|u| replica_url(u)))
     }
 
     /// Stores a small value under `key` until `ttl` (bridge B's session records).
@@ -248,5 +251,30 @@ impl Shared {
     pub async fn get_renewing(&self, key: &str, ttl: Duration) -> Result<Option<String>, Unavailable> {
         let ms = ttl.as_millis().max(1) as u64;
         self.run("getex", async |c| redis::cmd("GETEX").arg(key).arg("PX").arg(ms).query_async::<Option<String>>(c).await).await
+    }
+}
+
+/// Whether `u` reads as a replica's internal URL: `http://host:port` (at most 512 bytes, no
+/// path past `/`, no query), as `cluster.advertise_url` must be.
+fn replica_url(u: &str) -> bool {
+    let Ok(uri) = (u.len() <= 512).then_some(u).unwrap_or("").parse::<http::Uri>() else { return false };
+    uri.scheme_str() == Some("http")
+        && uri.host().is_some_and(|h| !h.is_empty())
+        && uri.port().is_some()
+        && matches!(uri.path(), "" | "/")
+        && uri.query().is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_url_that_reads_as_a_replicas_is_taken_from_redis() {
+        for ok in ["http://10.0.0.7:9100", "http://sluice-1.sluice:9100/"] {
+            assert!(super::replica_url(ok), "{ok}");
+        }
+        let long = format!("http://h:1/{}", "a".repeat(600));
+        for bad in ["", "https://h:9100", "http://h", "http://h:9100/x", "http://h:9100/?q=1", "evil\nline", long.as_str()] {
+            assert!(!super::replica_url(bad), "{bad}");
+        }
     }
 }

@@ -3,12 +3,25 @@
 //! Takes the healthy upstreams' capabilities, instructions and hints; gives a `DiscoverResult`
 //! whose capabilities are exactly the families Sluice serves (with `listChanged` and
 //! `subscribe` because Sluice's listen streams serve them), less the families `hide` rules
-//! emptied for the principal. Refuses nothing.
+//! emptied for the principal; [`first_probes`] waits for the upstreams not probed yet.
+//! Refuses nothing.
 
 use serde_json::{json, Map, Value};
 
 use crate::gateway::Gateway;
 use crate::mcp::version;
+
+/// Waits for the first probe of every upstream `principal` may reach that was never probed
+/// (each at most its probe's wait: `timeouts.connect_ms`, a stdio one `timeouts.response_ms`),
+/// so a client's first `server/discover` or `initialize` right after Sluice starts sees the
+/// families its upstreams serve, not an empty set. Costs nothing once they all were probed.
+pub async fn first_probes(gw: &Gateway, principal: &crate::auth::Principal) {
+    use crate::catalog::reprobe::{revive, wait_for};
+    let fresh: Vec<_> = gw.reachable(principal).filter(|u| !u.status().probed).collect();
+    if !fresh.is_empty() {
+        futures_util::future::join_all(fresh.iter().map(|up| revive(up, wait_for(up, &gw.cfg.timeouts)))).await;
+    }
+}
 
 /// The discover result JSON.
 pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {

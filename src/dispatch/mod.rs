@@ -31,6 +31,7 @@ pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, 
     let id = env.id_json();
     match &env.method {
         Method::ServerDiscover => {
+            discover::first_probes(gw, principal).await;
             Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal))))
         }
         Method::SubscriptionsListen => {

@@ -10,6 +10,7 @@ pub mod message;
 pub mod method;
 pub mod number;
 pub mod raw;
+pub mod recorded;
 pub mod sse;
 pub mod version;
 

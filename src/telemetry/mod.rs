@@ -92,7 +92,7 @@ pub fn init(default: &str, telemetry: Option<&crate::config::Telemetry>) -> Resu
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Spans are for the exporter: a log line never carries them (nor their cost), whatever RUST_LOG says.
     let filter = filter.add_directive(format!("{}=off", trace::TARGET).parse().map_err(|e| format!("log filter: {e}"))?);
-    let logs = tracing_subscriber::fmt::layer().with_writer(|| LineSafe(Vec::new())).with_filter(filter);
+    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(|| LineSafe(Vec::new())).with_filter(filter);
     let Some(t) = telemetry else {
         let _ = tracing_subscriber::registry().with(logs).try_init();
         return Ok(None);

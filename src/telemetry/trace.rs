@@ -12,8 +12,9 @@
 //! Takes the request's `traceparent`/`tracestate` (from `params._meta`, which travels with the
 //! message, else its headers); gives spans parented on it and the [`Carrier`] that puts the
 //! upstream call's own context into the upstream's headers and `_meta`. Refuses nothing: an
-//! unreadable trace context is ignored (a new trace starts). Names a peer chose are cut to 200
-//! characters and URIs lose their query; argument values, prompts and results are never read.
+//! unreadable trace context is ignored (a new trace starts). Names a peer chose are recorded as
+//! `mcp/recorded.rs` keeps them (bounded; a URI without query, parameters or credentials, an
+//! opaque URI as its scheme); argument values, prompts and results are never read.
 //! With tracing off every function here returns at once (`Span::none()`, no carrier).
 
 use std::collections::HashMap;
@@ -32,13 +33,12 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
+use crate::mcp::recorded;
 
 /// The `tracing` target of every span here (the log lines never show it).
 pub const TARGET: &str = "sluice::otel";
 /// The OTel tracer's (instrumentation scope's) name.
 pub const TRACER: &str = "sluice";
-/// The longest name a span carries.
-const MAX_NAME: usize = 200;
 /// The longest `traceparent` read (W3C: 55 characters): a longer one is ignored before the
 /// propagator splits it. `tracestate` has its own bounds (`tracestate.rs`).
 const MAX_CONTEXT: usize = 1024;
@@ -181,7 +181,9 @@ pub fn upstream_call(method: &str, own: &str, upstream: &str, transport: &'stati
     if !on() {
         return Span::none();
     }
-    let own = short(own);
+    // A resource's URI (`resources/read`, a completion's `ref/resource`) is recorded as one.
+    let uri = method == Method::ResourcesRead.as_str() || (method == Method::CompletionComplete.as_str() && own.contains(':'));
+    let own = recorded::name(own, uri);
     tracing::info_span!(target: TARGET, "upstream",
         otel.name = format!("{method} {own}"), otel.kind = "client",
         mcp.method.name = method, sluice.upstream = upstream, sluice.upstream.name = own, network.transport = transport)
@@ -257,17 +259,19 @@ impl Carrier {
 }
 
 /// The request's attributes: each a value Sluice validated (the method when it knows it, else
-/// `_OTHER`; the protocol version only when it serves it) or a peer's text cut to 200
-/// characters without query, fragment or credentials (the id, the tool, prompt or URI named).
+/// `_OTHER`; the protocol version only when it serves it) or a peer's text as `recorded` keeps it
+/// (the id, the tool, prompt or URI named).
 fn describe(span: &Span, env: &Envelope, version: Option<&str>) {
-    let method = env.method.known().unwrap_or("_OTHER");
+    let method = env.method.known().unwrap_or(recorded::OTHER);
     span.record("mcp.method.name", method);
-    span.record("jsonrpc.request.id", short(env.id_json().trim_matches('"')).as_str());
+    span.record("jsonrpc.request.id", recorded::id(env.id_json()));
     // Recorded before the version check runs: only a version that check would let through.
     if let Some(v) = version.filter(|v| crate::mcp::version::is_supported_modern(v)) {
         span.record("mcp.protocol.version", v);
     }
-    let name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).map(|n| short(&n));
+    let uri = env.method == Method::ResourcesRead;
+    let name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+    let name = name.map(|n| recorded::name(&n, uri));
     match (&env.method, &name) {
         (Method::ToolsCall, Some(n)) => {
             span.record("gen_ai.operation.name", "execute_tool");
@@ -286,20 +290,6 @@ fn describe(span: &Span, env: &Envelope, version: Option<&str>) {
         None => method.to_owned(),
     };
     span.record("otel.name", title.as_str());
-}
-
-/// A peer's name as a span may carry it: no query string or fragment, at most 200 characters.
-fn short(s: &str) -> String {
-    let s = s.split(['?', '#']).next().unwrap_or("");
-    // A URI's credentials (`scheme://user:pass@host`) never go out.
-    let s = match s.split_once("://") {
-        Some((scheme, rest)) => match rest.split('/').next().and_then(|auth| auth.rfind('@')) {
-            Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-            None => s.to_owned(),
-        },
-        None => s.to_owned(),
-    };
-    s.chars().take(MAX_NAME).collect()
 }
 
 fn header_text(v: &http::HeaderValue) -> Option<&str> {
@@ -333,14 +323,6 @@ fn context_of<'a>(traceparent: Option<&str>, tracestate: impl IntoIterator<Item 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_name_loses_its_query_and_a_uri_its_credentials() {
-        assert_eq!(short("file:///a/b?token=x#f"), "file:///a/b");
-        assert_eq!(short("https://alice:s3cr3t@host/x/y"), "https://host/x/y");
-        assert_eq!(short("https://host/a@b"), "https://host/a@b");
-        assert_eq!(short(&"n".repeat(500)).len(), MAX_NAME);
-    }
 
     #[test]
     fn a_meta_that_cannot_be_read_as_a_map_is_left_alone_and_a_readable_one_keeps_its_members() {

@@ -88,7 +88,7 @@ impl Health {
         match (before, status.healthy) {
             (_, false) => {
                 self.went_down.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(upstream = %name, reason = %why, "upstream is down: calls that need it get 503 until a re-probe finds it back");
+                tracing::warn!(upstream = %name, reason = %crate::escape::Escaped(why), "upstream is down: calls that need it get 503 until a re-probe finds it back");
                 self.wake.notify_one();
             }
             (Told::Down(since), true) => {

@@ -25,6 +25,7 @@ use crate::support::text::post;
 const CANARY: &str = "canary-7f3a-argument";
 const PROMPT_CANARY: &str = "canary-9c1e-topic";
 const ANSWER_CANARY: &str = "canary-b2d4-llm-answer";
+const URI_CANARY: &str = "canary-5e8a-data-uri";
 const WAIT: Duration = Duration::from_secs(20);
 
 fn parent(trace: &str, span: &str) -> String {
@@ -133,14 +134,27 @@ async fn spans_of_a_call_a_list_and_a_bridge_a_round_reach_the_collector_with_th
     }
     assert_eq!(rounds, ["0", "1", "2"], "each request drove the exchange's next round");
 
+    // A `data:` URI is its content: the span names its scheme only (issue 28, review F12).
+    let (t4, p4) = ("7d1e2a8f9d1b4c3e8a7f6b5d4c3b2a20", "4444444444444444");
+    let uri = format!("data:text/plain,{URI_CANARY}");
+    let read = json!({"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": uri, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "traceparent": parent(t4, p4),
+    }}});
+    let _ = post(&http, &url, "resources/read", Some(&uri), read.to_string(), None, &[]).await;
+    let spans = receiver.trace(t4, WAIT, |s| root(s, p4).is_some()).await;
+    let server = root(&spans, p4).expect("the read's span");
+    assert_eq!((server.name.as_str(), server.attr("mcp.resource.uri")), ("resources/read data:", Some("data:")));
+
     // The audit record names the trace; nothing that travelled was exported.
     let output = sluice.output();
     assert!(output.lines().any(|l| l.contains("\"method\":\"tools/call\"") && l.contains(&format!("\"trace_id\":\"{t1}\""))), "{output}");
     let raw = receiver.raw();
-    for canary in [CANARY, PROMPT_CANARY, ANSWER_CANARY] {
+    for canary in [CANARY, PROMPT_CANARY, ANSWER_CANARY, URI_CANARY] {
         assert!(!raw.windows(canary.len()).any(|w| w == canary.as_bytes()), "{canary} was exported");
     }
-    assert!(!output.contains(CANARY) && !output.contains(PROMPT_CANARY) && !output.contains(ANSWER_CANARY), "a canary was logged");
+    assert!(![CANARY, PROMPT_CANARY, ANSWER_CANARY, URI_CANARY].iter().any(|c| output.contains(c)), "a canary was logged");
     // What reached the receiver is counted as exported; nothing failed.
     let (exported, failed) = span_counts(&sluice).await;
     assert!(exported >= spans.len() as u64 && failed == 0, "exported {exported}, failed {failed}");
