@@ -149,9 +149,7 @@ fn note(principal: &Principal, msg: &Message) {
     crate::audit::note(|r| {
         r.client_era = "legacy";
         r.principal = Some(principal.id.clone());
-        r.method = msg.method.as_ref().map(Method::to_string);
-        let member = msg.method.as_ref().and_then(Method::name_member);
-        r.name = member.and_then(|m| msg.v.pointer(&format!("/params/{m}"))).and_then(Value::as_str).map(str::to_owned);
+        r.method = msg.method.as_ref().map(Method::to_string); // the name once routed (stages.rs)
     });
 }
 
@@ -269,9 +267,9 @@ fn initialize_result(gw: &Gateway, principal: &Principal, version: &str) -> Stri
 
 async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
     let h = handshake_of(v);
+    crate::dispatch::discover::first_probes(gw, principal).await;
     let s = gw.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
     shared::created(gw, &s).await;
-    crate::dispatch::discover::first_probes(gw, principal).await;
     let result = initialize_result(gw, principal, s.version());
     Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result), s.id.clone())
 }

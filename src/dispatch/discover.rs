@@ -12,14 +12,14 @@ use crate::gateway::Gateway;
 use crate::mcp::version;
 
 /// Waits for the first probe of every upstream `principal` may reach that was never probed
-/// (each at most its probe's wait: `timeouts.connect_ms`, a stdio one `timeouts.response_ms`),
+/// (at most `timeouts.connect_ms` in all: a server still starting is then reported as it is),
 /// so a client's first `server/discover` or `initialize` right after Sluice starts sees the
 /// families its upstreams serve, not an empty set. Costs nothing once they all were probed.
 pub async fn first_probes(gw: &Gateway, principal: &crate::auth::Principal) {
-    use crate::catalog::reprobe::{revive, wait_for};
     let fresh: Vec<_> = gw.reachable(principal).filter(|u| !u.status().probed).collect();
     if !fresh.is_empty() {
-        futures_util::future::join_all(fresh.iter().map(|up| revive(up, wait_for(up, &gw.cfg.timeouts)))).await;
+        let within = gw.cfg.timeouts.connect;
+        futures_util::future::join_all(fresh.iter().map(|up| crate::catalog::reprobe::revive(up, within))).await;
     }
 }
 

@@ -150,7 +150,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
             table = Box::pin(gw.refresh_missed(up, kind)).await;
         }
         let item = seen(&table).ok_or_else(|| unknown(what, public))?;
-        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone() });
+        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone(), uri: false });
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
     let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
@@ -164,7 +164,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
                     continue; // another upstream's item of that name may be the one it sees
                 }
                 healthy(gw, up, kind).await?;
-                return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone() });
+                return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone(), uri: false });
             }
         }
     }
@@ -174,7 +174,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
         [only] if !hidden && !gw.governor.has_visibility() => {
             gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(gw, only, kind).await?;
-            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new() })
+            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new(), uri: false })
         }
         _ => Err(unknown(what, public)),
     }
@@ -219,7 +219,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
         )
     })?;
     healthy(gw, &up, ListKind::Resources).await?;
-    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new() })
+    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new(), uri: true })
 }
 
 /// Forwards a routed request to a modern upstream with the upstream's own name (the era
@@ -237,7 +237,7 @@ pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Res
     let restore = retry.had_state || !retry.declined.is_empty();
     // With tracing on, the upstream is told this call's span (headers and `_meta`).
     let transport = if t.up.stdio.is_some() { "pipe" } else { "tcp" };
-    let span = crate::telemetry::trace::upstream_call(env.method.as_str(), &t.own, &t.up.name, transport);
+    let span = crate::telemetry::trace::upstream_call(env.method.as_str(), &t.own, t.uri, &t.up.name, transport);
     let trace = crate::telemetry::trace::Carrier::of(&span);
     let body = match (t.renamed, &env.method) {
         (false, _) if !restore && trace.is_none() => env.body().clone(),

@@ -20,4 +20,6 @@ pub struct Target {
     pub renamed: bool,
     /// `x-mcp-header` annotations of the tool.
     pub headers: Vec<ParamHeader>,
+    /// Whether `own` is a resource's URI (routed by it), for what a record keeps of it.
+    pub uri: bool,
 }

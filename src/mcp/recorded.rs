@@ -24,6 +24,8 @@ pub const MAX_CHARS: usize = 200;
 const MAX_READ: usize = 4096;
 /// The longest token (unknown method, id, input key) kept as it is.
 const MAX_TOKEN: usize = 64;
+/// The longest scheme a URI is read with (registered ones are far shorter).
+const MAX_SCHEME: usize = 32;
 /// The longest tool or prompt name kept as it is.
 const MAX_NAME: usize = 128;
 /// What text that does not read as what it should be is recorded as.
@@ -74,6 +76,7 @@ pub fn name(s: &str, uri: bool) -> String {
 
 /// A URI as a record may keep it; see the module head.
 pub fn uri(s: &str) -> String {
+    let cut_short = s.len() > MAX_READ;
     let s = head(s);
     let Some((scheme, rest)) = split_scheme(s) else {
         return OTHER.to_owned();
@@ -81,11 +84,17 @@ pub fn uri(s: &str) -> String {
     let bare = || format!("{scheme}:");
     // What is recorded ends at the query or fragment; a backslash or space before it is a URI
     // some reader parses otherwise (`https:/\user@host`): only the scheme then.
+    let whole = rest;
     let rest = rest.split(['?', '#']).next().unwrap_or("");
     if rest.chars().any(|c| c == '\\' || c.is_whitespace() || c.is_control()) {
         return bare();
     }
     let file = scheme.eq_ignore_ascii_case("file");
+    // An `@` anywhere (even past a `#`) is user info some reader finds (`https://a:1/2@h`), and an
+    // authority that does not end within what is read may be one.
+    if whole.contains('@') || (cut_short && rest.strip_prefix("//").is_some_and(|h| !h.contains('/'))) {
+        return bare();
+    }
     let (host, path) = match rest.strip_prefix("//") {
         Some(hier) => hier.split_at(hier.find('/').unwrap_or(hier.len())),
         None if file && rest.starts_with('/') => ("", rest),
@@ -95,6 +104,10 @@ pub fn uri(s: &str) -> String {
         return bare();
     }
     let slashes = if rest.starts_with("//") { "//" } else { "" };
+    // The path ends at the first character RFC 3986 does not allow in one (bidi and other
+    // invisible characters, anything not ASCII): what follows is not recorded.
+    let pchar = |c: char| c.is_ascii_alphanumeric() || "-._~%!$&'()*+,;=:/".contains(c);
+    let path = &path[..path.find(|c: char| !pchar(c)).unwrap_or(path.len())];
     let mut out = format!("{scheme}:{slashes}{host}");
     for (i, seg) in path.split('/').enumerate() {
         if out.chars().count() >= MAX_CHARS {
@@ -124,15 +137,15 @@ fn split_scheme(s: &str) -> Option<(&str, &str)> {
     let mut chars = scheme.chars();
     let first = chars.next()?;
     let ok = first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    ok.then_some((scheme, rest))
+    (ok && scheme.len() <= MAX_SCHEME).then_some((scheme, rest))
 }
 
 /// A host with an optional port: a name (letters, digits, `-`, `.`, `_`), or an IP literal in
-/// brackets; the port all digits. No user info: an `@` is not a host.
+/// brackets (an IPv6 address); the port all digits.
 fn is_host(s: &str) -> bool {
     let (host, port) = match s.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
-            Some((addr, after)) if addr.chars().all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.')) => {
+            Some((addr, after)) if addr.parse::<std::net::Ipv6Addr>().is_ok() => {
                 (addr, after.strip_prefix(':').or(if after.is_empty() { None } else { Some("x") }))
             }
             _ => return false,
@@ -159,11 +172,13 @@ mod tests {
         assert_eq!(uri("file:/etc/x;p=1"), "file:/etc/x");
         assert_eq!(uri("https://host:8443/x/y"), "https://host:8443/x/y");
         assert_eq!(uri("https://[::1]:8080/x"), "https://[::1]:8080/x");
-        assert_eq!(uri("https://host/a@b"), "https://host/a@b");
+        assert_eq!(uri("https://host/a%20b/~c"), "https://host/a%20b/~c");
         assert_eq!(uri("https://host/a;jsessionid=SECRET/b;v=1"), "https://host/a/b");
         assert_eq!(uri("HTTPS://Host/x"), "HTTPS://Host/x");
         assert_eq!(uri(&"n".repeat(500)), OTHER);
-        assert_eq!(uri(&format!("https://h/{}", "é".repeat(500))).chars().count(), MAX_CHARS);
+        assert_eq!(uri(&format!("https://h/{}", "e".repeat(500))).chars().count(), MAX_CHARS);
+        assert_eq!(uri("https://h/x\u{202e}fdp.exe"), "https://h/x");
+        assert_eq!(uri("https://h/caf\u{e9}"), "https://h/caf");
     }
 
     #[test]
@@ -178,6 +193,10 @@ mod tests {
             ("https://host;token=SECRET/x", "https:"),
             ("https://host/a b", "https:"),
             ("https://[::1]x/", "https:"),
+            ("https://[deadbeefcafe]/", "https:"),
+            ("https://host/a@b", "https:"),
+            ("https://alice:1234/5@host/x", "https:"),
+            ("https://alice:12#34@host", "https:"),
             ("data:text/plain;base64,U0VDUkVU", "data:"),
             ("data:/plain,THE PROMPT", "data:"),
             ("mailto:alice@example.com", "mailto:"),
@@ -185,7 +204,17 @@ mod tests {
         ] {
             assert_eq!(uri(sent), kept, "{sent}");
         }
-        for sent in ["//alice:s3cr3t@db/x", " https://alice:s3cr3t@host/x", "notes/today;secret", "", "9x://h/"] {
+        let long_user = format!("https://{}@api.example.com/x", "eyJhbGciOi".repeat(500));
+        assert_eq!(uri(&long_user), "https:", "user info past what is read");
+        assert!(uri(&format!("{}:x", "a".repeat(4000))).len() <= MAX_CHARS);
+        for sent in [
+            "//alice:s3cr3t@db/x",
+            " https://alice:s3cr3t@host/x",
+            "notes/today;secret",
+            "",
+            "9x://h/",
+            "the-api-key-is-sk.live.4eC39HqLyjWDarjtT1zdp7dc:x",
+        ] {
             assert_eq!(uri(sent), OTHER, "{sent}");
         }
     }

@@ -157,8 +157,7 @@ async fn serve(
         r.op = Some(env.method.known().unwrap_or("other"));
         if r.full {
             r.principal = Some(principal.id.clone());
-            r.method = Some(env.method.to_string());
-            r.name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+            r.method = Some(env.method.to_string()); // the name once routing resolved it (stages.rs)
         }
     });
     run_stages(gw, trace, env, &parts.headers, principal, &id).await

@@ -81,9 +81,17 @@ pub async fn run(
     dispatch::available::check(gw, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
+        // What the client named is recorded only now that it names something served.
+        let named = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+        if let Some(n) = &named {
+            trace::named(&tracing::Span::current(), &env.method, n, t.uri);
+        }
         crate::audit::note(|r| {
             r.upstream = Some(t.up.name.clone());
             r.upstream_era = Some(t.up.status().wire.name());
+            if r.full {
+                r.name = named;
+            }
         });
         gw.auth.authorize_upstream(principal, &t.up.name)?;
     }

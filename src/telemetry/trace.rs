@@ -1,7 +1,7 @@
 //! The spans of a request, with the OTel MCP semantic-convention attributes and never content.
 //!
 //! ```text
-//! {method} {name}        server   the request (mcp.method.name, jsonrpc.request.id, gen_ai.tool.name, …)
+//! {method}               server   the request (mcp.method.name, jsonrpc.request.id, gen_ai.tool.name, …)
 //!   authenticate         internal
 //!   validate | route | policy
 //!   {method} {name}      client   the upstream call (sluice.upstream; its trace context goes upstream)
@@ -177,12 +177,10 @@ pub fn stage(name: &'static str) -> Span {
 }
 
 /// The span of a call to an upstream: `method` with the upstream's own name (or URI).
-pub fn upstream_call(method: &str, own: &str, upstream: &str, transport: &'static str) -> Span {
+pub fn upstream_call(method: &str, own: &str, uri: bool, upstream: &str, transport: &'static str) -> Span {
     if !on() {
         return Span::none();
     }
-    // A resource's URI (`resources/read`, a completion's `ref/resource`) is recorded as one.
-    let uri = method == Method::ResourcesRead.as_str() || (method == Method::CompletionComplete.as_str() && own.contains(':'));
     let own = recorded::name(own, uri);
     tracing::info_span!(target: TARGET, "upstream",
         otel.name = format!("{method} {own}"), otel.kind = "client",
@@ -269,27 +267,32 @@ fn describe(span: &Span, env: &Envelope, version: Option<&str>) {
     if let Some(v) = version.filter(|v| crate::mcp::version::is_supported_modern(v)) {
         span.record("mcp.protocol.version", v);
     }
-    let uri = env.method == Method::ResourcesRead;
-    let name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
-    let name = name.map(|n| recorded::name(&n, uri));
-    match (&env.method, &name) {
-        (Method::ToolsCall, Some(n)) => {
+    span.record("otel.name", method);
+}
+
+/// Names the request's span after what routing resolved (`name`: the tool, prompt or URI the
+/// client named, now known to be served; `uri`: it is a URI). Text nothing resolved is never
+/// recorded: a client's sentence in `params.name` names no tool.
+pub fn named(span: &Span, method: &Method, name: &str, uri: bool) {
+    if !on() || span.is_disabled() {
+        return;
+    }
+    let n = recorded::name(name, uri);
+    match method {
+        Method::ToolsCall => {
             span.record("gen_ai.operation.name", "execute_tool");
             span.record("gen_ai.tool.name", n.as_str());
         }
-        (Method::PromptsGet, Some(n)) => {
+        Method::PromptsGet => {
             span.record("gen_ai.prompt.name", n.as_str());
         }
-        (Method::ResourcesRead, Some(n)) => {
+        Method::ResourcesRead => {
             span.record("mcp.resource.uri", n.as_str());
         }
         _ => {}
     }
-    let title = match &name {
-        Some(n) => format!("{method} {n}"),
-        None => method.to_owned(),
-    };
-    span.record("otel.name", title.as_str());
+    // The span keeps its method's name: it started (its context went into the authenticate
+    // span and the audit record) before routing, and a started span's name is not changed.
 }
 
 fn header_text(v: &http::HeaderValue) -> Option<&str> {
