@@ -35,7 +35,7 @@ cargo build --release --locked
 done_stage "build"
 
 stage "cargo test (unit, e2e, interop)"
-cargo test --release --locked -- --test-threads="${SLUICE_TEST_THREADS:-4}"
+cargo test --release --locked --no-fail-fast -- --test-threads="${SLUICE_TEST_THREADS:-4}"
 done_stage "cargo test"
 
 stage "conformance through Sluice (modern fixture upstream)"
