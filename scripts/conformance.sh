@@ -80,7 +80,6 @@ stdio_legs() {
 name = "fixture"
 command = ["$py", "$root/tests/fixtures/$fixture", "--stdio"]
 spare_processes = 3
-max_processes = 8
 EOF
   with_sluice "$name-stdio" "" "$out/$name-stdio.toml"
   run "$name-stdio-suite-all" --suite all --spec-version 2026-07-28
@@ -122,8 +121,8 @@ run legacy-2025-requirements --requirements 2025-11-25
 # but for sse-polling (a server ending its HTTP stream mid-call: over stdio there is none).
 # The suite opens three new capability sets within a second and waits 500-600 ms on some calls;
 # the fixture takes over a second to boot, so three processes are kept warm (spare_processes).
-# Each capability set is its own pooled session (a process), so the suite needs more than the
-# default max_processes = 4: with 4, calls wait past the suite's timeouts for an idle process of
-# another set to end (a known limit, in the closing note of 2026-12-06), so 8 here.
+# With the default max_processes = 4: the suite leaves four input_required exchanges unanswered
+# (each holds its process until park_ms), and a new call of the same principal cancels the one
+# parked longest to take its process (bridge::make_room).
 stdio_legs legacy "$SLUICE_PY1" legacy_fixture.py legacy
 exit $status

@@ -86,7 +86,9 @@ pub fn breaks_lines(c: char) -> bool {
 /// record stays the same JSON (its strings decode to the same text), and a text line stays one
 /// line in every reader. Borrowed when there is none (plain ASCII is never copied).
 pub fn line_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(breaks_lines) {
+    // Every such character is past U+007F: ASCII text (the common case) is checked a word at
+    // a time.
+    if text.is_ascii() || !text.chars().any(breaks_lines) {
         return text.into();
     }
     let mut out = String::with_capacity(text.len() + 16);

@@ -152,7 +152,7 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
         }
         // serde_json writes U+2028, U+2029, NEL and bidi controls as they are: a principal or a
         // name a peer chose could break or reorder the line in a reader. Escaped, same JSON.
-        let text = std::str::from_utf8(&buf).map(crate::escape::line_safe);
+        let text = if buf.is_ascii() { None } else { std::str::from_utf8(&buf).ok().map(crate::escape::line_safe) };
         let _ = out.write_all(text.as_ref().map_or(&buf[..], |t| t.as_bytes())).await;
         let _ = out.flush().await;
     }

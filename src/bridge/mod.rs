@@ -174,7 +174,17 @@ async fn start(
     hook: ListChanged,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = br.pool.lease(&t.up, principal.id(), &caps, hook).await?;
+    let lease = match br.pool.lease(&t.up, principal.id(), &caps, hook.clone()).await {
+        Err(UpstreamError::Full(full)) if matches!(full.pool, crate::shares::Pool::Processes(_)) => {
+            // Every process this principal may use is held: if one is held by its own exchange
+            // parked longest (its client has not come back for it), the new call goes first.
+            if !make_room(br, principal.id(), &t.up).await {
+                return Err(UpstreamError::Full(full).into());
+            }
+            br.pool.lease(&t.up, principal.id(), &caps, hook).await?
+        }
+        other => other?,
+    };
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
         let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
         let id = lease.session.next_id();
@@ -184,6 +194,25 @@ async fn start(
     let (env, t) = (env.detached(), t.clone()); // it outlives the request: not its read buffer
     let trace = Carrier::of(&tracing::Span::current());
     Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id, trace.as_ref()), info))
+}
+
+/// Cancels `principal`'s exchange parked longest on stdio upstream `up` (the one whose client
+/// is likeliest gone), so the process it holds ends and a new call of the same principal takes
+/// its place; its retry finds no exchange (`unknown_exchange`) and the client calls afresh.
+/// Another principal's exchange is never taken: shares keep principals apart.
+async fn make_room(br: &Arc<Bridge>, principal: &str, up: &Arc<Upstream>) -> bool {
+    if up.stdio.is_none() {
+        return false;
+    }
+    let Some((handle, parked)) = br.parked.take_oldest_of(principal, |p| p.live.is_some() && p.up.instance == up.instance) else {
+        return false;
+    };
+    br.release(principal, &handle);
+    if let Some(mut live) = parked.live {
+        live.cancel(br, "a newer call of the same principal needed its process").await;
+    }
+    tracing::info!(upstream = %up.name, "a parked exchange was cancelled: its principal's new call needed the stdio process it held");
+    true
 }
 
 type Answered = Vec<(String, String)>;

@@ -2,10 +2,12 @@
 //!
 //! Takes an exchange at the end of a round; gives it back exactly once to the retry that names
 //! its handle (single use: a replay finds nothing), or to the one sweeper once its deadline has
-//! passed (no timer task per exchange). Refuses to park past `bridge.max_parked`. Every
-//! operation is O(log n) or better in what is parked: the count per principal is kept, not
-//! counted, and the sweep takes from the front of an index ordered by deadline (it once scanned
-//! the whole table, and each park counted the principal's entries: 50k parked took 29 s).
+//! passed (no timer task per exchange), or to a new call of the same principal that needs the
+//! process it holds ([`Table::take_oldest_of`]). Refuses to park past `bridge.max_parked`. Every
+//! operation is O(log n) or better in what is parked (the oldest of a principal's: a scan of
+//! its own entries, at most its cap): each principal's entries are indexed, not counted, and
+//! the sweep takes from the front of an index ordered by deadline (it once scanned the whole
+//! table, and each park counted the principal's entries: 50k parked took 29 s).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -60,17 +62,18 @@ struct Inner<T> {
     map: HashMap<String, (Instant, Box<T>)>,
     /// Every entry's (deadline, handle), earliest first.
     by_deadline: BTreeSet<(Instant, String)>,
-    /// Entries per principal (none at zero).
-    counts: HashMap<String, usize>,
+    /// Each principal's entries, as (deadline, handle), earliest first (none at zero).
+    mine: HashMap<String, BTreeSet<(Instant, String)>>,
 }
 
 impl<T: Owned> Inner<T> {
     fn forget(&mut self, handle: &str, deadline: Instant, p: &T) {
-        self.by_deadline.remove(&(deadline, handle.to_owned()));
-        if let Some(n) = self.counts.get_mut(p.principal()) {
-            *n -= 1;
-            if *n == 0 {
-                self.counts.remove(p.principal());
+        let key = (deadline, handle.to_owned());
+        self.by_deadline.remove(&key);
+        if let Some(set) = self.mine.get_mut(p.principal()) {
+            set.remove(&key);
+            if set.is_empty() {
+                self.mine.remove(p.principal());
             }
         }
     }
@@ -85,7 +88,7 @@ impl<T: Owned> Inner<T> {
 impl<T: Owned> Table<T> {
     /// An empty table holding at most `max` entries.
     pub fn new(max: usize) -> Self {
-        let inner = Inner { map: HashMap::new(), by_deadline: BTreeSet::new(), counts: HashMap::new() };
+        let inner = Inner { map: HashMap::new(), by_deadline: BTreeSet::new(), mine: HashMap::new() };
         Table { inner: Mutex::new(inner), max }
     }
 
@@ -105,12 +108,12 @@ impl<T: Owned> Table<T> {
         if m.map.len() >= self.max {
             return Err((p, false));
         }
-        if m.counts.get(p.principal()).copied().unwrap_or(0) >= per_principal && !m.map.contains_key(&handle) {
+        if m.mine.get(p.principal()).map_or(0, BTreeSet::len) >= per_principal && !m.map.contains_key(&handle) {
             return Err((p, true));
         }
         // Handles are random 128-bit nonces; one seen again replaces the entry, counted once.
         m.remove(&handle);
-        *m.counts.entry(p.principal().to_owned()).or_default() += 1;
+        m.mine.entry(p.principal().to_owned()).or_default().insert((deadline, handle.clone()));
         m.by_deadline.insert((deadline, handle.clone()));
         m.map.insert(handle, (deadline, p));
         Ok(())
@@ -131,6 +134,16 @@ impl<T: Owned> Table<T> {
             }
         }
         gone
+    }
+
+    /// Takes out `principal`'s entry that expires first among those `which` picks (a new call
+    /// of that principal needs what it holds), with its handle; a scan of the principal's own
+    /// entries.
+    pub fn take_oldest_of(&self, principal: &str, which: impl Fn(&T) -> bool) -> Option<(String, Box<T>)> {
+        let mut m = self.inner.lock().ok()?;
+        let handle = m.mine.get(principal)?.iter().find(|(_, h)| m.map.get(h).is_some_and(|(_, p)| which(p)))?.1.clone();
+        let p = m.remove(&handle)?;
+        Some((handle, p))
     }
 
     /// Looks at an entry without taking it.
@@ -155,7 +168,7 @@ impl<T: Owned> Table<T> {
 
     /// How many entries a principal has parked.
     pub fn count_for(&self, principal: &str) -> usize {
-        self.inner.lock().map(|m| m.counts.get(principal).copied().unwrap_or(0)).unwrap_or(0)
+        self.inner.lock().map(|m| m.mine.get(principal).map_or(0, BTreeSet::len)).unwrap_or(0)
     }
 
     /// The most this table holds.
@@ -167,7 +180,7 @@ impl<T: Owned> Table<T> {
     pub fn drain(&self) -> Vec<Box<T>> {
         let Ok(mut m) = self.inner.lock() else { return Vec::new() };
         m.by_deadline.clear();
-        m.counts.clear();
+        m.mine.clear();
         m.map.drain().map(|(_, (_, p))| p).collect()
     }
 }

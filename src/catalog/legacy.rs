@@ -14,6 +14,7 @@ use crate::gateway::Gateway;
 use crate::listen::hub::Change;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
+use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy::{self, session::ListChanged};
 use crate::upstream::{Discovered, LegacySide, Status, Upstream, Wire};
 
@@ -75,6 +76,12 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
             up.set_status(s.clone());
             s
         }
+        // Every process or session is in use by calls: the server is busy, not down. What the
+        // last probe found stands.
+        Err(UpstreamError::Full(_)) if up.status().probed && up.status().healthy => {
+            tracing::debug!(upstream = %up.name, "probe skipped: every process of the upstream is in use");
+            up.status().as_ref().clone()
+        }
         Err(e) => {
             let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
             // Told once, as a change of health, when the whole probe ended (a 2024-11-05 stream
@@ -126,6 +133,8 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: LegacySide) 
             }
             side
         }
+        // Every process in use: no news of its 2025-11-25 side; the last answer stands.
+        Err(UpstreamError::Full(_)) => was,
         Err(_) => LegacySide::None,
     }
 }

@@ -3,7 +3,8 @@
 //! Takes the configured upstreams; gives their probed status (era, capabilities) and their
 //! federation tables, refreshed once at a time per table, on a lookup miss and on
 //! `list_changed` within each table's refresh budget. Refuses nothing: an upstream that cannot
-//! be probed or listed is marked unhealthy with a reason that names it, and the others serve.
+//! be probed or listed is marked unhealthy with a reason that names it, and the others serve
+//! (a stdio upstream whose every process serves calls is busy, not down: what it was stands).
 
 pub mod legacy;
 pub mod lists;
@@ -39,7 +40,8 @@ impl Gateway {
         let _one = up.health.probing.lock().await;
         up.health.probe_started();
         let status = self.probe(up).await;
-        if status.healthy {
+        // A stdio upstream whose every process serves calls keeps its lists as they are.
+        if status.healthy && !busy(up) {
             for kind in ListKind::ALL {
                 self.refresh(up, kind).await;
             }
@@ -66,6 +68,9 @@ impl Gateway {
             Ok(table) => {
                 self.warn_collisions(up, kind, &table);
                 up.set_list(kind, table);
+            }
+            Err(why) if busy(up) => {
+                tracing::debug!(upstream = %up.name, list = kind.name(), reason = %crate::escape::Escaped(&why), "list fetch skipped: every process is in use; the table stands");
             }
             Err(why) => {
                 // Told as the upstream going down (once, not per list or per refresh).
@@ -109,4 +114,10 @@ impl Gateway {
             }
         }
     }
+}
+
+/// Whether `up` is a stdio upstream whose every process is in use (by calls): a request Sluice
+/// could not make for itself then is no sign of the server being down.
+fn busy(up: &Upstream) -> bool {
+    up.stdio.as_ref().is_some_and(|s| s.saturated())
 }

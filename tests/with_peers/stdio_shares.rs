@@ -4,9 +4,11 @@
 //! `mcp==1.30.0` server (tests/peers/py1_upstream.py) over stdio, whose `ask_once` asks one
 //! sampling mid-call:
 //!
-//! - one principal parks calls until refused: it holds its share (`max_processes_per_principal`,
-//!   a quarter of `max_processes` under `[auth]`) and no more, refused with 503, `Retry-After`
-//!   and `-31020` naming the key; another principal's call is served meanwhile;
+//! - one principal holds its share (`max_processes_per_principal`, a quarter of
+//!   `max_processes` under `[auth]`) and no more: its next call cancels the exchange it parked
+//!   longest (whose retry is then refused, `unknown_exchange`) and takes that process; with
+//!   nothing of its own parked it is refused with 503, `Retry-After` and `-31020` naming the
+//!   key; another principal's call is served meanwhile;
 //! - with every process serving parked calls, a third principal gets 503 naming
 //!   `max_processes` (not 502 "not MCP"), and is served once one of them is answered.
 
@@ -89,26 +91,42 @@ async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and
     // max_processes = 4: under [auth] one principal's share is a quarter of it, one process.
     let gw = gateway(py1("share", &[("max_processes", 4)])).await;
     let url = gw.url();
-    let mut parked = Vec::new();
-    let mut refusal = None;
-    // Alice parks calls until she is refused (at most one more than there are processes).
-    for i in 0..5 {
-        let call = ask(ALICE_KEY, &format!("a{i}")).id(json!(i));
-        let (status, retry_after, msg) = send(&call, &url, json!({})).await;
-        if status != 200 {
-            refusal = Some((status, retry_after, msg));
-            break;
-        }
-        assert_eq!(msg["result"]["resultType"], "input_required", "{msg}");
-        parked.push(call);
-    }
-    let (status, retry_after, msg) = refusal.expect("alice is refused before she holds every process");
-    assert_full(status, retry_after, &msg, "max_processes_per_principal", 1);
-    assert_eq!(parked.len(), 1, "alice holds her share of the processes and no more");
-    // Bob is served while alice's call stays parked: his call parks and completes.
+    // Alice's first call parks and holds her one process; her client does not come back.
+    let first = ask(ALICE_KEY, "a0").id(json!(0));
+    let first_round = park(&first, &url).await;
+    // Her next call needs a process: the exchange she parked longest is cancelled for it (not
+    // a 503 until park_ms has passed), so she never holds more than her share.
+    let second = ask(ALICE_KEY, "a1").id(json!(1));
+    let second_round = park(&second, &url).await;
+    let (status, _, msg) = send(&first, &url, retry(json!({first_round.1.clone(): sample("late", "m")}), &first_round.0)).await;
+    assert_eq!(status, 400, "the cancelled exchange's retry is refused: {msg}");
+    assert_eq!(msg["error"]["data"]["reason"], "unknown_exchange", "{msg}");
+    // Bob is served while alice's second call stays parked: his call parks and completes.
     let bob = ask(BOB_KEY, "b");
     let round = park(&bob, &url).await;
     answer(&bob, &url, round, "b").await;
+    answer(&second, &url, second_round, "a1").await;
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_whose_share_serves_a_running_call_is_refused_503_naming_max_processes_per_principal() {
+    let gw = gateway(py1("share-busy", &[("max_processes", 4)])).await;
+    let url = gw.url();
+    // Alice's slow call runs upstream: her one process is leased, nothing of hers is parked.
+    let started = peers::scratch().join("stdio-shares-share-busy").join("slow-a");
+    let slow = Call::new("py1__slow", json!({"ms": 60_000, "tag": "slow-a"})).token(ALICE_KEY);
+    let running = {
+        let url = url.clone();
+        tokio::spawn(async move { send(&slow, &url, json!({})).await })
+    };
+    crate::support::eventually("alice's slow call started upstream", || {
+        std::fs::read_to_string(&started).is_ok_and(|s| s.contains("start"))
+    })
+    .await;
+    let (status, retry_after, msg) = send(&ask(ALICE_KEY, "a1"), &url, json!({})).await;
+    assert_full(status, retry_after, &msg, "max_processes_per_principal", 1);
+    running.abort();
     gw.stop().await;
 }
 

@@ -83,3 +83,26 @@ fn the_principal_cap_is_checked_under_the_tables_lock() {
     assert!(mine, "refused for the principal's cap");
     assert!(t.insert_capped("y".into(), E("bob", 0), d, 16).is_ok(), "another principal's own cap");
 }
+
+#[test]
+fn the_oldest_of_a_principal_is_taken_among_those_picked_and_only_its_own() {
+    let t: Table<E> = Table::new(10);
+    let now = Instant::now();
+    let at = |ms| now + Duration::from_millis(ms);
+    t.insert("a1".into(), E("alice", 1), at(30)).ok().unwrap();
+    t.insert("a2".into(), E("alice", 2), at(10)).ok().unwrap();
+    t.insert("a3".into(), E("alice", 3), at(20)).ok().unwrap();
+    t.insert("b1".into(), E("bob", 4), at(5)).ok().unwrap();
+    assert!(t.take_oldest_of("carol", |_| true).is_none());
+    assert_eq!(
+        t.take_oldest_of("alice", |e| e.1 != 2).map(|(h, e)| (h, e.1)),
+        Some(("a3".into(), 3)),
+        "the first to expire of those picked"
+    );
+    assert_eq!(t.take_oldest_of("alice", |_| true).map(|(_, e)| e.1), Some(2));
+    assert!(t.take_oldest_of("alice", |e| e.1 == 4).is_none(), "never another principal's");
+    assert_eq!((t.count_for("alice"), t.count_for("bob"), t.len()), (1, 1, 2));
+    assert!(t.take("a3").is_none() && t.take("a2").is_none(), "taken out of the table");
+    let gone: Vec<u32> = t.expired(at(100)).iter().map(|e| e.1).collect();
+    assert_eq!(gone, [4, 1], "the deadline index forgot what was taken");
+}

@@ -13,7 +13,8 @@
 //! principal (one process per session) and `bridge.max_sessions_per_principal` per principal (a
 //! principal at either closes its own least recently used idle session; Sluice's internal
 //! principal is exempt), `bridge.max_sessions` in all (the least recently used idle session
-//! anywhere is closed) and a stdio upstream's `max_processes` (its least recently used idle
+//! anywhere is closed) and a stdio upstream's `max_processes` (the place of a process being
+//! ended is waited for, within the grace it has to end; else its least recently used idle
 //! session is closed); every pool operation is O(log n), see [`slots`]. Refuses a new session
 //! past any of them when no idle session can be closed for it with 503 and `Retry-After`,
 //! naming the limit ([`crate::shares::Full`]), never a misleading "not MCP".
@@ -22,6 +23,8 @@ mod slots;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -181,18 +184,7 @@ impl Pool {
     ) -> Result<Arc<Session>, UpstreamError> {
         let started = match spec.take_spare(self.grace) {
             Some(warm) => warm,
-            None => {
-                let slot = match spec.slot() {
-                    Some(s) => s,
-                    None => {
-                        let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name)).ok_or_else(|| spec.full())?;
-                        victim.close(&self.client).await;
-                        drop(victim);
-                        spec.slot_within(self.grace).await.ok_or_else(|| spec.full())?
-                    }
-                };
-                spec.start(slot, self.grace)?
-            }
+            None => spec.start(self.place(up, spec).await?, self.grace)?,
         };
         let (proc, lines) = started;
         let channel = super::channel::Channel::Stdio(proc.clone());
@@ -217,6 +209,30 @@ impl Pool {
             }
         }
         opened
+    }
+
+    /// A place under a stdio upstream's `max_processes`: a free one; else the one a process
+    /// being ended frees (within the grace it has to end: a call cancelled to make room for
+    /// this one, or an idle session closed); else the upstream's least recently used idle
+    /// session is ended for it; else refused at once, naming `max_processes` (Sluice's own
+    /// probes and lists too: every process in use is no sign of a server down, and the catalog
+    /// keeps what it knew, `Spec::saturated`).
+    async fn place(&self, up: &Upstream, spec: &crate::upstream::stdio::Spec) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        if let Some(slot) = spec.slot() {
+            return Ok(slot);
+        }
+        if spec.ending() {
+            if let Some(slot) = spec.slot_within(self.grace).await {
+                return Ok(slot);
+            }
+        }
+        let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name));
+        if let Some(victim) = victim {
+            victim.close(&self.client).await;
+            drop(victim);
+            return spec.slot_within(self.grace).await.ok_or_else(|| spec.full());
+        }
+        Err(spec.full())
     }
 
     /// A 2024-11-05 HTTP+SSE session: its own GET stream, initialized.
@@ -247,6 +263,9 @@ impl Pool {
     fn give_back(self: &Arc<Self>, s: Arc<Session>) {
         // A session of an upstream a reload removed or replaced ends once its call is done.
         if !s.is_usable() || s.up.retired.is_cancelled() {
+            // A stdio process is told to end now, not once the task below runs: a call waiting
+            // for its place (`place`) sees it ending.
+            s.end_channel("its session was closed");
             if let Ok(mut slots) = self.slots.lock() {
                 slots.release(&s.principal, s.up.instance);
             }

@@ -236,12 +236,18 @@ impl Session {
         let _ = self.post(client, Bytes::from(body.to_string()), None).await;
     }
 
+    /// Ends its stdio process or 2024-11-05 stream, if it has one (at once; `close` does the
+    /// rest).
+    pub fn end_channel(&self, why: &str) {
+        if let Some(c) = &self.channel {
+            c.end(why);
+        }
+    }
+
     /// Ends the session upstream (DELETE; over stdio its process is ended, over SSE its stream
     /// closed).
     pub async fn close(&self, client: &HttpClient) {
-        if let Some(c) = &self.channel {
-            c.end("its session was closed");
-        }
+        self.end_channel("its session was closed");
         if self.sid.is_some() {
             let _ = client.send(Method::DELETE, &self.up.name, &self.up.uri, self.headers(), Bytes::new(), None).await;
         }

@@ -79,6 +79,11 @@ struct Backoff {
 struct Running(Mutex<Vec<(CancellationToken, CancellationToken)>>);
 
 impl Running {
+    /// Whether a process was told to end and has not exited yet (its place is about to be free).
+    fn ending(&self) -> bool {
+        self.0.lock().is_ok_and(|v| v.iter().any(|(stop, exited)| stop.is_cancelled() && !exited.is_cancelled()))
+    }
+
     fn track(&self, p: &Proc) {
         if let Ok(mut v) = self.0.lock() {
             v.retain(|(_, exited)| !exited.is_cancelled());
@@ -150,6 +155,17 @@ impl Spec {
     /// A free place under `max_processes`, if any.
     pub fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// Whether every place under `max_processes` is taken (a request Sluice could not make for
+    /// itself then says the server is busy, not that it is down).
+    pub fn saturated(&self) -> bool {
+        self.slots.available_permits() == 0
+    }
+
+    /// Whether one of its processes is being ended (its place is free once it has exited).
+    pub fn ending(&self) -> bool {
+        self.running.ending()
     }
 
     /// A place under `max_processes` within `wait` (after one was ended to make room).
