@@ -16,7 +16,7 @@ mod round;
 pub mod shared;
 mod sweep;
 
-use round::{park, url_elicitations};
+use round::{park, reply_from, url_elicitations};
 pub use shared::Bridge;
 pub use sweep::{shutdown, sweep_parked, sweep_sessions};
 
@@ -34,7 +34,6 @@ use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
-use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Sealed, StateError};
 use crate::telemetry::trace::Carrier;
@@ -383,47 +382,4 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
         }
     };
     let _ = tx.send(event).await;
-}
-
-/// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
-/// when a notification comes first.
-async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
-    match rx.recv().await {
-        None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
-        Some(Event::Final(s, b)) => Reply::Json(s, b),
-        Some(Event::Reply(r)) => r,
-        Some(first @ (Event::Relay(_) | Event::Resumed)) => {
-            let (stx, srx) = mpsc::channel(64);
-            let _ = stx.try_send(match first {
-                Event::Relay(b) => sse::frame(&b),
-                _ => Bytes::from_static(sse::RESUMED),
-            });
-            crate::audit::spawn(async move {
-                loop {
-                    // The client gone ends the exchange now (its drive sees `events` closed),
-                    // not at the upstream's next message.
-                    let ev = tokio::select! {
-                        ev = rx.recv() => match ev { Some(ev) => ev, None => return },
-                        _ = stx.closed() => return,
-                    };
-                    let (bytes, last) = match ev {
-                        Event::Resumed => {
-                            if stx.send(Bytes::from_static(sse::RESUMED)).await.is_err() {
-                                return;
-                            }
-                            continue;
-                        }
-                        Event::Relay(b) => (b, false),
-                        Event::Final(_, b) => (b, true),
-                        // Once streaming, a refusal travels in-stream.
-                        Event::Reply(r) => (r.json_body().cloned().unwrap_or_default(), true),
-                    };
-                    if stx.send(sse::frame(&bytes)).await.is_err() || last {
-                        return;
-                    }
-                }
-            });
-            Reply::Sse(srx.into())
-        }
-    }
 }

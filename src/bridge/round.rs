@@ -5,18 +5,23 @@
 //! Takes a live exchange with its pending asks; gives the client's `input_required` event, or a
 //! refusal when the park table or the principal's share of it is full. Refuses a `-32042`
 //! answer that breaks the protocol, asks past `budget.max_asks_per_round`, an ask the client has
-//! no capability for, and asks policy denies.
+//! no capability for, and asks policy denies. A round's events become the client's reply as
+//! JSON when the final body comes first, as SSE (the rest in-stream) when a notification does.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use super::exchange::{Event, Live, Outcome};
 use super::park::Parked;
 use super::{asks, Bridge};
+use crate::error::GatewayError;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::method::Method;
+use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Bound, Kind, Sealed};
 use crate::upstream::client::UpstreamError;
@@ -140,4 +145,47 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
         "_meta": {crate::mcp::META_SERVER_INFO: br.server_info}});
     Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
+}
+
+/// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
+/// when a notification comes first.
+pub(super) async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
+    match rx.recv().await {
+        None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
+        Some(Event::Final(s, b)) => Reply::Json(s, b),
+        Some(Event::Reply(r)) => r,
+        Some(first @ (Event::Relay(_) | Event::Resumed)) => {
+            let (stx, srx) = mpsc::channel(64);
+            let _ = stx.try_send(match first {
+                Event::Relay(b) => sse::frame(&b),
+                _ => Bytes::from_static(sse::RESUMED),
+            });
+            crate::audit::spawn(async move {
+                loop {
+                    // The client gone ends the exchange now (its drive sees `events` closed),
+                    // not at the upstream's next message.
+                    let ev = tokio::select! {
+                        ev = rx.recv() => match ev { Some(ev) => ev, None => return },
+                        _ = stx.closed() => return,
+                    };
+                    let (bytes, last) = match ev {
+                        Event::Resumed => {
+                            if stx.send(Bytes::from_static(sse::RESUMED)).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Event::Relay(b) => (b, false),
+                        Event::Final(_, b) => (b, true),
+                        // Once streaming, a refusal travels in-stream.
+                        Event::Reply(r) => (r.json_body().cloned().unwrap_or_default(), true),
+                    };
+                    if stx.send(sse::frame(&bytes)).await.is_err() || last {
+                        return;
+                    }
+                }
+            });
+            Reply::Sse(srx.into())
+        }
+    }
 }

@@ -120,14 +120,14 @@ async fn handshake(
     caps: super::Bridged,
     within: Duration,
 ) -> Result<(HeaderValue, Value), UpstreamError> {
-    let init = super::session::initialize_body(caps);
+    let init = super::handshake::initialize_body(caps);
     let line = channel.request(0, Bytes::from(init.to_string()), within).await.map_err(|e| match (e, channel) {
         (UpstreamError::Timeout(name, ms), Channel::Stdio(_)) => {
             UpstreamError::Start(name, format!("it did not answer initialize within {ms} ms of being taken into use (start_ms)"))
         }
         (e, _) => e,
     })?;
-    let (version, result) = super::session::initialized(&up.name, line.as_bytes())?;
+    let (version, result) = super::handshake::initialized(&up.name, line.as_bytes())?;
     let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
     channel.send(note.to_string().as_bytes()).await?;
     Ok((version, result))

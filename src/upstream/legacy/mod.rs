@@ -11,6 +11,7 @@
 
 pub mod caps;
 pub mod channel;
+mod handshake;
 mod inline;
 pub mod pool;
 mod resume;

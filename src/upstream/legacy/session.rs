@@ -80,14 +80,14 @@ impl Session {
         principal: &str,
         on_list_changed: ListChanged,
     ) -> Result<Arc<Session>, UpstreamError> {
-        let init = initialize_body(caps);
+        let init = super::handshake::initialize_body(caps);
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
         let (resp_headers, answer) =
             client.send(Method::POST, &up.name, &up.uri, headers, Bytes::from(init.to_string()), Some(client.response_timeout())).await?;
         let sid = resp_headers.get(crate::mcp::headers::SESSION_ID).cloned();
         let (_, body) = crate::upstream::client::final_message(answer, &up.name).await?;
-        let (version, result) = initialized(&up.name, &body)?;
+        let (version, result) = super::handshake::initialized(&up.name, &body)?;
         let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
         client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
         // Bounded by bytes: a parked call does not read it, and an upstream must not fill
@@ -333,26 +333,6 @@ impl GetReader {
             }
         }
     }
-}
-
-/// The `initialize` request Sluice sends, declaring `caps` (id 0: a session's first request).
-pub(super) fn initialize_body(caps: super::Bridged) -> Value {
-    json!({"jsonrpc": "2.0", "id": 0, "method": McpMethod::Initialize.as_str(), "params": {
-        "protocolVersion": "2025-11-25", "capabilities": caps.to_legacy(), "clientInfo": crate::upstream::discover::server_info()}})
-}
-
-/// An `initialize` answer read: the negotiated version (as a header value) and the result.
-pub(super) fn initialized(upstream: &str, answer: &[u8]) -> Result<(HeaderValue, Value), UpstreamError> {
-    let bad = |why: String| UpstreamError::Protocol(upstream.to_owned(), why);
-    let msg = Incoming::parse(answer).map_err(|_| bad("initialize answer is not JSON-RPC".into()))?;
-    let result: Value = match (msg.result, msg.error) {
-        (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-        (_, Some(e)) => return Err(bad(format!("initialize failed with error {}", e.code))),
-        _ => return Err(bad("initialize answer has no result".into())),
-    };
-    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
-    let version = HeaderValue::from_str(version).map_err(|_| bad("bad protocolVersion".into()))?;
-    Ok((version, result))
 }
 
 /// Where a message a session's stream brings goes.
