@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 pub use self::serve::{serve, Deadlines};
@@ -56,7 +56,11 @@ pub struct Activity {
     busy: AtomicUsize,
     served: AtomicBool,
     proven: AtomicBool,
-    changed: Notify,
+    /// When it was admitted; `ended` counts from it.
+    born: tokio::time::Instant,
+    /// When its last request ended, in nanoseconds since `born`: read by [`Activity::idle`]
+    /// when its timer fires, so no request wakes the connection's task to say it began or ended.
+    ended: AtomicU64,
     evicted: CancellationToken,
 }
 
@@ -114,7 +118,8 @@ impl Table {
             busy: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             proven: AtomicBool::new(false),
-            changed: Notify::new(),
+            born: tokio::time::Instant::now(),
+            ended: AtomicU64::new(0),
             evicted: CancellationToken::new(),
         });
         locked(&self.unproven).insert(activity.id, activity.clone());
@@ -166,7 +171,6 @@ impl Activity {
     pub fn begin(self: &Arc<Self>) -> Busy {
         self.busy.fetch_add(1, Ordering::AcqRel);
         self.served.store(true, Ordering::Release);
-        self.changed.notify_waiters();
         Busy(self.clone())
     }
 
@@ -175,21 +179,25 @@ impl Activity {
         (!self.proven.load(Ordering::Acquire)).then(|| Unproven(self.clone()))
     }
 
-    /// Resolves once the connection has had no request in progress for `first` (before its
-    /// first request) or `between` (after one): the time it may sit idle.
-    pub async fn idle(&self, first: Duration, between: Duration) {
+    /// Resolves once the connection has had no request in progress for `first` since `since`
+    /// (before its first request) or for `between` since its last request ended: the time it
+    /// may sit idle. One timer, looked at when it fires: while a request is in progress it is
+    /// set `between` ahead (looked at again then), else at the deadline the last end gives.
+    pub async fn idle(&self, since: tokio::time::Instant, first: Duration, between: Duration) {
         loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.busy.load(Ordering::Acquire) > 0 {
-                changed.await;
-                continue;
-            }
-            let limit = if self.served.load(Ordering::Acquire) { between } else { first };
-            if tokio::time::timeout(limit, changed).await.is_err() && self.busy.load(Ordering::Acquire) == 0 {
+            let now = tokio::time::Instant::now();
+            let at = if self.busy.load(Ordering::Acquire) > 0 {
+                now + between
+            } else if self.served.load(Ordering::Acquire) {
+                self.born + Duration::from_nanos(self.ended.load(Ordering::Acquire)) + between
+            } else {
+                since + first
+            };
+            // Read again: a request that began meanwhile is in progress, not idle.
+            if at <= now && self.busy.load(Ordering::Acquire) == 0 {
                 return;
             }
+            tokio::time::sleep_until(at.max(now)).await;
         }
     }
 
@@ -206,8 +214,10 @@ impl Activity {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if self.0.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.changed.notify_waiters();
+        let a = &self.0;
+        if a.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let since = a.born.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            a.ended.fetch_max(since, Ordering::AcqRel);
         }
     }
 }

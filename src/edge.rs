@@ -79,6 +79,13 @@ pub fn check_method(m: &Method) -> Result<(), Reply> {
 
 /// Refuses an `Accept` that does not list both MCP media types.
 pub fn check_accept(h: &HeaderMap) -> Result<(), Reply> {
+    // What the SDKs send, as one value: accepted without splitting it.
+    let mut all = h.get_all(http::header::ACCEPT).iter();
+    if let (Some(v), None) = (all.next(), all.next()) {
+        if matches!(v.as_bytes(), b"application/json, text/event-stream" | b"text/event-stream, application/json") {
+            return Ok(());
+        }
+    }
     let (mut json, mut sse) = (false, false);
     for v in h.get_all(http::header::ACCEPT) {
         for part in v.to_str().unwrap_or("").split(',') {
@@ -112,7 +119,14 @@ where
     if declared.is_some_and(|n| n > max) {
         return Err(too_large);
     }
-    match tokio::time::timeout(deadline, http_body_util::Limited::new(body, max).collect()).await {
+    // A body already whole (the common case: a small body in the head's packets) is read
+    // without arming the deadline's timer.
+    let mut collect = std::pin::pin!(http_body_util::Limited::new(body, max).collect());
+    let read = match std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))).await {
+        std::task::Poll::Ready(done) => Ok(done),
+        std::task::Poll::Pending => tokio::time::timeout(deadline, collect).await,
+    };
+    match read {
         Ok(Ok(c)) => Ok(c.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
         Ok(Err(_)) => Err(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: the body could not be read\n")),

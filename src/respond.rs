@@ -70,7 +70,7 @@ pub fn read_final(msg: &str) -> Final<'_> {
         error: Option<jsonrpc::RpcError>,
     }
     // One JSON object: an array of a result's fields is no final message.
-    match jsonrpc::decode_object::<Wire<'_>>(msg.as_bytes()) {
+    match jsonrpc::decode_object_str::<Wire<'_>>(msg) {
         Ok(Wire { result: Some(r), .. }) => {
             // A repeated key is written once, with its last value, as the round sealing reads it.
             let r = r.dedup_last();

@@ -280,6 +280,32 @@ impl Drop for AuditGuard {
     }
 }
 
+/// Whether `body` (a JSON-RPC message Sluice wrote: `{"jsonrpc":"2.0","id":ID,…`) has
+/// `"error"` as the member after its id. An id Sluice did not write that way reads as `true`,
+/// so the body is then decoded whole.
+fn is_error_body(body: &[u8]) -> bool {
+    let Some(rest) = body.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":".as_slice()) else { return false };
+    let after = match rest.first() {
+        // A string id: up to its closing quote, skipping escapes.
+        Some(b'"') => {
+            let mut i = 1;
+            loop {
+                match rest.get(i) {
+                    Some(b'\\') => i += 2,
+                    Some(b'"') => break i + 1,
+                    Some(_) => i += 1,
+                    None => return true,
+                }
+            }
+        }
+        _ => match rest.iter().position(|b| *b == b',') {
+            Some(i) => i,
+            None => return true,
+        },
+    };
+    rest.get(after..).is_none_or(|tail| !tail.starts_with(b",\"result\":"))
+}
+
 /// Reads the error code, or the input keys of an `input_required` result, from a reply body
 /// (names and methods only).
 fn read_reply(r: &mut Record, body: &[u8]) {
@@ -304,9 +330,11 @@ fn read_reply(r: &mut Record, body: &[u8]) {
         #[serde(default)]
         method: String,
     }
-    let has_inputs = memchr::memmem::find(body, b"\"inputRequests\"").is_some();
-    let has_error = body.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":") && memchr::memmem::find(body, b"\"error\":").is_some();
-    if !has_inputs && !has_error {
+    // Sluice wrote the body: an error is `"error"` right after the id; a result with input
+    // requests names `"inputRequests"` somewhere. Anything else is not read at all.
+    static INPUTS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"inputRequests\""));
+    if !is_error_body(body) && INPUTS.find(body).is_none() {
         return;
     }
     if let Ok(m) = serde_json::from_slice::<Msg>(body) {
@@ -318,5 +346,27 @@ fn read_reply(r: &mut Record, body: &[u8]) {
             let method = |m: &str| crate::mcp::recorded::method(&crate::mcp::method::Method::parse(m)).to_owned();
             r.input_keys = reqs.into_iter().map(|(k, v)| format!("{}={}", crate::mcp::recorded::token(&k), method(&v.method))).collect();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replys_error_code_and_input_keys_are_read_and_a_plain_result_is_not_decoded() {
+        let read = |body: &str| {
+            let mut r = Record::default();
+            read_reply(&mut r, body.as_bytes());
+            (r.error_code, r.input_keys)
+        };
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":"a\"b,","error":{"code":-32602,"message":"x"}}"#).0, Some(-32602));
+        assert_eq!(read(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31020,"message":"x"}}"#).0, Some(-31020));
+        let ok = read(r#"{"jsonrpc":"2.0","id":"s\\","result":{"content":[{"type":"text","text":"\"error\":"}]}}"#);
+        assert_eq!(ok, (None, Vec::new()), "an error named inside a result is content, not an error");
+        let asks = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"k":{"method":"sampling/createMessage"}}}}"#;
+        assert_eq!(read(asks).1, vec!["k=sampling/createMessage".to_owned()]);
+        assert!(!is_error_body(br#"{"jsonrpc":"2.0","id":"x","result":{}}"#));
+        assert!(is_error_body(br#"{"jsonrpc":"2.0","id":"x"#), "cut short: decoded whole");
     }
 }

@@ -191,7 +191,7 @@ impl Live {
         supplied: &mut Map<String, Value>,
         data: &str,
     ) -> Option<Outcome> {
-        let msg = Incoming::parse(data.as_bytes()).ok()?;
+        let msg = Incoming::parse_str(data).ok()?;
         let session = self.lease.session.clone();
         // Names only: an upstream's method it made up is `other`.
         let known = msg.method.as_ref().map(|m| m.known().unwrap_or("other"));

@@ -44,7 +44,7 @@ async fn shared_place(br: &Bridge, principal: &str, handle: &str, cap: usize) ->
 /// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
 /// -32042 answer.
 pub(super) async fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
-    let msg = Incoming::parse(data.as_bytes()).ok()?;
+    let msg = Incoming::parse_str(data).ok()?;
     let err = msg.error.filter(|e| e.code == -32042)?;
     let up = &live.lease.session.up.name;
     let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));

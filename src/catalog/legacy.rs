@@ -33,7 +33,7 @@ pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
             return;
         }
         let Some(gw) = weak.upgrade().and_then(|live| live.get()) else { return };
-        let Ok(msg) = Incoming::parse(data.as_bytes()) else {
+        let Ok(msg) = Incoming::parse_str(data) else {
             return;
         };
         let up = up.clone();

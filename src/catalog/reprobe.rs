@@ -66,7 +66,7 @@ async fn run(mut gw: Arc<Gateway>, up: Arc<Upstream>) {
 /// For a call that needs `up`: whether it is up, after waiting (at most [`wait_for`]) for the
 /// probe of it under way, or for one asked for now when it is down and a call may ask for one
 /// ([`REPROBE_GAP`] after the last); a down upstream probed less than that ago, with no probe
-/// under way, is answered at once.
+/// under way, is answered at once, its probe asked for when the gap ends.
 pub async fn revive(up: &Upstream, within: Duration) -> bool {
     if up.status().healthy {
         return true;
@@ -77,10 +77,12 @@ pub async fn revive(up: &Upstream, within: Duration) -> bool {
     let mut probed = up.health.probed.subscribe();
     let under_way = up.health.probing.try_lock().is_err();
     if !under_way {
+        // The re-prober probes at once, or once REPROBE_GAP since the last probe has passed:
+        // this call is answered now then, and the next one finds the upstream as that probe did.
+        up.health.wake.notify_one();
         if !up.health.next_asked_probe().is_zero() {
             return up.status().healthy;
         }
-        up.health.wake.notify_one();
     }
     let _ = tokio::time::timeout(within, probed.changed()).await;
     up.status().healthy

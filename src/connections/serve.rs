@@ -24,7 +24,25 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt as _;
+
 use super::{Held, Tracked};
+
+/// What told a connection to close.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Its place was taken to make room: close at once.
+    Evicted,
+    /// The listener drains: close once the requests in progress are answered.
+    Drain,
+    /// Idle past its deadline: close gracefully.
+    Idle,
+    /// Closing took longer than `closing`.
+    Cut,
+}
+
+type Watch = std::pin::Pin<Box<dyn Future<Output = Stop> + Send>>;
 
 /// How long a connection may sit with no request in progress.
 #[derive(Debug, Clone, Copy)]
@@ -62,40 +80,61 @@ pub async fn serve<S, F, B>(
     if !sniffed {
         return; // closes the connection and gives its place back
     }
+    let since = tokio::time::Instant::now();
     let a = activity.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         let busy = a.begin();
         if let Some(unproven) = a.unproven() {
             req.extensions_mut().insert(unproven);
         }
-        let answer = handle(req);
-        async move { answer.await.map(|resp| resp.map(|body| Tracked::new(body, busy))) }
+        // `map`, not an async block: the request's future is moved once, not twice.
+        handle(req).map(move |answer| answer.map(|resp| resp.map(|body| Tracked::new(body, busy))))
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
     tokio::pin!(conn);
-    // Set once the connection is told to close; `cut`: by when it must have closed.
-    let (mut closing, mut cut) = (false, None);
-    loop {
+    // What may end the connection other than itself, in a set polled only when one of them
+    // woke it: the connection's own wake-ups (each request's bytes) poll hyper alone.
+    let mut watch: FuturesUnordered<Watch> = FuturesUnordered::new();
+    let (a, d) = (activity.clone(), drain.clone());
+    watch.push(Box::pin(async move {
         tokio::select! {
-            _ = conn.as_mut() => break,
-            _ = activity.evicted() => break,
-            _ = drain.cancelled(), if !closing => {
-                // Shutdown: requests in progress finish (`server::run` bounds the wait).
-                conn.as_mut().graceful_shutdown();
-                closing = true;
-            }
-            _ = activity.idle(deadlines.first, deadlines.idle), if !closing => {
-                conn.as_mut().graceful_shutdown();
-                (closing, cut) = (true, Some(tokio::time::Instant::now() + deadlines.closing));
-            }
-            _ = tokio::time::sleep_until(cut.unwrap_or_else(tokio::time::Instant::now)), if cut.is_some() => {
-                if !activity.in_progress() {
-                    break;
-                }
-                // A request that came in meanwhile finishes; the connection closes after it.
-                cut = None;
-            }
+            biased;
+            _ = a.evicted() => Stop::Evicted,
+            _ = d.cancelled() => Stop::Drain,
+            _ = a.idle(since, deadlines.first, deadlines.idle) => Stop::Idle,
         }
+    }));
+    loop {
+        let stop = tokio::select! {
+            biased;
+            _ = conn.as_mut() => break,
+            Some(stop) = watch.next() => stop,
+        };
+        match stop {
+            Stop::Evicted => break,
+            // Shutdown: requests in progress finish (`server::run` bounds the wait).
+            Stop::Drain => conn.as_mut().graceful_shutdown(),
+            Stop::Idle => conn.as_mut().graceful_shutdown(),
+            // A request that came in meanwhile finishes; the connection closes after it.
+            Stop::Cut if activity.in_progress() => {}
+            Stop::Cut => break,
+        }
+        // Once told to close: an eviction still ends it at once, and after an idle close, the
+        // deadline by which it must have closed (`closing`).
+        let (a, cut) = (activity.clone(), matches!(stop, Stop::Idle).then(|| tokio::time::Instant::now() + deadlines.closing));
+        watch.push(Box::pin(async move {
+            match cut {
+                Some(at) => tokio::select! {
+                    biased;
+                    _ = a.evicted() => Stop::Evicted,
+                    _ = tokio::time::sleep_until(at) => Stop::Cut,
+                },
+                None => {
+                    a.evicted().await;
+                    Stop::Evicted
+                }
+            }
+        }));
     }
     drop(held);
 }

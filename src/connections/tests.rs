@@ -57,13 +57,13 @@ async fn a_connection_is_idle_after_its_first_deadline_or_after_its_last_request
     let h = t.admit(ip("10.0.0.1")).unwrap();
     let a = h.activity().clone();
     let start = tokio::time::Instant::now();
-    a.idle(Duration::from_secs(2), Duration::from_secs(5)).await;
+    a.idle(start, Duration::from_secs(2), Duration::from_secs(5)).await;
     assert_eq!(start.elapsed(), Duration::from_secs(2), "no request: idle after the first deadline");
     // A request in progress (a stream) keeps it busy however long; once it ends, `between`.
     let busy = a.begin();
     let idle = tokio::spawn({
         let a = a.clone();
-        async move { a.idle(Duration::from_secs(2), Duration::from_secs(5)).await }
+        async move { a.idle(start, Duration::from_secs(2), Duration::from_secs(5)).await }
     });
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!idle.is_finished(), "a request in progress is not idle");
@@ -71,6 +71,21 @@ async fn a_connection_is_idle_after_its_first_deadline_or_after_its_last_request
     drop(busy);
     idle.await.unwrap();
     assert_eq!(ended.elapsed(), Duration::from_secs(5));
+    // Requests that begin and end while its timer waits push the deadline to the last end.
+    let busy = a.begin();
+    let idle = tokio::spawn({
+        let a = a.clone();
+        async move { a.idle(start, Duration::from_secs(2), Duration::from_secs(5)).await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(busy);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(a.begin());
+    let last = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!idle.is_finished(), "4 s after its last request, not yet idle");
+    idle.await.unwrap();
+    assert_eq!(last.elapsed(), Duration::from_secs(5));
 }
 
 #[tokio::test]

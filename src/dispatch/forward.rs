@@ -215,7 +215,7 @@ fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
 }
 
 async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
-    let Ok(msg) = jsonrpc::Incoming::parse(data.as_bytes()) else {
+    let Ok(msg) = jsonrpc::Incoming::parse_str(data) else {
         return Msg::Skip;
     };
     if msg.is_response() {

@@ -106,7 +106,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
                 break;
             }
         };
-        let Ok(msg) = Incoming::parse(data.as_bytes()) else {
+        let Ok(msg) = Incoming::parse_str(&data) else {
             continue;
         };
         if msg.is_response() {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-pub use super::message::{decode_object, error_body, notification_body, push_json_str, result_body, Incoming, RpcError};
+pub use super::message::{decode_object, decode_object_str, error_body, notification_body, push_json_str, result_body, Incoming, RpcError};
 use super::raw::Params;
 pub use super::raw::RawObject;
 

@@ -88,16 +88,40 @@ pub struct RpcError {
 /// response to them), and an array on the wire is a batch, not one message: refused whole, so
 /// no decision taken on it as one message can differ from what a batch reader would make of it.
 pub fn decode_object<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, serde_json::Error> {
-    match text.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
-        Some(b'{') => serde_json::from_slice(text),
-        _ => Err(serde::de::Error::custom("a JSON-RPC message must be one JSON object")),
+    if is_object(text) {
+        serde_json::from_slice(text)
+    } else {
+        Err(not_object())
     }
+}
+
+/// [`decode_object`] of text already known to be UTF-8: its strings and raw values are not
+/// checked again.
+pub fn decode_object_str<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
+    if is_object(text.as_bytes()) {
+        serde_json::from_str(text)
+    } else {
+        Err(not_object())
+    }
+}
+
+fn is_object(text: &[u8]) -> bool {
+    matches!(text.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')), Some(b'{'))
+}
+
+fn not_object() -> serde_json::Error {
+    serde::de::Error::custom("a JSON-RPC message must be one JSON object")
 }
 
 impl Incoming {
     /// Decodes one message (a JSON object: see [`decode_object`]).
     pub fn parse(text: &[u8]) -> Result<Incoming, serde_json::Error> {
         decode_object(text)
+    }
+
+    /// [`Incoming::parse`] of text already known to be UTF-8.
+    pub fn parse_str(text: &str) -> Result<Incoming, serde_json::Error> {
+        decode_object_str(text)
     }
 
     /// Whether this is the response (result or error) to a request.
@@ -117,7 +141,8 @@ mod tests {
         // serde_json alone reads these as an Incoming (its fields, in order): refused.
         for body in [r#"["sluice-r1-4",null,null,{},null]"#, r#" [null,"ping",{},null,null]"#, r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#]
         {
-            assert!(Incoming::parse(body.as_bytes()).is_err(), "{body}");
+            assert!(Incoming::parse_str(body).is_err(), "{body}");
+            assert!(Incoming::parse_str(body).is_err(), "{body}");
         }
         assert!(serde_json::from_str::<Incoming>(r#"["sluice-r1-4",null,null,{},null]"#).is_ok(), "what the check is for");
     }

@@ -31,12 +31,14 @@ pub struct InFlight {
 impl Admission {
     /// `max_in_flight` places.
     pub fn new(max_in_flight: usize) -> Admission {
-        Admission { shares: Shares::new(max_in_flight), max: max_in_flight }
+        Admission { shares: Shares::keyless_when_whole(max_in_flight), max: max_in_flight }
     }
 
     /// A place of `principal`'s `share` (refused past it).
     pub fn enter(&self, principal: &str, share: usize) -> Result<Entered, Full> {
-        self.shares.share(principal.to_owned(), share).map(|p| Entered(p, self.max)).map_err(|r| full(r, self.max))
+        // A share that is the whole pool is not counted by key (`shares.rs`): no copy of the id.
+        let key = if share >= self.max { String::new() } else { principal.to_owned() };
+        self.shares.share(key, share).map(|p| Entered(p, self.max)).map_err(|r| full(r, self.max))
     }
 
     /// Requests in progress now (whole ones).

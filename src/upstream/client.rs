@@ -264,7 +264,7 @@ pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode
         }
         Answer::Sse(mut st) => {
             while let Some(data) = st.next().await? {
-                if let Ok(m) = crate::mcp::jsonrpc::Incoming::parse(data.as_bytes()) {
+                if let Ok(m) = crate::mcp::jsonrpc::Incoming::parse_str(&data) {
                     if m.is_response() {
                         return Ok((StatusCode::OK, Bytes::from(data)));
                     }

@@ -1,10 +1,11 @@
 //! `sluice-bench profile`: where Sluice's time goes, compared with the do-nothing forwarder.
 //!
 //! Instructions per request (callgrind, repeatable whatever else the machine does): each of the
-//! forwarder and Sluice plain runs twice under `valgrind --tool=callgrind` in front of the
-//! modern mock, once for a short warm-up count of calls and once for that count plus
-//! `--requests`; the difference of the totals divided by `--requests` is the cost of one call,
-//! start-up excluded. `callgrind_annotate` of the long runs (inclusive and self) is kept. Then,
+//! forwarder, Sluice plain and production-like runs under `valgrind --tool=callgrind` in front
+//! of the modern mock with counting off; after a warm-up of a tenth of `--requests` calls,
+//! counting is turned on (`callgrind_control -i on`) for `--requests` calls: their total divided
+//! by their number is the cost of one call, start-up (which varies run to run: a clock's
+//! calibration) excluded. `callgrind_annotate` of each run (inclusive and self) is kept. Then,
 //! where `perf` can sample (`cpu-clock`), a sampled profile of each under wrk at 16 connections.
 //! Writes `<dir>/profile.md` and the raw files beside it.
 
@@ -70,8 +71,12 @@ async fn drive(c: &HttpClient, url: &str, n: usize, t: Target) -> Result<(), Str
 
 fn callgrind_total(file: &Path) -> Result<u64, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+    // `totals:` counts what was collected; `summary:` (first in the file) is 0 when counting
+    // started off.
+    let line = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).map(str::to_owned));
+    line("totals:")
+        .or_else(|| line("summary:"))
+        .as_deref()
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("{}: no totals line", file.display()))
@@ -222,29 +227,43 @@ fn tool(cmd: &str, args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
 }
 
+/// Turns callgrind's counting on or off in process `pid` (`callgrind_control -i`).
+fn instrument(pid: u32, on: &str) -> Result<(), String> {
+    let out =
+        Command::new("callgrind_control").args(["-i", on, &pid.to_string()]).output().map_err(|e| format!("callgrind_control: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("callgrind_control -i {on} {pid}: {}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
 /// Instructions per call (callgrind) of the forwarder and both Sluices.
 async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
     let warm = (o.requests / 10).max(50);
     let mut per_request = Vec::new();
     if Command::new("valgrind").arg("--version").output().is_ok() {
         for t in [Target::Forwarder, Target::Sluice, Target::SluiceProd] {
-            let mut totals = Vec::new();
-            for n in [warm, warm + o.requests] {
-                let out = o.dir.join(format!("callgrind-{}-{n}.out", t.name()));
-                let wrapper: Vec<String> =
-                    vec!["valgrind".into(), "--tool=callgrind".into(), format!("--callgrind-out-file={}", out.display())];
-                eprintln!("callgrind: {} for {n} calls", t.name());
-                let (mut p, url) = start(env, o, t, upstreams, &wrapper, c, &format!("cg{n}")).await?;
-                drive(c, &url, n, t).await?;
-                if !stop(&mut p, t) {
-                    return Err(format!("{} under valgrind did not exit", t.name()));
-                }
-                totals.push(callgrind_total(&out)?);
+            let out = o.dir.join(format!("callgrind-{}.out", t.name()));
+            let wrapper: Vec<String> = vec![
+                "valgrind".into(),
+                "--tool=callgrind".into(),
+                "--instr-atstart=no".into(),
+                format!("--callgrind-out-file={}", out.display()),
+            ];
+            eprintln!("callgrind: {} for {} calls after {warm}", t.name(), o.requests);
+            let (mut p, url) = start(env, o, t, upstreams, &wrapper, c, "cg").await?;
+            drive(c, &url, warm, t).await?;
+            // Counted from here: start-up (a clock's calibration, first connections) is not.
+            instrument(p.pid(), "on")?;
+            drive(c, &url, o.requests, t).await?;
+            instrument(p.pid(), "off")?;
+            if !stop(&mut p, t) {
+                return Err(format!("{} under valgrind did not exit", t.name()));
             }
-            let per = (totals[1] - totals[0]) as f64 / o.requests as f64;
+            let per = callgrind_total(&out)? as f64 / o.requests as f64;
             per_request.push((t, per));
-            let big = o.dir.join(format!("callgrind-{}-{}.out", t.name(), warm + o.requests));
-            let big = big.display().to_string();
+            let big = out.display().to_string();
             for (kind, flag) in [("inclusive", "--inclusive=yes"), ("self", "--inclusive=no")] {
                 if let Some(text) = tool("callgrind_annotate", &[flag, "--threshold=99", &big]) {
                     let _ = std::fs::write(o.dir.join(format!("annotate-{}-{kind}.txt", t.name())), text);

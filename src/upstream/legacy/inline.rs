@@ -154,7 +154,7 @@ impl Reader {
             if line.trim().is_empty() {
                 continue;
             }
-            let Ok(msg) = Incoming::parse(line.as_bytes()) else {
+            let Ok(msg) = Incoming::parse_str(&line) else {
                 if matches!(self.channel, Channel::Sse(_)) {
                     continue; // an event of another kind (a named ping, a repeated endpoint): not a message
                 }

@@ -309,7 +309,7 @@ impl GetReader {
                 Ok(None) => return false,
                 Err(e) => return e.is_timeout(),
             };
-            let Ok(msg) = Incoming::parse(data.as_bytes()) else {
+            let Ok(msg) = Incoming::parse_str(&data) else {
                 continue;
             };
             let session_alive = match route(&msg, &self.leased, &self.session.up.name) {
