@@ -27,7 +27,9 @@ use tokio_util::sync::CancellationToken;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt as _;
 
-use super::{Held, Tracked};
+use std::sync::Arc;
+
+use super::{Activity, Held, Tracked};
 
 /// What told a connection to close.
 #[derive(Clone, Copy)]
@@ -95,15 +97,7 @@ pub async fn serve<S, F, B>(
     // What may end the connection other than itself, in a set polled only when one of them
     // woke it: the connection's own wake-ups (each request's bytes) poll hyper alone.
     let mut watch: FuturesUnordered<Watch> = FuturesUnordered::new();
-    let (a, d) = (activity.clone(), drain.clone());
-    watch.push(Box::pin(async move {
-        tokio::select! {
-            biased;
-            _ = a.evicted() => Stop::Evicted,
-            _ = d.cancelled() => Stop::Drain,
-            _ = a.idle(since, deadlines.first, deadlines.idle) => Stop::Idle,
-        }
-    }));
+    watch.push(serving(activity.clone(), drain, since, deadlines));
     loop {
         let stop = tokio::select! {
             biased;
@@ -121,22 +115,39 @@ pub async fn serve<S, F, B>(
         }
         // Once told to close: an eviction still ends it at once, and after an idle close, the
         // deadline by which it must have closed (`closing`).
-        let (a, cut) = (activity.clone(), matches!(stop, Stop::Idle).then(|| tokio::time::Instant::now() + deadlines.closing));
-        watch.push(Box::pin(async move {
-            match cut {
-                Some(at) => tokio::select! {
-                    biased;
-                    _ = a.evicted() => Stop::Evicted,
-                    _ = tokio::time::sleep_until(at) => Stop::Cut,
-                },
-                None => {
-                    a.evicted().await;
-                    Stop::Evicted
-                }
-            }
-        }));
+        let cut = matches!(stop, Stop::Idle).then(|| tokio::time::Instant::now() + deadlines.closing);
+        watch.push(closing(activity.clone(), cut));
     }
     drop(held);
+}
+
+/// While the connection serves: its eviction, the listener's drain, its idle deadline.
+fn serving(a: Arc<Activity>, drain: CancellationToken, since: tokio::time::Instant, d: Deadlines) -> Watch {
+    Box::pin(async move {
+        tokio::select! {
+            biased;
+            _ = a.evicted() => Stop::Evicted,
+            _ = drain.cancelled() => Stop::Drain,
+            _ = a.idle(since, d.first, d.idle) => Stop::Idle,
+        }
+    })
+}
+
+/// Once it was told to close: its eviction, and `cut`, by when it must have closed.
+fn closing(a: Arc<Activity>, cut: Option<tokio::time::Instant>) -> Watch {
+    Box::pin(async move {
+        match cut {
+            Some(at) => tokio::select! {
+                biased;
+                _ = a.evicted() => Stop::Evicted,
+                _ = tokio::time::sleep_until(at) => Stop::Cut,
+            },
+            None => {
+                a.evicted().await;
+                Stop::Evicted
+            }
+        }
+    })
 }
 
 /// Waits, at most `limit`, until the client's first bytes tell HTTP/1 from the HTTP/2 preface.

@@ -10,7 +10,10 @@
 //!   nothing of its own parked it is refused with 503, `Retry-After` and `-31020` naming the
 //!   key; another principal's call is served meanwhile;
 //! - with every process serving parked calls, a third principal gets 503 naming
-//!   `max_processes` (not 502 "not MCP"), and is served once one of them is answered.
+//!   `max_processes` (not 502 "not MCP"), and is served once one of them is answered;
+//! - probes that find every process in use leave the upstream up (its lists as they were), so
+//!   its calls are told the pool is full, not that it is down; with `max_processes = 1` the
+//!   first session gets the one place (no warm spare is started into it first).
 
 use serde_json::{json, Value};
 
@@ -86,6 +89,26 @@ async fn answer(call: &Call, url: &str, (state, key): (String, String), text: &s
     assert_eq!(done.text(), format!("ask_once[{text}] via post: fine (model=m)"));
 }
 
+/// Sends `call` until it parks: each try before a process is free is a full pool's 503
+/// naming `max_processes` = `max`; gives its round.
+async fn park_once_freed(call: &Call, url: &str, what: &str, max: usize) -> (String, String) {
+    let round = std::sync::Mutex::new(None);
+    crate::support::eventually_async(what, || async {
+        let (status, retry_after, msg) = send(call, url, json!({})).await;
+        if status == 503 {
+            assert_full(status, retry_after, &msg, "max_processes", max);
+            return false;
+        }
+        assert_eq!(msg["result"]["resultType"], "input_required", "{msg}");
+        let key = msg["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()).expect("one ask");
+        *round.lock().unwrap() = Some((msg["result"]["requestState"].as_str().expect("a requestState").to_owned(), key));
+        true
+    })
+    .await;
+    let taken = round.lock().unwrap().take();
+    taken.expect("a round")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and_another_principal_is_served() {
     // max_processes = 4: under [auth] one principal's share is a quarter of it, one process.
@@ -142,20 +165,45 @@ async fn with_every_process_serving_parked_calls_a_third_principal_gets_503_nami
     // Alice's call is answered: her process is idle again (its lease is given back just after
     // the answer is sent), and carol's call gets it.
     answer(&alice, &url, alice_round, "a").await;
-    let round = std::sync::Mutex::new(None);
-    crate::support::eventually_async("carol's call gets alice's freed process", || async {
-        let (status, retry_after, msg) = send(&carol, &url, json!({})).await;
-        if status == 503 {
-            assert_full(status, retry_after, &msg, "max_processes", 2);
-            return false;
-        }
-        assert_eq!(msg["result"]["resultType"], "input_required", "{msg}");
-        let key = msg["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()).expect("one ask");
-        *round.lock().unwrap() = Some((msg["result"]["requestState"].as_str().expect("a requestState").to_owned(), key));
-        true
-    })
-    .await;
-    let carol_round = round.lock().unwrap().take().expect("carol's round");
+    let carol_round = park_once_freed(&carol, &url, "carol's call gets alice's freed process", 2).await;
     answer(&carol, &url, carol_round, "c").await;
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_calls_refused_503_max_processes() {
+    // One process, probed every 100 ms: alice's parked call holds it through several probes.
+    let up = py1("probed", &[("max_processes", 1), ("max_processes_per_principal", 1)]);
+    let gw = Gateway::bridge(keys::BRIDGE_A)
+        .named("stdio_shares_probed.toml")
+        .top("prefix", "always")
+        .two_keys()
+        .timeout("refresh_ms", 100)
+        .upstream_spec(up)
+        .all_legacy()
+        .start()
+        .await;
+    let url = gw.url();
+    let alice = ask(ALICE_KEY, "a");
+    let alice_round = park(&alice, &url).await;
+    let py1 = gw.gateway.upstreams.iter().find(|u| u.name == "py1").expect("py1").clone();
+    let mut probed = py1.health.probed.subscribe();
+    for _ in 0..3 {
+        tokio::time::timeout(std::time::Duration::from_secs(20), probed.changed())
+            .await
+            .expect("a probe within 20 s")
+            .expect("the upstream is still there");
+        let s = py1.status();
+        assert!(s.healthy, "a probe that found its one process in use marked it down: {:?}", s.error);
+    }
+    // Bob is told the pool is full (503 -31020 naming max_processes), not that py1 is down.
+    let bob = ask(BOB_KEY, "b");
+    let (status, retry_after, msg) = send(&bob, &url, json!({})).await;
+    assert_full(status, retry_after, &msg, "max_processes", 1);
+    answer(&alice, &url, alice_round, "a").await;
+    let bob_round = park_once_freed(&bob, &url, "bob's call gets the process alice's answer freed", 1).await;
+    answer(&bob, &url, bob_round, "b").await;
+    drop(probed);
+    drop(py1);
     gw.stop().await;
 }

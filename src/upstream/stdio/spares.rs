@@ -30,7 +30,11 @@ impl Spec {
                 other => break other,
             }
         };
-        self.refill(grace);
+        // A spare taken is replaced; with none, the caller starts its own process in a free
+        // place (`Spec::start` refills after it): a spare started now would take that place.
+        if taken.is_some() {
+            self.refill(grace);
+        }
         taken.map(|s| (s.proc, s.lines))
     }
 
