@@ -186,15 +186,16 @@ impl Activity {
     pub async fn idle(&self, since: tokio::time::Instant, first: Duration, between: Duration) {
         loop {
             let now = tokio::time::Instant::now();
+            let ended = self.ended.load(Ordering::Acquire);
             let at = if self.busy.load(Ordering::Acquire) > 0 {
                 now + between
             } else if self.served.load(Ordering::Acquire) {
-                self.born + Duration::from_nanos(self.ended.load(Ordering::Acquire)) + between
+                self.born + Duration::from_nanos(ended) + between
             } else {
                 since + first
             };
-            // Read again: a request that began meanwhile is in progress, not idle.
-            if at <= now && self.busy.load(Ordering::Acquire) == 0 {
+            // Read again: a request that began (or began and ended) meanwhile is not idle time.
+            if at <= now && self.busy.load(Ordering::Acquire) == 0 && self.ended.load(Ordering::Acquire) == ended {
                 return;
             }
             tokio::time::sleep_until(at.max(now)).await;
@@ -214,11 +215,12 @@ impl Activity {
 
 impl Drop for Busy {
     fn drop(&mut self) {
+        // The end is stamped before the request stops counting: whoever then reads no request
+        // in progress reads this end too.
         let a = &self.0;
-        if a.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let since = a.born.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-            a.ended.fetch_max(since, Ordering::AcqRel);
-        }
+        let since = a.born.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        a.ended.fetch_max(since, Ordering::AcqRel);
+        a.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

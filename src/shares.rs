@@ -6,8 +6,8 @@
 //! dropped. Refuses past the key's share ([`Refused::Share`]) or past the pool's size
 //! ([`Refused::Pool`]). Also gives [`Full`], the one refusal every full pool answers with: HTTP
 //! 503, `Retry-After`, code `-31020`, a message naming the limit's key (README, "Per-principal
-//! shares and deadlines"). Bounded: one counter per key holding a place, removed with its last
-//! (or, for requests in progress, one counter for all when the share is the whole pool).
+//! shares and deadlines"). Bounded: one counter per key holding a place, removed with its last,
+//! and one for the places of a caller that is the only key ([`Shares::share_keyless`]).
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -140,10 +140,8 @@ pub enum Refused {
 /// A pool of `max` places, each key holding at most a share of them.
 pub struct Shares<K: Eq + Hash> {
     held: DashMap<K, usize>,
-    /// Places held under shares that are the whole pool, counted without their keys (only
-    /// when made with [`Shares::keyless_when_whole`]).
+    /// Places taken with [`Shares::share_keyless`], counted without keys.
     whole: AtomicUsize,
-    keyless_when_whole: bool,
     total: AtomicUsize,
     max: usize,
 }
@@ -159,14 +157,7 @@ pub struct Place<K: Eq + Hash + Clone> {
 impl<K: Eq + Hash + Clone> Shares<K> {
     /// A pool of `max` places.
     pub fn new(max: usize) -> Arc<Shares<K>> {
-        Arc::new(Shares { held: DashMap::new(), whole: AtomicUsize::new(0), keyless_when_whole: false, total: AtomicUsize::new(0), max })
-    }
-
-    /// A pool of `max` places whose places under a share that is the whole pool (which then
-    /// separates no key from another) share one counter, bounded by that share: no key copied
-    /// or hashed. Refusals are then `Refused::Share` of the whole pool, never the pool's.
-    pub fn keyless_when_whole(max: usize) -> Arc<Shares<K>> {
-        Arc::new(Shares { held: DashMap::new(), whole: AtomicUsize::new(0), keyless_when_whole: true, total: AtomicUsize::new(0), max })
+        Arc::new(Shares { held: DashMap::new(), whole: AtomicUsize::new(0), total: AtomicUsize::new(0), max })
     }
 
     /// A place in the pool for `key`, within its `share`.
@@ -177,15 +168,6 @@ impl<K: Eq + Hash + Clone> Shares<K> {
 
     /// A place within `key`'s `share` only; [`Place::pooled`] adds the pool's.
     pub fn share(self: &Arc<Self>, key: K, share: usize) -> Result<Place<K>, Refused> {
-        // A share that is the whole pool separates no key from another: one counter for all
-        // such places, no key copied or hashed.
-        if self.keyless_when_whole && share >= self.max {
-            if self.whole.fetch_add(1, Ordering::AcqRel) >= share {
-                self.whole.fetch_sub(1, Ordering::AcqRel);
-                return Err(Refused::Share(share));
-            }
-            return Ok(Place { shares: self.clone(), key: None, pooled: false });
-        }
         let mut n = self.held.entry(key.clone()).or_insert(0);
         if *n >= share {
             let none = *n == 0;
@@ -197,6 +179,16 @@ impl<K: Eq + Hash + Clone> Shares<K> {
         }
         *n += 1;
         Ok(Place { shares: self.clone(), key: Some(key), pooled: false })
+    }
+
+    /// A place within `share`, counted with every other place taken this way and no key: for a
+    /// caller that is the only key there is (then no key is copied or hashed).
+    pub fn share_keyless(self: &Arc<Self>, share: usize) -> Result<Place<K>, Refused> {
+        if self.whole.fetch_add(1, Ordering::AcqRel) >= share {
+            self.whole.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refused::Share(share));
+        }
+        Ok(Place { shares: self.clone(), key: None, pooled: false })
     }
 
     /// Places of the pool taken now.
@@ -279,14 +271,14 @@ mod tests {
     }
 
     #[test]
-    fn a_share_that_is_the_whole_pool_is_counted_without_its_key_and_bounded_by_it() {
-        let s = Shares::<&str>::keyless_when_whole(2);
-        let reading: Vec<_> = (0..2).map(|_| s.share("a", 2).expect("within the share")).collect();
-        assert!(s.held.is_empty(), "no counter by key for a share that is the whole pool");
-        assert_eq!(s.share("b", 2).err(), Some(Refused::Share(2)), "bounded by the share");
+    fn keyless_places_are_counted_without_a_key_and_bounded_by_their_share() {
+        let s = Shares::<&str>::new(2);
+        let reading: Vec<_> = (0..2).map(|_| s.share_keyless(2).expect("within the share")).collect();
+        assert!(s.held.is_empty(), "no counter by key");
+        assert_eq!(s.share_keyless(2).err(), Some(Refused::Share(2)), "bounded by the share");
         drop(reading);
-        let held: Vec<_> = (0..2).map(|_| s.take("a", 2).expect("within the pool")).collect();
-        assert_eq!(s.take("a", 2).err(), Some(Refused::Share(2)));
+        let held: Vec<_> = (0..2).map(|_| s.share_keyless(2).and_then(Place::pooled).expect("within the pool")).collect();
+        assert_eq!(s.share_keyless(3).and_then(Place::pooled).err(), Some(Refused::Pool(2)));
         drop(held);
         assert_eq!((s.in_use(), s.whole.load(Ordering::Acquire)), (0, 0));
         let keyed = Shares::<&str>::new(2);

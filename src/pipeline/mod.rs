@@ -57,7 +57,7 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
         }
     };
     // The principal's share before its body: a body held open costs its own share only.
-    let entered = match admission.enter(principal.id(), gw.cfg.limits.max_in_flight_per_principal) {
+    let entered = match admission.enter(principal.id(), gw.cfg.limits.max_in_flight_per_principal, !gw.auth.enabled()) {
         Ok(e) => e,
         Err(full) => return refuse_full("null", full),
     };

@@ -382,8 +382,13 @@ mod tests {
         assert!(s.take_spare(grace).is_none());
         first.end("test");
         first.ended().await;
-        assert!(s.take_spare(grace).is_none(), "the freed place is refilled, the new spare is taken next time");
-        assert_eq!(s.running(), 2);
+        // A freed place waits for the next start: a spare there would take a caller's place.
+        assert!(s.take_spare(grace).is_none());
+        assert_eq!(s.running(), 1, "no spare started into the freed place");
+        spare.end("test");
+        spare.ended().await;
+        let (_again, _l3) = s.start(s.slot().expect("a free place"), grace).expect("cat starts");
+        assert_eq!(s.running(), 2, "a start refills the spares within max_processes");
         assert!(s.take_spare(grace).is_some());
         s.end_all().await;
         assert_eq!(s.running(), 0);
