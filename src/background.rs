@@ -1,5 +1,6 @@
 //! Background work tied to the gateway's shutdown: the first probe and the periodic re-probe
-//! and refresh of the healthy upstreams (a down one has its own re-prober, `catalog::reprobe`), one listen stream per modern upstream, the sweepers of parked exchanges and
+//! and refresh of the healthy upstreams (a down one has its own re-prober, `catalog::reprobe`), one listen stream per modern upstream, the
+//! list changes 2025-11-25 sessions announce (`catalog::legacy::report_changes`), the sweepers of parked exchanges and
 //! idle sessions, budget upkeep, and the config reload on SIGHUP.
 //!
 //! Takes the gateway; gives the task handles. Each task works on the generation current when
@@ -13,6 +14,9 @@ use crate::gateway::{Gateway, Live};
 /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
 pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
     let gw = gw.clone();
+    if let Some(rx) = gw.live.take_changes() {
+        tokio::spawn(crate::catalog::legacy::report_changes(Arc::downgrade(&gw.live), rx));
+    }
     // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
     tokio::spawn(crate::bridge::sweep_sessions(gw.bridge.clone(), gw.shutdown.clone()));
     tokio::spawn(crate::bridge::sweep_parked(gw.bridge.clone(), gw.shutdown.clone()));

@@ -66,6 +66,9 @@ pub struct Gateway {
     /// this generation's `[auth]` end, so their clients come back with credentials that hold.
     /// Shared with the next generation while `[auth]` stays the same.
     pub revoked: CancellationToken,
+    /// Where 2025-11-25 sessions report their upstreams' list changes (read by
+    /// `catalog::legacy::report_changes`, one task for every generation).
+    pub changes: crate::upstream::legacy::changes::ListChanged,
 }
 
 /// Whether two `[auth]` sections certainly accept the same credentials: written the same
@@ -101,7 +104,12 @@ pub struct Live {
     closed: std::sync::atomic::AtomicBool,
     /// How many generations are draining (`retiring`'s length).
     draining: std::sync::atomic::AtomicUsize,
+    /// The receiving end of [`Gateway::changes`], until the background work takes it.
+    changes: std::sync::Mutex<Option<Announcements>>,
 }
+
+/// The list changes 2025-11-25 sessions announce, as the catalog's task reads them.
+pub type Announcements = tokio::sync::mpsc::Receiver<crate::upstream::legacy::changes::Announced>;
 
 impl Live {
     /// Makes `gw` the current generation; `false` once serving ended (nothing changed).
@@ -117,6 +125,12 @@ impl Live {
     /// The current generation (`None` once serving ended).
     pub fn get(&self) -> Option<Arc<Gateway>> {
         self.current.load_full()
+    }
+
+    /// The list changes sessions announce, once: for the task that reports them
+    /// (`background.rs`); until it is taken, a session's report waits while the channel is full.
+    pub(crate) fn take_changes(&self) -> Option<Announcements> {
+        self.changes.lock().ok()?.take()
     }
 
     /// Notes a generation whose drain starts.
@@ -234,6 +248,7 @@ impl Gateway {
             server_info_json: discover::server_info().to_string(),
         });
         let shutdown = CancellationToken::new();
+        let (changes, changes_rx) = crate::upstream::legacy::changes::ListChanged::channel();
         let audit = crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity);
         let gw = Arc::new(Gateway {
             audit,
@@ -260,11 +275,14 @@ impl Gateway {
                 retiring: std::sync::Mutex::new(Vec::new()),
                 closed: std::sync::atomic::AtomicBool::new(false),
                 draining: std::sync::atomic::AtomicUsize::new(0),
+                changes: std::sync::Mutex::new(Some(changes_rx)),
             }),
             generation: 1,
+            changes,
             cfg,
         });
         let _ = gw.live.set(&gw);
+
         Ok(gw)
     }
 
@@ -309,6 +327,7 @@ impl Gateway {
             shutdown: self.shutdown.clone(),
             live: self.live.clone(),
             generation: self.generation + 1,
+            changes: self.changes.clone(),
             revoked: if same_auth(&self.cfg.auth, &cfg.auth) { self.revoked.clone() } else { CancellationToken::new() },
             cfg,
         }))

@@ -11,7 +11,7 @@
 //! | call (a client's) | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
 //! | cache hints | the upstream's own `ttlMs`/`cacheScope` | the configured `cache_ttl_ms`/`cache_scope` |
 //! | a 2025-11-25 client's call | on the 2025-11-25 wire when the probe found both and that wire keeps sessions (`Status::legacy`); else as above, its rounds made requests by bridge B | as any call |
-//! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`catalog::legacy::list_changed_hook`) |
+//! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`upstream::legacy::changes`, to `catalog::legacy::report_changes`) |
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
 //!
@@ -34,6 +34,7 @@ use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Gateway;
 use crate::respond::Reply;
+use crate::upstream::legacy::changes::ListChanged;
 use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
 
 /// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
@@ -48,10 +49,10 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
         Wire::Modern if ctx.legacy_client && status.legacy == LegacySide::Sessions => {
             crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
             // Its listen stream already reports its list changes: the sessions' GET streams need not.
-            Box::pin(crate::bridge::call(&gw.bridge, ctx, t, std::sync::Arc::new(|_: &str| {}))).await
+            Box::pin(crate::bridge::call(&gw.bridge, ctx, t, ListChanged::nowhere())).await
         }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
-        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, crate::catalog::legacy::list_changed_hook(gw, &t.up))).await,
+        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, gw.changes.clone())).await,
     }
 }
 

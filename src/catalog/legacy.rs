@@ -1,6 +1,6 @@
 //! Handshake-era (2025-11-25) upstreams seen from the catalog: probing one with `initialize` on
-//! Sluice's own session, listing on that session, and the hook that turns list changes on a
-//! session's GET stream into refreshes and listener notifications.
+//! Sluice's own session, listing on that session, and the task that turns the list changes
+//! sessions announce into refreshes and listener notifications.
 //!
 //! Takes a legacy upstream; gives its status and the results of Sluice's own requests. Refuses
 //! nothing; a failed handshake marks the upstream unhealthy with a reason naming it.
@@ -9,48 +9,43 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
 
 use crate::gateway::Gateway;
-use crate::listen::hub::Change;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
-use crate::upstream::legacy::{self, session::ListChanged};
+use crate::upstream::legacy;
+use crate::upstream::legacy::changes::{Announced, ListChanged};
 use crate::upstream::{Discovered, LegacySide, Status, Upstream, Wire};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
-/// Reports list changes seen on a legacy session's GET stream to the caches and listeners.
-/// The generation current when a change arrives does the work (a pooled session outlives the
-/// one that opened it).
-pub fn list_changed_hook(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> ListChanged {
-    let weak: Weak<crate::gateway::Live> = Arc::downgrade(&gw.live);
-    let up = up.clone();
-    Arc::new(move |data: &str| {
-        // A retired upstream's sessions report nothing: its name may be its successor's now.
-        if up.retired.is_cancelled() {
-            return;
+/// The catalog's task that takes the list changes 2025-11-25 sessions announce
+/// ([`Announced`], from every session of every generation) to the caches and listeners. The
+/// generation current when a change arrives does the work (a pooled session outlives the one
+/// that opened it); a retired upstream's changes are dropped (its name may be its successor's
+/// now). Ends when no session or generation can send any more, or `live` is gone.
+pub async fn report_changes(live: Weak<crate::gateway::Live>, mut rx: mpsc::Receiver<Announced>) {
+    while let Some(a) = rx.recv().await {
+        if a.upstream.retired.is_cancelled() {
+            continue;
         }
-        let Some(gw) = weak.upgrade().and_then(|live| live.get()) else { return };
-        let Ok(msg) = Incoming::parse_str(data) else {
-            return;
-        };
-        let up = up.clone();
-        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else { return };
-        let announced = std::time::Instant::now();
+        let Some(live) = live.upgrade() else { return };
+        let Some(gw) = live.get() else { continue };
         tokio::spawn(async move {
-            for k in change.kinds() {
-                gw.invalidate(&up, *k).await;
+            for k in a.change.kinds() {
+                gw.invalidate(&a.upstream, *k).await;
             }
-            gw.hub.publish(&up.name, change, announced);
+            gw.hub.publish(&a.upstream.name, a.change, a.at);
         });
-    })
+    }
 }
 
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
 pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await {
+    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.changes.clone()).await {
         Ok(lease) => {
             // Sluice's own sessions serve no call: asks on their GET stream are refused there.
             lease.session.set_leased(false);
@@ -108,7 +103,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
 /// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
 /// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
 pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
-    let quiet: ListChanged = Arc::new(|_: &str| {});
+    let quiet = ListChanged::nowhere();
     match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
         Ok(lease) => {
             lease.session.set_leased(false);
@@ -146,8 +141,7 @@ pub async fn internal_call(
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease =
-        gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), list_changed_hook(gw, up)).await.map_err(|e| e.to_string())?;
+    let lease = gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.changes.clone()).await.map_err(|e| e.to_string())?;
     lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});

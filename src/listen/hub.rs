@@ -9,67 +9,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value};
 use tokio::sync::{broadcast, Notify};
-
-use crate::mcp::method::Method;
-use crate::route::table::ListKind;
 
 /// The longest resource URI a listen may subscribe to: every upstream listen repeats the set.
 pub const MAX_URI: usize = 2048;
 
-/// A change a listener may care about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// `notifications/tools/list_changed`.
-    Tools,
-    /// `notifications/prompts/list_changed`.
-    Prompts,
-    /// `notifications/resources/list_changed`.
-    Resources,
-    /// `notifications/resources/updated` for a URI.
-    Updated(String),
-}
-
-impl Change {
-    /// The change an upstream's notification announces (`params` as raw JSON), if it is one.
-    pub fn of(method: &Method, params: Option<&str>) -> Option<Change> {
-        match method {
-            Method::ToolsListChanged => Some(Change::Tools),
-            Method::PromptsListChanged => Some(Change::Prompts),
-            Method::ResourcesListChanged => Some(Change::Resources),
-            Method::ResourcesUpdated => {
-                let p: Value = serde_json::from_str(params?).ok()?;
-                p.get("uri").and_then(Value::as_str).map(|u| Change::Updated(u.to_owned()))
-            }
-            _ => None,
-        }
-    }
-
-    /// The tables it makes stale.
-    pub fn kinds(&self) -> &'static [ListKind] {
-        match self {
-            Change::Tools => &[ListKind::Tools],
-            Change::Prompts => &[ListKind::Prompts],
-            Change::Resources => &[ListKind::Resources, ListKind::Templates],
-            Change::Updated(_) => &[],
-        }
-    }
-
-    /// The notification that tells a client, with its params (`_meta` left to the caller).
-    pub fn notification(&self) -> (Method, Map<String, Value>) {
-        match self {
-            Change::Tools => (Method::ToolsListChanged, Map::new()),
-            Change::Prompts => (Method::PromptsListChanged, Map::new()),
-            Change::Resources => (Method::ResourcesListChanged, Map::new()),
-            Change::Updated(u) => {
-                let mut m = Map::new();
-                m.insert("uri".into(), u.clone().into());
-                (Method::ResourcesUpdated, m)
-            }
-        }
-    }
-}
+pub use crate::mcp::lists::Change;
 
 /// A change and the upstream it came from (listeners see only the upstreams their principal
 /// may reach).

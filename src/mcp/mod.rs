@@ -6,6 +6,7 @@
 
 pub mod headers;
 pub mod jsonrpc;
+pub mod lists;
 pub mod message;
 pub mod method;
 pub mod number;

@@ -9,76 +9,9 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
-use crate::mcp::method::Method;
-
 use super::xheader::ParamHeader;
 
-/// The four federated lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ListKind {
-    /// `tools/list`, items under `tools`.
-    Tools,
-    /// `prompts/list`, items under `prompts`.
-    Prompts,
-    /// `resources/list`, items under `resources`.
-    Resources,
-    /// `resources/templates/list`, items under `resourceTemplates`.
-    Templates,
-}
-
-impl ListKind {
-    /// All kinds, in a fixed order.
-    pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
-
-    /// The list method.
-    pub fn method(self) -> Method {
-        match self {
-            ListKind::Tools => Method::ToolsList,
-            ListKind::Prompts => Method::PromptsList,
-            ListKind::Resources => Method::ResourcesList,
-            ListKind::Templates => Method::ResourcesTemplatesList,
-        }
-    }
-
-    /// The list method's name (for logs and messages).
-    pub fn name(self) -> &'static str {
-        self.method().known().unwrap_or("")
-    }
-
-    /// The result member holding the items.
-    pub fn member(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources => "resources",
-            ListKind::Templates => "resourceTemplates",
-        }
-    }
-
-    /// The server capability that advertises the family.
-    pub fn capability(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources | ListKind::Templates => "resources",
-        }
-    }
-
-    /// The kind a list method names.
-    pub fn from_method(m: &Method) -> Option<ListKind> {
-        ListKind::ALL.into_iter().find(|k| k.method() == *m)
-    }
-
-    /// Index for per-kind arrays.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Whether items are addressed by a rewritten name (tools, prompts) rather than a URI.
-    pub fn named(self) -> bool {
-        matches!(self, ListKind::Tools | ListKind::Prompts)
-    }
-}
+pub use crate::mcp::lists::ListKind;
 
 /// One listed item.
 #[derive(Debug, Clone)]

@@ -147,3 +147,20 @@ async fn listen_ends_with_its_result_when_sluice_shuts_down() {
     assert!(st.next().await.is_none(), "the stream closes after the result");
     tokio::time::timeout(WAIT, stopping).await.expect("Sluice stops within 10 s").expect("stop task");
 }
+
+#[tokio::test]
+async fn a_2025_11_25_upstreams_list_changed_on_its_session_stream_refreshes_the_table_and_reaches_listens() {
+    let up = crate::support::legacy::start(json!([crate::support::modern::tool_args("echo", &[])]), |_| vec![]).await;
+    let s = Gateway::e2e().upstream("old", &up.url()).all_legacy().start().await;
+    let list = Req::new("tools/list").send(&s.url()).await.result(&json!(1));
+    assert_eq!(list["tools"].as_array().unwrap().len(), 1);
+    let mut st = open(&s.url(), json!("old-lc"), json!({"toolsListChanged": true})).await;
+    up.wait_get().await;
+    let before = up.seen("tools/list").len();
+    up.notify(&notification("notifications/prompts/list_changed", json!({})));
+    up.notify(&notification("notifications/tools/list_changed", json!({})));
+    let n = st.next().await.expect("tools list_changed");
+    assert_eq!(n["method"], "notifications/tools/list_changed", "prompts were not asked for: {n}");
+    assert_eq!(n["params"]["_meta"], json!({SUB: "old-lc"}));
+    assert_eq!(up.seen("tools/list").len(), before + 1, "the notification refreshed the table before the listens were told");
+}

@@ -6,7 +6,7 @@
 //! such as `sampling/createMessage` with any params, and the final result, `{id}` standing for
 //! the call's id), and waits for Sluice's POSTed responses to given ids (recorded). A `GET`
 //! with `Last-Event-ID` (recorded, as method `GET Last-Event-ID`) gets a primed stream that
-//! ends at once.
+//! ends at once; the test sends notifications on the others (`notify`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -53,6 +53,9 @@ struct Record {
     replies: Mutex<Vec<Value>>,
     replied: Notify,
     sessions: AtomicUsize,
+    /// Messages for every open GET stream ([`Legacy::notify`]).
+    gets: Mutex<Vec<Sender>>,
+    get_opened: Notify,
 }
 
 /// A running legacy upstream; stops when dropped.
@@ -80,6 +83,26 @@ impl Legacy {
     /// The capabilities each `initialize` declared, in order.
     pub(crate) fn initializes(&self) -> Vec<Value> {
         self.rec.initializes.lock().unwrap().clone()
+    }
+
+    /// Sends `msg` (a notification) on every open GET stream.
+    pub(crate) fn notify(&self, msg: &Value) {
+        let frame = Bytes::from(format!("data: {msg}\n\n"));
+        self.rec.gets.lock().unwrap().retain(|tx| tx.try_send(Ok(Frame::data(frame.clone()))).is_ok());
+    }
+
+    /// Waits (at most 10 s) until a GET stream is open.
+    pub(crate) async fn wait_get(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let opened = self.rec.get_opened.notified();
+            if self.rec.gets.lock().unwrap().iter().any(|tx| !tx.is_closed()) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, opened).await.is_err() {
+                panic!("Sluice opened no GET stream on the legacy upstream within 10 s");
+            }
+        }
     }
 
     /// Every response Sluice POSTed to the upstream's asks.
@@ -197,8 +220,11 @@ async fn serve(
             return sse(rx, None);
         }
         http::Method::GET => {
-            // The standalone stream: a comment, then open until Sluice or the test ends it.
-            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            // The standalone stream: a comment, then open until Sluice or the test ends it; what
+            // the test sends with `notify` goes on it.
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            rec.gets.lock().unwrap().push(tx.clone());
+            rec.get_opened.notify_waiters();
             tokio::spawn(async move {
                 let _ = tx.send(Ok(Frame::data(Bytes::from_static(b": open\n\n")))).await;
                 tokio::select! { _ = tx.closed() => {}, _ = stop.cancelled() => {} }

@@ -179,7 +179,7 @@ impl Reader {
                         break;
                     }
                 }
-                Route::ListChanged => (self.on_list_changed)(&line),
+                Route::ListChanged(change) => self.on_list_changed.report(&self.up, change).await,
                 Route::ToCall => {
                     let size = line.len();
                     if self.tx.send(line, size).await.is_err() {

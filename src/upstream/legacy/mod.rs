@@ -10,6 +10,7 @@
 //! either cap when no idle one can be closed to make room.
 
 pub mod caps;
+pub mod changes;
 pub mod channel;
 mod handshake;
 mod inline;

@@ -18,12 +18,13 @@ use http::{HeaderMap, HeaderValue, Method};
 use serde_json::{json, Value};
 
 use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::lists::Change;
 use crate::mcp::method::Method as McpMethod;
 use crate::upstream::client::{Answer, HttpClient, UpstreamError};
 use crate::upstream::Upstream;
 
 /// What a session's GET stream reports that is not for a leased call.
-pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
+pub use super::changes::ListChanged;
 
 /// A live 2025-11-25 session.
 pub struct Session {
@@ -318,8 +319,8 @@ impl GetReader {
                     Box::pin(self.session.reply(&id, outcome)).await;
                     true
                 }
-                Route::ListChanged => {
-                    (self.on_list_changed)(&data);
+                Route::ListChanged(change) => {
+                    self.on_list_changed.report(&self.session.up, change).await;
                     true
                 }
                 Route::ToCall => {
@@ -340,7 +341,7 @@ pub(super) enum Route {
     /// Answered at once: a `ping`, or a request outside any call (refused).
     Reply(String, Result<&'static str, (i64, &'static str)>),
     /// A list change, for the catalog.
-    ListChanged,
+    ListChanged(Change),
     /// For the call that leases the session.
     ToCall,
     /// Nothing to do (a notification outside any call).
@@ -349,9 +350,13 @@ pub(super) enum Route {
 
 /// Routes one message of a session's stream (its GET stream, or a stdio process's stdout).
 pub(super) fn route(msg: &Incoming, leased: &AtomicBool, upstream: &str) -> Route {
+    if let (Some(m), None) = (msg.method.as_ref(), msg.id.as_ref()) {
+        if let Some(c) = Change::of(m, msg.params.as_ref().map(|p| p.get())) {
+            return Route::ListChanged(c);
+        }
+    }
     match (msg.method.as_ref(), msg.id.as_ref()) {
         (Some(McpMethod::Ping), Some(id)) => Route::Reply(id.get().to_owned(), Ok("{}")),
-        (Some(m), None) if crate::listen::Change::of(m, msg.params.as_ref().map(|p| p.get())).is_some() => Route::ListChanged,
         _ if leased.load(Ordering::Acquire) => Route::ToCall,
         (Some(m), Some(id)) => {
             tracing::warn!(upstream = %upstream, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
