@@ -4,28 +4,28 @@
 //! idle sessions, budget upkeep, and the config reload on SIGHUP.
 //!
 //! Takes the gateway; gives the task handles. Each task works on the generation current when
-//! it looks (`Gateway::latest`), so a reload needs none of them restarted. Refuses nothing: a
+//! it looks (`Generation::latest`), so a reload needs none of them restarted. Refuses nothing: a
 //! config that fails to reload keeps the previous one serving and says why.
 
 use std::sync::Arc;
 
-use crate::gateway::{Gateway, Live};
+use crate::gateway::{Generation, Live};
 
 /// Starts the background work: the first probe, periodic refresh, upstream listen streams.
-pub fn spawn(gw: &Arc<Gateway>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
     let gw = gw.clone();
-    if let Some(rx) = gw.live.take_changes() {
-        tokio::spawn(crate::catalog::legacy::report_changes(Arc::downgrade(&gw.live), rx));
+    if let Some(rx) = gw.rt.live.take_changes() {
+        tokio::spawn(crate::catalog::legacy::report_changes(Arc::downgrade(&gw.rt.live), rx));
     }
     // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
-    tokio::spawn(crate::bridge::sweep_sessions(gw.bridge.clone(), gw.shutdown.clone()));
-    tokio::spawn(crate::bridge::sweep_parked(gw.bridge.clone(), gw.shutdown.clone()));
+    tokio::spawn(crate::bridge::sweep_sessions(gw.bridge.clone(), gw.rt.shutdown.clone()));
+    tokio::spawn(crate::bridge::sweep_parked(gw.bridge.clone(), gw.rt.shutdown.clone()));
     tokio::spawn(async move {
         gw.probe_all().await;
         for up in &gw.upstreams {
             tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
         }
-        let (live, shutdown) = (gw.live.clone(), gw.shutdown.clone());
+        let (live, shutdown) = (gw.rt.live.clone(), gw.rt.shutdown.clone());
         drop(gw);
         tokio::spawn(reload_on_sighup(live.clone(), shutdown.clone()));
         tokio::spawn(sweep_budgets(live.clone(), shutdown.clone()));

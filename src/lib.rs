@@ -57,7 +57,7 @@ pub struct Running {
     /// The bound address.
     pub addr: SocketAddr,
     /// The first generation's state, for inspection ([`Running::current`] after a reload).
-    pub gateway: Arc<gateway::Gateway>,
+    pub gateway: Arc<gateway::Generation>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     join: Option<tokio::task::JoinHandle<()>>,
 }
@@ -70,11 +70,11 @@ impl Running {
 
     /// Waits until every upstream has been probed once.
     pub async fn ready(&self) {
-        let _ = self.gateway.ready.subscribe().wait_for(|ready| *ready).await;
+        let _ = self.gateway.rt.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// The generation serving now.
-    pub fn current(&self) -> Arc<gateway::Gateway> {
+    pub fn current(&self) -> Arc<gateway::Generation> {
         self.gateway.latest()
     }
 
@@ -100,7 +100,7 @@ pub async fn start(cfg: config::Config) -> Result<Running, String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = cfg;
     cfg.listen = addr;
-    let gw = gateway::Gateway::new(cfg)?;
+    let gw = gateway::Generation::new(cfg)?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let join = tokio::spawn(server::run(listener, gw.clone(), async move {
         let _ = rx.await;

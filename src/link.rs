@@ -32,14 +32,14 @@ use std::sync::Arc;
 use crate::ctx::RequestCtx;
 use crate::dispatch::target::Target;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::respond::Reply;
 use crate::upstream::legacy::changes::ListChanged;
 use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
 
 /// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
 /// `completion/complete`), served as the target's era serves it.
-pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+pub async fn call(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let status = t.up.status();
     match status.wire {
         // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on that
@@ -52,7 +52,7 @@ pub async fn call(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result
             Box::pin(crate::bridge::call(&gw.bridge, ctx, t, ListChanged::nowhere())).await
         }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
-        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, gw.changes.clone())).await,
+        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, gw.rt.changes.clone())).await,
     }
 }
 
@@ -74,7 +74,7 @@ pub fn listens(status: &Status) -> bool {
     }
 }
 
-impl Gateway {
+impl Generation {
     /// One request Sluice makes for itself (a list page) in the upstream's own era.
     pub async fn request(
         self: &Arc<Self>,
@@ -83,7 +83,7 @@ impl Gateway {
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Box<serde_json::value::RawValue>, String> {
         match up.status().wire {
-            Wire::Modern => discover::call(&self.client, up, method, extra).await,
+            Wire::Modern => discover::call(&self.rt.client, up, method, extra).await,
             Wire::Legacy => crate::catalog::legacy::internal_call(self, up, method, extra).await,
         }
     }
@@ -93,6 +93,7 @@ impl Gateway {
     pub async fn close_upstreams(&self) {
         // A reload's retired upstreams still draining end with the rest.
         let draining: Vec<Arc<Upstream>> = self
+            .rt
             .live
             .retired()
             .iter()
@@ -121,7 +122,7 @@ impl Gateway {
         if s.healthy || !up.detects_sse {
             return s;
         }
-        match crate::upstream::legacy::sse::connect(&self.client, up).await {
+        match crate::upstream::legacy::sse::connect(&self.rt.client, up).await {
             Ok(_) => {
                 // The probe's own stream is dropped here: its session is the next probe's.
                 tracing::info!(upstream = %up.name, "a 2024-11-05 HTTP+SSE server: its GET stream named an endpoint");
@@ -151,7 +152,7 @@ impl Gateway {
             Wire::Modern => (before.legacy, before.legacy_checked),
             Wire::Legacy => (LegacySide::None, None),
         };
-        match discover::probe(&self.client, up, carried).await {
+        match discover::probe(&self.rt.client, up, carried).await {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
                 // Does it speak 2025-11-25 too? Asked again every LEGACY_RECHECK: a redeploy can
                 // change it; meanwhile the last answer stands (discover::probe keeps it).

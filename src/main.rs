@@ -147,9 +147,9 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             // With port 0 in the config, log (and use) the port actually bound.
             let mut cfg = cfg;
             cfg.listen = listener.local_addr().unwrap_or(cfg.listen);
-            let gw = sluice::gateway::Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+            let gw = sluice::gateway::Generation::new(cfg).map_err(anyhow::Error::msg)?;
             // Read again, from the same file and flags, on SIGHUP.
-            let _ = gw.live.source.set(sluice::config::Source { path: config, overrides: quick.overrides() });
+            let _ = gw.rt.live.source.set(sluice::config::Source { path: config, overrides: quick.overrides() });
             sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;

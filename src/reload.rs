@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::listen::Change;
 use crate::upstream::Upstream;
 
@@ -67,25 +67,25 @@ pub struct Applied {
 }
 
 /// Reads the config again from where `sluice serve` read it and applies it.
-pub async fn from_source(gw: &Arc<Gateway>) -> Result<Applied, String> {
-    let Some(src) = gw.live.source.get() else {
+pub async fn from_source(gw: &Arc<Generation>) -> Result<Applied, String> {
+    let Some(src) = gw.rt.live.source.get() else {
         return Err("this gateway was not started from a config source (`sluice serve`): nothing to reload".into());
     };
     match src.load() {
         Ok(cfg) => apply(gw, cfg).await,
         Err(e) => {
-            gw.metrics.reloaded(None);
+            gw.rt.metrics.reloaded(None);
             Err(e.to_string())
         }
     }
 }
 
 /// Applies `cfg` as the next generation, or changes nothing and says why.
-pub async fn apply(gw: &Arc<Gateway>, cfg: Config) -> Result<Applied, String> {
-    let _one = gw.live.reloading.lock().await;
+pub async fn apply(gw: &Arc<Generation>, cfg: Config) -> Result<Applied, String> {
+    let _one = gw.rt.live.reloading.lock().await;
     let old = gw.latest();
     let result = swap(&old, cfg).await;
-    old.metrics.reloaded(result.as_ref().ok().map(|a| a.generation));
+    old.rt.metrics.reloaded(result.as_ref().ok().map(|a| a.generation));
     result
 }
 
@@ -104,8 +104,8 @@ fn not_empty(cfg: &Config) -> Result<(), String> {
     }
 }
 
-async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
-    // The rest of `check` is `Gateway::next`'s preflight.
+async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String> {
+    // The rest of `check` is `Generation::next`'s preflight.
     not_empty(&cfg)?;
     // Port 0 asks for any port: the one bound is that.
     if cfg.listen.port() == 0 && cfg.listen.ip() == old.cfg.listen.ip() {
@@ -125,16 +125,16 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
     // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
     // unhealthy and probed again on the refresh, as at startup.
     next.probe_each(&fresh).await;
-    if old.shutdown.is_cancelled() {
+    if old.rt.shutdown.is_cancelled() {
         end_processes(&fresh).await;
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
     // Draining before the swap: a round's retry just after it finds its upstream.
-    old.live.retiring(old);
+    old.rt.live.retiring(old);
     for up in &gone {
         up.retired.cancel();
     }
-    if !next.live.set(&next) {
+    if !next.rt.live.set(&next) {
         end_processes(&fresh).await;
         return Err("Sluice is shutting down: the reload was not applied".into());
     }
@@ -161,17 +161,17 @@ async fn swap(old: &Arc<Gateway>, mut cfg: Config) -> Result<Applied, String> {
 }
 
 /// Whether `gw` holds this very upstream (not only one of its name).
-fn kept(gw: &Gateway, up: &Arc<Upstream>) -> bool {
+fn kept(gw: &Generation, up: &Arc<Upstream>) -> bool {
     gw.upstream(&up.name).is_some_and(|o| Arc::ptr_eq(o, up))
 }
 
 /// The restart-only settings that differ between the serving config and `new`.
 /// A host and port (credentials left out) that `new` gives another HTTP version than the one
 /// the process recorded for it (every host an upstream used since the start, removed ones too).
-fn http2_switched(old: &Gateway, new: &Config) -> Option<String> {
+fn http2_switched(old: &Generation, new: &Config) -> Option<String> {
     new.http_versions()
         .into_iter()
-        .find(|(a, h2)| old.client.version_of(a).is_some_and(|was| was != *h2))
+        .find(|(a, h2)| old.rt.client.version_of(a).is_some_and(|was| was != *h2))
         .map(|(a, _)| format!("{}:{}", a.host(), a.port_u16().unwrap_or(80)))
 }
 
@@ -213,7 +213,7 @@ fn pointer(key: &str) -> String {
 /// removed or replaced, and of every upstream when names are spelled differently now (the
 /// prefix or separator changed) or visibility rules are loaded (each stream is then told only
 /// if its own view changed). A stream that takes the change moves to the new generation.
-fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<Upstream>]) {
+fn announce(old: &Generation, next: &Generation, fresh: &[Arc<Upstream>], gone: &[Arc<Upstream>]) {
     let renamed = old.cfg.prefixed() != next.cfg.prefixed() || old.cfg.separator != next.cfg.separator;
     let everyone = renamed || next.governor.has_visibility() || old.governor.has_visibility();
     let mut names: Vec<&str> = fresh.iter().chain(gone).map(|u| u.name.as_str()).collect();
@@ -225,7 +225,7 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
     let now = Instant::now();
     for name in names {
         for change in [Change::Tools, Change::Prompts, Change::Resources] {
-            next.hub.publish(name, change, now);
+            next.rt.hub.publish(name, change, now);
         }
     }
 }
@@ -237,7 +237,7 @@ fn announce(old: &Gateway, next: &Gateway, fresh: &[Arc<Upstream>], gone: &[Arc<
 /// `bridge.park_ms`), and after that while one is in use (`Upstream::in_use`: a session leased,
 /// or a round state sealed for it not yet expired; each round is bounded by `bridge.park_ms`
 /// and the round cap); then their stdio processes end.
-pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
+pub async fn drain(old: Arc<Generation>, gone: Vec<Arc<Upstream>>) {
     // Spares were started with the old settings and serve no one: they end first.
     for spare in gone.iter().filter_map(|u| u.stdio.as_ref()) {
         spare.retire_spares();
@@ -245,7 +245,7 @@ pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
     for up in &gone {
         old.bridge.pool.retire(up).await;
     }
-    let shutdown = old.shutdown.clone();
+    let shutdown = old.rt.shutdown.clone();
     let leased = || gone.iter().any(|u| u.in_use(crate::state::now_ms()));
     let mut wait = old.cfg.timeouts.request.max(old.cfg.bridge.park);
     loop {
@@ -259,7 +259,7 @@ pub async fn drain(old: Arc<Gateway>, gone: Vec<Arc<Upstream>>) {
         }
         wait = Duration::from_millis(100);
     }
-    old.live.retired_done(&old);
+    old.rt.live.retired_done(&old);
     drop(old);
     end_processes(&gone).await;
 }

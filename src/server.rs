@@ -19,7 +19,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 
 /// Binds `addr` with a listen backlog of 4096 (the kernel caps it at its `somaxconn`): a burst of
 /// new connections waits in the queue instead of overflowing the default 128, where each dropped
@@ -34,14 +34,14 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves until `shutdown` resolves. Each request is served by the generation current when it
 /// arrives (a reload swaps it); the listener's own settings are the first generation's
 /// (`reload.rs` refuses to change them).
-pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<Output = ()>) {
+pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
     let (deadlines, grace) = (deadlines(&gw.cfg.timeouts), gw.cfg.timeouts.shutdown);
     let connections = crate::connections::Table::new(gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
     let (tracker, drain) = (tokio_util::task::TaskTracker::new(), CancellationToken::new());
     let endpoint = crate::service::stack::endpoint(&gw);
     let background = crate::background::spawn(&gw);
-    let (live, stop) = (gw.live.clone(), gw.shutdown.clone());
+    let (live, stop) = (gw.rt.live.clone(), gw.rt.shutdown.clone());
     // Holding the first generation would keep its upstreams alive past a reload's drain.
     drop(gw);
     tokio::pin!(shutdown);
@@ -82,7 +82,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Gateway>, shutdown: impl Future<
     // ended; then the audit log writes the records of everything that finished.
     if let Some(gw) = live.get() {
         gw.close_upstreams().await;
-        gw.audit.close(std::time::Duration::from_secs(2)).await;
+        gw.rt.audit.close(std::time::Duration::from_secs(2)).await;
     }
     live.clear();
 }
@@ -119,7 +119,7 @@ pub(crate) async fn accept(listener: &TcpListener, which: &'static str) -> tokio
 }
 
 /// HTTP/1 and HTTP/2 with the request-head bounds.
-pub(crate) fn connection_builder(gw: &Gateway) -> auto::Builder<TokioExecutor> {
+pub(crate) fn connection_builder(gw: &Generation) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Slowloris: a request head must arrive within header_read_ms; a head over
     // max_header_bytes is refused (431) by hyper.

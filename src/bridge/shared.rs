@@ -1,6 +1,6 @@
 //! Bridge A's handle: everything bridge A uses, and nothing else of the gateway.
 //!
-//! Takes, from the composition root (`gateway.rs`), the config, the upstream client, the
+//! Takes, from the composition root (`gateway/`), the config, the upstream client, the
 //! keys, the governor and Sluice's `serverInfo`; gives the [`Bridge`] every request to a legacy
 //! upstream borrows: the legacy session pool, the parked exchanges, the sealing keys, the
 //! governor's budgets and rules, and the timings bridge A keeps. Refuses nothing.

@@ -25,7 +25,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
 use crate::mcp::{headers as mh, version};
@@ -69,7 +69,7 @@ fn note_legacy(principal: &Principal) {
 }
 
 /// `GET` with a session: the standalone stream (notifications unrelated to a request).
-pub async fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) -> Reply {
+pub async fn get(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Principal) -> Reply {
     note_legacy(principal);
     let Some(s) = shared::session(gw, headers, principal).await else {
         return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
@@ -92,11 +92,11 @@ pub async fn get(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal) 
 }
 
 /// `DELETE` with a session: ends it (later requests with its id get 404).
-pub async fn delete(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Reply {
+pub async fn delete(gw: &Generation, headers: &HeaderMap, principal: &Principal) -> Reply {
     note_legacy(principal);
     match shared::session(gw, headers, principal).await {
         Some(s) => {
-            gw.legacy_sessions.remove(&s.id);
+            gw.rt.legacy_sessions.remove(&s.id);
             shared::ended(gw, &s.id).await;
             Reply::Json(StatusCode::OK, Bytes::new())
         }
@@ -154,7 +154,7 @@ fn note(principal: &Principal, msg: &Message) {
 }
 
 /// A POST on the handshake-era path.
-pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
+pub async fn post(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
     let msg = match read(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -171,7 +171,14 @@ pub async fn post(gw: &Arc<Gateway>, headers: &HeaderMap, principal: &Principal,
 
 /// A message of a session (either transport's) other than `initialize`: answered here, or
 /// relayed through the stages.
-async fn handle(gw: &Arc<Gateway>, s: Arc<LegacySession>, headers: &HeaderMap, principal: &Principal, msg: Message, body: Bytes) -> Reply {
+async fn handle(
+    gw: &Arc<Generation>,
+    s: Arc<LegacySession>,
+    headers: &HeaderMap,
+    principal: &Principal,
+    msg: Message,
+    body: Bytes,
+) -> Reply {
     if let Some(pv) = headers.get(mh::PROTOCOL_VERSION).and_then(|h| h.to_str().ok()) {
         if !version::is_legacy(pv.trim()) {
             return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
@@ -226,7 +233,7 @@ fn subscription(s: &LegacySession, method: &Method, params: &Value, id: &str) ->
 /// replica that sent the request (its id names it, checked against `cluster.id`'s grammar);
 /// 202 either way, as for an answer nobody waits for.
 async fn answered(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     s: &LegacySession,
     headers: &HeaderMap,
     principal: &Principal,
@@ -239,7 +246,7 @@ async fn answered(
     }
     let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, id), &gw.governor.cluster) else { return Reply::Accepted };
     let f = crate::cluster::forward::Forward { owner: owner.as_str(), method: http::Method::POST, headers, principal, body, id: "null" };
-    c.forward(&gw.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted)
+    c.forward(&gw.rt.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted)
 }
 
 /// What a legacy `initialize` settles: the version answered (the one asked for when Sluice
@@ -254,21 +261,21 @@ fn handshake_of(v: &Value) -> session::Handshake {
 
 /// The `InitializeResult` for `version`: the upstreams' discovery (the families they serve,
 /// plus `logging`), Sluice's serverInfo, the instructions.
-fn initialize_result(gw: &Gateway, principal: &Principal, version: &str) -> String {
+fn initialize_result(gw: &Generation, principal: &Principal, version: &str) -> String {
     let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal)).unwrap_or(Value::Null);
     let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
     server_caps["logging"] = json!({});
-    let mut result = json!({"protocolVersion": version, "capabilities": server_caps, "serverInfo": gw.server_info});
+    let mut result = json!({"protocolVersion": version, "capabilities": server_caps, "serverInfo": gw.rt.server_info});
     if let Some(i) = discovered.get("instructions") {
         result["instructions"] = i.clone();
     }
     result.to_string()
 }
 
-async fn initialize(gw: &Arc<Gateway>, principal: &Principal, v: &Value, id: &str) -> Reply {
+async fn initialize(gw: &Arc<Generation>, principal: &Principal, v: &Value, id: &str) -> Reply {
     let h = handshake_of(v);
     crate::dispatch::discover::first_probes(gw, principal).await;
-    let s = gw.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
+    let s = gw.rt.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
     shared::created(gw, &s).await;
     let result = initialize_result(gw, principal, s.version());
     Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result), s.id.clone())

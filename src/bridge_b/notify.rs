@@ -19,12 +19,12 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::LegacySession;
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::listen::hub::Published;
 
 /// The views and the subscription, taken when the stream opens (before its answer goes out).
 pub(super) struct Watch {
-    gw: Arc<Gateway>,
+    gw: Arc<Generation>,
     principal: Principal,
     views: crate::listen::view::Views,
     changes: broadcast::Receiver<Published>,
@@ -33,9 +33,9 @@ pub(super) struct Watch {
 impl Watch {
     /// With visibility rules, only changes to what this principal sees (listen/view.rs); the
     /// views are taken before subscribing, so no change falls between them.
-    pub(super) fn start(gw: &Arc<Gateway>, principal: &Principal) -> Watch {
+    pub(super) fn start(gw: &Arc<Generation>, principal: &Principal) -> Watch {
         let views = crate::listen::view::Views::start(gw, principal);
-        let changes = gw.hub.subscribe();
+        let changes = gw.rt.hub.subscribe();
         Watch { gw: gw.clone(), principal: principal.clone(), views, changes }
     }
 
@@ -45,7 +45,7 @@ impl Watch {
     pub(super) async fn run(self, s: Arc<LegacySession>, tx: mpsc::Sender<Bytes>, keep_alive: Option<Duration>) {
         let Watch { mut gw, principal, mut views, mut changes } = self;
         let revoked = gw.revoked.clone();
-        let want = gw.hub.want(&principal, &s.subscriptions());
+        let want = gw.rt.hub.want(&principal, &s.subscriptions());
         let mut tick = keep_alive.map(|p| tokio::time::interval_at(tokio::time::Instant::now() + p, p));
         loop {
             let change = tokio::select! {
@@ -61,7 +61,7 @@ impl Watch {
                 } => {
                     // Never waits: a full queue has something to send already.
                     let closed = matches!(tx.try_send(Bytes::from_static(b": keep-alive\n\n")), Err(mpsc::error::TrySendError::Closed(_)));
-                    if closed || gw.legacy_sessions.get(&s.id, &s.principal).is_none() {
+                    if closed || gw.rt.legacy_sessions.get(&s.id, &s.principal).is_none() {
                         break;
                     }
                     continue;

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::session::LegacySession;
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::mcp::version;
@@ -99,7 +99,7 @@ fn legacy_final(msg: &Value, id: &str) -> Bytes {
 }
 
 pub(super) async fn forward(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     s: Arc<LegacySession>,
     principal: &Principal,
     method: Method,
@@ -158,7 +158,7 @@ pub(super) async fn forward(
 
 /// Runs the request and its `input_required` rounds; gives the final message body.
 async fn rounds(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     s: &LegacySession,
     principal: &Principal,
     method: &Method,
@@ -217,7 +217,7 @@ fn error_text(code: i64, msg: &str, data: Option<&Value>) -> String {
 /// Sends each input request to the client as a real request on the stream and gathers the
 /// answers (by input key).
 async fn ask_client(
-    gw: &Gateway,
+    gw: &Generation,
     s: &LegacySession,
     requests: &Map<String, Value>,
     tx: &mpsc::Sender<Bytes>,

@@ -50,7 +50,7 @@ fn record(s: &LegacySession) -> String {
     }
 }
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::headers as mh;
 
 fn key(sid: &str) -> String {
@@ -58,7 +58,7 @@ fn key(sid: &str) -> String {
 }
 
 /// Writes a new session's record (with `[cluster]`).
-pub async fn created(gw: &Gateway, s: &LegacySession) {
+pub async fn created(gw: &Generation, s: &LegacySession) {
     let Some(c) = &gw.governor.cluster else { return };
     let (idle, cap) = (gw.cfg.bridge.client_session_idle, gw.cfg.bridge.max_client_sessions_per_principal);
     if c.shared.open_session(&s.id, &s.principal, &record(s), idle, cap).await.is_err() {
@@ -68,7 +68,7 @@ pub async fn created(gw: &Gateway, s: &LegacySession) {
 
 /// Writes back the record of a session this replica holds, when Redis lost it; never over a
 /// tombstone (a session ended elsewhere stays ended).
-async fn restore(gw: &Gateway, s: &LegacySession) {
+async fn restore(gw: &Generation, s: &LegacySession) {
     let Some(c) = &gw.governor.cluster else { return };
     if c.shared.restore_session(&s.id, &s.principal, &record(s), gw.cfg.bridge.client_session_idle).await.is_err() {
         c.unavailable("legacy session");
@@ -76,7 +76,7 @@ async fn restore(gw: &Gateway, s: &LegacySession) {
 }
 
 /// Removes a session's record: it ends on every replica.
-pub async fn ended(gw: &Gateway, sid: &str) {
+pub async fn ended(gw: &Generation, sid: &str) {
     let Some(c) = &gw.governor.cluster else { return };
     if c.shared.put(&key(sid), ENDED, gw.cfg.bridge.client_session_idle).await.is_err() {
         c.unavailable("legacy session");
@@ -84,9 +84,9 @@ pub async fn ended(gw: &Gateway, sid: &str) {
 }
 
 /// The session a request names, held here or adopted from its record.
-pub async fn session(gw: &Gateway, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
+pub async fn session(gw: &Generation, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
     let sid = headers.get(mh::SESSION_ID)?.to_str().ok()?.trim();
-    let sessions = &gw.legacy_sessions;
+    let sessions = &gw.rt.legacy_sessions;
     // A 2024-11-05 HTTP+SSE session is reached only through its own transport (`sse.rs`): its
     // answers go on its stream, which a Streamable HTTP request does not read.
     let Some(c) = &gw.governor.cluster else { return sessions.get(sid, principal.id()).filter(|s| !s.is_sse()) };
@@ -145,14 +145,14 @@ pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_ut
         }
         let Some(gw) = live.get() else { return };
         // A 2024-11-05 HTTP+SSE session lives with its stream on this replica: it has no record.
-        for s in gw.legacy_sessions.all().into_iter().filter(|s| !s.is_sse()) {
+        for s in gw.rt.legacy_sessions.all().into_iter().filter(|s| !s.is_sse()) {
             restore(&gw, &s).await;
         }
     }
 }
 
 /// The id of Sluice's `n`th request to a client: with `[cluster]` it names this replica.
-pub fn request_id(gw: &Gateway, n: u64) -> String {
+pub fn request_id(gw: &Generation, n: u64) -> String {
     match &gw.governor.cluster {
         Some(c) => format!("sluice-{}-{n}", c.id()),
         None => format!("sluice-{n}"),
@@ -171,7 +171,7 @@ pub fn answer_replica(id_json: &str) -> Option<crate::cluster::replica::ReplicaI
 }
 
 /// The replica, other than this one, that waits for the answer with this id (JSON text).
-pub fn waiting_elsewhere(gw: &Gateway, id_json: &str) -> Option<crate::cluster::replica::ReplicaId> {
+pub fn waiting_elsewhere(gw: &Generation, id_json: &str) -> Option<crate::cluster::replica::ReplicaId> {
     let c = gw.governor.cluster.as_ref()?;
     answer_replica(id_json).filter(|r| r.as_str() != c.id())
 }

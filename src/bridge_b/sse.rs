@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use super::{LegacySession, Message};
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
 use crate::respond::{Reply, SseBody};
@@ -50,7 +50,7 @@ pub enum Verb {
 }
 
 /// Whether the request is for this transport (its path is `bridge.sse_path`), and what it asks.
-pub fn serves(gw: &Gateway, parts: &http::request::Parts) -> Option<Verb> {
+pub fn serves(gw: &Generation, parts: &http::request::Parts) -> Option<Verb> {
     if parts.uri.path() != gw.cfg.bridge.sse_path {
         return None;
     }
@@ -77,7 +77,7 @@ fn not_allowed() -> Reply {
 }
 
 /// Serves an authenticated request to the transport's path.
-pub async fn serve(gw: &Arc<Gateway>, verb: Verb, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
+pub async fn serve(gw: &Arc<Generation>, verb: Verb, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
     match verb {
         Verb::Open => open(gw, principal),
         Verb::Send => post(gw, parts, principal, body).await,
@@ -92,9 +92,9 @@ pub const QUEUE: usize = 64;
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `GET`: a new session, and its stream opening with the `endpoint` event.
-pub fn open(gw: &Arc<Gateway>, principal: &Principal) -> Reply {
+pub fn open(gw: &Arc<Generation>, principal: &Principal) -> Reply {
     super::note_legacy(principal);
-    let permit = match gw.streams.acquire(principal.id()) {
+    let permit = match gw.rt.streams.acquire(principal.id()) {
         Ok(p) => p,
         Err(r) => return refused(principal, "null", &r),
     };
@@ -102,12 +102,12 @@ pub fn open(gw: &Arc<Gateway>, principal: &Principal) -> Reply {
     // are moved to: the move stops, closing the stream, whenever the session ends.
     let (queue, queued) = mpsc::channel(QUEUE);
     let (tx, rx) = mpsc::channel(1);
-    let s = gw.legacy_sessions.open_sse(principal.id(), queue.clone());
+    let s = gw.rt.legacy_sessions.open_sse(principal.id(), queue.clone());
     // A path on the stream's own origin (clients resolve it against the stream's URL); the id
     // is URL-safe as it stands (`s2.` and base64url).
     let _ = tx.try_send(Bytes::from(format!("event: endpoint\ndata: {}?session_id={}\n\n", gw.cfg.bridge.sse_path, s.id)));
     let watch = super::notify::Watch::start(gw, principal);
-    let (sessions, lifetime) = (gw.legacy_sessions.clone(), gw.cfg.bridge.sse_session_max);
+    let (sessions, lifetime) = (gw.rt.legacy_sessions.clone(), gw.cfg.bridge.sse_session_max);
     let keep_alive = KEEP_ALIVE.min(gw.cfg.bridge.client_session_idle / 3).max(Duration::from_millis(10));
     tokio::spawn(async move {
         let (id, ended) = (s.id.clone(), s.ended.clone());
@@ -139,7 +139,7 @@ async fn pump(mut queued: mpsc::Receiver<Bytes>, tx: mpsc::Sender<Bytes>) {
 }
 
 /// `POST ?session_id=…`: one message of the session, answered 202; its answer goes on the stream.
-pub async fn post(gw: &Arc<Gateway>, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
+pub async fn post(gw: &Arc<Generation>, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
     let msg = match super::read(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -149,7 +149,7 @@ pub async fn post(gw: &Arc<Gateway>, parts: &http::request::Parts, principal: &P
     let id = msg.id.clone();
     // A call holds a place among the open streams while it runs (its frames are a stream's).
     let call = msg.v.get("id").is_some() && msg.method.as_ref().is_some_and(Method::may_ask);
-    let place = match call.then(|| gw.streams.acquire(principal.id())) {
+    let place = match call.then(|| gw.rt.streams.acquire(principal.id())) {
         Some(Err(r)) => return send(&stream, refused(principal, &id, &r)).await,
         Some(Ok(p)) => Some(p),
         None => None,
@@ -171,16 +171,16 @@ pub async fn post(gw: &Arc<Gateway>, parts: &http::request::Parts, principal: &P
 }
 
 /// The session `session_id` names in the query, if it is this principal's and this transport's.
-fn session_of(gw: &Gateway, query: Option<&str>, principal: &Principal) -> Option<(Arc<LegacySession>, mpsc::Sender<Bytes>)> {
+fn session_of(gw: &Generation, query: Option<&str>, principal: &Principal) -> Option<(Arc<LegacySession>, mpsc::Sender<Bytes>)> {
     let id = query?.split('&').find_map(|kv| kv.strip_prefix("session_id="))?;
-    let s = gw.legacy_sessions.get(id, principal.id())?;
+    let s = gw.rt.legacy_sessions.get(id, principal.id())?;
     let stream = s.sse_stream.clone()?;
     Some((s, stream))
 }
 
 /// `initialize` on this transport: settles the session's handshake (once), answered as on
 /// Streamable HTTP but with no new session (the stream's is the session).
-fn initialize(gw: &Gateway, s: &LegacySession, principal: &Principal, msg: &Message) -> Reply {
+fn initialize(gw: &Generation, s: &LegacySession, principal: &Principal, msg: &Message) -> Reply {
     let h = super::handshake_of(&msg.v);
     let version = h.version.clone();
     if !s.initialize(h) {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
@@ -38,14 +38,14 @@ pub async fn report_changes(live: Weak<crate::gateway::Live>, mut rx: mpsc::Rece
             for k in a.change.kinds() {
                 gw.invalidate(&a.upstream, *k).await;
             }
-            gw.hub.publish(&a.upstream.name, a.change, a.at);
+            gw.rt.hub.publish(&a.upstream.name, a.change, a.at);
         });
     }
 }
 
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
-pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.changes.clone()).await {
+pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
+    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.rt.changes.clone()).await {
         Ok(lease) => {
             // Sluice's own sessions serve no call: asks on their GET stream are refused there.
             lease.session.set_leased(false);
@@ -102,7 +102,7 @@ pub async fn probe(gw: &Arc<Gateway>, up: &Arc<Upstream>) -> Status {
 /// process itself) is [`LegacySide::Sessions`]; one without is [`LegacySide::Stateless`]. The
 /// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
 /// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
-pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
+pub async fn handshakes(gw: &Arc<Generation>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
     let quiet = ListChanged::nowhere();
     match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
         Ok(lease) => {
@@ -136,17 +136,20 @@ pub async fn handshakes(gw: &Arc<Gateway>, up: &Arc<Upstream>, was: LegacySide) 
 
 /// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
 pub async fn internal_call(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     up: &Arc<Upstream>,
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease = gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.changes.clone()).await.map_err(|e| e.to_string())?;
+    let lease = gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.rt.changes.clone()).await.map_err(|e| e.to_string())?;
     lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
-    let bytes =
-        lease.session.request(&gw.client, id, Bytes::from(body.to_string()), gw.cfg.timeouts.response).await.map_err(|e| e.to_string())?;
+    let bytes = lease
+        .session
+        .request(&gw.rt.client, id, Bytes::from(body.to_string()), gw.cfg.timeouts.response)
+        .await
+        .map_err(|e| e.to_string())?;
     let msg =
         Incoming::parse(&bytes).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
     match (msg.result, msg.error) {

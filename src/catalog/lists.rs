@@ -20,7 +20,7 @@ use crate::upstream::Upstream;
 
 /// Fetches all pages of one list from one upstream.
 pub async fn fetch(
-    gw: &std::sync::Arc<crate::gateway::Gateway>,
+    gw: &std::sync::Arc<crate::gateway::Generation>,
     up: &std::sync::Arc<Upstream>,
     kind: ListKind,
 ) -> Result<ListTable, String> {

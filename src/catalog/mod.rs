@@ -13,15 +13,15 @@ pub mod reprobe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::route::table::{ListKind, ListTable};
 use crate::upstream::Upstream;
 
-impl Gateway {
+impl Generation {
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
         self.probe_each(&self.upstreams).await;
-        self.ready.send_replace(true);
+        self.rt.ready.send_replace(true);
     }
 
     /// Probes each of `ups` and fetches the lists of those found healthy, all at once; starts

@@ -13,22 +13,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::upstream::health::{REPROBE_FIRST, REPROBE_GAP};
 use crate::upstream::Upstream;
 
 /// Starts `up`'s re-prober (once per upstream).
-pub fn start(gw: &Arc<Gateway>, up: &Arc<Upstream>) {
+pub fn start(gw: &Arc<Generation>, up: &Arc<Upstream>) {
     if !up.health.reprober.swap(true, std::sync::atomic::Ordering::AcqRel) {
         tokio::spawn(run(gw.clone(), up.clone()));
     }
 }
 
-async fn run(mut gw: Arc<Gateway>, up: Arc<Upstream>) {
+async fn run(mut gw: Arc<Generation>, up: Arc<Upstream>) {
     loop {
         // Until it goes down (or a call asks for a probe).
         tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
+            _ = gw.rt.shutdown.cancelled() => return,
             _ = up.retired.cancelled() => return,
             _ = up.health.wake.notified() => {}
         }
@@ -44,13 +44,13 @@ async fn run(mut gw: Arc<Gateway>, up: Arc<Upstream>) {
                 break;
             }
             tokio::select! {
-                _ = gw.shutdown.cancelled() => return,
+                _ = gw.rt.shutdown.cancelled() => return,
                 _ = up.retired.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
                 // A call asked: at once, unless a probe started less than REPROBE_GAP ago.
                 _ = up.health.wake.notified() => {
                     tokio::select! {
-                        _ = gw.shutdown.cancelled() => return,
+                        _ = gw.rt.shutdown.cancelled() => return,
                         _ = tokio::time::sleep(up.health.next_asked_probe()) => {}
                     }
                 }

@@ -25,7 +25,7 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Envelope;
 use crate::state::{self, Kind, StateError};
 
@@ -49,7 +49,7 @@ pub enum Refused {
 
 /// Decides whether the forward `body` (with `headers`, for `principal`) is a continuation this
 /// replica owns.
-pub fn admit(gw: &Gateway, headers: &HeaderMap, body: &Bytes, principal: &Principal) -> Result<Admitted, Refused> {
+pub fn admit(gw: &Generation, headers: &HeaderMap, body: &Bytes, principal: &Principal) -> Result<Admitted, Refused> {
     let me = gw.governor.cluster.as_ref().map(|c| c.id()).ok_or(Refused::NotOwned("this replica has no [cluster]"))?;
     if crate::mcp::jsonrpc::nests_deeper_than(body, gw.cfg.limits.max_json_depth) {
         return Err(Refused::NotOwned("nested deeper than limits.max_json_depth"));
@@ -90,7 +90,7 @@ fn answer(headers: &HeaderMap, body: &[u8], me: &str) -> Result<Admitted, Refuse
 }
 
 /// A 2026-07-28 retry of a bridge A round parked here, for this principal.
-fn continuation(gw: &Gateway, body: &Bytes, principal: &Principal, me: &str) -> Result<Admitted, Refused> {
+fn continuation(gw: &Generation, body: &Bytes, principal: &Principal, me: &str) -> Result<Admitted, Refused> {
     let env = Envelope::parse_prechecked(body.clone()).map_err(|_| Refused::NotOwned("not a JSON-RPC request"))?;
     if env.is_notification() {
         return Err(Refused::NotOwned("a notification"));

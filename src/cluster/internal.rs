@@ -112,7 +112,7 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
     crate::connections::authenticated(&parts.extensions);
     // From here the forward is a request: it gets an audit record here too, naming the replica
     // the client talked to, whatever becomes of it.
-    let guard = crate::audit::AuditGuard::unmetered(&gw.audit, bytes.len() as u64);
+    let guard = crate::audit::AuditGuard::unmetered(&gw.rt.audit, bytes.len() as u64);
     let reply = crate::audit::scope(guard.record(), async {
         crate::audit::note(|r| {
             r.forwarded_from = Some(from.to_string());
@@ -199,13 +199,13 @@ fn audited(guard: crate::audit::AuditGuard, reply: Reply) -> Reply {
 
 /// Binds `cluster.listen`, serves forwards on it and keeps this replica registered, until the
 /// gateway shuts down. Refuses (a startup error) a listener that cannot be bound.
-pub fn start(gw: &Arc<crate::gateway::Gateway>) -> Result<(), String> {
+pub fn start(gw: &Arc<crate::gateway::Generation>) -> Result<(), String> {
     let Some(c) = gw.governor.cluster.clone() else { return Ok(()) };
     let listener = crate::server::bind(c.cfg.listen).map_err(|e| format!("cannot bind cluster.listen {}: {e}", c.cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| format!("cluster.listen: {e}"))?;
     let url = c.bound(addr).to_owned();
     tracing::info!(replica = %c.id(), internal = %addr, advertise = %url, "cluster internal listener up");
-    tokio::spawn(serve(listener, gw.live.clone(), gw.shutdown.clone()));
-    tokio::spawn(c.heartbeat(gw.shutdown.clone()));
+    tokio::spawn(serve(listener, gw.rt.live.clone(), gw.rt.shutdown.clone()));
+    tokio::spawn(c.heartbeat(gw.rt.shutdown.clone()));
     Ok(())
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::method::Method;
 use crate::upstream::error::Unavailable;
 use crate::upstream::Upstream;
@@ -20,7 +20,7 @@ use crate::validate::check_method;
 
 /// Refuses `method` as the module says; `also(cap)`: whether something else serves the family
 /// (a round's retry for an upstream a reload retired).
-pub async fn check(gw: &Gateway, method: &Method, also: impl Fn(&str) -> bool) -> Result<(), GatewayError> {
+pub async fn check(gw: &Generation, method: &Method, also: impl Fn(&str) -> bool) -> Result<(), GatewayError> {
     let served = |cap: &str| gw.serves(cap) || also(cap);
     let Err(not_served) = check_method(method, served) else { return Ok(()) };
     let Some(Some(cap)) = method.capability() else { return Err(not_served.into()) };
@@ -51,7 +51,7 @@ pub fn unavailable<'a>(what: &str, down: impl Iterator<Item = &'a Upstream>) -> 
 
 /// For a routed call: `Ok` when `up` is up, after a probe of it the call waits for when it is
 /// down (see the module); the 503 refusal naming it otherwise.
-pub async fn up_now(gw: &Gateway, up: &Upstream, what: &str) -> Result<(), GatewayError> {
+pub async fn up_now(gw: &Generation, up: &Upstream, what: &str) -> Result<(), GatewayError> {
     if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &gw.cfg.timeouts)).await {
         return Ok(());
     }

@@ -8,14 +8,14 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::version;
 
 /// Waits for the first probe of every upstream `principal` may reach that was never probed
 /// (at most `timeouts.connect_ms` in all: a server still starting is then reported as it is),
 /// so a client's first `server/discover` or `initialize` right after Sluice starts sees the
 /// families its upstreams serve, not an empty set. Costs nothing once they all were probed.
-pub async fn first_probes(gw: &Gateway, principal: &crate::auth::Principal) {
+pub async fn first_probes(gw: &Generation, principal: &crate::auth::Principal) {
     let fresh: Vec<_> = gw.reachable(principal).filter(|u| !u.status().probed).collect();
     if !fresh.is_empty() {
         let within = gw.cfg.timeouts.connect;
@@ -24,7 +24,7 @@ pub async fn first_probes(gw: &Gateway, principal: &crate::auth::Principal) {
 }
 
 /// The discover result JSON.
-pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
+pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
     let mut caps = Map::new();
     let mut ttl: Option<u64> = None;
     let mut public = true;
@@ -70,7 +70,7 @@ pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
         "capabilities": caps,
         "ttlMs": ttl.unwrap_or(0),
         "cacheScope": if public && !healthy.is_empty() && !gw.auth.scoped() && !gw.governor.has_visibility() { "public" } else { "private" },
-        "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info},
+        "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info},
     });
     if !instructions.is_empty() {
         out["instructions"] = instructions.join("\n\n").into();
@@ -81,7 +81,7 @@ pub fn result(gw: &Gateway, principal: &crate::auth::Principal) -> String {
 /// With visibility rules loaded, leaves out every family of which the principal sees no item
 /// (whether hiding emptied it or it was empty: the two must look the same).
 fn drop_hidden_families(
-    gw: &Gateway,
+    gw: &Generation,
     principal: &crate::auth::Principal,
     healthy: &[&std::sync::Arc<crate::upstream::Upstream>],
     caps: &mut Map<String, Value>,
@@ -98,7 +98,7 @@ fn drop_hidden_families(
 
 /// Whether the principal sees any item of `up`'s `kinds` lists.
 fn sees_any(
-    gw: &Gateway,
+    gw: &Generation,
     principal: &crate::auth::Principal,
     up: &crate::upstream::Upstream,
     kinds: &[crate::route::table::ListKind],
@@ -112,7 +112,7 @@ fn sees_any(
 
 /// Whether `hide` rules hide every item the upstream lists from the principal (then its
 /// instructions, which may name them, are left out too).
-fn all_hidden(gw: &Gateway, principal: &crate::auth::Principal, up: &crate::upstream::Upstream) -> bool {
+fn all_hidden(gw: &Generation, principal: &crate::auth::Principal, up: &crate::upstream::Upstream) -> bool {
     use crate::route::table::ListKind;
     let listed = ListKind::ALL.iter().any(|k| !up.list(*k).items.is_empty());
     gw.governor.has_visibility() && listed && !sees_any(gw, principal, up, &ListKind::ALL)

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::target::Target;
 use crate::auth::Principal;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
@@ -54,7 +54,7 @@ fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> B
 /// Opens the request's `requestState`, if it carries one.
 /// The state must also name the upstream the request routes to now: a state one upstream's
 /// round earned never carries its answers to another (one that started to list the same URI).
-pub fn open_state(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
+pub fn open_state(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
     match env.param_str("requestState") {
         None => Ok(None),
         Some(Err(())) => Err(state_error(StateError::Tampered)),
@@ -71,7 +71,7 @@ pub fn open_state(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principa
 
 /// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
 /// its exchange gone.
-async fn consume(gw: &Gateway, sealed: &Sealed) -> Result<(), GatewayError> {
+async fn consume(gw: &Generation, sealed: &Sealed) -> Result<(), GatewayError> {
     let nonce = sealed.handle.as_deref().ok_or_else(|| state_error(StateError::Tampered))?;
     if gw.governor.consume_state(nonce, sealed.expires_ms).await.map_err(GatewayError::Refused)? {
         Ok(())
@@ -86,7 +86,7 @@ fn annotations(t: &Target) -> (bool, bool) {
 }
 
 /// Applies the rules to a tool call before it reaches the upstream.
-pub async fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
+pub async fn gate(gw: &Generation, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
     if env.method != Method::ToolsCall {
         return Ok(Gate::Go);
     }
@@ -125,7 +125,7 @@ pub async fn gate(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, princip
 /// Counts a tool call against its `[[quota]]`, once per call: at its first request. A retry
 /// that carries a `requestState` continues a call already counted (a state exists only for a
 /// counted call, is bound to it and is single use; a forged one is refused further on).
-async fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
+async fn charge_quota(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
     let quotas = &gw.governor.quotas;
     if quotas.is_empty() || matches!(env.param_str("requestState"), Some(Ok(_))) {
         return Ok(());
@@ -139,7 +139,14 @@ async fn charge_quota(gw: &Gateway, env: &Envelope, t: &Target, principal: &Prin
     })
 }
 
-async fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal, rule: String) -> Result<Gate, GatewayError> {
+async fn approve(
+    gw: &Generation,
+    env: &Envelope,
+    meta: &Meta,
+    t: &Target,
+    principal: &Principal,
+    rule: String,
+) -> Result<Gate, GatewayError> {
     if let Some(sealed) = open_state(gw, env, t, principal)? {
         if sealed.kind != Kind::Approval {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
@@ -164,13 +171,13 @@ async fn approve(gw: &Gateway, env: &Envelope, meta: &Meta, t: &Target, principa
     Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, 1)))
 }
 
-fn ask_approval(gw: &Gateway, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
+fn ask_approval(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
     let bound = bound(env, t, principal, state::params_digest(env.members()));
     let expires = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
     let sealed = Sealed { extra: Some(rule.clone()), ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica) };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
-        "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+        "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
     Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))
 }
 
@@ -189,7 +196,7 @@ pub struct ModernRetry {
 
 /// Opens a modern retry's state and enforces the round cap.
 pub async fn modern_retry(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
@@ -232,7 +239,7 @@ pub async fn modern_retry(
                 next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
                 let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": gw.bridge.keys.seal(&next),
-                    "_meta": {crate::mcp::META_SERVER_INFO: gw.server_info}});
+                    "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
                 Ok(Err(Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))))
             }
         };
@@ -242,7 +249,7 @@ pub async fn modern_retry(
 
 /// The sealing template of the next modern round.
 pub fn next_seal(
-    gw: &Gateway,
+    gw: &Generation,
     env: &Envelope,
     t: &Target,
     principal: &Principal,

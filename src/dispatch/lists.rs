@@ -12,13 +12,18 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{result_body, Envelope};
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 
 /// Serves one federated list.
-pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal: &crate::auth::Principal) -> Result<Reply, GatewayError> {
+pub async fn serve(
+    gw: &Arc<Generation>,
+    env: &Envelope,
+    kind: ListKind,
+    principal: &crate::auth::Principal,
+) -> Result<Reply, GatewayError> {
     if env.param("cursor").is_some_and(|c| c != "null") {
         return Err(GatewayError::InvalidParams(
             "invalid cursor: Sluice returns each list in one page; call again without a cursor".into(),
@@ -67,7 +72,7 @@ pub async fn serve(gw: &Arc<Gateway>, env: &Envelope, kind: ListKind, principal:
     }
     let scope = if public && any { "public" } else { "private" };
     let ttl = if ttl == u64::MAX { 0 } else { ttl };
-    let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.server_info});
+    let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.rt.server_info});
     out.push_str(&format!("],\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\",\"_meta\":{meta}}}"));
     Ok(Reply::Json(http::StatusCode::OK, result_body(env.id_json(), &out)))
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::listen::{client_listen, Filter};
 use crate::mcp::method::Method;
 use crate::respond::Reply;
@@ -26,7 +26,7 @@ pub mod target;
 pub use target::Target;
 
 /// Answers a validated request.
-pub async fn dispatch(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>) -> Result<Reply, GatewayError> {
+pub async fn dispatch(gw: &Arc<Generation>, ctx: &RequestCtx<'_>) -> Result<Reply, GatewayError> {
     let (env, principal) = (&ctx.env, ctx.principal);
     let id = env.id_json();
     match &env.method {

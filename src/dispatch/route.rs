@@ -14,7 +14,7 @@ pub use super::target::Target;
 use crate::auth::Principal;
 use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
 use crate::policy::visibility::{Listed, Viewer};
@@ -35,9 +35,9 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 /// looks at the request) as the round of an upstream's call (not an approval round: no call
 /// starts on a removed upstream) and leads to the upstream the reload retired. Everything else
 /// is routed by this generation only.
-pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
+pub async fn resolve(gw: &Arc<Generation>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     let current = resolve_in(gw, env, principal).await;
-    if !gw.live.draining() || env.param("requestState").is_none() {
+    if !gw.rt.live.draining() || env.param("requestState").is_none() {
         return current;
     }
     let Some(upstream) = (match &current {
@@ -58,7 +58,7 @@ pub async fn resolve(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -
 }
 
 /// The upstream a continuation round state names, when the request carries one that opens.
-fn continuing(gw: &Gateway, env: &Envelope, principal: &Principal) -> Option<String> {
+fn continuing(gw: &Generation, env: &Envelope, principal: &Principal) -> Option<String> {
     let token = env.param_str("requestState")?.ok()?;
     let digest = crate::state::params_digest(env.members());
     let name = super::govern::bound_name(env);
@@ -67,8 +67,8 @@ fn continuing(gw: &Gateway, env: &Envelope, principal: &Principal) -> Option<Str
 }
 
 /// The request routed by a draining generation to `upstream`, retired by a reload.
-async fn on_retired(gw: &Gateway, env: &Envelope, principal: &Principal, upstream: &str) -> Option<Target> {
-    for old in gw.live.retired() {
+async fn on_retired(gw: &Generation, env: &Envelope, principal: &Principal, upstream: &str) -> Option<Target> {
+    for old in gw.rt.live.retired() {
         if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
             if t.up.name == upstream && t.up.retired.is_cancelled() {
                 return Some(t);
@@ -78,7 +78,7 @@ async fn on_retired(gw: &Gateway, env: &Envelope, principal: &Principal, upstrea
     None
 }
 
-async fn resolve_in(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
+async fn resolve_in(gw: &Arc<Generation>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method {
         Method::ToolsCall => {
@@ -111,12 +111,12 @@ async fn resolve_in(gw: &Arc<Gateway>, env: &Envelope, principal: &Principal) ->
 
 /// Whether `principal` sees the `kind` item `key` of `up` (`hide` and `show` rules): a hidden
 /// one is answered as an unknown one, so its existence does not leak.
-fn shown(gw: &Gateway, principal: &Principal, up: &Upstream, kind: ListKind, key: &str, hints: ToolHints) -> bool {
+fn shown(gw: &Generation, principal: &Principal, up: &Upstream, kind: ListKind, key: &str, hints: ToolHints) -> bool {
     gw.governor.shows(&Viewer::of(principal), &up.name, &Listed { kind, key, hints })
 }
 
 /// `Ok` when `up` is up (probed now when it is down: `available::up_now`), else 503.
-async fn healthy(gw: &Gateway, up: &Upstream, kind: ListKind) -> Result<(), GatewayError> {
+async fn healthy(gw: &Generation, up: &Upstream, kind: ListKind) -> Result<(), GatewayError> {
     let what = match kind {
         ListKind::Tools => Method::ToolsCall,
         ListKind::Prompts => Method::PromptsGet,
@@ -125,7 +125,7 @@ async fn healthy(gw: &Gateway, up: &Upstream, kind: ListKind) -> Result<(), Gate
     super::available::up_now(gw, up, what.as_str()).await
 }
 
-async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
+async fn named(gw: &Arc<Generation>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
     let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
     // A name longer than a request head could mirror in Mcp-Name is not one a modern client
     // can send; refused before any table, rule or quota looks at it (bridge B's requests carry
@@ -182,7 +182,7 @@ async fn named(gw: &Arc<Gateway>, kind: ListKind, public: &str, principal: &Prin
 
 /// The upstream that lists `u` (or a template matching it) as the principal sees it: a
 /// hidden resource, or a URI of a hidden template or one a `hide` rule names, is not found.
-fn find_uri(gw: &Gateway, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
+fn find_uri(gw: &Generation, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
     let seen = |up: &Upstream, kind, key: &str| shown(gw, principal, up, kind, key, ToolHints::default());
     let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some() && seen(up, ListKind::Resources, u));
     exact
@@ -195,7 +195,7 @@ fn find_uri(gw: &Gateway, u: &str, principal: &Principal) -> Option<Arc<Upstream
         .cloned()
 }
 
-async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
+async fn by_uri(gw: &Arc<Generation>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
     // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
     // on the modern wire; refusing it bounds template matching on every path.
     if u.len() > gw.cfg.limits.max_header_bytes {
@@ -224,7 +224,7 @@ async fn by_uri(gw: &Arc<Gateway>, u: &str, principal: &Principal) -> Result<Tar
 
 /// Forwards a routed request to a modern upstream with the upstream's own name (the era
 /// switch is `link::call`'s).
-pub async fn forward(gw: &Arc<Gateway>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+pub async fn forward(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
     let retry = match super::govern::modern_retry(gw, env, t, principal).await? {
         Ok(r) => r,

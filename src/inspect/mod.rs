@@ -20,7 +20,7 @@ use std::path::Path;
 
 use crate::auth::Principal;
 use crate::config::{redact_text, Config, Overrides};
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 
 pub use report::report;
 
@@ -52,15 +52,15 @@ pub async fn check(path: Option<&Path>, over: &Overrides, principal: Option<&str
         let head = lines(&summary::verdict(&cfg, &auth, warnings.len()), &warnings);
         return Checked { text: format!("{head}\n{CONFIG_HEADER}\n{}", cfg.redacted()), refused: None };
     };
-    let summary_of = |gw: &Gateway, n: usize| summary::verdict(&gw.cfg, &gw.auth, n);
-    let gw = match Gateway::new(cfg) {
+    let summary_of = |gw: &Generation, n: usize| summary::verdict(&gw.cfg, &gw.auth, n);
+    let gw = match Generation::new(cfg) {
         Ok(gw) => gw,
         Err(e) => return Checked::refused(&e),
     };
     let p = self::principal(&gw, id, groups);
     warnings.extend(summary::principal_warnings(&gw, &p, !groups.is_empty()));
     let body = report(&gw, &p).await;
-    gw.shutdown.cancel();
+    gw.rt.shutdown.cancel();
     gw.close_upstreams().await;
     Checked { text: format!("{}{}", lines(&summary_of(&gw, warnings.len()), &warnings), redact_text(&body)), refused: None }
 }
@@ -86,7 +86,7 @@ impl Checked {
 /// groups and scopes, with the `groups` given instead when there are any; an id no key names (a
 /// JWT subject) has no scopes, so upstreams with `required_scopes` are reported as not
 /// reachable for it.
-pub fn principal(gw: &Gateway, id: &str, groups: &[String]) -> Principal {
+pub fn principal(gw: &Generation, id: &str, groups: &[String]) -> Principal {
     let key = gw.auth.key_principals().find(|k| k.id == id);
     Principal {
         id: id.to_owned(),

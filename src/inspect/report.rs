@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::method::Method;
 use crate::policy::visibility::{Listed, Viewer};
 use crate::policy::{Effect, Rules, Subject};
@@ -22,7 +22,7 @@ use crate::route::table::{Item, ListKind};
 use crate::upstream::Upstream;
 
 /// Probes the upstreams and reports what `p` sees of each list and what each tool does.
-pub async fn report(gw: &Arc<Gateway>, p: &Principal) -> String {
+pub async fn report(gw: &Arc<Generation>, p: &Principal) -> String {
     gw.probe_all().await;
     let rules = gw.governor.rules();
     let mut out = String::new();
@@ -49,7 +49,7 @@ pub async fn report(gw: &Arc<Gateway>, p: &Principal) -> String {
 }
 
 /// One item: whether `p` sees it and why, and for a tool what a call of it does.
-fn line(gw: &Gateway, rules: &Rules, p: &Principal, up: &Upstream, kind: ListKind, item: &Item) -> String {
+fn line(gw: &Generation, rules: &Rules, p: &Principal, up: &Upstream, kind: ListKind, item: &Item) -> String {
     let listed = Listed { kind, key: &item.key, hints: item.hints };
     let (word, why) = match rules.visibility_rule(&Viewer::of(p), &up.name, &listed) {
         None => ("shown", "no rule".to_owned()),
@@ -67,7 +67,7 @@ fn line(gw: &Gateway, rules: &Rules, p: &Principal, up: &Upstream, kind: ListKin
 
 /// What a call of a tool `p` sees does: the call rule that decides it, and the quota that
 /// counts it (none for a denied call, which is never counted).
-fn call(gw: &Gateway, rules: &Rules, p: &Principal, up: &Upstream, item: &Item) -> String {
+fn call(gw: &Generation, rules: &Rules, p: &Principal, up: &Upstream, item: &Item) -> String {
     let d = rules.judge(&Subject {
         principal: p.id(),
         groups: &p.groups,

@@ -7,7 +7,7 @@
 
 use crate::auth::{Authenticator, Principal};
 use crate::config::Config;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 
 /// The most principal ids a warning lists.
 const MAX_NAMED: usize = 10;
@@ -66,7 +66,7 @@ pub(super) fn warnings(cfg: &Config) -> Vec<String> {
 
 /// What `--principal` deserves a warning for: no credential names it, or it lacks the scopes
 /// every request needs.
-pub(super) fn principal_warnings(gw: &Gateway, p: &Principal, groups_given: bool) -> Vec<String> {
+pub(super) fn principal_warnings(gw: &Generation, p: &Principal, groups_given: bool) -> Vec<String> {
     let auth = &gw.auth;
     let mut out = Vec::new();
     let mut ids: Vec<&str> = auth.key_principals().map(|k| k.id.as_str()).collect();

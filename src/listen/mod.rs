@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::method::Method;
 use crate::mcp::sse;
@@ -29,12 +29,12 @@ pub(crate) mod view;
 pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
 /// Keeps one listen stream open to `up` until shutdown.
-pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
+pub async fn upstream_listen(gw: Arc<Generation>, up: Arc<Upstream>) {
     let mut gw = gw;
     loop {
         // Until shutdown, or a reload retires this upstream; on the current generation.
         gw = gw.latest();
-        if gw.shutdown.is_cancelled() || up.retired.is_cancelled() {
+        if gw.rt.shutdown.is_cancelled() || up.retired.is_cancelled() {
             return;
         }
         // Legacy upstreams report list changes on their sessions' GET streams instead.
@@ -46,7 +46,7 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
             tokio::pin!(once);
             loop {
                 tokio::select! {
-                    _ = gw.shutdown.cancelled() => return,
+                    _ = gw.rt.shutdown.cancelled() => return,
                     _ = up.retired.cancelled() => return,
                     // Re-subscribe only when this upstream's own URI set changed.
                     _ = gw.hub_changed() => if wanted_by(&gw, &up) != uris { break },
@@ -61,7 +61,7 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
             }
         }
         tokio::select! {
-            _ = gw.shutdown.cancelled() => return,
+            _ = gw.rt.shutdown.cancelled() => return,
             _ = up.retired.cancelled() => return,
             _ = tokio::time::sleep(pause) => {}
         }
@@ -71,15 +71,15 @@ pub async fn upstream_listen(gw: Arc<Gateway>, up: Arc<Upstream>) {
 /// Holds one upstream listen stream; `false` when the upstream does not offer one.
 /// The URIs `up` is to be told of: only for principals that may reach it, and only what it
 /// serves (a URI no upstream lists or matches goes to every upstream such a principal may reach).
-fn wanted_by(gw: &Gateway, up: &Upstream) -> Vec<String> {
+fn wanted_by(gw: &Generation, up: &Upstream) -> Vec<String> {
     let lists = |o: &Upstream, u: &str| {
         o.list(ListKind::Resources).by_key(u).is_some()
             || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
     };
-    gw.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))))
+    gw.rt.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))))
 }
 
-async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> bool {
+async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) -> bool {
     let mut filter = Map::new();
     for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
         if up.serves(cap) {
@@ -93,7 +93,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
     let headers = modern_headers(&up.modern_base, Method::SubscriptionsListen.as_str(), None);
-    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.client, headers, body, None).await else {
+    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.rt.client, headers, body, None).await else {
         return false;
     };
     loop {
@@ -119,7 +119,7 @@ async fn listen_once(gw: &Arc<Gateway>, up: &Arc<Upstream>, uris: &[String]) -> 
         for kind in change.kinds() {
             gw.invalidate(up, *kind).await;
         }
-        gw.hub.publish(&up.name, change, announced);
+        gw.rt.hub.publish(&up.name, change, announced);
     }
     true
 }
@@ -202,11 +202,11 @@ impl Filter {
 
 /// Runs one client listen: acknowledgement, then matching notifications, then on shutdown the
 /// listen result. Returns the SSE receiver for the response.
-pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: crate::auth::Principal) -> mpsc::Receiver<Bytes> {
+pub fn client_listen(gw: Arc<Generation>, id: String, honoured: Filter, principal: crate::auth::Principal) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(64);
     // The views first, then the subscription: no change falls between them.
     let mut views = view::Views::start(&gw, &principal);
-    let mut changes = gw.hub.subscribe();
+    let mut changes = gw.rt.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
@@ -220,7 +220,7 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
                 // At shutdown, or once a reload changed who may authenticate: the listen result,
                 // and the client listens again (with credentials that hold).
                 _ = ended(&gw, &revoked) => {
-                    let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: gw.server_info}});
+                    let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
                     let _ = tx.send(sse::frame(&jsonrpc::result_body(&id, &result.to_string()))).await;
                     return;
                 }
@@ -246,20 +246,20 @@ pub fn client_listen(gw: Arc<Gateway>, id: String, honoured: Filter, principal: 
 
 /// Resolves at shutdown, or once a reload revoked the credentials of the generation `revoked`
 /// was taken from.
-pub(crate) async fn ended(gw: &Gateway, revoked: &tokio_util::sync::CancellationToken) {
+pub(crate) async fn ended(gw: &Generation, revoked: &tokio_util::sync::CancellationToken) {
     tokio::select! {
-        _ = gw.shutdown.cancelled() => {}
+        _ = gw.rt.shutdown.cancelled() => {}
         _ = revoked.cancelled() => {}
     }
 }
 
-impl Gateway {
+impl Generation {
     async fn hub_changed(&self) {
-        self.hub.changed.notified().await
+        self.rt.hub.changed.notified().await
     }
 
     fn hub_arc(&self) -> Arc<Hub> {
-        self.hub.clone()
+        self.rt.hub.clone()
     }
 }
 

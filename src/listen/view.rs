@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use super::{Change, Published};
 use crate::auth::Principal;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::policy::visibility::{Listed, Viewer};
 use crate::route::table::{ListKind, ToolHints};
 
@@ -39,7 +39,7 @@ fn kinds(c: &Change) -> &'static [ListKind] {
 
 impl Views {
     /// The views at the listen's start, for every upstream the principal reaches.
-    pub(crate) fn start(gw: &Gateway, p: &Principal) -> Views {
+    pub(crate) fn start(gw: &Generation, p: &Principal) -> Views {
         let mut v = Views::default();
         if gw.governor.has_visibility() {
             for up in gw.reachable(p) {
@@ -54,7 +54,7 @@ impl Views {
     /// Records the current view of `upstream`'s `kind` list; gives whether it differs from the
     /// one before, or the table was not fetched since `announced` (then it cannot show the
     /// change, and the listener is told).
-    fn look(&mut self, gw: &Gateway, p: &Principal, upstream: &str, kind: ListKind, announced: Option<Instant>) -> bool {
+    fn look(&mut self, gw: &Generation, p: &Principal, upstream: &str, kind: ListKind, announced: Option<Instant>) -> bool {
         let Some(up) = gw.upstream(upstream) else { return true };
         let table = up.list(kind);
         let shown = gw.governor.shown(&Viewer::of(p), upstream, kind, &table);
@@ -71,7 +71,7 @@ impl Views {
     }
 
     /// Whether to tell the listener of a change an upstream announced.
-    pub(crate) fn tell(&mut self, gw: &Gateway, p: &Principal, change: &Published) -> bool {
+    pub(crate) fn tell(&mut self, gw: &Generation, p: &Principal, change: &Published) -> bool {
         if !gw.governor.has_visibility() {
             return true;
         }

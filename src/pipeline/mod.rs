@@ -20,13 +20,13 @@ pub mod stages;
 
 use crate::edge;
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
 use crate::telemetry::trace::RequestTrace;
 
 /// Runs one request through the pipeline, admitted by `admission` (`service/admit.rs`).
-pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, admission: &crate::service::admit::Admission) -> Reply {
+pub async fn run(gw: &Arc<Generation>, parts: Parts, body: hyper::body::Incoming, admission: &crate::service::admit::Admission) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
     if let Err(r) = edge::check_origin(&parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return r;
@@ -74,13 +74,13 @@ pub async fn run(gw: &Arc<Gateway>, parts: Parts, body: hyper::body::Incoming, a
         Ok(place) => place,
         Err(full) => return refuse_full(&readable_id(&bytes), full),
     };
-    let _counted = gw.metrics.enter();
+    let _counted = gw.rt.metrics.enter();
     serve(gw, &parts, &principal, bytes, &mut trace).await
 }
 
 /// A GET or DELETE of a Streamable HTTP 2025-11-25 session (bridge B), not on the 2024-11-05
 /// transport's path.
-fn is_session_verb(gw: &Gateway, parts: &Parts) -> bool {
+fn is_session_verb(gw: &Generation, parts: &Parts) -> bool {
     matches!(parts.method, http::Method::GET | http::Method::DELETE)
         && parts.headers.contains_key(crate::mcp::headers::SESSION_ID)
         && crate::bridge_b::sse::serves(gw, parts).is_none()
@@ -96,7 +96,7 @@ fn refuse_full(id: &str, full: crate::shares::Full) -> Reply {
 /// A request another replica forwarded (`cluster/internal.rs`): its principal was
 /// authenticated there and its headers signed with the state keys; everything after
 /// authentication runs here as for a client of this replica's own.
-pub async fn run_forwarded(gw: &Arc<Gateway>, parts: Parts, principal: crate::auth::Principal, bytes: bytes::Bytes) -> Reply {
+pub async fn run_forwarded(gw: &Arc<Generation>, parts: Parts, principal: crate::auth::Principal, bytes: bytes::Bytes) -> Reply {
     let mut trace = RequestTrace::start(&parts.headers);
     serve(gw, &parts, &principal, bytes, &mut trace).await
 }
@@ -104,7 +104,7 @@ pub async fn run_forwarded(gw: &Arc<Gateway>, parts: Parts, principal: crate::au
 /// Everything after authentication: bridge B's session verbs and legacy posts, or the parse
 /// and the stages of a 2026-07-28 request.
 async fn serve(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     parts: &Parts,
     principal: &crate::auth::Principal,
     bytes: bytes::Bytes,
@@ -165,7 +165,7 @@ async fn serve(
 
 /// The stages for a parsed 2026-07-28 request, in its span.
 async fn run_stages(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     trace: &mut RequestTrace,
     env: Envelope,
     headers: &http::HeaderMap,
@@ -202,12 +202,12 @@ fn note_trace(trace: &RequestTrace) {
 
 /// A streamed answer takes one of the principal's stream places for as long as it is open;
 /// past the caps it is refused (and dropping it ends whatever fed it).
-fn hold_stream(gw: &Gateway, principal: &crate::auth::Principal, id: &str, reply: Reply) -> Reply {
+fn hold_stream(gw: &Generation, principal: &crate::auth::Principal, id: &str, reply: Reply) -> Reply {
     let Reply::Sse(mut body) = reply else { return reply };
     if body.is_complete() {
         return Reply::Sse(body); // an answer already whole: it holds no stream open
     }
-    match gw.streams.acquire(principal.id()) {
+    match gw.rt.streams.acquire(principal.id()) {
         Ok(permit) => {
             body.hold(permit);
             Reply::Sse(body)

@@ -20,7 +20,7 @@ use crate::auth::Principal;
 use crate::ctx::RequestCtx;
 use crate::dispatch::{self, govern, route};
 use crate::error::GatewayError;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
 use crate::quiet::{Repeats, Tell};
@@ -37,7 +37,7 @@ pub const REFUSED_WINDOW: std::time::Duration = std::time::Duration::from_secs(1
 
 /// Runs a request Sluice built itself (bridge B's translation of a legacy request): every
 /// stage but the header checks, which have no client headers to compare.
-pub async fn run_internal(gw: &Arc<Gateway>, env: Envelope, principal: &Principal) -> Reply {
+pub async fn run_internal(gw: &Arc<Generation>, env: Envelope, principal: &Principal) -> Reply {
     let (id, method) = (env.id_json().to_owned(), env.method.clone());
     match run(gw, env, None, principal).await {
         Ok(reply) => reply,
@@ -47,7 +47,7 @@ pub async fn run_internal(gw: &Arc<Gateway>, env: Envelope, principal: &Principa
 
 /// Validate, route, policy, dispatch.
 pub async fn run(
-    gw: &Arc<Gateway>,
+    gw: &Arc<Generation>,
     env: Envelope,
     client_headers: Option<&http::HeaderMap>,
     principal: &Principal,
@@ -77,7 +77,7 @@ pub async fn run(
     // 403 with the scope to ask for (OAuth step-up), not -32601.
     // A round's retry may be for an upstream a reload retired (routing decides; see route.rs).
     let retired_serves =
-        |cap: &str| gw.live.draining() && env.param("requestState").is_some() && gw.live.retired().iter().any(|g| g.serves(cap));
+        |cap: &str| gw.rt.live.draining() && env.param("requestState").is_some() && gw.rt.live.retired().iter().any(|g| g.serves(cap));
     // A family only down upstreams serve: 503 naming them (probed first), not -32601.
     dispatch::available::check(gw, &env.method, retired_serves).await?;
     let target = target?;
@@ -121,7 +121,7 @@ pub async fn run(
 
 /// The client's answer for a stage error: a challenge for authentication, a refusal (noted in
 /// the audit record) for governance, the mapped error otherwise.
-pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> Reply {
+pub fn error_reply(gw: &Generation, id: &str, method: &Method, e: GatewayError) -> Reply {
     match e {
         GatewayError::Auth(e) => challenge(gw, id, e),
         GatewayError::Refused(r) => {
@@ -153,7 +153,7 @@ pub fn error_reply(gw: &Gateway, id: &str, method: &Method, e: GatewayError) -> 
 }
 
 /// A 401 or 403 with its `WWW-Authenticate` challenge (RFC 9728 resource metadata).
-pub fn challenge(gw: &Gateway, id: &str, e: crate::auth::AuthError) -> Reply {
+pub fn challenge(gw: &Generation, id: &str, e: crate::auth::AuthError) -> Reply {
     let header = gw.auth.challenge(&e);
     match REFUSED.note(&e.to_string()) {
         Tell::Quiet => {}

@@ -14,7 +14,7 @@ use serde_json::json;
 pub mod admit;
 pub mod stack;
 
-use crate::gateway::{Gateway, Live};
+use crate::gateway::{Generation, Live};
 use crate::respond::{Body, Reply};
 
 /// Handles one request, on the generation current now: the MCP endpoint through its edge
@@ -65,7 +65,7 @@ send the API key you were given as Authorization: Bearer KEY\n";
 
 /// `/metrics` and `/readyz` follow the endpoint's Host and Origin rules and, with
 /// `[metrics] require_auth`, need a credential; `None` lets the request through.
-fn guard_ops(gw: &Gateway, parts: &http::request::Parts) -> Option<Reply> {
+fn guard_ops(gw: &Generation, parts: &http::request::Parts) -> Option<Reply> {
     let headers = &parts.headers;
     if let Err(r) = crate::edge::check_origin(parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
         return Some(r);
@@ -82,20 +82,20 @@ fn guard_ops(gw: &Gateway, parts: &http::request::Parts) -> Option<Reply> {
     None
 }
 
-fn metrics(gw: &Gateway) -> Response<Body> {
-    gw.metrics.parked.set(gw.bridge.parked.len() as i64);
-    gw.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
-    gw.metrics.audit_dropped.set(gw.audit.dropped() as i64);
-    gw.metrics.trace_exports(crate::telemetry::counted::totals());
+fn metrics(gw: &Generation) -> Response<Body> {
+    gw.rt.metrics.parked.set(gw.bridge.parked.len() as i64);
+    gw.rt.metrics.sessions.set(gw.bridge.pool.open_sessions() as i64);
+    gw.rt.metrics.audit_dropped.set(gw.rt.audit.dropped() as i64);
+    gw.rt.metrics.trace_exports(crate::telemetry::counted::totals());
     if let Some(c) = &gw.governor.cluster {
-        gw.metrics.cluster(c);
+        gw.rt.metrics.cluster(c);
     }
     for up in &gw.upstreams {
-        gw.metrics.upstream(up);
+        gw.rt.metrics.upstream(up);
     }
     Response::builder()
         .header(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")
-        .body(Full::new(Bytes::from(gw.metrics.render())).boxed())
+        .body(Full::new(Bytes::from(gw.rt.metrics.render())).boxed())
         .unwrap_or_default()
 }
 
@@ -115,7 +115,7 @@ fn json_response(status: StatusCode, body: String) -> Response<Body> {
         .unwrap_or_default()
 }
 
-fn readyz(gw: &Gateway) -> Response<Body> {
+fn readyz(gw: &Generation) -> Response<Body> {
     let upstreams: Vec<_> = gw
         .upstreams
         .iter()

@@ -26,7 +26,7 @@ use tower::util::BoxCloneService;
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 use crate::audit::AuditGuard;
-use crate::gateway::Gateway;
+use crate::gateway::Generation;
 use crate::respond::Reply;
 
 /// The endpoint service every connection clones.
@@ -37,10 +37,10 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// Builds the stack once (the admission is shared by every clone). `limits.max_in_flight` and
 /// the request deadline are the first generation's (restart-only: `reload.rs`); the pipeline
 /// runs on the generation current when the request arrives.
-pub fn endpoint(gw: &Gateway) -> Endpoint {
+pub fn endpoint(gw: &Generation) -> Endpoint {
     let deadline = gw.cfg.timeouts.request;
     let admission = super::admit::Admission::new(gw.cfg.limits.max_in_flight);
-    let live = gw.live.clone();
+    let live = gw.rt.live.clone();
     let pipeline = tower::service_fn(move |req: Request<Incoming>| {
         let (live, admission) = (live.clone(), admission.clone());
         // Boxed once here: the pipeline's future is several KiB, and moving it by value through
@@ -54,7 +54,7 @@ pub fn endpoint(gw: &Gateway) -> Endpoint {
         });
         run
     });
-    let audit = AuditLayer { audit: gw.audit.clone(), metrics: gw.metrics.clone() };
+    let audit = AuditLayer { audit: gw.rt.audit.clone(), metrics: gw.rt.metrics.clone() };
     let stack = ServiceBuilder::new().layer(audit).timeout(deadline).service(pipeline);
     BoxCloneService::new(stack)
 }

@@ -395,7 +395,7 @@ async fn a_stuck_sink_never_blocks_requests() {
     let statuses = futures_util::future::join_all(calls).await;
     assert!(statuses.iter().all(|s| *s == 200), "every request of the burst is served: {statuses:?}");
     assert!(started.elapsed() < Duration::from_secs(15), "the burst took {:?}", started.elapsed());
-    assert_eq!(gw.gateway.audit.dropped(), N as u64 - 1, "all records but the one in the channel are dropped and counted");
+    assert_eq!(gw.gateway.rt.audit.dropped(), N as u64 - 1, "all records but the one in the channel are dropped and counted");
     let metrics = h.get(format!("http://{}/metrics", gw.addr)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l == format!("sluice_audit_dropped {}", N - 1)), "sluice_audit_dropped in:\n{metrics}");
     // Unblock the writer: the one buffered record arrives.

@@ -101,7 +101,7 @@ async fn delete_ends_the_session_and_its_id_then_gets_404() {
     not_found(status, &msg, "a deleted session on tools/call");
     assert_eq!(c.get().await.status(), 405);
     assert_eq!(c.delete().await.status(), 405, "a second DELETE finds nothing");
-    assert!(gw.gateway.legacy_sessions.is_empty());
+    assert!(gw.gateway.rt.legacy_sessions.is_empty());
     gw.stop().await;
 }
 
@@ -191,7 +191,7 @@ async fn sessions_are_bounded_and_the_least_recently_used_goes_first() {
     assert_eq!(a.call(1, "ping", json!({})).await.0, 200);
     tokio::time::advance(Duration::from_millis(5)).await;
     c.initialize(json!({})).await;
-    assert_eq!(gw.gateway.legacy_sessions.len(), 2, "the bound holds");
+    assert_eq!(gw.gateway.rt.legacy_sessions.len(), 2, "the bound holds");
     let (status, msg) = b.call(2, "ping", json!({})).await;
     not_found(status, &msg, "the evicted least recently used session");
     assert_eq!(a.call(3, "ping", json!({})).await.0, 200, "the recently used session stays");

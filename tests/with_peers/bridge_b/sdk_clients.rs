@@ -116,7 +116,7 @@ async fn the_typescript_1_32_client_completes_sampling_tools_on_a_2026_server_an
     let deletes: Vec<_> = run.summary["http"].as_array().unwrap().iter().filter(|h| h["verb"] == "DELETE").collect();
     assert_eq!(deletes.len(), 1, "{t}");
     assert!(deletes[0]["status"].as_u64().is_some_and(|s| (200..300).contains(&s)), "{t}");
-    assert!(gw.gateway.legacy_sessions.is_empty(), "the deleted session is gone");
+    assert!(gw.gateway.rt.legacy_sessions.is_empty(), "the deleted session is gone");
     assert_eq!(peers::py1().await.events("t1-two"), ["start", "done"]);
     gw.stop().await;
 }
@@ -140,7 +140,7 @@ async fn the_python_2_3_client_in_auto_mode_ends_up_on_2026_07_28_through_sluice
     assert_eq!(http[0]["status"], 200, "{t}");
     assert!(!http.iter().any(|h| h["method"] == "initialize" || h["verb"] != "POST"), "no fallback to the handshake: {t}");
     assert_eq!(strings(&s["sampled"]).len(), 3, "{t}");
-    assert!(gw.gateway.legacy_sessions.is_empty(), "Sluice was modern for it: no legacy session");
+    assert!(gw.gateway.rt.legacy_sessions.is_empty(), "Sluice was modern for it: no legacy session");
     gw.stop().await;
 }
 

@@ -1,0 +1,219 @@
+//! The composition root: one config generation ([`Generation`]: the config, upstreams, the
+//! federation codec, bridge A, forwarding, authentication, the governor) on the [`Runtime`] that
+//! outlives it (client, hub, audit, metrics, bridge B's sessions, streams, `Live`).
+//!
+//! Takes a [`Config`]; gives one `Arc<Generation>` every request borrows (background work tied
+//! to its shutdown token is in `background.rs`). A reload (`reload.rs`) builds the next one with
+//! [`Generation::next`]: a new config, auth, names, governor and upstream list on the same
+//! runtime, with unchanged upstreams, bridge A's sessions, parked exchanges and consumed states
+//! shared; [`Live`] holds the current one. Refuses to build when the config fails [`preflight`]
+//! (an upstream's settings cannot be used, a security feature configured empty, an unopenable
+//! audit sink).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::route::names::Names;
+use crate::upstream::Upstream;
+
+mod runtime;
+
+pub use runtime::{Announcements, Live, Runtime};
+
+/// What one config generation holds, and the [`Runtime`] every generation shares.
+pub struct Generation {
+    /// What outlives this config.
+    pub rt: Arc<Runtime>,
+    /// The validated config.
+    pub cfg: Config,
+    /// The upstreams in configured order (that order is the order of federated lists).
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// The name prefix codec.
+    pub names: Names,
+    /// Bridge A: legacy sessions, parked exchanges, sealing keys.
+    pub bridge: Arc<crate::bridge::Bridge>,
+    /// Forwarding to modern upstreams.
+    pub forwarder: Arc<crate::dispatch::forward::Forwarder>,
+    /// Authentication (API keys, JWT) and the resource metadata.
+    pub auth: crate::auth::Authenticator,
+    /// Approval rules and budgets.
+    pub governor: Arc<crate::policy::Governor>,
+    /// This generation's number: 1 at start, one more per applied reload.
+    pub generation: u64,
+    /// Cancelled when a reload changes who may authenticate: the client streams opened under
+    /// this generation's `[auth]` end, so their clients come back with credentials that hold.
+    /// Shared with the next generation while `[auth]` stays the same.
+    pub revoked: CancellationToken,
+}
+
+/// Whether two `[auth]` sections certainly accept the same credentials: written the same
+/// (which upstream each scope reaches aside: streams judge that per event, on the current
+/// generation), and reading no key or secret from a file, which may have changed under them
+/// (the process environment cannot).
+pub(crate) fn same_auth(a: &crate::config::AuthConfig, b: &crate::config::AuthConfig) -> bool {
+    let files = |c: &crate::config::AuthConfig| {
+        c.jwt.as_ref().is_some_and(|j| j.hs256_secret_file.is_some() || j.jwks_file.is_some() || !j.public_keys.is_empty())
+    };
+    let written = |c: &crate::config::AuthConfig| {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("upstream_scopes");
+        }
+        v
+    };
+    written(a) == written(b) && !files(a) && !files(b)
+}
+
+/// Everything a gateway reads from the environment and the disk (credentials, keys, policy
+/// files, the audit file), checked the same way by `sluice serve` and `sluice check`.
+pub struct Parts {
+    upstreams: Vec<Arc<Upstream>>,
+    auth: crate::auth::Authenticator,
+    governor: crate::policy::Governor,
+    keys: crate::state::Keys,
+}
+
+/// Reads and checks what the config points at, starting nothing. A configured security source
+/// that yields nothing (an unset or empty key variable, a policy file without rules, an empty
+/// secret) is an error here, never a silent "off".
+pub fn preflight(cfg: &Config) -> Result<Parts, String> {
+    // What Sluice holds beyond what this config needs, once per process life.
+    crate::upstream::stdio::boundary::capabilities::warn_once(cfg);
+    let upstreams = cfg
+        .upstreams
+        .iter()
+        .map(|u| Upstream::new(u, cfg.limits.max_response_bytes, cfg.timeouts.response, cfg.timeouts.shutdown).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let auth = crate::auth::Authenticator::new(&cfg.auth)?;
+    if !auth.enabled() && !cfg.listen.ip().is_loopback() {
+        return Err(format!(
+            "listen = {} is not loopback but no credential is configured: anyone could call through; add [auth] or listen on 127.0.0.1",
+            cfg.listen
+        ));
+    }
+    if cfg.metrics.require_auth && !auth.enabled() {
+        return Err("metrics.require_auth = true but no credential is configured: add [auth] or drop require_auth".into());
+    }
+    let governor = crate::policy::Governor::new(cfg)?;
+    let keys = crate::state::keys_from(&cfg.state.keys, cfg.state.key_env.as_deref())?;
+    if cfg.audit.enabled && cfg.audit.sink != "stderr" {
+        check_sink(&cfg.audit.sink)?;
+    }
+    Ok(Parts { upstreams, auth, governor, keys })
+}
+
+/// The audit file can be appended to (created if need be). A FIFO or device is taken as is:
+/// opening one may wait for its reader, which is the audit writer's business, not startup's.
+fn check_sink(path: &str) -> Result<(), String> {
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if special {
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
+        .map_err(|e| format!("audit.sink = {path:?}: cannot open it for appending: {e}; point it at a writable file or use \"stderr\""))
+}
+
+impl Generation {
+    /// Builds the state (no I/O yet but reading what the config points at: see [`preflight`]).
+    pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
+        let Parts { upstreams, auth, governor, keys } = preflight(&cfg)?;
+        let rt = Runtime::new(&cfg, keys.clone());
+        rt.client.record_versions(cfg.http_versions());
+        let names = Names::new(cfg.prefixed(), &cfg.separator);
+        let governor = Arc::new(governor);
+        let bridge = Arc::new(crate::bridge::Bridge::new(&cfg, rt.client.clone(), keys.clone(), governor.clone(), rt.server_info.clone()));
+        let forwarder = Arc::new(crate::dispatch::forward::Forwarder {
+            client: rt.client.clone(),
+            response: cfg.timeouts.response,
+            keys,
+            governor: governor.clone(),
+            server_info_json: rt.server_info_json.clone(),
+        });
+        let gw = Arc::new(Generation {
+            rt,
+            governor,
+            auth,
+            bridge,
+            forwarder,
+            upstreams,
+            names,
+            revoked: CancellationToken::new(),
+            generation: 1,
+            cfg,
+        });
+        let _ = gw.rt.live.set(&gw);
+        Ok(gw)
+    }
+
+    /// The next generation for a reloaded `cfg` (checked by [`preflight`] as at startup): its
+    /// upstreams are this one's where [`Upstream::same_as`] says nothing changed, new ones
+    /// otherwise (not probed yet: `reload.rs` probes them before it makes the generation
+    /// current). Nothing is started or changed here but the client's record of each host's HTTP
+    /// version, to which the new config's hosts are added (`reload.rs` first refuses a config
+    /// that gives a recorded host the other version; a dropped result leaves its hosts recorded,
+    /// so a later reload may not give them the other version either).
+    pub fn next(&self, cfg: Config) -> Result<Arc<Generation>, String> {
+        let Parts { upstreams, auth, governor: _, keys: _ } = preflight(&cfg)?;
+        // Tables hold public names: when names are spelled differently now (the prefix or the
+        // separator changed, or `prefix = "auto"` and the number of upstreams), none is kept.
+        let names = Names::new(cfg.prefixed(), &cfg.separator);
+        let renamed = names != self.names;
+        let upstreams = upstreams
+            .into_iter()
+            .map(|fresh| match self.upstream(&fresh.name) {
+                Some(old) if !renamed && old.same_as(&fresh) => old.clone(),
+                _ => fresh,
+            })
+            .collect();
+        let governor = Arc::new(self.governor.next(&cfg)?);
+        self.rt.client.record_versions(cfg.http_versions());
+        Ok(Arc::new(Generation {
+            rt: self.rt.clone(),
+            bridge: Arc::new(self.bridge.next(governor.clone())),
+            forwarder: Arc::new(crate::dispatch::forward::Forwarder { governor: governor.clone(), ..self.forwarder.as_ref().clone() }),
+            governor,
+            auth,
+            upstreams,
+            names,
+            generation: self.generation + 1,
+            revoked: if same_auth(&self.cfg.auth, &cfg.auth) { self.revoked.clone() } else { CancellationToken::new() },
+            cfg,
+        }))
+    }
+
+    /// The current generation (`self` once serving ended).
+    pub fn latest(self: &Arc<Self>) -> Arc<Generation> {
+        self.rt.live.get().unwrap_or_else(|| self.clone())
+    }
+
+    /// Whether any healthy upstream advertises the server capability `cap`.
+    pub fn serves(&self, cap: &str) -> bool {
+        self.upstreams.iter().any(|u| u.serves(cap))
+    }
+
+    /// The upstreams `p` may reach (its scopes), in config order.
+    pub fn reachable<'a>(&'a self, p: &'a crate::auth::Principal) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+        self.upstreams.iter().filter(move |u| self.auth.may_reach(p, &u.name))
+    }
+
+    /// Whether an upstream `p` may reach serves `cap`.
+    pub fn serves_for(&self, p: &crate::auth::Principal, cap: &str) -> bool {
+        self.reachable(p).any(|u| u.serves(cap))
+    }
+
+    /// The upstream called `name`.
+    pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+
+    /// Whether Sluice has probed every upstream once.
+    pub fn is_ready(&self) -> bool {
+        *self.rt.ready.borrow()
+    }
+}
