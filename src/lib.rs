@@ -31,7 +31,8 @@ pub mod gateway;
 pub mod inspect;
 pub mod link;
 pub mod listen;
-pub mod mcp;
+/// The protocol model, a crate of its own (`crates/sluice-mcp`): named here as `crate::mcp`.
+pub use sluice_mcp as mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod policy;

@@ -1,4 +1,5 @@
-//! The shape of `src/` (issues 11 and 30): dependencies point one way, files and functions stay small.
+//! The shape of the workspace (issues 11 and 30): dependencies point one way, files and functions
+//! stay small.
 //!
 //! The module graph is read from the syntax tree (`architecture/graph.rs`, with `syn`): every
 //! path a module names (`use` trees expanded: nested braces, `self`, globs, renames, re-exports;
@@ -15,17 +16,21 @@
 //!   refactor of issue 30 empties it. Do not add a line to make the test pass: cut an arrow
 //!   (the failure prints each circle with one file:line per arrow). Run with `--nocapture` to
 //!   see the circles when it passes;
-//! - `mcp/` (the protocol model) is a leaf: it names no other module;
-//! - no source file over 400 lines, tests included (move tests to a sibling `tests.rs`);
+//! - the crates follow the arrows `sluice-mcp` (the protocol model) ← `sluice` (the product) ←
+//!   `sluice-bench` (the benchmark): no manifest names a crate at or after its own place, so the
+//!   compiler refuses a back edge, and the protocol model names no crate of ours;
+//! - no source file over 400 lines (every crate), tests included (move tests to a sibling `tests.rs`);
 //! - no function over 80 lines;
 //! - an upstream's era (`Wire`) is switched on only in `link.rs`, the upstream abstraction;
 //! - the modules below the front (bridge A, forwarding, policy, upstream clients, …) name no
 //!   `gateway`: they take narrow handles;
-//! - method names (`"tools/call"`…) spelled only in the `Method` enum's mapping (`mcp/method.rs`),
-//!   outside unit tests and the benchmark and demo peers, which write the wire as text.
+//! - method names (`"tools/call"`…) spelled only in the `Method` enum's mapping
+//!   (`crates/sluice-mcp/src/method.rs`), outside unit tests and the benchmark and demo peers,
+//!   which write the wire as text.
 //!
-//! `src/bin/` (the benchmark) and `src/main.rs` are other crates, outside the graph; `src/demo/`
-//! (the demo's upstreams and walkthrough) is in it. All are held to the sizes.
+//! The module graph is the product's (`src/`; the protocol model, `crate::mcp`, is the
+//! `sluice-mcp` crate re-exported); `src/main.rs` is another crate, outside the graph; `src/demo/`
+//! (the demo's upstreams and walkthrough) is in it. All crates are held to the sizes.
 
 #[path = "architecture/circles.rs"]
 mod circles;
@@ -40,19 +45,39 @@ use std::path::{Path, PathBuf};
 
 use graph::Module;
 
-fn sources() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).expect("read src") {
-            let p = e.expect("dir entry").path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read a source folder") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
         }
     }
+}
+
+/// The product's sources (`src/`).
+fn sources() -> Vec<PathBuf> {
     let mut out = Vec::new();
     walk(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+    out.sort();
+    out
+}
+
+/// Every crate's sources: the product's and each `crates/*/src/`.
+fn all_sources() -> Vec<PathBuf> {
+    let mut out = sources();
+    for c in members() {
+        walk(&c.join("src"), &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// The workspace's other crates (`crates/*`).
+fn members() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir).expect("read crates/").map(|e| e.expect("dir entry").path()).collect();
     out.sort();
     out
 }
@@ -88,7 +113,7 @@ fn the_module_tree_holds_every_source_file() {
     let stray: Vec<String> = sources()
         .into_iter()
         .map(|f| Path::new("src").join(f.strip_prefix(&src).expect("under src")))
-        .filter(|f| f != Path::new("src/main.rs") && !f.starts_with("src/bin") && !declared.contains(f))
+        .filter(|f| f != Path::new("src/main.rs") && !declared.contains(f))
         .map(|f| f.display().to_string())
         .collect();
     assert!(declared.len() > 100, "the module tree was read from src/lib.rs: {} files", declared.len());
@@ -115,16 +140,52 @@ fn no_import_circle_joins_top_level_folders_beyond_the_known_ones() {
     circles_beyond_the_known("folders", &circles::folders(graph()));
 }
 
-#[test]
-fn the_protocol_model_names_no_other_module() {
-    let show = |m: &Module| m.join("::");
-    for (m, to) in &graph().edges {
-        if m.first().map(String::as_str) == Some("mcp") {
-            let outside: Vec<String> = to.keys().filter(|t| t.first().map(String::as_str) != Some("mcp")).map(show).collect();
-            assert!(outside.is_empty(), "{} (the protocol model) names {outside:?}", show(m));
+/// The crates in the order their arrows go: each names only crates before it.
+const CRATES: [&str; 3] = ["sluice-mcp", "sluice", "sluice-bench"];
+
+/// The workspace crates a crate's manifest names (dependencies of every kind), by package name.
+fn crate_arrows(manifest: &Path) -> (String, Vec<String>) {
+    let text = std::fs::read_to_string(manifest).expect("read a Cargo.toml");
+    let doc: toml::Table = toml::from_str(&text).expect("a Cargo.toml parses");
+    let name = doc["package"]["name"].as_str().expect("a package name").to_owned();
+    let mut named = Vec::new();
+    for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        for (dep, _) in doc.get(section).and_then(|s| s.as_table()).into_iter().flatten() {
+            if CRATES.contains(&dep.as_str()) {
+                named.push(dep.clone());
+            }
         }
     }
-    assert!(graph().edges.keys().any(|m| m.first().map(String::as_str) == Some("mcp")), "the graph reads mcp/");
+    (name, named)
+}
+
+#[test]
+fn the_crate_graph_has_no_back_edge() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut manifests = vec![root.join("Cargo.toml")];
+    manifests.extend(members().into_iter().map(|c| c.join("Cargo.toml")));
+    let mut seen = Vec::new();
+    let mut back = Vec::new();
+    for m in &manifests {
+        let (name, named) = crate_arrows(m);
+        let at = CRATES.iter().position(|c| *c == name).unwrap_or_else(|| panic!("{name} is not in CRATES: give it its place"));
+        for dep in named {
+            if CRATES.iter().position(|c| *c == dep) >= Some(at) {
+                back.push(format!("{name} -> {dep}"));
+            }
+        }
+        seen.push(name);
+    }
+    seen.sort();
+    let mut all: Vec<String> = CRATES.iter().map(|c| (*c).to_owned()).collect();
+    all.sort();
+    assert_eq!(seen, all, "every crate of CRATES is a workspace member");
+    assert!(back.is_empty(), "arrows against the crates' order {CRATES:?}: {back:?}");
+    assert_eq!(
+        crate_arrows(&root.join("crates/sluice-mcp/Cargo.toml")).1,
+        Vec::<String>::new(),
+        "the protocol model names no crate of ours"
+    );
 }
 
 /// The modules below the front take narrow handles (bridge A's `Bridge`, dispatch's
@@ -132,7 +193,7 @@ fn the_protocol_model_names_no_other_module() {
 /// the composition root.
 #[test]
 fn the_stages_below_the_front_name_no_gateway() {
-    const BELOW: [&str; 19] = [
+    const BELOW: [&str; 18] = [
         "audit",
         "auth",
         "bridge",
@@ -143,7 +204,6 @@ fn the_stages_below_the_front_name_no_gateway() {
         "dispatch::target",
         "edge",
         "error",
-        "mcp",
         "metrics",
         "policy",
         "respond",
@@ -192,7 +252,7 @@ fn the_upstream_era_is_switched_on_only_in_link() {
 
 #[test]
 fn no_source_file_is_over_400_lines() {
-    let long: Vec<String> = sources()
+    let long: Vec<String> = all_sources()
         .into_iter()
         .filter_map(|f| {
             let n = std::fs::read_to_string(&f).ok()?.lines().count();
@@ -205,7 +265,7 @@ fn no_source_file_is_over_400_lines() {
 #[test]
 fn no_function_is_over_80_lines() {
     let mut long = Vec::new();
-    for f in sources() {
+    for f in all_sources() {
         let text = std::fs::read_to_string(&f).expect("read a source file");
         let lines: Vec<&str> = text.lines().collect();
         let mut i = 0;
@@ -280,23 +340,24 @@ fn method_names(table: &str) -> Vec<String> {
 
 #[test]
 fn method_names_are_spelled_once_in_the_method_enum() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let table = src.join("mcp/method.rs");
-    let names = method_names(&std::fs::read_to_string(&table).expect("read mcp/method.rs"));
-    assert!(names.len() >= 20, "the mapping was not found in mcp/method.rs: {names:?}");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let table = root.join("crates/sluice-mcp/src/method.rs");
+    let names = method_names(&std::fs::read_to_string(&table).expect("read sluice-mcp's method.rs"));
+    assert!(names.len() >= 20, "the mapping was not found in sluice-mcp's method.rs: {names:?}");
     let mut found = Vec::new();
-    for f in sources() {
-        let m = module_of(&src, &f);
+    for f in all_sources() {
+        let rel = f.strip_prefix(&root).expect("under the workspace");
         // The benchmark and the demo are peers that write the wire as a client or server would;
         // unit tests write requests as text.
-        let outside = matches!(m.first().map(String::as_str), Some("bin" | "demo")) || m.last().is_some_and(|l| l == "tests");
-        if f == table || outside {
+        let peer = rel.starts_with("crates/sluice-bench") || rel.starts_with("src/demo");
+        let tests = rel.file_stem().is_some_and(|s| s == "tests") || rel.parent().is_some_and(|p| p.ends_with("tests"));
+        if f == table || peer || tests {
             continue;
         }
         let text = code(&std::fs::read_to_string(&f).expect("read a source file"));
         for n in &names {
             if text.contains(&format!("\"{n}\"")) {
-                found.push(format!("{}: \"{n}\"", f.display()));
+                found.push(format!("{}: \"{n}\"", rel.display()));
             }
         }
     }

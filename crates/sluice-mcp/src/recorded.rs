@@ -32,7 +32,7 @@ const MAX_NAME: usize = 128;
 pub const OTHER: &str = "_OTHER";
 
 /// A method as a record may name it.
-pub fn method(m: &crate::mcp::method::Method) -> &str {
+pub fn method(m: &crate::method::Method) -> &str {
     match m.known() {
         Some(k) => k,
         None => token(m.as_str()),
@@ -164,7 +164,7 @@ fn is_host(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::method::Method;
+    use crate::method::Method;
 
     #[test]
     fn a_uri_keeps_what_names_a_resource_and_nothing_that_carries_content_or_credentials() {
