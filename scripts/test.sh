@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test Sluice has, the way CI runs it: installs the real peers (redis-server and haproxy
-# from Debian, Python SDKs, Node 22, the official conformance suite), runs the Rust tests (unit, e2e, interop against the SDKs), then
-# the conformance suite through Sluice, then one smoke run of the benchmark (it must run; its
-# figures are not judged). Prints the time of each stage. Exit 0 only if all held.
+# from Debian, Python SDKs, Node 22, the official conformance suite), builds the manual (docs/,
+# with mdBook 0.4.52 installed into target/tools), runs the Rust tests (unit, e2e, interop
+# against the SDKs), then the conformance suite through Sluice, then one smoke run of the
+# benchmark (it must run; its figures are not judged). Prints the time of each stage. Exit 0 only if all held.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -29,6 +30,14 @@ done_stage "system packages"
 stage "peers (pinned SDKs, Node 22, conformance suite)"
 eval "$(bash scripts/peers.sh)"
 done_stage "peers"
+
+stage "manual (mdBook: docs/ to target/manual)"
+mdbook="$root/target/tools/bin/mdbook"
+if [ ! -x "$mdbook" ]; then
+    cargo install mdbook@0.4.52 --locked --no-default-features --features search --root "$root/target/tools" -q
+fi
+"$mdbook" build docs
+done_stage "manual"
 
 stage "build (release)"
 cargo build --release --locked

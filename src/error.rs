@@ -109,7 +109,7 @@ impl GatewayError {
             GatewayError::Validate(ValidateError::Method(_)) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
             GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
             // A full pool (or the principal's share of it) is Sluice's own refusal, never the
-            // upstream's fault: 503 with Retry-After, naming the limit (README: error codes).
+            // upstream's fault: 503 with Retry-After, naming the limit (docs/governance.md: error codes).
             GatewayError::Upstream(UpstreamError::Full(f)) | GatewayError::Full(f) => {
                 (StatusCode::SERVICE_UNAVAILABLE, crate::shares::POOL_FULL, Some(f.data()))
             }
@@ -125,7 +125,7 @@ impl GatewayError {
                 let down: Vec<Value> = u.down.iter().map(|(name, why)| json!({"upstream": name, "reason": why})).collect();
                 (StatusCode::SERVICE_UNAVAILABLE, NO_HEALTHY_UPSTREAM, Some(json!({"retryAfterMs": u.retry_after_ms, "down": down})))
             }
-            // Sluice's own codes, outside the JSON-RPC reserved range (README: error codes).
+            // Sluice's own codes, outside the JSON-RPC reserved range (docs/governance.md: error codes).
             GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => (StatusCode::FORBIDDEN, FORBIDDEN, None),
             GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),
             GatewayError::MissingCapability(_, needed) => {

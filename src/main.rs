@@ -72,6 +72,9 @@ enum Command {
         #[arg(long = "group", value_name = "GROUP", requires = "principal")]
         groups: Vec<String>,
     },
+    /// Print the JSON Schema of a config file, every key documented (for an editor's TOML
+    /// completion; docs/configuration-reference.md is made from it).
+    Schema,
     /// Print the SHA-256 of an API key, for `[[auth.api_keys]] sha256 = "…"`.
     HashKey {
         /// The API key.
@@ -100,7 +103,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // First, while Sluice has one thread and no child: no process it starts may read its memory
-    // or environment, and every orphan one leaves is handed to Sluice to end (README, Security).
+    // or environment, and every orphan one leaves is handed to Sluice to end (docs/security.md).
     if let Err(e) = sluice::upstream::stdio::boundary::harden() {
         eprintln!("sluice: {e}");
         return std::process::ExitCode::from(2);
@@ -170,6 +173,10 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
                 }
                 None => Ok(std::process::ExitCode::SUCCESS),
             }
+        }
+        Command::Schema => {
+            println!("{:#}", sluice::config::schema());
+            Ok(std::process::ExitCode::SUCCESS)
         }
         Command::HashKey { key } => {
             println!("{}", sluice::auth::api_keys::hash_key(&key));

@@ -58,7 +58,7 @@ struct UpstreamLabels {
 /// Label values come from closed sets, so no client or upstream can grow the exposition: a
 /// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
 /// Sluice does not define.
-/// JSON-RPC codes of the spec and Sluice's own (README, "Error codes"), each with its label.
+/// JSON-RPC codes of the spec and Sluice's own (docs/governance.md, "Error codes"), each with its label.
 const CODES: &[(i64, &str)] = &[
     (-32700, "-32700"),
     (-32600, "-32600"),
@@ -214,7 +214,7 @@ impl Metrics {
             trace_spans.clone(),
         );
         let cluster = Family::<ResultLabels, Counter>::default();
-        registry.register("sluice_cluster_events", "[cluster] events by result (see README, Running several replicas)", cluster.clone());
+        registry.register("sluice_cluster_events", "[cluster] events by result (docs/operations.md)", cluster.clone());
         Metrics {
             cluster,
             trace_spans,

@@ -5,7 +5,7 @@
 //! `max` places, of which the key may hold at most its share; gives a [`Place`] held until it is
 //! dropped. Refuses past the key's share ([`Refused::Share`]) or past the pool's size
 //! ([`Refused::Pool`]). Also gives [`Full`], the one refusal every full pool answers with: HTTP
-//! 503, `Retry-After`, code `-31020`, a message naming the limit's key (README, "Per-principal
+//! 503, `Retry-After`, code `-31020`, a message naming the limit's key (docs/security.md, "Per-principal
 //! shares and deadlines"). Bounded: one counter per key holding a place, removed with its last,
 //! and one for the places of a caller that is the only key ([`Shares::share_keyless`]).
 

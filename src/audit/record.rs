@@ -1,11 +1,11 @@
 //! The audit record: what one request's record may hold, and nothing that could hold content.
 //!
 //! Takes nothing; gives the [`Record`] type the stages note into and the writer serializes (the
-//! schema the README documents). Refuses nothing.
+//! schema docs/operations.md documents). Refuses nothing.
 
 use serde::Serialize;
 
-/// One audit record (the schema the README documents).
+/// One audit record (the schema docs/operations.md documents).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Record {
     /// Milliseconds since the Unix epoch when the request arrived.

@@ -11,7 +11,7 @@ use super::raw::{RawAuth, RawJwt};
 use super::upstream::UpstreamScopes;
 
 /// One API key: the SHA-256 (hex) of the key, never the key itself.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
     /// Hex SHA-256 of the key (`sluice hash-key KEY` prints it).

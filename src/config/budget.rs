@@ -13,7 +13,7 @@ use super::raw::{RawBudget, RawLimitsSet};
 use super::Invalid;
 
 /// What to do with a sampling ask whose `maxTokens` is over `max_tokens_per_ask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MaxTokensAction {
     /// Refuse the ask.

@@ -24,6 +24,8 @@ mod cluster;
 mod limits;
 mod quota;
 mod raw;
+mod raw_governance;
+mod raw_upstream;
 mod redact;
 mod resilience;
 mod stdio;
@@ -51,6 +53,7 @@ pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 
 use budget::Budget;
+pub use raw::schema;
 use raw::{RawConfig, RawUpstream};
 
 /// Why a config could not be loaded. Shown through the one redaction (`redact.rs`): wherever it

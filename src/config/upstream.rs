@@ -16,7 +16,7 @@ use super::stdio::{RawStdio, StdioConfig};
 use super::{ConfigError, Origin};
 
 /// How tool and prompt names are prefixed with their upstream's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PrefixMode {
     /// Prefix only when more than one upstream is configured.
@@ -29,7 +29,7 @@ pub enum PrefixMode {
 }
 
 /// The protocol era of an upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub enum Era {
     /// Probe with `server/discover`.
     #[default]
@@ -44,7 +44,7 @@ pub enum Era {
 }
 
 /// How an HTTP upstream is spoken to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub enum Transport {
     /// Streamable HTTP, and when a URL fails every Streamable HTTP probe, a 2024-11-05 HTTP+SSE
     /// server if a `GET` there opens an event stream that names its endpoint (the default).
@@ -66,7 +66,7 @@ impl Transport {
 }
 
 /// A cache scope Sluice stamps on a legacy upstream's lists and reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheScope {
     /// Shareable across principals.

@@ -1,7 +1,7 @@
 //! Governance refusals: stable codes outside the spec's reserved ranges, messages that say
 //! which limit was hit and what to do, data a program can act on.
 //!
-//! Takes a refusal; gives its HTTP status, code, message and data (see README, "Error codes").
+//! Takes a refusal; gives its HTTP status, code, message and data (see docs/governance.md, "Error codes").
 
 use http::StatusCode;
 use serde_json::{json, Value};

@@ -93,7 +93,7 @@ impl std::fmt::Display for Unavailable {
         }
         write!(
             f,
-            ". Sluice probes it again and serves as soon as it answers: retry in {} s; if it stays down, check the upstream (see Troubleshooting in the README)",
+            ". Sluice probes it again and serves as soon as it answers: retry in {} s; if it stays down, check the upstream (see Troubleshooting in docs/operations.md)",
             self.retry_after_ms.div_ceil(1000).max(1)
         )
     }

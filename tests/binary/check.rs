@@ -301,3 +301,15 @@ async fn check_principal_gives_each_tools_fate_and_warns_when_no_credential_name
     );
     assert!(mallory.stdout.contains(r#"(the API keys name ["alice", "bob"])"#), "{}", mallory.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_schema_prints_the_config_files_json_schema_with_every_section() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice")).arg("schema").output().await.expect("run sluice schema");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(schema, sluice::config::schema(), "the library's schema, as is");
+    for section in ["listen", "limits", "timeouts", "upstream", "bridge", "state", "auth", "budget", "quota", "cluster"] {
+        assert!(schema["properties"][section]["description"].is_string(), "{section} is documented");
+    }
+    assert_eq!(schema["additionalProperties"], false, "an unknown key is refused, as the loader does");
+}

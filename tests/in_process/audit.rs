@@ -28,7 +28,7 @@ const KEY: &str = "audit-test-key-0123456789";
 /// A value that travels in arguments, answers and results and must never reach the audit log.
 const SECRET: &str = "audit-secret-value-7d1f";
 
-/// Every field an audit record may have (the README's schema).
+/// Every field an audit record may have (docs/operations.md's schema).
 const FIELDS: &[&str] = &[
     "time_ms",
     "principal",

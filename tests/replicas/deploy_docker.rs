@@ -94,7 +94,7 @@ fn parse_run(words: &[String]) -> Run {
 
 #[test]
 fn dockerfile_documented_docker_run_starts_a_config_sluice_accepts() {
-    for (file, marker) in [("deploy/Dockerfile", "#"), ("deploy/README.md", ""), ("README.md", "")] {
+    for (file, marker) in [("deploy/Dockerfile", "#"), ("deploy/README.md", ""), ("docs/operations.md", "")] {
         let text = read(file);
         let script = [documented(&text, marker, "docker build"), documented(&text, marker, "docker run")].concat().join("\n");
         let ran = run_documented(&script, &["docker"]);

@@ -46,7 +46,7 @@ pub fn harden() -> Result<(), String> {
         super::reaper::enable();
         Ok(())
     }
-    // Elsewhere none holds (the README says so): nothing to set, no orphan to sweep.
+    // Elsewhere none holds (docs/security.md says so): nothing to set, no orphan to sweep.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     Ok(())
 }
