@@ -28,18 +28,23 @@ pub(crate) fn envelope(data: &[u8]) {
     let Ok(env) = Envelope::parse(Bytes::copy_from_slice(body)) else {
         return;
     };
-    let again = Envelope::parse(env.rewrite_params(|_, _| None)).expect("an envelope written back from its own members parses");
+    let again = Envelope::parse(env.rewrite_params(|_, _| None))
+        .expect("an envelope written back from its own members parses");
     assert_eq!(again.method, env.method);
     assert_eq!(again.id_json(), env.id_json());
     assert_eq!(again.has_params(), env.has_params());
-    assert!(again.members().eq(env.members()), "members changed when written back");
+    assert!(
+        again.members().eq(env.members()),
+        "members changed when written back"
+    );
     let headers = header_map(head);
     for member in ["name", "uri", "arguments"] {
         let _ = env.param_str(member);
     }
     match sluice::validate::meta::read(&env) {
         Ok(meta) => {
-            let _ = sluice::validate::headers::check(&headers, &env, &meta).map_err(|e| e.to_string());
+            let _ =
+                sluice::validate::headers::check(&headers, &env, &meta).map_err(|e| e.to_string());
             let _ = sluice::validate::check_version(&meta).map_err(|e| e.to_string());
         }
         Err(e) => {
@@ -63,7 +68,9 @@ fn annotations() -> Vec<sluice::route::xheader::ParamHeader> {
 pub(crate) fn header_map(head: &[u8]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for line in head.split(|&b| b == b'\n') {
-        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
         let (name, value) = (&line[..colon], &line[colon + 1..]);
         let value = value.strip_prefix(b" ").unwrap_or(value);
         if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
@@ -89,11 +96,19 @@ pub(crate) fn header_value(data: &[u8]) {
     if let Ok(v) = decode_str(text) {
         let enc = encode(&v);
         let hv = HeaderValue::from_str(&enc).expect("encode gives a valid header value");
-        assert_eq!(decode(&hv).as_deref(), Ok(v.as_ref()), "a decoded value did not survive encode + decode");
+        assert_eq!(
+            decode(&hv).as_deref(),
+            Ok(v.as_ref()),
+            "a decoded value did not survive encode + decode"
+        );
     }
     let enc = encode(text);
     let hv = HeaderValue::from_str(&enc).expect("encode gives a valid header value");
-    assert_eq!(decode(&hv).as_deref(), Ok(text), "text did not survive encode + decode");
+    assert_eq!(
+        decode(&hv).as_deref(),
+        Ok(text),
+        "text did not survive encode + decode"
+    );
 }
 
 /// The key every `open_state` input is opened with.
@@ -112,7 +127,8 @@ pub(crate) fn sample_state() -> Sealed {
 }
 
 fn refused(keys: &Keys, token: &str) -> bool {
-    keys.open(token, "alice", "tools/call", "x", "d", 5).is_err()
+    keys.open(token, "alice", "tools/call", "x", "d", 5)
+        .is_err()
 }
 
 /// `open_state`: opening never panics and never accepts what Sluice did not seal. The input is
@@ -125,7 +141,10 @@ pub(crate) fn open_state(data: &[u8]) {
     if let Ok(t) = std::str::from_utf8(data) {
         assert!(refused(&keys, t), "an arbitrary token was accepted: {t:?}");
     }
-    assert!(refused(&keys, &URL_SAFE_NO_PAD.encode(data)), "a forged token was accepted");
+    assert!(
+        refused(&keys, &URL_SAFE_NO_PAD.encode(data)),
+        "a forged token was accepted"
+    );
     let valid = keys.seal(&sample_state());
     assert!(!refused(&keys, &valid), "the valid state must open");
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/.";
@@ -174,7 +193,11 @@ pub(crate) fn uri_template(data: &[u8]) {
     assert_eq!(got, sluice::route::uri::matches(&t, &u));
     let parts = 2 * t.bytes().filter(|&b| b == b'}').count() as u64 + 1;
     let bound = 8 * (u.len() as u64 + 1) * (parts + 1);
-    assert!(steps <= bound, "{steps} steps for a {}-byte uri and at most {parts} parts (bound {bound})", u.len());
+    assert!(
+        steps <= bound,
+        "{steps} steps for a {}-byte uri and at most {parts} parts (bound {bound})",
+        u.len()
+    );
     if data.len() < 64 {
         assert_eq!(got, reference_matches(&t, &u), "template {t:?} uri {u:?}");
     }
@@ -183,7 +206,11 @@ pub(crate) fn uri_template(data: &[u8]) {
 /// The recursive matcher `route::uri` used before it was made linear, with failed states
 /// remembered so inputs of up to 64 bytes stay fast: the reference semantics.
 pub(crate) fn reference_matches(template: &str, uri: &str) -> bool {
-    fn go<'a>(template: &'a str, uri: &'a str, failed: &mut std::collections::HashSet<(usize, usize)>) -> bool {
+    fn go<'a>(
+        template: &'a str,
+        uri: &'a str,
+        failed: &mut std::collections::HashSet<(usize, usize)>,
+    ) -> bool {
         if failed.contains(&(template.len(), uri.len())) {
             return false;
         }
@@ -192,15 +219,22 @@ pub(crate) fn reference_matches(template: &str, uri: &str) -> bool {
             Some(open) => match template[open..].find('}').map(|c| open + c) {
                 None => template == uri,
                 Some(close) => {
-                    let (lit, var, rest) = (&template[..open], &template[open + 1..close], &template[close + 1..]);
+                    let (lit, var, rest) = (
+                        &template[..open],
+                        &template[open + 1..close],
+                        &template[close + 1..],
+                    );
                     match uri.strip_prefix(lit) {
                         None => false,
                         Some(tail) => {
                             let reserved = var.starts_with('+') || var.starts_with('#');
-                            (1..=tail.len()).filter(|&i| tail.is_char_boundary(i)).any(|i| {
-                                let (value, after) = tail.split_at(i);
-                                (reserved || !value.contains(['/', '?', '#'])) && go(rest, after, failed)
-                            })
+                            (1..=tail.len())
+                                .filter(|&i| tail.is_char_boundary(i))
+                                .any(|i| {
+                                    let (value, after) = tail.split_at(i);
+                                    (reserved || !value.contains(['/', '?', '#']))
+                                        && go(rest, after, failed)
+                                })
                         }
                     }
                 }
@@ -225,19 +259,34 @@ pub(crate) fn sse_reader(data: &[u8]) {
     let whole = read_chunked(data, std::iter::repeat(data.len().max(1)));
     let bytes = read_chunked(data, std::iter::repeat(1));
     assert_eq!(whole, bytes, "fed whole vs one byte per push");
-    let mut seed = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut seed = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
     let random = std::iter::from_fn(|| {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         Some(1 + (seed >> 59) as usize)
     });
-    assert_eq!(whole, read_chunked(data, random), "fed whole vs chunks of 1 to 32 bytes");
+    assert_eq!(
+        whole,
+        read_chunked(data, random),
+        "fed whole vs chunks of 1 to 32 bytes"
+    );
     let own = data.iter().map(|&b| 1 + b as usize % 7);
-    assert_eq!(whole, read_chunked(data, own.chain(std::iter::repeat(1))), "fed whole vs chunks sized by the input");
+    assert_eq!(
+        whole,
+        read_chunked(data, own.chain(std::iter::repeat(1))),
+        "fed whole vs chunks sized by the input"
+    );
 }
 
 /// Feeds `data` in chunks of the given sizes; gives the events or the refusal, having checked
 /// the reader's work bound.
-fn read_chunked(data: &[u8], sizes: impl Iterator<Item = usize>) -> Result<Vec<sluice::mcp::sse::Event>, sluice::mcp::sse::TooLarge> {
+fn read_chunked(
+    data: &[u8],
+    sizes: impl Iterator<Item = usize>,
+) -> Result<Vec<sluice::mcp::sse::Event>, sluice::mcp::sse::TooLarge> {
     let mut r = sluice::mcp::sse::Reader::new(SSE_MAX);
     let (mut events, mut rest, mut pushed) = (Vec::new(), data, 0u64);
     for size in sizes {
@@ -248,7 +297,11 @@ fn read_chunked(data: &[u8], sizes: impl Iterator<Item = usize>) -> Result<Vec<s
         rest = after;
         pushed += chunk.len() as u64;
         let got = r.push(chunk);
-        assert!(r.scanned() <= 2 * pushed, "{} bytes examined for {pushed} pushed", r.scanned());
+        assert!(
+            r.scanned() <= 2 * pushed,
+            "{} bytes examined for {pushed} pushed",
+            r.scanned()
+        );
         events.extend(got?);
     }
     Ok(events)
@@ -264,13 +317,23 @@ pub(crate) fn digest(data: &[u8]) {
         Some(i) => (&data[..i], Some(&data[i + 1..])),
         None => (data, None),
     };
-    let (Ok(a), b) = (std::str::from_utf8(a), b.map(std::str::from_utf8)) else { return };
+    let (Ok(a), b) = (std::str::from_utf8(a), b.map(std::str::from_utf8)) else {
+        return;
+    };
     let da = sluice::state::digest::value_digest(a);
     if let Some(ca) = reference_canonical(a) {
-        assert_eq!(da, sluice::state::digest::value_digest(&ca), "a text and its canonical form differ: {a:?} vs {ca:?}");
+        assert_eq!(
+            da,
+            sluice::state::digest::value_digest(&ca),
+            "a text and its canonical form differ: {a:?} vs {ca:?}"
+        );
         if let Some(Ok(b)) = b {
             if let Some(cb) = reference_canonical(b) {
-                assert_eq!(ca == cb, da == sluice::state::digest::value_digest(b), "{a:?} vs {b:?}");
+                assert_eq!(
+                    ca == cb,
+                    da == sluice::state::digest::value_digest(b),
+                    "{a:?} vs {b:?}"
+                );
             }
         }
     }
@@ -322,8 +385,10 @@ pub(crate) fn reference_canonical(text: &str) -> Option<String> {
                         }
                     }
                     members.sort_by(|x, y| x.0.cmp(&y.0));
-                    let body: Vec<String> =
-                        members.iter().map(|(k, v)| serde_json::to_string(k).ok().map(|k| format!("{k}:{v}"))).collect::<Option<_>>()?;
+                    let body: Vec<String> = members
+                        .iter()
+                        .map(|(k, v)| serde_json::to_string(k).ok().map(|k| format!("{k}:{v}")))
+                        .collect::<Option<_>>()?;
                     Some(format!("{{{}}}", body.join(",")))
                 }
                 b'[' => {
@@ -350,11 +415,17 @@ pub(crate) fn reference_canonical(text: &str) -> Option<String> {
                 }
                 b'"' => serde_json::to_string(&self.string()?).ok(),
                 _ => {
-                    while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') {
+                    while self.i < self.s.len()
+                        && !matches!(
+                            self.s[self.i],
+                            b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r'
+                        )
+                    {
                         self.i += 1;
                     }
                     let tok = std::str::from_utf8(&self.s[start..self.i]).ok()?;
-                    let ok = matches!(tok, "true" | "false" | "null") || sluice::mcp::number::Exact::parse(tok).is_some();
+                    let ok = matches!(tok, "true" | "false" | "null")
+                        || sluice::mcp::number::Exact::parse(tok).is_some();
                     ok.then(|| tok.to_owned())
                 }
             }
@@ -367,7 +438,10 @@ pub(crate) fn reference_canonical(text: &str) -> Option<String> {
             Some(s)
         }
     }
-    let mut p = P { s: text.as_bytes(), i: 0 };
+    let mut p = P {
+        s: text.as_bytes(),
+        i: 0,
+    };
     let v = p.value(0)?;
     p.ws();
     (p.i == p.s.len()).then_some(v)

@@ -15,11 +15,20 @@ use crate::gateway::{Generation, Live};
 pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
     let gw = gw.clone();
     if let Some(rx) = gw.rt.live.take_changes() {
-        tokio::spawn(crate::catalog::legacy::report_changes(Arc::downgrade(&gw.rt.live), rx));
+        tokio::spawn(crate::catalog::legacy::report_changes(
+            Arc::downgrade(&gw.rt.live),
+            rx,
+        ));
     }
     // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
-    tokio::spawn(crate::bridge::sweep_sessions(gw.bridge.clone(), gw.rt.shutdown.clone()));
-    tokio::spawn(crate::bridge::sweep_parked(gw.bridge.clone(), gw.rt.shutdown.clone()));
+    tokio::spawn(crate::bridge::sweep_sessions(
+        gw.bridge.clone(),
+        gw.rt.shutdown.clone(),
+    ));
+    tokio::spawn(crate::bridge::sweep_parked(
+        gw.bridge.clone(),
+        gw.rt.shutdown.clone(),
+    ));
     tokio::spawn(async move {
         gw.probe_all().await;
         for up in &gw.upstreams {
@@ -29,9 +38,14 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
         drop(gw);
         tokio::spawn(reload_on_sighup(live.clone(), shutdown.clone()));
         tokio::spawn(sweep_budgets(live.clone(), shutdown.clone()));
-        tokio::spawn(crate::bridge_b::shared::rewrite_on_recovery(live.clone(), shutdown.clone()));
+        tokio::spawn(crate::bridge_b::shared::rewrite_on_recovery(
+            live.clone(),
+            shutdown.clone(),
+        ));
         loop {
-            let Some(pause) = live.get().map(|gw| gw.cfg.timeouts.refresh) else { return };
+            let Some(pause) = live.get().map(|gw| gw.cfg.timeouts.refresh) else {
+                return;
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
@@ -50,7 +64,10 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
 pub async fn reload_on_sighup(live: Arc<Live>, shutdown: tokio_util::sync::CancellationToken) {
     #[cfg(unix)]
     {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -79,7 +96,9 @@ pub async fn reload_on_sighup(live: Arc<Live>, shutdown: tokio_util::sync::Cance
 /// Forgets idle principals' budget state once per window, until shutdown.
 pub async fn sweep_budgets(live: Arc<Live>, shutdown: tokio_util::sync::CancellationToken) {
     loop {
-        let Some(window) = live.get().map(|gw| gw.cfg.budget.window) else { return };
+        let Some(window) = live.get().map(|gw| gw.cfg.budget.window) else {
+            return;
+        };
         let every = window.max(std::time::Duration::from_millis(100));
         tokio::select! {
             _ = shutdown.cancelled() => return,

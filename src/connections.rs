@@ -123,14 +123,21 @@ impl Table {
             evicted: CancellationToken::new(),
         });
         locked(&self.unproven).insert(activity.id, activity.clone());
-        Ok(Held { activity, _share: share })
+        Ok(Held {
+            activity,
+            _share: share,
+        })
     }
 
     /// Takes the place of the oldest idle connection without an authenticated request, among
     /// the [`EVICTION_SCAN`] oldest, and tells it to close.
     fn make_room(&self) -> Option<OwnedSemaphorePermit> {
         let mut unproven = locked(&self.unproven);
-        let id = unproven.values().take(EVICTION_SCAN).find(|a| a.busy.load(Ordering::Acquire) == 0).map(|a| a.id)?;
+        let id = unproven
+            .values()
+            .take(EVICTION_SCAN)
+            .find(|a| a.busy.load(Ordering::Acquire) == 0)
+            .map(|a| a.id)?;
         let victim = unproven.remove(&id)?;
         drop(unproven);
         let place = locked(&victim.place).take();
@@ -195,7 +202,10 @@ impl Activity {
                 since + first
             };
             // Read again: a request that began (or began and ended) meanwhile is not idle time.
-            if at <= now && self.busy.load(Ordering::Acquire) == 0 && self.ended.load(Ordering::Acquire) == ended {
+            if at <= now
+                && self.busy.load(Ordering::Acquire) == 0
+                && self.ended.load(Ordering::Acquire) == ended
+            {
                 return;
             }
             tokio::time::sleep_until(at.max(now)).await;
@@ -241,7 +251,10 @@ pub fn authenticated(extensions: &http::Extensions) {
 impl<B> Tracked<B> {
     /// `inner`, its request in progress until it ends.
     pub fn new(inner: B, busy: Busy) -> Tracked<B> {
-        Tracked { inner, busy: Some(busy) }
+        Tracked {
+            inner,
+            busy: Some(busy),
+        }
     }
 }
 
@@ -249,7 +262,10 @@ impl<B: Body + Unpin> Body for Tracked<B> {
     type Data = B::Data;
     type Error = B::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
             self.busy = None;

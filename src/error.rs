@@ -70,11 +70,16 @@ impl GatewayError {
     /// The side that failed.
     pub fn side(&self) -> Side {
         match self {
-            GatewayError::Frame(_) | GatewayError::InvalidParams(..) | GatewayError::Validate(_) | GatewayError::UnknownTarget(..) => {
-                Side::Downstream
+            GatewayError::Frame(_)
+            | GatewayError::InvalidParams(..)
+            | GatewayError::Validate(_)
+            | GatewayError::UnknownTarget(..) => Side::Downstream,
+            GatewayError::Auth(_)
+            | GatewayError::Refused(_)
+            | GatewayError::MissingCapability(..) => Side::Downstream,
+            GatewayError::Upstream(UpstreamError::Full(_)) | GatewayError::Full(_) => {
+                Side::Internal
             }
-            GatewayError::Auth(_) | GatewayError::Refused(_) | GatewayError::MissingCapability(..) => Side::Downstream,
-            GatewayError::Upstream(UpstreamError::Full(_)) | GatewayError::Full(_) => Side::Internal,
             GatewayError::Upstream(_) | GatewayError::Unavailable(_) => Side::Upstream,
         }
     }
@@ -94,43 +99,86 @@ impl GatewayError {
     /// compile until it is mapped here.
     pub fn classify(&self) -> (StatusCode, i64, Option<Value>) {
         match self {
-            GatewayError::Frame(FrameError::NotJson(_)) => (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None),
-            GatewayError::Frame(FrameError::NotRequest(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None),
-            GatewayError::Frame(FrameError::TooDeep(max)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, Some(json!({"maxDepth": max})))
+            GatewayError::Frame(FrameError::NotJson(_)) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None)
             }
+            GatewayError::Frame(FrameError::NotRequest(_)) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None)
+            }
+            GatewayError::Frame(FrameError::TooDeep(max)) => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                Some(json!({"maxDepth": max})),
+            ),
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
-            GatewayError::InvalidParams(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
-            GatewayError::Validate(ValidateError::Meta(_)) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None),
-            GatewayError::Validate(ValidateError::Headers(_)) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
-            GatewayError::Validate(ValidateError::Version { requested, supported }) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::UNSUPPORTED_VERSION, Some(json!({"supported": supported, "requested": requested})))
+            GatewayError::InvalidParams(_, data) => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_PARAMS,
+                data.clone(),
+            ),
+            GatewayError::Validate(ValidateError::Meta(_)) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None)
             }
-            GatewayError::Validate(ValidateError::Method(_)) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
-            GatewayError::UnknownTarget(_, data) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, data.clone()),
+            GatewayError::Validate(ValidateError::Headers(_)) => {
+                (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None)
+            }
+            GatewayError::Validate(ValidateError::Version {
+                requested,
+                supported,
+            }) => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::UNSUPPORTED_VERSION,
+                Some(json!({"supported": supported, "requested": requested})),
+            ),
+            GatewayError::Validate(ValidateError::Method(_)) => {
+                (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None)
+            }
+            GatewayError::UnknownTarget(_, data) => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_PARAMS,
+                data.clone(),
+            ),
             // A full pool (or the principal's share of it) is Sluice's own refusal, never the
             // upstream's fault: 503 with Retry-After, naming the limit (docs/governance.md: error codes).
-            GatewayError::Upstream(UpstreamError::Full(f)) | GatewayError::Full(f) => {
-                (StatusCode::SERVICE_UNAVAILABLE, crate::shares::POOL_FULL, Some(f.data()))
-            }
+            GatewayError::Upstream(UpstreamError::Full(f)) | GatewayError::Full(f) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                crate::shares::POOL_FULL,
+                Some(f.data()),
+            ),
             // A timeout is the gateway's judgement (504); any other upstream fault is a bad gateway.
-            GatewayError::Upstream(e) if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None),
-            // Its breaker or its max_in_flight: unavailable for now, and for how long.
-            GatewayError::Upstream(e) if e.retry_after_ms().is_some() => {
-                (StatusCode::SERVICE_UNAVAILABLE, jsonrpc::INTERNAL_ERROR, Some(json!({"retryAfterMs": e.retry_after_ms()})))
+            GatewayError::Upstream(e) if e.is_timeout() => {
+                (StatusCode::GATEWAY_TIMEOUT, jsonrpc::INTERNAL_ERROR, None)
             }
+            // Its breaker or its max_in_flight: unavailable for now, and for how long.
+            GatewayError::Upstream(e) if e.retry_after_ms().is_some() => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::INTERNAL_ERROR,
+                Some(json!({"retryAfterMs": e.retry_after_ms()})),
+            ),
             GatewayError::Upstream(_) => (StatusCode::BAD_GATEWAY, jsonrpc::INTERNAL_ERROR, None),
             // Down now, back (re-probed) soon: unavailable, which ones and why, and when to retry.
             GatewayError::Unavailable(u) => {
-                let down: Vec<Value> = u.down.iter().map(|(name, why)| json!({"upstream": name, "reason": why})).collect();
-                (StatusCode::SERVICE_UNAVAILABLE, NO_HEALTHY_UPSTREAM, Some(json!({"retryAfterMs": u.retry_after_ms, "down": down})))
+                let down: Vec<Value> = u
+                    .down
+                    .iter()
+                    .map(|(name, why)| json!({"upstream": name, "reason": why}))
+                    .collect();
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    NO_HEALTHY_UPSTREAM,
+                    Some(json!({"retryAfterMs": u.retry_after_ms, "down": down})),
+                )
             }
             // Sluice's own codes, outside the JSON-RPC reserved range (docs/governance.md: error codes).
-            GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => (StatusCode::FORBIDDEN, FORBIDDEN, None),
-            GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),
-            GatewayError::MissingCapability(_, needed) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::MISSING_CAPABILITY, Some(json!({"requiredCapabilities": needed})))
+            GatewayError::Auth(crate::auth::AuthError::InsufficientScope(_)) => {
+                (StatusCode::FORBIDDEN, FORBIDDEN, None)
             }
+            GatewayError::Auth(_) => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED, None),
+            GatewayError::MissingCapability(_, needed) => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::MISSING_CAPABILITY,
+                Some(json!({"requiredCapabilities": needed})),
+            ),
             GatewayError::Refused(r) => {
                 let (status, code, _, data) = r.classify();
                 (status, code, Some(data))

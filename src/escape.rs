@@ -25,7 +25,11 @@ pub struct Escaped<T>(pub T);
 impl<T: Display> Display for Escaped<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_char('"')?;
-        let mut w = Writer { out: f, left: MAX_CHARS, cut: false };
+        let mut w = Writer {
+            out: f,
+            left: MAX_CHARS,
+            cut: false,
+        };
         // A `Cut` error only says the bound was reached; anything else is the formatter's.
         let r = write!(w, "{}", self.0);
         let cut = w.cut;
@@ -107,7 +111,9 @@ pub fn line_safe(text: &str) -> std::borrow::Cow<'_, str> {
 /// variable's name belongs must not be printed back).
 pub fn shown_var(name: &str) -> String {
     let conventional = (1..=128).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
         && !name.as_bytes()[0].is_ascii_digit();
     if conventional {
         name.to_owned()
@@ -124,7 +130,10 @@ mod tests {
     fn a_variable_name_is_shown_only_when_it_is_one_by_convention() {
         assert_eq!(shown_var("GITHUB_TOKEN"), "GITHUB_TOKEN");
         for pasted in ["ghp_T0k3n", "sk-live-abc", "1ABC", "", "A B"] {
-            assert!(!shown_var(pasted).contains(pasted) || pasted.is_empty(), "{pasted}");
+            assert!(
+                !shown_var(pasted).contains(pasted) || pasted.is_empty(),
+                "{pasted}"
+            );
         }
     }
 
@@ -132,16 +141,33 @@ mod tests {
     fn peer_text_is_quoted_escaped_and_bounded() {
         let forged = "sluice-r9\n2026-01-01T00:00:00Z ERROR sluice: principal=admin granted root\r\u{1b}[2K\"x\\";
         let shown = Escaped(forged).to_string();
-        assert_eq!(shown, r#""sluice-r9\n2026-01-01T00:00:00Z ERROR sluice: principal=admin granted root\r\u{1b}[2K\"x\\""#);
+        assert_eq!(
+            shown,
+            r#""sluice-r9\n2026-01-01T00:00:00Z ERROR sluice: principal=admin granted root\r\u{1b}[2K\"x\\""#
+        );
         assert!(!shown.chars().any(char::is_control), "{shown}");
         assert_eq!(Escaped("it's").to_string(), "\"it's\"");
         let long = Escaped("é".repeat(1000)).to_string();
-        assert_eq!(long.chars().count(), MAX_CHARS + 3, "the bound, the quotes and the ellipsis");
+        assert_eq!(
+            long.chars().count(),
+            MAX_CHARS + 3,
+            "the bound, the quotes and the ellipsis"
+        );
         assert!(long.ends_with("…\""));
         assert_eq!(format!("{:?}", Escaped(42)), "\"42\"");
-        assert_eq!(Escaped("\u{2028}").to_string(), "\"\\u{2028}\"", "a line separator is escaped too");
-        for c in ['\u{85}', '\u{2029}', '\u{202e}', '\u{2066}', '\u{200f}', '\u{9b}'] {
-            assert!(!Escaped(format!("a{c}b")).to_string().contains(c), "{:?}", c as u32);
+        assert_eq!(
+            Escaped("\u{2028}").to_string(),
+            "\"\\u{2028}\"",
+            "a line separator is escaped too"
+        );
+        for c in [
+            '\u{85}', '\u{2029}', '\u{202e}', '\u{2066}', '\u{200f}', '\u{9b}',
+        ] {
+            assert!(
+                !Escaped(format!("a{c}b")).to_string().contains(c),
+                "{:?}",
+                c as u32
+            );
         }
     }
 
@@ -149,9 +175,18 @@ mod tests {
     fn line_breaking_characters_are_written_as_json_escapes() {
         let text = "{\"name\":\"a\u{2028}b\u{2029}c\u{85}d\u{202e}e\u{2066}f\u{9b}g é ✓\"}";
         let safe = line_safe(text);
-        assert_eq!(safe, "{\"name\":\"a\\u2028b\\u2029c\\u0085d\\u202ee\\u2066f\\u009bg é ✓\"}");
+        assert_eq!(
+            safe,
+            "{\"name\":\"a\\u2028b\\u2029c\\u0085d\\u202ee\\u2066f\\u009bg é ✓\"}"
+        );
         let back: serde_json::Value = serde_json::from_str(&safe).expect("still JSON");
-        assert_eq!(back["name"], "a\u{2028}b\u{2029}c\u{85}d\u{202e}e\u{2066}f\u{9b}g é ✓", "the same text");
-        assert!(matches!(line_safe("plain é ✓"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            back["name"], "a\u{2028}b\u{2029}c\u{85}d\u{202e}e\u{2066}f\u{9b}g é ✓",
+            "the same text"
+        );
+        assert!(matches!(
+            line_safe("plain é ✓"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -71,7 +71,13 @@ impl Running {
 
     /// Waits until every upstream has been probed once.
     pub async fn ready(&self) {
-        let _ = self.gateway.rt.ready.subscribe().wait_for(|ready| *ready).await;
+        let _ = self
+            .gateway
+            .rt
+            .ready
+            .subscribe()
+            .wait_for(|ready| *ready)
+            .await;
     }
 
     /// The generation serving now.
@@ -97,7 +103,8 @@ impl Running {
 
 /// Binds `cfg.listen` and serves in the background.
 pub async fn start(cfg: config::Config) -> Result<Running, String> {
-    let listener = server::bind(cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let listener =
+        server::bind(cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = cfg;
     cfg.listen = addr;
@@ -106,5 +113,10 @@ pub async fn start(cfg: config::Config) -> Result<Running, String> {
     let join = tokio::spawn(server::run(listener, gw.clone(), async move {
         let _ = rx.await;
     }));
-    Ok(Running { addr, gateway: gw, stop: Some(tx), join: Some(join) })
+    Ok(Running {
+        addr,
+        gateway: gw,
+        stop: Some(tx),
+        join: Some(join),
+    })
 }

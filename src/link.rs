@@ -39,7 +39,11 @@ use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
 
 /// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
 /// `completion/complete`), served as the target's era serves it.
-pub async fn call(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
+pub async fn call(
+    gw: &Arc<Generation>,
+    ctx: &RequestCtx<'_>,
+    t: &Target,
+) -> Result<Reply, GatewayError> {
     let status = t.up.status();
     match status.wire {
         // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on that
@@ -49,10 +53,24 @@ pub async fn call(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> Res
         Wire::Modern if ctx.legacy_client && status.legacy == LegacySide::Sessions => {
             crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
             // Its listen stream already reports its list changes: the sessions' GET streams need not.
-            Box::pin(crate::bridge::call(&gw.bridge, ctx, t, ListChanged::nowhere())).await
+            Box::pin(crate::bridge::call(
+                &gw.bridge,
+                ctx,
+                t,
+                ListChanged::nowhere(),
+            ))
+            .await
         }
         Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
-        Wire::Legacy => Box::pin(crate::bridge::call(&gw.bridge, ctx, t, gw.rt.changes.clone())).await,
+        Wire::Legacy => {
+            Box::pin(crate::bridge::call(
+                &gw.bridge,
+                ctx,
+                t,
+                gw.rt.changes.clone(),
+            ))
+            .await
+        }
     }
 }
 
@@ -97,9 +115,20 @@ impl Generation {
             .live
             .retired()
             .iter()
-            .flat_map(|g| g.upstreams.iter().filter(|u| u.retired.is_cancelled()).cloned().collect::<Vec<_>>())
+            .flat_map(|g| {
+                g.upstreams
+                    .iter()
+                    .filter(|u| u.retired.is_cancelled())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
             .collect();
-        let stdio: Vec<_> = self.upstreams.iter().chain(&draining).filter_map(|u| u.stdio.clone()).collect();
+        let stdio: Vec<_> = self
+            .upstreams
+            .iter()
+            .chain(&draining)
+            .filter_map(|u| u.stdio.clone())
+            .collect();
         // No process starts once shutdown began (a probe or a lease racing it included).
         for spec in &stdio {
             spec.end_all_now();
@@ -140,9 +169,14 @@ impl Generation {
         // stream; a stdio server found 2025-11-25 once stays so (the verdict is the command's).
         let before = up.status();
         // (found so by a handshake that succeeded: a failed one proves nothing).
-        let stdio_legacy = up.stdio.is_some() && before.wire == Wire::Legacy && before.discovered.is_some();
-        let stdio_modern = up.stdio.is_some() && before.wire == Wire::Modern && before.discovered.is_some();
-        if up.is_sse() || stdio_legacy || (up.stdio.is_some() && up.era == crate::config::Era::Legacy) {
+        let stdio_legacy =
+            up.stdio.is_some() && before.wire == Wire::Legacy && before.discovered.is_some();
+        let stdio_modern =
+            up.stdio.is_some() && before.wire == Wire::Modern && before.discovered.is_some();
+        if up.is_sse()
+            || stdio_legacy
+            || (up.stdio.is_some() && up.era == crate::config::Era::Legacy)
+        {
             return crate::catalog::legacy::probe(self, up).await;
         }
         if up.era == crate::config::Era::Legacy {
@@ -156,7 +190,9 @@ impl Generation {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
                 // Does it speak 2025-11-25 too? Asked again every LEGACY_RECHECK: a redeploy can
                 // change it; meanwhile the last answer stands (discover::probe keeps it).
-                let due = s.legacy_checked.is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
+                let due = s
+                    .legacy_checked
+                    .is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
                 if due {
                     s.legacy = crate::catalog::legacy::handshakes(self, up, s.legacy).await;
                     s.legacy_checked = Some(std::time::Instant::now());
@@ -175,7 +211,11 @@ impl Generation {
                 tracing::debug!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "not a 2026-07-28 server; trying 2025-11-25");
                 if let Some(spec) = &up.stdio {
                     // It was sent a request before `initialize`: its sessions get fresh processes.
-                    crate::upstream::stdio::shared::retire(spec, "it is a 2025-11-25 server: the process that was probed is ended").await;
+                    crate::upstream::stdio::shared::retire(
+                        spec,
+                        "it is a 2025-11-25 server: the process that was probed is ended",
+                    )
+                    .await;
                     return crate::catalog::legacy::probe(self, up).await;
                 }
                 self.legacy_or_sse(up).await

@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use sluice::config::{Config, Overrides};
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "An MCP gateway: one stateless 2026-07-28 endpoint in front of many MCP servers")]
+#[command(
+    name = "sluice",
+    version,
+    about = "An MCP gateway: one stateless 2026-07-28 endpoint in front of many MCP servers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -108,7 +112,10 @@ fn main() -> std::process::ExitCode {
         eprintln!("sluice: {e}");
         return std::process::ExitCode::from(2);
     }
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(start()),
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");
@@ -142,17 +149,24 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
     match cmd {
         Command::Serve { config, quick } => {
             let cfg = Config::load(config.as_deref(), &quick.overrides())?;
-            let otel = sluice::telemetry::init("info", cfg.telemetry.as_ref()).map_err(anyhow::Error::msg)?;
+            let otel = sluice::telemetry::init("info", cfg.telemetry.as_ref())
+                .map_err(anyhow::Error::msg)?;
             if cfg.upstreams.is_empty() {
-                anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
+                anyhow::bail!(
+                    "no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL"
+                );
             }
-            let listener = sluice::server::bind(cfg.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            let listener = sluice::server::bind(cfg.listen)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
             // With port 0 in the config, log (and use) the port actually bound.
             let mut cfg = cfg;
             cfg.listen = listener.local_addr().unwrap_or(cfg.listen);
             let gw = sluice::gateway::Generation::new(cfg).map_err(anyhow::Error::msg)?;
             // Read again, from the same file and flags, on SIGHUP.
-            let _ = gw.rt.live.source.set(sluice::config::Source { path: config, overrides: quick.overrides() });
+            let _ = gw.rt.live.source.set(sluice::config::Source {
+                path: config,
+                overrides: quick.overrides(),
+            });
             sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
             tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
             sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
@@ -161,10 +175,21 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             }
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Check { config, quick, principal, groups } => {
+        Command::Check {
+            config,
+            quick,
+            principal,
+            groups,
+        } => {
             // Exactly what `serve` reads before it listens, and a reload before it applies:
             // upstreams, credentials, keys, policies, files. The verdict comes first.
-            let checked = sluice::inspect::check(config.as_deref(), &quick.overrides(), principal.as_deref(), &groups).await;
+            let checked = sluice::inspect::check(
+                config.as_deref(),
+                &quick.overrides(),
+                principal.as_deref(),
+                &groups,
+            )
+            .await;
             print!("{}", checked.text);
             match checked.refused {
                 Some(e) => {
@@ -186,6 +211,11 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             sluice::demo::stdio::serve().await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Demo { walkthrough, listen } => sluice::demo::run(walkthrough, listen).await.map_err(anyhow::Error::msg),
+        Command::Demo {
+            walkthrough,
+            listen,
+        } => sluice::demo::run(walkthrough, listen)
+            .await
+            .map_err(anyhow::Error::msg),
     }
 }

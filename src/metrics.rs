@@ -112,11 +112,17 @@ fn method_label(r: &Record) -> &'static str {
 
 /// The label of a code: its decimal text, from the closed set (no allocation per request).
 fn code_label(c: i64) -> &'static str {
-    CODES.iter().find(|(k, _)| *k == c).map_or("other", |(_, t)| t)
+    CODES
+        .iter()
+        .find(|(k, _)| *k == c)
+        .map_or("other", |(_, t)| t)
 }
 
 fn status_label(s: u16) -> &'static str {
-    STATUSES.iter().find(|(k, _)| *k == s).map_or("other", |(_, t)| t)
+    STATUSES
+        .iter()
+        .find(|(k, _)| *k == s)
+        .map_or("other", |(_, t)| t)
 }
 
 /// All metrics.
@@ -160,24 +166,62 @@ impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let duration = Family::<OpLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.0001, 2.0, 18)));
-        registry.register("mcp_server_operation_duration_seconds", "Duration of MCP requests served by Sluice", duration.clone());
+        let duration = Family::<OpLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+        });
+        registry.register(
+            "mcp_server_operation_duration_seconds",
+            "Duration of MCP requests served by Sluice",
+            duration.clone(),
+        );
         let requests = Family::<OpLabels, Counter>::default();
-        registry.register("sluice_requests", "MCP requests by method, upstream and outcome", requests.clone());
+        registry.register(
+            "sluice_requests",
+            "MCP requests by method, upstream and outcome",
+            requests.clone(),
+        );
         let rounds = Counter::default();
-        registry.register("sluice_input_rounds", "input_required rounds answered to clients", rounds.clone());
+        registry.register(
+            "sluice_input_rounds",
+            "input_required rounds answered to clients",
+            rounds.clone(),
+        );
         let refusals = Family::<KindLabels, Counter>::default();
-        registry.register("sluice_refusals", "Requests refused by governance or authentication, by code", refusals.clone());
+        registry.register(
+            "sluice_refusals",
+            "Requests refused by governance or authentication, by code",
+            refusals.clone(),
+        );
         let upstream_errors = Family::<KindLabels, Counter>::default();
-        registry.register("sluice_upstream_errors", "Requests failed by an upstream (502/504), by upstream", upstream_errors.clone());
+        registry.register(
+            "sluice_upstream_errors",
+            "Requests failed by an upstream (502/504), by upstream",
+            upstream_errors.clone(),
+        );
         let parked = Gauge::default();
-        registry.register("sluice_parked_exchanges", "Exchanges parked waiting for a client's answers", parked.clone());
+        registry.register(
+            "sluice_parked_exchanges",
+            "Exchanges parked waiting for a client's answers",
+            parked.clone(),
+        );
         let sessions = Gauge::default();
-        registry.register("sluice_legacy_sessions", "Open sessions with legacy upstreams", sessions.clone());
+        registry.register(
+            "sluice_legacy_sessions",
+            "Open sessions with legacy upstreams",
+            sessions.clone(),
+        );
         let audit_dropped = Gauge::default();
-        registry.register("sluice_audit_dropped", "Audit records dropped because the audit channel was full", audit_dropped.clone());
+        registry.register(
+            "sluice_audit_dropped",
+            "Audit records dropped because the audit channel was full",
+            audit_dropped.clone(),
+        );
         let in_flight = Gauge::default();
-        registry.register("sluice_requests_in_flight", "MCP requests in progress (until their response head)", in_flight.clone());
+        registry.register(
+            "sluice_requests_in_flight",
+            "MCP requests in progress (until their response head)",
+            in_flight.clone(),
+        );
         let upstream_events = Family::<UpstreamLabels, Counter>::default();
         registry.register(
             "sluice_upstream_resilience",
@@ -192,7 +236,11 @@ impl Metrics {
         );
         let (health_changes, healthy) = register_health(&mut registry);
         let reloads = Family::<ResultLabels, Counter>::default();
-        registry.register("sluice_config_reloads", "Config reloads (SIGHUP) by result: applied, failed", reloads.clone());
+        registry.register(
+            "sluice_config_reloads",
+            "Config reloads (SIGHUP) by result: applied, failed",
+            reloads.clone(),
+        );
         let reload_ok = Gauge::default();
         reload_ok.set(1);
         registry.register(
@@ -214,7 +262,11 @@ impl Metrics {
             trace_spans.clone(),
         );
         let cluster = Family::<ResultLabels, Counter>::default();
-        registry.register("sluice_cluster_events", "[cluster] events by result (docs/operations.md)", cluster.clone());
+        registry.register(
+            "sluice_cluster_events",
+            "[cluster] events by result (docs/operations.md)",
+            cluster.clone(),
+        );
         Metrics {
             cluster,
             trace_spans,
@@ -257,17 +309,31 @@ impl Metrics {
             (None, s) if s >= 400 => status_label(s),
             _ => "ok",
         };
-        let labels = OpLabels { mcp_method_name: method_label(r), upstream: r.upstream.clone().unwrap_or_default(), error_type };
-        self.duration.get_or_create(&labels).observe(took.as_secs_f64());
+        let labels = OpLabels {
+            mcp_method_name: method_label(r),
+            upstream: r.upstream.clone().unwrap_or_default(),
+            error_type,
+        };
+        self.duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
         self.requests.get_or_create(&labels).inc();
         if !r.input_keys.is_empty() {
             self.rounds.inc();
         }
         if let Some(c) = r.error_code.filter(|c| (-31999..=-31000).contains(c)) {
-            self.refusals.get_or_create(&KindLabels { kind: code_label(c).into() }).inc();
+            self.refusals
+                .get_or_create(&KindLabels {
+                    kind: code_label(c).into(),
+                })
+                .inc();
         }
         if matches!(r.status, 502 | 504) {
-            self.upstream_errors.get_or_create(&KindLabels { kind: r.upstream.clone().unwrap_or_default().into() }).inc();
+            self.upstream_errors
+                .get_or_create(&KindLabels {
+                    kind: r.upstream.clone().unwrap_or_default().into(),
+                })
+                .inc();
         }
     }
 
@@ -284,22 +350,46 @@ impl Metrics {
             ("fast_failed", &c.fast_failed),
             ("retried", &c.retried),
         ] {
-            let counter = self.upstream_events.get_or_create(&UpstreamLabels { upstream: up.name.clone(), event });
+            let counter = self.upstream_events.get_or_create(&UpstreamLabels {
+                upstream: up.name.clone(),
+                event,
+            });
             counter.inc_by(total.load(Relaxed).saturating_sub(counter.get()));
         }
-        let out = up.balancer.endpoints.states().iter().filter(|(_, s)| *s != "closed").count();
-        self.endpoints_out.get_or_create(&NameLabels { upstream: up.name.clone() }).set(out as i64);
+        let out = up
+            .balancer
+            .endpoints
+            .states()
+            .iter()
+            .filter(|(_, s)| *s != "closed")
+            .count();
+        self.endpoints_out
+            .get_or_create(&NameLabels {
+                upstream: up.name.clone(),
+            })
+            .set(out as i64);
         let (down, back) = up.health.changes();
         for (to, total) in [("down", down), ("up", back)] {
-            let counter = self.health_changes.get_or_create(&HealthLabels { upstream: up.name.clone(), to });
+            let counter = self.health_changes.get_or_create(&HealthLabels {
+                upstream: up.name.clone(),
+                to,
+            });
             counter.inc_by(total.saturating_sub(counter.get()));
         }
-        self.healthy.get_or_create(&NameLabels { upstream: up.name.clone() }).set(i64::from(up.status().healthy));
+        self.healthy
+            .get_or_create(&NameLabels {
+                upstream: up.name.clone(),
+            })
+            .set(i64::from(up.status().healthy));
     }
 
     /// Accounts one config reload: applied (now serving `generation`) or failed.
     pub fn reloaded(&self, applied: Option<u64>) {
-        let result = if applied.is_some() { "applied" } else { "failed" };
+        let result = if applied.is_some() {
+            "applied"
+        } else {
+            "failed"
+        };
         self.reloads.get_or_create(&ResultLabels { result }).inc();
         self.reload_ok.set(i64::from(applied.is_some()));
         if let Some(g) = applied {
@@ -341,7 +431,9 @@ impl Metrics {
 }
 
 /// Registers the upstream health metrics: changes told (to down, to up) and healthy now.
-fn register_health(registry: &mut Registry) -> (Family<HealthLabels, Counter>, Family<NameLabels, Gauge>) {
+fn register_health(
+    registry: &mut Registry,
+) -> (Family<HealthLabels, Counter>, Family<NameLabels, Gauge>) {
     let changes = Family::<HealthLabels, Counter>::default();
     registry.register(
         "sluice_upstream_health_changes",
@@ -349,7 +441,11 @@ fn register_health(registry: &mut Registry) -> (Family<HealthLabels, Counter>, F
         changes.clone(),
     );
     let healthy = Family::<NameLabels, Gauge>::default();
-    registry.register("sluice_upstream_healthy", "Per upstream: 1 when it is healthy now, else 0", healthy.clone());
+    registry.register(
+        "sluice_upstream_healthy",
+        "Per upstream: 1 when it is healthy now, else 0",
+        healthy.clone(),
+    );
     (changes, healthy)
 }
 

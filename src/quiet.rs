@@ -34,12 +34,17 @@ pub struct Repeats {
 impl Repeats {
     /// A line per kind at most every `window`.
     pub const fn new(window: Duration) -> Repeats {
-        Repeats { window, seen: Mutex::new(None) }
+        Repeats {
+            window,
+            seen: Mutex::new(None),
+        }
     }
 
     /// Notes one occurrence of `kind`.
     pub fn note(&self, kind: &str) -> Tell {
-        let Ok(mut seen) = self.seen.lock() else { return Tell::First };
+        let Ok(mut seen) = self.seen.lock() else {
+            return Tell::First;
+        };
         let seen = seen.get_or_insert_with(HashMap::new);
         let now = Instant::now();
         match seen.get_mut(kind) {

@@ -69,7 +69,10 @@ pub struct Applied {
 /// Reads the config again from where `sluice serve` read it and applies it.
 pub async fn from_source(gw: &Arc<Generation>) -> Result<Applied, String> {
     let Some(src) = gw.rt.live.source.get() else {
-        return Err("this gateway was not started from a config source (`sluice serve`): nothing to reload".into());
+        return Err(
+            "this gateway was not started from a config source (`sluice serve`): nothing to reload"
+                .into(),
+        );
     };
     match src.load() {
         Ok(cfg) => apply(gw, cfg).await,
@@ -85,7 +88,9 @@ pub async fn apply(gw: &Arc<Generation>, cfg: Config) -> Result<Applied, String>
     let _one = gw.rt.live.reloading.lock().await;
     let old = gw.latest();
     let result = swap(&old, cfg).await;
-    old.rt.metrics.reloaded(result.as_ref().ok().map(|a| a.generation));
+    old.rt
+        .metrics
+        .reloaded(result.as_ref().ok().map(|a| a.generation));
     result
 }
 
@@ -99,7 +104,9 @@ pub fn check(cfg: &Config) -> Result<(), String> {
 
 fn not_empty(cfg: &Config) -> Result<(), String> {
     match cfg.upstreams.is_empty() {
-        true => Err("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL".into()),
+        true => {
+            Err("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL".into())
+        }
         false => Ok(()),
     }
 }
@@ -120,8 +127,18 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     // From here the client speaks HTTP/2 to the new config's `http2` hosts too (added only: a
     // host already spoken to keeps its version, so nothing here needs undoing).
     let next = old.next(cfg)?;
-    let fresh: Vec<Arc<Upstream>> = next.upstreams.iter().filter(|u| !kept(old, u)).cloned().collect();
-    let gone: Vec<Arc<Upstream>> = old.upstreams.iter().filter(|u| !kept(&next, u)).cloned().collect();
+    let fresh: Vec<Arc<Upstream>> = next
+        .upstreams
+        .iter()
+        .filter(|u| !kept(old, u))
+        .cloned()
+        .collect();
+    let gone: Vec<Arc<Upstream>> = old
+        .upstreams
+        .iter()
+        .filter(|u| !kept(&next, u))
+        .cloned()
+        .collect();
     // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
     // unhealthy and probed again on the refresh, as at startup.
     next.probe_each(&fresh).await;
@@ -150,9 +167,21 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     announce(old, &next, &fresh, &gone);
     let applied = Applied {
         generation: next.generation,
-        added: fresh.iter().filter(|u| old.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect(),
-        removed: gone.iter().filter(|u| next.upstream(&u.name).is_none()).map(|u| u.name.clone()).collect(),
-        replaced: fresh.iter().filter(|u| old.upstream(&u.name).is_some()).map(|u| u.name.clone()).collect(),
+        added: fresh
+            .iter()
+            .filter(|u| old.upstream(&u.name).is_none())
+            .map(|u| u.name.clone())
+            .collect(),
+        removed: gone
+            .iter()
+            .filter(|u| next.upstream(&u.name).is_none())
+            .map(|u| u.name.clone())
+            .collect(),
+        replaced: fresh
+            .iter()
+            .filter(|u| old.upstream(&u.name).is_some())
+            .map(|u| u.name.clone())
+            .collect(),
         budgets_restarted: next.governor.restarted_budgets(&old.governor),
         auth_changed,
     };
@@ -177,7 +206,11 @@ fn http2_switched(old: &Generation, new: &Config) -> Option<String> {
 
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (flat(old), flat(new));
-    let mut keys: Vec<&'static str> = RESTART_ONLY.iter().copied().filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k))).collect();
+    let mut keys: Vec<&'static str> = RESTART_ONLY
+        .iter()
+        .copied()
+        .filter(|k| a.pointer(&pointer(k)) != b.pointer(&pointer(k)))
+        .collect();
     // Secrets print redacted: the sealing keys and the OTLP endpoint are compared as read.
     for (key, differs) in [
         ("state", old.state.keys != new.state.keys),
@@ -214,7 +247,8 @@ fn pointer(key: &str) -> String {
 /// prefix or separator changed) or visibility rules are loaded (each stream is then told only
 /// if its own view changed). A stream that takes the change moves to the new generation.
 fn announce(old: &Generation, next: &Generation, fresh: &[Arc<Upstream>], gone: &[Arc<Upstream>]) {
-    let renamed = old.cfg.prefixed() != next.cfg.prefixed() || old.cfg.separator != next.cfg.separator;
+    let renamed =
+        old.cfg.prefixed() != next.cfg.prefixed() || old.cfg.separator != next.cfg.separator;
     let everyone = renamed || next.governor.has_visibility() || old.governor.has_visibility();
     let mut names: Vec<&str> = fresh.iter().chain(gone).map(|u| u.name.as_str()).collect();
     if everyone {

@@ -42,7 +42,10 @@ pub enum ResultKind {
 
 /// Decodes `resultType` (the last of repeated keys, as the members are read).
 pub fn result_kind(m: &RawObject<'_>) -> ResultKind {
-    match m.get("resultType").map(serde_json::from_str::<std::borrow::Cow<'_, str>>) {
+    match m
+        .get("resultType")
+        .map(serde_json::from_str::<std::borrow::Cow<'_, str>>)
+    {
         None => ResultKind::Complete,
         Some(Ok(t)) if t == "complete" => ResultKind::Complete,
         Some(Ok(t)) if t == "input_required" => ResultKind::InputRequired,
@@ -71,7 +74,9 @@ pub fn read_final(msg: &str) -> Final<'_> {
     }
     // One JSON object: an array of a result's fields is no final message.
     match jsonrpc::decode_object_str::<Wire<'_>>(msg) {
-        Ok(Wire { result: Some(r), .. }) => {
+        Ok(Wire {
+            result: Some(r), ..
+        }) => {
             // A repeated key is written once, with its last value, as the round sealing reads it.
             let r = r.dedup_last();
             let kind = result_kind(&r);
@@ -93,7 +98,9 @@ fn stamp_result(raw: &str, method: &str, server_info: &str) -> Option<String> {
 }
 
 fn members(raw: &str) -> Option<RawObject<'_>> {
-    serde_json::from_str::<RawObject<'_>>(raw).ok().map(RawObject::dedup_last)
+    serde_json::from_str::<RawObject<'_>>(raw)
+        .ok()
+        .map(RawObject::dedup_last)
 }
 
 fn push_key(out: &mut String, key: &str, first: &mut bool) {
@@ -174,12 +181,20 @@ fn write_meta(out: &mut String, raw: &str, server_info: &str) {
 }
 
 /// Maps an upstream error to one 2026-07-28 allows, and the HTTP status its code fixes.
-pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Option<&str>) -> (StatusCode, jsonrpc::RpcError) {
+pub fn map_error(
+    mut e: jsonrpc::RpcError,
+    upstream_status: StatusCode,
+    uri: Option<&str>,
+) -> (StatusCode, jsonrpc::RpcError) {
     match e.code {
         -32002 => {
             // Resource not found was -32002 up to 2025-11-25; 2026-07-28 says -32602 with the uri.
             e.code = jsonrpc::INVALID_PARAMS;
-            let mut data = e.data.take().and_then(|d| d.as_object().cloned()).unwrap_or_default();
+            let mut data = e
+                .data
+                .take()
+                .and_then(|d| d.as_object().cloned())
+                .unwrap_or_default();
             if let (false, Some(u)) = (data.contains_key("uri"), uri) {
                 data.insert("uri".into(), u.into());
             }
@@ -193,7 +208,9 @@ pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Opt
         _ => {}
     }
     let status = match e.code {
-        jsonrpc::HEADER_MISMATCH | jsonrpc::MISSING_CAPABILITY | jsonrpc::UNSUPPORTED_VERSION => StatusCode::BAD_REQUEST,
+        jsonrpc::HEADER_MISMATCH | jsonrpc::MISSING_CAPABILITY | jsonrpc::UNSUPPORTED_VERSION => {
+            StatusCode::BAD_REQUEST
+        }
         jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ if upstream_status.is_client_error() => upstream_status,
         _ => StatusCode::OK,
@@ -202,9 +219,20 @@ pub fn map_error(mut e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Opt
 }
 
 /// The client's body for an upstream's result (complete, or a round Sluice has sealed).
-pub fn result_reply(id: &str, method: &Method, m: &RawObject<'_>, server_info: &str) -> (StatusCode, Bytes) {
-    let mut out =
-        String::with_capacity(256 + server_info.len() + id.len() + m.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>());
+pub fn result_reply(
+    id: &str,
+    method: &Method,
+    m: &RawObject<'_>,
+    server_info: &str,
+) -> (StatusCode, Bytes) {
+    let mut out = String::with_capacity(
+        256 + server_info.len()
+            + id.len()
+            + m.0
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>(),
+    );
     out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
     out.push_str(id);
     out.push_str(",\"result\":");
@@ -214,10 +242,21 @@ pub fn result_reply(id: &str, method: &Method, m: &RawObject<'_>, server_info: &
 }
 
 /// The client's body for an upstream's JSON-RPC error.
-pub fn error_reply(id: &str, e: jsonrpc::RpcError, upstream_status: StatusCode, uri: Option<&str>) -> (StatusCode, Bytes) {
+pub fn error_reply(
+    id: &str,
+    e: jsonrpc::RpcError,
+    upstream_status: StatusCode,
+    uri: Option<&str>,
+) -> (StatusCode, Bytes) {
     let (status, e) = map_error(e, upstream_status, uri);
-    let err = serde_json::to_value(&e).unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
-    (status, Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}")))
+    let err = serde_json::to_value(&e)
+        .unwrap_or_else(|_| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "upstream error"}));
+    (
+        status,
+        Bytes::from(format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"
+        )),
+    )
 }
 
 /// Turns an upstream's final message into the client's body and status, where no round may
@@ -246,12 +285,18 @@ pub fn unexpected_result(id: &str, upstream: &str) -> (StatusCode, Bytes) {
     let msg = format!(
         "upstream '{upstream}' answered with a resultType other than complete where only a complete result may come (or one Sluice does not serve); report it to that server's owners"
     );
-    (StatusCode::BAD_GATEWAY, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None))
+    (
+        StatusCode::BAD_GATEWAY,
+        jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None),
+    )
 }
 
 fn bad_upstream(id: &str, upstream: &str) -> (StatusCode, Bytes) {
     let msg = format!("upstream '{upstream}' sent an answer that is not a JSON-RPC response; report it to that server's owners");
-    (StatusCode::BAD_GATEWAY, jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None))
+    (
+        StatusCode::BAD_GATEWAY,
+        jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, &msg, None),
+    )
 }
 
 #[cfg(test)]

@@ -25,7 +25,11 @@ use crate::gateway::Generation;
 /// new connections waits in the queue instead of overflowing the default 128, where each dropped
 /// SYN costs its client a one-second retransmit.
 pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(4096)
@@ -37,8 +41,14 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Future<Output = ()>) {
     let builder = connection_builder(&gw);
     let (deadlines, grace) = (deadlines(&gw.cfg.timeouts), gw.cfg.timeouts.shutdown);
-    let connections = crate::connections::Table::new(gw.cfg.limits.max_connections, gw.cfg.limits.max_connections_per_source);
-    let (tracker, drain) = (tokio_util::task::TaskTracker::new(), CancellationToken::new());
+    let connections = crate::connections::Table::new(
+        gw.cfg.limits.max_connections,
+        gw.cfg.limits.max_connections_per_source,
+    );
+    let (tracker, drain) = (
+        tokio_util::task::TaskTracker::new(),
+        CancellationToken::new(),
+    );
     let endpoint = crate::service::stack::endpoint(&gw);
     let background = crate::background::spawn(&gw);
     let (live, stop) = (gw.rt.live.clone(), gw.rt.shutdown.clone());
@@ -53,7 +63,10 @@ pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Futu
         // Past its source's share a new connection is closed at once; when every place is
         // taken, it takes the place of an idle one that served no authenticated request, else
         // it is closed at once (held ones keep working).
-        let source = stream.peer_addr().map(|a| source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let source = stream
+            .peer_addr()
+            .map(|a| source_of(a.ip()))
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
         let held = match connections.admit(source) {
             Ok(h) => h,
             Err(crate::shares::Refused::Pool(n)) => {
@@ -68,7 +81,14 @@ pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Futu
         let _ = stream.set_nodelay(true);
         let (live, endpoint) = (live.clone(), endpoint.clone());
         let handle = move |req| crate::service::handle(live.clone(), endpoint.clone(), req);
-        tracker.spawn(crate::connections::serve(stream, held, builder.clone(), deadlines, drain.clone(), handle));
+        tracker.spawn(crate::connections::serve(
+            stream,
+            held,
+            builder.clone(),
+            deadlines,
+            drain.clone(),
+            handle,
+        ));
     }
     drop(listener);
     stop.cancel();
@@ -89,7 +109,11 @@ pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Futu
 
 /// How long a client connection may sit idle, from `timeouts` (`connections::serve`).
 pub(crate) fn deadlines(t: &crate::config::Timeouts) -> crate::connections::Deadlines {
-    crate::connections::Deadlines { first: t.header_read.min(t.idle_connection), idle: t.idle_connection, closing: t.header_read }
+    crate::connections::Deadlines {
+        first: t.header_read.min(t.idle_connection),
+        idle: t.idle_connection,
+        closing: t.header_read,
+    }
 }
 
 /// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one
@@ -148,9 +172,23 @@ mod tests {
     fn a_source_is_an_ipv4_address_or_an_ipv6_64() {
         let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
         assert_eq!(source_of(ip("203.0.113.7")), ip("203.0.113.7"));
-        assert_eq!(source_of(ip("::ffff:203.0.113.7")), ip("203.0.113.7"), "IPv4-mapped is the IPv4 address");
-        assert_eq!(source_of(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")), ip("2001:db8:1:2::"));
-        assert_eq!(source_of(ip("2001:db8:1:2::1")), source_of(ip("2001:db8:1:2:ffff::9")), "one /64, one source");
-        assert_ne!(source_of(ip("2001:db8:1:2::1")), source_of(ip("2001:db8:1:3::1")));
+        assert_eq!(
+            source_of(ip("::ffff:203.0.113.7")),
+            ip("203.0.113.7"),
+            "IPv4-mapped is the IPv4 address"
+        );
+        assert_eq!(
+            source_of(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(
+            source_of(ip("2001:db8:1:2::1")),
+            source_of(ip("2001:db8:1:2:ffff::9")),
+            "one /64, one source"
+        );
+        assert_ne!(
+            source_of(ip("2001:db8:1:2::1")),
+            source_of(ip("2001:db8:1:3::1"))
+        );
     }
 }

@@ -54,12 +54,20 @@ pub struct Full {
 impl Full {
     /// The whole pool is full.
     pub fn pool(pool: Pool, max: usize) -> Full {
-        Full { pool, per_principal: false, max }
+        Full {
+            pool,
+            per_principal: false,
+            max,
+        }
     }
 
     /// The caller holds its whole share.
     pub fn share(pool: Pool, max: usize) -> Full {
-        Full { pool, per_principal: true, max }
+        Full {
+            pool,
+            per_principal: true,
+            max,
+        }
     }
 
     /// The caller holds its whole `share` of a pool of `max`: named as the pool when the share
@@ -157,7 +165,12 @@ pub struct Place<K: Eq + Hash + Clone> {
 impl<K: Eq + Hash + Clone> Shares<K> {
     /// A pool of `max` places.
     pub fn new(max: usize) -> Arc<Shares<K>> {
-        Arc::new(Shares { held: DashMap::new(), whole: AtomicUsize::new(0), total: AtomicUsize::new(0), max })
+        Arc::new(Shares {
+            held: DashMap::new(),
+            whole: AtomicUsize::new(0),
+            total: AtomicUsize::new(0),
+            max,
+        })
     }
 
     /// A place in the pool for `key`, within its `share`.
@@ -178,7 +191,11 @@ impl<K: Eq + Hash + Clone> Shares<K> {
             return Err(Refused::Share(share));
         }
         *n += 1;
-        Ok(Place { shares: self.clone(), key: Some(key), pooled: false })
+        Ok(Place {
+            shares: self.clone(),
+            key: Some(key),
+            pooled: false,
+        })
     }
 
     /// A place within `share`, counted with every other place taken this way and no key: for a
@@ -188,7 +205,11 @@ impl<K: Eq + Hash + Clone> Shares<K> {
             self.whole.fetch_sub(1, Ordering::AcqRel);
             return Err(Refused::Share(share));
         }
-        Ok(Place { shares: self.clone(), key: None, pooled: false })
+        Ok(Place {
+            shares: self.clone(),
+            key: None,
+            pooled: false,
+        })
     }
 
     /// Places of the pool taken now.
@@ -250,7 +271,11 @@ mod tests {
         assert_eq!(s.take("a", 2).err(), Some(Refused::Share(2)));
         let _b = s.take("b", 2).unwrap();
         assert_eq!(s.take("c", 2).err(), Some(Refused::Pool(3)));
-        assert_eq!(s.held_by(&"c"), 0, "a refused key holds nothing (and has no counter left)");
+        assert_eq!(
+            s.held_by(&"c"),
+            0,
+            "a refused key holds nothing (and has no counter left)"
+        );
         assert!(s.held.get("c").is_none());
         drop(a1);
         let _c = s.take("c", 2).expect("a place given back is free again");
@@ -273,17 +298,36 @@ mod tests {
     #[test]
     fn keyless_places_are_counted_without_a_key_and_bounded_by_their_share() {
         let s = Shares::<&str>::new(2);
-        let reading: Vec<_> = (0..2).map(|_| s.share_keyless(2).expect("within the share")).collect();
+        let reading: Vec<_> = (0..2)
+            .map(|_| s.share_keyless(2).expect("within the share"))
+            .collect();
         assert!(s.held.is_empty(), "no counter by key");
-        assert_eq!(s.share_keyless(2).err(), Some(Refused::Share(2)), "bounded by the share");
+        assert_eq!(
+            s.share_keyless(2).err(),
+            Some(Refused::Share(2)),
+            "bounded by the share"
+        );
         drop(reading);
-        let held: Vec<_> = (0..2).map(|_| s.share_keyless(2).and_then(Place::pooled).expect("within the pool")).collect();
-        assert_eq!(s.share_keyless(3).and_then(Place::pooled).err(), Some(Refused::Pool(2)));
+        let held: Vec<_> = (0..2)
+            .map(|_| {
+                s.share_keyless(2)
+                    .and_then(Place::pooled)
+                    .expect("within the pool")
+            })
+            .collect();
+        assert_eq!(
+            s.share_keyless(3).and_then(Place::pooled).err(),
+            Some(Refused::Pool(2))
+        );
         drop(held);
         assert_eq!((s.in_use(), s.whole.load(Ordering::Acquire)), (0, 0));
         let keyed = Shares::<&str>::new(2);
         let _a = keyed.share("a", 2).unwrap();
-        assert_eq!(keyed.held_by(&"a"), 1, "a table made with `new` counts every share by key");
+        assert_eq!(
+            keyed.held_by(&"a"),
+            1,
+            "a table made with `new` counts every share by key"
+        );
     }
 
     #[test]
@@ -306,7 +350,10 @@ mod tests {
             Full::share(Pool::Requests("web".into()), 9),
         ] {
             let msg = f.to_string();
-            assert!(msg.contains(&format!("{} = 9", f.limit())) && msg.contains("retry after 1 s"), "{msg}");
+            assert!(
+                msg.contains(&format!("{} = 9", f.limit())) && msg.contains("retry after 1 s"),
+                "{msg}"
+            );
             assert_eq!(f.data()["limit"], f.limit());
         }
         assert!(Full::pool(Pool::Processes("files".into()), 16)

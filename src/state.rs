@@ -200,13 +200,16 @@ impl Key {
     /// A key from its secret bytes (at least 32).
     pub fn new(id: u8, secret: Vec<u8>) -> Result<Key, String> {
         if secret.len() < 32 {
-            return Err(format!("state key {id}: the secret must be at least 32 bytes"));
+            return Err(format!(
+                "state key {id}: the secret must be at least 32 bytes"
+            ));
         }
         Ok(Key { id, secret })
     }
 
     fn mac(&self) -> HmacSha256 {
-        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
+        let mut m =
+            <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
         m.update(DOMAIN);
         m
     }
@@ -214,7 +217,8 @@ impl Key {
     /// The first 16 bytes of HMAC-SHA256 over `domain` then each part with its length before it
     /// (so parts cannot run into each other).
     fn short_tag(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; SHORT_TAG] {
-        let mut m = <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
+        let mut m =
+            <HmacSha256 as Mac>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable_mac());
         m.update(domain);
         for p in parts {
             m.update(&(p.len() as u64).to_be_bytes());
@@ -258,7 +262,12 @@ impl Keys {
     /// A random key for a single replica (replicas must share configured keys instead).
     pub fn random() -> Keys {
         let secret: [u8; 32] = rand::random();
-        Keys { keys: vec![Key { id: 0, secret: secret.to_vec() }] }
+        Keys {
+            keys: vec![Key {
+                id: 0,
+                secret: secret.to_vec(),
+            }],
+        }
     }
 
     /// Seals a payload.
@@ -285,23 +294,43 @@ impl Keys {
 
     /// The short tag over `parts` under key `id` of the ring (`None`: the ring does not hold it).
     pub fn tag_with(&self, id: u8, domain: &[u8], parts: &[&[u8]]) -> Option<[u8; SHORT_TAG]> {
-        self.keys.iter().find(|k| k.id == id).map(|k| k.short_tag(domain, parts))
+        self.keys
+            .iter()
+            .find(|k| k.id == id)
+            .map(|k| k.short_tag(domain, parts))
     }
 
     /// Whether `tag` is [`Keys::tag`]'s over `parts` under key `id` of the ring (compared in
     /// constant time); false for a key id the ring does not hold.
     pub fn verify_tag(&self, id: u8, domain: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-        self.keys.iter().find(|k| k.id == id).is_some_and(|k| bool::from(k.short_tag(domain, parts).ct_eq(tag)))
+        self.keys
+            .iter()
+            .find(|k| k.id == id)
+            .is_some_and(|k| bool::from(k.short_tag(domain, parts).ct_eq(tag)))
     }
 
     /// Verifies the tag (constant time), then decodes, then checks expiry, principal and digest.
-    pub fn open(&self, token: &str, principal: &str, method: &str, name: &str, digest: &str, now_ms: u64) -> Result<Sealed, StateError> {
-        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| StateError::Tampered)?;
+    pub fn open(
+        &self,
+        token: &str,
+        principal: &str,
+        method: &str,
+        name: &str,
+        digest: &str,
+        now_ms: u64,
+    ) -> Result<Sealed, StateError> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| StateError::Tampered)?;
         if bytes.len() < 2 + TAG || bytes[0] != VERSION {
             return Err(StateError::Tampered);
         }
         let (body, tag) = bytes.split_at(bytes.len() - TAG);
-        let key = self.keys.iter().find(|k| k.id == body[1]).ok_or(StateError::Tampered)?;
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == body[1])
+            .ok_or(StateError::Tampered)?;
         let mut mac = key.mac();
         mac.update(body);
         mac.verify_slice(tag).map_err(|_| StateError::Tampered)?;
@@ -321,7 +350,10 @@ impl Keys {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 pub mod digest;
@@ -333,16 +365,25 @@ mod tests;
 
 /// Parses one `ID:BASE64` key (ID 0–255, the secret at least 32 bytes, standard Base64).
 pub fn parse_key(spec: &str) -> Result<Key, String> {
-    let (id, b64) = spec.split_once(':').ok_or("expected ID:BASE64, e.g. 1:<44 base64 characters>")?;
-    let id: u8 = id.trim().parse().map_err(|_| format!("key id {id:?} must be a number 0-255"))?;
-    let secret =
-        base64::engine::general_purpose::STANDARD.decode(b64.trim()).map_err(|_| format!("key {id}: the secret is not valid Base64"))?;
+    let (id, b64) = spec
+        .split_once(':')
+        .ok_or("expected ID:BASE64, e.g. 1:<44 base64 characters>")?;
+    let id: u8 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("key id {id:?} must be a number 0-255"))?;
+    let secret = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| format!("key {id}: the secret is not valid Base64"))?;
     Key::new(id, secret)
 }
 
 /// The key ring from config and the environment; a random key (with a warning) when none.
 pub fn keys_from(configured: &[String], key_env: Option<&str>) -> Result<Keys, String> {
-    let mut keys = configured.iter().map(|k| parse_key(k)).collect::<Result<Vec<_>, _>>()?;
+    let mut keys = configured
+        .iter()
+        .map(|k| parse_key(k))
+        .collect::<Result<Vec<_>, _>>()?;
     if let Some(var) = key_env {
         // A configured source that yields no key must not fall back to a random one.
         let v = std::env::var(var).map_err(|_| {

@@ -31,23 +31,37 @@ pub struct StreamPermit {
 impl Streams {
     /// Counters with the given caps.
     pub fn new(max_total: usize, max_per: usize) -> Arc<Streams> {
-        Arc::new(Streams { per: DashMap::new(), total: AtomicUsize::new(0), max_total, max_per })
+        Arc::new(Streams {
+            per: DashMap::new(),
+            total: AtomicUsize::new(0),
+            max_total,
+            max_per,
+        })
     }
 
     /// Takes a place for one more stream of `principal`.
     pub fn acquire(self: &Arc<Self>, principal: &str) -> Result<StreamPermit, Refusal> {
         if self.total.fetch_add(1, Ordering::AcqRel) >= self.max_total {
             self.total.fetch_sub(1, Ordering::AcqRel);
-            return Err(Refusal::Streams { limit: self.max_total, per_principal: false });
+            return Err(Refusal::Streams {
+                limit: self.max_total,
+                per_principal: false,
+            });
         }
         let mut n = self.per.entry(principal.to_owned()).or_insert(0);
         if *n >= self.max_per {
             drop(n);
             self.total.fetch_sub(1, Ordering::AcqRel);
-            return Err(Refusal::Streams { limit: self.max_per, per_principal: true });
+            return Err(Refusal::Streams {
+                limit: self.max_per,
+                per_principal: true,
+            });
         }
         *n += 1;
-        Ok(StreamPermit { streams: self.clone(), principal: principal.to_owned() })
+        Ok(StreamPermit {
+            streams: self.clone(),
+            principal: principal.to_owned(),
+        })
     }
 
     /// Streams open now.
@@ -75,12 +89,28 @@ mod tests {
         let s = Streams::new(3, 2);
         let a1 = s.acquire("a").unwrap();
         let _a2 = s.acquire("a").unwrap();
-        assert_eq!(s.acquire("a").err(), Some(Refusal::Streams { limit: 2, per_principal: true }));
+        assert_eq!(
+            s.acquire("a").err(),
+            Some(Refusal::Streams {
+                limit: 2,
+                per_principal: true
+            })
+        );
         let _b = s.acquire("b").unwrap();
-        assert_eq!(s.acquire("c").err(), Some(Refusal::Streams { limit: 3, per_principal: false }));
+        assert_eq!(
+            s.acquire("c").err(),
+            Some(Refusal::Streams {
+                limit: 3,
+                per_principal: false
+            })
+        );
         drop(a1);
         assert!(s.acquire("a").is_ok());
-        assert_eq!(s.open(), 3 - 1, "the refused and dropped ones gave their places back");
+        assert_eq!(
+            s.open(),
+            3 - 1,
+            "the refused and dropped ones gave their places back"
+        );
         assert!(s.per.get("c").is_none());
     }
 }

@@ -50,7 +50,11 @@ fn slug(heading: &str) -> String {
 }
 
 fn anchors(text: &str) -> BTreeSet<String> {
-    prose(text).iter().filter_map(|l| l.strip_prefix('#')).map(|h| slug(h.trim_start_matches('#'))).collect()
+    prose(text)
+        .iter()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|h| slug(h.trim_start_matches('#')))
+        .collect()
 }
 
 /// The targets of the Markdown links `[text](target)` outside code.
@@ -81,7 +85,10 @@ fn chapters() -> Vec<PathBuf> {
 #[test]
 fn the_readme_is_a_front_page_within_200_lines() {
     let n = read(&root().join("README.md")).lines().count();
-    assert!(n <= 200, "README.md has {n} lines: move the detail into a chapter of docs/");
+    assert!(
+        n <= 200,
+        "README.md has {n} lines: move the detail into a chapter of docs/"
+    );
 }
 
 #[test]
@@ -89,11 +96,21 @@ fn every_chapter_the_summary_names_exists_and_every_page_of_docs_is_a_chapter() 
     let summary = read(&root().join("docs/SUMMARY.md"));
     let named: BTreeSet<String> = links(&summary).into_iter().collect();
     for n in &named {
-        assert!(root().join("docs").join(n).is_file(), "SUMMARY.md names {n}, which is not in docs/");
+        assert!(
+            root().join("docs").join(n).is_file(),
+            "SUMMARY.md names {n}, which is not in docs/"
+        );
     }
     for c in chapters() {
-        let name = c.file_name().expect("a file name").to_string_lossy().into_owned();
-        assert!(name == "SUMMARY.md" || named.contains(&name), "docs/{name} is in no chapter of SUMMARY.md");
+        let name = c
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name == "SUMMARY.md" || named.contains(&name),
+            "docs/{name} is in no chapter of SUMMARY.md"
+        );
     }
     assert!(named.len() >= 10, "the summary was read: {named:?}");
 }
@@ -111,37 +128,63 @@ fn every_relative_link_of_the_readme_and_the_manual_lands_on_a_file_and_heading(
                 continue;
             }
             let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
-            let dest = if file.is_empty() { page.clone() } else { page.parent().expect("a folder").join(file) };
+            let dest = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().expect("a folder").join(file)
+            };
             checked += 1;
             if !dest.exists() {
                 broken.push(format!("{}: {target} (no such file)", page.display()));
-            } else if !anchor.is_empty() && dest.extension().is_some_and(|x| x == "md") && !anchors(&read(&dest)).contains(anchor) {
+            } else if !anchor.is_empty()
+                && dest.extension().is_some_and(|x| x == "md")
+                && !anchors(&read(&dest)).contains(anchor)
+            {
                 broken.push(format!("{}: {target} (no such heading)", page.display()));
             }
         }
     }
     assert!(checked > 50, "the links were read: {checked}");
-    assert!(broken.is_empty(), "links that land nowhere:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "links that land nowhere:\n{}",
+        broken.join("\n")
+    );
 }
 
 #[test]
 fn a_heading_anchor_is_made_as_github_and_mdbook_make_it() {
-    assert_eq!(slug("Checking a config: `sluice check`"), "checking-a-config-sluice-check");
-    assert_eq!(slug("Bridge B: 2025-11-25 clients on the same endpoint"), "bridge-b-2025-11-25-clients-on-the-same-endpoint");
+    assert_eq!(
+        slug("Checking a config: `sluice check`"),
+        "checking-a-config-sluice-check"
+    );
+    assert_eq!(
+        slug("Bridge B: 2025-11-25 clients on the same endpoint"),
+        "bridge-b-2025-11-25-clients-on-the-same-endpoint"
+    );
     assert_eq!(slug("HTTP/2 to upstreams"), "http2-to-upstreams");
-    assert_eq!(links("see [a](b.md#c), [x](y)\n```toml\n[d](e)\n```\n[f](g)"), ["b.md#c", "y", "g"]);
+    assert_eq!(
+        links("see [a](b.md#c), [x](y)\n```toml\n[d](e)\n```\n[f](g)"),
+        ["b.md#c", "y", "g"]
+    );
 }
 
 #[test]
 fn every_config_key_is_documented_where_it_is_declared() {
     let missing = reference::undocumented(&sluice::config::schema());
-    assert!(missing.is_empty(), "config keys without a doc comment in src/config/raw*.rs: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "config keys without a doc comment in src/config/raw*.rs: {missing:?}"
+    );
 }
 
 #[test]
 fn a_key_or_a_choice_without_documentation_is_found() {
     let mut inner = serde_json::Map::new();
-    inner.insert("told".into(), serde_json::json!({"type": "integer", "description": "a count"}));
+    inner.insert(
+        "told".into(),
+        serde_json::json!({"type": "integer", "description": "a count"}),
+    );
     inner.insert("untold".into(), serde_json::json!({"type": "string"}));
     let mut top = serde_json::Map::new();
     top.insert("section".into(), {
@@ -155,11 +198,17 @@ fn a_key_or_a_choice_without_documentation_is_found() {
         {"const": "a", "description": "the first"}, {"const": "b"}]}),
     );
     let schema = reference::object(top);
-    assert_eq!(reference::undocumented(&schema), ["section.untold", "mode = \"b\""]);
+    assert_eq!(
+        reference::undocumented(&schema),
+        ["section.untold", "mode = \"b\""]
+    );
     let page = reference::render(&schema);
     assert!(page.contains("## `[section]`\n\na table\n"), "{page}");
     assert!(page.contains("| `told` | integer | a count |"), "{page}");
-    assert!(page.contains("| `mode` | `\"a\"`: the first; `\"b\"` | a choice |"), "{page}");
+    assert!(
+        page.contains("| `mode` | `\"a\"`: the first; `\"b\"` | a choice |"),
+        "{page}"
+    );
 }
 
 #[test]
@@ -174,8 +223,17 @@ fn the_configuration_reference_is_what_the_config_types_say() {
         written == page,
         "docs/configuration-reference.md is not what the config types say: run `SLUICE_BLESS=1 cargo test --test manual` and commit it"
     );
-    for key in ["max_in_flight_per_principal", "spare_processes", "sampling_per_window", "redis_url", "otlp_endpoint"] {
-        assert!(page.contains(&format!("| `{key}` |")), "{key} is in the reference");
+    for key in [
+        "max_in_flight_per_principal",
+        "spare_processes",
+        "sampling_per_window",
+        "redis_url",
+        "otlp_endpoint",
+    ] {
+        assert!(
+            page.contains(&format!("| `{key}` |")),
+            "{key} is in the reference"
+        );
     }
 }
 
@@ -208,8 +266,12 @@ fn every_example_config_of_the_manual_loads() {
             let result = if text.lines().any(|l| l.trim() == "[[rule]]") {
                 sluice::policy::rules::Rules::parse(&text, &origin).map(drop)
             } else {
-                let text = text.replace("${SLUICE_ID}", "replica-1").replace("${SLUICE_ADVERTISE_URL}", "http://10.0.0.1:9100");
-                sluice::config::Config::from_toml(&text, &origin, &Default::default()).map(drop).map_err(|e| e.to_string())
+                let text = text
+                    .replace("${SLUICE_ID}", "replica-1")
+                    .replace("${SLUICE_ADVERTISE_URL}", "http://10.0.0.1:9100");
+                sluice::config::Config::from_toml(&text, &origin, &Default::default())
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             };
             loaded += 1;
             if let Err(e) = result {
@@ -218,5 +280,9 @@ fn every_example_config_of_the_manual_loads() {
         }
     }
     assert!(loaded >= 7, "the examples were read: {loaded}");
-    assert!(refused.is_empty(), "examples of the manual that do not load:\n{}", refused.join("\n"));
+    assert!(
+        refused.is_empty(),
+        "examples of the manual that do not load:\n{}",
+        refused.join("\n")
+    );
 }

@@ -67,10 +67,18 @@ impl Audit {
     /// are written too).
     pub fn start(enabled: bool, sink: Option<String>, capacity: usize) -> Audit {
         let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (stop, written) = (tokio_util::sync::CancellationToken::new(), Arc::new(tokio::sync::watch::channel(false).0));
+        let (stop, written) = (
+            tokio_util::sync::CancellationToken::new(),
+            Arc::new(tokio::sync::watch::channel(false).0),
+        );
         if !enabled {
             written.send_replace(true);
-            return Audit { tx: None, dropped, stop, written };
+            return Audit {
+                tx: None,
+                dropped,
+                stop,
+                written,
+            };
         }
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let (done, until) = (written.clone(), stop.clone());
@@ -78,7 +86,12 @@ impl Audit {
             write_batches(rx, sink, until).await;
             done.send_replace(true);
         });
-        Audit { tx: Some(tx), dropped, stop, written }
+        Audit {
+            tx: Some(tx),
+            dropped,
+            stop,
+            written,
+        }
     }
 
     /// Writes what is queued and stops the writer; waits for it at most `within`.
@@ -96,7 +109,8 @@ impl Audit {
     fn emit(&self, r: Record) {
         if let Some(tx) = &self.tx {
             if tx.try_send(r).is_err() {
-                self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.dropped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
@@ -109,10 +123,19 @@ const MAX_BATCH: usize = 4096;
 /// How long a short batch waits for more records: the most a record waits to be written.
 const FLUSH: std::time::Duration = std::time::Duration::from_millis(5);
 
-async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shutdown: tokio_util::sync::CancellationToken) {
+async fn write_batches(
+    mut rx: mpsc::Receiver<Record>,
+    sink: Option<String>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
     let mut out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match sink.as_deref() {
         None | Some("stderr") => Box::new(tokio::io::stderr()),
-        Some(path) => match tokio::fs::OpenOptions::new().create(true).append(true).open(path).await {
+        Some(path) => match tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .await
+        {
             Ok(f) => Box::new(f),
             Err(e) => {
                 tracing::error!(path, error = %e, "cannot open the audit file; audit records go to stderr");
@@ -152,8 +175,14 @@ async fn write_batches(mut rx: mpsc::Receiver<Record>, sink: Option<String>, shu
         }
         // serde_json writes U+2028, U+2029, NEL and bidi controls as they are: a principal or a
         // name a peer chose could break or reorder the line in a reader. Escaped, same JSON.
-        let text = if buf.is_ascii() { None } else { std::str::from_utf8(&buf).ok().map(crate::escape::line_safe) };
-        let _ = out.write_all(text.as_ref().map_or(&buf[..], |t| t.as_bytes())).await;
+        let text = if buf.is_ascii() {
+            None
+        } else {
+            std::str::from_utf8(&buf).ok().map(crate::escape::line_safe)
+        };
+        let _ = out
+            .write_all(text.as_ref().map_or(&buf[..], |t| t.as_bytes()))
+            .await;
         let _ = out.flush().await;
     }
 }
@@ -187,9 +216,13 @@ impl StreamAudit {
 
     /// Reads one SSE frame Sluice sends.
     pub fn observe(&self, frame: &[u8]) {
-        let Ok(mut r) = self.0.record.lock() else { return };
+        let Ok(mut r) = self.0.record.lock() else {
+            return;
+        };
         r.bytes_out += frame.len() as u64;
-        let Some(at) = memchr::memmem::find(frame, b"data: ") else { return };
+        let Some(at) = memchr::memmem::find(frame, b"data: ") else {
+            return;
+        };
         let data = &frame[at + 6..];
         let data = &data[..memchr::memchr(b'\n', data).unwrap_or(data.len())];
         if !data.is_empty() {
@@ -209,8 +242,17 @@ impl AuditGuard {
     /// A record for a request another replica forwarded here: written to the audit log, not
     /// counted in this replica's metrics (the entry replica counted it).
     pub fn unmetered(audit: &Audit, bytes_in: u64) -> AuditGuard {
-        let time_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let record = Record { time_ms, client_era: "modern", bytes_in, full: audit.tx.is_some(), ..Record::default() };
+        let time_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let record = Record {
+            time_ms,
+            client_era: "modern",
+            bytes_in,
+            full: audit.tx.is_some(),
+            ..Record::default()
+        };
         AuditGuard {
             audit: audit.clone(),
             metrics: None,
@@ -252,13 +294,19 @@ impl AuditGuard {
             return;
         }
         self.done = true;
-        let mut r = self.record.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+        let mut r = self
+            .record
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default();
         // What a peer named is kept as `mcp/recorded.rs` keeps it (short, a URI without what may
         // carry content or credentials, an unknown method only when it reads as one): a record
         // (and the channel of them) stays small and content-free whatever the request carried.
         let method = r.method.as_deref().map(crate::mcp::method::Method::parse);
         let uri = method == Some(crate::mcp::method::Method::ResourcesRead);
-        r.method = method.as_ref().map(|m| crate::mcp::recorded::method(m).to_owned());
+        r.method = method
+            .as_ref()
+            .map(|m| crate::mcp::recorded::method(m).to_owned());
         if let Some(v) = r.name.as_mut() {
             *v = crate::mcp::recorded::name(v, uri);
         }
@@ -284,7 +332,9 @@ impl Drop for AuditGuard {
 /// `"error"` as the member after its id. An id Sluice did not write that way reads as `true`,
 /// so the body is then decoded whole.
 fn is_error_body(body: &[u8]) -> bool {
-    let Some(rest) = body.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":".as_slice()) else { return false };
+    let Some(rest) = body.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":".as_slice()) else {
+        return false;
+    };
     let after = match rest.first() {
         // A string id: up to its closing quote, skipping escapes.
         Some(b'"') => {
@@ -303,7 +353,8 @@ fn is_error_body(body: &[u8]) -> bool {
             None => return true,
         },
     };
-    rest.get(after..).is_none_or(|tail| !tail.starts_with(b",\"result\":"))
+    rest.get(after..)
+        .is_none_or(|tail| !tail.starts_with(b",\"result\":"))
 }
 
 /// Reads the error code, or the input keys of an `input_required` result, from a reply body
@@ -343,8 +394,13 @@ fn read_reply(r: &mut Record, body: &[u8]) {
         }
         if let Some(reqs) = m.result.and_then(|x| x.input_requests) {
             // An upstream chose the keys and methods: kept only as tokens (`mcp/recorded.rs`).
-            let method = |m: &str| crate::mcp::recorded::method(&crate::mcp::method::Method::parse(m)).to_owned();
-            r.input_keys = reqs.into_iter().map(|(k, v)| format!("{}={}", crate::mcp::recorded::token(&k), method(&v.method))).collect();
+            let method = |m: &str| {
+                crate::mcp::recorded::method(&crate::mcp::method::Method::parse(m)).to_owned()
+            };
+            r.input_keys = reqs
+                .into_iter()
+                .map(|(k, v)| format!("{}={}", crate::mcp::recorded::token(&k), method(&v.method)))
+                .collect();
         }
     }
 }
@@ -360,13 +416,28 @@ mod tests {
             read_reply(&mut r, body.as_bytes());
             (r.error_code, r.input_keys)
         };
-        assert_eq!(read(r#"{"jsonrpc":"2.0","id":"a\"b,","error":{"code":-32602,"message":"x"}}"#).0, Some(-32602));
-        assert_eq!(read(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31020,"message":"x"}}"#).0, Some(-31020));
-        let ok = read(r#"{"jsonrpc":"2.0","id":"s\\","result":{"content":[{"type":"text","text":"\"error\":"}]}}"#);
-        assert_eq!(ok, (None, Vec::new()), "an error named inside a result is content, not an error");
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":"a\"b,","error":{"code":-32602,"message":"x"}}"#).0,
+            Some(-32602)
+        );
+        assert_eq!(
+            read(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-31020,"message":"x"}}"#).0,
+            Some(-31020)
+        );
+        let ok = read(
+            r#"{"jsonrpc":"2.0","id":"s\\","result":{"content":[{"type":"text","text":"\"error\":"}]}}"#,
+        );
+        assert_eq!(
+            ok,
+            (None, Vec::new()),
+            "an error named inside a result is content, not an error"
+        );
         let asks = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"k":{"method":"sampling/createMessage"}}}}"#;
         assert_eq!(read(asks).1, vec!["k=sampling/createMessage".to_owned()]);
         assert!(!is_error_body(br#"{"jsonrpc":"2.0","id":"x","result":{}}"#));
-        assert!(is_error_body(br#"{"jsonrpc":"2.0","id":"x"#), "cut short: decoded whole");
+        assert!(
+            is_error_body(br#"{"jsonrpc":"2.0","id":"x"#),
+            "cut short: decoded whole"
+        );
     }
 }

@@ -27,7 +27,8 @@ fn parse_hash(hex: &str) -> Result<[u8; 32], String> {
     }
     let mut out = [0u8; 32];
     for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| "API key hash: not hex".to_owned())?;
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+            .map_err(|_| "API key hash: not hex".to_owned())?;
     }
     Ok(out)
 }
@@ -41,9 +42,16 @@ impl ApiKeys {
                 return Err("auth.api_keys: an entry has an empty principal; name who the key authenticates".into());
             }
             if k.principal == super::INTERNAL_PRINCIPAL {
-                return Err(format!("auth.api_keys: the principal {:?} is Sluice's own; choose another", super::INTERNAL_PRINCIPAL));
+                return Err(format!(
+                    "auth.api_keys: the principal {:?} is Sluice's own; choose another",
+                    super::INTERNAL_PRINCIPAL
+                ));
             }
-            let p = Principal { id: k.principal.clone(), groups: k.groups.clone(), scopes: k.scopes.iter().cloned().collect() };
+            let p = Principal {
+                id: k.principal.clone(),
+                groups: k.groups.clone(),
+                scopes: k.scopes.iter().cloned().collect(),
+            };
             keys.push((parse_hash(&k.sha256)?, p));
         }
         if let Some(var) = &cfg.api_keys_env {
@@ -57,11 +65,19 @@ impl ApiKeys {
             let before = keys.len();
             {
                 for entry in v.split(',').filter(|e| !e.trim().is_empty()) {
-                    let (hash, rest) = entry.split_once('=').ok_or_else(|| format!("{var}: expected HASH=principal[:groups][:scopes]"))?;
+                    let (hash, rest) = entry.split_once('=').ok_or_else(|| {
+                        format!("{var}: expected HASH=principal[:groups][:scopes]")
+                    })?;
                     let mut parts = rest.split(':');
                     let id = parts.next().unwrap_or("").trim().to_owned();
                     let list = |s: Option<&str>| {
-                        s.map(|s| s.split('|').filter(|x| !x.is_empty()).map(str::to_owned).collect::<Vec<_>>()).unwrap_or_default()
+                        s.map(|s| {
+                            s.split('|')
+                                .filter(|x| !x.is_empty())
+                                .map(str::to_owned)
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default()
                     };
                     let groups = list(parts.next());
                     let scopes: BTreeSet<String> = list(parts.next()).into_iter().collect();
@@ -69,7 +85,10 @@ impl ApiKeys {
                         return Err(format!("{var}: an entry has an empty principal; expected HASH=principal[:groups][:scopes]"));
                     }
                     if id == super::INTERNAL_PRINCIPAL {
-                        return Err(format!("{var}: the principal {:?} is Sluice's own; choose another", super::INTERNAL_PRINCIPAL));
+                        return Err(format!(
+                            "{var}: the principal {:?} is Sluice's own; choose another",
+                            super::INTERNAL_PRINCIPAL
+                        ));
                     }
                     keys.push((parse_hash(hash)?, Principal { id, groups, scopes }));
                 }
@@ -109,5 +128,8 @@ impl ApiKeys {
 
 /// The hex SHA-256 of a key, for writing configs (`sluice hash-key`).
 pub fn hash_key(key: &str) -> String {
-    Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

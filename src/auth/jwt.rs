@@ -24,26 +24,43 @@ impl JwtVerifier {
     pub fn new(cfg: &JwtConfig, resource: &str) -> Result<JwtVerifier, String> {
         let mut keys = Vec::new();
         if cfg.issuer.trim().is_empty() {
-            return Err("auth.jwt.issuer is empty: name the issuer whose tokens are accepted".into());
+            return Err(
+                "auth.jwt.issuer is empty: name the issuer whose tokens are accepted".into(),
+            );
         }
         if let Some(var) = &cfg.hs256_secret_env {
-            let secret =
-                std::env::var(var).map_err(|_| format!("auth.jwt: environment variable {} is not set", crate::escape::shown_var(var)))?;
-            check_secret(secret.as_bytes(), &format!("the environment variable {var}"))?;
+            let secret = std::env::var(var).map_err(|_| {
+                format!(
+                    "auth.jwt: environment variable {} is not set",
+                    crate::escape::shown_var(var)
+                )
+            })?;
+            check_secret(
+                secret.as_bytes(),
+                &format!("the environment variable {var}"),
+            )?;
             keys.push((
                 None,
-                DecodingKey::from_secret(secret.as_bytes()).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
+                DecodingKey::from_secret(secret.as_bytes())
+                    .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
                 Algorithm::HS256,
             ));
         }
         if let Some(path) = &cfg.hs256_secret_file {
-            let secret = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let secret =
+                std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
             let secret = secret.trim_ascii();
             check_secret(secret, path)?;
-            keys.push((None, DecodingKey::from_secret(secret).map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?, Algorithm::HS256));
+            keys.push((
+                None,
+                DecodingKey::from_secret(secret)
+                    .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
+                Algorithm::HS256,
+            ));
         }
         for path in &cfg.public_keys {
-            let pem = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let pem =
+                std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
             let key = DecodingKey::from_rsa_pem(&pem)
                 .map(|k| (k, Algorithm::RS256))
                 .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (k, Algorithm::ES256)))
@@ -51,22 +68,30 @@ impl JwtVerifier {
             keys.push((None, key.0, key.1));
         }
         if let Some(path) = &cfg.jwks_file {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
-            let set: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&text).map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+            let set: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&text)
+                .map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
             if set.keys.is_empty() {
-                return Err(format!("auth.jwt: {path} holds no key; add the issuer's keys or remove jwks_file"));
+                return Err(format!(
+                    "auth.jwt: {path} holds no key; add the issuer's keys or remove jwks_file"
+                ));
             }
             for jwk in &set.keys {
                 let alg = match jwk.common.key_algorithm.map(|a| format!("{a:?}")) {
                     Some(a) if a == "ES256" => Algorithm::ES256,
                     _ => Algorithm::RS256,
                 };
-                let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("auth.jwt: a key in {path} is unusable: {e}"))?;
+                let key = DecodingKey::from_jwk(jwk)
+                    .map_err(|e| format!("auth.jwt: a key in {path} is unusable: {e}"))?;
                 keys.push((jwk.common.key_id.clone(), key, alg));
             }
         }
         if keys.is_empty() {
-            return Err("auth.jwt: configure hs256_secret_env, hs256_secret_file, public_keys or jwks_file".into());
+            return Err(
+                "auth.jwt: configure hs256_secret_env, hs256_secret_file, public_keys or jwks_file"
+                    .into(),
+            );
         }
         let mut validation = Validation::new(Algorithm::HS256);
         validation.algorithms = Vec::new();
@@ -80,7 +105,12 @@ impl JwtVerifier {
         validation.set_audience(&[cfg.audience.as_deref().unwrap_or(resource)]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
-        Ok(JwtVerifier { keys, validation, principal_claim: cfg.principal_claim.clone(), groups_claim: cfg.groups_claim.clone() })
+        Ok(JwtVerifier {
+            keys,
+            validation,
+            principal_claim: cfg.principal_claim.clone(),
+            groups_claim: cfg.groups_claim.clone(),
+        })
     }
 
     /// Verifies a token.
@@ -102,18 +132,34 @@ impl JwtVerifier {
     }
 
     fn principal(&self, claims: &Value) -> Result<Principal, AuthError> {
-        let id = claims.get(&self.principal_claim).and_then(Value::as_str).ok_or(AuthError::Invalid("the principal claim is missing"))?;
+        let id = claims
+            .get(&self.principal_claim)
+            .and_then(Value::as_str)
+            .ok_or(AuthError::Invalid("the principal claim is missing"))?;
         if id.is_empty() || id == super::INTERNAL_PRINCIPAL {
-            return Err(AuthError::Invalid("the principal claim names no usable principal"));
+            return Err(AuthError::Invalid(
+                "the principal claim names no usable principal",
+            ));
         }
         let groups = match claims.get(&self.groups_claim) {
-            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
             Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
             _ => Vec::new(),
         };
-        let scopes =
-            claims.get("scope").and_then(Value::as_str).map(|s| s.split_whitespace().map(str::to_owned).collect()).unwrap_or_default();
-        Ok(Principal { id: id.to_owned(), groups, scopes })
+        let scopes = claims
+            .get("scope")
+            .and_then(Value::as_str)
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        Ok(Principal {
+            id: id.to_owned(),
+            groups,
+            scopes,
+        })
     }
 }
 

@@ -35,7 +35,11 @@ pub struct Principal {
 impl Principal {
     /// The single principal of `auth = none`.
     pub fn local() -> Principal {
-        Principal { id: "local".into(), groups: Vec::new(), scopes: BTreeSet::new() }
+        Principal {
+            id: "local".into(),
+            groups: Vec::new(),
+            scopes: BTreeSet::new(),
+        }
     }
 
     /// Its id as written into sealed state and logs.
@@ -69,8 +73,16 @@ impl Authenticator {
     /// Builds the authenticator (reads key files and environment variables).
     pub fn new(cfg: &AuthConfig) -> Result<Authenticator, String> {
         let keys = api_keys::ApiKeys::load(cfg)?;
-        let jwt = cfg.jwt.as_ref().map(|j| jwt::JwtVerifier::new(j, &cfg.resource)).transpose()?;
-        Ok(Authenticator { cfg: cfg.clone(), keys, jwt })
+        let jwt = cfg
+            .jwt
+            .as_ref()
+            .map(|j| jwt::JwtVerifier::new(j, &cfg.resource))
+            .transpose()?;
+        Ok(Authenticator {
+            cfg: cfg.clone(),
+            keys,
+            jwt,
+        })
     }
 
     /// Whether any credential is required.
@@ -91,7 +103,11 @@ impl Authenticator {
     /// The global `required_scopes` `p` lacks (every request of it is refused without them).
     pub fn missing_scopes<'a>(&'a self, p: &'a Principal) -> impl Iterator<Item = &'a str> + 'a {
         let on = self.enabled();
-        self.cfg.required_scopes.iter().filter(move |s| on && !p.scopes.contains(*s)).map(String::as_str)
+        self.cfg
+            .required_scopes
+            .iter()
+            .filter(move |s| on && !p.scopes.contains(*s))
+            .map(String::as_str)
     }
 
     /// The `WWW-Authenticate` value for a refusal: it names the RFC 9728 metadata only when
@@ -104,7 +120,9 @@ impl Authenticator {
         match err {
             AuthError::Missing => format!("Bearer {tail}"),
             AuthError::Invalid(_) => format!("Bearer error=\"invalid_token\", {tail}"),
-            AuthError::InsufficientScope(s) => format!("Bearer error=\"insufficient_scope\", scope=\"{s}\", {tail}"),
+            AuthError::InsufficientScope(s) => {
+                format!("Bearer error=\"insufficient_scope\", scope=\"{s}\", {tail}")
+            }
         }
     }
 
@@ -175,7 +193,11 @@ impl Authenticator {
 }
 
 fn require(p: &Principal, scopes: &[String]) -> Result<(), AuthError> {
-    let missing: Vec<&str> = scopes.iter().filter(|s| !p.scopes.contains(*s)).map(String::as_str).collect();
+    let missing: Vec<&str> = scopes
+        .iter()
+        .filter(|s| !p.scopes.contains(*s))
+        .map(String::as_str)
+        .collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -185,20 +207,35 @@ fn require(p: &Principal, scopes: &[String]) -> Result<(), AuthError> {
 
 /// The token of `Authorization: Bearer …` (or `X-API-Key`).
 fn bearer(h: &HeaderMap) -> Option<&str> {
-    if let Some(v) = h.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+    if let Some(v) = h
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
         let (scheme, token) = v.split_once(' ')?;
-        return scheme.eq_ignore_ascii_case("bearer").then_some(token.trim()).filter(|t| !t.is_empty());
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then_some(token.trim())
+            .filter(|t| !t.is_empty());
     }
-    h.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty())
+    h.get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// `scheme://host/.well-known/oauth-protected-resource/path` for a resource URL.
 pub fn metadata_url(resource: &str) -> String {
-    let (origin, path) = match resource.find("://").and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j)) {
+    let (origin, path) = match resource
+        .find("://")
+        .and_then(|i| resource[i + 3..].find('/').map(|j| i + 3 + j))
+    {
         Some(k) => (&resource[..k], &resource[k..]),
         None => (resource, ""),
     };
-    format!("{origin}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/'))
+    format!(
+        "{origin}/.well-known/oauth-protected-resource{}",
+        path.trim_end_matches('/')
+    )
 }
 
 #[cfg(test)]
@@ -207,7 +244,13 @@ mod tests {
 
     #[test]
     fn metadata_url_is_path_suffixed() {
-        assert_eq!(metadata_url("https://gw.example.com/mcp"), "https://gw.example.com/.well-known/oauth-protected-resource/mcp");
-        assert_eq!(metadata_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080/.well-known/oauth-protected-resource");
+        assert_eq!(
+            metadata_url("https://gw.example.com/mcp"),
+            "https://gw.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            metadata_url("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
+        );
     }
 }

@@ -101,7 +101,12 @@ pub type Rebuild = std::sync::Arc<dyn Fn(u64) -> Bytes + Send + Sync>;
 
 impl Live {
     /// Sends the legacy request on the leased session and starts reading its answer.
-    pub fn start(br: &Bridge, lease: Lease, body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static, info: CallInfo) -> Live {
+    pub fn start(
+        br: &Bridge,
+        lease: Lease,
+        body_for: impl Fn(u64) -> Bytes + Send + Sync + 'static,
+        info: CallInfo,
+    ) -> Live {
         let upstream_id = lease.session.next_id();
         let body = body_for(upstream_id);
         let rebuild: Rebuild = std::sync::Arc::new(body_for);
@@ -109,19 +114,41 @@ impl Live {
         // upstream's): keep-alives or a trickle do not hold the call open past it. Bounded by
         // bytes too: while the exchange is parked nothing reads it.
         let per_message = br.limits.bridge.park + br.limits.response;
-        let post = PostStream::post(lease.session.clone(), br.client.clone(), body, per_message, br.limits.max_sse_event_bytes);
-        Live { lease, upstream_id, post, asks: Vec::new(), round: 0, info, get_open: true, finished: false, rebuild }
+        let post = PostStream::post(
+            lease.session.clone(),
+            br.client.clone(),
+            body,
+            per_message,
+            br.limits.max_sse_event_bytes,
+        );
+        Live {
+            lease,
+            upstream_id,
+            post,
+            asks: Vec::new(),
+            round: 0,
+            info,
+            get_open: true,
+            finished: false,
+            rebuild,
+        }
     }
 
     /// Tells the upstream the call is abandoned (a legacy server does not take a disconnect as
     /// cancellation) and marks nothing else: dropping the exchange frees the session.
     pub async fn cancel(&mut self, br: &Bridge, reason: &str) {
         if !self.finished {
-            self.lease.session.cancel(&br.client, self.upstream_id, reason).await;
+            self.lease
+                .session
+                .cancel(&br.client, self.upstream_id, reason)
+                .await;
             self.finished = true;
             // Some servers (the Python SDK 1.x among them) can lose a session when a cancellation
             // races the call's own answer: never lease a session again after cancelling on it.
-            self.lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
+            self.lease
+                .session
+                .broken
+                .store(true, std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -132,7 +159,12 @@ impl Live {
     }
 
     /// Reads until an outcome. `supplied` holds answers given without a requestState.
-    pub async fn drive(&mut self, br: &Bridge, events: &mpsc::Sender<Event>, supplied: &mut Map<String, Value>) -> Outcome {
+    pub async fn drive(
+        &mut self,
+        br: &Bridge,
+        events: &mpsc::Sender<Event>,
+        supplied: &mut Map<String, Value>,
+    ) -> Outcome {
         let gather = br.limits.bridge.gather;
         // While Sluice waits on the upstream (not on the client), each message is due within
         // timeouts.response_ms: keep-alives and trickled bytes bring none.
@@ -140,7 +172,11 @@ impl Live {
         let deadline = tokio::time::sleep(response);
         tokio::pin!(deadline);
         loop {
-            let wait = if self.asks.is_empty() { None } else { Some(gather) };
+            let wait = if self.asks.is_empty() {
+                None
+            } else {
+                Some(gather)
+            };
             // Biased: a client that went away wins; then a message (an ask among them) that is
             // ready together with the gather timer joins this round instead of the next.
             let msg = tokio::select! {
@@ -177,7 +213,9 @@ impl Live {
                     return Outcome::Failed(UpstreamError::Timeout(up, response.as_millis() as u64));
                 }
             };
-            deadline.as_mut().reset(tokio::time::Instant::now() + response);
+            deadline
+                .as_mut()
+                .reset(tokio::time::Instant::now() + response);
             if let Some(out) = self.handle(br, events, supplied, &msg).await {
                 return out;
             }
@@ -198,7 +236,10 @@ impl Live {
         tracing::trace!(upstream = %session.up.name, method = known.unwrap_or("(response)"), ours = self.upstream_id, "legacy exchange message");
         if msg.is_response() {
             // The id decoded, not compared as text: `7` and `7.0` are the same number.
-            let ours = msg.id.as_ref().and_then(|i| crate::mcp::number::Exact::parse(i.get()))
+            let ours = msg
+                .id
+                .as_ref()
+                .and_then(|i| crate::mcp::number::Exact::parse(i.get()))
                 == crate::mcp::number::Exact::parse(&self.upstream_id.to_string());
             if ours {
                 self.finished = true;
@@ -209,18 +250,41 @@ impl Live {
         match (msg.method.as_ref(), msg.id.as_ref()) {
             (Some(Method::Ping), Some(id)) => session.reply(&br.client, id.get(), Ok("{}")).await,
             (Some(m), Some(id)) if m.is_ask() => {
-                return self.on_ask(br, supplied, m, id.get(), msg.params.as_deref().map(|p| p.get())).await
+                return self
+                    .on_ask(
+                        br,
+                        supplied,
+                        m,
+                        id.get(),
+                        msg.params.as_deref().map(|p| p.get()),
+                    )
+                    .await
             }
             (Some(m), Some(id)) => {
                 tracing::warn!(upstream = %session.up.name, method = m.known().unwrap_or("other"), "upstream sent a request Sluice does not bridge; refused");
-                session.reply(&br.client, id.get(), Err((-32601, "method not supported through this gateway"))).await;
+                session
+                    .reply(
+                        &br.client,
+                        id.get(),
+                        Err((-32601, "method not supported through this gateway")),
+                    )
+                    .await;
             }
             (Some(Method::Progress), None) => {
-                let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
+                let _ = events
+                    .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                    .await;
             }
             (Some(Method::LogMessage), None) => {
-                let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
+                let level = msg
+                    .params
+                    .as_ref()
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+                let rank = level
+                    .as_ref()
+                    .and_then(|p| p.get("level"))
+                    .and_then(Value::as_str)
+                    .and_then(crate::mcp::level_rank);
                 // A modern client gets the levels it asked for; a 2025-11-25 one that set no
                 // level gets what the server sends, as it would direct.
                 let wanted = match (self.info.log_level, rank) {
@@ -229,7 +293,9 @@ impl Live {
                     (Some(_), None) => false,
                 };
                 if wanted {
-                    let _ = events.send(Event::Relay(Bytes::copy_from_slice(data.as_bytes()))).await;
+                    let _ = events
+                        .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                        .await;
                 }
             }
             _ => {}
@@ -248,49 +314,110 @@ impl Live {
         params: Option<&str>,
     ) -> Option<Outcome> {
         let session = self.lease.session.clone();
-        let limit = br.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_asks_per_round;
+        let limit = br
+            .governor
+            .budgets
+            .limits(&self.info.ctx.upstream, &self.info.ctx.groups)
+            .max_asks_per_round;
         if self.asks.len() >= limit {
             // A round is bounded before anything of the ask is read.
-            session.reply(&br.client, id, Err((-1, "too many requests at once (gateway limit)"))).await;
+            session
+                .reply(
+                    &br.client,
+                    id,
+                    Err((-1, "too many requests at once (gateway limit)")),
+                )
+                .await;
             return Some(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit)));
         }
         let taken: Vec<String> = self.asks.iter().map(|a| a.key.clone()).collect();
         let ask = asks::ask(id, m, params, &taken);
         if let Some(needed) = asks::missing_capability(&ask, &self.info.caps) {
-            session.reply(&br.client, id, Err((-32601, "the client did not declare the capability this request needs"))).await;
+            session
+                .reply(
+                    &br.client,
+                    id,
+                    Err((
+                        -32601,
+                        "the client did not declare the capability this request needs",
+                    )),
+                )
+                .await;
             return Some(Outcome::MissingCapability(needed));
         }
         let mut ask = ask;
         let raw = params;
-        match crate::policy::ask::judge(&br.governor, &self.info.ctx, &ask.method, raw, &mut ask.params).await {
+        match crate::policy::ask::judge(
+            &br.governor,
+            &self.info.ctx,
+            &ask.method,
+            raw,
+            &mut ask.params,
+        )
+        .await
+        {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Malformed(why) => {
                 // The upstream's mistake: that ask fails, its call goes on.
                 tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %crate::escape::Escaped(&why), "upstream sent a malformed ask; answered with an error");
-                session.reply(&br.client, &ask.id, Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why))).await;
+                session
+                    .reply(
+                        &br.client,
+                        &ask.id,
+                        Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why)),
+                    )
+                    .await;
                 return None;
             }
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Deny(_) => {
                 // This ask only: the upstream hears "rejected" and its call goes on.
                 match ask.method {
-                    Method::ElicitationCreate => session.reply(&br.client, &ask.id, Ok(r#"{"action":"decline"}"#)).await,
-                    _ => session.reply(&br.client, &ask.id, Err((-1, "User rejected the request (gateway policy)"))).await,
+                    Method::ElicitationCreate => {
+                        session
+                            .reply(&br.client, &ask.id, Ok(r#"{"action":"decline"}"#))
+                            .await
+                    }
+                    _ => {
+                        session
+                            .reply(
+                                &br.client,
+                                &ask.id,
+                                Err((-1, "User rejected the request (gateway policy)")),
+                            )
+                            .await
+                    }
                 }
                 return None;
             }
             crate::policy::ask::AskVerdict::Refuse(r) => {
-                session.reply(&br.client, &ask.id, Err((-1, "refused by the gateway's budget"))).await;
+                session
+                    .reply(
+                        &br.client,
+                        &ask.id,
+                        Err((-1, "refused by the gateway's budget")),
+                    )
+                    .await;
                 return Some(Outcome::Refused(r));
             }
         }
         // An ask that needs approval is never answered by a pre-supplied response.
         if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
             // The same size bound as an answer to a round.
-            let max = br.governor.budgets.limits(&self.info.ctx.upstream, &self.info.ctx.groups).max_input_response_bytes;
+            let max = br
+                .governor
+                .budgets
+                .limits(&self.info.ctx.upstream, &self.info.ctx.groups)
+                .max_input_response_bytes;
             let size = answer.to_string().len();
             if size > max {
-                session.reply(&br.client, &ask.id, Err((-1, "the answer was refused by the gateway (too large)"))).await;
+                session
+                    .reply(
+                        &br.client,
+                        &ask.id,
+                        Err((-1, "the answer was refused by the gateway (too large)")),
+                    )
+                    .await;
                 return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
                     "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
                     ask.key

@@ -69,10 +69,18 @@ fn legacy_body(env: &Envelope, t: &Target, id: u64, trace: Option<&Carrier>) -> 
 
 /// Serves a routed request on a legacy upstream. `hook` is what a new session of the
 /// upstream's does with a list-changed notification on its GET stream (the catalog's).
-pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: ListChanged) -> Result<Reply, GatewayError> {
+pub async fn call(
+    br: &Arc<Bridge>,
+    ctx: &RequestCtx<'_>,
+    t: &Target,
+    hook: ListChanged,
+) -> Result<Reply, GatewayError> {
     let (env, meta, principal) = (&ctx.env, &ctx.meta, ctx.principal);
     let member = env.method.name_member();
-    let name = member.and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
+    let name = member
+        .and_then(|m| env.param_str(m))
+        .and_then(Result::ok)
+        .unwrap_or_default();
     let info = CallInfo {
         principal: principal.id().to_owned(),
         method: env.method.clone(),
@@ -91,8 +99,12 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
     };
     let supplied: Map<String, Value> = match env.param("inputResponses") {
         None => Map::new(),
-        Some(raw) => serde_json::from_str(raw)
-            .map_err(|_| GatewayError::InvalidParams("inputResponses must be an object keyed by input key".into(), None))?,
+        Some(raw) => serde_json::from_str(raw).map_err(|_| {
+            GatewayError::InvalidParams(
+                "inputResponses must be an object keyed by input key".into(),
+                None,
+            )
+        })?,
     };
     let id = env.id_json().to_owned();
     let (tx, rx) = mpsc::channel(64);
@@ -101,47 +113,107 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
         Some(Ok(token)) => {
             let sealed = br
                 .keys
-                .open(&token, &info.principal, info.method.as_str(), &info.name, &info.digest, state::now_ms())
-                .and_then(|s| if s.upstream == t.up.name { Ok(s) } else { Err(StateError::RequestChanged) })
+                .open(
+                    &token,
+                    &info.principal,
+                    info.method.as_str(),
+                    &info.name,
+                    &info.digest,
+                    state::now_ms(),
+                )
+                .and_then(|s| {
+                    if s.upstream == t.up.name {
+                        Ok(s)
+                    } else {
+                        Err(StateError::RequestChanged)
+                    }
+                })
                 .map_err(state_error)?;
-            let handle =
-                sealed.handle.clone().filter(|_| sealed.kind == state::Kind::Bridge).ok_or_else(|| state_error(StateError::Tampered))?;
+            let handle = sealed
+                .handle
+                .clone()
+                .filter(|_| sealed.kind == state::Kind::Bridge)
+                .ok_or_else(|| state_error(StateError::Tampered))?;
             crate::audit::note(|r| r.round = Some(sealed.round));
             if let Some(elsewhere) = to_owner(br, ctx, &sealed).await {
                 return elsewhere;
             }
-            let limits = br.governor.budgets.limits(&t.up.name, &principal.groups).clone();
+            let limits = br
+                .governor
+                .budgets
+                .limits(&t.up.name, &principal.groups)
+                .clone();
             // The round cap: the retry that answers the last allowed round is refused and the
             // upstream's call cancelled, so a server cannot loop on the user's model.
             if sealed.round >= limits.max_rounds {
                 br.release(&principal.id, &handle);
                 if let Some(mut l) = br.parked.take(&handle).and_then(|p| p.live) {
-                    l.cancel(br, "the request reached the gateway's round cap").await;
+                    l.cancel(br, "the request reached the gateway's round cap")
+                        .await;
                 }
-                return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(limits.max_rounds)));
+                return Err(GatewayError::Refused(crate::policy::Refusal::RoundCap(
+                    limits.max_rounds,
+                )));
             }
             let checked = br
                 .parked
-                .peek(&handle, |p| check_answers(p, &sealed, &supplied, limits.max_input_response_bytes))
+                .peek(&handle, |p| {
+                    check_answers(p, &sealed, &supplied, limits.max_input_response_bytes)
+                })
                 .ok_or_else(|| state_error(StateError::UnknownExchange))?;
             let retry = checked?;
-            let parked = br.parked.take(&handle).ok_or_else(|| state_error(StateError::UnknownExchange))?;
+            let parked = br
+                .parked
+                .take(&handle)
+                .ok_or_else(|| state_error(StateError::UnknownExchange))?;
             br.release(&parked.info.principal, &handle);
             let span = crate::telemetry::trace::round(&t.up.name, parked.round);
             let live = match parked.live {
                 Some(live) => live,
-                None => start(br, env, meta, t, principal, info, hook.clone()).instrument(span.clone()).await?,
+                None => {
+                    start(br, env, meta, t, principal, info, hook.clone())
+                        .instrument(span.clone())
+                        .await?
+                }
             };
             // Boxed: a finished task's cell outlives it while the parked exchange's channels hold
             // its wakers, and a boxed future is freed as soon as it completes.
             crate::audit::spawn(Box::pin(
-                resume(br.clone(), live, parked.round, parked.asks, retry, tx, id, On { up: t.up.clone(), hook }).instrument(span),
+                resume(
+                    br.clone(),
+                    live,
+                    parked.round,
+                    parked.asks,
+                    retry,
+                    tx,
+                    id,
+                    On {
+                        up: t.up.clone(),
+                        hook,
+                    },
+                )
+                .instrument(span),
             ));
         }
         None => {
             let span = crate::telemetry::trace::round(&t.up.name, 0);
-            let live = start(br, env, meta, t, principal, info, hook.clone()).instrument(span.clone()).await?;
-            crate::audit::spawn(Box::pin(run(br.clone(), live, supplied, tx, id, On { up: t.up.clone(), hook }).instrument(span)));
+            let live = start(br, env, meta, t, principal, info, hook.clone())
+                .instrument(span.clone())
+                .await?;
+            crate::audit::spawn(Box::pin(
+                run(
+                    br.clone(),
+                    live,
+                    supplied,
+                    tx,
+                    id,
+                    On {
+                        up: t.up.clone(),
+                        hook,
+                    },
+                )
+                .instrument(span),
+            ));
         }
     }
     Ok(reply_from(rx, env.id_json(), &t.up.name).await)
@@ -149,8 +221,16 @@ pub async fn call(br: &Arc<Bridge>, ctx: &RequestCtx<'_>, t: &Target, hook: List
 
 /// A retry for an exchange parked on another replica goes on to it, and its answer comes back
 /// (`None`: parked here, or no `[cluster]`).
-async fn to_owner(br: &Bridge, ctx: &RequestCtx<'_>, sealed: &Sealed) -> Option<Result<Reply, GatewayError>> {
-    let c = br.governor.cluster.as_ref().filter(|c| sealed.owner != c.id())?;
+async fn to_owner(
+    br: &Bridge,
+    ctx: &RequestCtx<'_>,
+    sealed: &Sealed,
+) -> Option<Result<Reply, GatewayError>> {
+    let c = br
+        .governor
+        .cluster
+        .as_ref()
+        .filter(|c| sealed.owner != c.id())?;
     crate::audit::note(|r| r.owner = Some(sealed.owner.clone()));
     let f = crate::cluster::forward::Forward {
         owner: &sealed.owner,
@@ -173,8 +253,14 @@ async fn start(
     hook: ListChanged,
 ) -> Result<Live, GatewayError> {
     let caps = legacy::legacy_capabilities(&meta.capabilities);
-    let lease = match br.pool.lease(&t.up, principal.id(), &caps, hook.clone()).await {
-        Err(UpstreamError::Full(full)) if matches!(full.pool, crate::shares::Pool::Processes(_)) => {
+    let lease = match br
+        .pool
+        .lease(&t.up, principal.id(), &caps, hook.clone())
+        .await
+    {
+        Err(UpstreamError::Full(full))
+            if matches!(full.pool, crate::shares::Pool::Processes(_)) =>
+        {
             // Every process this principal may use is held: if one is held by its own exchange
             // parked longest (its client has not come back for it), the new call goes first.
             if !make_room(br, principal.id(), &t.up).await {
@@ -185,14 +271,36 @@ async fn start(
         other => other?,
     };
     if let (Some(rank), true) = (meta.log_level, t.up.serves("logging")) {
-        let level = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][rank as usize];
+        let level = [
+            "debug",
+            "info",
+            "notice",
+            "warning",
+            "error",
+            "critical",
+            "alert",
+            "emergency",
+        ][rank as usize];
         let id = lease.session.next_id();
         let body = json!({"jsonrpc": "2.0", "id": id, "method": Method::LoggingSetLevel.as_str(), "params": {"level": level}});
-        let _ = lease.session.request(&br.client, id, Bytes::from(body.to_string()), br.limits.response).await;
+        let _ = lease
+            .session
+            .request(
+                &br.client,
+                id,
+                Bytes::from(body.to_string()),
+                br.limits.response,
+            )
+            .await;
     }
     let (env, t) = (env.detached(), t.clone()); // it outlives the request: not its read buffer
     let trace = Carrier::of(&tracing::Span::current());
-    Ok(Live::start(br, lease, move |id| legacy_body(&env, &t, id, trace.as_ref()), info))
+    Ok(Live::start(
+        br,
+        lease,
+        move |id| legacy_body(&env, &t, id, trace.as_ref()),
+        info,
+    ))
 }
 
 /// Cancels `principal`'s exchange parked longest on stdio upstream `up` (the one whose client
@@ -203,12 +311,15 @@ async fn make_room(br: &Arc<Bridge>, principal: &str, up: &Arc<Upstream>) -> boo
     if up.stdio.is_none() {
         return false;
     }
-    let Some((handle, parked)) = br.parked.take_oldest_of(principal, |p| p.live.is_some() && p.up.instance == up.instance) else {
+    let Some((handle, parked)) = br.parked.take_oldest_of(principal, |p| {
+        p.live.is_some() && p.up.instance == up.instance
+    }) else {
         return false;
     };
     br.release(principal, &handle);
     if let Some(mut live) = parked.live {
-        live.cancel(br, "a newer call of the same principal needed its process").await;
+        live.cancel(br, "a newer call of the same principal needed its process")
+            .await;
     }
     tracing::info!(upstream = %up.name, "a parked exchange was cancelled: its principal's new call needed the stdio process it held");
     true
@@ -226,18 +337,32 @@ enum Retry {
     Declined(String),
 }
 
-fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>, max_bytes: usize) -> Result<Retry, GatewayError> {
+fn check_answers(
+    p: &Parked,
+    sealed: &Sealed,
+    supplied: &Map<String, Value>,
+    max_bytes: usize,
+) -> Result<Retry, GatewayError> {
     let bad = |m: String| GatewayError::InvalidParams(m, None);
     if p.round != sealed.round || p.info.principal != sealed.principal {
-        return Err(bad("requestState does not match the exchange's current round; use the latest requestState".into()));
+        return Err(bad(
+            "requestState does not match the exchange's current round; use the latest requestState"
+                .into(),
+        ));
     }
     if p.approving {
-        let rule = p.asks.iter().find_map(|a| a.approval.clone()).unwrap_or_default();
-        return Ok(match crate::policy::approval::granted(supplied.get(crate::policy::approval::KEY)) {
-            None => Retry::Answers(Vec::new(), p.asks.clone()),
-            Some(true) => Retry::Approved,
-            Some(false) => Retry::Declined(rule),
-        });
+        let rule = p
+            .asks
+            .iter()
+            .find_map(|a| a.approval.clone())
+            .unwrap_or_default();
+        return Ok(
+            match crate::policy::approval::granted(supplied.get(crate::policy::approval::KEY)) {
+                None => Retry::Answers(Vec::new(), p.asks.clone()),
+                Some(true) => Retry::Approved,
+                Some(false) => Retry::Declined(rule),
+            },
+        );
     }
     let mut answered = Vec::new();
     let mut missing = Vec::new();
@@ -251,8 +376,11 @@ fn check_answers(p: &Parked, sealed: &Sealed, supplied: &Map<String, Value>, max
                         a.key
                     ))));
                 }
-                answered
-                    .push((a.id.clone(), asks::validate(&a.method, v).map_err(|why| bad(format!("inputResponses[{:?}]: {why}", a.key)))?))
+                answered.push((
+                    a.id.clone(),
+                    asks::validate(&a.method, v)
+                        .map_err(|why| bad(format!("inputResponses[{:?}]: {why}", a.key)))?,
+                ))
             }
             None => missing.push(a.clone()),
         }
@@ -275,20 +403,41 @@ async fn resume(
     let (answered, missing) = match retry {
         Retry::Answers(a, m) => (a, m),
         Retry::Approved => {
-            live.asks = asked.into_iter().map(|a| asks::Ask { approval: None, ..a }).collect();
+            live.asks = asked
+                .into_iter()
+                .map(|a| asks::Ask {
+                    approval: None,
+                    ..a
+                })
+                .collect();
             return conclude(&br, live, Outcome::Asks, &tx, &id, up).await;
         }
         Retry::Declined(rule) => {
             for a in asked.iter().filter(|a| a.approval.is_some()) {
-                live.lease.session.reply(&br.client, &a.id, Err((-1, "User rejected the request (approval declined)"))).await;
+                live.lease
+                    .session
+                    .reply(
+                        &br.client,
+                        &a.id,
+                        Err((-1, "User rejected the request (approval declined)")),
+                    )
+                    .await;
             }
             live.cancel(&br, "the user declined the approval").await;
-            let _ = tx.send(Event::Reply(Reply::refusal(&id, &crate::policy::Refusal::Declined { rule }))).await;
+            let _ = tx
+                .send(Event::Reply(Reply::refusal(
+                    &id,
+                    &crate::policy::Refusal::Declined { rule },
+                )))
+                .await;
             return;
         }
     };
     for (ask_id, result) in &answered {
-        live.lease.session.reply(&br.client, ask_id, Ok(result)).await;
+        live.lease
+            .session
+            .reply(&br.client, ask_id, Ok(result))
+            .await;
     }
     if !missing.is_empty() {
         live.asks = missing;
@@ -303,11 +452,21 @@ struct On {
     hook: ListChanged,
 }
 
-async fn run(br: Arc<Bridge>, mut live: Live, mut supplied: Map<String, Value>, tx: mpsc::Sender<Event>, id: String, on: On) {
+async fn run(
+    br: Arc<Bridge>,
+    mut live: Live,
+    mut supplied: Map<String, Value>,
+    tx: mpsc::Sender<Event>,
+    id: String,
+    on: On,
+) {
     let up = &on.up;
     let mut outcome = live.drive(&br, &tx, &mut supplied).await;
     // A new session on 404, once, when nothing of the call has reached the client yet.
-    if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_))) && live.round == 0 && live.asks.is_empty() {
+    if matches!(outcome, Outcome::Failed(UpstreamError::SessionGone(_)))
+        && live.round == 0
+        && live.asks.is_empty()
+    {
         let caps = legacy::legacy_capabilities(&live.info.caps);
         let principal = live.info.principal.clone();
         if let Ok(lease) = br.pool.lease(up, &principal, &caps, on.hook.clone()).await {
@@ -318,10 +477,20 @@ async fn run(br: Arc<Bridge>, mut live: Live, mut supplied: Map<String, Value>, 
     conclude(&br, live, outcome, &tx, &id, up).await
 }
 
-async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc::Sender<Event>, id: &str, up: &Arc<Upstream>) {
+async fn conclude(
+    br: &Arc<Bridge>,
+    mut live: Live,
+    outcome: Outcome,
+    tx: &mpsc::Sender<Event>,
+    id: &str,
+    up: &Arc<Upstream>,
+) {
     let error = |status: StatusCode, e: &GatewayError| {
         let (_, code, data) = e.classify();
-        Event::Final(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()))
+        Event::Final(
+            status,
+            jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()),
+        )
     };
     let outcome = match outcome {
         // A -32042 answer is a round of URL elicitations, judged like any other asks.
@@ -341,16 +510,35 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
     let event = match outcome {
         Outcome::Final(data) => {
             let info = &live.info;
-            let (s, b) =
-                crate::respond::finish(id, &info.method, &up.name, StatusCode::OK, &data, info.uri.as_deref(), &br.server_info_json);
+            let (s, b) = crate::respond::finish(
+                id,
+                &info.method,
+                &up.name,
+                StatusCode::OK,
+                &data,
+                info.uri.as_deref(),
+                &br.server_info_json,
+            );
             Event::Final(s, b)
         }
-        Outcome::Asks if live.asks.iter().any(|a| a.approval.is_some()) && !live.info.caps.contains_key("elicitation") => {
-            live.cancel(br, "approval needs elicitation, which the client did not declare").await;
+        Outcome::Asks
+            if live.asks.iter().any(|a| a.approval.is_some())
+                && !live.info.caps.contains_key("elicitation") =>
+        {
+            live.cancel(
+                br,
+                "approval needs elicitation, which the client did not declare",
+            )
+            .await;
             let msg = "a gateway policy needs your approval (an elicitation) before this goes on; declare the elicitation capability";
             Event::Final(
                 StatusCode::BAD_REQUEST,
-                jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": {"elicitation": {}}}))),
+                jsonrpc::error_body(
+                    id,
+                    jsonrpc::MISSING_CAPABILITY,
+                    msg,
+                    Some(&json!({"requiredCapabilities": {"elicitation": {}}})),
+                ),
             )
         }
         Outcome::Asks => park(br, live, false, id, up).await,
@@ -359,20 +547,32 @@ async fn conclude(br: &Arc<Bridge>, mut live: Live, outcome: Outcome, tx: &mpsc:
             Event::Reply(Reply::refusal(id, &r))
         }
         Outcome::MissingCapability(needed) => {
-            live.cancel(br, "the client lacks a capability the request needs").await;
+            live.cancel(br, "the client lacks a capability the request needs")
+                .await;
             let msg = "the upstream asked for something the client did not declare the capability for; declare it in clientCapabilities and retry";
             Event::Final(
                 StatusCode::BAD_REQUEST,
-                jsonrpc::error_body(id, jsonrpc::MISSING_CAPABILITY, msg, Some(&json!({"requiredCapabilities": needed}))),
+                jsonrpc::error_body(
+                    id,
+                    jsonrpc::MISSING_CAPABILITY,
+                    msg,
+                    Some(&json!({"requiredCapabilities": needed})),
+                ),
             )
         }
         Outcome::BadAnswer(why) => {
             live.cancel(br, "malformed input response").await;
-            error(StatusCode::BAD_REQUEST, &GatewayError::InvalidParams(why, None))
+            error(
+                StatusCode::BAD_REQUEST,
+                &GatewayError::InvalidParams(why, None),
+            )
         }
         Outcome::Failed(e) => {
             tracing::debug!(upstream = %up.name, error = %crate::escape::Escaped(&e), round = live.round, "legacy exchange failed");
-            live.lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
+            live.lease
+                .session
+                .broken
+                .store(true, std::sync::atomic::Ordering::Release);
             let e = GatewayError::from(e);
             error(e.classify().0, &e)
         }

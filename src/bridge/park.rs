@@ -88,19 +88,33 @@ impl<T: Owned> Inner<T> {
 impl<T: Owned> Table<T> {
     /// An empty table holding at most `max` entries.
     pub fn new(max: usize) -> Self {
-        let inner = Inner { map: HashMap::new(), by_deadline: BTreeSet::new(), mine: HashMap::new() };
-        Table { inner: Mutex::new(inner), max }
+        let inner = Inner {
+            map: HashMap::new(),
+            by_deadline: BTreeSet::new(),
+            mine: HashMap::new(),
+        };
+        Table {
+            inner: Mutex::new(inner),
+            max,
+        }
     }
 
     /// Parks an entry; gives it back when the table is full.
     pub fn insert(&self, handle: String, p: T, deadline: Instant) -> Result<(), Box<T>> {
-        self.insert_capped(handle, p, deadline, usize::MAX).map_err(|(p, _)| p)
+        self.insert_capped(handle, p, deadline, usize::MAX)
+            .map_err(|(p, _)| p)
     }
 
     /// Parks an entry unless the table is full or its principal has `per_principal` parked,
     /// checked under the one lock (concurrent parks of one principal cannot pass the cap); gives
     /// it back with whether the principal's cap was the reason.
-    pub fn insert_capped(&self, handle: String, p: T, deadline: Instant, per_principal: usize) -> Result<(), (Box<T>, bool)> {
+    pub fn insert_capped(
+        &self,
+        handle: String,
+        p: T,
+        deadline: Instant,
+        per_principal: usize,
+    ) -> Result<(), (Box<T>, bool)> {
         let p = Box::new(p);
         let Ok(mut m) = self.inner.lock() else {
             return Err((p, false));
@@ -108,12 +122,17 @@ impl<T: Owned> Table<T> {
         if m.map.len() >= self.max {
             return Err((p, false));
         }
-        if m.mine.get(p.principal()).map_or(0, BTreeSet::len) >= per_principal && !m.map.contains_key(&handle) {
+        if m.mine.get(p.principal()).map_or(0, BTreeSet::len) >= per_principal
+            && !m.map.contains_key(&handle)
+        {
             return Err((p, true));
         }
         // Handles are random 128-bit nonces; one seen again replaces the entry, counted once.
         m.remove(&handle);
-        m.mine.entry(p.principal().to_owned()).or_default().insert((deadline, handle.clone()));
+        m.mine
+            .entry(p.principal().to_owned())
+            .or_default()
+            .insert((deadline, handle.clone()));
         m.by_deadline.insert((deadline, handle.clone()));
         m.map.insert(handle, (deadline, p));
         Ok(())
@@ -121,13 +140,17 @@ impl<T: Owned> Table<T> {
 
     /// Takes out every entry whose deadline has passed (from the front of the deadline index).
     pub fn expired(&self, now: Instant) -> Vec<Box<T>> {
-        let Ok(mut m) = self.inner.lock() else { return Vec::new() };
+        let Ok(mut m) = self.inner.lock() else {
+            return Vec::new();
+        };
         let mut gone = Vec::new();
         while let Some((deadline, _)) = m.by_deadline.first() {
             if *deadline > now {
                 break;
             }
-            let Some((_, handle)) = m.by_deadline.pop_first() else { break };
+            let Some((_, handle)) = m.by_deadline.pop_first() else {
+                break;
+            };
             if let Some((deadline, p)) = m.map.remove(&handle) {
                 m.forget(&handle, deadline, &p);
                 gone.push(p);
@@ -139,9 +162,19 @@ impl<T: Owned> Table<T> {
     /// Takes out `principal`'s entry that expires first among those `which` picks (a new call
     /// of that principal needs what it holds), with its handle; a scan of the principal's own
     /// entries.
-    pub fn take_oldest_of(&self, principal: &str, which: impl Fn(&T) -> bool) -> Option<(String, Box<T>)> {
+    pub fn take_oldest_of(
+        &self,
+        principal: &str,
+        which: impl Fn(&T) -> bool,
+    ) -> Option<(String, Box<T>)> {
         let mut m = self.inner.lock().ok()?;
-        let handle = m.mine.get(principal)?.iter().find(|(_, h)| m.map.get(h).is_some_and(|(_, p)| which(p)))?.1.clone();
+        let handle = m
+            .mine
+            .get(principal)?
+            .iter()
+            .find(|(_, h)| m.map.get(h).is_some_and(|(_, p)| which(p)))?
+            .1
+            .clone();
         let p = m.remove(&handle)?;
         Some((handle, p))
     }
@@ -168,7 +201,10 @@ impl<T: Owned> Table<T> {
 
     /// How many entries a principal has parked.
     pub fn count_for(&self, principal: &str) -> usize {
-        self.inner.lock().map(|m| m.mine.get(principal).map_or(0, BTreeSet::len)).unwrap_or(0)
+        self.inner
+            .lock()
+            .map(|m| m.mine.get(principal).map_or(0, BTreeSet::len))
+            .unwrap_or(0)
     }
 
     /// The most this table holds.
@@ -178,7 +214,9 @@ impl<T: Owned> Table<T> {
 
     /// Takes every entry (shutdown).
     pub fn drain(&self) -> Vec<Box<T>> {
-        let Ok(mut m) = self.inner.lock() else { return Vec::new() };
+        let Ok(mut m) = self.inner.lock() else {
+            return Vec::new();
+        };
         m.by_deadline.clear();
         m.mine.clear();
         m.map.drain().map(|(_, (_, p))| p).collect()

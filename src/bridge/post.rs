@@ -50,7 +50,13 @@ impl Drop for PostStream {
 
 impl PostStream {
     /// POSTs `body` on the session and reads its answer.
-    pub(super) fn post(session: Arc<Session>, client: HttpClient, body: Bytes, per_message: Duration, max_queued: usize) -> PostStream {
+    pub(super) fn post(
+        session: Arc<Session>,
+        client: HttpClient,
+        body: Bytes,
+        per_message: Duration,
+        max_queued: usize,
+    ) -> PostStream {
         let (tx, rx) = queue::bounded(64, max_queued);
         // Boxed, so the request's future is freed once the answer started: the task lives as
         // long as the exchange, parked or not.
@@ -59,7 +65,13 @@ impl PostStream {
             read(&session, answer, &tx).await;
         })
         .abort_handle();
-        PostStream { rx, task, resumes: 0, per_message, max_queued }
+        PostStream {
+            rx,
+            task,
+            resumes: 0,
+            per_message,
+            max_queued,
+        }
     }
 
     /// The next event; `None` once the task ended without saying how (it was aborted).
@@ -69,7 +81,12 @@ impl PostStream {
 
     /// Takes the stream up again from `from` (after its `retry`, at most [`MAX_RETRY_WAIT`]);
     /// refuses past [`MAX_RESUMES`] for this call.
-    pub(super) fn take_up(&mut self, session: Arc<Session>, client: HttpClient, from: Resume) -> Result<(), UpstreamError> {
+    pub(super) fn take_up(
+        &mut self,
+        session: Arc<Session>,
+        client: HttpClient,
+        from: Resume,
+    ) -> Result<(), UpstreamError> {
         if self.resumes >= MAX_RESUMES {
             return Err(UpstreamError::Protocol(
                 session.up.name.clone(),
@@ -92,14 +109,28 @@ impl PostStream {
 }
 
 /// Hands the answer's messages over, then how it ended.
-async fn read(session: &Session, answer: Result<Answer, UpstreamError>, tx: &queue::Sender<PostEvent>) {
+async fn read(
+    session: &Session,
+    answer: Result<Answer, UpstreamError>,
+    tx: &queue::Sender<PostEvent>,
+) {
     let end = match answer {
-        Ok(Answer::Json(http::StatusCode::NOT_FOUND, _)) | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
-            session.broken.store(true, std::sync::atomic::Ordering::Release);
-            PostEvent::End(Some(Box::new(UpstreamError::SessionGone(session.up.name.clone()))))
+        Ok(Answer::Json(http::StatusCode::NOT_FOUND, _))
+        | Ok(Answer::Status(http::StatusCode::NOT_FOUND, _)) => {
+            session
+                .broken
+                .store(true, std::sync::atomic::Ordering::Release);
+            PostEvent::End(Some(Box::new(UpstreamError::SessionGone(
+                session.up.name.clone(),
+            ))))
         }
         Ok(Answer::Json(_, b)) => {
-            let _ = tx.send(PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()), b.len()).await;
+            let _ = tx
+                .send(
+                    PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()),
+                    b.len(),
+                )
+                .await;
             PostEvent::End(None)
         }
         // stdio, SSE: the request was sent; its answer, and the end of the session if it ends
@@ -117,7 +148,11 @@ async fn read(session: &Session, answer: Result<Answer, UpstreamError>, tx: &que
                         return;
                     }
                 }
-                Ok(None) => break s.resume_point().map_or(PostEvent::End(None), |r| PostEvent::Dropped(Box::new(r))),
+                Ok(None) => {
+                    break s
+                        .resume_point()
+                        .map_or(PostEvent::End(None), |r| PostEvent::Dropped(Box::new(r)))
+                }
                 Err(e) => break PostEvent::End(Some(Box::new(e))),
             }
         },

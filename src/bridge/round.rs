@@ -29,11 +29,23 @@ use crate::upstream::Upstream;
 
 /// With `[cluster]`, a place among the principal's parked exchanges across replicas; `None`:
 /// it has one (or Redis is unreachable and the cluster falls back to this replica's count).
-async fn shared_place(br: &Bridge, principal: &str, handle: &str, cap: usize) -> Option<crate::policy::Refusal> {
+async fn shared_place(
+    br: &Bridge,
+    principal: &str,
+    handle: &str,
+    cap: usize,
+) -> Option<crate::policy::Refusal> {
     let c = br.governor.cluster.as_ref()?;
-    match c.shared.park(principal, handle, br.limits.bridge.park, cap).await {
+    match c
+        .shared
+        .park(principal, handle, br.limits.bridge.park, cap)
+        .await
+    {
         Ok(true) => None,
-        Ok(false) => Some(crate::policy::Refusal::ParkedCap { limit: cap, per_principal: true }),
+        Ok(false) => Some(crate::policy::Refusal::ParkedCap {
+            limit: cap,
+            per_principal: true,
+        }),
         Err(_) if c.unavailable("parked cap") == crate::cluster::Fallback::Local => None,
         Err(_) => Some(crate::policy::Refusal::SharedState),
     }
@@ -43,30 +55,60 @@ async fn shared_place(br: &Bridge, principal: &str, handle: &str, cap: usize) ->
 /// re-issues the call. Each is an ask like any other: bounded per round, shaped, judged by
 /// policy and budgets, and never shown to a client that lacks the capability. `None`: not a
 /// -32042 answer.
-pub(super) async fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Option<Result<Vec<asks::Ask>, Outcome>> {
+pub(super) async fn url_elicitations(
+    br: &Bridge,
+    live: &Live,
+    data: &str,
+) -> Option<Result<Vec<asks::Ask>, Outcome>> {
     let msg = Incoming::parse_str(data).ok()?;
     let err = msg.error.filter(|e| e.code == -32042)?;
     let up = &live.lease.session.up.name;
     let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));
-    let Some(list) = err.data.as_ref().and_then(|d| d.get("elicitations")).and_then(Value::as_array) else {
+    let Some(list) = err
+        .data
+        .as_ref()
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+    else {
         return Some(Err(protocol("a -32042 answer without data.elicitations")));
     };
-    let limit = br.governor.budgets.limits(&live.info.ctx.upstream, &live.info.ctx.groups).max_asks_per_round;
+    let limit = br
+        .governor
+        .budgets
+        .limits(&live.info.ctx.upstream, &live.info.ctx.groups)
+        .max_asks_per_round;
     if list.len() > limit {
-        return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(limit))));
+        return Some(Err(Outcome::Refused(crate::policy::Refusal::TooManyAsks(
+            limit,
+        ))));
     }
     let mut out: Vec<asks::Ask> = Vec::with_capacity(list.len());
     for (i, e) in list.iter().enumerate() {
-        let Some(obj) = e.as_object() else { return Some(Err(protocol("a -32042 elicitation that is not an object"))) };
+        let Some(obj) = e.as_object() else {
+            return Some(Err(protocol("a -32042 elicitation that is not an object")));
+        };
         let mut params = obj.clone();
         params.insert("mode".into(), "url".into());
         let raw = Value::Object(params).to_string();
         let taken: Vec<String> = out.iter().map(|a| a.key.clone()).collect();
-        let mut ask = asks::ask(&format!("\"url-{i}\""), &Method::ElicitationCreate, Some(&raw), &taken);
+        let mut ask = asks::ask(
+            &format!("\"url-{i}\""),
+            &Method::ElicitationCreate,
+            Some(&raw),
+            &taken,
+        );
         if let Some(needed) = asks::missing_capability(&ask, &live.info.caps) {
             return Some(Err(Outcome::MissingCapability(needed)));
         }
-        match crate::policy::ask::judge(&br.governor, &live.info.ctx, &ask.method, Some(&raw), &mut ask.params).await {
+        match crate::policy::ask::judge(
+            &br.governor,
+            &live.info.ctx,
+            &ask.method,
+            Some(&raw),
+            &mut ask.params,
+        )
+        .await
+        {
             crate::policy::ask::AskVerdict::Allow => {}
             crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
             crate::policy::ask::AskVerdict::Malformed(why) => return Some(Err(protocol(&why))),
@@ -82,7 +124,13 @@ pub(super) async fn url_elicitations(br: &Bridge, live: &Live, data: &str) -> Op
     Some(Ok(out))
 }
 
-pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &str, up: &Arc<Upstream>) -> Event {
+pub(super) async fn park(
+    br: &Arc<Bridge>,
+    mut live: Live,
+    reissue: bool,
+    id: &str,
+    up: &Arc<Upstream>,
+) -> Event {
     let asks = std::mem::take(&mut live.asks);
     let round = live.round + 1;
     let park_for = br.limits.bridge.park;
@@ -93,7 +141,13 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
         digest: live.info.digest.clone(),
         upstream: up.name.clone(),
     };
-    let sealed = Sealed::issue(Kind::Bridge, bound, round, state::now_ms() + park_for.as_millis() as u64, &br.limits.replica);
+    let sealed = Sealed::issue(
+        Kind::Bridge,
+        bound,
+        round,
+        state::now_ms() + park_for.as_millis() as u64,
+        &br.limits.replica,
+    );
     // The park handle is the state's nonce: taking the exchange once is its single use.
     let handle = sealed.handle.clone().unwrap_or_default();
     let token = br.keys.seal(&sealed);
@@ -102,7 +156,9 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
     let approving = asks.iter().any(|a| a.approval.is_some());
     let requests = match asks.iter().find(|a| a.approval.is_some()) {
         Some(a) => {
-            let shape = crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string())).unwrap_or_default();
+            let shape =
+                crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string()))
+                    .unwrap_or_default();
             let msg = crate::policy::approval::for_ask(
                 &up.name,
                 live.info.ctx.tool.as_deref(),
@@ -115,22 +171,60 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
         None => asks::input_requests(&asks),
     };
     let info = live.info.clone();
-    let limits = br.governor.budgets.limits(&up.name, &info.ctx.groups).clone();
+    let limits = br
+        .governor
+        .budgets
+        .limits(&up.name, &info.ctx.groups)
+        .clone();
     let over = if br.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
-        Some(crate::policy::Refusal::ParkedCap { limit: limits.max_parked_per_principal, per_principal: true })
+        Some(crate::policy::Refusal::ParkedCap {
+            limit: limits.max_parked_per_principal,
+            per_principal: true,
+        })
     } else {
-        shared_place(br, &info.principal, &handle, limits.max_parked_per_principal).await
+        shared_place(
+            br,
+            &info.principal,
+            &handle,
+            limits.max_parked_per_principal,
+        )
+        .await
     };
-    let parked = Parked { live: if reissue { None } else { Some(live) }, asks, info, round, up: up.clone(), reissue, approving };
+    let parked = Parked {
+        live: if reissue { None } else { Some(live) },
+        asks,
+        info,
+        round,
+        up: up.clone(),
+        reissue,
+        approving,
+    };
     let handle_copy = handle.clone();
     let refused = match over {
         Some(r) => Some((r, Box::new(parked))),
-        None => br.parked.insert_capped(handle, parked, std::time::Instant::now() + park_for, limits.max_parked_per_principal).err().map(
-            |(back, mine)| {
-                let limit = if mine { limits.max_parked_per_principal } else { br.parked.capacity() };
-                (crate::policy::Refusal::ParkedCap { limit, per_principal: mine }, back)
-            },
-        ),
+        None => br
+            .parked
+            .insert_capped(
+                handle,
+                parked,
+                std::time::Instant::now() + park_for,
+                limits.max_parked_per_principal,
+            )
+            .err()
+            .map(|(back, mine)| {
+                let limit = if mine {
+                    limits.max_parked_per_principal
+                } else {
+                    br.parked.capacity()
+                };
+                (
+                    crate::policy::Refusal::ParkedCap {
+                        limit,
+                        per_principal: mine,
+                    },
+                    back,
+                )
+            }),
     };
     if let Some((refusal, back)) = refused {
         br.release(&back.info.principal, &handle_copy);
@@ -144,14 +238,20 @@ pub(super) async fn park(br: &Arc<Bridge>, mut live: Live, reissue: bool, id: &s
     }
     let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": token,
         "_meta": {crate::mcp::META_SERVER_INFO: br.server_info}});
-    Event::Final(StatusCode::OK, jsonrpc::result_body(id, &result.to_string()))
+    Event::Final(
+        StatusCode::OK,
+        jsonrpc::result_body(id, &result.to_string()),
+    )
 }
 
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE
 /// when a notification comes first.
 pub(super) async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream: &str) -> Reply {
     match rx.recv().await {
-        None => Reply::error(id, &GatewayError::from(UpstreamError::Closed(upstream.to_owned()))),
+        None => Reply::error(
+            id,
+            &GatewayError::from(UpstreamError::Closed(upstream.to_owned())),
+        ),
         Some(Event::Final(s, b)) => Reply::Json(s, b),
         Some(Event::Reply(r)) => r,
         Some(first @ (Event::Relay(_) | Event::Resumed)) => {

@@ -51,7 +51,13 @@ pub struct Limits {
 
 impl Bridge {
     /// Builds the bridge from the config and the parts the gateway built.
-    pub fn new(cfg: &crate::config::Config, client: HttpClient, keys: Keys, governor: Arc<Governor>, server_info: Value) -> Bridge {
+    pub fn new(
+        cfg: &crate::config::Config,
+        client: HttpClient,
+        keys: Keys,
+        governor: Arc<Governor>,
+        server_info: Value,
+    ) -> Bridge {
         let limits = Limits {
             bridge: cfg.bridge.clone(),
             response: cfg.timeouts.response,
@@ -59,7 +65,12 @@ impl Bridge {
             replica: cfg.state.replica.clone(),
         };
         Bridge {
-            pool: Pool::new(client.clone(), &cfg.bridge, crate::auth::INTERNAL_PRINCIPAL, cfg.timeouts.shutdown),
+            pool: Pool::new(
+                client.clone(),
+                &cfg.bridge,
+                crate::auth::INTERNAL_PRINCIPAL,
+                cfg.timeouts.shutdown,
+            ),
             parked: Arc::new(ParkTable::new(cfg.bridge.max_parked)),
             keys,
             client,
@@ -73,7 +84,9 @@ impl Bridge {
     /// Gives back, with `[cluster]`, the place a parked exchange took among its principal's
     /// across replicas (off the request path; a failure leaves it to expire with its state).
     pub fn release(&self, principal: &str, handle: &str) {
-        let Some(c) = self.governor.cluster.clone() else { return };
+        let Some(c) = self.governor.cluster.clone() else {
+            return;
+        };
         let (principal, handle) = (principal.to_owned(), handle.to_owned());
         tokio::spawn(async move {
             let _ = c.shared.unpark(&principal, &handle).await;

@@ -13,7 +13,10 @@ use super::Bridge;
 /// until shutdown: one task for the whole table, ticking at an eighth of the park time (5 ms to
 /// 250 ms), so an exchange costs no timer task of its own.
 pub async fn sweep_parked(br: Arc<Bridge>, shutdown: CancellationToken) {
-    let every = (br.limits.bridge.park / 8).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_millis(250));
+    let every = (br.limits.bridge.park / 8).clamp(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(250),
+    );
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -22,7 +25,9 @@ pub async fn sweep_parked(br: Arc<Bridge>, shutdown: CancellationToken) {
         for p in br.parked.expired(std::time::Instant::now()) {
             if let Some(mut l) = p.live {
                 let br = br.clone();
-                tokio::spawn(async move { l.cancel(&br, "the client did not answer in time").await });
+                tokio::spawn(
+                    async move { l.cancel(&br, "the client did not answer in time").await },
+                );
             }
         }
     }
@@ -30,7 +35,10 @@ pub async fn sweep_parked(br: Arc<Bridge>, shutdown: CancellationToken) {
 
 /// Ends legacy sessions idle past `bridge.session_idle_ms`, until shutdown.
 pub async fn sweep_sessions(br: Arc<Bridge>, shutdown: CancellationToken) {
-    let every = (br.limits.bridge.session_idle / 2).clamp(std::time::Duration::from_millis(5), std::time::Duration::from_secs(1));
+    let every = (br.limits.bridge.session_idle / 2).clamp(
+        std::time::Duration::from_millis(5),
+        std::time::Duration::from_secs(1),
+    );
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,

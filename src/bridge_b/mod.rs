@@ -35,17 +35,24 @@ pub use session::{LegacySession, Sessions};
 /// Whether a request is for the handshake era: no modern `MCP-Protocol-Version` and no modern
 /// `_meta` keys, and either `initialize`, a session id, or a JSON-RPC response.
 pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
-    let header_ok = match headers.get(mh::PROTOCOL_VERSION).and_then(|v| v.to_str().ok()) {
+    let header_ok = match headers
+        .get(mh::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+    {
         None => true,
         Some(v) => version::is_legacy(v.trim()),
     };
     if !header_ok {
         return false;
     }
-    let Ok(v) = serde_json::from_slice::<Value>(body) else { return headers.contains_key(mh::SESSION_ID) };
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return headers.contains_key(mh::SESSION_ID);
+    };
     let meta = v.pointer("/params/_meta");
-    let modern =
-        meta.is_some_and(|m| m.get(crate::mcp::META_PROTOCOL_VERSION).is_some() || m.get(crate::mcp::META_CLIENT_CAPABILITIES).is_some());
+    let modern = meta.is_some_and(|m| {
+        m.get(crate::mcp::META_PROTOCOL_VERSION).is_some()
+            || m.get(crate::mcp::META_CLIENT_CAPABILITIES).is_some()
+    });
     if modern {
         return false;
     }
@@ -56,7 +63,12 @@ pub fn is_legacy(headers: &HeaderMap, body: &[u8]) -> bool {
 fn not_found(id: &str) -> Reply {
     Reply::Json(
         StatusCode::NOT_FOUND,
-        jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, "session not found (ended or expired): initialize a new session", None),
+        jsonrpc::error_body(
+            id,
+            jsonrpc::INVALID_REQUEST,
+            "session not found (ended or expired): initialize a new session",
+            None,
+        ),
     )
 }
 
@@ -72,7 +84,10 @@ fn note_legacy(principal: &Principal) {
 pub async fn get(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Principal) -> Reply {
     note_legacy(principal);
     let Some(s) = shared::session(gw, headers, principal).await else {
-        return Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: GET needs a valid Mcp-Session-Id\n");
+        return Reply::Plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: GET needs a valid Mcp-Session-Id\n",
+        );
     };
     if let Some(last) = headers.get("last-event-id") {
         // A call stream that ended early (SEP-1699), taken up where it ended.
@@ -100,7 +115,10 @@ pub async fn delete(gw: &Generation, headers: &HeaderMap, principal: &Principal)
             shared::ended(gw, &s.id).await;
             Reply::Json(StatusCode::OK, Bytes::new())
         }
-        None => Reply::Plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: DELETE needs a valid Mcp-Session-Id\n"),
+        None => Reply::Plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: DELETE needs a valid Mcp-Session-Id\n",
+        ),
     }
 }
 
@@ -130,9 +148,18 @@ struct Message {
 fn read(body: &Bytes) -> Result<Message, Reply> {
     let v: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Err(Reply::error("null", &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotJson(e.to_string())))),
+        Err(e) => {
+            return Err(Reply::error(
+                "null",
+                &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotJson(e.to_string())),
+            ))
+        }
     };
-    let id = v.get("id").filter(|i| i.is_string() || i.is_number()).map(|i| i.to_string()).unwrap_or_else(|| "null".into());
+    let id = v
+        .get("id")
+        .filter(|i| i.is_string() || i.is_number())
+        .map(|i| i.to_string())
+        .unwrap_or_else(|| "null".into());
     if !v.is_object() || v.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(bad(&id, "not a single JSON-RPC 2.0 message"));
     }
@@ -141,7 +168,10 @@ fn read(body: &Bytes) -> Result<Message, Reply> {
 }
 
 fn bad(id: &str, m: &'static str) -> Reply {
-    Reply::error(id, &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotRequest(m)))
+    Reply::error(
+        id,
+        &crate::error::GatewayError::Frame(jsonrpc::FrameError::NotRequest(m)),
+    )
 }
 
 /// The audit record of a legacy client's message: its era, principal, method and name.
@@ -154,7 +184,12 @@ fn note(principal: &Principal, msg: &Message) {
 }
 
 /// A POST on the handshake-era path.
-pub async fn post(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Principal, body: Bytes) -> Reply {
+pub async fn post(
+    gw: &Arc<Generation>,
+    headers: &HeaderMap,
+    principal: &Principal,
+    body: Bytes,
+) -> Reply {
     let msg = match read(&body) {
         Ok(m) => m,
         Err(r) => return r,
@@ -164,7 +199,11 @@ pub async fn post(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Princip
         return initialize(gw, principal, &msg.v, &msg.id).await;
     }
     let Some(s) = shared::session(gw, headers, principal).await else {
-        return if headers.contains_key(mh::SESSION_ID) { not_found(&msg.id) } else { bad(&msg.id, "a JSON-RPC response needs a session") };
+        return if headers.contains_key(mh::SESSION_ID) {
+            not_found(&msg.id)
+        } else {
+            bad(&msg.id, "a JSON-RPC response needs a session")
+        };
     };
     handle(gw, s, headers, principal, msg, body).await
 }
@@ -179,16 +218,27 @@ async fn handle(
     msg: Message,
     body: Bytes,
 ) -> Reply {
-    if let Some(pv) = headers.get(mh::PROTOCOL_VERSION).and_then(|h| h.to_str().ok()) {
+    if let Some(pv) = headers
+        .get(mh::PROTOCOL_VERSION)
+        .and_then(|h| h.to_str().ok())
+    {
         if !version::is_legacy(pv.trim()) {
-            return Reply::Plain(StatusCode::BAD_REQUEST, "bad request: unsupported MCP-Protocol-Version for this session\n");
+            return Reply::Plain(
+                StatusCode::BAD_REQUEST,
+                "bad request: unsupported MCP-Protocol-Version for this session\n",
+            );
         }
     }
     let Message { v, id, method } = msg;
-    let Some(method) = method else { return answered(gw, &s, headers, principal, &id, v, body).await };
+    let Some(method) = method else {
+        return answered(gw, &s, headers, principal, &id, v, body).await;
+    };
     if v.get("id").is_none() {
         if method == Method::Cancelled {
-            let target = v.pointer("/params/requestId").map(|i| i.to_string()).unwrap_or_default();
+            let target = v
+                .pointer("/params/requestId")
+                .map(|i| i.to_string())
+                .unwrap_or_default();
             if let Some(t) = s.inflight.lock().ok().and_then(|m| m.get(&target).cloned()) {
                 t.cancel();
             }
@@ -199,16 +249,24 @@ async fn handle(
     match method {
         Method::Ping => Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}")),
         Method::LoggingSetLevel => {
-            if let (Ok(mut l), Some(level)) = (s.log_level.lock(), params.get("level").and_then(Value::as_str)) {
+            if let (Ok(mut l), Some(level)) = (
+                s.log_level.lock(),
+                params.get("level").and_then(Value::as_str),
+            ) {
                 *l = Some(level.to_owned());
             }
             Reply::Json(StatusCode::OK, jsonrpc::result_body(&id, "{}"))
         }
-        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => subscription(&s, &method, &params, &id),
-        // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
-        Method::SubscriptionsListen => {
-            Reply::error(&id, &crate::error::GatewayError::from(crate::validate::ValidateError::Method(method.to_string())))
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+            subscription(&s, &method, &params, &id)
         }
+        // Listen streams are 2026-07-28's; a 2025-11-25 client gets its notifications on GET.
+        Method::SubscriptionsListen => Reply::error(
+            &id,
+            &crate::error::GatewayError::from(crate::validate::ValidateError::Method(
+                method.to_string(),
+            )),
+        ),
         _ => relay::forward(gw, s, principal, method, params, id).await,
     }
 }
@@ -217,13 +275,19 @@ async fn handle(
 fn subscription(s: &LegacySession, method: &Method, params: &Value, id: &str) -> Reply {
     if let Some(uri) = params.get("uri").and_then(Value::as_str) {
         if uri.len() > crate::listen::MAX_URI {
-            let e = format!("the uri is longer than {} bytes; subscribe to a shorter one", crate::listen::MAX_URI);
+            let e = format!(
+                "the uri is longer than {} bytes; subscribe to a shorter one",
+                crate::listen::MAX_URI
+            );
             return Reply::error(id, &crate::error::GatewayError::InvalidParams(e, None));
         }
         if *method == Method::ResourcesUnsubscribe {
             s.unsubscribe(uri);
         } else if let Err(e) = s.subscribe(uri) {
-            return Reply::error(id, &crate::error::GatewayError::InvalidParams(e.to_string(), None));
+            return Reply::error(
+                id,
+                &crate::error::GatewayError::InvalidParams(e.to_string(), None),
+            );
         }
     }
     Reply::Json(StatusCode::OK, jsonrpc::result_body(id, "{}"))
@@ -244,26 +308,55 @@ async fn answered(
     if s.deliver(id, v) {
         return Reply::Accepted;
     }
-    let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, id), &gw.governor.cluster) else { return Reply::Accepted };
-    let f = crate::cluster::forward::Forward { owner: owner.as_str(), method: http::Method::POST, headers, principal, body, id: "null" };
-    c.forward(&gw.rt.client, &gw.bridge.keys, f).await.unwrap_or(Reply::Accepted)
+    let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, id), &gw.governor.cluster) else {
+        return Reply::Accepted;
+    };
+    let f = crate::cluster::forward::Forward {
+        owner: owner.as_str(),
+        method: http::Method::POST,
+        headers,
+        principal,
+        body,
+        id: "null",
+    };
+    c.forward(&gw.rt.client, &gw.bridge.keys, f)
+        .await
+        .unwrap_or(Reply::Accepted)
 }
 
 /// What a legacy `initialize` settles: the version answered (the one asked for when Sluice
 /// knows it, else 2025-11-25), the capabilities in their modern form, the clientInfo.
 fn handshake_of(v: &Value) -> session::Handshake {
-    let asked = v.pointer("/params/protocolVersion").and_then(Value::as_str).unwrap_or("");
-    let version = if version::is_legacy(asked) { asked } else { version::LEGACY[0] };
+    let asked = v
+        .pointer("/params/protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let version = if version::is_legacy(asked) {
+        asked
+    } else {
+        version::LEGACY[0]
+    };
     let caps = modern_caps(v.pointer("/params/capabilities").unwrap_or(&Value::Null));
-    let client_info = v.pointer("/params/clientInfo").cloned().unwrap_or(Value::Null);
-    session::Handshake { version: version.to_owned(), caps, client_info }
+    let client_info = v
+        .pointer("/params/clientInfo")
+        .cloned()
+        .unwrap_or(Value::Null);
+    session::Handshake {
+        version: version.to_owned(),
+        caps,
+        client_info,
+    }
 }
 
 /// The `InitializeResult` for `version`: the upstreams' discovery (the families they serve,
 /// plus `logging`), Sluice's serverInfo, the instructions.
 fn initialize_result(gw: &Generation, principal: &Principal, version: &str) -> String {
-    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal)).unwrap_or(Value::Null);
-    let mut server_caps = discovered.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal))
+        .unwrap_or(Value::Null);
+    let mut server_caps = discovered
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     server_caps["logging"] = json!({});
     let mut result = json!({"protocolVersion": version, "capabilities": server_caps, "serverInfo": gw.rt.server_info});
     if let Some(i) = discovered.get("instructions") {
@@ -275,8 +368,15 @@ fn initialize_result(gw: &Generation, principal: &Principal, version: &str) -> S
 async fn initialize(gw: &Arc<Generation>, principal: &Principal, v: &Value, id: &str) -> Reply {
     let h = handshake_of(v);
     crate::dispatch::discover::first_probes(gw, principal).await;
-    let s = gw.rt.legacy_sessions.create(principal.id(), &h.version, h.caps, h.client_info);
+    let s = gw
+        .rt
+        .legacy_sessions
+        .create(principal.id(), &h.version, h.caps, h.client_info);
     shared::created(gw, &s).await;
     let result = initialize_result(gw, principal, s.version());
-    Reply::Session(StatusCode::OK, jsonrpc::result_body(id, &result), s.id.clone())
+    Reply::Session(
+        StatusCode::OK,
+        jsonrpc::result_body(id, &result),
+        s.id.clone(),
+    )
 }

@@ -36,17 +36,33 @@ impl Watch {
     pub(super) fn start(gw: &Arc<Generation>, principal: &Principal) -> Watch {
         let views = crate::listen::view::Views::start(gw, principal);
         let changes = gw.rt.hub.subscribe();
-        Watch { gw: gw.clone(), principal: principal.clone(), views, changes }
+        Watch {
+            gw: gw.clone(),
+            principal: principal.clone(),
+            views,
+            changes,
+        }
     }
 
     /// Sends the session's notifications on `tx` until it ends (see the module's head);
     /// `keep_alive`: a comment every period, each one touching the session (so it does not
     /// expire while its stream is open) and ending the stream if the session is gone.
-    pub(super) async fn run(self, s: Arc<LegacySession>, tx: mpsc::Sender<Bytes>, keep_alive: Option<Duration>) {
-        let Watch { mut gw, principal, mut views, mut changes } = self;
+    pub(super) async fn run(
+        self,
+        s: Arc<LegacySession>,
+        tx: mpsc::Sender<Bytes>,
+        keep_alive: Option<Duration>,
+    ) {
+        let Watch {
+            mut gw,
+            principal,
+            mut views,
+            mut changes,
+        } = self;
         let revoked = gw.revoked.clone();
         let want = gw.rt.hub.want(&principal, &s.subscriptions());
-        let mut tick = keep_alive.map(|p| tokio::time::interval_at(tokio::time::Instant::now() + p, p));
+        let mut tick =
+            keep_alive.map(|p| tokio::time::interval_at(tokio::time::Instant::now() + p, p));
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => break,
@@ -70,7 +86,12 @@ impl Watch {
             };
             gw = gw.latest(); // judged by the config serving now (a reload's included)
             let change = match change {
-                Ok(p) if !gw.auth.may_reach(&principal, &p.upstream) || !views.tell(&gw, &principal, &p) => continue,
+                Ok(p)
+                    if !gw.auth.may_reach(&principal, &p.upstream)
+                        || !views.tell(&gw, &principal, &p) =>
+                {
+                    continue
+                }
                 Ok(p) => Ok(p.change),
                 Err(e) => Err(e),
             };
@@ -87,7 +108,11 @@ impl Watch {
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => break,
             };
-            if tx.send(crate::mcp::sse::frame(msg.to_string().as_bytes())).await.is_err() {
+            if tx
+                .send(crate::mcp::sse::frame(msg.to_string().as_bytes()))
+                .await
+                .is_err()
+            {
                 break;
             }
         }

@@ -24,11 +24,26 @@ use crate::mcp::version;
 use crate::respond::Reply;
 
 /// The modern body for a legacy request: `_meta` filled from the session.
-fn modern_body(s: &LegacySession, method: &Method, params: &Value, extra: Option<(&Map<String, Value>, Option<&Value>)>) -> Bytes {
+fn modern_body(
+    s: &LegacySession,
+    method: &Method,
+    params: &Value,
+    extra: Option<(&Map<String, Value>, Option<&Value>)>,
+) -> Bytes {
     let mut p = params.as_object().cloned().unwrap_or_default();
-    let mut meta = p.get("_meta").and_then(Value::as_object).cloned().unwrap_or_default();
-    meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), version::MODERN.into());
-    meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), Value::Object(s.caps().clone()));
+    let mut meta = p
+        .get("_meta")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    meta.insert(
+        crate::mcp::META_PROTOCOL_VERSION.into(),
+        version::MODERN.into(),
+    );
+    meta.insert(
+        crate::mcp::META_CLIENT_CAPABILITIES.into(),
+        Value::Object(s.caps().clone()),
+    );
     if !s.client_info().is_null() {
         meta.insert(crate::mcp::META_CLIENT_INFO.into(), s.client_info().clone());
     }
@@ -49,9 +64,15 @@ fn modern_body(s: &LegacySession, method: &Method, params: &Value, extra: Option
 /// One message out of a modern reply: notifications to relay, then the final message.
 /// `resumes`: whether the client's stream ends where the upstream's did (`resume.rs`; not on
 /// the 2024-11-05 transport, whose one stream carries the session).
-async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>, resumes: bool) -> Result<Value, Reply> {
+async fn messages(
+    reply: Reply,
+    relay: &mpsc::Sender<Bytes>,
+    resumes: bool,
+) -> Result<Value, Reply> {
     match reply {
-        Reply::Json(_, b) => serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b)),
+        Reply::Json(_, b) => {
+            serde_json::from_slice(&b).map_err(|_| Reply::Json(StatusCode::BAD_GATEWAY, b))
+        }
         Reply::Sse(mut rx) => {
             while let Some(frame) = rx.recv().await {
                 if frame == crate::mcp::sse::RESUMED {
@@ -61,15 +82,22 @@ async fn messages(reply: Reply, relay: &mpsc::Sender<Bytes>, resumes: bool) -> R
                     continue;
                 }
                 let text = String::from_utf8_lossy(&frame);
-                let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
-                let Ok(msg) = serde_json::from_str::<Value>(data) else { continue };
+                let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                    continue;
+                };
+                let Ok(msg) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
                 if msg.get("method").is_some() && msg.get("id").is_none() {
                     let _ = relay.send(crate::mcp::sse::frame(data.as_bytes())).await;
                     continue;
                 }
                 return Ok(msg);
             }
-            Err(Reply::Plain(StatusCode::BAD_GATEWAY, "bad gateway: the stream ended before the answer\n"))
+            Err(Reply::Plain(
+                StatusCode::BAD_GATEWAY,
+                "bad gateway: the stream ended before the answer\n",
+            ))
         }
         other => Err(other),
     }
@@ -88,14 +116,22 @@ fn legacy_final(msg: &Value, id: &str) -> Bytes {
             if let Some(m) = o.get_mut("_meta").and_then(Value::as_object_mut) {
                 m.remove(crate::mcp::META_SERVER_INFO);
             }
-            if o.get("_meta").and_then(Value::as_object).is_some_and(|m| m.is_empty()) {
+            if o.get("_meta")
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.is_empty())
+            {
                 o.remove("_meta");
             }
         }
         return jsonrpc::result_body(id, &r.to_string());
     }
-    let err = msg.get("error").cloned().unwrap_or_else(|| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "no answer"}));
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
+    let err = msg
+        .get("error")
+        .cloned()
+        .unwrap_or_else(|| json!({"code": jsonrpc::INTERNAL_ERROR, "message": "no answer"}));
+    Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"
+    ))
 }
 
 pub(super) async fn forward(
@@ -129,7 +165,11 @@ pub(super) async fn forward(
         m.insert(id.clone(), cancel.clone());
     }
     let (s2, park) = (s.clone(), gw.cfg.bridge.park);
-    let name = method.name_member().and_then(|m| params.get(m)).and_then(Value::as_str).map(str::to_owned);
+    let name = method
+        .name_member()
+        .and_then(|m| params.get(m))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let call = (method.to_string(), name);
     let (gw, principal) = (gw.clone(), principal.clone());
     // In the request's audit scope: what the rounds decide lands in this request's record.
@@ -170,23 +210,33 @@ async fn rounds(
     let mut extra: Option<(Map<String, Value>, Option<Value>)> = None;
     let mut round = 0u32;
     loop {
-        let body = modern_body(s, method, params, extra.as_ref().map(|(r, st)| (r, st.as_ref())));
+        let body = modern_body(
+            s,
+            method,
+            params,
+            extra.as_ref().map(|(r, st)| (r, st.as_ref())),
+        );
         let env = match Envelope::parse(body) {
             Ok(e) => e,
-            Err(e) => return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None),
+            Err(e) => {
+                return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None)
+            }
         };
         let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
         let msg = match messages(reply, tx, !s.is_sse()).await {
             Ok(m) => m,
             Err(r) => {
-                return r
-                    .json_body()
-                    .cloned()
-                    .unwrap_or_else(|| jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, "the request failed", None))
+                return r.json_body().cloned().unwrap_or_else(|| {
+                    jsonrpc::error_body(id, jsonrpc::INTERNAL_ERROR, "the request failed", None)
+                })
             }
         };
         let result = msg.get("result");
-        if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) != Some("input_required") {
+        if result
+            .and_then(|r| r.get("resultType"))
+            .and_then(Value::as_str)
+            != Some("input_required")
+        {
             return legacy_final(&msg, id);
         }
         round += 1;
@@ -196,7 +246,11 @@ async fn rounds(
             return jsonrpc::error_body(id, code, &m, Some(&data));
         }
         let result = result.cloned().unwrap_or_default();
-        let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let state = result.get("requestState").cloned();
         if requests.is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await; // a requestState-only answer: retry, paced
@@ -227,14 +281,22 @@ async fn ask_client(
         let method = Method::parse(req.get("method").and_then(Value::as_str).unwrap_or(""));
         let mut params = req.get("params").cloned().unwrap_or_else(|| json!({}));
         let needed = match method {
-            Method::SamplingCreateMessage => (!s.caps().contains_key("sampling")).then(|| json!({"sampling": {}})),
-            Method::ElicitationCreate => (!s.caps().contains_key("elicitation")).then(|| json!({"elicitation": {}})),
+            Method::SamplingCreateMessage => {
+                (!s.caps().contains_key("sampling")).then(|| json!({"sampling": {}}))
+            }
+            Method::ElicitationCreate => {
+                (!s.caps().contains_key("elicitation")).then(|| json!({"elicitation": {}}))
+            }
             Method::RootsList => (!s.caps().contains_key("roots")).then(|| json!({"roots": {}})),
             _ => Some(json!({})),
         };
         if let Some(needed) = needed {
             let msg = format!("the server needs the client capability {needed} for this request; declare it at initialize");
-            return Err(error_text(jsonrpc::MISSING_CAPABILITY, &msg, Some(&json!({"requiredCapabilities": needed}))));
+            return Err(error_text(
+                jsonrpc::MISSING_CAPABILITY,
+                &msg,
+                Some(&json!({"requiredCapabilities": needed})),
+            ));
         }
         if method == Method::ElicitationCreate
             && params.get("mode").and_then(Value::as_str) == Some("url")
@@ -245,9 +307,18 @@ async fn ask_client(
         let rid = super::shared::request_id(gw, s.next_request_id());
         let rid_json = Value::String(rid.clone()).to_string();
         let rx = s.expect(&rid_json);
-        let request = json!({"jsonrpc": "2.0", "id": rid, "method": method.as_str(), "params": params});
-        if tx.send(crate::mcp::sse::frame(request.to_string().as_bytes())).await.is_err() {
-            return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client went away", None));
+        let request =
+            json!({"jsonrpc": "2.0", "id": rid, "method": method.as_str(), "params": params});
+        if tx
+            .send(crate::mcp::sse::frame(request.to_string().as_bytes()))
+            .await
+            .is_err()
+        {
+            return Err(error_text(
+                jsonrpc::INTERNAL_ERROR,
+                "the client went away",
+                None,
+            ));
         }
         waiting.push((key.clone(), method, rx));
     }
@@ -255,7 +326,13 @@ async fn ask_client(
     for (key, method, rx) in waiting {
         let answer = match tokio::time::timeout(gw.cfg.bridge.park, rx).await {
             Ok(Ok(a)) => a,
-            _ => return Err(error_text(jsonrpc::INTERNAL_ERROR, "the client did not answer the server's request in time", None)),
+            _ => {
+                return Err(error_text(
+                    jsonrpc::INTERNAL_ERROR,
+                    "the client did not answer the server's request in time",
+                    None,
+                ))
+            }
         };
         match (answer.get("result"), method) {
             (Some(r), _) => {

@@ -29,12 +29,28 @@ pub(super) const MAX_DETACHED: usize = 16;
 
 /// The POST's stream of a call whose task writes `from`: a priming event (id `N-0`, with
 /// `retry`) first, then every frame with its id.
-pub(super) fn open(s: Arc<LegacySession>, park: Duration, call: (String, Option<String>), from: mpsc::Receiver<Bytes>) -> Reply {
+pub(super) fn open(
+    s: Arc<LegacySession>,
+    park: Duration,
+    call: (String, Option<String>),
+    from: mpsc::Receiver<Bytes>,
+) -> Reply {
     let n = s.next_stream.fetch_add(1, Ordering::Relaxed);
     let (to, rx) = mpsc::channel(64);
     let _ = to.try_send(priming(n, 0));
     let (method, name) = call;
-    tokio::spawn(pump(s, park, n, Detached { from, sent: 0, method, name }, to));
+    tokio::spawn(pump(
+        s,
+        park,
+        n,
+        Detached {
+            from,
+            sent: 0,
+            method,
+            name,
+        },
+        to,
+    ));
     Reply::Sse(rx.into())
 }
 
@@ -77,7 +93,13 @@ fn parse(id: &str) -> Option<(u64, u64)> {
 /// Moves frames from the call to the client's stream `to`, each with its id, until the call
 /// ends (all sent), the client goes away (the call is dropped with `from`), or the upstream's
 /// early end detaches it.
-async fn pump(s: Arc<LegacySession>, park: Duration, n: u64, mut d: Detached, to: mpsc::Sender<Bytes>) {
+async fn pump(
+    s: Arc<LegacySession>,
+    park: Duration,
+    n: u64,
+    mut d: Detached,
+    to: mpsc::Sender<Bytes>,
+) {
     loop {
         // A client gone (or its stream refused) ends the call now, not at its next event.
         let frame = tokio::select! {
@@ -109,7 +131,9 @@ async fn pump(s: Arc<LegacySession>, park: Duration, n: u64, mut d: Detached, to
 /// Keeps the call for a `GET` within `park` (the POST's stream ends as its sender is dropped);
 /// gives it back past [`MAX_DETACHED`].
 fn detach(s: &Arc<LegacySession>, park: Duration, n: u64, d: Detached) -> Result<(), Detached> {
-    let Ok(mut held) = s.detached.lock() else { return Err(d) };
+    let Ok(mut held) = s.detached.lock() else {
+        return Err(d);
+    };
     if held.len() >= MAX_DETACHED {
         return Err(d);
     }
@@ -140,13 +164,22 @@ mod tests {
     }
 
     fn session_of(version: &str) -> Arc<LegacySession> {
-        let cfg = crate::config::Config::from_toml("", "t", &Default::default()).expect("default config").bridge;
+        let cfg = crate::config::Config::from_toml("", "t", &Default::default())
+            .expect("default config")
+            .bridge;
         let sessions = Sessions::new(&cfg, crate::state::Keys::random());
-        sessions.create("alice", version, Default::default(), serde_json::Value::Null)
+        sessions.create(
+            "alice",
+            version,
+            Default::default(),
+            serde_json::Value::Null,
+        )
     }
 
     async fn frames(r: Reply) -> Vec<String> {
-        let Reply::Sse(mut body) = r else { panic!("an SSE reply") };
+        let Reply::Sse(mut body) = r else {
+            panic!("an SSE reply")
+        };
         let mut out = Vec::new();
         while let Some(f) = body.recv().await {
             out.push(String::from_utf8_lossy(&f).into_owned());
@@ -165,24 +198,49 @@ mod tests {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}")).await.unwrap();
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+        tx.send(crate::mcp::sse::frame(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}",
+        ))
+        .await
+        .unwrap();
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
+            .await
+            .unwrap();
         // Written while no stream is attached: it waits for the GET.
-        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        tx.send(crate::mcp::sse::frame(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+        ))
+        .await
+        .unwrap();
         let on_post = frames(post).await;
         assert_eq!(on_post.len(), 2, "{on_post:?}");
-        assert!(on_post[0].starts_with("id: 1-0\nretry: 1000\ndata: \n\n"), "a priming event first: {on_post:?}");
-        assert!(on_post[1].starts_with("id: 1-1\nevent: message\ndata: {"), "{on_post:?}");
+        assert!(
+            on_post[0].starts_with("id: 1-0\nretry: 1000\ndata: \n\n"),
+            "a priming event first: {on_post:?}"
+        );
+        assert!(
+            on_post[1].starts_with("id: 1-1\nevent: message\ndata: {"),
+            "{on_post:?}"
+        );
         assert!(take_up(&s, PARK, "2-1").is_none(), "another stream's id");
-        assert!(take_up(&s, PARK, "1-2").is_none(), "an event it was never sent");
+        assert!(
+            take_up(&s, PARK, "1-2").is_none(),
+            "an event it was never sent"
+        );
         assert!(take_up(&s, PARK, "not-an-id").is_none());
         let get = take_up(&s, PARK, "1-1").expect("the detached stream");
         assert!(take_up(&s, PARK, "1-1").is_none(), "taken up once");
         drop(tx); // the call ended after its answer
         let on_get = frames(get).await;
         assert_eq!(on_get.len(), 2, "{on_get:?}");
-        assert!(on_get[0].starts_with("id: 1-2\nretry: 1000\ndata: \n\n"), "{on_get:?}");
-        assert!(on_get[1].starts_with("id: 1-3\n") && on_get[1].contains("\"result\""), "{on_get:?}");
+        assert!(
+            on_get[0].starts_with("id: 1-2\nretry: 1000\ndata: \n\n"),
+            "{on_get:?}"
+        );
+        assert!(
+            on_get[1].starts_with("id: 1-3\n") && on_get[1].contains("\"result\""),
+            "{on_get:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -190,9 +248,17 @@ mod tests {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
-        assert_eq!(frames(post).await.len(), 1, "the priming event, then the end");
-        tokio::time::timeout(PARK * 2, tx.closed()).await.expect("the call's writer is told the client is gone");
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
+            .await
+            .unwrap();
+        assert_eq!(
+            frames(post).await.len(),
+            1,
+            "the priming event, then the end"
+        );
+        tokio::time::timeout(PARK * 2, tx.closed())
+            .await
+            .expect("the call's writer is told the client is gone");
         assert!(take_up(&s, PARK, "1-0").is_none(), "expired");
     }
 
@@ -201,11 +267,20 @@ mod tests {
     async fn answered_on_its_post(s: &Arc<LegacySession>) {
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
-        tx.send(crate::mcp::sse::frame(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}")).await.unwrap();
+        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
+            .await
+            .unwrap();
+        tx.send(crate::mcp::sse::frame(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+        ))
+        .await
+        .unwrap();
         drop(tx);
         let on_post = frames(post).await;
-        assert!(on_post.len() == 2 && on_post[1].contains("\"result\""), "the answer on the POST itself: {on_post:?}");
+        assert!(
+            on_post.len() == 2 && on_post[1].contains("\"result\""),
+            "the answer on the POST itself: {on_post:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -215,7 +290,9 @@ mod tests {
         for _ in 0..MAX_DETACHED {
             let (tx, rx) = mpsc::channel(64);
             let post = open(s.clone(), PARK, call(), rx);
-            tx.send(Bytes::from_static(crate::mcp::sse::RESUMED)).await.unwrap();
+            tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
+                .await
+                .unwrap();
             frames(post).await;
             writers.push(tx);
         }
@@ -232,6 +309,8 @@ mod tests {
         // The client goes away while the call is silent: its writer is told without a next event.
         let (tx, rx) = mpsc::channel(64);
         drop(open(session(), PARK, call(), rx));
-        tokio::time::timeout(Duration::from_secs(1), tx.closed()).await.expect("the call sees the client gone");
+        tokio::time::timeout(Duration::from_secs(1), tx.closed())
+            .await
+            .expect("the call sees the client gone");
     }
 }

@@ -140,7 +140,9 @@ impl LegacySession {
 
     /// Its clientInfo (null before `initialize`).
     pub fn client_info(&self) -> &Value {
-        self.handshake.get().map_or(&Value::Null, |h| &h.client_info)
+        self.handshake
+            .get()
+            .map_or(&Value::Null, |h| &h.client_info)
     }
 
     /// Settles the handshake of a session opened before its `initialize` (the 2024-11-05
@@ -166,7 +168,11 @@ impl LegacySession {
         if let Ok(mut p) = self.pending.lock() {
             p.insert(id.to_owned(), tx);
         }
-        Expected { session: self, id: id.to_owned(), rx }
+        Expected {
+            session: self,
+            id: id.to_owned(),
+            rx,
+        }
     }
 
     /// Delivers a response the client POSTed; `false` when nothing waits for it.
@@ -179,7 +185,9 @@ impl LegacySession {
 
     /// Subscribes to a resource URI (again is fine); refused past the session's cap.
     pub fn subscribe(&self, uri: &str) -> Result<(), TooManySubscriptions> {
-        let Ok(mut subs) = self.subscriptions.lock() else { return Ok(()) };
+        let Ok(mut subs) = self.subscriptions.lock() else {
+            return Ok(());
+        };
         if !subs.contains(uri) {
             if subs.len() >= self.max_subscriptions {
                 return Err(TooManySubscriptions(self.max_subscriptions));
@@ -198,12 +206,18 @@ impl LegacySession {
 
     /// Whether the session subscribed to `uri`.
     pub fn is_subscribed(&self, uri: &str) -> bool {
-        self.subscriptions.lock().map(|s| s.contains(uri)).unwrap_or(false)
+        self.subscriptions
+            .lock()
+            .map(|s| s.contains(uri))
+            .unwrap_or(false)
     }
 
     /// The URIs subscribed to now.
     pub fn subscriptions(&self) -> Vec<String> {
-        self.subscriptions.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.subscriptions
+            .lock()
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -256,25 +270,51 @@ impl Sessions {
     /// Whether `id` is one this gateway (or a replica sharing its keys) minted for `principal`:
     /// the tag is checked, in constant time, before the store is looked at.
     fn genuine(&self, id: &str, principal: &str) -> bool {
-        let Some(raw) = id.strip_prefix(PREFIX).and_then(|b| URL_SAFE_NO_PAD.decode(b).ok()) else { return false };
+        let Some(raw) = id
+            .strip_prefix(PREFIX)
+            .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
+        else {
+            return false;
+        };
         if raw.len() != RAW {
             return false;
         }
         let (nonce, tag) = raw[1..].split_at(16);
-        self.keys.verify_tag(raw[0], DOMAIN, &[principal.as_bytes(), nonce], tag)
+        self.keys
+            .verify_tag(raw[0], DOMAIN, &[principal.as_bytes(), nonce], tag)
     }
 
     /// Creates a session: expired ones go first, then (when full) the principal's own least
     /// recently used, then the least recently used of all.
-    pub fn create(&self, principal: &str, version: &str, caps: Map<String, Value>, client_info: Value) -> Arc<LegacySession> {
-        let handshake = Handshake { version: version.to_owned(), caps, client_info };
-        self.hold(self.mint(principal), principal, OnceLock::from(handshake), None)
+    pub fn create(
+        &self,
+        principal: &str,
+        version: &str,
+        caps: Map<String, Value>,
+        client_info: Value,
+    ) -> Arc<LegacySession> {
+        let handshake = Handshake {
+            version: version.to_owned(),
+            caps,
+            client_info,
+        };
+        self.hold(
+            self.mint(principal),
+            principal,
+            OnceLock::from(handshake),
+            None,
+        )
     }
 
     /// Creates a 2024-11-05 HTTP+SSE session, whose messages go to `stream` and whose
     /// handshake its first `initialize` settles; bounded and evicted as [`Sessions::create`].
     pub fn open_sse(&self, principal: &str, stream: mpsc::Sender<Bytes>) -> Arc<LegacySession> {
-        self.hold(self.mint(principal), principal, OnceLock::new(), Some(stream))
+        self.hold(
+            self.mint(principal),
+            principal,
+            OnceLock::new(),
+            Some(stream),
+        )
     }
 
     /// Holds here a session another replica opened (its record read from the cluster's shared
@@ -291,10 +331,19 @@ impl Sessions {
             return None;
         }
         // Two requests of one session may both come to adopt it: the first one's copy stays.
-        if let Some(held) = self.store.lock().ok().and_then(|mut st| st.touch(id, Instant::now(), self.idle)) {
+        if let Some(held) = self
+            .store
+            .lock()
+            .ok()
+            .and_then(|mut st| st.touch(id, Instant::now(), self.idle))
+        {
             return Some(held);
         }
-        let handshake = Handshake { version: version.to_owned(), caps, client_info };
+        let handshake = Handshake {
+            version: version.to_owned(),
+            caps,
+            client_info,
+        };
         Some(self.hold(id.to_owned(), principal, OnceLock::from(handshake), None))
     }
 
@@ -350,13 +399,20 @@ impl Sessions {
 
     /// Ends a session; `false` when it was not there.
     pub fn remove(&self, id: &str) -> bool {
-        self.store.lock().ok().and_then(|mut st| st.remove(id)).is_some()
+        self.store
+            .lock()
+            .ok()
+            .and_then(|mut st| st.remove(id))
+            .is_some()
     }
 
     /// Every session held and not idle past `bridge.client_session_idle_ms` (at most
     /// `bridge.max_client_sessions`).
     pub fn all(&self) -> Vec<Arc<LegacySession>> {
-        self.store.lock().map(|st| st.all(Instant::now(), self.idle)).unwrap_or_default()
+        self.store
+            .lock()
+            .map(|st| st.all(Instant::now(), self.idle))
+            .unwrap_or_default()
     }
 
     /// How many sessions are held (expired ones not yet noticed included).

@@ -30,7 +30,10 @@ const ENDED: &str = "ended";
 
 /// A session's record, every string in it bounded.
 fn record(s: &LegacySession) -> String {
-    let cut = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| t.chars().take(128).collect::<String>());
+    let cut = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(|t| t.chars().take(128).collect::<String>())
+    };
     let info = json!({"name": cut(s.client_info().get("name")), "version": cut(s.client_info().get("version"))});
     let full = json!({"p": s.principal, "v": s.version(), "c": s.caps(), "i": info}).to_string();
     if full.len() <= MAX_RECORD {
@@ -59,9 +62,18 @@ fn key(sid: &str) -> String {
 
 /// Writes a new session's record (with `[cluster]`).
 pub async fn created(gw: &Generation, s: &LegacySession) {
-    let Some(c) = &gw.governor.cluster else { return };
-    let (idle, cap) = (gw.cfg.bridge.client_session_idle, gw.cfg.bridge.max_client_sessions_per_principal);
-    if c.shared.open_session(&s.id, &s.principal, &record(s), idle, cap).await.is_err() {
+    let Some(c) = &gw.governor.cluster else {
+        return;
+    };
+    let (idle, cap) = (
+        gw.cfg.bridge.client_session_idle,
+        gw.cfg.bridge.max_client_sessions_per_principal,
+    );
+    if c.shared
+        .open_session(&s.id, &s.principal, &record(s), idle, cap)
+        .await
+        .is_err()
+    {
         c.unavailable("legacy session");
     }
 }
@@ -69,27 +81,50 @@ pub async fn created(gw: &Generation, s: &LegacySession) {
 /// Writes back the record of a session this replica holds, when Redis lost it; never over a
 /// tombstone (a session ended elsewhere stays ended).
 async fn restore(gw: &Generation, s: &LegacySession) {
-    let Some(c) = &gw.governor.cluster else { return };
-    if c.shared.restore_session(&s.id, &s.principal, &record(s), gw.cfg.bridge.client_session_idle).await.is_err() {
+    let Some(c) = &gw.governor.cluster else {
+        return;
+    };
+    if c.shared
+        .restore_session(
+            &s.id,
+            &s.principal,
+            &record(s),
+            gw.cfg.bridge.client_session_idle,
+        )
+        .await
+        .is_err()
+    {
         c.unavailable("legacy session");
     }
 }
 
 /// Removes a session's record: it ends on every replica.
 pub async fn ended(gw: &Generation, sid: &str) {
-    let Some(c) = &gw.governor.cluster else { return };
-    if c.shared.put(&key(sid), ENDED, gw.cfg.bridge.client_session_idle).await.is_err() {
+    let Some(c) = &gw.governor.cluster else {
+        return;
+    };
+    if c.shared
+        .put(&key(sid), ENDED, gw.cfg.bridge.client_session_idle)
+        .await
+        .is_err()
+    {
         c.unavailable("legacy session");
     }
 }
 
 /// The session a request names, held here or adopted from its record.
-pub async fn session(gw: &Generation, headers: &HeaderMap, principal: &Principal) -> Option<Arc<LegacySession>> {
+pub async fn session(
+    gw: &Generation,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Option<Arc<LegacySession>> {
     let sid = headers.get(mh::SESSION_ID)?.to_str().ok()?.trim();
     let sessions = &gw.rt.legacy_sessions;
     // A 2024-11-05 HTTP+SSE session is reached only through its own transport (`sse.rs`): its
     // answers go on its stream, which a Streamable HTTP request does not read.
-    let Some(c) = &gw.governor.cluster else { return sessions.get(sid, principal.id()).filter(|s| !s.is_sse()) };
+    let Some(c) = &gw.governor.cluster else {
+        return sessions.get(sid, principal.id()).filter(|s| !s.is_sse());
+    };
     if !sessions.is_genuine(sid, principal.id()) {
         return None;
     }
@@ -127,16 +162,34 @@ pub async fn session(gw: &Generation, headers: &HeaderMap, principal: &Principal
     if rec.get("p").and_then(Value::as_str) != Some(principal.id()) {
         return None;
     }
-    let version = rec.get("v").and_then(Value::as_str).unwrap_or(crate::mcp::version::LEGACY[0]);
-    let caps: Map<String, Value> = rec.get("c").and_then(Value::as_object).cloned().unwrap_or_default();
-    sessions.adopt(sid, principal.id(), version, caps, rec.get("i").cloned().unwrap_or(Value::Null))
+    let version = rec
+        .get("v")
+        .and_then(Value::as_str)
+        .unwrap_or(crate::mcp::version::LEGACY[0]);
+    let caps: Map<String, Value> = rec
+        .get("c")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    sessions.adopt(
+        sid,
+        principal.id(),
+        version,
+        caps,
+        rec.get("i").cloned().unwrap_or(Value::Null),
+    )
 }
 
 /// Writes again the record of every session this replica holds whenever Redis comes back or
 /// started again empty (`Cluster::recovered`), until `stop`: a session opened while Redis was
 /// away, or whose record a restart lost, is served by every replica again.
-pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_util::sync::CancellationToken) {
-    let Some(c) = live.get().and_then(|gw| gw.governor.cluster.clone()) else { return };
+pub async fn rewrite_on_recovery(
+    live: Arc<crate::gateway::Live>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let Some(c) = live.get().and_then(|gw| gw.governor.cluster.clone()) else {
+        return;
+    };
     let mut rx = c.recovered.subscribe();
     loop {
         tokio::select! {
@@ -145,7 +198,13 @@ pub async fn rewrite_on_recovery(live: Arc<crate::gateway::Live>, stop: tokio_ut
         }
         let Some(gw) = live.get() else { return };
         // A 2024-11-05 HTTP+SSE session lives with its stream on this replica: it has no record.
-        for s in gw.rt.legacy_sessions.all().into_iter().filter(|s| !s.is_sse()) {
+        for s in gw
+            .rt
+            .legacy_sessions
+            .all()
+            .into_iter()
+            .filter(|s| !s.is_sse())
+        {
             restore(&gw, &s).await;
         }
     }
@@ -171,7 +230,10 @@ pub fn answer_replica(id_json: &str) -> Option<crate::cluster::replica::ReplicaI
 }
 
 /// The replica, other than this one, that waits for the answer with this id (JSON text).
-pub fn waiting_elsewhere(gw: &Generation, id_json: &str) -> Option<crate::cluster::replica::ReplicaId> {
+pub fn waiting_elsewhere(
+    gw: &Generation,
+    id_json: &str,
+) -> Option<crate::cluster::replica::ReplicaId> {
     let c = gw.governor.cluster.as_ref()?;
     answer_replica(id_json).filter(|r| r.as_str() != c.id())
 }
@@ -182,9 +244,16 @@ mod tests {
 
     #[test]
     fn an_answer_id_names_a_replica_only_when_it_is_sluices() {
-        let named = |id: &str| answer_replica(&serde_json::Value::String(id.into()).to_string()).map(|r| r.as_str().to_owned());
+        let named = |id: &str| {
+            answer_replica(&serde_json::Value::String(id.into()).to_string())
+                .map(|r| r.as_str().to_owned())
+        };
         assert_eq!(named("sluice-r1-7").as_deref(), Some("r1"));
-        assert_eq!(named("sluice-sluice-2-15").as_deref(), Some("sluice-2"), "an id with dashes");
+        assert_eq!(
+            named("sluice-sluice-2-15").as_deref(),
+            Some("sluice-2"),
+            "an id with dashes"
+        );
         for bad in [
             "sluice-r9\nERROR sluice: principal=admin granted root-1",
             "sluice-r9\n-1",

@@ -77,7 +77,13 @@ fn not_allowed() -> Reply {
 }
 
 /// Serves an authenticated request to the transport's path.
-pub async fn serve(gw: &Arc<Generation>, verb: Verb, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
+pub async fn serve(
+    gw: &Arc<Generation>,
+    verb: Verb,
+    parts: &http::request::Parts,
+    principal: &Principal,
+    body: Bytes,
+) -> Reply {
     match verb {
         Verb::Open => open(gw, principal),
         Verb::Send => post(gw, parts, principal, body).await,
@@ -102,13 +108,21 @@ pub fn open(gw: &Arc<Generation>, principal: &Principal) -> Reply {
     // are moved to: the move stops, closing the stream, whenever the session ends.
     let (queue, queued) = mpsc::channel(QUEUE);
     let (tx, rx) = mpsc::channel(1);
-    let s = gw.rt.legacy_sessions.open_sse(principal.id(), queue.clone());
+    let s = gw
+        .rt
+        .legacy_sessions
+        .open_sse(principal.id(), queue.clone());
     // A path on the stream's own origin (clients resolve it against the stream's URL); the id
     // is URL-safe as it stands (`s2.` and base64url).
-    let _ = tx.try_send(Bytes::from(format!("event: endpoint\ndata: {}?session_id={}\n\n", gw.cfg.bridge.sse_path, s.id)));
+    let _ = tx.try_send(Bytes::from(format!(
+        "event: endpoint\ndata: {}?session_id={}\n\n",
+        gw.cfg.bridge.sse_path, s.id
+    )));
     let watch = super::notify::Watch::start(gw, principal);
     let (sessions, lifetime) = (gw.rt.legacy_sessions.clone(), gw.cfg.bridge.sse_session_max);
-    let keep_alive = KEEP_ALIVE.min(gw.cfg.bridge.client_session_idle / 3).max(Duration::from_millis(10));
+    let keep_alive = KEEP_ALIVE
+        .min(gw.cfg.bridge.client_session_idle / 3)
+        .max(Duration::from_millis(10));
     tokio::spawn(async move {
         let (id, ended) = (s.id.clone(), s.ended.clone());
         tokio::select! {
@@ -139,13 +153,20 @@ async fn pump(mut queued: mpsc::Receiver<Bytes>, tx: mpsc::Sender<Bytes>) {
 }
 
 /// `POST ?session_id=…`: one message of the session, answered 202; its answer goes on the stream.
-pub async fn post(gw: &Arc<Generation>, parts: &http::request::Parts, principal: &Principal, body: Bytes) -> Reply {
+pub async fn post(
+    gw: &Arc<Generation>,
+    parts: &http::request::Parts,
+    principal: &Principal,
+    body: Bytes,
+) -> Reply {
     let msg = match super::read(&body) {
         Ok(m) => m,
         Err(r) => return r,
     };
     super::note(principal, &msg);
-    let Some((s, stream)) = session_of(gw, parts.uri.query(), principal) else { return super::not_found(&msg.id) };
+    let Some((s, stream)) = session_of(gw, parts.uri.query(), principal) else {
+        return super::not_found(&msg.id);
+    };
     let id = msg.id.clone();
     // A call holds a place among the open streams while it runs (its frames are a stream's).
     let call = msg.v.get("id").is_some() && msg.method.as_ref().is_some_and(Method::may_ask);
@@ -171,8 +192,14 @@ pub async fn post(gw: &Arc<Generation>, parts: &http::request::Parts, principal:
 }
 
 /// The session `session_id` names in the query, if it is this principal's and this transport's.
-fn session_of(gw: &Generation, query: Option<&str>, principal: &Principal) -> Option<(Arc<LegacySession>, mpsc::Sender<Bytes>)> {
-    let id = query?.split('&').find_map(|kv| kv.strip_prefix("session_id="))?;
+fn session_of(
+    gw: &Generation,
+    query: Option<&str>,
+    principal: &Principal,
+) -> Option<(Arc<LegacySession>, mpsc::Sender<Bytes>)> {
+    let id = query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("session_id="))?;
     let s = gw.rt.legacy_sessions.get(id, principal.id())?;
     let stream = s.sse_stream.clone()?;
     Some((s, stream))
@@ -184,9 +211,15 @@ fn initialize(gw: &Generation, s: &LegacySession, principal: &Principal, msg: &M
     let h = super::handshake_of(&msg.v);
     let version = h.version.clone();
     if !s.initialize(h) {
-        return super::bad(&msg.id, "this session is initialized already: open a new stream (GET) for a new session");
+        return super::bad(
+            &msg.id,
+            "this session is initialized already: open a new stream (GET) for a new session",
+        );
     }
-    Reply::Json(StatusCode::OK, jsonrpc::result_body(&msg.id, &super::initialize_result(gw, principal, &version)))
+    Reply::Json(
+        StatusCode::OK,
+        jsonrpc::result_body(&msg.id, &super::initialize_result(gw, principal, &version)),
+    )
 }
 
 /// A refused stream place: audited and logged as the front door does, answered `-31018`.
@@ -235,7 +268,9 @@ fn note_error(body: &[u8]) {
         return;
     }
     let body = body.split(|b| *b == b'\n').next().unwrap_or(body);
-    let code = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| v.pointer("/error/code").and_then(|c| c.as_i64()));
+    let code = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/code").and_then(|c| c.as_i64()));
     if let Some(code) = code {
         crate::audit::note(|r| r.error_code = Some(code));
     }

@@ -45,17 +45,39 @@ pub async fn report_changes(live: Weak<crate::gateway::Live>, mut rx: mpsc::Rece
 
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
 pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.rt.changes.clone()).await {
+    match gw
+        .bridge
+        .pool
+        .lease(
+            up,
+            INTERNAL,
+            &legacy::all_capabilities(),
+            gw.rt.changes.clone(),
+        )
+        .await
+    {
         Ok(lease) => {
             // Sluice's own sessions serve no call: asks on their GET stream are refused there.
             lease.session.set_leased(false);
             let init = &lease.session.init;
-            let mut caps = init.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default();
-            caps.retain(|k, _| matches!(k.as_str(), "tools" | "prompts" | "resources" | "completions" | "logging"));
+            let mut caps = init
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            caps.retain(|k, _| {
+                matches!(
+                    k.as_str(),
+                    "tools" | "prompts" | "resources" | "completions" | "logging"
+                )
+            });
             let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
             let discovered = Discovered {
                 capabilities: caps,
-                instructions: init.get("instructions").and_then(Value::as_str).map(str::to_owned),
+                instructions: init
+                    .get("instructions")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
                 public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
             };
@@ -78,7 +100,9 @@ pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
             up.status().as_ref().clone()
         }
         Err(e) => {
-            let why = format!("{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)");
+            let why = format!(
+                "{e} (tried 2025-11-25 initialize after a non-modern server/discover answer)"
+            );
             // Told once, as a change of health, when the whole probe ended (a 2024-11-05 stream
             // may yet be found at the URL): `Upstream::report_health`.
             tracing::debug!(upstream = %up.name, reason = %crate::escape::Escaped(&why), "2025-11-25 handshake failed");
@@ -104,17 +128,33 @@ pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
 /// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
 pub async fn handshakes(gw: &Arc<Generation>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
     let quiet = ListChanged::nowhere();
-    match gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), quiet).await {
+    match gw
+        .bridge
+        .pool
+        .lease(up, INTERNAL, &legacy::all_capabilities(), quiet)
+        .await
+    {
         Ok(lease) => {
             lease.session.set_leased(false);
-            lease.session.broken.store(true, std::sync::atomic::Ordering::Release);
+            lease
+                .session
+                .broken
+                .store(true, std::sync::atomic::Ordering::Release);
             // The handshake must have settled on a 2025-11-25 (or older) version, said in its
             // answer (an answer without one is not taken for a handshake).
-            let said = lease.session.init.get("protocolVersion").and_then(Value::as_str);
+            let said = lease
+                .session
+                .init
+                .get("protocolVersion")
+                .and_then(Value::as_str);
             if !said.is_some_and(crate::mcp::version::is_legacy) {
                 return LegacySide::None;
             }
-            let side = if lease.session.sid.is_some() || up.stdio.is_some() { LegacySide::Sessions } else { LegacySide::Stateless };
+            let side = if lease.session.sid.is_some() || up.stdio.is_some() {
+                LegacySide::Sessions
+            } else {
+                LegacySide::Stateless
+            };
             if side != was {
                 match side {
                     LegacySide::Sessions => {
@@ -141,20 +181,45 @@ pub async fn internal_call(
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease = gw.bridge.pool.lease(up, INTERNAL, &legacy::all_capabilities(), gw.rt.changes.clone()).await.map_err(|e| e.to_string())?;
+    let lease = gw
+        .bridge
+        .pool
+        .lease(
+            up,
+            INTERNAL,
+            &legacy::all_capabilities(),
+            gw.rt.changes.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     lease.session.set_leased(false); // no call: asks on its GET stream are refused there
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
     let bytes = lease
         .session
-        .request(&gw.rt.client, id, Bytes::from(body.to_string()), gw.cfg.timeouts.response)
+        .request(
+            &gw.rt.client,
+            id,
+            Bytes::from(body.to_string()),
+            gw.cfg.timeouts.response,
+        )
         .await
         .map_err(|e| e.to_string())?;
-    let msg =
-        Incoming::parse(&bytes).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    let msg = Incoming::parse(&bytes).map_err(|_| {
+        format!(
+            "upstream '{}' answered {method} with something that is not JSON-RPC",
+            up.name
+        )
+    })?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
-        (_, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
-        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
+        (_, Some(e)) => Err(format!(
+            "upstream '{}' answered {method} with error {}",
+            up.name, e.code
+        )),
+        _ => Err(format!(
+            "upstream '{}' answered {method} with neither result nor error",
+            up.name
+        )),
     }
 }

@@ -24,7 +24,11 @@ pub async fn fetch(
     up: &std::sync::Arc<Upstream>,
     kind: ListKind,
 ) -> Result<ListTable, String> {
-    let (names, max_pages, max_items) = (&gw.names, gw.cfg.limits.max_list_pages, gw.cfg.limits.max_list_items);
+    let (names, max_pages, max_items) = (
+        &gw.names,
+        gw.cfg.limits.max_list_pages,
+        gw.cfg.limits.max_list_items,
+    );
     let own_hints = crate::link::gives_cache_hints(&up.status());
     let started = Instant::now();
     let mut items = Vec::new();
@@ -37,10 +41,20 @@ pub async fn fetch(
             extra.insert("cursor".into(), c);
         }
         let result = gw.request(up, &kind.method(), extra).await?;
-        let page: IndexMap<String, Box<RawValue>> = serde_json::from_str(result.get())
-            .map_err(|_| format!("upstream '{}' sent a {} result that is not an object", up.name, kind.name()))?;
+        let page: IndexMap<String, Box<RawValue>> =
+            serde_json::from_str(result.get()).map_err(|_| {
+                format!(
+                    "upstream '{}' sent a {} result that is not an object",
+                    up.name,
+                    kind.name()
+                )
+            })?;
         if own_hints {
-            let ttl = page.get("ttlMs").and_then(|r| r.get().parse::<i64>().ok()).unwrap_or(0).max(0) as u64;
+            let ttl = page
+                .get("ttlMs")
+                .and_then(|r| r.get().parse::<i64>().ok())
+                .unwrap_or(0)
+                .max(0) as u64;
             ttl_ms = ttl_ms.min(ttl);
             public &= page.get("cacheScope").map(|r| r.get()) == Some("\"public\"");
         } else {
@@ -65,11 +79,23 @@ pub async fn fetch(
     if cursor.is_some() {
         tracing::warn!(upstream = %up.name, list = kind.name(), "list truncated at limits.max_list_pages");
     }
-    Ok(ListTable::new(items, if ttl_ms == u64::MAX { 0 } else { ttl_ms }, public, started))
+    Ok(ListTable::new(
+        items,
+        if ttl_ms == u64::MAX { 0 } else { ttl_ms },
+        public,
+        started,
+    ))
 }
 
 /// Adds one page's items to `items`, up to `max` in all; `false` when the page held more than fit.
-fn add_page(up: &Upstream, kind: ListKind, names: &Names, list: &RawValue, items: &mut Vec<Item>, max: usize) -> bool {
+fn add_page(
+    up: &Upstream,
+    kind: ListKind,
+    names: &Names,
+    list: &RawValue,
+    items: &mut Vec<Item>,
+    max: usize,
+) -> bool {
     let raw_items: Vec<Box<RawValue>> = serde_json::from_str(list.get()).unwrap_or_default();
     for raw in raw_items {
         if items.len() >= max {
@@ -96,7 +122,10 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
     let mut headers = Vec::new();
     // Parsed unless the text certainly has no annotation: a key may be spelled with escapes.
     if kind == ListKind::Tools && (raw.get().contains("x-mcp-header") || raw.get().contains('\\')) {
-        let schema: Value = desc.get("inputSchema").and_then(|s| serde_json::from_str(s.get()).ok()).unwrap_or(Value::Null);
+        let schema: Value = desc
+            .get("inputSchema")
+            .and_then(|s| serde_json::from_str(s.get()).ok())
+            .unwrap_or(Value::Null);
         match xheader::annotations(&schema) {
             Ok(h) => headers = h,
             Err(why) => {
@@ -107,13 +136,28 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
     }
     let mut hints = crate::route::table::ToolHints::default();
     if kind == ListKind::Tools {
-        if let Some(a) = desc.get("annotations").and_then(|a| serde_json::from_str::<Value>(a.get()).ok()) {
-            hints.destructive = a.get("destructiveHint").and_then(Value::as_bool).unwrap_or(false);
-            hints.read_only = a.get("readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+        if let Some(a) = desc
+            .get("annotations")
+            .and_then(|a| serde_json::from_str::<Value>(a.get()).ok())
+        {
+            hints.destructive = a
+                .get("destructiveHint")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            hints.read_only = a
+                .get("readOnlyHint")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
         }
     }
     if !kind.named() {
-        return Some(Item { public: key.clone(), key, raw: raw.to_owned(), headers, hints });
+        return Some(Item {
+            public: key.clone(),
+            key,
+            raw: raw.to_owned(),
+            headers,
+            hints,
+        });
     }
     let Some(public) = names.publish(&up.name, &key) else {
         tracing::warn!(upstream = %up.name, name = %crate::telemetry::peer_name(&key), "dropped: prefixed name longer than 128 characters");
@@ -126,7 +170,13 @@ fn build_item(up: &Upstream, kind: ListKind, names: &Names, raw: &RawValue) -> O
         desc.insert("name".into(), name);
         RawValue::from_string(serde_json::to_string(&desc).ok()?).ok()?
     };
-    Some(Item { key, public, raw, headers, hints })
+    Some(Item {
+        key,
+        public,
+        raw,
+        headers,
+        hints,
+    })
 }
 
 #[cfg(test)]
@@ -134,18 +184,28 @@ mod tests {
     use super::*;
 
     fn upstream() -> (Upstream, Names) {
-        let cfg =
-            crate::config::Config::from_toml("[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "t", &Default::default())
-                .expect("config");
+        let cfg = crate::config::Config::from_toml(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+            "t",
+            &Default::default(),
+        )
+        .expect("config");
         (
-            Upstream::new(&cfg.upstreams[0], cfg.limits.max_response_bytes, cfg.timeouts.response, cfg.timeouts.shutdown)
-                .expect("upstream"),
+            Upstream::new(
+                &cfg.upstreams[0],
+                cfg.limits.max_response_bytes,
+                cfg.timeouts.response,
+                cfg.timeouts.shutdown,
+            )
+            .expect("upstream"),
             Names::new(cfg.prefixed(), &cfg.separator),
         )
     }
 
     fn page(from: usize, n: usize) -> Box<RawValue> {
-        let tools: Vec<Value> = (from..from + n).map(|i| serde_json::json!({"name": format!("t{i}"), "inputSchema": {}})).collect();
+        let tools: Vec<Value> = (from..from + n)
+            .map(|i| serde_json::json!({"name": format!("t{i}"), "inputSchema": {}}))
+            .collect();
         RawValue::from_string(Value::Array(tools).to_string()).expect("json")
     }
 
@@ -153,10 +213,30 @@ mod tests {
     fn a_list_keeps_at_most_max_list_items_across_pages() {
         let (up, names) = upstream();
         let mut items = Vec::new();
-        assert!(add_page(&up, ListKind::Tools, &names, &page(0, 2), &mut items, 3));
-        assert!(!add_page(&up, ListKind::Tools, &names, &page(2, 5), &mut items, 3), "the second page overflows");
-        assert_eq!(items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t2"]);
-        assert!(!add_page(&up, ListKind::Tools, &names, &page(7, 1), &mut items, 3));
+        assert!(add_page(
+            &up,
+            ListKind::Tools,
+            &names,
+            &page(0, 2),
+            &mut items,
+            3
+        ));
+        assert!(
+            !add_page(&up, ListKind::Tools, &names, &page(2, 5), &mut items, 3),
+            "the second page overflows"
+        );
+        assert_eq!(
+            items.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(),
+            ["t0", "t1", "t2"]
+        );
+        assert!(!add_page(
+            &up,
+            ListKind::Tools,
+            &names,
+            &page(7, 1),
+            &mut items,
+            3
+        ));
         assert_eq!(items.len(), 3);
     }
 }

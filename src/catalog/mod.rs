@@ -83,7 +83,11 @@ impl Generation {
 
     /// Refreshes a table after a lookup missed in it, within the table's miss budget (else
     /// the current table).
-    pub async fn refresh_missed(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
+    pub async fn refresh_missed(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        kind: ListKind,
+    ) -> Arc<ListTable> {
         if up.miss_refresh[kind.index()].check().is_err() {
             return up.list(kind);
         }
@@ -106,7 +110,11 @@ impl Generation {
         }
         for other in self.upstreams.iter().filter(|o| o.name != up.name) {
             let theirs = other.list(kind);
-            for item in table.items.iter().filter(|i| theirs.by_key(&i.key).is_some()) {
+            for item in table
+                .items
+                .iter()
+                .filter(|i| theirs.by_key(&i.key).is_some())
+            {
                 tracing::warn!(
                     name = %crate::telemetry::peer_name(&item.public), first = %up.name, second = %other.name, list = kind.name(),
                     "name collision with prefixing off: calls go to the first upstream in config order; turn prefixing on or rename"

@@ -19,7 +19,11 @@ use crate::upstream::Upstream;
 
 /// Starts `up`'s re-prober (once per upstream).
 pub fn start(gw: &Arc<Generation>, up: &Arc<Upstream>) {
-    if !up.health.reprober.swap(true, std::sync::atomic::Ordering::AcqRel) {
+    if !up
+        .health
+        .reprober
+        .swap(true, std::sync::atomic::Ordering::AcqRel)
+    {
         tokio::spawn(run(gw.clone(), up.clone()));
     }
 }
@@ -71,7 +75,11 @@ pub async fn revive(up: &Upstream, within: Duration) -> bool {
     if up.status().healthy {
         return true;
     }
-    if !up.health.reprober.load(std::sync::atomic::Ordering::Acquire) {
+    if !up
+        .health
+        .reprober
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
         return false;
     }
     let mut probed = up.health.probed.subscribe();

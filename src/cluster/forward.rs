@@ -44,7 +44,10 @@ pub const PATH: &str = "/internal/v1/mcp";
 
 fn gone() -> GatewayError {
     let e = StateError::OwnerGone;
-    GatewayError::InvalidParams(e.to_string(), Some(serde_json::json!({"reason": e.reason()})))
+    GatewayError::InvalidParams(
+        e.to_string(),
+        Some(serde_json::json!({"reason": e.reason()})),
+    )
 }
 
 /// One request to forward.
@@ -66,7 +69,12 @@ pub struct Forward<'a> {
 
 impl Cluster {
     /// Sends `f` to its owner and gives the owner's answer.
-    pub async fn forward(&self, client: &HttpClient, keys: &crate::state::Keys, f: Forward<'_>) -> Result<Reply, GatewayError> {
+    pub async fn forward(
+        &self,
+        client: &HttpClient,
+        keys: &crate::state::Keys,
+        f: Forward<'_>,
+    ) -> Result<Reply, GatewayError> {
         let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Used as a Redis key, a lookup and a log field: only a name that meets the grammar.
         let Some(owner) = super::replica::ReplicaId::parse(f.owner) else {
@@ -88,12 +96,32 @@ impl Cluster {
             }
             Err(_) => return Err(GatewayError::Refused(crate::policy::Refusal::SharedState)),
         };
-        let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/')).parse().map_err(|_| gone())?;
-        let mut headers: HeaderMap =
-            f.headers.iter().filter(|(k, _)| super::peer::carried(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let signed = super::peer::Forwarded { from: self.id(), to: owner.as_str(), method: &f.method, path: PATH, body: &f.body };
-        super::peer::sign(keys, &signed, f.principal, crate::state::now_ms(), &mut headers);
-        let sent = client.send(f.method, "replica", &uri, headers, f.body, None).await;
+        let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/'))
+            .parse()
+            .map_err(|_| gone())?;
+        let mut headers: HeaderMap = f
+            .headers
+            .iter()
+            .filter(|(k, _)| super::peer::carried(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let signed = super::peer::Forwarded {
+            from: self.id(),
+            to: owner.as_str(),
+            method: &f.method,
+            path: PATH,
+            body: &f.body,
+        };
+        super::peer::sign(
+            keys,
+            &signed,
+            f.principal,
+            crate::state::now_ms(),
+            &mut headers,
+        );
+        let sent = client
+            .send(f.method, "replica", &uri, headers, f.body, None)
+            .await;
         let (head, answer) = match sent {
             Ok(x) => x,
             Err(e) => {
@@ -117,9 +145,10 @@ impl Cluster {
                 tracing::error!(owner = %owner, "another replica refused this one's forward as not a continuation it owns: do two replicas share one cluster.id, or run different versions?");
                 return Err(gone());
             }
-            Answer::Status(StatusCode::NOT_FOUND, _) => {
-                Reply::Plain(StatusCode::NOT_FOUND, "not found: no such session (it ended, or was never opened)\n")
-            }
+            Answer::Status(StatusCode::NOT_FOUND, _) => Reply::Plain(
+                StatusCode::NOT_FOUND,
+                "not found: no such session (it ended, or was never opened)\n",
+            ),
             Answer::Status(status, body) => Reply::Json(status, body),
             Answer::Sse(stream) => Reply::Sse(relay(stream, f.id.to_owned()).into()),
         })
@@ -127,7 +156,9 @@ impl Cluster {
 }
 
 fn retry_after(h: &HeaderMap) -> Option<u64> {
-    h.get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok())
+    h.get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Relays the owner's events to the client; a stream that breaks ends with `owner_gone`.
@@ -148,7 +179,12 @@ fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Re
                 Ok(None) => return,
                 Err(_) => {
                     let (_, code, data) = gone().classify();
-                    let body = crate::mcp::jsonrpc::error_body(&id, code, &StateError::OwnerGone.to_string(), data.as_ref());
+                    let body = crate::mcp::jsonrpc::error_body(
+                        &id,
+                        code,
+                        &StateError::OwnerGone.to_string(),
+                        data.as_ref(),
+                    );
                     let _ = tx.send(sse::frame(&body)).await;
                     return;
                 }

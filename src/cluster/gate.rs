@@ -49,10 +49,22 @@ pub enum Refused {
 
 /// Decides whether the forward `body` (with `headers`, for `principal`) is a continuation this
 /// replica owns.
-pub fn admit(gw: &Generation, headers: &HeaderMap, body: &Bytes, principal: &Principal) -> Result<Admitted, Refused> {
-    let me = gw.governor.cluster.as_ref().map(|c| c.id()).ok_or(Refused::NotOwned("this replica has no [cluster]"))?;
+pub fn admit(
+    gw: &Generation,
+    headers: &HeaderMap,
+    body: &Bytes,
+    principal: &Principal,
+) -> Result<Admitted, Refused> {
+    let me = gw
+        .governor
+        .cluster
+        .as_ref()
+        .map(|c| c.id())
+        .ok_or(Refused::NotOwned("this replica has no [cluster]"))?;
     if crate::mcp::jsonrpc::nests_deeper_than(body, gw.cfg.limits.max_json_depth) {
-        return Err(Refused::NotOwned("nested deeper than limits.max_json_depth"));
+        return Err(Refused::NotOwned(
+            "nested deeper than limits.max_json_depth",
+        ));
     }
     // The pipeline serves a body as the handshake era's by this same test: decided alike here.
     if crate::bridge_b::is_legacy(headers, body) {
@@ -76,49 +88,93 @@ fn answer(headers: &HeaderMap, body: &[u8], me: &str) -> Result<Admitted, Refuse
         return Err(Refused::NotOwned("a 2025-11-25 message without a session"));
     }
     // One JSON object: an array (a batch, or a response's fields in order) answers nothing.
-    let r: Response<'_> =
-        crate::mcp::jsonrpc::decode_object(body).map_err(|_| Refused::NotOwned("not one JSON-RPC message (an object)"))?;
+    let r: Response<'_> = crate::mcp::jsonrpc::decode_object(body)
+        .map_err(|_| Refused::NotOwned("not one JSON-RPC message (an object)"))?;
     if r.jsonrpc != "2.0" || r.method.is_some() || r.result.is_some() == r.error.is_some() {
-        return Err(Refused::NotOwned("a 2025-11-25 request or notification, not an answer"));
+        return Err(Refused::NotOwned(
+            "a 2025-11-25 request or notification, not an answer",
+        ));
     }
-    let named = r.id.and_then(|id| crate::bridge_b::shared::answer_replica(id.get()));
+    let named =
+        r.id.and_then(|id| crate::bridge_b::shared::answer_replica(id.get()));
     match named {
         Some(replica) if replica == *me => Ok(Admitted::Answer),
         Some(_) => Err(Refused::NotOwned("an answer to another replica's request")),
-        None => Err(Refused::NotOwned("an answer whose id is not one of Sluice's")),
+        None => Err(Refused::NotOwned(
+            "an answer whose id is not one of Sluice's",
+        )),
     }
 }
 
 /// A 2026-07-28 retry of a bridge A round parked here, for this principal.
-fn continuation(gw: &Generation, body: &Bytes, principal: &Principal, me: &str) -> Result<Admitted, Refused> {
-    let env = Envelope::parse_prechecked(body.clone()).map_err(|_| Refused::NotOwned("not a JSON-RPC request"))?;
+fn continuation(
+    gw: &Generation,
+    body: &Bytes,
+    principal: &Principal,
+    me: &str,
+) -> Result<Admitted, Refused> {
+    let env = Envelope::parse_prechecked(body.clone())
+        .map_err(|_| Refused::NotOwned("not a JSON-RPC request"))?;
     if env.is_notification() {
         return Err(Refused::NotOwned("a notification"));
     }
     let Some(Ok(token)) = env.param_str("requestState") else {
         return Err(Refused::NotOwned("a fresh request (no requestState)"));
     };
-    let name = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default();
+    let name = env
+        .method
+        .name_member()
+        .and_then(|m| env.param_str(m))
+        .and_then(Result::ok)
+        .unwrap_or_default();
     let digest = state::params_digest(env.members());
-    let sealed = match gw.bridge.keys.open(&token, principal.id(), env.method.as_str(), &name, &digest, state::now_ms()) {
+    let sealed = match gw.bridge.keys.open(
+        &token,
+        principal.id(),
+        env.method.as_str(),
+        &name,
+        &digest,
+        state::now_ms(),
+    ) {
         Ok(s) => s,
-        Err(StateError::Expired) => return Err(Refused::Gone(env.id_json().to_owned(), StateError::Expired)),
-        Err(StateError::WrongPrincipal) => return Err(Refused::NotOwned("a requestState sealed for another principal")),
-        Err(_) => return Err(Refused::NotOwned("a requestState that does not open for this request")),
+        Err(StateError::Expired) => {
+            return Err(Refused::Gone(env.id_json().to_owned(), StateError::Expired))
+        }
+        Err(StateError::WrongPrincipal) => {
+            return Err(Refused::NotOwned(
+                "a requestState sealed for another principal",
+            ))
+        }
+        Err(_) => {
+            return Err(Refused::NotOwned(
+                "a requestState that does not open for this request",
+            ))
+        }
     };
     if sealed.kind != Kind::Bridge {
-        return Err(Refused::NotOwned("a requestState of a round no replica parks (approval or modern)"));
+        return Err(Refused::NotOwned(
+            "a requestState of a round no replica parks (approval or modern)",
+        ));
     }
     if sealed.owner != me {
         return Err(Refused::NotOwned("a requestState another replica owns"));
     }
-    let handle = sealed.handle.as_deref().ok_or(Refused::NotOwned("a requestState without its exchange"))?;
-    let same =
-        |held: &crate::bridge::park::Parked| held.info.principal == principal.id && same_groups(&held.info.ctx.groups, &principal.groups);
+    let handle = sealed
+        .handle
+        .as_deref()
+        .ok_or(Refused::NotOwned("a requestState without its exchange"))?;
+    let same = |held: &crate::bridge::park::Parked| {
+        held.info.principal == principal.id && same_groups(&held.info.ctx.groups, &principal.groups)
+    };
     match gw.bridge.parked.peek(handle, same) {
         Some(true) => Ok(Admitted::Continuation),
-        Some(false) => Err(Refused::NotOwned("a principal or groups other than the exchange's")),
-        None => Err(Refused::Gone(env.id_json().to_owned(), StateError::UnknownExchange)),
+        Some(false) => Err(Refused::NotOwned(
+            "a principal or groups other than the exchange's",
+        )),
+        None => Err(Refused::Gone(
+            env.id_json().to_owned(),
+            StateError::UnknownExchange,
+        )),
     }
 }
 
@@ -148,9 +204,21 @@ mod tests {
     #[test]
     fn an_answer_is_served_only_when_its_id_names_this_replica() {
         let mut h = HeaderMap::new();
-        h.insert(crate::mcp::headers::SESSION_ID, http::HeaderValue::from_static("s2.x"));
-        assert_eq!(refused(&h, r#"{"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#), None);
-        assert_eq!(refused(&h, r#"{"jsonrpc":"2.0","id":"\u0073luice-r1-4","error":{"code":1,"message":"no"}}"#), None);
+        h.insert(
+            crate::mcp::headers::SESSION_ID,
+            http::HeaderValue::from_static("s2.x"),
+        );
+        assert_eq!(
+            refused(&h, r#"{"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#),
+            None
+        );
+        assert_eq!(
+            refused(
+                &h,
+                r#"{"jsonrpc":"2.0","id":"\u0073luice-r1-4","error":{"code":1,"message":"no"}}"#
+            ),
+            None
+        );
         for body in [
             r#"{"jsonrpc":"2.0","id":"sluice-r2-4","result":{}}"#,
             r#"{"jsonrpc":"2.0","id":"sluice-r1\nERROR granted root-4","result":{}}"#,
@@ -169,7 +237,14 @@ mod tests {
         ] {
             assert!(refused(&h, body).is_some(), "{body}");
         }
-        assert!(refused(&HeaderMap::new(), r#"{"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#).is_some(), "no session");
+        assert!(
+            refused(
+                &HeaderMap::new(),
+                r#"{"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#
+            )
+            .is_some(),
+            "no session"
+        );
     }
 
     #[test]

@@ -39,8 +39,15 @@ use crate::respond::{Body, Reply};
 pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationToken) {
     let Some(gw) = live.get() else { return };
     let builder = crate::server::connection_builder(&gw);
-    let (deadlines, max) = (crate::server::deadlines(&gw.cfg.timeouts), gw.cfg.limits.max_connections);
-    let per_source = gw.cfg.cluster.as_ref().map_or(max, |c| c.max_connections_per_source);
+    let (deadlines, max) = (
+        crate::server::deadlines(&gw.cfg.timeouts),
+        gw.cfg.limits.max_connections,
+    );
+    let per_source = gw
+        .cfg
+        .cluster
+        .as_ref()
+        .map_or(max, |c| c.max_connections_per_source);
     drop(gw);
     let connections = crate::connections::Table::new(max, per_source);
     loop {
@@ -48,11 +55,17 @@ pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationTok
             _ = stop.cancelled() => return,
             s = crate::server::accept(&listener, "internal") => s,
         };
-        let source = stream.peer_addr().map(|a| crate::server::source_of(a.ip())).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let source = stream
+            .peer_addr()
+            .map(|a| crate::server::source_of(a.ip()))
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
         let held = match connections.admit(source) {
             Ok(p) => p,
             Err(crate::shares::Refused::Pool(n)) => {
-                tracing::warn!(limit = n, "internal connection refused: limits.max_connections reached");
+                tracing::warn!(
+                    limit = n,
+                    "internal connection refused: limits.max_connections reached"
+                );
                 continue;
             }
             Err(crate::shares::Refused::Share(n)) => {
@@ -63,7 +76,14 @@ pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationTok
         let _ = stream.set_nodelay(true);
         let live = live.clone();
         let handle = move |req| handle(live.clone(), req);
-        tokio::spawn(crate::connections::serve(stream, held, builder.clone(), deadlines, stop.clone(), handle));
+        tokio::spawn(crate::connections::serve(
+            stream,
+            held,
+            builder.clone(),
+            deadlines,
+            stop.clone(),
+            handle,
+        ));
     }
 }
 
@@ -71,31 +91,61 @@ fn plain(status: StatusCode, text: &'static str) -> Result<Response<Body>, Infal
     Ok(Reply::Plain(status, text).into_response())
 }
 
-async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    live: Arc<Live>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let Some(gw) = live.get() else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: this replica is shutting down\n");
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service unavailable: this replica is shutting down\n",
+        );
     };
-    let Some(c) = gw.governor.cluster.clone() else { return plain(StatusCode::NOT_FOUND, "not found\n") };
+    let Some(c) = gw.governor.cluster.clone() else {
+        return plain(StatusCode::NOT_FOUND, "not found\n");
+    };
     if req.uri().path() != super::forward::PATH {
-        return plain(StatusCode::NOT_FOUND, "not found: the internal listener serves only forwarded continuations\n");
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: the internal listener serves only forwarded continuations\n",
+        );
     }
     // Replicas forward POSTs only (a round's retry, a 2025-11-25 client's answer).
     if req.method() != http::Method::POST {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed: replicas forward POST only\n");
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: replicas forward POST only\n",
+        );
     }
     let refused = |e: super::peer::PeerError| {
         match e {
-            super::peer::PeerError::OtherVersion => tracing::error!(reason = %e, "internal listener refused a forward"),
+            super::peer::PeerError::OtherVersion => {
+                tracing::error!(reason = %e, "internal listener refused a forward")
+            }
             _ => tracing::warn!(reason = %e, "internal listener refused a forward"),
         }
-        plain(StatusCode::UNAUTHORIZED, "unauthorized: not a forward signed with this cluster's state keys for this replica\n")
+        plain(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: not a forward signed with this cluster's state keys for this replica\n",
+        )
     };
     // The head is verified before a byte of the body is read: its tag binds the body's length
     // and digest, so who cannot sign costs no body read (the connection closes unread).
     let now = crate::state::now_ms();
-    let head = super::peer::verify(&gw.bridge.keys, req.headers(), c.id(), req.method(), super::forward::PATH, now);
+    let head = super::peer::verify(
+        &gw.bridge.keys,
+        req.headers(),
+        c.id(),
+        req.method(),
+        super::forward::PATH,
+        now,
+    );
     let verified = match head {
-        Ok(v) if !c.peer_nonces.consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) => {
+        Ok(v)
+            if !c
+                .peer_nonces
+                .consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) =>
+        {
             return refused(super::peer::PeerError::Replayed)
         }
         Ok(v) => v,
@@ -107,7 +157,9 @@ async fn handle(live: Arc<Live>, req: Request<hyper::body::Incoming>) -> Result<
         Err(Unread::Reply(r)) => return Ok(r.into_response()),
         Err(Unread::Peer(e)) => return refused(e),
     };
-    let super::peer::Verified { from, principal, .. } = verified;
+    let super::peer::Verified {
+        from, principal, ..
+    } = verified;
     // A verified forward: its connection is a replica's, never closed to make room.
     crate::connections::authenticated(&parts.extensions);
     // From here the forward is a request: it gets an audit record here too, naming the replica
@@ -154,19 +206,30 @@ async fn read_signed(
             "payload too large: the body exceeds limits.max_body_bytes\n",
         )));
     }
-    let declared = h.get(http::header::CONTENT_LENGTH).map(|v| v.to_str().ok().and_then(|v| v.parse::<usize>().ok()));
+    let declared = h
+        .get(http::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().ok().and_then(|v| v.parse::<usize>().ok()));
     if declared.is_some_and(|d| d != Some(v.length)) {
-        return Err(Unread::Reply(Reply::Plain(StatusCode::BAD_REQUEST, "bad request: Content-Length is not the signed body length\n")));
+        return Err(Unread::Reply(Reply::Plain(
+            StatusCode::BAD_REQUEST,
+            "bad request: Content-Length is not the signed body length\n",
+        )));
     }
     match crate::edge::read_body_within(h, body, v.length, cfg.timeouts.body_read).await {
         Ok(b) => v.check_body(&b).map(|()| b).map_err(Unread::Peer),
-        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Unread::Peer(super::peer::PeerError::BadBody)),
+        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            Err(Unread::Peer(super::peer::PeerError::BadBody))
+        }
         Err(r) => Err(Unread::Reply(r)),
     }
 }
 
 /// The answer to a forward the gate refused, logged (fixed text, the principal escaped).
-fn not_served(from: &super::replica::ReplicaId, principal: &crate::auth::Principal, refusal: super::gate::Refused) -> Reply {
+fn not_served(
+    from: &super::replica::ReplicaId,
+    principal: &crate::auth::Principal,
+    refusal: super::gate::Refused,
+) -> Reply {
     match refusal {
         super::gate::Refused::NotOwned(why) => {
             tracing::warn!(from = %from, principal = ?principal.id, why, "internal listener refused a forward: not a continuation this replica owns");
@@ -175,7 +238,13 @@ fn not_served(from: &super::replica::ReplicaId, principal: &crate::auth::Princip
         }
         super::gate::Refused::Gone(id, e) => {
             tracing::debug!(from = %from, reason = e.reason(), "a forwarded continuation's state is no longer usable");
-            Reply::error(&id, &crate::error::GatewayError::InvalidParams(e.to_string(), Some(serde_json::json!({"reason": e.reason()}))))
+            Reply::error(
+                &id,
+                &crate::error::GatewayError::InvalidParams(
+                    e.to_string(),
+                    Some(serde_json::json!({"reason": e.reason()})),
+                ),
+            )
         }
     }
 }
@@ -200,9 +269,14 @@ fn audited(guard: crate::audit::AuditGuard, reply: Reply) -> Reply {
 /// Binds `cluster.listen`, serves forwards on it and keeps this replica registered, until the
 /// gateway shuts down. Refuses (a startup error) a listener that cannot be bound.
 pub fn start(gw: &Arc<crate::gateway::Generation>) -> Result<(), String> {
-    let Some(c) = gw.governor.cluster.clone() else { return Ok(()) };
-    let listener = crate::server::bind(c.cfg.listen).map_err(|e| format!("cannot bind cluster.listen {}: {e}", c.cfg.listen))?;
-    let addr = listener.local_addr().map_err(|e| format!("cluster.listen: {e}"))?;
+    let Some(c) = gw.governor.cluster.clone() else {
+        return Ok(());
+    };
+    let listener = crate::server::bind(c.cfg.listen)
+        .map_err(|e| format!("cannot bind cluster.listen {}: {e}", c.cfg.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cluster.listen: {e}"))?;
     let url = c.bound(addr).to_owned();
     tracing::info!(replica = %c.id(), internal = %addr, advertise = %url, "cluster internal listener up");
     tokio::spawn(serve(listener, gw.rt.live.clone(), gw.rt.shutdown.clone()));

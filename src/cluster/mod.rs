@@ -95,7 +95,12 @@ impl Cluster {
     /// Sets this replica's internal URL from the bound listener (the configured
     /// `advertise_url` wins).
     pub fn bound(&self, addr: std::net::SocketAddr) -> &str {
-        self.advertise.get_or_init(|| self.cfg.advertise_url.clone().unwrap_or_else(|| format!("http://{addr}")))
+        self.advertise.get_or_init(|| {
+            self.cfg
+                .advertise_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}"))
+        })
     }
 
     /// This replica's internal URL, once its listener is bound.
@@ -109,7 +114,10 @@ impl Cluster {
         self.missed.store(true, Ordering::Relaxed);
         match self.cfg.on_redis_error {
             OnRedisError::Closed => {
-                tracing::warn!(decision = what, "Redis unreachable: governed request refused (cluster.on_redis_error = closed)");
+                tracing::warn!(
+                    decision = what,
+                    "Redis unreachable: governed request refused (cluster.on_redis_error = closed)"
+                );
                 Fallback::Refuse
             }
             OnRedisError::Local => {
@@ -152,7 +160,9 @@ impl Cluster {
 
     /// Renews this replica's registry entry every [`HEARTBEAT`] until `stop`, then removes it.
     pub async fn heartbeat(self: std::sync::Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let Some(url) = self.advertised().map(str::to_owned) else { return };
+        let Some(url) = self.advertised().map(str::to_owned) else {
+            return;
+        };
         let mut tick = tokio::time::interval(HEARTBEAT);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut was_down, mut checked, mut epoch) = (false, false, None::<String>);
@@ -169,7 +179,11 @@ impl Cluster {
                         self.recovered.send_modify(|n| *n += 1);
                     }
                     // Redis's reply: only ids that meet the grammar are kept.
-                    for (id, url) in reg.directory.into_iter().filter(|(id, _)| replica::is_valid(id)) {
+                    for (id, url) in reg
+                        .directory
+                        .into_iter()
+                        .filter(|(id, _)| replica::is_valid(id))
+                    {
                         if self.known.len() < MAX_KNOWN || self.known.contains_key(&id) {
                             self.known.insert(id, url);
                         }

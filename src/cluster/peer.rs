@@ -47,7 +47,11 @@ const DIGEST: &str = "x-sluice-peer-digest";
 /// principal the entry replica authenticated, and a client's token goes nowhere.
 pub fn carried(name: &http::HeaderName) -> bool {
     let n = name.as_str();
-    n.starts_with("mcp-") || matches!(n, "accept" | "content-type" | "traceparent" | "tracestate" | "last-event-id")
+    n.starts_with("mcp-")
+        || matches!(
+            n,
+            "accept" | "content-type" | "traceparent" | "tracestate" | "last-event-id"
+        )
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -84,10 +88,19 @@ fn canonical(headers: &HeaderMap) -> Vec<u8> {
     let mut lines: Vec<(&str, Vec<u8>)> = headers
         .iter()
         .filter(|(k, _)| carried(k) && !matches!(k.as_str(), "traceparent" | "tracestate"))
-        .map(|(k, v)| (k.as_str(), [k.as_str().as_bytes(), b":", v.as_bytes()].concat()))
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                [k.as_str().as_bytes(), b":", v.as_bytes()].concat(),
+            )
+        })
         .collect();
     lines.sort_by(|a, b| a.0.cmp(b.0));
-    lines.into_iter().map(|(_, l)| l).collect::<Vec<_>>().join(&b"\n"[..])
+    lines
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect::<Vec<_>>()
+        .join(&b"\n"[..])
 }
 
 /// What the tag binds besides the carried headers: everything in the head.
@@ -103,7 +116,12 @@ struct Head<'a> {
     digest: &'a [u8],
 }
 
-fn tagged(keys: &Keys, id: Option<u8>, h: &Head<'_>, headers: &HeaderMap) -> Option<(u8, [u8; crate::state::SHORT_TAG])> {
+fn tagged(
+    keys: &Keys,
+    id: Option<u8>,
+    h: &Head<'_>,
+    headers: &HeaderMap,
+) -> Option<(u8, [u8; crate::state::SHORT_TAG])> {
     let canon = canonical(headers);
     let parts: [&[u8]; 10] = [
         h.from.as_bytes(),
@@ -125,10 +143,25 @@ fn tagged(keys: &Keys, id: Option<u8>, h: &Head<'_>, headers: &HeaderMap) -> Opt
 
 /// Signs a forward: adds the `x-sluice-peer-*` headers to `headers` (which must already hold
 /// the carried client headers).
-pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, headers: &mut HeaderMap) {
-    let who = Who { id: principal.id.clone(), groups: principal.groups.clone(), scopes: principal.scopes.clone() };
+pub fn sign(
+    keys: &Keys,
+    f: &Forwarded<'_>,
+    principal: &Principal,
+    now_ms: u64,
+    headers: &mut HeaderMap,
+) {
+    let who = Who {
+        id: principal.id.clone(),
+        groups: principal.groups.clone(),
+        scopes: principal.scopes.clone(),
+    };
     let who = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&who).unwrap_or_default());
-    let (time, nonce, length, digest) = (now_ms.to_string(), crate::state::nonce(), f.body.len().to_string(), body_digest(f.body));
+    let (time, nonce, length, digest) = (
+        now_ms.to_string(),
+        crate::state::nonce(),
+        f.body.len().to_string(),
+        body_digest(f.body),
+    );
     let head = Head {
         from: f.from,
         to: f.to,
@@ -140,10 +173,19 @@ pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, 
         length: &length,
         digest: &digest,
     };
-    let Some((id, tag)) = tagged(keys, None, &head, headers) else { return };
+    let Some((id, tag)) = tagged(keys, None, &head, headers) else {
+        return;
+    };
     let tag = format!("{id}.{}", URL_SAFE_NO_PAD.encode(tag));
     let digest = URL_SAFE_NO_PAD.encode(digest);
-    let pairs = [(FROM, f.from.to_owned()), (TO, f.to.to_owned()), (TIME, time), (NONCE, nonce), (PRINCIPAL, who), (LENGTH, length)];
+    let pairs = [
+        (FROM, f.from.to_owned()),
+        (TO, f.to.to_owned()),
+        (TIME, time),
+        (NONCE, nonce),
+        (PRINCIPAL, who),
+        (LENGTH, length),
+    ];
     for (k, v) in pairs.into_iter().chain([(DIGEST, digest), (TAG, tag)]) {
         if let Ok(v) = HeaderValue::from_str(&v) {
             headers.insert(k, v);
@@ -153,7 +195,12 @@ pub fn sign(keys: &Keys, f: &Forwarded<'_>, principal: &Principal, now_ms: u64, 
 
 /// Cheap checks: every peer header present, meant for `me`, fresh.
 pub fn precheck(headers: &HeaderMap, me: &str, now_ms: u64) -> Result<(), PeerError> {
-    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
+    let get = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(PeerError::Missing)
+    };
     for k in [NONCE, PRINCIPAL, TAG] {
         get(k)?;
     }
@@ -182,7 +229,9 @@ pub enum PeerError {
     #[error("a forwarded request lacks its peer headers")]
     Missing,
     /// The tag does not verify under any state key.
-    #[error("a forwarded request's tag does not verify (not signed with this cluster's state keys)")]
+    #[error(
+        "a forwarded request's tag does not verify (not signed with this cluster's state keys)"
+    )]
     BadTag,
     /// Too old or from the future.
     #[error("a forwarded request's time is more than 30 s from this replica's clock")]
@@ -218,7 +267,11 @@ pub struct Verified {
 impl Verified {
     /// Whether `body` is the body the head signed (its length, then its digest).
     pub fn check_body(&self, body: &[u8]) -> Result<(), PeerError> {
-        let same = body.len() == self.length && bool::from(subtle::ConstantTimeEq::ct_eq(&body_digest(body)[..], &self.digest[..]));
+        let same = body.len() == self.length
+            && bool::from(subtle::ConstantTimeEq::ct_eq(
+                &body_digest(body)[..],
+                &self.digest[..],
+            ));
         if same {
             Ok(())
         } else {
@@ -229,29 +282,77 @@ impl Verified {
 
 /// Checks a forward's head, before its body is read: `to` is this replica, `method` and `path`
 /// the request's; gives what it says. The body is checked after with [`Verified::check_body`].
-pub fn verify(keys: &Keys, headers: &HeaderMap, to: &str, method: &http::Method, path: &str, now_ms: u64) -> Result<Verified, PeerError> {
+pub fn verify(
+    keys: &Keys,
+    headers: &HeaderMap,
+    to: &str,
+    method: &http::Method,
+    path: &str,
+    now_ms: u64,
+) -> Result<Verified, PeerError> {
     precheck(headers, to, now_ms)?;
-    let get = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).ok_or(PeerError::Missing);
-    let (from, time, nonce, who, tag) = (get(FROM)?, get(TIME)?, get(NONCE)?, get(PRINCIPAL)?, get(TAG)?);
+    let get = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(PeerError::Missing)
+    };
+    let (from, time, nonce, who, tag) = (
+        get(FROM)?,
+        get(TIME)?,
+        get(NONCE)?,
+        get(PRINCIPAL)?,
+        get(TAG)?,
+    );
     let length_text = get(LENGTH)?;
     // Digits only (usize's parse takes a `+`): one length, one spelling.
     if length_text.is_empty() || !length_text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(PeerError::Missing);
     }
     let length: usize = length_text.parse().map_err(|_| PeerError::Missing)?;
-    let digest: [u8; 32] = URL_SAFE_NO_PAD.decode(get(DIGEST)?).ok().and_then(|d| d.try_into().ok()).ok_or(PeerError::Missing)?;
+    let digest: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(get(DIGEST)?)
+        .ok()
+        .and_then(|d| d.try_into().ok())
+        .ok_or(PeerError::Missing)?;
     let (id, tag) = tag.split_once('.').ok_or(PeerError::Missing)?;
     let id: u8 = id.parse().map_err(|_| PeerError::Missing)?;
-    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| PeerError::Missing)?;
-    let head = Head { from, to, method, path, time, nonce, who, length: length_text, digest: &digest };
+    let tag = URL_SAFE_NO_PAD
+        .decode(tag)
+        .map_err(|_| PeerError::Missing)?;
+    let head = Head {
+        from,
+        to,
+        method,
+        path,
+        time,
+        nonce,
+        who,
+        length: length_text,
+        digest: &digest,
+    };
     let expected = tagged(keys, Some(id), &head, headers).ok_or(PeerError::BadTag)?;
     if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected.1[..], &tag[..])) {
         return Err(PeerError::BadTag);
     }
-    let who: Who = URL_SAFE_NO_PAD.decode(who).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or(PeerError::Missing)?;
+    let who: Who = URL_SAFE_NO_PAD
+        .decode(who)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or(PeerError::Missing)?;
     let from = super::replica::ReplicaId::parse(from).ok_or(PeerError::Missing)?;
-    let principal = Principal { id: who.id, groups: who.groups, scopes: who.scopes };
-    Ok(Verified { from, principal, nonce: nonce.to_owned(), length, digest })
+    let principal = Principal {
+        id: who.id,
+        groups: who.groups,
+        scopes: who.scopes,
+    };
+    Ok(Verified {
+        from,
+        principal,
+        nonce: nonce.to_owned(),
+        length,
+        digest,
+    })
 }
 
 #[cfg(test)]
@@ -263,7 +364,13 @@ mod tests {
     }
 
     fn fwd<'a>(method: &'a http::Method, to: &'a str, body: &'a [u8]) -> Forwarded<'a> {
-        Forwarded { from: "r1", to, method, path: "/internal/v1/mcp", body }
+        Forwarded {
+            from: "r1",
+            to,
+            method,
+            path: "/internal/v1/mcp",
+            body,
+        }
     }
 
     /// Verifies `h` as a forward of `body` (head, then body), as the internal listener does.
@@ -275,25 +382,75 @@ mod tests {
 
     #[test]
     fn a_signed_forward_verifies_and_nothing_of_it_can_change() {
-        let p = Principal { id: "alice".into(), groups: vec!["eng".into()], scopes: Default::default() };
+        let p = Principal {
+            id: "alice".into(),
+            groups: vec!["eng".into()],
+            scopes: Default::default(),
+        };
         let post = http::Method::POST;
         let mut h = HeaderMap::new();
         h.insert("mcp-session-id", HeaderValue::from_static("s1"));
         sign(&keys(7), &fwd(&post, "r2", b"{}"), &p, 1_000_000, &mut h);
         let v = check(&keys(7), &h, fwd(&post, "r2", b"{}"), 1_000_500).unwrap();
-        assert_eq!((v.from.as_str(), v.principal.id.as_str(), v.principal.groups.clone()), ("r1", "alice", vec!["eng".to_string()]));
+        assert_eq!(
+            (
+                v.from.as_str(),
+                v.principal.id.as_str(),
+                v.principal.groups.clone()
+            ),
+            ("r1", "alice", vec!["eng".to_string()])
+        );
         assert_eq!((v.nonce.len(), v.length), (32, 2));
-        let refused = |h: &HeaderMap, f: Forwarded<'_>, now: u64| check(&keys(7), h, f, now).unwrap_err();
-        assert_eq!(check(&keys(8), &h, fwd(&post, "r2", b"{}"), 1_000_500).unwrap_err(), PeerError::BadTag, "other keys");
-        assert_eq!(refused(&h, fwd(&post, "r2", b"{ }"), 1_000_500), PeerError::BadBody, "the body's length");
-        assert_eq!(refused(&h, fwd(&post, "r2", b"[]"), 1_000_500), PeerError::BadBody, "the body, same length");
-        assert_eq!(refused(&h, fwd(&http::Method::DELETE, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the method");
-        assert_eq!(refused(&h, fwd(&post, "r3", b"{}"), 1_000_500), PeerError::NotForMe, "another replica");
-        assert_eq!(refused(&h, Forwarded { path: "/other", ..fwd(&post, "r2", b"{}") }, 1_000_500), PeerError::BadTag, "the path");
-        assert_eq!(refused(&h, fwd(&post, "r2", b"{}"), 1_000_000 + SKEW + 1), PeerError::Stale);
+        let refused =
+            |h: &HeaderMap, f: Forwarded<'_>, now: u64| check(&keys(7), h, f, now).unwrap_err();
+        assert_eq!(
+            check(&keys(8), &h, fwd(&post, "r2", b"{}"), 1_000_500).unwrap_err(),
+            PeerError::BadTag,
+            "other keys"
+        );
+        assert_eq!(
+            refused(&h, fwd(&post, "r2", b"{ }"), 1_000_500),
+            PeerError::BadBody,
+            "the body's length"
+        );
+        assert_eq!(
+            refused(&h, fwd(&post, "r2", b"[]"), 1_000_500),
+            PeerError::BadBody,
+            "the body, same length"
+        );
+        assert_eq!(
+            refused(&h, fwd(&http::Method::DELETE, "r2", b"{}"), 1_000_500),
+            PeerError::BadTag,
+            "the method"
+        );
+        assert_eq!(
+            refused(&h, fwd(&post, "r3", b"{}"), 1_000_500),
+            PeerError::NotForMe,
+            "another replica"
+        );
+        assert_eq!(
+            refused(
+                &h,
+                Forwarded {
+                    path: "/other",
+                    ..fwd(&post, "r2", b"{}")
+                },
+                1_000_500
+            ),
+            PeerError::BadTag,
+            "the path"
+        );
+        assert_eq!(
+            refused(&h, fwd(&post, "r2", b"{}"), 1_000_000 + SKEW + 1),
+            PeerError::Stale
+        );
         let mut other = h.clone();
         other.insert("mcp-session-id", HeaderValue::from_static("s2"));
-        assert_eq!(refused(&other, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "a carried header");
+        assert_eq!(
+            refused(&other, fwd(&post, "r2", b"{}"), 1_000_500),
+            PeerError::BadTag,
+            "a carried header"
+        );
         let mut two = HeaderMap::new();
         two.append("mcp-param-a", HeaderValue::from_static("1"));
         two.append("mcp-param-a", HeaderValue::from_static("2"));
@@ -302,34 +459,72 @@ mod tests {
         swapped.remove("mcp-param-a");
         swapped.append("mcp-param-a", HeaderValue::from_static("2"));
         swapped.append("mcp-param-a", HeaderValue::from_static("1"));
-        assert_eq!(refused(&swapped, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "a name's values swapped");
+        assert_eq!(
+            refused(&swapped, fwd(&post, "r2", b"{}"), 1_000_500),
+            PeerError::BadTag,
+            "a name's values swapped"
+        );
         let mut forged = h.clone();
-        forged.insert(PRINCIPAL, HeaderValue::from_str(&URL_SAFE_NO_PAD.encode(br#"{"id":"bob"}"#)).unwrap());
-        assert_eq!(refused(&forged, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::BadTag, "the principal");
+        forged.insert(
+            PRINCIPAL,
+            HeaderValue::from_str(&URL_SAFE_NO_PAD.encode(br#"{"id":"bob"}"#)).unwrap(),
+        );
+        assert_eq!(
+            refused(&forged, fwd(&post, "r2", b"{}"), 1_000_500),
+            PeerError::BadTag,
+            "the principal"
+        );
         let mut bare = h.clone();
         bare.remove(TAG);
-        assert_eq!(refused(&bare, fwd(&post, "r2", b"{}"), 1_000_500), PeerError::Missing);
+        assert_eq!(
+            refused(&bare, fwd(&post, "r2", b"{}"), 1_000_500),
+            PeerError::Missing
+        );
     }
 
     #[test]
     fn the_body_is_bound_by_the_head_so_it_is_verified_before_any_byte_is_read() {
-        let (p, post) = (Principal { id: "alice".into(), groups: vec![], scopes: Default::default() }, http::Method::POST);
+        let (p, post) = (
+            Principal {
+                id: "alice".into(),
+                groups: vec![],
+                scopes: Default::default(),
+            },
+            http::Method::POST,
+        );
         let mut h = HeaderMap::new();
-        sign(&keys(7), &fwd(&post, "r2", b"{\"a\":1}"), &p, 1_000_000, &mut h);
+        sign(
+            &keys(7),
+            &fwd(&post, "r2", b"{\"a\":1}"),
+            &p,
+            1_000_000,
+            &mut h,
+        );
         // The head alone verifies, and says how much to read.
         let v = verify(&keys(7), &h, "r2", &post, PATH, 1_000_500).unwrap();
         assert_eq!(v.length, 7);
         // A length or digest changed in the head: the tag no longer verifies.
-        for (k, v) in [(LENGTH, "4194304".to_owned()), (LENGTH, "+7".to_owned()), (DIGEST, URL_SAFE_NO_PAD.encode([0u8; 32]))] {
+        for (k, v) in [
+            (LENGTH, "4194304".to_owned()),
+            (LENGTH, "+7".to_owned()),
+            (DIGEST, URL_SAFE_NO_PAD.encode([0u8; 32])),
+        ] {
             let mut bad = h.clone();
             bad.insert(k, HeaderValue::from_str(&v).unwrap());
-            assert!(verify(&keys(7), &bad, "r2", &post, PATH, 1_000_500).is_err(), "{k}: {v}");
+            assert!(
+                verify(&keys(7), &bad, "r2", &post, PATH, 1_000_500).is_err(),
+                "{k}: {v}"
+            );
         }
         // A v1 head (no length or digest): said to be another version.
         for k in [LENGTH, DIGEST] {
             let mut old = h.clone();
             old.remove(k);
-            assert_eq!(verify(&keys(7), &old, "r2", &post, PATH, 1_000_500).unwrap_err(), PeerError::OtherVersion, "{k}");
+            assert_eq!(
+                verify(&keys(7), &old, "r2", &post, PATH, 1_000_500).unwrap_err(),
+                PeerError::OtherVersion,
+                "{k}"
+            );
         }
     }
 
@@ -337,10 +532,23 @@ mod tests {
 
     #[test]
     fn a_forward_carries_the_mcp_headers_and_never_a_credential() {
-        for n in ["mcp-protocol-version", "mcp-method", "mcp-session-id", "accept", "content-type"] {
+        for n in [
+            "mcp-protocol-version",
+            "mcp-method",
+            "mcp-session-id",
+            "accept",
+            "content-type",
+        ] {
             assert!(carried(&http::HeaderName::from_static(n)), "{n}");
         }
-        for n in ["authorization", "cookie", "x-api-key", "host", "x-sluice-peer-tag", "proxy-authorization"] {
+        for n in [
+            "authorization",
+            "cookie",
+            "x-api-key",
+            "host",
+            "x-sluice-peer-tag",
+            "proxy-authorization",
+        ] {
             assert!(!carried(&http::HeaderName::from_static(n)), "{n}");
         }
     }

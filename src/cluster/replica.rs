@@ -14,7 +14,10 @@ pub const MAX_LEN: usize = 64;
 /// Whether `s` meets `cluster.id`'s grammar: 1 to [`MAX_LEN`] ASCII letters, digits, `.`, `_`
 /// or `-`.
 pub fn is_valid(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_LEN && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    !s.is_empty()
+        && s.len() <= MAX_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// A replica's id that meets [`is_valid`].
@@ -52,11 +55,36 @@ mod tests {
 
     #[test]
     fn a_replica_id_is_cluster_ids_grammar_and_nothing_else() {
-        for good in ["r1", "sluice-1", "a.b_c-D", "x", &"a".repeat(64), "sluice-7d9f8c6b5-x2k4q"] {
-            assert_eq!(ReplicaId::parse(good).as_ref().map(ReplicaId::as_str), Some(good), "{good:?}");
+        for good in [
+            "r1",
+            "sluice-1",
+            "a.b_c-D",
+            "x",
+            &"a".repeat(64),
+            "sluice-7d9f8c6b5-x2k4q",
+        ] {
+            assert_eq!(
+                ReplicaId::parse(good).as_ref().map(ReplicaId::as_str),
+                Some(good),
+                "{good:?}"
+            );
         }
         let forged = "r9\n2026-01-01T00:00:00Z ERROR sluice: principal=admin granted root";
-        for bad in ["", &"a".repeat(65), forged, "r1\n", "r 1", "r1\r", "r\u{1b}[31m", "r1\"", "r:1", "r/1", "r1\0", "ré", "r1\u{2028}"] {
+        for bad in [
+            "",
+            &"a".repeat(65),
+            forged,
+            "r1\n",
+            "r 1",
+            "r1\r",
+            "r\u{1b}[31m",
+            "r1\"",
+            "r:1",
+            "r/1",
+            "r1\0",
+            "ré",
+            "r1\u{2028}",
+        ] {
             assert_eq!(ReplicaId::parse(bad), None, "{bad:?}");
         }
     }

@@ -138,7 +138,12 @@ impl Shared {
             .set_response_timeout(Some(self.timeout))
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
-        let made = self.conn.get_or_try_init(|| async { ConnectionManager::new_lazy_with_config(self.client.clone(), cfg) }).await;
+        let made = self
+            .conn
+            .get_or_try_init(|| async {
+                ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)
+            })
+            .await;
         made.cloned().map_err(|e| {
             tracing::warn!(error = %crate::escape::Escaped(&e), "cannot set up the Redis connection");
             Unavailable
@@ -159,7 +164,11 @@ impl Shared {
                 Err(Unavailable)
             }
             Err(_) => {
-                tracing::warn!(op = what, timeout_ms = self.timeout.as_millis() as u64, "Redis command timed out");
+                tracing::warn!(
+                    op = what,
+                    timeout_ms = self.timeout.as_millis() as u64,
+                    "Redis command timed out"
+                );
                 Err(Unavailable)
             }
         }
@@ -167,30 +176,66 @@ impl Shared {
 
     /// Takes a place for `handle` among `principal`'s parked exchanges (`cap` at most, across
     /// replicas) until `expires_ms`: `false` at the cap.
-    pub async fn park(&self, principal: &str, handle: &str, park: Duration, cap: usize) -> Result<bool, Unavailable> {
+    pub async fn park(
+        &self,
+        principal: &str,
+        handle: &str,
+        park: Duration,
+        cap: usize,
+    ) -> Result<bool, Unavailable> {
         let key = format!("sluice:p:{principal}");
         let ms = park.as_millis() as u64;
-        let got: i64 = self.run("park", async |c| self.park.key(&key).arg(handle).arg(ms).arg(cap).invoke_async(c).await).await?;
+        let got: i64 = self
+            .run("park", async |c| {
+                self.park
+                    .key(&key)
+                    .arg(handle)
+                    .arg(ms)
+                    .arg(cap)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
         Ok(got == 1)
     }
 
     /// Gives back `handle`'s place (answered, cancelled or expired).
     pub async fn unpark(&self, principal: &str, handle: &str) -> Result<(), Unavailable> {
         let key = format!("sluice:p:{principal}");
-        self.run("unpark", async |c| redis::cmd("ZREM").arg(&key).arg(handle).query_async::<i64>(c).await).await.map(|_| ())
+        self.run("unpark", async |c| {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(handle)
+                .query_async::<i64>(c)
+                .await
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Says where replica `id` is reached, for `ttl`; gives every replica's last known URL
     /// (the directory a replica keeps for when Redis is away; a replica silent for 10 minutes
     /// leaves it).
-    pub async fn register(&self, id: &str, url: &str, ttl: Duration) -> Result<Registered, Unavailable> {
+    pub async fn register(
+        &self,
+        id: &str,
+        url: &str,
+        ttl: Duration,
+    ) -> Result<Registered, Unavailable> {
         let key = format!("sluice:r:{id}");
         let (ms, forget) = (ttl.as_millis() as u64, FORGET.as_millis() as u64);
         let fresh = crate::state::nonce();
         let flat: Vec<String> = self
             .run("register", async |c| {
                 let mut inv = self.register.key(&key);
-                inv.key(DIRECTORY).key(SEEN).key(EPOCH).arg(id).arg(url).arg(ms).arg(forget).arg(&fresh);
+                inv.key(DIRECTORY)
+                    .key(SEEN)
+                    .key(EPOCH)
+                    .arg(id)
+                    .arg(url)
+                    .arg(ms)
+                    .arg(forget)
+                    .arg(&fresh);
                 inv.invoke_async(c).await
             })
             .await?;
@@ -227,15 +272,29 @@ impl Shared {
 
     /// Redis's `maxmemory-policy`, when it may be read (a managed Redis may refuse `CONFIG`).
     pub async fn eviction_policy(&self) -> Option<String> {
-        let got: Result<Vec<String>, _> =
-            self.run("config", async |c| redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(c).await).await;
+        let got: Result<Vec<String>, _> = self
+            .run("config", async |c| {
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy")
+                    .query_async(c)
+                    .await
+            })
+            .await;
         got.ok().and_then(|v| v.into_iter().nth(1))
     }
 
     /// Where replica `id` is reached (`None`: not registered, so gone).
     pub async fn lookup(&self, id: &str) -> Result<Option<String>, Unavailable> {
         let key = format!("sluice:r:{id}");
-        let got = self.run("lookup", async |c| redis::cmd("GET").arg(&key).query_async::<Option<String>>(c).await).await?;
+        let got = self
+            .run("lookup", async |c| {
+                redis::cmd("GET")
+                    .arg(&key)
+                    .query_async::<Option<String>>(c)
+                    .await
+            })
+            .await?;
         // Redis is a peer: what it hands back is used as a replica's URL only when it reads as
         // one (`cluster.advertise_url`'s grammar); anything else is no registered replica.
         Ok(got.filter(|u| replica_url(u)))
@@ -244,20 +303,48 @@ impl Shared {
     /// Stores a small value under `key` until `ttl` (bridge B's session records).
     pub async fn put(&self, key: &str, value: &str, ttl: Duration) -> Result<(), Unavailable> {
         let ms = ttl.as_millis().max(1) as u64;
-        self.run("put", async |c| redis::cmd("SET").arg(key).arg(value).arg("PX").arg(ms).query_async::<String>(c).await).await.map(|_| ())
+        self.run("put", async |c| {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(ms)
+                .query_async::<String>(c)
+                .await
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The value under `key`, its expiry renewed to `ttl` (`GETEX`), if any.
-    pub async fn get_renewing(&self, key: &str, ttl: Duration) -> Result<Option<String>, Unavailable> {
+    pub async fn get_renewing(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>, Unavailable> {
         let ms = ttl.as_millis().max(1) as u64;
-        self.run("getex", async |c| redis::cmd("GETEX").arg(key).arg("PX").arg(ms).query_async::<Option<String>>(c).await).await
+        self.run("getex", async |c| {
+            redis::cmd("GETEX")
+                .arg(key)
+                .arg("PX")
+                .arg(ms)
+                .query_async::<Option<String>>(c)
+                .await
+        })
+        .await
     }
 }
 
 /// Whether `u` reads as a replica's internal URL: `http://host:port` (at most 512 bytes, no
 /// path past `/`, no query), as `cluster.advertise_url` must be.
 fn replica_url(u: &str) -> bool {
-    let Ok(uri) = (u.len() <= 512).then_some(u).unwrap_or("").parse::<http::Uri>() else { return false };
+    let Ok(uri) = (u.len() <= 512)
+        .then_some(u)
+        .unwrap_or("")
+        .parse::<http::Uri>()
+    else {
+        return false;
+    };
     uri.scheme_str() == Some("http")
         && uri.host().is_some_and(|h| !h.is_empty())
         && uri.port().is_some()
@@ -273,7 +360,15 @@ mod tests {
             assert!(super::replica_url(ok), "{ok}");
         }
         let long = format!("http://h:1/{}", "a".repeat(600));
-        for bad in ["", "https://h:9100", "http://h", "http://h:9100/x", "http://h:9100/?q=1", "evil\nline", long.as_str()] {
+        for bad in [
+            "",
+            "https://h:9100",
+            "http://h",
+            "http://h:9100/x",
+            "http://h:9100/?q=1",
+            "evil\nline",
+            long.as_str(),
+        ] {
             assert!(!super::replica_url(bad), "{bad}");
         }
     }

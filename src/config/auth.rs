@@ -75,7 +75,11 @@ pub struct AuthConfig {
 impl AuthConfig {
     /// `[auth]` with the upstreams' scopes; `resource` defaults to `endpoint()`, the URL Sluice
     /// serves MCP on.
-    pub(super) fn from_raw(raw: RawAuth, upstream_scopes: UpstreamScopes, endpoint: impl FnOnce() -> String) -> AuthConfig {
+    pub(super) fn from_raw(
+        raw: RawAuth,
+        upstream_scopes: UpstreamScopes,
+        endpoint: impl FnOnce() -> String,
+    ) -> AuthConfig {
         AuthConfig {
             resource: raw.resource.unwrap_or_else(endpoint),
             authorization_servers: raw.authorization_servers,

@@ -105,7 +105,8 @@ impl MetricsConfig {
 
     /// The healthy upstreams `/readyz` needs, of `configured`.
     pub fn min_healthy(&self, configured: usize) -> usize {
-        self.min_healthy_upstreams.unwrap_or(usize::from(configured > 0))
+        self.min_healthy_upstreams
+            .unwrap_or(usize::from(configured > 0))
     }
 }
 
@@ -117,7 +118,9 @@ impl TryFrom<RawBridge> for Bridge {
     fn try_from(b: RawBridge) -> Result<Bridge, Invalid> {
         let gather = b.gather_ms.unwrap_or(20);
         if gather > 200 {
-            return Err(Invalid(format!("bridge.gather_ms = {gather}: expected at most 200")));
+            return Err(Invalid(format!(
+                "bridge.gather_ms = {gather}: expected at most 200"
+            )));
         }
         Ok(Bridge {
             gather: Duration::from_millis(gather),
@@ -158,7 +161,8 @@ impl Bridge {
 /// otherwise (that it differs from `path` is checked where the config is assembled).
 fn sse_path(p: Option<String>) -> Result<String, Invalid> {
     let p = p.unwrap_or_else(|| "/sse".into());
-    let taken = ["/healthz", "/metrics", "/readyz"].contains(&p.as_str()) || p.starts_with("/.well-known/");
+    let taken =
+        ["/healthz", "/metrics", "/readyz"].contains(&p.as_str()) || p.starts_with("/.well-known/");
     if !p.starts_with('/') || p.contains(['?', '#']) || taken {
         return Err(Invalid(format!(
             "bridge.sse_path = {p:?}: expected an absolute path of its own such as \"/sse\" (no query; not /healthz, /metrics, /readyz or under /.well-known/)"
@@ -170,9 +174,14 @@ fn sse_path(p: Option<String>) -> Result<String, Invalid> {
 /// A parked legacy exchange holds its session's upstream connections (the call's POST stream
 /// and the GET stream): by default allow a quarter of the soft file-descriptor limit.
 fn default_max_parked() -> usize {
-    let soft = std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
-        t.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)).and_then(|v| v.parse::<usize>().ok())
-    });
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<usize>().ok())
+        });
     (soft.unwrap_or(1024) / 4).clamp(64, 65_536)
 }
 
@@ -185,7 +194,11 @@ impl TryFrom<RawState> for StateConfig {
         for k in &s.keys {
             crate::state::parse_key(k).map_err(|e| Invalid(format!("state.keys: {e}")))?;
         }
-        Ok(StateConfig { keys: s.keys, key_env: s.key_env, replica: s.replica.unwrap_or_else(|| "local".into()) })
+        Ok(StateConfig {
+            keys: s.keys,
+            key_env: s.key_env,
+            replica: s.replica.unwrap_or_else(|| "local".into()),
+        })
     }
 }
 
@@ -215,7 +228,10 @@ impl From<RawAudit> for AuditConfig {
 
 impl From<RawMetrics> for MetricsConfig {
     fn from(m: RawMetrics) -> MetricsConfig {
-        MetricsConfig { require_auth: m.require_auth.unwrap_or(false), min_healthy_upstreams: m.min_healthy_upstreams }
+        MetricsConfig {
+            require_auth: m.require_auth.unwrap_or(false),
+            min_healthy_upstreams: m.min_healthy_upstreams,
+        }
     }
 }
 
@@ -233,30 +249,69 @@ mod tests {
     fn min_healthy_upstreams_defaults_to_one_and_cannot_exceed_the_upstreams() {
         let two = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/\"\n[[upstream]]\nname = \"b\"\nurl = \"http://127.0.0.1:2/\"\n";
         let c = load(two).expect("loads");
-        assert_eq!(c.metrics.min_healthy(c.upstreams.len()), 1, "one healthy upstream by default");
+        assert_eq!(
+            c.metrics.min_healthy(c.upstreams.len()),
+            1,
+            "one healthy upstream by default"
+        );
         assert_eq!(c.metrics.min_healthy(0), 0);
         let c = load(&format!("[metrics]\nmin_healthy_upstreams = 2\n{two}")).expect("loads");
         assert_eq!(c.metrics.min_healthy(2), 2);
-        assert!(c.redacted().contains("min_healthy_upstreams = 2"), "{}", c.redacted());
+        assert!(
+            c.redacted().contains("min_healthy_upstreams = 2"),
+            "{}",
+            c.redacted()
+        );
         let e = load(&format!("[metrics]\nmin_healthy_upstreams = 3\n{two}")).expect_err("refused");
-        assert!(e.contains("min_healthy_upstreams = 3 but 2 upstream(s)") && e.contains("give at most 2"), "{e}");
+        assert!(
+            e.contains("min_healthy_upstreams = 3 but 2 upstream(s)")
+                && e.contains("give at most 2"),
+            "{e}"
+        );
     }
 
     #[test]
     fn the_sse_transport_has_a_path_of_its_own_and_a_bounded_session() {
         let b = load("").unwrap().bridge;
-        assert_eq!((b.sse_path.as_str(), b.sse_session_max), ("/sse", Duration::from_secs(86_400)), "the defaults");
-        assert_eq!(load("[bridge]\nsse_path = \"/old/sse\"\n").unwrap().bridge.sse_path, "/old/sse");
-        for bad in ["sse", "/sse?x=1", "/healthz", "/metrics", "/readyz", "/.well-known/sse"] {
+        assert_eq!(
+            (b.sse_path.as_str(), b.sse_session_max),
+            ("/sse", Duration::from_secs(86_400)),
+            "the defaults"
+        );
+        assert_eq!(
+            load("[bridge]\nsse_path = \"/old/sse\"\n")
+                .unwrap()
+                .bridge
+                .sse_path,
+            "/old/sse"
+        );
+        for bad in [
+            "sse",
+            "/sse?x=1",
+            "/healthz",
+            "/metrics",
+            "/readyz",
+            "/.well-known/sse",
+        ] {
             let e = load(&format!("[bridge]\nsse_path = {bad:?}\n")).unwrap_err();
-            assert!(e.contains("bridge.sse_path") && e.contains("expected an absolute path of its own"), "{bad}: {e}");
+            assert!(
+                e.contains("bridge.sse_path") && e.contains("expected an absolute path of its own"),
+                "{bad}: {e}"
+            );
         }
         let e = "sluice.toml: bridge.sse_path and path are both \"/sse\": the 2024-11-05 SSE endpoint needs a path of its own; set bridge.sse_path";
         assert_eq!(load("path = \"/sse\"\n").unwrap_err(), e);
         assert!(load("path = \"/sse\"\n[bridge]\nsse_path = \"/legacy\"\n").is_ok());
         let e = load("[bridge]\nsse_session_max_ms = 0\n").unwrap_err();
-        assert!(e.starts_with("sluice.toml: bridge.sse_session_max_ms = 0: expected at least 1"), "{e}");
+        assert!(
+            e.starts_with("sluice.toml: bridge.sse_session_max_ms = 0: expected at least 1"),
+            "{e}"
+        );
         let c = load("[bridge]\nsse_session_max_ms = 5000\n").unwrap();
-        assert!(c.redacted().contains("sse_session_max_ms = 5000"), "printed back: {}", c.redacted());
+        assert!(
+            c.redacted().contains("sse_session_max_ms = 5000"),
+            "printed back: {}",
+            c.redacted()
+        );
     }
 }

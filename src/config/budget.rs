@@ -13,7 +13,9 @@ use super::raw::{RawBudget, RawLimitsSet};
 use super::Invalid;
 
 /// What to do with a sampling ask whose `maxTokens` is over `max_tokens_per_ask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MaxTokensAction {
     /// Refuse the ask.
@@ -97,13 +99,22 @@ impl BudgetLimits {
             sampling_per_window: r.sampling_per_window.unwrap_or(self.sampling_per_window),
             sampling_burst: r.sampling_burst.unwrap_or(self.sampling_burst),
             tokens_per_window: r.tokens_per_window.unwrap_or(self.tokens_per_window),
-            window: r.window_ms.map(Duration::from_millis).unwrap_or(self.window),
+            window: r
+                .window_ms
+                .map(Duration::from_millis)
+                .unwrap_or(self.window),
             max_rounds: r.max_rounds.unwrap_or(self.max_rounds),
             max_tokens_per_ask: r.max_tokens_per_ask.unwrap_or(self.max_tokens_per_ask),
             max_tokens_action: r.max_tokens_action.unwrap_or(self.max_tokens_action),
-            max_parked_per_principal: r.max_parked_per_principal.unwrap_or(self.max_parked_per_principal),
-            max_input_request_bytes: r.max_input_request_bytes.unwrap_or(self.max_input_request_bytes),
-            max_input_response_bytes: r.max_input_response_bytes.unwrap_or(self.max_input_response_bytes),
+            max_parked_per_principal: r
+                .max_parked_per_principal
+                .unwrap_or(self.max_parked_per_principal),
+            max_input_request_bytes: r
+                .max_input_request_bytes
+                .unwrap_or(self.max_input_request_bytes),
+            max_input_response_bytes: r
+                .max_input_response_bytes
+                .unwrap_or(self.max_input_response_bytes),
             max_asks_per_round: r.max_asks_per_round.unwrap_or(self.max_asks_per_round),
         }
     }
@@ -116,13 +127,23 @@ impl TryFrom<RawBudget> for Budget {
 
     fn try_from(raw: RawBudget) -> Result<Budget, Invalid> {
         let global = BudgetLimits::default().merged(&raw.global);
-        if raw.overrides.iter().any(|o| o.upstream.is_none() && o.group.is_none()) {
-            return Err(Invalid("a [[budget.override]] needs an upstream or a group".to_owned()));
+        if raw
+            .overrides
+            .iter()
+            .any(|o| o.upstream.is_none() && o.group.is_none())
+        {
+            return Err(Invalid(
+                "a [[budget.override]] needs an upstream or a group".to_owned(),
+            ));
         }
         let overrides = raw
             .overrides
             .into_iter()
-            .map(|o| BudgetProfile { limits: global.merged(&o.limits), upstream: o.upstream, group: o.group })
+            .map(|o| BudgetProfile {
+                limits: global.merged(&o.limits),
+                upstream: o.upstream,
+                group: o.group,
+            })
             .collect();
         Ok(Budget { global, overrides })
     }

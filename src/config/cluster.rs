@@ -72,14 +72,20 @@ fn expand(what: &str, v: String) -> Result<String, Invalid> {
 
 /// The `[cluster]` table, checked.
 /// `max_connections`: `limits.max_connections`, the pool the internal listener's share is of.
-pub(super) fn cluster(raw: Option<RawCluster>, max_connections: usize) -> Result<Option<Cluster>, Invalid> {
+pub(super) fn cluster(
+    raw: Option<RawCluster>,
+    max_connections: usize,
+) -> Result<Option<Cluster>, Invalid> {
     let Some(raw) = raw else { return Ok(None) };
     // "${VAR}": a URL with a password comes from a secret, not the config file.
     let redis_url = expand("redis_url", raw.redis_url.unwrap_or_default())?;
     if redis_url.trim().is_empty() {
         return Err(Invalid("[cluster] needs redis_url (e.g. \"redis://127.0.0.1:6379\"); remove the table for a single replica".into()));
     }
-    if !["redis://", "redis+unix://", "unix://"].iter().any(|s| redis_url.starts_with(s)) {
+    if !["redis://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|s| redis_url.starts_with(s))
+    {
         return Err(Invalid(format!(
             "cluster.redis_url {:?} must be a redis:// URL (or redis+unix:///path/to/redis.sock)",
             super::redact_url(&redis_url)
@@ -91,22 +97,39 @@ pub(super) fn cluster(raw: Option<RawCluster>, max_connections: usize) -> Result
             "cluster.id {id:?}: every replica needs its own id of 1 to 64 letters, digits, '.', '_' or '-' (e.g. \"sluice-1\", or \"${{HOSTNAME}}\")"
         )));
     }
-    let text =
-        raw.listen.ok_or_else(|| Invalid("[cluster] needs listen, the internal listener's IP:PORT (e.g. \"0.0.0.0:9100\")".into()))?;
-    let listen: SocketAddr =
-        text.parse().map_err(|_| Invalid(format!("cluster.listen = {text:?}: expected IP:PORT, e.g. 0.0.0.0:9100")))?;
-    let advertise_url = raw.advertise_url.map(|u| expand("advertise_url", u)).transpose()?;
+    let text = raw.listen.ok_or_else(|| {
+        Invalid(
+            "[cluster] needs listen, the internal listener's IP:PORT (e.g. \"0.0.0.0:9100\")"
+                .into(),
+        )
+    })?;
+    let listen: SocketAddr = text.parse().map_err(|_| {
+        Invalid(format!(
+            "cluster.listen = {text:?}: expected IP:PORT, e.g. 0.0.0.0:9100"
+        ))
+    })?;
+    let advertise_url = raw
+        .advertise_url
+        .map(|u| expand("advertise_url", u))
+        .transpose()?;
     match &advertise_url {
         Some(u) => {
             let shown = super::redact_url(u);
-            let uri: http::Uri = u.parse().map_err(|_| Invalid(format!("cluster.advertise_url {shown:?} is not a URL")))?;
-            if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) || uri.port().is_none() {
+            let uri: http::Uri = u
+                .parse()
+                .map_err(|_| Invalid(format!("cluster.advertise_url {shown:?} is not a URL")))?;
+            if uri.scheme_str() != Some("http")
+                || uri.host().is_none_or(str::is_empty)
+                || uri.port().is_none()
+            {
                 return Err(Invalid(format!(
                     "cluster.advertise_url {shown:?} must be http://host:port (the internal listener as other replicas reach it)"
                 )));
             }
         }
-        None if listen.ip().is_unspecified() || listen.port() == 0 && !listen.ip().is_loopback() => {
+        None if listen.ip().is_unspecified()
+            || listen.port() == 0 && !listen.ip().is_loopback() =>
+        {
             return Err(Invalid(format!(
                 "cluster.listen = {listen} does not tell other replicas where to come: set cluster.advertise_url (e.g. \"http://${{POD_IP}}:9100\")"
             )));
@@ -115,10 +138,17 @@ pub(super) fn cluster(raw: Option<RawCluster>, max_connections: usize) -> Result
     }
     let ms = raw.redis_timeout_ms.unwrap_or(500);
     if ms == 0 || ms > 60_000 {
-        return Err(Invalid(format!("cluster.redis_timeout_ms = {ms}: expected 1 to 60000")));
+        return Err(Invalid(format!(
+            "cluster.redis_timeout_ms = {ms}: expected 1 to 60000"
+        )));
     }
-    let per_source =
-        raw.max_connections_per_source.unwrap_or(if listen.ip().is_loopback() { max_connections } else { (max_connections / 4).max(1) });
+    let per_source = raw
+        .max_connections_per_source
+        .unwrap_or(if listen.ip().is_loopback() {
+            max_connections
+        } else {
+            (max_connections / 4).max(1)
+        });
     if !(1..=max_connections).contains(&per_source) {
         return Err(Invalid(format!(
             "cluster.max_connections_per_source = {per_source}: expected 1 to limits.max_connections = {max_connections}"
@@ -133,7 +163,11 @@ pub(super) fn cluster(raw: Option<RawCluster>, max_connections: usize) -> Result
         on_redis_error: match raw.on_redis_error.as_deref() {
             None | Some("closed") => OnRedisError::Closed,
             Some("local") => OnRedisError::Local,
-            Some(other) => return Err(Invalid(format!("cluster.on_redis_error = {other:?}: expected \"closed\" or \"local\""))),
+            Some(other) => {
+                return Err(Invalid(format!(
+                    "cluster.on_redis_error = {other:?}: expected \"closed\" or \"local\""
+                )))
+            }
         },
         redis_timeout: Duration::from_millis(ms),
     }))

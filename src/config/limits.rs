@@ -99,7 +99,10 @@ pub struct Timeouts {
 
 /// Prints a [`Duration`] as whole milliseconds (the `*_ms` keys).
 pub(super) mod ms {
-    pub(in crate::config) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(in crate::config) fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis() as u64)
     }
 }
@@ -117,12 +120,20 @@ pub(super) const MAX_PERMITS: usize = 1_000_000_000;
 
 /// A share of a pool of `max`: as given (1 to `max`), else a quarter of it (at least 1), or
 /// all of it when `whole`.
-fn share(key: &str, given: Option<usize>, max: usize, whole: bool, pool: &str) -> Result<usize, Invalid> {
+fn share(
+    key: &str,
+    given: Option<usize>,
+    max: usize,
+    whole: bool,
+    pool: &str,
+) -> Result<usize, Invalid> {
     let n = given.unwrap_or(if whole { max } else { (max / 4).max(1) });
     if (1..=max).contains(&n) {
         Ok(n)
     } else {
-        Err(Invalid(format!("limits.{key} = {n}: expected 1 to limits.{pool} = {max}")))
+        Err(Invalid(format!(
+            "limits.{key} = {n}: expected 1 to limits.{pool} = {max}"
+        )))
     }
 }
 
@@ -137,17 +148,25 @@ pub(super) fn per_source(max_connections: usize) -> usize {
 impl Limits {
     /// The `[limits]` table; `one_principal`: `[auth]` configures no credentials (every caller
     /// is `local`); `loopback`: the listener is on loopback (every client is one source).
-    pub(super) fn from_raw(l: RawLimits, one_principal: bool, loopback: bool) -> Result<Limits, Invalid> {
+    pub(super) fn from_raw(
+        l: RawLimits,
+        one_principal: bool,
+        loopback: bool,
+    ) -> Result<Limits, Invalid> {
         let max_json_depth = l.max_json_depth.unwrap_or(64);
         if !(8..=128).contains(&max_json_depth) {
-            return Err(Invalid(format!("limits.max_json_depth = {max_json_depth}: expected 8 to 128")));
+            return Err(Invalid(format!(
+                "limits.max_json_depth = {max_json_depth}: expected 8 to 128"
+            )));
         }
         // Each is a semaphore's permit count: at least one, at most what a semaphore holds.
         let permits = |key: &str, v: usize| {
             if (1..=MAX_PERMITS).contains(&v) {
                 Ok(v)
             } else {
-                Err(Invalid(format!("limits.{key} = {v}: expected 1 to {MAX_PERMITS}")))
+                Err(Invalid(format!(
+                    "limits.{key} = {v}: expected 1 to {MAX_PERMITS}"
+                )))
             }
         };
         let max_connections = permits("max_connections", l.max_connections.unwrap_or(10_000))?;
@@ -164,7 +183,8 @@ impl Limits {
             )?,
             max_connections_per_source: share(
                 "max_connections_per_source",
-                l.max_connections_per_source.or((!loopback).then(|| per_source(max_connections))),
+                l.max_connections_per_source
+                    .or((!loopback).then(|| per_source(max_connections))),
                 max_connections,
                 loopback,
                 "max_connections",
@@ -207,16 +227,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sources_default_share_is_a_sixty_fourth_of_the_connections_at_least_8_and_all_on_loopback() {
+    fn a_sources_default_share_is_a_sixty_fourth_of_the_connections_at_least_8_and_all_on_loopback()
+    {
         let limits = |max: usize, loopback: bool| {
-            let raw = RawLimits { max_connections: Some(max), ..RawLimits::default() };
-            Limits::from_raw(raw, false, loopback).expect("valid").max_connections_per_source
+            let raw = RawLimits {
+                max_connections: Some(max),
+                ..RawLimits::default()
+            };
+            Limits::from_raw(raw, false, loopback)
+                .expect("valid")
+                .max_connections_per_source
         };
-        assert_eq!(limits(10_000, false), 156, "so 64 sources, not 4, hold them all");
+        assert_eq!(
+            limits(10_000, false),
+            156,
+            "so 64 sources, not 4, hold them all"
+        );
         assert_eq!(limits(40, false), 8);
         assert_eq!(limits(5, false), 5, "never over the pool");
         assert_eq!(limits(40, true), 40, "one source on loopback");
-        let given = RawLimits { max_connections: Some(40), max_connections_per_source: Some(20), ..RawLimits::default() };
-        assert_eq!(Limits::from_raw(given, false, false).expect("valid").max_connections_per_source, 20);
+        let given = RawLimits {
+            max_connections: Some(40),
+            max_connections_per_source: Some(20),
+            ..RawLimits::default()
+        };
+        assert_eq!(
+            Limits::from_raw(given, false, false)
+                .expect("valid")
+                .max_connections_per_source,
+            20
+        );
     }
 }

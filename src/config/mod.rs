@@ -162,7 +162,9 @@ impl Config {
     pub fn load(path: Option<&Path>, over: &Overrides) -> Result<Config, ConfigError> {
         let (text, origin) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| ConfigError(format!("{}: cannot read config: {e}", p.display())))?;
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    ConfigError(format!("{}: cannot read config: {e}", p.display()))
+                })?;
                 (text, p.display().to_string())
             }
             None => (String::new(), "<flags>".to_owned()),
@@ -178,18 +180,27 @@ impl Config {
     pub fn from_toml(text: &str, origin: &str, over: &Overrides) -> Result<Config, ConfigError> {
         let src = Origin { name: origin, text };
         // Placed by line, column and key path; the value refused is never repeated.
-        let mut raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(toml_error::describe(text, origin, e)))?;
+        let mut raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError(toml_error::describe(text, origin, e)))?;
         over.apply(&mut raw)?;
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
         let path = endpoint_path(raw.path, src)?;
         // Across sections: without credentials every caller is the one principal `local`, so a
         // share per principal defaults to the whole pool (what AuthConfig::configured says).
-        let one_principal = raw.auth.api_keys.is_empty() && raw.auth.api_keys_env.is_none() && raw.auth.jwt.is_none();
-        let (mut upstreams, upstream_scopes) = upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
-        let Budget { global: budget, overrides: budget_overrides } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
+        let one_principal = raw.auth.api_keys.is_empty()
+            && raw.auth.api_keys_env.is_none()
+            && raw.auth.jwt.is_none();
+        let (mut upstreams, upstream_scopes) =
+            upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
+        let Budget {
+            global: budget,
+            overrides: budget_overrides,
+        } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
-        let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || format!("http://{listen}{path}"));
+        let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
+            format!("http://{listen}{path}")
+        });
         // Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
         if !auth.configured() && !listen.ip().is_loopback() {
             return Err(ConfigError(format!(
@@ -197,8 +208,11 @@ impl Config {
             )));
         }
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
-        bridge.apart_from(&path).map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
-        let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback()).map_err(|e| src.refuse(e))?;
+        bridge
+            .apart_from(&path)
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
+        let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback())
+            .map_err(|e| src.refuse(e))?;
         let metrics = MetricsConfig::from(raw.metrics);
         // Across sections: `/metrics` can only require the auth `[auth]` configures.
         if metrics.require_auth && !auth.configured() {
@@ -207,12 +221,20 @@ impl Config {
             )));
         }
         // Across sections: readiness cannot need more healthy upstreams than there are.
-        metrics.check_upstreams(upstreams.len()).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        metrics
+            .check_upstreams(upstreams.len())
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let explicit_replica = raw.state.replica.clone();
         let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
-        let cluster_var =
-            raw.cluster.as_ref().and_then(|c| c.redis_url.as_deref()?.strip_prefix("${")?.strip_suffix('}').map(str::to_owned));
-        let cluster = cluster::cluster(raw.cluster, limits.max_connections).map_err(|e| src.refuse(e))?;
+        let cluster_var = raw.cluster.as_ref().and_then(|c| {
+            c.redis_url
+                .as_deref()?
+                .strip_prefix("${")?
+                .strip_suffix('}')
+                .map(str::to_owned)
+        });
+        let cluster =
+            cluster::cluster(raw.cluster, limits.max_connections).map_err(|e| src.refuse(e))?;
         if let Some(c) = &cluster {
             join_cluster(&mut state, explicit_replica, c, origin)?;
         }
@@ -220,10 +242,12 @@ impl Config {
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
         // log or Sluice's own output.
-        stdio::stderr_apart(&upstreams, &audit.sink).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        stdio::stderr_apart(&upstreams, &audit.sink)
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         // Across sections: no stdio server inherits a variable the config names as a secret.
         let secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
-        stdio::inherit::keep_secrets(&mut upstreams, &secrets).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        stdio::inherit::keep_secrets(&mut upstreams, &secrets)
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         Ok(Config {
             listen,
             path,
@@ -258,8 +282,12 @@ impl Config {
 
     /// The `host:port` of every upstream URL, with whether it is spoken to over HTTP/2.
     pub fn http_versions(&self) -> Vec<(http::uri::Authority, bool)> {
-        let urls = self.upstreams.iter().flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));
-        urls.filter_map(|(url, h2)| Some((url.parse::<http::Uri>().ok()?.authority()?.clone(), h2))).collect()
+        let urls = self
+            .upstreams
+            .iter()
+            .flat_map(|u| u.resilience.urls.iter().map(move |url| (url, u.http2)));
+        urls.filter_map(|(url, h2)| Some((url.parse::<http::Uri>().ok()?.authority()?.clone(), h2)))
+            .collect()
     }
 
     /// The effective config as TOML with secrets redacted (for `sluice check`); without
@@ -272,14 +300,22 @@ impl Config {
 /// `listen`, or `127.0.0.1:8080` (loopback) when absent.
 fn listen_addr(listen: Option<String>, src: Origin<'_>) -> Result<SocketAddr, ConfigError> {
     let text = listen.unwrap_or_else(|| "127.0.0.1:8080".into());
-    text.parse().map_err(|_| ConfigError(format!("{}: listen = {text:?}: expected IP:PORT, e.g. 127.0.0.1:8080", src.name)))
+    text.parse().map_err(|_| {
+        ConfigError(format!(
+            "{}: listen = {text:?}: expected IP:PORT, e.g. 127.0.0.1:8080",
+            src.name
+        ))
+    })
 }
 
 /// `path`, or `/mcp` when absent; it must be absolute.
 fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, ConfigError> {
     let path = path.unwrap_or_else(|| "/mcp".into());
     if !path.starts_with('/') {
-        return Err(ConfigError(format!("{}: path = {path:?}: expected an absolute path such as \"/mcp\"", src.name)));
+        return Err(ConfigError(format!(
+            "{}: path = {path:?}: expected an absolute path such as \"/mcp\"",
+            src.name
+        )));
     }
     Ok(path)
 }
@@ -288,7 +324,12 @@ fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, Config
 
 /// Across sections: replicas open each other's sealed values, so they need the same configured
 /// keys; the id written into sealed state is the cluster's.
-fn join_cluster(state: &mut StateConfig, explicit_replica: Option<String>, c: &Cluster, origin: &str) -> Result<(), ConfigError> {
+fn join_cluster(
+    state: &mut StateConfig,
+    explicit_replica: Option<String>,
+    c: &Cluster,
+    origin: &str,
+) -> Result<(), ConfigError> {
     if state.keys.is_empty() && state.key_env.is_none() {
         return Err(ConfigError(format!(
             "{origin}: [cluster] needs shared state keys: set state.keys or state.key_env to the same keys on every replica (a random key would make each replica refuse the others' requestState)"
@@ -346,5 +387,9 @@ impl Origin<'_> {
 
 /// The 1-based line holding byte `offset` of `text`.
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }

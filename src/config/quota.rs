@@ -43,32 +43,53 @@ pub struct Quota {
 }
 
 /// Converts the `[[quota]]` tables, in order.
-pub(super) fn quotas(raw: Vec<RawQuota>, upstreams: &[super::UpstreamConfig]) -> Result<Vec<Quota>, Invalid> {
+pub(super) fn quotas(
+    raw: Vec<RawQuota>,
+    upstreams: &[super::UpstreamConfig],
+) -> Result<Vec<Quota>, Invalid> {
     let mut out: Vec<Quota> = Vec::with_capacity(raw.len());
     for (i, q) in raw.into_iter().enumerate() {
         let at = format!("[[quota]] #{}", i + 1);
-        let name = q.name.filter(|n| !n.trim().is_empty()).ok_or_else(|| Invalid(format!("{at} needs a name")))?;
+        let name = q
+            .name
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| Invalid(format!("{at} needs a name")))?;
         if out.iter().any(|o| o.name == name) {
-            return Err(Invalid(format!("{at}: the name {name:?} is given twice; quota names must differ")));
+            return Err(Invalid(format!(
+                "{at}: the name {name:?} is given twice; quota names must differ"
+            )));
         }
-        let calls = q.calls_per_window.ok_or_else(|| Invalid(format!("quota {name:?} needs calls_per_window")))?;
+        let calls = q
+            .calls_per_window
+            .ok_or_else(|| Invalid(format!("quota {name:?} needs calls_per_window")))?;
         let burst = q.burst.unwrap_or(calls);
         for (key, v) in [("calls_per_window", calls), ("burst", burst)] {
             if !(1..=MAX_CALLS).contains(&v) {
-                return Err(Invalid(format!("quota {name:?}: {key} = {v} is out of range (1 to {MAX_CALLS})")));
+                return Err(Invalid(format!(
+                    "quota {name:?}: {key} = {v} is out of range (1 to {MAX_CALLS})"
+                )));
             }
         }
         let window = Duration::from_millis(q.window_ms.unwrap_or(60_000));
         if window.is_zero() || window > MAX_WINDOW {
-            return Err(Invalid(format!("quota {name:?}: window_ms = {} is out of range (1 to 86400000)", window.as_millis())));
+            return Err(Invalid(format!(
+                "quota {name:?}: window_ms = {} is out of range (1 to 86400000)",
+                window.as_millis()
+            )));
         }
-        if let Some(u) = q.upstream.iter().find(|u| !upstreams.iter().any(|c| &c.name == *u)) {
+        if let Some(u) = q
+            .upstream
+            .iter()
+            .find(|u| !upstreams.iter().any(|c| &c.name == *u))
+        {
             return Err(Invalid(format!(
                 "quota {name:?}: upstream {u:?} is not configured, so the quota would count nothing; fix the name"
             )));
         }
         if q.tool.iter().any(|t| t.is_empty()) {
-            return Err(Invalid(format!("quota {name:?}: an empty tool glob matches nothing; use \"*\" for every tool")));
+            return Err(Invalid(format!(
+                "quota {name:?}: an empty tool glob matches nothing; use \"*\" for every tool"
+            )));
         }
         out.push(Quota {
             name,

@@ -58,7 +58,15 @@ const SECRET_WORDS: &[&str] = &[
 ];
 
 /// A word that ends with one of these is a secret's too (`accesstoken`, `clientsecret`).
-const SECRET_SUFFIXES: &[&str] = &["token", "secret", "password", "passwd", "apikey", "credential", "credentials"];
+const SECRET_SUFFIXES: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "credential",
+    "credentials",
+];
 
 /// Short flags taken as naming a secret (`-p` is a password as often as a port: it prints
 /// redacted either way). Matched exactly.
@@ -72,7 +80,9 @@ pub fn secret_name(name: &str) -> bool {
     name.split(['-', '_', '.']).any(|w| {
         let w = w.to_ascii_lowercase();
         let one = w.strip_suffix('s').unwrap_or(&w);
-        SECRET_WORDS.contains(&w.as_str()) || SECRET_WORDS.contains(&one) || SECRET_SUFFIXES.iter().any(|s| w.ends_with(s))
+        SECRET_WORDS.contains(&w.as_str())
+            || SECRET_WORDS.contains(&one)
+            || SECRET_SUFFIXES.iter().any(|s| w.ends_with(s))
     })
 }
 
@@ -91,7 +101,12 @@ pub fn redact_url(url: &str) -> String {
         Some(i) => {
             let rest = &head[i + 3..];
             let (authority, path) = rest.find('/').map_or((rest, ""), |j| rest.split_at(j));
-            format!("{}{}{}", &head[..i + 3], authority, redact_path_params(path))
+            format!(
+                "{}{}{}",
+                &head[..i + 3],
+                authority,
+                redact_path_params(path)
+            )
         }
         None => head.to_owned(),
     };
@@ -146,8 +161,13 @@ fn redact_path_params(path: &str) -> String {
     path.split('/')
         .map(|seg| match seg.split_once(';') {
             Some((name, params)) => {
-                let params: Vec<String> =
-                    params.split(';').map(|p| p.split_once('=').map_or(REDACTED.to_owned(), |(k, _)| format!("{k}={REDACTED}"))).collect();
+                let params: Vec<String> = params
+                    .split(';')
+                    .map(|p| {
+                        p.split_once('=')
+                            .map_or(REDACTED.to_owned(), |(k, _)| format!("{k}={REDACTED}"))
+                    })
+                    .collect();
                 format!("{name};{}", params.join(";"))
             }
             None if random_looking(seg) => REDACTED.to_owned(),
@@ -163,7 +183,8 @@ fn redact_path_params(path: &str) -> String {
 fn random_looking(seg: &str) -> bool {
     let b = seg.as_bytes();
     b.len() >= 20
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c))
         && b.iter().any(u8::is_ascii_digit)
         && b.iter().any(u8::is_ascii_alphabetic)
 }
@@ -173,7 +194,10 @@ fn random_looking(seg: &str) -> bool {
 fn redact_word(w: &str) -> String {
     if let Some((name, _)) = w.split_once('=') {
         let bare = name.trim_start_matches('-');
-        let is_name = !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        let is_name = !bare.is_empty()
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
         if is_name && secret_name(bare) {
             return format!("{name}={REDACTED}");
         }
@@ -234,7 +258,10 @@ pub(super) fn scrub(v: &mut Value) {
 
 /// Serializes headers (or env) with every value `<redacted>`: secret wherever they are, with
 /// nothing to recognise them by.
-pub(super) fn redact_map<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn redact_map<S: serde::Serializer>(
+    h: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(h.len()))?;
     for (k, _) in h {
@@ -248,7 +275,10 @@ pub(super) fn redact_list<S: serde::Serializer>(v: &[String], s: S) -> Result<S:
     use serde::ser::SerializeSeq;
     let mut q = s.serialize_seq(Some(v.len()))?;
     for k in v {
-        q.serialize_element(&format!("{}:<redacted>", k.split(':').next().unwrap_or("?")))?;
+        q.serialize_element(&format!(
+            "{}:<redacted>",
+            k.split(':').next().unwrap_or("?")
+        ))?;
     }
     q.end()
 }
@@ -267,7 +297,8 @@ pub(super) fn print(c: &Config) -> String {
     let mut v = Value::Object(v);
     strip_nulls(&mut v);
     scrub(&mut v);
-    toml::to_string(&v).unwrap_or_else(|e| format!("# cannot print the config: {}", redact_text(&e.to_string())))
+    toml::to_string(&v)
+        .unwrap_or_else(|e| format!("# cannot print the config: {}", redact_text(&e.to_string())))
 }
 
 /// `auth.upstream_scopes` goes back into each `[[upstream]]` as its `required_scopes`.
@@ -277,7 +308,11 @@ fn unfold_upstream_scopes(c: &Config, v: &mut Map<String, Value>) {
     }
     if let Some(ups) = v.get_mut("upstream").and_then(|u| u.as_array_mut()) {
         for u in ups {
-            let name = u.get("name").and_then(|n| n.as_str()).unwrap_or("").to_owned();
+            let name = u
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_owned();
             if let Some((_, scopes)) = c.auth.upstream_scopes.iter().find(|(n, _)| *n == name) {
                 u["required_scopes"] = json!(scopes);
             }
@@ -302,7 +337,10 @@ fn nest_budget_overrides(c: &Config, v: &mut Map<String, Value>) {
         })
         .collect();
     v.remove("budget_overrides");
-    if let (Some(b), false) = (v.get_mut("budget").and_then(|b| b.as_object_mut()), overrides.is_empty()) {
+    if let (Some(b), false) = (
+        v.get_mut("budget").and_then(|b| b.as_object_mut()),
+        overrides.is_empty(),
+    ) {
         b.insert("override".into(), overrides.into());
     }
 }

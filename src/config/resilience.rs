@@ -105,7 +105,12 @@ impl RawResilience {
     /// The first URL of `urls`, if given, and the checked keys (its `urls` filled in once the
     /// upstream's `url` is known); `at` names the upstream in errors; `one_principal`: `[auth]`
     /// configures no credentials.
-    pub(super) fn check(self, at: &str, sse: bool, one_principal: bool) -> Result<(Option<String>, Resilience), ConfigError> {
+    pub(super) fn check(
+        self,
+        at: &str,
+        sse: bool,
+        one_principal: bool,
+    ) -> Result<(Option<String>, Resilience), ConfigError> {
         let bad = |what: String| ConfigError(format!("{at}: {what}"));
         let mut first = None;
         let mut all = Vec::new();
@@ -113,7 +118,10 @@ impl RawResilience {
             let mut seen = std::collections::BTreeSet::new();
             for u in &urls {
                 if !u.starts_with("http://") || u.parse::<http::Uri>().is_err() {
-                    return Err(bad(format!("urls entry {:?}: expected an http:// URL", redact_url(u))));
+                    return Err(bad(format!(
+                        "urls entry {:?}: expected an http:// URL",
+                        redact_url(u)
+                    )));
                 }
                 if !seen.insert(u.as_str()) {
                     return Err(bad(format!("urls lists {:?} twice", redact_url(u))));
@@ -122,23 +130,37 @@ impl RawResilience {
             if urls.len() > 1 && sse {
                 return Err(bad("transport = \"sse\" takes one url: a 2024-11-05 session lives on one GET stream".into()));
             }
-            first = Some(urls.first().cloned().ok_or_else(|| bad("urls is empty: give at least one URL, or url = \"http://...\"".into()))?);
+            first = Some(urls.first().cloned().ok_or_else(|| {
+                bad("urls is empty: give at least one URL, or url = \"http://...\"".into())
+            })?);
             all = urls;
         }
         let d = Resilience::default();
         let breaker_failures = self.breaker_failures.unwrap_or(d.breaker_failures);
         if breaker_failures == 0 {
-            return Err(bad("breaker_failures = 0: give 1 or more consecutive failures that open the breaker".into()));
+            return Err(bad(
+                "breaker_failures = 0: give 1 or more consecutive failures that open the breaker"
+                    .into(),
+            ));
         }
-        let open_ms = self.breaker_open_ms.unwrap_or(d.breaker_open.as_millis() as u64);
+        let open_ms = self
+            .breaker_open_ms
+            .unwrap_or(d.breaker_open.as_millis() as u64);
         if !(1..=MAX_OPEN_MS).contains(&open_ms) {
-            return Err(bad(format!("breaker_open_ms = {open_ms}: give 1 to {MAX_OPEN_MS}")));
+            return Err(bad(format!(
+                "breaker_open_ms = {open_ms}: give 1 to {MAX_OPEN_MS}"
+            )));
         }
         if self.max_in_flight == Some(0) {
-            return Err(bad("max_in_flight = 0 would refuse every request: give 1 or more, or leave it out".into()));
+            return Err(bad(
+                "max_in_flight = 0 would refuse every request: give 1 or more, or leave it out"
+                    .into(),
+            ));
         }
         if self.max_in_flight.is_some_and(|n| n > MAX_IN_FLIGHT) {
-            return Err(bad(format!("max_in_flight above {MAX_IN_FLIGHT}: give 1 to {MAX_IN_FLIGHT}, or leave it out")));
+            return Err(bad(format!(
+                "max_in_flight above {MAX_IN_FLIGHT}: give 1 to {MAX_IN_FLIGHT}, or leave it out"
+            )));
         }
         let max_in_flight_per_principal = match (self.max_in_flight, self.max_in_flight_per_principal) {
             (None, None) => None,
@@ -183,58 +205,121 @@ mod tests {
         )
         .expect("loads");
         let u = &c.upstreams[0];
-        assert_eq!(u.url, "http://u:pa55@127.0.0.1:1/mcp", "the first is its url");
+        assert_eq!(
+            u.url, "http://u:pa55@127.0.0.1:1/mcp",
+            "the first is its url"
+        );
         assert_eq!(u.resilience.urls.len(), 2);
-        assert_eq!((u.resilience.breaker_failures, u.resilience.max_in_flight), (3, Some(8)));
+        assert_eq!(
+            (u.resilience.breaker_failures, u.resilience.max_in_flight),
+            (3, Some(8))
+        );
         let printed = c.redacted();
-        assert!(printed.contains("urls = [") && !printed.contains("pa55"), "{printed}");
-        let again = Config::from_toml(&printed, "printed", &Overrides::default()).expect("the printed config loads again");
+        assert!(
+            printed.contains("urls = [") && !printed.contains("pa55"),
+            "{printed}"
+        );
+        let again = Config::from_toml(&printed, "printed", &Overrides::default())
+            .expect("the printed config loads again");
         assert_eq!(again.redacted(), printed);
-        let one = load("[[upstream]]\nname = \"f\"\nurl = \"http://127.0.0.1:1/mcp\"\n").expect("loads");
+        let one =
+            load("[[upstream]]\nname = \"f\"\nurl = \"http://127.0.0.1:1/mcp\"\n").expect("loads");
         assert_eq!(one.upstreams[0].resilience.urls, ["http://127.0.0.1:1/mcp"]);
-        assert!(one.redacted().contains("url = \"http://127.0.0.1:1/mcp\""), "{}", one.redacted());
+        assert!(
+            one.redacted().contains("url = \"http://127.0.0.1:1/mcp\""),
+            "{}",
+            one.redacted()
+        );
     }
 
     #[test]
     fn bad_resilience_keys_are_refused_saying_what_to_give() {
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nurls = [\"http://127.0.0.1:2/\"]").contains("has both url and urls"));
+        assert!(
+            refused("url = \"http://127.0.0.1:1/\"\nurls = [\"http://127.0.0.1:2/\"]")
+                .contains("has both url and urls")
+        );
         assert!(refused("urls = []").contains("urls is empty"));
         assert!(refused("urls = [\"https://x/\"]").contains("expected an http:// URL"));
-        assert!(refused("urls = [\"http://127.0.0.1:1/\", \"http://127.0.0.1:1/\"]").contains("twice"));
-        assert!(refused("urls = [\"http://127.0.0.1:1/\", \"http://127.0.0.1:2/\"]\ntransport = \"sse\"").contains("takes one url"));
-        assert!(refused("command = [\"x\"]\nmax_in_flight = 2").contains("are for a url, not a command"));
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nbreaker_failures = 0").contains("breaker_failures = 0"));
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nbreaker_open_ms = 0").contains("give 1 to 600000"));
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight = 0").contains("max_in_flight = 0"));
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight_per_principal = 2").contains("set max_in_flight too"));
-        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight = 2\nmax_in_flight_per_principal = 3")
-            .contains("give 1 to max_in_flight = 2"));
+        assert!(
+            refused("urls = [\"http://127.0.0.1:1/\", \"http://127.0.0.1:1/\"]").contains("twice")
+        );
+        assert!(refused(
+            "urls = [\"http://127.0.0.1:1/\", \"http://127.0.0.1:2/\"]\ntransport = \"sse\""
+        )
+        .contains("takes one url"));
+        assert!(refused("command = [\"x\"]\nmax_in_flight = 2")
+            .contains("are for a url, not a command"));
+        assert!(
+            refused("url = \"http://127.0.0.1:1/\"\nbreaker_failures = 0")
+                .contains("breaker_failures = 0")
+        );
+        assert!(
+            refused("url = \"http://127.0.0.1:1/\"\nbreaker_open_ms = 0")
+                .contains("give 1 to 600000")
+        );
+        assert!(refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight = 0")
+            .contains("max_in_flight = 0"));
+        assert!(
+            refused("url = \"http://127.0.0.1:1/\"\nmax_in_flight_per_principal = 2")
+                .contains("set max_in_flight too")
+        );
+        assert!(refused(
+            "url = \"http://127.0.0.1:1/\"\nmax_in_flight = 2\nmax_in_flight_per_principal = 3"
+        )
+        .contains("give 1 to max_in_flight = 2"));
     }
 
     #[test]
     fn an_upstreams_share_per_principal_is_a_quarter_of_max_in_flight_or_all_of_it_without_auth() {
-        let share = |text: &str| load(text).expect("loads").upstreams[0].resilience.max_in_flight_per_principal;
+        let share = |text: &str| {
+            load(text).expect("loads").upstreams[0]
+                .resilience
+                .max_in_flight_per_principal
+        };
         let up = "[[upstream]]\nname = \"f\"\nurl = \"http://127.0.0.1:1/\"\n";
         let auth = "[auth]\napi_keys_env = \"KEYS\"\n";
         assert_eq!(share(&format!("{auth}{up}max_in_flight = 8\n")), Some(2));
         assert_eq!(share(&format!("{auth}{up}max_in_flight = 3\n")), Some(1));
-        assert_eq!(share(&format!("{up}max_in_flight = 8\n")), Some(8), "one principal: all of it");
-        assert_eq!(share(&format!("{auth}{up}max_in_flight = 8\nmax_in_flight_per_principal = 5\n")), Some(5));
+        assert_eq!(
+            share(&format!("{up}max_in_flight = 8\n")),
+            Some(8),
+            "one principal: all of it"
+        );
+        assert_eq!(
+            share(&format!(
+                "{auth}{up}max_in_flight = 8\nmax_in_flight_per_principal = 5\n"
+            )),
+            Some(5)
+        );
         assert_eq!(share(up), None);
     }
 }
 
 /// The HTTP version is chosen per host and port (one connection pool for all upstreams):
 /// refuses two upstreams on one `host:port` that disagree on `http2`.
-pub(super) fn http2_apart(upstreams: &[super::UpstreamConfig], src: super::Origin<'_>) -> Result<(), ConfigError> {
-    let mut seen: std::collections::HashMap<http::uri::Authority, (&str, bool)> = std::collections::HashMap::new();
+pub(super) fn http2_apart(
+    upstreams: &[super::UpstreamConfig],
+    src: super::Origin<'_>,
+) -> Result<(), ConfigError> {
+    let mut seen: std::collections::HashMap<http::uri::Authority, (&str, bool)> =
+        std::collections::HashMap::new();
     for u in upstreams {
         for url in &u.resilience.urls {
-            let Some(authority) = url.parse::<http::Uri>().ok().and_then(|x| x.authority().cloned()) else { continue };
+            let Some(authority) = url
+                .parse::<http::Uri>()
+                .ok()
+                .and_then(|x| x.authority().cloned())
+            else {
+                continue;
+            };
             match seen.get(&authority) {
                 Some(&(other, h2)) if h2 != u.http2 => {
                     // Host and port only: the authority may carry credentials.
-                    let at = format!("{}:{}", authority.host(), authority.port_u16().unwrap_or(80));
+                    let at = format!(
+                        "{}:{}",
+                        authority.host(),
+                        authority.port_u16().unwrap_or(80)
+                    );
                     return Err(ConfigError(format!(
                         "{}: upstreams {other:?} and {:?} share {at} but not http2: one host and port is spoken to in one HTTP version; set http2 alike on both",
                         src.name, u.name

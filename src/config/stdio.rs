@@ -105,7 +105,10 @@ impl StdioConfig {
 
     /// The gid its processes run as, when it is not Sluice's: `group`, else `user`'s primary group.
     pub fn gid(&self) -> Option<u32> {
-        self.group.as_ref().map(|g| g.gid).or_else(|| self.user.as_ref().and_then(|u| u.gid))
+        self.group
+            .as_ref()
+            .map(|g| g.gid)
+            .or_else(|| self.user.as_ref().and_then(|u| u.gid))
     }
 }
 
@@ -121,7 +124,10 @@ impl std::fmt::Debug for StdioConfig {
             .field("cwd", &self.cwd)
             .field("stderr", &self.stderr)
             .field("max_processes", &self.max_processes)
-            .field("max_processes_per_principal", &self.max_processes_per_principal)
+            .field(
+                "max_processes_per_principal",
+                &self.max_processes_per_principal,
+            )
             .field("spare_processes", &self.spare_processes)
             .field("start", &self.start)
             .field("user", &self.user.as_ref().map(|u| &u.written))
@@ -145,10 +151,24 @@ const MAX_IDLE_MS: u64 = 86_400_000;
 
 /// Refuses a stdio upstream whose stderr file is the audit sink or Sluice's own output: a
 /// server's stderr may carry content.
-pub(super) fn stderr_apart(upstreams: &[super::UpstreamConfig], audit_sink: &str) -> Result<(), String> {
-    const OWN: [&str; 6] = ["/dev/stderr", "/dev/stdout", "/proc/self/fd/1", "/proc/self/fd/2", "/dev/fd/1", "/dev/fd/2"];
+pub(super) fn stderr_apart(
+    upstreams: &[super::UpstreamConfig],
+    audit_sink: &str,
+) -> Result<(), String> {
+    const OWN: [&str; 6] = [
+        "/dev/stderr",
+        "/dev/stdout",
+        "/proc/self/fd/1",
+        "/proc/self/fd/2",
+        "/dev/fd/1",
+        "/dev/fd/2",
+    ];
     for u in upstreams {
-        if let Some(StdioConfig { stderr: Stderr::File(p), .. }) = &u.stdio {
+        if let Some(StdioConfig {
+            stderr: Stderr::File(p),
+            ..
+        }) = &u.stdio
+        {
             let shown = p.display().to_string();
             if shown == audit_sink || OWN.contains(&shown.as_str()) {
                 return Err(format!(
@@ -238,22 +258,40 @@ impl RawStdio {
         if self.command.iter().any(|a| a.contains('\0')) {
             return Err(bad("command holds a NUL byte".into()));
         }
-        if let Some((k, _)) = self.env.iter().find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0')) {
-            return Err(bad(format!("env name {k:?} is not a usable variable name (empty, or holding '=' or NUL)")));
+        if let Some((k, _)) = self
+            .env
+            .iter()
+            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        {
+            return Err(bad(format!(
+                "env name {k:?} is not a usable variable name (empty, or holding '=' or NUL)"
+            )));
         }
         let stderr = match self.stderr.as_deref() {
             None | Some("drop") => Stderr::Drop,
             Some(s) => match s.strip_prefix("file:") {
                 Some(p) if !p.trim().is_empty() => Stderr::File(PathBuf::from(p)),
-                _ => return Err(bad(format!("stderr = {s:?}: expected \"drop\" or \"file:PATH\""))),
+                _ => {
+                    return Err(bad(format!(
+                        "stderr = {s:?}: expected \"drop\" or \"file:PATH\""
+                    )))
+                }
             },
         };
         inherit::check_patterns(&self.inherit, bad)?;
         let max_processes = self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
         if max_processes == 0 || max_processes > MAX_PROCESSES {
-            return Err(bad(format!("max_processes = {max_processes}: give 1 to {MAX_PROCESSES}")));
+            return Err(bad(format!(
+                "max_processes = {max_processes}: give 1 to {MAX_PROCESSES}"
+            )));
         }
-        let share = self.max_processes_per_principal.unwrap_or(if self.one_principal { max_processes } else { (max_processes / 4).max(1) });
+        let share = self
+            .max_processes_per_principal
+            .unwrap_or(if self.one_principal {
+                max_processes
+            } else {
+                (max_processes / 4).max(1)
+            });
         if share == 0 || share > max_processes {
             return Err(bad(format!(
                 "max_processes_per_principal = {share}: give 1 to max_processes = {max_processes} (the processes one principal may hold)"
@@ -268,7 +306,9 @@ impl RawStdio {
         }
         let stderr_max_bytes = self.stderr_max_bytes.unwrap_or(10 << 20);
         if stderr_max_bytes == 0 {
-            return Err(bad("stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into()));
+            return Err(bad(
+                "stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into(),
+            ));
         }
         let start_ms = self.start_ms.unwrap_or(30_000);
         if !(1..=MAX_START_MS).contains(&start_ms) {
@@ -276,10 +316,22 @@ impl RawStdio {
         }
         let idle_ms = self.idle_ms.unwrap_or(DEFAULT_IDLE_MS);
         if !(1..=MAX_IDLE_MS).contains(&idle_ms) {
-            return Err(bad(format!("idle_ms = {idle_ms}: give 1 to {MAX_IDLE_MS} (how long an unused process is kept)")));
+            return Err(bad(format!(
+                "idle_ms = {idle_ms}: give 1 to {MAX_IDLE_MS} (how long an unused process is kept)"
+            )));
         }
-        let group = self.group.as_ref().map(run_as::resolve_group).transpose().map_err(bad)?;
-        let user = self.user.as_ref().map(|u| run_as::resolve_user(u, group.is_some())).transpose().map_err(bad)?;
+        let group = self
+            .group
+            .as_ref()
+            .map(run_as::resolve_group)
+            .transpose()
+            .map_err(bad)?;
+        let user = self
+            .user
+            .as_ref()
+            .map(|u| run_as::resolve_user(u, group.is_some()))
+            .transpose()
+            .map_err(bad)?;
         Ok(StdioConfig {
             command: self.command,
             env: self.env,
@@ -305,12 +357,19 @@ impl RawStdio {
     pub(super) fn from_flag(spec: &str, after_stdio: &str) -> Result<RawStdio, ConfigError> {
         // The command is not echoed: its arguments may hold credentials.
         let name = spec.split_once('=').map_or(spec, |(n, _)| n);
-        let (user, words) = match after_stdio.strip_prefix('@').and_then(|r| r.split_once(':')) {
+        let (user, words) = match after_stdio
+            .strip_prefix('@')
+            .and_then(|r| r.split_once(':'))
+        {
             Some((user, words)) => (Some(RawId::Text(user.to_owned())), words),
             None => (None, after_stdio.strip_prefix(':').unwrap_or(after_stdio)),
         };
         let command = shlex::split(words)
             .ok_or_else(|| ConfigError(format!("--upstream {name}=stdio:…: the command has an unclosed quote or a trailing backslash")))?;
-        Ok(RawStdio { command, user, ..RawStdio::default() })
+        Ok(RawStdio {
+            command,
+            user,
+            ..RawStdio::default()
+        })
     }
 }

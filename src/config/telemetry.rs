@@ -33,8 +33,12 @@ pub(super) fn telemetry(raw: Option<RawTelemetry>) -> Result<Option<Telemetry>, 
             "[telemetry] needs otlp_endpoint (the collector's OTLP/HTTP URL, e.g. \"http://127.0.0.1:4318\"); remove the table to turn tracing off".into(),
         ));
     }
-    let uri: http::Uri =
-        endpoint.parse().map_err(|_| Invalid(format!("telemetry.otlp_endpoint {:?} is not a URL", super::redact_url(&endpoint))))?;
+    let uri: http::Uri = endpoint.parse().map_err(|_| {
+        Invalid(format!(
+            "telemetry.otlp_endpoint {:?} is not a URL",
+            super::redact_url(&endpoint)
+        ))
+    })?;
     if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) {
         return Err(Invalid(format!(
             "telemetry.otlp_endpoint {:?} must be an http:// URL with a host (OTLP/HTTP without TLS: run a collector beside Sluice for https)",
@@ -48,13 +52,19 @@ pub(super) fn telemetry(raw: Option<RawTelemetry>) -> Result<Option<Telemetry>, 
     };
     let service_name = raw.service_name.unwrap_or_else(|| "sluice".to_owned());
     if service_name.trim().is_empty() {
-        return Err(Invalid("telemetry.service_name must not be empty (default \"sluice\")".into()));
+        return Err(Invalid(
+            "telemetry.service_name must not be empty (default \"sluice\")".into(),
+        ));
     }
     let sampling_ratio = raw.sampling_ratio.unwrap_or(1.0);
     if !(0.0..=1.0).contains(&sampling_ratio) {
         return Err(Invalid(format!("telemetry.sampling_ratio = {sampling_ratio} must be between 0 and 1 (1: every new trace)")));
     }
-    Ok(Some(Telemetry { otlp_endpoint, service_name, sampling_ratio }))
+    Ok(Some(Telemetry {
+        otlp_endpoint,
+        service_name,
+        sampling_ratio,
+    }))
 }
 
 #[cfg(test)]
@@ -62,28 +72,52 @@ mod tests {
     use super::*;
 
     fn raw(endpoint: Option<&str>) -> RawTelemetry {
-        RawTelemetry { otlp_endpoint: endpoint.map(str::to_owned), service_name: None, sampling_ratio: None }
+        RawTelemetry {
+            otlp_endpoint: endpoint.map(str::to_owned),
+            service_name: None,
+            sampling_ratio: None,
+        }
     }
 
     #[test]
     fn absent_is_off_and_a_base_url_gets_the_traces_path() {
         assert!(telemetry(None).unwrap().is_none());
-        let t = telemetry(Some(raw(Some("http://127.0.0.1:4318")))).unwrap().unwrap();
+        let t = telemetry(Some(raw(Some("http://127.0.0.1:4318"))))
+            .unwrap()
+            .unwrap();
         assert_eq!(t.otlp_endpoint, "http://127.0.0.1:4318/v1/traces");
         assert_eq!((t.service_name.as_str(), t.sampling_ratio), ("sluice", 1.0));
-        let t = telemetry(Some(raw(Some("http://collector:4318/custom/traces")))).unwrap().unwrap();
+        let t = telemetry(Some(raw(Some("http://collector:4318/custom/traces"))))
+            .unwrap()
+            .unwrap();
         assert_eq!(t.otlp_endpoint, "http://collector:4318/custom/traces");
     }
 
     #[test]
     fn an_exporter_with_nowhere_to_send_or_a_bad_value_is_refused() {
-        for bad in [None, Some(""), Some("https://collector:4318"), Some("collector:4318"), Some("http:///v1/traces")] {
+        for bad in [
+            None,
+            Some(""),
+            Some("https://collector:4318"),
+            Some("collector:4318"),
+            Some("http:///v1/traces"),
+        ] {
             let e = telemetry(Some(raw(bad))).unwrap_err().0;
             assert!(e.contains("otlp_endpoint"), "{bad:?}: {e}");
         }
-        let e = telemetry(Some(RawTelemetry { sampling_ratio: Some(1.5), ..raw(Some("http://c:4318")) })).unwrap_err().0;
+        let e = telemetry(Some(RawTelemetry {
+            sampling_ratio: Some(1.5),
+            ..raw(Some("http://c:4318"))
+        }))
+        .unwrap_err()
+        .0;
         assert!(e.contains("sampling_ratio"), "{e}");
-        let e = telemetry(Some(RawTelemetry { service_name: Some(" ".into()), ..raw(Some("http://c:4318")) })).unwrap_err().0;
+        let e = telemetry(Some(RawTelemetry {
+            service_name: Some(" ".into()),
+            ..raw(Some("http://c:4318"))
+        }))
+        .unwrap_err()
+        .0;
         assert!(e.contains("service_name"), "{e}");
     }
 
@@ -92,7 +126,15 @@ mod tests {
         let text = "[telemetry]\notlp_endpoint = \"http://user:s3cret@collector:4318/v1/traces?api_key=k3y\"\n";
         let c = crate::config::Config::from_toml(text, "x", &Default::default()).unwrap();
         let printed = c.redacted();
-        assert!(!printed.contains("s3cret") && !printed.contains("k3y"), "{printed}");
-        assert!(printed.contains("otlp_endpoint = \"http://redacted@collector:4318/v1/traces?api_key=redacted\""), "{printed}");
+        assert!(
+            !printed.contains("s3cret") && !printed.contains("k3y"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains(
+                "otlp_endpoint = \"http://redacted@collector:4318/v1/traces?api_key=redacted\""
+            ),
+            "{printed}"
+        );
     }
 }

@@ -16,7 +16,11 @@ pub(crate) fn describe(text: &str, origin: &str, mut e: toml::de::Error) -> Stri
     // key may hold a newline: the path is cut by position, not by line).
     e.set_input(None);
     let shown = e.to_string();
-    let path = shown.strip_prefix(e.message()).and_then(|r| r.strip_prefix("\nin `")).and_then(|r| r.strip_suffix("`\n")).map(plain);
+    let path = shown
+        .strip_prefix(e.message())
+        .and_then(|r| r.strip_prefix("\nin `"))
+        .and_then(|r| r.strip_suffix("`\n"))
+        .map(plain);
     match path {
         Some(p) if !p.is_empty() => format!("{origin}:{line}:{column}: {p}: {message}"),
         _ => format!("{origin}:{line}:{column}: {message}"),
@@ -31,12 +35,18 @@ fn position(text: &str, offset: usize) -> (usize, usize) {
     }
     let before = &text[..end];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
 }
 
 /// A key path as written when it is plain (letters, digits, `_`, `-`, `.`), else escaped.
 fn plain(path: &str) -> String {
-    if path.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+    if path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
         path.to_owned()
     } else {
         crate::escape::Escaped(&path).to_string()
@@ -59,9 +69,13 @@ fn without_value(m: &str) -> String {
             let (given, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
             let given = given.trim_matches('`');
             // The nearest expected name is Sluice's own text: said instead of what was written.
-            let near = names(expected).filter_map(|n| Some((distance(given, n)?, n))).min();
+            let near = names(expected)
+                .filter_map(|n| Some((distance(given, n)?, n)))
+                .min();
             return match near {
-                Some((d, n)) if d <= 2 => format!("unknown {what} (not shown), did you mean `{n}`? expected {expected}"),
+                Some((d, n)) if d <= 2 => {
+                    format!("unknown {what} (not shown), did you mean `{n}`? expected {expected}")
+                }
                 _ => format!("unknown {what} (not shown), expected {expected}"),
             };
         }
@@ -85,7 +99,9 @@ fn distance(a: &str, b: &str) -> Option<usize> {
         let mut prev = row[0];
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
-            let next = (prev + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            let next = (prev + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
             prev = row[j + 1];
             row[j + 1] = next;
         }

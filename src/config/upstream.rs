@@ -16,7 +16,9 @@ use super::stdio::{RawStdio, StdioConfig};
 use super::{ConfigError, Origin};
 
 /// How tool and prompt names are prefixed with their upstream's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PrefixMode {
     /// Prefix only when more than one upstream is configured.
@@ -29,7 +31,9 @@ pub enum PrefixMode {
 }
 
 /// The protocol era of an upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 pub enum Era {
     /// Probe with `server/discover`.
     #[default]
@@ -44,7 +48,9 @@ pub enum Era {
 }
 
 /// How an HTTP upstream is spoken to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 pub enum Transport {
     /// Streamable HTTP, and when a URL fails every Streamable HTTP probe, a 2024-11-05 HTTP+SSE
     /// server if a `GET` there opens an event stream that names its endpoint (the default).
@@ -66,7 +72,9 @@ impl Transport {
 }
 
 /// A cache scope Sluice stamps on a legacy upstream's lists and reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheScope {
     /// Shareable across principals.
@@ -119,7 +127,14 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("transport", &self.transport)
             .field("stdio", &self.stdio)
             .field("era", &self.era)
-            .field("headers", &self.headers.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(k, _)| (k, "<redacted>"))
+                    .collect::<Vec<_>>(),
+            )
             .field("bearer_token_env", &self.bearer_token_env)
             .field("http2", &self.http2)
             .finish()
@@ -131,14 +146,19 @@ pub(super) type UpstreamScopes = Vec<(String, Vec<String>)>;
 
 /// Whether `s` is a usable upstream name or separator: one or more of `[A-Za-z0-9_.-]`.
 fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
 /// `separator`, or `__` when absent.
 pub(super) fn separator(separator: Option<String>, src: Origin<'_>) -> Result<String, ConfigError> {
     let separator = separator.unwrap_or_else(|| "__".into());
     if !is_name(&separator) {
-        return Err(ConfigError(format!("{}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]", src.name)));
+        return Err(ConfigError(format!(
+            "{}: separator = {separator:?}: expected one or more of [A-Za-z0-9_.-]",
+            src.name
+        )));
     }
     Ok(separator)
 }
@@ -154,7 +174,8 @@ pub(super) fn upstreams(
     let mut upstreams: Vec<UpstreamConfig> = Vec::new();
     let mut scopes = Vec::new();
     for u in raw {
-        let (upstream, required) = UpstreamConfig::from_raw(u, separator, &upstreams, src, one_principal)?;
+        let (upstream, required) =
+            UpstreamConfig::from_raw(u, separator, &upstreams, src, one_principal)?;
         if !required.is_empty() {
             scopes.push((upstream.name.clone(), required));
         }
@@ -178,7 +199,10 @@ impl UpstreamConfig {
     ) -> Result<(UpstreamConfig, Vec<String>), ConfigError> {
         let name = u.name.get_ref().clone();
         if !is_name(&name) {
-            return Err(ConfigError(format!("{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]", src.at(u.name.span()))));
+            return Err(ConfigError(format!(
+                "{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]",
+                src.at(u.name.span())
+            )));
         }
         if name.contains(separator) {
             return Err(ConfigError(format!(
@@ -187,7 +211,10 @@ impl UpstreamConfig {
             )));
         }
         if before.iter().any(|x| x.name == name) {
-            return Err(ConfigError(format!("{}: upstream name {name:?} is used twice", src.at(u.name.span()))));
+            return Err(ConfigError(format!(
+                "{}: upstream name {name:?} is used twice",
+                src.at(u.name.span())
+            )));
         }
         let at = src.at(u.name.span());
         let resilience = resilience(&mut u, &name, &at, one_principal)?;
@@ -197,13 +224,21 @@ impl UpstreamConfig {
             resilience.urls = vec![url.clone()];
         }
         if u.transport == Transport::Sse && stdio.is_some() {
-            return Err(ConfigError(format!("{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command")));
+            return Err(ConfigError(format!(
+                "{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command"
+            )));
         }
         if u.http2 == Some(true) && stdio.is_some() {
-            return Err(ConfigError(format!("{at}: upstream {name:?}: http2 is for a url, not a command; remove it")));
+            return Err(ConfigError(format!(
+                "{at}: upstream {name:?}: http2 is for a url, not a command; remove it"
+            )));
         }
-        let userinfo =
-            |url: &str| url.parse::<http::Uri>().ok().and_then(|x| x.authority().map(|a| a.as_str().contains('@'))).unwrap_or(false);
+        let userinfo = |url: &str| {
+            url.parse::<http::Uri>()
+                .ok()
+                .and_then(|x| x.authority().map(|a| a.as_str().contains('@')))
+                .unwrap_or(false)
+        };
         if u.http2 == Some(true) && resilience.urls.iter().any(|x| userinfo(x)) {
             return Err(ConfigError(format!(
                 "{at}: upstream {name:?}: credentials in a URL with http2 = true: HTTP/2 would send them as the host; put them in headers"
@@ -219,7 +254,11 @@ impl UpstreamConfig {
                 "{at}: upstream {name:?}: a transport = \"sse\" server speaks 2024-11-05 (served as 2025-11-25); use era = \"auto\" or \"2025-11-25\""
             )));
         }
-        if let Some((header, _)) = u.headers.iter().find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer")) {
+        if let Some((header, _)) = u
+            .headers
+            .iter()
+            .find(|(_, v)| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("bearer"))
+        {
             return Err(ConfigError(format!(
                 "{}: upstream {name:?} header {header:?} is empty: an empty credential is not one; set it or remove it",
                 src.at(u.name.span())
@@ -243,7 +282,12 @@ impl UpstreamConfig {
 }
 
 /// Its resilience keys, checked (`resilience.rs`); the first of its `urls` becomes its `url`.
-fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) -> Result<super::Resilience, ConfigError> {
+fn resilience(
+    u: &mut RawUpstream,
+    name: &str,
+    at: &str,
+    one_principal: bool,
+) -> Result<super::Resilience, ConfigError> {
     let raw = super::resilience::RawResilience {
         urls: u.urls.take(),
         breaker_failures: u.breaker_failures.take(),
@@ -261,7 +305,11 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) ->
             "{at}: upstream {name:?} has both url and urls: give one (urls for several replicas of one server)"
         )));
     }
-    let (first, r) = raw.check(&format!("{at}: upstream {name:?}"), u.transport == Transport::Sse, one_principal)?;
+    let (first, r) = raw.check(
+        &format!("{at}: upstream {name:?}"),
+        u.transport == Transport::Sse,
+        one_principal,
+    )?;
     if let Some(first) = first {
         u.url = Some(toml::Spanned::new(u.name.span(), first));
     }
@@ -270,7 +318,12 @@ fn resilience(u: &mut RawUpstream, name: &str, at: &str, one_principal: bool) ->
 
 /// How the upstream is reached: its `url`, or the stdio process of its `command` (with the
 /// keys only that one takes), each refused next to the other's keys.
-fn transport(u: &mut RawUpstream, name: &str, src: Origin<'_>, one_principal: bool) -> Result<(String, Option<StdioConfig>), ConfigError> {
+fn transport(
+    u: &mut RawUpstream,
+    name: &str,
+    src: Origin<'_>,
+    one_principal: bool,
+) -> Result<(String, Option<StdioConfig>), ConfigError> {
     let at = src.at(u.name.span());
     match (u.url.take(), u.command.take()) {
         (Some(_), Some(_)) => {
@@ -316,12 +369,19 @@ impl RawUpstream {
                 "--upstream {spec:?}: expected NAME=URL or NAME=stdio:COMMAND, e.g. --upstream weather=http://127.0.0.1:9000/mcp"
             ))
         })?;
-        let (url, command, user) = match target.strip_prefix("stdio").filter(|r| r.starts_with([':', '@'])) {
+        let (url, command, user) = match target
+            .strip_prefix("stdio")
+            .filter(|r| r.starts_with([':', '@']))
+        {
             Some(rest) => {
                 let raw = RawStdio::from_flag(spec, rest)?;
                 (None, Some(raw.command), raw.user)
             }
-            None => (Some(toml::Spanned::new(0..0, target.to_owned())), None, None),
+            None => (
+                Some(toml::Spanned::new(0..0, target.to_owned())),
+                None,
+                None,
+            ),
         };
         Ok(RawUpstream {
             name: toml::Spanned::new(0..0, name.to_owned()),

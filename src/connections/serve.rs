@@ -115,14 +115,20 @@ pub async fn serve<S, F, B>(
         }
         // Once told to close: an eviction still ends it at once, and after an idle close, the
         // deadline by which it must have closed (`closing`).
-        let cut = matches!(stop, Stop::Idle).then(|| tokio::time::Instant::now() + deadlines.closing);
+        let cut =
+            matches!(stop, Stop::Idle).then(|| tokio::time::Instant::now() + deadlines.closing);
         watch.push(closing(activity.clone(), cut));
     }
     drop(held);
 }
 
 /// While the connection serves: its eviction, the listener's drain, its idle deadline.
-fn serving(a: Arc<Activity>, drain: CancellationToken, since: tokio::time::Instant, d: Deadlines) -> Watch {
+fn serving(
+    a: Arc<Activity>,
+    drain: CancellationToken,
+    since: tokio::time::Instant,
+    d: Deadlines,
+) -> Watch {
     Box::pin(async move {
         tokio::select! {
             biased;

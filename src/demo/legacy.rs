@@ -63,58 +63,117 @@ pub async fn start(addr: SocketAddr) -> std::io::Result<DemoUpstream> {
     let sessions: Sessions = Arc::default();
     let seen = Arc::<Seen>::default();
     let tally = seen.clone();
-    serve(addr, seen, move |req| handle(sessions.clone(), tally.clone(), req)).await
+    serve(addr, seen, move |req| {
+        handle(sessions.clone(), tally.clone(), req)
+    })
+    .await
 }
 
 fn error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response<Body> {
-    json_reply(status, json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+    json_reply(
+        status,
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    )
 }
 
 fn status(status: StatusCode) -> Response<Body> {
-    Response::builder().status(status).body(Full::new(Bytes::new()).boxed()).unwrap_or_default()
+    Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::new()).boxed())
+        .unwrap_or_default()
 }
 
 fn sse(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok(Frame::data(b)), rx)) });
-    Response::builder().header("content-type", "text/event-stream").body(StreamBody::new(frames).boxed()).unwrap_or_default()
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok(Frame::data(b)), rx))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(StreamBody::new(frames).boxed())
+        .unwrap_or_default()
 }
 
 fn event(msg: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {msg}\n\n"))
 }
 
-async fn handle(sessions: Sessions, seen: Arc<Seen>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
-    let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+async fn handle(
+    sessions: Sessions,
+    seen: Arc<Seen>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let header = |n: &str| {
+        req.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
     let sid = header("mcp-session-id");
     if req.method() != http::Method::POST {
         tracing::debug!(session = sid.as_deref().unwrap_or("-"), method = ?req.method(), "repo demo upstream");
     }
-    let end = sid.as_ref().and_then(|s| sessions.lock().ok()?.get(s).map(|s| s.end.clone()));
+    let end = sid
+        .as_ref()
+        .and_then(|s| sessions.lock().ok()?.get(s).map(|s| s.end.clone()));
     if sid.is_some() && end.is_none() {
-        return Ok(error(StatusCode::NOT_FOUND, &Value::Null, -32001, "Session not found"));
+        return Ok(error(
+            StatusCode::NOT_FOUND,
+            &Value::Null,
+            -32001,
+            "Session not found",
+        ));
     }
     if header("mcp-protocol-version").is_some_and(|v| !VERSIONS.contains(&v.as_str())) {
-        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Unsupported protocol version"));
+        return Ok(error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            -32600,
+            "Bad Request: Unsupported protocol version",
+        ));
     }
     if let Some(resp) = without_body(&sessions, req.method(), sid.as_deref(), end) {
         return Ok(resp);
     }
-    let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    tracing::debug!(session = sid.as_deref().unwrap_or("-"), bytes = body.len(), "repo demo upstream: POST");
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    tracing::debug!(
+        session = sid.as_deref().unwrap_or("-"),
+        bytes = body.len(),
+        "repo demo upstream: POST"
+    );
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "Parse error"));
+        return Ok(error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            -32700,
+            "Parse error",
+        ));
     };
     Ok(message(&sessions, seen, sid, msg))
 }
 
 /// 400 `-32600` for a request that needs a session and has none.
 fn missing() -> Response<Body> {
-    error(StatusCode::BAD_REQUEST, &Value::Null, -32600, "Bad Request: Missing session ID")
+    error(
+        StatusCode::BAD_REQUEST,
+        &Value::Null,
+        -32600,
+        "Bad Request: Missing session ID",
+    )
 }
 
 /// The answer to a request other than a POST (a GET stream, a DELETE, or a refusal); `None` for
 /// a POST, whose body is read next. `end` is the session's token, when it has one.
-fn without_body(sessions: &Sessions, method: &http::Method, sid: Option<&str>, end: Option<CancellationToken>) -> Option<Response<Body>> {
+fn without_body(
+    sessions: &Sessions,
+    method: &http::Method,
+    sid: Option<&str>,
+    end: Option<CancellationToken>,
+) -> Option<Response<Body>> {
     match (method.clone(), end) {
         (http::Method::GET, Some(end)) => {
             // The standalone stream: this server never sends anything on it, it only ends with the session.
@@ -137,26 +196,51 @@ fn without_body(sessions: &Sessions, method: &http::Method, sid: Option<&str>, e
 
 /// A JSON-RPC result answering `id`.
 fn reply(id: &Option<Value>, r: Value) -> Response<Body> {
-    json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}))
+    json_reply(
+        StatusCode::OK,
+        json!({"jsonrpc": "2.0", "id": id, "result": r}),
+    )
 }
 
 /// The answer to one POSTed message, on session `sid` when it names one.
-fn message(sessions: &Sessions, seen: Arc<Seen>, sid: Option<String>, msg: Value) -> Response<Body> {
+fn message(
+    sessions: &Sessions,
+    seen: Arc<Seen>,
+    sid: Option<String>,
+    msg: Value,
+) -> Response<Body> {
     let id = msg.get("id").cloned();
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    match (sid, msg.get("method").and_then(Value::as_str).map(Method::parse)) {
+    match (
+        sid,
+        msg.get("method").and_then(Value::as_str).map(Method::parse),
+    ) {
         (None, Some(Method::Initialize)) => initialize(sessions, &id, &params),
         (None, _) => missing(),
         (Some(sid), None) => {
             // A response to one of our asks.
-            let waiting = id.and_then(|i| sessions.lock().ok()?.get_mut(&sid)?.pending.remove(&i.to_string()));
+            let waiting = id.and_then(|i| {
+                sessions
+                    .lock()
+                    .ok()?
+                    .get_mut(&sid)?
+                    .pending
+                    .remove(&i.to_string())
+            });
             if let Some(tx) = waiting {
                 let _ = tx.send(msg);
             }
             status(StatusCode::ACCEPTED)
         }
         (Some(sid), Some(Method::Cancelled)) if id.is_none() => {
-            let call = params.get("requestId").and_then(|r| sessions.lock().ok()?.get_mut(&sid)?.calls.remove(&r.to_string()));
+            let call = params.get("requestId").and_then(|r| {
+                sessions
+                    .lock()
+                    .ok()?
+                    .get_mut(&sid)?
+                    .calls
+                    .remove(&r.to_string())
+            });
             if let Some((tool, stop)) = call {
                 seen.note(&format!("cancelled {tool}"));
                 stop.cancel();
@@ -167,16 +251,33 @@ fn message(sessions: &Sessions, seen: Arc<Seen>, sid: Option<String>, msg: Value
         (Some(_), Some(Method::Ping)) => reply(&id, json!({})),
         (Some(_), Some(Method::ToolsList)) => reply(&id, tools()),
         (Some(sid), Some(Method::ToolsCall)) => call(sessions, seen, &sid, &id, &params),
-        (Some(_), Some(_)) => error(StatusCode::OK, &id.unwrap_or(Value::Null), -32601, "Method not found"),
+        (Some(_), Some(_)) => error(
+            StatusCode::OK,
+            &id.unwrap_or(Value::Null),
+            -32601,
+            "Method not found",
+        ),
     }
 }
 
 /// `initialize`: a new session, its id in `Mcp-Session-Id`.
 fn initialize(sessions: &Sessions, id: &Option<Value>, params: &Value) -> Response<Body> {
-    let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
-    let version = if VERSIONS.contains(&asked) { asked } else { VERSIONS[0] };
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let version = if VERSIONS.contains(&asked) {
+        asked
+    } else {
+        VERSIONS[0]
+    };
     let sid = format!("{:032x}", rand::random::<u128>());
-    let s = Session { pending: HashMap::new(), next_ask: 0, end: CancellationToken::new(), calls: HashMap::new() };
+    let s = Session {
+        pending: HashMap::new(),
+        next_ask: 0,
+        end: CancellationToken::new(),
+        calls: HashMap::new(),
+    };
     if let Ok(mut m) = sessions.lock() {
         m.insert(sid.clone(), s);
     }
@@ -186,7 +287,10 @@ fn initialize(sessions: &Sessions, id: &Option<Value>, params: &Value) -> Respon
         "serverInfo": {"name": "repo", "version": "1.0.0"},
         "instructions": "The repo demo server (2025-11-25): summarize_repo asks your model twice; loop_forever never stops asking."}),
     );
-    resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")));
+    resp.headers_mut().insert(
+        "mcp-session-id",
+        http::HeaderValue::from_str(&sid).unwrap_or(http::HeaderValue::from_static("x")),
+    );
     resp
 }
 
@@ -203,24 +307,52 @@ fn tools() -> Value {
 }
 
 /// `tools/call`: a tool's call streamed on its own SSE answer, or a tool error.
-fn call(sessions: &Sessions, seen: Arc<Seen>, sid: &str, rid: &Option<Value>, params: &Value) -> Response<Body> {
-    let arg = |k: &str| params.pointer(&format!("/arguments/{k}")).and_then(Value::as_str).map(str::to_owned);
+fn call(
+    sessions: &Sessions,
+    seen: Arc<Seen>,
+    sid: &str,
+    rid: &Option<Value>,
+    params: &Value,
+) -> Response<Body> {
+    let arg = |k: &str| {
+        params
+            .pointer(&format!("/arguments/{k}"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
     let id = rid.clone().unwrap_or(Value::Null);
-    match (params.get("name").and_then(Value::as_str), arg("audience"), arg("topic")) {
+    match (
+        params.get("name").and_then(Value::as_str),
+        arg("audience"),
+        arg("topic"),
+    ) {
         (Some("summarize_repo"), Some(audience), _) => {
             let (tx, rx) = mpsc::channel(8);
             let task = summarize(sessions.clone(), sid.to_owned(), id.clone(), audience, tx);
             spawn_call(sessions, sid, &id, "summarize_repo", task);
             sse(rx)
         }
-        (Some("summarize_repo"), None, _) => reply(rid, tool_error("the argument `audience` (a string) is required")),
+        (Some("summarize_repo"), None, _) => reply(
+            rid,
+            tool_error("the argument `audience` (a string) is required"),
+        ),
         (Some("loop_forever"), _, Some(topic)) => {
             let (tx, rx) = mpsc::channel(8);
-            let task = loop_forever(sessions.clone(), sid.to_owned(), id.clone(), topic, tx, seen);
+            let task = loop_forever(
+                sessions.clone(),
+                sid.to_owned(),
+                id.clone(),
+                topic,
+                tx,
+                seen,
+            );
             spawn_call(sessions, sid, &id, "loop_forever", task);
             sse(rx)
         }
-        (Some("loop_forever"), _, None) => reply(rid, tool_error("the argument `topic` (a string) is required")),
+        (Some("loop_forever"), _, None) => reply(
+            rid,
+            tool_error("the argument `topic` (a string) is required"),
+        ),
         _ => error(StatusCode::OK, &id, -32602, "Unknown tool"),
     }
 }
@@ -249,14 +381,25 @@ fn spawn_call(
 
 /// The loop bomb: one more sampling ask after every answer, until the call is cancelled or the
 /// client goes away.
-async fn loop_forever(sessions: Sessions, sid: String, id: Value, topic: String, out: mpsc::Sender<Bytes>, seen: Arc<Seen>) {
+async fn loop_forever(
+    sessions: Sessions,
+    sid: String,
+    id: Value,
+    topic: String,
+    out: mpsc::Sender<Bytes>,
+    seen: Arc<Seen>,
+) {
     for n in 1u64.. {
         seen.note("ask loop_forever");
         let prompt = format!("Idea #{n} about {topic}: give one more idea in a sentence. (I will ask again after your answer.)");
         match ask(&sessions, &sid, &out, "next", prompt).await {
             None => return, // the client went away or the session ended
             Some(Err(why)) => {
-                let _ = out.send(event(&json!({"jsonrpc": "2.0", "id": id, "result": tool_error(&why)}))).await;
+                let _ = out
+                    .send(event(
+                        &json!({"jsonrpc": "2.0", "id": id, "result": tool_error(&why)}),
+                    ))
+                    .await;
                 return;
             }
             Some(Ok(_)) => {}
@@ -269,7 +412,13 @@ fn tool_error(text: &str) -> Value {
 }
 
 /// The tool: two sampling rounds on the call's own stream, then the result.
-async fn summarize(sessions: Sessions, sid: String, id: Value, audience: String, out: mpsc::Sender<Bytes>) {
+async fn summarize(
+    sessions: Sessions,
+    sid: String,
+    id: Value,
+    audience: String,
+    out: mpsc::Sender<Bytes>,
+) {
     let listing: Vec<String> = FILES.iter().map(|(n, c)| format!("--- {n}\n{c}")).collect();
     let prompt = format!(
         "Pick the three files that best represent this repository; answer with a JSON array of three file names only.\n{}",
@@ -281,7 +430,11 @@ async fn summarize(sessions: Sessions, sid: String, id: Value, audience: String,
         Some(Ok(answer)) => match chosen(&answer) {
             Err(why) => tool_error(&why),
             Ok(files) => {
-                let shown: Vec<String> = FILES.iter().filter(|(n, _)| files.contains(n)).map(|(n, c)| format!("--- {n}\n{c}")).collect();
+                let shown: Vec<String> = FILES
+                    .iter()
+                    .filter(|(n, _)| files.contains(n))
+                    .map(|(n, c)| format!("--- {n}\n{c}"))
+                    .collect();
                 let prompt = format!("Summarize this repository for {audience} in two sentences, from these files:\n{}", shown.join("\n"));
                 match ask(&sessions, &sid, &out, "summarize", prompt).await {
                     None => return,
@@ -293,12 +446,22 @@ async fn summarize(sessions: Sessions, sid: String, id: Value, audience: String,
             }
         },
     };
-    let _ = out.send(event(&json!({"jsonrpc": "2.0", "id": id, "result": result}))).await;
+    let _ = out
+        .send(event(
+            &json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        ))
+        .await;
 }
 
 /// Sends one `sampling/createMessage` on the call's stream and waits for the client's response:
 /// `None` when the client or session went away, `Err` when it refused or gave no text.
-async fn ask(sessions: &Sessions, sid: &str, out: &mpsc::Sender<Bytes>, key: &str, prompt: String) -> Option<Result<String, String>> {
+async fn ask(
+    sessions: &Sessions,
+    sid: &str,
+    out: &mpsc::Sender<Bytes>,
+    key: &str,
+    prompt: String,
+) -> Option<Result<String, String>> {
     let (tx, rx) = oneshot::channel();
     let ask_id = {
         let mut m = sessions.lock().ok()?;
@@ -313,17 +476,32 @@ async fn ask(sessions: &Sessions, sid: &str, out: &mpsc::Sender<Bytes>, key: &st
     out.send(event(&req)).await.ok()?;
     let reply = tokio::select! { r = rx => r.ok()?, _ = out.closed() => return None };
     if let Some(e) = reply.get("error") {
-        return Some(Err(format!("the client refused sampling/createMessage ({key}): {}", e["message"])));
+        return Some(Err(format!(
+            "the client refused sampling/createMessage ({key}): {}",
+            e["message"]
+        )));
     }
     let content = &reply["result"]["content"];
-    let text = content.as_array().and_then(|a| a.iter().find(|c| c["type"] == "text")).unwrap_or(content)["text"].as_str();
-    Some(text.map(str::to_owned).ok_or_else(|| format!("the model's answer to {key} has no text content")))
+    let text = content
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == "text"))
+        .unwrap_or(content)["text"]
+        .as_str();
+    Some(
+        text.map(str::to_owned)
+            .ok_or_else(|| format!("the model's answer to {key} has no text content")),
+    )
 }
 
 /// Three distinct known file names from a JSON array, or what is wrong with the answer.
 fn chosen(answer: &str) -> Result<Vec<&'static str>, String> {
     let known: Vec<&str> = FILES.iter().map(|(n, _)| *n).collect();
-    let refuse = |why: String| Err(format!("pick_files: {why}; expected a JSON array of three file names from: {}", known.join(", ")));
+    let refuse = |why: String| {
+        Err(format!(
+            "pick_files: {why}; expected a JSON array of three file names from: {}",
+            known.join(", ")
+        ))
+    };
     let Ok(Value::Array(items)) = serde_json::from_str::<Value>(answer.trim()) else {
         return refuse(format!("the answer {answer:?} is not a JSON array"));
     };
@@ -347,10 +525,21 @@ mod tests {
 
     #[test]
     fn round_one_answers_must_name_three_known_files() {
-        assert_eq!(chosen(r#" ["README.md", "src/store.rs", "Cargo.toml"] "#).unwrap(), ["README.md", "src/store.rs", "Cargo.toml"]);
-        assert!(chosen("README.md, Cargo.toml").unwrap_err().contains("not a JSON array"));
-        assert!(chosen(r#"["README.md", "secrets.txt", "LICENSE"]"#).unwrap_err().contains("\"secrets.txt\" is not a file"));
-        assert!(chosen(r#"["README.md", "LICENSE"]"#).unwrap_err().contains("2 files"));
-        assert!(chosen(r#"["LICENSE", "LICENSE", "README.md"]"#).unwrap_err().contains("named twice"));
+        assert_eq!(
+            chosen(r#" ["README.md", "src/store.rs", "Cargo.toml"] "#).unwrap(),
+            ["README.md", "src/store.rs", "Cargo.toml"]
+        );
+        assert!(chosen("README.md, Cargo.toml")
+            .unwrap_err()
+            .contains("not a JSON array"));
+        assert!(chosen(r#"["README.md", "secrets.txt", "LICENSE"]"#)
+            .unwrap_err()
+            .contains("\"secrets.txt\" is not a file"));
+        assert!(chosen(r#"["README.md", "LICENSE"]"#)
+            .unwrap_err()
+            .contains("2 files"));
+        assert!(chosen(r#"["LICENSE", "LICENSE", "README.md"]"#)
+            .unwrap_err()
+            .contains("named twice"));
     }
 }

@@ -33,7 +33,10 @@ effect = "approve"
 
 /// The demo's config: its round cap and its policy file at `policy`.
 pub fn config_text(policy: &str) -> String {
-    format!("policies = [{}]\n\n[budget]\nmax_rounds = {MAX_ROUNDS}\n", toml::Value::String(policy.to_owned()))
+    format!(
+        "policies = [{}]\n\n[budget]\nmax_rounds = {MAX_ROUNDS}\n",
+        toml::Value::String(policy.to_owned())
+    )
 }
 
 /// The policy file written for one run, removed when dropped.
@@ -41,8 +44,14 @@ struct PolicyFile(std::path::PathBuf);
 
 impl PolicyFile {
     fn write() -> Result<PolicyFile, String> {
-        let path = std::env::temp_dir().join(format!("sluice-demo-policy-{}.toml", std::process::id()));
-        std::fs::write(&path, POLICY).map_err(|e| format!("{}: cannot write the demo's policy file: {e}", path.display()))?;
+        let path =
+            std::env::temp_dir().join(format!("sluice-demo-policy-{}.toml", std::process::id()));
+        std::fs::write(&path, POLICY).map_err(|e| {
+            format!(
+                "{}: cannot write the demo's policy file: {e}",
+                path.display()
+            )
+        })?;
         Ok(PolicyFile(path))
     }
 }
@@ -54,36 +63,74 @@ impl Drop for PolicyFile {
 }
 
 /// Runs the demo; the exit code is the walkthrough's verdict (or success after Ctrl-C).
-pub async fn run(walkthrough: bool, listen: Option<String>) -> Result<std::process::ExitCode, String> {
+pub async fn run(
+    walkthrough: bool,
+    listen: Option<String>,
+) -> Result<std::process::ExitCode, String> {
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let alpha = upstream::start("alpha", any).await.map_err(|e| e.to_string())?;
-    let beta = upstream::start("beta", any).await.map_err(|e| e.to_string())?;
+    let alpha = upstream::start("alpha", any)
+        .await
+        .map_err(|e| e.to_string())?;
+    let beta = upstream::start("beta", any)
+        .await
+        .map_err(|e| e.to_string())?;
     let repo = legacy::start(any).await.map_err(|e| e.to_string())?;
     let policy = PolicyFile::write()?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to run the demo's stdio upstream: {e}"))?;
-    let notes = format!("notes=stdio:{} demo-stdio-server", shlex::try_quote(&exe.to_string_lossy()).map_err(|e| e.to_string())?);
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find this program to run the demo's stdio upstream: {e}"))?;
+    let notes = format!(
+        "notes=stdio:{} demo-stdio-server",
+        shlex::try_quote(&exe.to_string_lossy()).map_err(|e| e.to_string())?
+    );
     let over = Overrides {
         listen: Some(listen.unwrap_or_else(|| "127.0.0.1:0".into())),
-        upstreams: vec![format!("alpha={}", alpha.url()), format!("beta={}", beta.url()), format!("repo={}", repo.url()), notes],
+        upstreams: vec![
+            format!("alpha={}", alpha.url()),
+            format!("beta={}", beta.url()),
+            format!("repo={}", repo.url()),
+            notes,
+        ],
         no_prefix: false,
         policies: Vec::new(),
         env: Vec::new(),
     };
-    let cfg = Config::from_toml(&config_text(&policy.0.display().to_string()), "<demo>", &over).map_err(|e| e.0)?;
+    let cfg = Config::from_toml(
+        &config_text(&policy.0.display().to_string()),
+        "<demo>",
+        &over,
+    )
+    .map_err(|e| e.0)?;
     let running = crate::start(cfg).await?;
     running.ready().await;
-    println!("Sluice is listening on {} in front of four demo upstreams:", running.url());
-    println!("  alpha  {}  (2026-07-28, delete_branch is destructive)\n  beta   {}  (2026-07-28)", alpha.url(), beta.url());
-    println!("  repo   {}  (2025-11-25, summarize_repo asks your model twice, loop_forever never stops)", repo.url());
+    println!(
+        "Sluice is listening on {} in front of four demo upstreams:",
+        running.url()
+    );
+    println!(
+        "  alpha  {}  (2026-07-28, delete_branch is destructive)\n  beta   {}  (2026-07-28)",
+        alpha.url(),
+        beta.url()
+    );
+    println!(
+        "  repo   {}  (2025-11-25, summarize_repo asks your model twice, loop_forever never stops)",
+        repo.url()
+    );
     println!("  notes  stdio: {} demo-stdio-server  (2025-11-25 child process, suggest_title asks your model)", exe.display());
-    println!("Governed by [budget] max_rounds = {MAX_ROUNDS} and the policy {}:", policy.0.display());
+    println!(
+        "Governed by [budget] max_rounds = {MAX_ROUNDS} and the policy {}:",
+        policy.0.display()
+    );
     for line in POLICY.lines() {
         println!("  {line}");
     }
     if walkthrough {
         let ok = walkthrough::run(&running.url(), &repo.seen, &alpha.seen).await;
         running.stop().await;
-        return Ok(if ok { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE });
+        return Ok(if ok {
+            std::process::ExitCode::SUCCESS
+        } else {
+            std::process::ExitCode::FAILURE
+        });
     }
     println!("\nTry it:\n  curl -s {} \\\n    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\\n    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'", running.url());
     println!("\nPress Ctrl-C to stop.");

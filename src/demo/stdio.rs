@@ -18,8 +18,12 @@ pub async fn serve() -> std::io::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::stdout();
     while let Some(line) = lines.next_line().await? {
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
-        let (Some(id), Some(method)) = (msg.get("id").cloned(), msg["method"].as_str()) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(id), Some(method)) = (msg.get("id").cloned(), msg["method"].as_str()) else {
+            continue;
+        };
         let answer = match method {
             "initialize" => ok(
                 &id,
@@ -33,11 +37,20 @@ pub async fn serve() -> std::io::Result<()> {
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]}),
             ),
             "tools/call" if msg.pointer("/params/name") == Some(&json!("suggest_title")) => {
-                let text = msg.pointer("/params/arguments/text").and_then(Value::as_str).unwrap_or("").to_owned();
+                let text = msg
+                    .pointer("/params/arguments/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
                 let title = ask_model(&mut lines, &mut out, &text).await?;
-                ok(&id, json!({"content": [{"type": "text", "text": format!("title: {title}")}]}))
+                ok(
+                    &id,
+                    json!({"content": [{"type": "text", "text": format!("title: {title}")}]}),
+                )
             }
-            _ => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
+            _ => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
+            }
         };
         write(&mut out, &answer).await?;
     }
@@ -56,9 +69,14 @@ async fn ask_model(
         "maxTokens": 20}});
     write(out, &ask).await?;
     while let Some(line) = lines.next_line().await? {
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         if msg["id"] == "title-1" {
-            let title = msg.pointer("/result/content/text").and_then(Value::as_str).unwrap_or("(the model declined)");
+            let title = msg
+                .pointer("/result/content/text")
+                .and_then(Value::as_str)
+                .unwrap_or("(the model declined)");
             return Ok(title.to_owned());
         }
     }

@@ -43,7 +43,10 @@ impl Seen {
 
     /// How many times `event` was seen.
     pub fn count(&self, event: &str) -> usize {
-        self.counts.lock().map(|m| m.get(event).copied().unwrap_or(0)).unwrap_or(0)
+        self.counts
+            .lock()
+            .map(|m| m.get(event).copied().unwrap_or(0))
+            .unwrap_or(0)
     }
 }
 
@@ -77,7 +80,11 @@ impl Drop for DemoUpstream {
 /// Starts a demo upstream named `name` on `addr` (port 0 for any).
 pub async fn start(name: &'static str, addr: SocketAddr) -> std::io::Result<DemoUpstream> {
     let seen = Arc::<Seen>::default();
-    let demo = Arc::new(Demo { name, seen: seen.clone(), branches: Mutex::new(BRANCHES.iter().map(|b| (*b).to_owned()).collect()) });
+    let demo = Arc::new(Demo {
+        name,
+        seen: seen.clone(),
+        branches: Mutex::new(BRANCHES.iter().map(|b| (*b).to_owned()).collect()),
+    });
     serve(addr, seen, move |req| handle(demo.clone(), req)).await
 }
 
@@ -90,7 +97,11 @@ struct Demo {
 
 /// Serves `handler` over HTTP/1.1 and HTTP/2 on `addr` until the returned upstream is stopped;
 /// `seen` is the tally the handler keeps.
-pub(super) async fn serve<F, Fut>(addr: SocketAddr, seen: Arc<Seen>, handler: F) -> std::io::Result<DemoUpstream>
+pub(super) async fn serve<F, Fut>(
+    addr: SocketAddr,
+    seen: Arc<Seen>,
+    handler: F,
+) -> std::io::Result<DemoUpstream>
 where
     F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
@@ -138,12 +149,24 @@ pub(super) fn json_reply(status: StatusCode, body: Value) -> Response<Body> {
 }
 
 fn result(id: &Value, name: &str, mut r: Value) -> Response<Body> {
-    r["resultType"] = r.get("resultType").cloned().unwrap_or_else(|| "complete".into());
+    r["resultType"] = r
+        .get("resultType")
+        .cloned()
+        .unwrap_or_else(|| "complete".into());
     r["_meta"] = json!({"io.modelcontextprotocol/serverInfo": {"name": name, "version": "1.0.0"}});
-    json_reply(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": r}))
+    json_reply(
+        StatusCode::OK,
+        json!({"jsonrpc": "2.0", "id": id, "result": r}),
+    )
 }
 
-fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Response<Body> {
+fn error(
+    status: StatusCode,
+    id: &Value,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Response<Body> {
     let mut e = json!({"code": code, "message": message});
     if let Some(d) = data {
         e["data"] = d;
@@ -151,24 +174,59 @@ fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<
     json_reply(status, json!({"jsonrpc": "2.0", "id": id, "error": e}))
 }
 
-async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    demo: Arc<Demo>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, Infallible> {
     if req.method() != http::Method::POST {
-        return Ok(Response::builder().status(405).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
+        return Ok(Response::builder()
+            .status(405)
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap_or_default());
     }
-    let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(error(StatusCode::BAD_REQUEST, &Value::Null, -32700, "parse error", None));
+        return Ok(error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            -32700,
+            "parse error",
+            None,
+        ));
     };
     let id = msg.get("id").cloned().unwrap_or(Value::Null);
     let Some(method) = msg.get("method").and_then(Value::as_str) else {
-        return Ok(error(StatusCode::BAD_REQUEST, &id, -32600, "invalid request", None));
+        return Ok(error(
+            StatusCode::BAD_REQUEST,
+            &id,
+            -32600,
+            "invalid request",
+            None,
+        ));
     };
     if id.is_null() {
-        return Ok(Response::builder().status(202).body(Full::new(Bytes::new()).boxed()).unwrap_or_default());
+        return Ok(Response::builder()
+            .status(202)
+            .body(Full::new(Bytes::new()).boxed())
+            .unwrap_or_default());
     }
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    if params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion").is_none() {
-        return Ok(error(StatusCode::BAD_REQUEST, &id, -32602, "missing _meta", None));
+    if params
+        .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+        .is_none()
+    {
+        return Ok(error(
+            StatusCode::BAD_REQUEST,
+            &id,
+            -32602,
+            "missing _meta",
+            None,
+        ));
     }
     Ok(match Method::parse(method) {
         Method::ToolsCall => call(&demo, &id, &params).await,
@@ -179,7 +237,13 @@ async fn handle(demo: Arc<Demo>, req: Request<hyper::body::Incoming>) -> Result<
 
 /// The answers from memory: discovery, the lists, a prompt and a resource read.
 fn answer(name: &str, id: &Value, method: &Method, params: &Value) -> Response<Body> {
-    let listed = |member: &str, items: Value| result(id, name, json!({member: items, "ttlMs": 60000, "cacheScope": "public"}));
+    let listed = |member: &str, items: Value| {
+        result(
+            id,
+            name,
+            json!({member: items, "ttlMs": 60000, "cacheScope": "public"}),
+        )
+    };
     match method {
         Method::ServerDiscover => result(
             id,
@@ -191,29 +255,47 @@ fn answer(name: &str, id: &Value, method: &Method, params: &Value) -> Response<B
             "ttlMs": 60000, "cacheScope": "public"}),
         ),
         Method::ToolsList => listed("tools", tools()),
-        Method::PromptsList => {
-            listed("prompts", json!([{"name": "greet", "description": "Greet someone", "arguments": [{"name": "who", "required": true}]}]))
-        }
+        Method::PromptsList => listed(
+            "prompts",
+            json!([{"name": "greet", "description": "Greet someone", "arguments": [{"name": "who", "required": true}]}]),
+        ),
         Method::PromptsGet => {
-            let who = params.pointer("/arguments/who").and_then(Value::as_str).unwrap_or("you");
-            result(id, name, json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}))
+            let who = params
+                .pointer("/arguments/who")
+                .and_then(Value::as_str)
+                .unwrap_or("you");
+            result(
+                id,
+                name,
+                json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}]}),
+            )
         }
-        Method::ResourcesList => {
-            listed("resources", json!([{"uri": format!("demo://{name}/readme"), "name": "readme", "mimeType": "text/plain"}]))
-        }
-        Method::ResourcesTemplatesList => {
-            listed("resourceTemplates", json!([{"uriTemplate": format!("demo://{name}/items/{{id}}"), "name": "item"}]))
-        }
+        Method::ResourcesList => listed(
+            "resources",
+            json!([{"uri": format!("demo://{name}/readme"), "name": "readme", "mimeType": "text/plain"}]),
+        ),
+        Method::ResourcesTemplatesList => listed(
+            "resourceTemplates",
+            json!([{"uriTemplate": format!("demo://{name}/items/{{id}}"), "name": "item"}]),
+        ),
         Method::ResourcesRead => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
-            if uri == format!("demo://{name}/readme") || uri.starts_with(&format!("demo://{name}/items/")) {
+            if uri == format!("demo://{name}/readme")
+                || uri.starts_with(&format!("demo://{name}/items/"))
+            {
                 result(
                     id,
                     name,
                     json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("{name}: {uri}")}], "ttlMs": 1000, "cacheScope": "public"}),
                 )
             } else {
-                error(StatusCode::OK, id, -32602, "resource not found", Some(json!({"uri": uri})))
+                error(
+                    StatusCode::OK,
+                    id,
+                    -32602,
+                    "resource not found",
+                    Some(json!({"uri": uri})),
+                )
             }
         }
         _ => error(StatusCode::NOT_FOUND, id, -32601, "method not found", None),
@@ -230,16 +312,37 @@ async fn call(demo: &Demo, id: &Value, params: &Value) -> Response<Body> {
     let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
     demo.seen.note(&format!("call {tool}"));
     match tool {
-        "echo" => result(id, name, text(args.get("text").and_then(Value::as_str).unwrap_or("").to_owned())),
+        "echo" => result(
+            id,
+            name,
+            text(
+                args.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+        ),
         "add" => {
-            let sum = args.get("a").and_then(Value::as_i64).unwrap_or(0) + args.get("b").and_then(Value::as_i64).unwrap_or(0);
+            let sum = args.get("a").and_then(Value::as_i64).unwrap_or(0)
+                + args.get("b").and_then(Value::as_i64).unwrap_or(0);
             result(id, name, text(sum.to_string()))
         }
-        "locate" => result(id, name, text(format!("region={}", args.get("region").and_then(Value::as_str).unwrap_or("none")))),
+        "locate" => result(
+            id,
+            name,
+            text(format!(
+                "region={}",
+                args.get("region").and_then(Value::as_str).unwrap_or("none")
+            )),
+        ),
         "ask" => ask(name, id, params, &args),
         "progress" => progress(id, params),
         "delete_branch" => delete_branch(demo, id, &args),
-        _ => result(id, name, json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true})),
+        _ => result(
+            id,
+            name,
+            json!({"content": [{"type": "text", "text": "unknown tool"}], "isError": true}),
+        ),
     }
 }
 
@@ -257,12 +360,22 @@ fn ask(name: &str, id: &Value, params: &Value, args: &Value) -> Response<Body> {
             "requestState": "demo-round-1"}),
         ),
         Some(resp) => {
-            let state_ok = params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
-            let answer = resp.pointer("/content/answer").and_then(Value::as_str).unwrap_or("(declined)");
+            let state_ok =
+                params.get("requestState").and_then(Value::as_str) == Some("demo-round-1");
+            let answer = resp
+                .pointer("/content/answer")
+                .and_then(Value::as_str)
+                .unwrap_or("(declined)");
             if state_ok {
                 result(id, name, text(format!("you answered: {answer}")))
             } else {
-                error(StatusCode::BAD_REQUEST, id, -32602, "bad requestState", None)
+                error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    -32602,
+                    "bad requestState",
+                    None,
+                )
             }
         }
     }
@@ -274,14 +387,16 @@ fn progress(id: &Value, params: &Value) -> Response<Body> {
     let mut frames = String::new();
     if let Some(t) = token {
         for i in 1..=3 {
-            let n =
-                json!({"jsonrpc": "2.0", "method": Method::Progress.as_str(), "params": {"progressToken": t, "progress": i, "total": 3}});
+            let n = json!({"jsonrpc": "2.0", "method": Method::Progress.as_str(), "params": {"progressToken": t, "progress": i, "total": 3}});
             frames.push_str(&format!("id: {i}\ndata: {n}\n\n"));
         }
     }
     let done = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}});
     frames.push_str(&format!("data: {done}\n\n"));
-    Response::builder().header("content-type", "text/event-stream").body(Full::new(Bytes::from(frames)).boxed()).unwrap_or_default()
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Full::new(Bytes::from(frames)).boxed())
+        .unwrap_or_default()
 }
 
 /// `delete_branch`: removes the branch, or a tool error when there is none of that name.
@@ -289,12 +404,25 @@ fn delete_branch(demo: &Demo, id: &Value, args: &Value) -> Response<Body> {
     let name = demo.name;
     let branch = args.get("name").and_then(Value::as_str).unwrap_or("");
     let Ok(mut branches) = demo.branches.lock() else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, id, -32603, "internal error", None);
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            id,
+            -32603,
+            "internal error",
+            None,
+        );
     };
     match branches.iter().position(|b| b == branch) {
         Some(i) => {
             branches.remove(i);
-            result(id, name, text(format!("deleted branch {branch:?}; branches left: {}", branches.join(", "))))
+            result(
+                id,
+                name,
+                text(format!(
+                    "deleted branch {branch:?}; branches left: {}",
+                    branches.join(", ")
+                )),
+            )
         }
         None => result(
             id,
@@ -307,8 +435,17 @@ fn delete_branch(demo: &Demo, id: &Value, args: &Value) -> Response<Body> {
 fn listen(id: &Value, params: &Value) -> Response<Body> {
     let ack = json!({"jsonrpc": "2.0", "method": Method::SubscriptionsAcknowledged.as_str(),
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}, "notifications": params.get("notifications").cloned().unwrap_or(json!({}))}});
-    let first =
-        futures_util::stream::once(async move { Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(format!("data: {ack}\n\n")))) });
-    let body = http_body_util::StreamBody::new(futures_util::StreamExt::chain(first, futures_util::stream::pending()));
-    Response::builder().header("content-type", "text/event-stream").body(body.boxed()).unwrap_or_default()
+    let first = futures_util::stream::once(async move {
+        Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(format!(
+            "data: {ack}\n\n"
+        ))))
+    });
+    let body = http_body_util::StreamBody::new(futures_util::StreamExt::chain(
+        first,
+        futures_util::stream::pending(),
+    ));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(body.boxed())
+        .unwrap_or_default()
 }

@@ -20,17 +20,29 @@ use crate::validate::check_method;
 
 /// Refuses `method` as the module says; `also(cap)`: whether something else serves the family
 /// (a round's retry for an upstream a reload retired).
-pub async fn check(gw: &Generation, method: &Method, also: impl Fn(&str) -> bool) -> Result<(), GatewayError> {
+pub async fn check(
+    gw: &Generation,
+    method: &Method,
+    also: impl Fn(&str) -> bool,
+) -> Result<(), GatewayError> {
     let served = |cap: &str| gw.serves(cap) || also(cap);
-    let Err(not_served) = check_method(method, served) else { return Ok(()) };
-    let Some(Some(cap)) = method.capability() else { return Err(not_served.into()) };
+    let Err(not_served) = check_method(method, served) else {
+        return Ok(());
+    };
+    let Some(Some(cap)) = method.capability() else {
+        return Err(not_served.into());
+    };
     let could: Vec<&Arc<Upstream>> = gw.upstreams.iter().filter(|u| u.could_serve(cap)).collect();
     if could.is_empty() {
         return Err(not_served.into());
     }
     let t = &gw.cfg.timeouts;
-    futures_util::future::join_all(could.iter().map(|up| crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, t))))
-        .await;
+    futures_util::future::join_all(
+        could.iter().map(|up| {
+            crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, t))
+        }),
+    )
+    .await;
     if served(cap) {
         return Ok(());
     }
@@ -42,17 +54,30 @@ pub fn unavailable<'a>(what: &str, down: impl Iterator<Item = &'a Upstream>) -> 
     let down = down
         .map(|u| {
             let s = u.status();
-            let why = s.error.clone().unwrap_or_else(|| if s.probed { "unhealthy" } else { "not probed yet" }.into());
+            let why = s.error.clone().unwrap_or_else(|| {
+                if s.probed {
+                    "unhealthy"
+                } else {
+                    "not probed yet"
+                }
+                .into()
+            });
             (u.name.clone(), why)
         })
         .collect();
-    Unavailable { what: what.to_owned(), down, retry_after_ms: crate::catalog::reprobe::RETRY_AFTER.as_millis() as u64 }
+    Unavailable {
+        what: what.to_owned(),
+        down,
+        retry_after_ms: crate::catalog::reprobe::RETRY_AFTER.as_millis() as u64,
+    }
 }
 
 /// For a routed call: `Ok` when `up` is up, after a probe of it the call waits for when it is
 /// down (see the module); the 503 refusal naming it otherwise.
 pub async fn up_now(gw: &Generation, up: &Upstream, what: &str) -> Result<(), GatewayError> {
-    if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &gw.cfg.timeouts)).await {
+    if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &gw.cfg.timeouts))
+        .await
+    {
         return Ok(());
     }
     Err(unavailable(what, std::iter::once(up)).into())

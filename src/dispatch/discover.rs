@@ -16,10 +16,18 @@ use crate::mcp::version;
 /// so a client's first `server/discover` or `initialize` right after Sluice starts sees the
 /// families its upstreams serve, not an empty set. Costs nothing once they all were probed.
 pub async fn first_probes(gw: &Generation, principal: &crate::auth::Principal) {
-    let fresh: Vec<_> = gw.reachable(principal).filter(|u| !u.status().probed).collect();
+    let fresh: Vec<_> = gw
+        .reachable(principal)
+        .filter(|u| !u.status().probed)
+        .collect();
     if !fresh.is_empty() {
         let within = gw.cfg.timeouts.connect;
-        futures_util::future::join_all(fresh.iter().map(|up| crate::catalog::reprobe::revive(up, within))).await;
+        futures_util::future::join_all(
+            fresh
+                .iter()
+                .map(|up| crate::catalog::reprobe::revive(up, within)),
+        )
+        .await;
     }
 }
 
@@ -29,7 +37,10 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
     let mut ttl: Option<u64> = None;
     let mut public = true;
     let mut instructions = Vec::new();
-    let healthy: Vec<_> = gw.reachable(principal).filter(|u| u.status().healthy).collect();
+    let healthy: Vec<_> = gw
+        .reachable(principal)
+        .filter(|u| u.status().healthy)
+        .collect();
     for up in &healthy {
         let status = up.status();
         let Some(d) = status.discovered.as_ref() else {
@@ -37,8 +48,16 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
         };
         ttl = Some(ttl.map_or(d.ttl_ms, |t| t.min(d.ttl_ms)));
         public &= d.public;
-        if let Some(i) = d.instructions.as_ref().filter(|_| !all_hidden(gw, principal, up)) {
-            instructions.push(if healthy.len() > 1 { format!("[{}] {i}", up.name) } else { i.clone() });
+        if let Some(i) = d
+            .instructions
+            .as_ref()
+            .filter(|_| !all_hidden(gw, principal, up))
+        {
+            instructions.push(if healthy.len() > 1 {
+                format!("[{}] {i}", up.name)
+            } else {
+                i.clone()
+            });
         }
         for (cap, value) in &d.capabilities {
             match cap.as_str() {
@@ -46,8 +65,15 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
                     caps.insert(cap.clone(), json!({"listChanged": true}));
                 }
                 "resources" => {
-                    let sub = value.get("subscribe").and_then(Value::as_bool).unwrap_or(false)
-                        || caps.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false);
+                    let sub = value
+                        .get("subscribe")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                        || caps
+                            .get("resources")
+                            .and_then(|r| r.get("subscribe"))
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
                     let mut r = json!({"listChanged": true});
                     if sub {
                         r["subscribe"] = true.into();
@@ -87,9 +113,11 @@ fn drop_hidden_families(
     caps: &mut Map<String, Value>,
 ) {
     use crate::route::table::ListKind;
-    for (family, kinds) in
-        [("tools", &[ListKind::Tools][..]), ("prompts", &[ListKind::Prompts]), ("resources", &[ListKind::Resources, ListKind::Templates])]
-    {
+    for (family, kinds) in [
+        ("tools", &[ListKind::Tools][..]),
+        ("prompts", &[ListKind::Prompts]),
+        ("resources", &[ListKind::Resources, ListKind::Templates]),
+    ] {
         if !healthy.iter().any(|up| sees_any(gw, principal, up, kinds)) {
             caps.remove(family);
         }
@@ -106,13 +134,19 @@ fn sees_any(
     let viewer = crate::policy::visibility::Viewer::of(principal);
     kinds.iter().any(|kind| {
         let table = up.list(*kind);
-        gw.governor.shown(&viewer, &up.name, *kind, &table).map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v))
+        gw.governor
+            .shown(&viewer, &up.name, *kind, &table)
+            .map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v))
     })
 }
 
 /// Whether `hide` rules hide every item the upstream lists from the principal (then its
 /// instructions, which may name them, are left out too).
-fn all_hidden(gw: &Generation, principal: &crate::auth::Principal, up: &crate::upstream::Upstream) -> bool {
+fn all_hidden(
+    gw: &Generation,
+    principal: &crate::auth::Principal,
+    up: &crate::upstream::Upstream,
+) -> bool {
     use crate::route::table::ListKind;
     let listed = ListKind::ALL.iter().any(|k| !up.list(*k).items.is_empty());
     gw.governor.has_visibility() && listed && !sees_any(gw, principal, up, &ListKind::ALL)

@@ -20,7 +20,9 @@ use crate::mcp::jsonrpc::RawObject;
 use crate::mcp::method::Method;
 use crate::mcp::{jsonrpc, sse};
 use crate::policy::Governor;
-use crate::respond::{error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind};
+use crate::respond::{
+    error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind,
+};
 use crate::state::Keys;
 use crate::upstream::client::{modern_headers, Answer, HttpClient, SseStream, UpstreamError};
 use crate::upstream::Upstream;
@@ -87,10 +89,18 @@ pub async fn forward(
     client_headers: &HeaderMap,
     make_seal: Option<MakeSeal<'_>>,
 ) -> Result<Reply, GatewayError> {
-    let mut headers = modern_headers(&up.modern_base, call.method.as_str(), call.mcp_name.as_deref());
+    let mut headers = modern_headers(
+        &up.modern_base,
+        call.method.as_str(),
+        call.mcp_name.as_deref(),
+    );
     for (k, v) in client_headers {
         let n = k.as_str();
-        if n.starts_with(crate::mcp::headers::PARAM_PREFIX) || n == "traceparent" || n == "tracestate" || n == "baggage" {
+        if n.starts_with(crate::mcp::headers::PARAM_PREFIX)
+            || n == "traceparent"
+            || n == "tracestate"
+            || n == "baggage"
+        {
             headers.append(k, v.clone());
         }
     }
@@ -101,10 +111,17 @@ pub async fn forward(
     // A failure counts against the endpoint's breaker (`upstream::balance`). With one URL, an
     // upstream that cannot be reached is down until its next probe (left out of lists); with
     // several, its other URLs (or its next trial) serve the next call.
-    let answer = match up.post_modern(&fw.client, headers, call.body.clone(), Some(t)).await {
+    let answer = match up
+        .post_modern(&fw.client, headers, call.body.clone(), Some(t))
+        .await
+    {
         Ok(a) => a,
         Err(e) => {
-            if matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..)) && up.balancer.endpoints.len() <= 1 {
+            if matches!(
+                e,
+                UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..)
+            ) && up.balancer.endpoints.len() <= 1
+            {
                 up.mark_failed(&e.to_string());
             }
             return Err(e.into());
@@ -113,9 +130,16 @@ pub async fn forward(
     match answer {
         Answer::Json(status, body) => {
             let text = std::str::from_utf8(&body).unwrap_or("");
-            Ok(reply_for(fw, up, &call, status, read_final(text), || make_seal.map(|f| f())).await)
+            Ok(reply_for(fw, up, &call, status, read_final(text), || {
+                make_seal.map(|f| f())
+            })
+            .await)
         }
-        Answer::Status(status, _) => Err(UpstreamError::Protocol(up.name.clone(), format!("HTTP {status} without a JSON-RPC body")).into()),
+        Answer::Status(status, _) => Err(UpstreamError::Protocol(
+            up.name.clone(),
+            format!("HTTP {status} without a JSON-RPC body"),
+        )
+        .into()),
         Answer::Sse(mut stream) => loop {
             if call.seal.is_none() {
                 call.seal = make_seal.map(|f| f());
@@ -137,7 +161,13 @@ pub async fn forward(
     }
 }
 
-async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: SseStream, tx: mpsc::Sender<Bytes>) {
+async fn pump(
+    fw: Arc<Forwarder>,
+    up: Arc<Upstream>,
+    call: Call,
+    mut stream: SseStream,
+    tx: mpsc::Sender<Bytes>,
+) {
     loop {
         let next = tokio::select! {
             n = stream.next() => n,
@@ -151,7 +181,9 @@ async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: Sse
                 return;
             }
             Err(e) => {
-                let _ = tx.send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e)))).await;
+                let _ = tx
+                    .send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e))))
+                    .await;
                 return;
             }
         };
@@ -163,7 +195,9 @@ async fn pump(fw: Arc<Forwarder>, up: Arc<Upstream>, call: Call, mut stream: Sse
                 }
             }
             Msg::Final(reply) => {
-                let _ = tx.send(sse::frame(reply.json_body().map_or(&b""[..], |b| &b[..]))).await;
+                let _ = tx
+                    .send(sse::frame(reply.json_body().map_or(&b""[..], |b| &b[..])))
+                    .await;
                 return;
             }
         }
@@ -186,7 +220,9 @@ async fn reply_for(
     match fin {
         Final::Result(m, ResultKind::Complete) => json(result_reply(id, method, &m, info)),
         Final::Result(m, ResultKind::InputRequired) => {
-            let Some(seal) = seal() else { return json(unexpected_result(id, &up.name)) };
+            let Some(seal) = seal() else {
+                return json(unexpected_result(id, &up.name));
+            };
             let wrapped = super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m).await;
             if wrapped.is_ok() {
                 up.hold_until(seal.template.expires_ms); // a reload's drain waits for its answer
@@ -219,7 +255,12 @@ async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg
         return Msg::Skip;
     };
     if msg.is_response() {
-        return Msg::Final(reply_for(fw, up, call, StatusCode::OK, read_final(data), || call.seal.clone()).await);
+        return Msg::Final(
+            reply_for(fw, up, call, StatusCode::OK, read_final(data), || {
+                call.seal.clone()
+            })
+            .await,
+        );
     }
     match (msg.method.as_ref(), msg.id.is_some()) {
         (Some(Method::Progress), false) => Msg::Relay(Bytes::copy_from_slice(data.as_bytes())),
@@ -227,8 +268,15 @@ async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg
             let Some(want) = call.log_level else {
                 return Msg::Skip;
             };
-            let level = msg.params.as_ref().and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-            let rank = level.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(crate::mcp::level_rank);
+            let level = msg
+                .params
+                .as_ref()
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
+            let rank = level
+                .as_ref()
+                .and_then(|p| p.get("level"))
+                .and_then(Value::as_str)
+                .and_then(crate::mcp::level_rank);
             if rank.is_some_and(|r| r >= want) {
                 Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
             } else {

@@ -37,7 +37,11 @@ fn state_error(e: StateError) -> GatewayError {
 
 /// The name or URI a request is bound to in sealed state.
 pub fn bound_name(env: &Envelope) -> String {
-    env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok).unwrap_or_default()
+    env.method
+        .name_member()
+        .and_then(|m| env.param_str(m))
+        .and_then(Result::ok)
+        .unwrap_or_default()
 }
 
 /// What a state issued for this request binds.
@@ -54,7 +58,12 @@ fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> B
 /// Opens the request's `requestState`, if it carries one.
 /// The state must also name the upstream the request routes to now: a state one upstream's
 /// round earned never carries its answers to another (one that started to list the same URI).
-pub fn open_state(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal) -> Result<Option<Sealed>, GatewayError> {
+pub fn open_state(
+    gw: &Generation,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+) -> Result<Option<Sealed>, GatewayError> {
     match env.param_str("requestState") {
         None => Ok(None),
         Some(Err(())) => Err(state_error(StateError::Tampered)),
@@ -62,8 +71,21 @@ pub fn open_state(gw: &Generation, env: &Envelope, t: &Target, principal: &Princ
             let digest = state::params_digest(env.members());
             gw.bridge
                 .keys
-                .open(&token, principal.id(), env.method.as_str(), &bound_name(env), &digest, state::now_ms())
-                .and_then(|s| if s.upstream == t.up.name { Ok(Some(s)) } else { Err(StateError::RequestChanged) })
+                .open(
+                    &token,
+                    principal.id(),
+                    env.method.as_str(),
+                    &bound_name(env),
+                    &digest,
+                    state::now_ms(),
+                )
+                .and_then(|s| {
+                    if s.upstream == t.up.name {
+                        Ok(Some(s))
+                    } else {
+                        Err(StateError::RequestChanged)
+                    }
+                })
                 .map_err(state_error)
         }
     }
@@ -72,8 +94,16 @@ pub fn open_state(gw: &Generation, env: &Envelope, t: &Target, principal: &Princ
 /// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
 /// its exchange gone.
 async fn consume(gw: &Generation, sealed: &Sealed) -> Result<(), GatewayError> {
-    let nonce = sealed.handle.as_deref().ok_or_else(|| state_error(StateError::Tampered))?;
-    if gw.governor.consume_state(nonce, sealed.expires_ms).await.map_err(GatewayError::Refused)? {
+    let nonce = sealed
+        .handle
+        .as_deref()
+        .ok_or_else(|| state_error(StateError::Tampered))?;
+    if gw
+        .governor
+        .consume_state(nonce, sealed.expires_ms)
+        .await
+        .map_err(GatewayError::Refused)?
+    {
         Ok(())
     } else {
         Err(state_error(StateError::UnknownExchange))
@@ -81,12 +111,22 @@ async fn consume(gw: &Generation, sealed: &Sealed) -> Result<(), GatewayError> {
 }
 
 fn annotations(t: &Target) -> (bool, bool) {
-    let h = t.up.list(ListKind::Tools).by_key(&t.own).map(|i| i.hints).unwrap_or_default();
+    let h =
+        t.up.list(ListKind::Tools)
+            .by_key(&t.own)
+            .map(|i| i.hints)
+            .unwrap_or_default();
     (h.destructive, h.read_only)
 }
 
 /// Applies the rules to a tool call before it reaches the upstream.
-pub async fn gate(gw: &Generation, env: &Envelope, meta: &Meta, t: &Target, principal: &Principal) -> Result<Gate, GatewayError> {
+pub async fn gate(
+    gw: &Generation,
+    env: &Envelope,
+    meta: &Meta,
+    t: &Target,
+    principal: &Principal,
+) -> Result<Gate, GatewayError> {
     if env.method != Method::ToolsCall {
         return Ok(Gate::Go);
     }
@@ -117,7 +157,10 @@ pub async fn gate(gw: &Generation, env: &Envelope, meta: &Meta, t: &Target, prin
     }
     match d.effect {
         Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
-        Effect::Deny => Err(GatewayError::Refused(Refusal::Denied { rule, reason: d.reason.unwrap_or_else(|| "not allowed".into()) })),
+        Effect::Deny => Err(GatewayError::Refused(Refusal::Denied {
+            rule,
+            reason: d.reason.unwrap_or_else(|| "not allowed".into()),
+        })),
         Effect::Approve => approve(gw, env, meta, t, principal, rule).await,
     }
 }
@@ -125,12 +168,22 @@ pub async fn gate(gw: &Generation, env: &Envelope, meta: &Meta, t: &Target, prin
 /// Counts a tool call against its `[[quota]]`, once per call: at its first request. A retry
 /// that carries a `requestState` continues a call already counted (a state exists only for a
 /// counted call, is bound to it and is single use; a forged one is refused further on).
-async fn charge_quota(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal) -> Result<(), GatewayError> {
+async fn charge_quota(
+    gw: &Generation,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+) -> Result<(), GatewayError> {
     let quotas = &gw.governor.quotas;
     if quotas.is_empty() || matches!(env.param_str("requestState"), Some(Ok(_))) {
         return Ok(());
     }
-    let call = crate::policy::quota::Call { principal: principal.id(), groups: &principal.groups, upstream: &t.up.name, tool: &t.own };
+    let call = crate::policy::quota::Call {
+        principal: principal.id(),
+        groups: &principal.groups,
+        upstream: &t.up.name,
+        tool: &t.own,
+    };
     gw.governor.charge_quota(&call).await.map_err(|r| {
         if matches!(r, Refusal::Quota { .. }) {
             crate::audit::note(|rec| rec.decision = Some("quota"));
@@ -152,13 +205,27 @@ async fn approve(
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
         consume(gw, &sealed).await?;
-        let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+        let responses: Map<String, Value> = env
+            .param("inputResponses")
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default();
         return match approval::granted(responses.get(approval::KEY)) {
-            None => Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, sealed.round + 1))),
+            None => Ok(Gate::Answer(ask_approval(
+                gw,
+                env,
+                t,
+                principal,
+                rule,
+                sealed.round + 1,
+            ))),
             Some(false) => Err(GatewayError::Refused(Refusal::Declined { rule })),
             Some(true) => {
-                let fresh = env.rewrite_params(|k, _| matches!(k, "requestState" | "inputResponses").then_some(None));
-                Ok(Gate::Approved(Envelope::parse(fresh).map_err(GatewayError::from)?))
+                let fresh = env.rewrite_params(|k, _| {
+                    matches!(k, "requestState" | "inputResponses").then_some(None)
+                });
+                Ok(Gate::Approved(
+                    Envelope::parse(fresh).map_err(GatewayError::from)?,
+                ))
             }
         };
     }
@@ -171,14 +238,27 @@ async fn approve(
     Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, 1)))
 }
 
-fn ask_approval(gw: &Generation, env: &Envelope, t: &Target, principal: &Principal, rule: String, round: u32) -> Reply {
+fn ask_approval(
+    gw: &Generation,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+    rule: String,
+    round: u32,
+) -> Reply {
     let bound = bound(env, t, principal, state::params_digest(env.members()));
     let expires = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
-    let sealed = Sealed { extra: Some(rule.clone()), ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica) };
+    let sealed = Sealed {
+        extra: Some(rule.clone()),
+        ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica)
+    };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
         "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
-    Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))
+    Reply::Json(
+        http::StatusCode::OK,
+        jsonrpc::result_body(env.id_json(), &result.to_string()),
+    )
 }
 
 /// A modern upstream's retry: the round it answers, the upstream's own state to restore, and
@@ -201,10 +281,22 @@ pub async fn modern_retry(
     t: &Target,
     principal: &Principal,
 ) -> Result<Result<ModernRetry, Reply>, GatewayError> {
-    let fresh = ModernRetry { round: 0, restore: None, had_state: false, declined: Vec::new() };
+    let fresh = ModernRetry {
+        round: 0,
+        restore: None,
+        had_state: false,
+        declined: Vec::new(),
+    };
     // Bytes per input response, as for a legacy upstream: an oversized answer never goes up.
-    let max_bytes = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_input_response_bytes;
-    let responses: Map<String, Value> = env.param("inputResponses").and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+    let max_bytes = gw
+        .governor
+        .budgets
+        .limits(&t.up.name, &principal.groups)
+        .max_input_response_bytes;
+    let responses: Map<String, Value> = env
+        .param("inputResponses")
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default();
     for (key, answer) in &responses {
         let size = answer.to_string().len();
         if size > max_bytes {
@@ -213,13 +305,19 @@ pub async fn modern_retry(
             ))));
         }
     }
-    let Some(sealed) = open_state(gw, env, t, principal)? else { return Ok(Ok(fresh)) };
+    let Some(sealed) = open_state(gw, env, t, principal)? else {
+        return Ok(Ok(fresh));
+    };
     if sealed.kind != Kind::Modern {
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
     consume(gw, &sealed).await?;
-    let max = gw.governor.budgets.limits(&t.up.name, &principal.groups).max_rounds;
+    let max = gw
+        .governor
+        .budgets
+        .limits(&t.up.name, &principal.groups)
+        .max_rounds;
     if sealed.round >= max {
         return Err(GatewayError::Refused(Refusal::RoundCap(max)));
     }
@@ -227,9 +325,13 @@ pub async fn modern_retry(
     if let Some((held, rule)) = sealed.pending.clone() {
         // The answer to an approval round: show the held asks, or refuse; the upstream waits.
         return match approval::granted(responses.get(approval::KEY)) {
-            None => {
-                Err(GatewayError::InvalidParams(format!("inputResponses[{:?}] is missing: answer the approval round", approval::KEY), None))
-            }
+            None => Err(GatewayError::InvalidParams(
+                format!(
+                    "inputResponses[{:?}] is missing: answer the approval round",
+                    approval::KEY
+                ),
+                None,
+            )),
             Some(false) => Err(GatewayError::Refused(Refusal::Declined { rule })),
             Some(true) => {
                 let mut next = sealed.clone();
@@ -240,11 +342,19 @@ pub async fn modern_retry(
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
                 let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": gw.bridge.keys.seal(&next),
                     "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
-                Ok(Err(Reply::Json(http::StatusCode::OK, jsonrpc::result_body(env.id_json(), &result.to_string()))))
+                Ok(Err(Reply::Json(
+                    http::StatusCode::OK,
+                    jsonrpc::result_body(env.id_json(), &result.to_string()),
+                )))
             }
         };
     }
-    Ok(Ok(ModernRetry { round: sealed.round, restore: sealed.extra, had_state: true, declined: sealed.declined }))
+    Ok(Ok(ModernRetry {
+        round: sealed.round,
+        restore: sealed.extra,
+        had_state: true,
+        declined: sealed.declined,
+    }))
 }
 
 /// The sealing template of the next modern round.

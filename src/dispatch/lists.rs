@@ -26,7 +26,8 @@ pub async fn serve(
 ) -> Result<Reply, GatewayError> {
     if env.param("cursor").is_some_and(|c| c != "null") {
         return Err(GatewayError::InvalidParams(
-            "invalid cursor: Sluice returns each list in one page; call again without a cursor".into(),
+            "invalid cursor: Sluice returns each list in one page; call again without a cursor"
+                .into(),
             None,
         ));
     }
@@ -41,7 +42,10 @@ pub async fn serve(
     let viewer = crate::policy::visibility::Viewer::of(principal);
     let mut seen = std::collections::HashSet::new();
     let mut any = false;
-    for up in gw.reachable(principal).filter(|u| u.serves(kind.capability())) {
+    for up in gw
+        .reachable(principal)
+        .filter(|u| u.serves(kind.capability()))
+    {
         let mut table = up.list(kind);
         let now = Instant::now();
         let cached = table.fresh_for(now).is_some();
@@ -74,5 +78,8 @@ pub async fn serve(
     let ttl = if ttl == u64::MAX { 0 } else { ttl };
     let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.rt.server_info});
     out.push_str(&format!("],\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\",\"_meta\":{meta}}}"));
-    Ok(Reply::Json(http::StatusCode::OK, result_body(env.id_json(), &out)))
+    Ok(Reply::Json(
+        http::StatusCode::OK,
+        result_body(env.id_json(), &out),
+    ))
 }

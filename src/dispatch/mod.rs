@@ -32,24 +32,37 @@ pub async fn dispatch(gw: &Arc<Generation>, ctx: &RequestCtx<'_>) -> Result<Repl
     match &env.method {
         Method::ServerDiscover => {
             discover::first_probes(gw, principal).await;
-            Ok(Reply::Json(http::StatusCode::OK, crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal))))
+            Ok(Reply::Json(
+                http::StatusCode::OK,
+                crate::mcp::jsonrpc::result_body(id, &discover::result(gw, principal)),
+            ))
         }
         Method::SubscriptionsListen => {
-            let asked = Filter::parse(env.param("notifications"), gw.cfg.limits.max_resource_subscriptions)
-                .map_err(|m| GatewayError::InvalidParams(m, None))?;
+            let asked = Filter::parse(
+                env.param("notifications"),
+                gw.cfg.limits.max_resource_subscriptions,
+            )
+            .map_err(|m| GatewayError::InvalidParams(m, None))?;
             let honoured = Filter {
                 tools: asked.tools && gw.serves_for(principal, "tools"),
                 prompts: asked.prompts && gw.serves_for(principal, "prompts"),
                 resources: asked.resources && gw.serves_for(principal, "resources"),
-                uris: if gw.serves_for(principal, "resources") { asked.uris } else { Vec::new() },
+                uris: if gw.serves_for(principal, "resources") {
+                    asked.uris
+                } else {
+                    Vec::new()
+                },
             };
-            Ok(Reply::Sse(client_listen(gw.clone(), id.to_owned(), honoured, principal.clone()).into()))
+            Ok(Reply::Sse(
+                client_listen(gw.clone(), id.to_owned(), honoured, principal.clone()).into(),
+            ))
         }
         m => match ListKind::from_method(m) {
             Some(kind) => Box::pin(lists::serve(gw, env, kind, principal)).await,
             None => {
-                let target =
-                    ctx.target.as_ref().ok_or_else(|| GatewayError::from(crate::validate::ValidateError::Method(m.to_string())))?;
+                let target = ctx.target.as_ref().ok_or_else(|| {
+                    GatewayError::from(crate::validate::ValidateError::Method(m.to_string()))
+                })?;
                 crate::link::call(gw, ctx, target).await
             }
         },

@@ -54,7 +54,12 @@ fn text(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 }
 
 /// The result the client sees for an upstream's `input_required` result (its members).
-pub async fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObject<'_>) -> Result<String, RoundError> {
+pub async fn wrap(
+    keys: &Keys,
+    gov: &Governor,
+    seal: &RoundSeal,
+    result: &RawObject<'_>,
+) -> Result<String, RoundError> {
     let mut sealed = seal.template.clone();
     if sealed.digest.is_empty() {
         // Most calls never ask: the digest of the params is paid for only by those that do.
@@ -93,28 +98,42 @@ pub async fn wrap(keys: &Keys, gov: &Governor, seal: &RoundSeal, result: &RawObj
 
 /// Judges each input request; gives the `inputRequests` the client is shown (an approval round
 /// instead when a rule wants one, the asks then held in the seal).
-async fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, raw: &str) -> Result<String, RoundError> {
+async fn judge_requests(
+    gov: &Governor,
+    seal: &RoundSeal,
+    sealed: &mut Sealed,
+    raw: &str,
+) -> Result<String, RoundError> {
     let protocol = |m: &str| RoundError::Protocol(m.to_owned());
-    let requests: RawObject<'_> = serde_json::from_str(raw).map_err(|_| protocol("inputRequests is not an object"))?;
+    let requests: RawObject<'_> =
+        serde_json::from_str(raw).map_err(|_| protocol("inputRequests is not an object"))?;
     if requests.has_repeats() {
         return Err(protocol("inputRequests repeats an input key"));
     }
-    let limit = gov.budgets.limits(&seal.ctx.upstream, &seal.ctx.groups).max_asks_per_round;
+    let limit = gov
+        .budgets
+        .limits(&seal.ctx.upstream, &seal.ctx.groups)
+        .max_asks_per_round;
     if requests.0.len() > limit {
         return Err(Refusal::TooManyAsks(limit).into());
     }
     let mut kept = Map::new();
     let mut approval: Option<(String, String)> = None;
     for (key, req) in &requests.0 {
-        let req: RawObject<'_> = serde_json::from_str(req.get()).map_err(|_| protocol("an input request is not an object"))?;
-        let method =
-            req.get("method").and_then(text).map(|m| Method::parse(&m)).ok_or_else(|| protocol("an input request has no method"))?;
+        let req: RawObject<'_> = serde_json::from_str(req.get())
+            .map_err(|_| protocol("an input request is not an object"))?;
+        let method = req
+            .get("method")
+            .and_then(text)
+            .map(|m| Method::parse(&m))
+            .ok_or_else(|| protocol("an input request has no method"))?;
         if !method.is_ask() {
             return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
         }
         let raw_params = req.get("params");
         let mut params: Value = match raw_params {
-            Some(p) => serde_json::from_str(p).map_err(|_| protocol("an input request's params are not JSON"))?,
+            Some(p) => serde_json::from_str(p)
+                .map_err(|_| protocol("an input request's params are not JSON"))?,
             None => Value::Object(Map::new()),
         };
         let keep = |params: Value| {
@@ -129,8 +148,15 @@ async fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, r
             AskVerdict::Malformed(why) => return Err(RoundError::Protocol(why)),
             AskVerdict::Approve(rule) => {
                 if approval.is_none() {
-                    let shape = crate::policy::shape::AskShape::read(&method, raw_params).unwrap_or_default();
-                    let msg = crate::policy::approval::for_ask(&seal.ctx.upstream, seal.ctx.tool.as_deref(), &method, &shape, &rule);
+                    let shape = crate::policy::shape::AskShape::read(&method, raw_params)
+                        .unwrap_or_default();
+                    let msg = crate::policy::approval::for_ask(
+                        &seal.ctx.upstream,
+                        seal.ctx.tool.as_deref(),
+                        &method,
+                        &shape,
+                        &rule,
+                    );
                     approval = Some((rule, msg));
                 }
                 kept.insert(key.to_string(), keep(params));
@@ -138,7 +164,9 @@ async fn judge_requests(gov: &Governor, seal: &RoundSeal, sealed: &mut Sealed, r
             AskVerdict::Allow => {
                 kept.insert(key.to_string(), keep(params));
             }
-            AskVerdict::Deny(_) if method == Method::ElicitationCreate => sealed.declined.push(key.to_string()),
+            AskVerdict::Deny(_) if method == Method::ElicitationCreate => {
+                sealed.declined.push(key.to_string())
+            }
             AskVerdict::Deny(r) | AskVerdict::Refuse(r) => return Err(r.into()),
         }
     }

@@ -24,7 +24,10 @@ use crate::route::uri;
 use crate::upstream::Upstream;
 
 fn unknown(kind: &str, name: &str) -> GatewayError {
-    GatewayError::UnknownTarget(format!("unknown {kind}: {name:?}; list them with {kind}s/list"), None)
+    GatewayError::UnknownTarget(
+        format!("unknown {kind}: {name:?}; list them with {kind}s/list"),
+        None,
+    )
 }
 
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
@@ -35,7 +38,11 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
 /// looks at the request) as the round of an upstream's call (not an approval round: no call
 /// starts on a removed upstream) and leads to the upstream the reload retired. Everything else
 /// is routed by this generation only.
-pub async fn resolve(gw: &Arc<Generation>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
+pub async fn resolve(
+    gw: &Arc<Generation>,
+    env: &Envelope,
+    principal: &Principal,
+) -> Result<Option<Target>, GatewayError> {
     let current = resolve_in(gw, env, principal).await;
     if !gw.rt.live.draining() || env.param("requestState").is_none() {
         return current;
@@ -62,12 +69,32 @@ fn continuing(gw: &Generation, env: &Envelope, principal: &Principal) -> Option<
     let token = env.param_str("requestState")?.ok()?;
     let digest = crate::state::params_digest(env.members());
     let name = super::govern::bound_name(env);
-    let sealed = gw.bridge.keys.open(&token, principal.id(), env.method.as_str(), &name, &digest, crate::state::now_ms()).ok()?;
-    matches!(sealed.kind, crate::state::Kind::Bridge | crate::state::Kind::Modern).then_some(sealed.upstream)
+    let sealed = gw
+        .bridge
+        .keys
+        .open(
+            &token,
+            principal.id(),
+            env.method.as_str(),
+            &name,
+            &digest,
+            crate::state::now_ms(),
+        )
+        .ok()?;
+    matches!(
+        sealed.kind,
+        crate::state::Kind::Bridge | crate::state::Kind::Modern
+    )
+    .then_some(sealed.upstream)
 }
 
 /// The request routed by a draining generation to `upstream`, retired by a reload.
-async fn on_retired(gw: &Generation, env: &Envelope, principal: &Principal, upstream: &str) -> Option<Target> {
+async fn on_retired(
+    gw: &Generation,
+    env: &Envelope,
+    principal: &Principal,
+    upstream: &str,
+) -> Option<Target> {
     for old in gw.rt.live.retired() {
         if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
             if t.up.name == upstream && t.up.retired.is_cancelled() {
@@ -78,20 +105,34 @@ async fn on_retired(gw: &Generation, env: &Envelope, principal: &Principal, upst
     None
 }
 
-async fn resolve_in(gw: &Arc<Generation>, env: &Envelope, principal: &Principal) -> Result<Option<Target>, GatewayError> {
+async fn resolve_in(
+    gw: &Arc<Generation>,
+    env: &Envelope,
+    principal: &Principal,
+) -> Result<Option<Target>, GatewayError> {
     let bad = |m: &str| GatewayError::InvalidParams(m.to_owned(), None);
     match env.method {
         Method::ToolsCall => {
-            let name = env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
+            let name = env
+                .param_text("name")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
             named(gw, ListKind::Tools, &name, principal).await.map(Some)
         }
         Method::PromptsGet => {
-            let name =
-                env.param_text("name").and_then(Result::ok).ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
-            named(gw, ListKind::Prompts, &name, principal).await.map(Some)
+            let name = env
+                .param_text("name")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
+            named(gw, ListKind::Prompts, &name, principal)
+                .await
+                .map(Some)
         }
         Method::ResourcesRead => {
-            let u = env.param_str("uri").and_then(Result::ok).ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
+            let u = env
+                .param_str("uri")
+                .and_then(Result::ok)
+                .ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
             by_uri(gw, &u, principal).await.map(Some)
         }
         Method::CompletionComplete => {
@@ -111,8 +152,19 @@ async fn resolve_in(gw: &Arc<Generation>, env: &Envelope, principal: &Principal)
 
 /// Whether `principal` sees the `kind` item `key` of `up` (`hide` and `show` rules): a hidden
 /// one is answered as an unknown one, so its existence does not leak.
-fn shown(gw: &Generation, principal: &Principal, up: &Upstream, kind: ListKind, key: &str, hints: ToolHints) -> bool {
-    gw.governor.shows(&Viewer::of(principal), &up.name, &Listed { kind, key, hints })
+fn shown(
+    gw: &Generation,
+    principal: &Principal,
+    up: &Upstream,
+    kind: ListKind,
+    key: &str,
+    hints: ToolHints,
+) -> bool {
+    gw.governor.shows(
+        &Viewer::of(principal),
+        &up.name,
+        &Listed { kind, key, hints },
+    )
 }
 
 /// `Ok` when `up` is up (probed now when it is down: `available::up_now`), else 503.
@@ -125,46 +177,80 @@ async fn healthy(gw: &Generation, up: &Upstream, kind: ListKind) -> Result<(), G
     super::available::up_now(gw, up, what.as_str()).await
 }
 
-async fn named(gw: &Arc<Generation>, kind: ListKind, public: &str, principal: &Principal) -> Result<Target, GatewayError> {
-    let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+async fn named(
+    gw: &Arc<Generation>,
+    kind: ListKind,
+    public: &str,
+    principal: &Principal,
+) -> Result<Target, GatewayError> {
+    let what = if kind == ListKind::Tools {
+        "tool"
+    } else {
+        "prompt"
+    };
     // A name longer than a request head could mirror in Mcp-Name is not one a modern client
     // can send; refused before any table, rule or quota looks at it (bridge B's requests carry
     // no Mcp-Name), which bounds the globs' work on every path.
     if public.len() > gw.cfg.limits.max_header_bytes {
         return Err(GatewayError::InvalidParams(
-            format!("params.name is longer than {} bytes (limits.max_header_bytes)", gw.cfg.limits.max_header_bytes),
+            format!(
+                "params.name is longer than {} bytes (limits.max_header_bytes)",
+                gw.cfg.limits.max_header_bytes
+            ),
             None,
         ));
     }
     let (prefix, own) = gw.names.split(public);
     if gw.names.prefixed() {
-        let up = prefix.and_then(|p| gw.upstream(p)).ok_or_else(|| unknown(what, public))?;
+        let up = prefix
+            .and_then(|p| gw.upstream(p))
+            .ok_or_else(|| unknown(what, public))?;
         // The scope first: a principal without it learns the same of a name that exists and
         // of one that does not.
         gw.auth.authorize_upstream(principal, &up.name)?;
         healthy(gw, up, kind).await?;
         let mut table = up.list(kind);
         // A hidden name takes the unknown name's path, refresh included.
-        let seen = |t: &crate::route::table::ListTable| t.by_key(own).filter(|i| shown(gw, principal, up, kind, own, i.hints)).cloned();
+        let seen = |t: &crate::route::table::ListTable| {
+            t.by_key(own)
+                .filter(|i| shown(gw, principal, up, kind, own, i.hints))
+                .cloned()
+        };
         if seen(&table).is_none() {
             table = Box::pin(gw.refresh_missed(up, kind)).await;
         }
         let item = seen(&table).ok_or_else(|| unknown(what, public))?;
-        return Ok(Target { up: up.clone(), own: own.to_owned(), renamed: true, headers: item.headers.clone(), uri: false });
+        return Ok(Target {
+            up: up.clone(),
+            own: own.to_owned(),
+            renamed: true,
+            headers: item.headers.clone(),
+            uri: false,
+        });
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
     let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
     let mut hidden = false;
     for pass in 0..2 {
         for up in &reachable {
-            let table = if pass == 0 { up.list(kind) } else { Box::pin(gw.refresh_missed(up, kind)).await };
+            let table = if pass == 0 {
+                up.list(kind)
+            } else {
+                Box::pin(gw.refresh_missed(up, kind)).await
+            };
             if let Some(item) = table.by_key(public) {
                 if !shown(gw, principal, up, kind, public, item.hints) {
                     hidden = true;
                     continue; // another upstream's item of that name may be the one it sees
                 }
                 healthy(gw, up, kind).await?;
-                return Ok(Target { up: (*up).clone(), own: public.to_owned(), renamed: false, headers: item.headers.clone(), uri: false });
+                return Ok(Target {
+                    up: (*up).clone(),
+                    own: public.to_owned(),
+                    renamed: false,
+                    headers: item.headers.clone(),
+                    uri: false,
+                });
             }
         }
     }
@@ -174,7 +260,13 @@ async fn named(gw: &Arc<Generation>, kind: ListKind, public: &str, principal: &P
         [only] if !hidden && !gw.governor.has_visibility() => {
             gw.auth.authorize_upstream(principal, &only.name)?;
             healthy(gw, only, kind).await?;
-            Ok(Target { up: only.clone(), own: public.to_owned(), renamed: false, headers: Vec::new(), uri: false })
+            Ok(Target {
+                up: only.clone(),
+                own: public.to_owned(),
+                renamed: false,
+                headers: Vec::new(),
+                uri: false,
+            })
         }
         _ => Err(unknown(what, public)),
     }
@@ -183,24 +275,38 @@ async fn named(gw: &Arc<Generation>, kind: ListKind, public: &str, principal: &P
 /// The upstream that lists `u` (or a template matching it) as the principal sees it: a
 /// hidden resource, or a URI of a hidden template or one a `hide` rule names, is not found.
 fn find_uri(gw: &Generation, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
-    let seen = |up: &Upstream, kind, key: &str| shown(gw, principal, up, kind, key, ToolHints::default());
-    let exact = gw.reachable(principal).find(|up| up.list(ListKind::Resources).by_key(u).is_some() && seen(up, ListKind::Resources, u));
+    let seen =
+        |up: &Upstream, kind, key: &str| shown(gw, principal, up, kind, key, ToolHints::default());
+    let exact = gw.reachable(principal).find(|up| {
+        up.list(ListKind::Resources).by_key(u).is_some() && seen(up, ListKind::Resources, u)
+    });
     exact
         .or_else(|| {
             gw.reachable(principal).find(|up| {
                 seen(up, ListKind::Resources, u)
-                    && up.list(ListKind::Templates).items.iter().any(|t| uri::matches(&t.key, u) && seen(up, ListKind::Templates, &t.key))
+                    && up
+                        .list(ListKind::Templates)
+                        .items
+                        .iter()
+                        .any(|t| uri::matches(&t.key, u) && seen(up, ListKind::Templates, &t.key))
             })
         })
         .cloned()
 }
 
-async fn by_uri(gw: &Arc<Generation>, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
+async fn by_uri(
+    gw: &Arc<Generation>,
+    u: &str,
+    principal: &Principal,
+) -> Result<Target, GatewayError> {
     // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
     // on the modern wire; refusing it bounds template matching on every path.
     if u.len() > gw.cfg.limits.max_header_bytes {
         return Err(GatewayError::InvalidParams(
-            format!("params.uri is longer than {} bytes (limits.max_header_bytes)", gw.cfg.limits.max_header_bytes),
+            format!(
+                "params.uri is longer than {} bytes (limits.max_header_bytes)",
+                gw.cfg.limits.max_header_bytes
+            ),
             None,
         ));
     }
@@ -219,13 +325,24 @@ async fn by_uri(gw: &Arc<Generation>, u: &str, principal: &Principal) -> Result<
         )
     })?;
     healthy(gw, &up, ListKind::Resources).await?;
-    Ok(Target { up, own: u.to_owned(), renamed: false, headers: Vec::new(), uri: true })
+    Ok(Target {
+        up,
+        own: u.to_owned(),
+        renamed: false,
+        headers: Vec::new(),
+        uri: true,
+    })
 }
 
 /// Forwards a routed request to a modern upstream with the upstream's own name (the era
 /// switch is `link::call`'s).
-pub async fn forward(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
-    let (env, meta, headers, principal) = (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
+pub async fn forward(
+    gw: &Arc<Generation>,
+    ctx: &RequestCtx<'_>,
+    t: &Target,
+) -> Result<Reply, GatewayError> {
+    let (env, meta, headers, principal) =
+        (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
     let retry = match super::govern::modern_retry(gw, env, t, principal).await? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
@@ -237,7 +354,13 @@ pub async fn forward(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> 
     let restore = retry.had_state || !retry.declined.is_empty();
     // With tracing on, the upstream is told this call's span (headers and `_meta`).
     let transport = if t.up.stdio.is_some() { "pipe" } else { "tcp" };
-    let span = crate::telemetry::trace::upstream_call(env.method.as_str(), &t.own, t.uri, &t.up.name, transport);
+    let span = crate::telemetry::trace::upstream_call(
+        env.method.as_str(),
+        &t.own,
+        t.uri,
+        &t.up.name,
+        transport,
+    );
     let trace = crate::telemetry::trace::Carrier::of(&span);
     let body = match (t.renamed, &env.method) {
         (false, _) if !restore && trace.is_none() => env.body().clone(),
@@ -267,7 +390,10 @@ pub async fn forward(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> 
                 _ => None,
             });
             if !declined.is_empty() && env.param("inputResponses").is_none() {
-                let m: Map<String, Value> = declined.iter().map(|k| (k.clone(), serde_json::json!({"action": "decline"}))).collect();
+                let m: Map<String, Value> = declined
+                    .iter()
+                    .map(|k| (k.clone(), serde_json::json!({"action": "decline"})))
+                    .collect();
                 out = splice_member(&out, "inputResponses", &Value::Object(m).to_string());
             }
             out
@@ -287,7 +413,16 @@ pub async fn forward(gw: &Arc<Generation>, ctx: &RequestCtx<'_>, t: &Target) -> 
         trace,
         share,
     };
-    crate::telemetry::trace::traced!(span, send(&gw.forwarder, &t.up, call, headers, sealable.then_some(&make_seal as MakeSeal<'_>)))
+    crate::telemetry::trace::traced!(
+        span,
+        send(
+            &gw.forwarder,
+            &t.up,
+            call,
+            headers,
+            sealable.then_some(&make_seal as MakeSeal<'_>)
+        )
+    )
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).
@@ -296,7 +431,10 @@ fn splice_member(body: &bytes::Bytes, key: &str, raw: &str) -> bytes::Bytes {
     match text.strip_suffix("}}") {
         Some(head) => {
             let sep = if head.ends_with('{') { "" } else { "," };
-            bytes::Bytes::from(format!("{head}{sep}{}:{raw}}}}}", Value::String(key.to_owned())))
+            bytes::Bytes::from(format!(
+                "{head}{sep}{}:{raw}}}}}",
+                Value::String(key.to_owned())
+            ))
         }
         None => body.clone(),
     }

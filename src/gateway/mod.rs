@@ -54,7 +54,9 @@ pub struct Generation {
 /// (the process environment cannot).
 pub(crate) fn same_auth(a: &crate::config::AuthConfig, b: &crate::config::AuthConfig) -> bool {
     let files = |c: &crate::config::AuthConfig| {
-        c.jwt.as_ref().is_some_and(|j| j.hs256_secret_file.is_some() || j.jwks_file.is_some() || !j.public_keys.is_empty())
+        c.jwt.as_ref().is_some_and(|j| {
+            j.hs256_secret_file.is_some() || j.jwks_file.is_some() || !j.public_keys.is_empty()
+        })
     };
     let written = |c: &crate::config::AuthConfig| {
         let mut v = serde_json::to_value(c).unwrap_or_default();
@@ -84,7 +86,15 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     let upstreams = cfg
         .upstreams
         .iter()
-        .map(|u| Upstream::new(u, cfg.limits.max_response_bytes, cfg.timeouts.response, cfg.timeouts.shutdown).map(Arc::new))
+        .map(|u| {
+            Upstream::new(
+                u,
+                cfg.limits.max_response_bytes,
+                cfg.timeouts.response,
+                cfg.timeouts.shutdown,
+            )
+            .map(Arc::new)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let auth = crate::auth::Authenticator::new(&cfg.auth)?;
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {
@@ -101,7 +111,12 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     if cfg.audit.enabled && cfg.audit.sink != "stderr" {
         check_sink(&cfg.audit.sink)?;
     }
-    Ok(Parts { upstreams, auth, governor, keys })
+    Ok(Parts {
+        upstreams,
+        auth,
+        governor,
+        keys,
+    })
 }
 
 /// The audit file can be appended to (created if need be). A FIFO or device is taken as is:
@@ -122,12 +137,23 @@ fn check_sink(path: &str) -> Result<(), String> {
 impl Generation {
     /// Builds the state (no I/O yet but reading what the config points at: see [`preflight`]).
     pub fn new(cfg: Config) -> Result<Arc<Self>, String> {
-        let Parts { upstreams, auth, governor, keys } = preflight(&cfg)?;
+        let Parts {
+            upstreams,
+            auth,
+            governor,
+            keys,
+        } = preflight(&cfg)?;
         let rt = Runtime::new(&cfg, keys.clone());
         rt.client.record_versions(cfg.http_versions());
         let names = Names::new(cfg.prefixed(), &cfg.separator);
         let governor = Arc::new(governor);
-        let bridge = Arc::new(crate::bridge::Bridge::new(&cfg, rt.client.clone(), keys.clone(), governor.clone(), rt.server_info.clone()));
+        let bridge = Arc::new(crate::bridge::Bridge::new(
+            &cfg,
+            rt.client.clone(),
+            keys.clone(),
+            governor.clone(),
+            rt.server_info.clone(),
+        ));
         let forwarder = Arc::new(crate::dispatch::forward::Forwarder {
             client: rt.client.clone(),
             response: cfg.timeouts.response,
@@ -159,7 +185,12 @@ impl Generation {
     /// that gives a recorded host the other version; a dropped result leaves its hosts recorded,
     /// so a later reload may not give them the other version either).
     pub fn next(&self, cfg: Config) -> Result<Arc<Generation>, String> {
-        let Parts { upstreams, auth, governor: _, keys: _ } = preflight(&cfg)?;
+        let Parts {
+            upstreams,
+            auth,
+            governor: _,
+            keys: _,
+        } = preflight(&cfg)?;
         // Tables hold public names: when names are spelled differently now (the prefix or the
         // separator changed, or `prefix = "auto"` and the number of upstreams), none is kept.
         let names = Names::new(cfg.prefixed(), &cfg.separator);
@@ -176,13 +207,20 @@ impl Generation {
         Ok(Arc::new(Generation {
             rt: self.rt.clone(),
             bridge: Arc::new(self.bridge.next(governor.clone())),
-            forwarder: Arc::new(crate::dispatch::forward::Forwarder { governor: governor.clone(), ..self.forwarder.as_ref().clone() }),
+            forwarder: Arc::new(crate::dispatch::forward::Forwarder {
+                governor: governor.clone(),
+                ..self.forwarder.as_ref().clone()
+            }),
             governor,
             auth,
             upstreams,
             names,
             generation: self.generation + 1,
-            revoked: if same_auth(&self.cfg.auth, &cfg.auth) { self.revoked.clone() } else { CancellationToken::new() },
+            revoked: if same_auth(&self.cfg.auth, &cfg.auth) {
+                self.revoked.clone()
+            } else {
+                CancellationToken::new()
+            },
             cfg,
         }))
     }
@@ -198,8 +236,13 @@ impl Generation {
     }
 
     /// The upstreams `p` may reach (its scopes), in config order.
-    pub fn reachable<'a>(&'a self, p: &'a crate::auth::Principal) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
-        self.upstreams.iter().filter(move |u| self.auth.may_reach(p, &u.name))
+    pub fn reachable<'a>(
+        &'a self,
+        p: &'a crate::auth::Principal,
+    ) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
+        self.upstreams
+            .iter()
+            .filter(move |u| self.auth.may_reach(p, &u.name))
     }
 
     /// Whether an upstream `p` may reach serves `cap`.

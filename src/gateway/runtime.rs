@@ -67,10 +67,17 @@ impl Runtime {
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: Arc::new(tokio::sync::watch::Sender::new(false)),
             shutdown: CancellationToken::new(),
-            audit: crate::audit::Audit::start(cfg.audit.enabled, Some(cfg.audit.sink.clone()), cfg.audit.capacity),
+            audit: crate::audit::Audit::start(
+                cfg.audit.enabled,
+                Some(cfg.audit.sink.clone()),
+                cfg.audit.capacity,
+            ),
             metrics: Arc::new(crate::metrics::Metrics::new()),
             legacy_sessions: Arc::new(crate::bridge_b::session::Sessions::new(&cfg.bridge, keys)),
-            streams: crate::streams::Streams::new(cfg.limits.max_streams, cfg.limits.max_streams_per_principal),
+            streams: crate::streams::Streams::new(
+                cfg.limits.max_streams,
+                cfg.limits.max_streams_per_principal,
+            ),
             live: Arc::new(Live::new(changes_rx)),
             changes,
         })
@@ -138,7 +145,8 @@ impl Live {
     pub(crate) fn retiring(&self, old: &Arc<Generation>) {
         if let Ok(mut r) = self.retiring.lock() {
             r.push(old.clone());
-            self.draining.store(r.len(), std::sync::atomic::Ordering::Release);
+            self.draining
+                .store(r.len(), std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -146,7 +154,8 @@ impl Live {
     pub(crate) fn retired_done(&self, old: &Arc<Generation>) {
         if let Ok(mut r) = self.retiring.lock() {
             r.retain(|g| !Arc::ptr_eq(g, old));
-            self.draining.store(r.len(), std::sync::atomic::Ordering::Release);
+            self.draining
+                .store(r.len(), std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -157,14 +166,18 @@ impl Live {
 
     /// The generations still draining, newest first.
     pub fn retired(&self) -> Vec<Arc<Generation>> {
-        self.retiring.lock().map(|r| r.iter().rev().cloned().collect()).unwrap_or_default()
+        self.retiring
+            .lock()
+            .map(|r| r.iter().rev().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Forgets the current generation and the draining ones (at the end of serving: they hold
     /// this `Live`); no reload applies after it.
     pub fn clear(&self) {
         let mut r = self.retiring.lock();
-        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
         self.current.store(None);
         if let Ok(r) = r.as_mut() {
             r.clear();

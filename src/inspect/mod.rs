@@ -34,12 +34,21 @@ pub struct Checked {
 }
 
 /// The line the effective config follows; everything after it loads as a config.
-pub const CONFIG_HEADER: &str = "# the effective config, secrets redacted (the lines below load as a config):";
+pub const CONFIG_HEADER: &str =
+    "# the effective config, secrets redacted (the lines below load as a config):";
 
 /// Runs `sluice check` on the config of `path` and `over`; with `principal`, reports what it
 /// meets instead of printing the config.
-pub async fn check(path: Option<&Path>, over: &Overrides, principal: Option<&str>, groups: &[String]) -> Checked {
-    let cfg = match Config::load(path, over).map_err(|e| e.0).and_then(|c| crate::reload::check(&c).map(|()| c)) {
+pub async fn check(
+    path: Option<&Path>,
+    over: &Overrides,
+    principal: Option<&str>,
+    groups: &[String],
+) -> Checked {
+    let cfg = match Config::load(path, over)
+        .map_err(|e| e.0)
+        .and_then(|c| crate::reload::check(&c).map(|()| c))
+    {
         Ok(c) => c,
         Err(e) => return Checked::refused(&e),
     };
@@ -50,7 +59,10 @@ pub async fn check(path: Option<&Path>, over: &Overrides, principal: Option<&str
             Err(e) => return Checked::refused(&e),
         };
         let head = lines(&summary::verdict(&cfg, &auth, warnings.len()), &warnings);
-        return Checked { text: format!("{head}\n{CONFIG_HEADER}\n{}", cfg.redacted()), refused: None };
+        return Checked {
+            text: format!("{head}\n{CONFIG_HEADER}\n{}", cfg.redacted()),
+            refused: None,
+        };
     };
     let summary_of = |gw: &Generation, n: usize| summary::verdict(&gw.cfg, &gw.auth, n);
     let gw = match Generation::new(cfg) {
@@ -62,7 +74,14 @@ pub async fn check(path: Option<&Path>, over: &Overrides, principal: Option<&str
     let body = report(&gw, &p).await;
     gw.rt.shutdown.cancel();
     gw.close_upstreams().await;
-    Checked { text: format!("{}{}", lines(&summary_of(&gw, warnings.len()), &warnings), redact_text(&body)), refused: None }
+    Checked {
+        text: format!(
+            "{}{}",
+            lines(&summary_of(&gw, warnings.len()), &warnings),
+            redact_text(&body)
+        ),
+        refused: None,
+    }
 }
 
 /// The verdict line and the warnings, redacted.
@@ -78,7 +97,10 @@ fn lines(verdict: &str, warnings: &[String]) -> String {
 impl Checked {
     fn refused(e: &str) -> Checked {
         let e = redact_text(e);
-        Checked { text: format!("refused: {e}\n"), refused: Some(e) }
+        Checked {
+            text: format!("refused: {e}\n"),
+            refused: Some(e),
+        }
     }
 }
 
@@ -90,7 +112,11 @@ pub fn principal(gw: &Generation, id: &str, groups: &[String]) -> Principal {
     let key = gw.auth.key_principals().find(|k| k.id == id);
     Principal {
         id: id.to_owned(),
-        groups: if groups.is_empty() { key.map(|k| k.groups.clone()).unwrap_or_default() } else { groups.to_vec() },
+        groups: if groups.is_empty() {
+            key.map(|k| k.groups.clone()).unwrap_or_default()
+        } else {
+            groups.to_vec()
+        },
         scopes: key.map(|k| k.scopes.clone()).unwrap_or_default(),
     }
 }

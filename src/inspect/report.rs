@@ -27,14 +27,26 @@ pub async fn report(gw: &Arc<Generation>, p: &Principal) -> String {
     let rules = gw.governor.rules();
     let mut out = String::new();
     let _ = writeln!(out, "principal {:?}, groups {:?}", p.id, p.groups);
-    for up in gw.upstreams.iter().filter(|u| !gw.auth.may_reach(p, &u.name)) {
-        let _ = writeln!(out, "upstream {:?}: not reachable (its required_scopes): every call to it is refused (403)", up.name);
+    for up in gw
+        .upstreams
+        .iter()
+        .filter(|u| !gw.auth.may_reach(p, &u.name))
+    {
+        let _ = writeln!(
+            out,
+            "upstream {:?}: not reachable (its required_scopes): every call to it is refused (403)",
+            up.name
+        );
     }
     for kind in ListKind::ALL {
         let _ = writeln!(out, "{}", kind.name());
         for up in gw.reachable(p) {
             if !up.status().healthy {
-                let _ = writeln!(out, "  upstream {:?}: down (the log says why): its items are not known", up.name);
+                let _ = writeln!(
+                    out,
+                    "  upstream {:?}: down (the log says why): its items are not known",
+                    up.name
+                );
                 continue;
             }
             if !up.serves(kind.capability()) {
@@ -49,8 +61,19 @@ pub async fn report(gw: &Arc<Generation>, p: &Principal) -> String {
 }
 
 /// One item: whether `p` sees it and why, and for a tool what a call of it does.
-fn line(gw: &Generation, rules: &Rules, p: &Principal, up: &Upstream, kind: ListKind, item: &Item) -> String {
-    let listed = Listed { kind, key: &item.key, hints: item.hints };
+fn line(
+    gw: &Generation,
+    rules: &Rules,
+    p: &Principal,
+    up: &Upstream,
+    kind: ListKind,
+    item: &Item,
+) -> String {
+    let listed = Listed {
+        kind,
+        key: &item.key,
+        hints: item.hints,
+    };
     let (word, why) = match rules.visibility_rule(&Viewer::of(p), &up.name, &listed) {
         None => ("shown", "no rule".to_owned()),
         Some((Effect::Show, rule)) => ("shown", format!("show rule {rule:?}")),
@@ -78,13 +101,28 @@ fn call(gw: &Generation, rules: &Rules, p: &Principal, up: &Upstream, item: &Ite
         read_only: item.hints.read_only,
         ask: None,
     });
-    let rule = d.rule.as_deref().map_or_else(|| "no rule".to_owned(), |r| format!("rule {r:?}"));
+    let rule = d
+        .rule
+        .as_deref()
+        .map_or_else(|| "no rule".to_owned(), |r| format!("rule {r:?}"));
     let decided = match d.effect {
-        Effect::Deny => return format!("denied ({rule}: {:?})", d.reason.as_deref().unwrap_or("not allowed")),
-        Effect::Approve => format!("needs approval first ({rule}: an approval round the user answers)"),
+        Effect::Deny => {
+            return format!(
+                "denied ({rule}: {:?})",
+                d.reason.as_deref().unwrap_or("not allowed")
+            )
+        }
+        Effect::Approve => {
+            format!("needs approval first ({rule}: an approval round the user answers)")
+        }
         Effect::Allow | Effect::Hide | Effect::Show => format!("allowed ({rule})"),
     };
-    let who = crate::policy::quota::Call { principal: p.id(), groups: &p.groups, upstream: &up.name, tool: &item.key };
+    let who = crate::policy::quota::Call {
+        principal: p.id(),
+        groups: &p.groups,
+        upstream: &up.name,
+        tool: &item.key,
+    };
     match gw.governor.quotas.matching(&who) {
         Some(q) => format!(
             "{decided}, quota {:?}: {} calls per {} ms (burst {}), then -31017",

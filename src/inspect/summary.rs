@@ -24,7 +24,9 @@ pub(super) fn verdict(cfg: &Config, auth: &Authenticator, warnings: usize) -> St
         n => Some(format!("api_keys ({n} principal{})", plural(n))),
     };
     let auth = match (keys, auth.jwt()) {
-        (None, false) => "no auth (every caller is the principal \"local\"; loopback only)".to_owned(),
+        (None, false) => {
+            "no auth (every caller is the principal \"local\"; loopback only)".to_owned()
+        }
         (Some(k), false) => format!("auth {k}"),
         (None, true) => "auth jwt".to_owned(),
         (Some(k), true) => format!("auth {k} and jwt"),
@@ -33,7 +35,10 @@ pub(super) fn verdict(cfg: &Config, auth: &Authenticator, warnings: usize) -> St
         0 => "no warnings".to_owned(),
         n => format!("{n} warning{}", plural(n)),
     };
-    format!("ok: config valid, {ups} upstream{} ({stdio} stdio), {auth}, {warned}", plural(ups))
+    format!(
+        "ok: config valid, {ups} upstream{} ({stdio} stdio), {auth}, {warned}",
+        plural(ups)
+    )
 }
 
 fn plural(n: usize) -> &'static str {
@@ -66,7 +71,11 @@ pub(super) fn warnings(cfg: &Config) -> Vec<String> {
 
 /// What `--principal` deserves a warning for: no credential names it, or it lacks the scopes
 /// every request needs.
-pub(super) fn principal_warnings(gw: &Generation, p: &Principal, groups_given: bool) -> Vec<String> {
+pub(super) fn principal_warnings(
+    gw: &Generation,
+    p: &Principal,
+    groups_given: bool,
+) -> Vec<String> {
     let auth = &gw.auth;
     let mut out = Vec::new();
     let mut ids: Vec<&str> = auth.key_principals().map(|k| k.id.as_str()).collect();
@@ -90,7 +99,11 @@ pub(super) fn principal_warnings(gw: &Generation, p: &Principal, groups_given: b
             listed()
         ));
     } else if !named && auth.jwt() {
-        let groups = if groups_given { "the --group given here" } else { "none here (give --group)" };
+        let groups = if groups_given {
+            "the --group given here"
+        } else {
+            "none here (give --group)"
+        };
         out.push(format!(
             "no API key names the principal {:?}: only a JWT whose principal claim is {:?} can be it, its groups from the token ({groups})",
             p.id, p.id

@@ -57,7 +57,11 @@ impl Hub {
 
     /// Announces an upstream's change to every client listen.
     pub fn publish(&self, upstream: &str, change: Change, announced: std::time::Instant) {
-        let _ = self.tx.send(Published { upstream: upstream.into(), change, announced });
+        let _ = self.tx.send(Published {
+            upstream: upstream.into(),
+            change,
+            announced,
+        });
     }
 
     /// A receiver for changes from now on.
@@ -76,7 +80,9 @@ impl Hub {
                 let held = w.by_principal.get(principal).copied().unwrap_or(0);
                 let entry = w.by_uri.get(u);
                 let new_to_principal = entry.is_none_or(|p| !p.contains_key(principal));
-                if (entry.is_none() && w.by_uri.len() >= self.max_wanted) || (new_to_principal && held >= self.max_per_principal) {
+                if (entry.is_none() && w.by_uri.len() >= self.max_wanted)
+                    || (new_to_principal && held >= self.max_per_principal)
+                {
                     refused += 1;
                     continue;
                 }
@@ -84,7 +90,12 @@ impl Hub {
                 if new_to_principal {
                     *w.by_principal.entry(principal.to_owned()).or_insert(0) += 1;
                 }
-                w.by_uri.entry(u.clone()).or_default().entry(principal.to_owned()).or_insert_with(|| (0, who.clone())).0 += 1;
+                w.by_uri
+                    .entry(u.clone())
+                    .or_default()
+                    .entry(principal.to_owned())
+                    .or_insert_with(|| (0, who.clone()))
+                    .0 += 1;
                 kept.push(u.clone());
             }
         }
@@ -99,13 +110,26 @@ impl Hub {
         if grew {
             self.changed.notify_waiters();
         }
-        WantGuard { hub: self.clone(), principal: principal.to_owned(), uris: kept }
+        WantGuard {
+            hub: self.clone(),
+            principal: principal.to_owned(),
+            uris: kept,
+        }
     }
 
     /// The wanted URIs for which `keep(principal, uri)` holds for some principal that wants it.
-    pub(crate) fn wanted_where(&self, keep: impl Fn(&crate::auth::Principal, &str) -> bool) -> Vec<String> {
-        let Ok(w) = self.wanted.lock() else { return Vec::new() };
-        w.by_uri.iter().filter(|(u, who)| who.values().any(|(_, p)| keep(p, u))).map(|(u, _)| u.clone()).collect()
+    pub(crate) fn wanted_where(
+        &self,
+        keep: impl Fn(&crate::auth::Principal, &str) -> bool,
+    ) -> Vec<String> {
+        let Ok(w) = self.wanted.lock() else {
+            return Vec::new();
+        };
+        w.by_uri
+            .iter()
+            .filter(|(u, who)| who.values().any(|(_, p)| keep(p, u)))
+            .map(|(u, _)| u.clone())
+            .collect()
     }
 
     #[cfg(test)]
@@ -140,11 +164,20 @@ pub struct WantGuard {
 
 impl Drop for WantGuard {
     fn drop(&mut self) {
-        let Ok(mut w) = self.hub.wanted.lock() else { return };
-        let Wanted { by_uri, by_principal } = &mut *w;
+        let Ok(mut w) = self.hub.wanted.lock() else {
+            return;
+        };
+        let Wanted {
+            by_uri,
+            by_principal,
+        } = &mut *w;
         for u in &self.uris {
-            let Some(who) = by_uri.get_mut(u) else { continue };
-            let Some((n, _)) = who.get_mut(&self.principal) else { continue };
+            let Some(who) = by_uri.get_mut(u) else {
+                continue;
+            };
+            let Some((n, _)) = who.get_mut(&self.principal) else {
+                continue;
+            };
             *n -= 1;
             if *n == 0 {
                 who.remove(&self.principal);
@@ -170,10 +203,19 @@ mod tests {
     fn the_hub_wants_at_most_sixteen_times_the_limit_and_keeps_what_it_has() {
         let hub = Arc::new(Hub::new(2));
         let first: Vec<String> = (0..40).map(|i| format!("mock://{i}")).collect();
-        let who = |id: &str| crate::auth::Principal { id: id.into(), ..crate::auth::Principal::local() };
+        let who = |id: &str| crate::auth::Principal {
+            id: id.into(),
+            ..crate::auth::Principal::local()
+        };
         let a = hub.want(&who("p"), &first);
-        assert_eq!(hub.wanted().len(), 2, "a principal holds at most the per-listen limit");
-        let many: Vec<WantGuard> = (0..20).map(|i| hub.want(&who(&format!("p{i}")), &first[2 * i..2 * i + 2])).collect();
+        assert_eq!(
+            hub.wanted().len(),
+            2,
+            "a principal holds at most the per-listen limit"
+        );
+        let many: Vec<WantGuard> = (0..20)
+            .map(|i| hub.want(&who(&format!("p{i}")), &first[2 * i..2 * i + 2]))
+            .collect();
         assert_eq!(hub.wanted().len(), 32, "16 x 2 in all");
         drop(many);
         assert_eq!(hub.wanted().len(), 2);
@@ -182,6 +224,9 @@ mod tests {
         drop(a);
         assert_eq!(hub.wanted().len(), 2, "the URIs the second listen holds");
         drop(again);
-        assert!(hub.wanted().is_empty(), "a refused URI was never counted, so nothing is left");
+        assert!(
+            hub.wanted().is_empty(),
+            "a refused URI was never counted, so nothing is left"
+        );
     }
 }

@@ -74,14 +74,23 @@ pub async fn upstream_listen(gw: Arc<Generation>, up: Arc<Upstream>) {
 fn wanted_by(gw: &Generation, up: &Upstream) -> Vec<String> {
     let lists = |o: &Upstream, u: &str| {
         o.list(ListKind::Resources).by_key(u).is_some()
-            || o.list(ListKind::Templates).items.iter().any(|t| crate::route::uri::matches(&t.key, u))
+            || o.list(ListKind::Templates)
+                .items
+                .iter()
+                .any(|t| crate::route::uri::matches(&t.key, u))
     };
-    gw.rt.hub.wanted_where(|p, u| gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u))))
+    gw.rt.hub.wanted_where(|p, u| {
+        gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u)))
+    })
 }
 
 async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) -> bool {
     let mut filter = Map::new();
-    for (key, cap) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
+    for (key, cap) in [
+        ("toolsListChanged", "tools"),
+        ("promptsListChanged", "prompts"),
+        ("resourcesListChanged", "resources"),
+    ] {
         if up.serves(cap) {
             filter.insert(key.into(), true.into());
         }
@@ -93,7 +102,8 @@ async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) 
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
     let headers = modern_headers(&up.modern_base, Method::SubscriptionsListen.as_str(), None);
-    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.rt.client, headers, body, None).await else {
+    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.rt.client, headers, body, None).await
+    else {
         return false;
     };
     loop {
@@ -112,7 +122,11 @@ async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) 
         if msg.is_response() {
             return true;
         }
-        let Some(change) = msg.method.as_ref().and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get()))) else {
+        let Some(change) = msg
+            .method
+            .as_ref()
+            .and_then(|m| Change::of(m, msg.params.as_ref().map(|p| p.get())))
+        else {
             continue;
         };
         let announced = std::time::Instant::now();
@@ -142,7 +156,9 @@ impl Filter {
     /// `max_uris` resource subscriptions.
     pub fn parse(raw: Option<&str>, max_uris: usize) -> Result<Filter, String> {
         let v: Value = match raw {
-            Some(r) => serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?,
+            Some(r) => {
+                serde_json::from_str(r).map_err(|_| "notifications must be an object".to_owned())?
+            }
             None => return Ok(Filter::default()),
         };
         let obj = v.as_object().ok_or("notifications must be an object")?;
@@ -165,7 +181,12 @@ impl Filter {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err("resourceSubscriptions must be an array of URIs".into()),
         };
-        Ok(Filter { tools: flag("toolsListChanged"), prompts: flag("promptsListChanged"), resources: flag("resourcesListChanged"), uris })
+        Ok(Filter {
+            tools: flag("toolsListChanged"),
+            prompts: flag("promptsListChanged"),
+            resources: flag("resourcesListChanged"),
+            uris,
+        })
     }
 
     /// The JSON form sent in the acknowledgement.
@@ -191,7 +212,10 @@ impl Filter {
             Change::Tools => self.tools,
             Change::Prompts => self.prompts,
             Change::Resources => self.resources,
-            Change::Updated(u) => self.uris.iter().any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))),
+            Change::Updated(u) => self
+                .uris
+                .iter()
+                .any(|s| u == s || u.starts_with(&format!("{}/", s.trim_end_matches('/')))),
         };
         match wanted {
             true => Some(c.notification()),
@@ -202,14 +226,22 @@ impl Filter {
 
 /// Runs one client listen: acknowledgement, then matching notifications, then on shutdown the
 /// listen result. Returns the SSE receiver for the response.
-pub fn client_listen(gw: Arc<Generation>, id: String, honoured: Filter, principal: crate::auth::Principal) -> mpsc::Receiver<Bytes> {
+pub fn client_listen(
+    gw: Arc<Generation>,
+    id: String,
+    honoured: Filter,
+    principal: crate::auth::Principal,
+) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(64);
     // The views first, then the subscription: no change falls between them.
     let mut views = view::Views::start(&gw, &principal);
     let mut changes = gw.rt.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
-    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(&Method::SubscriptionsAcknowledged, &ack)));
+    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(
+        &Method::SubscriptionsAcknowledged,
+        &ack,
+    )));
     let revoked = gw.revoked.clone();
     tokio::spawn(async move {
         let mut gw = gw;
@@ -228,14 +260,29 @@ pub fn client_listen(gw: Arc<Generation>, id: String, honoured: Filter, principa
             };
             gw = gw.latest(); // judged by the config serving now (a reload's included)
             let change = match change {
-                Ok(p) if gw.auth.may_reach(&principal, &p.upstream) && views.tell(&gw, &principal, &p) => p.change,
+                Ok(p)
+                    if gw.auth.may_reach(&principal, &p.upstream)
+                        && views.tell(&gw, &principal, &p) =>
+                {
+                    p.change
+                }
                 Ok(_) => continue, // an upstream this principal may not reach, or its view did not change
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };
             if let Some((method, mut params)) = honoured.notification(&change) {
-                params.insert("_meta".into(), json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}));
-                if tx.send(sse::frame(&jsonrpc::notification_body(&method, &Value::Object(params)))).await.is_err() {
+                params.insert(
+                    "_meta".into(),
+                    json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}),
+                );
+                if tx
+                    .send(sse::frame(&jsonrpc::notification_body(
+                        &method,
+                        &Value::Object(params),
+                    )))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -269,10 +316,21 @@ mod tests {
 
     #[test]
     fn a_listen_naming_more_resource_uris_than_the_limit_is_refused() {
-        let uris = |n: usize| json!({"resourceSubscriptions": (0..n).map(|i| format!("mock://{i}")).collect::<Vec<_>>()}).to_string();
-        assert_eq!(Filter::parse(Some(&uris(3)), 3).expect("at the limit").uris.len(), 3);
+        let uris = |n: usize| {
+            json!({"resourceSubscriptions": (0..n).map(|i| format!("mock://{i}")).collect::<Vec<_>>()}).to_string()
+        };
+        assert_eq!(
+            Filter::parse(Some(&uris(3)), 3)
+                .expect("at the limit")
+                .uris
+                .len(),
+            3
+        );
         let err = Filter::parse(Some(&uris(4)), 3).unwrap_err();
-        assert!(err.contains("limits.max_resource_subscriptions") && err.contains("at most 3"), "{err}");
+        assert!(
+            err.contains("limits.max_resource_subscriptions") && err.contains("at most 3"),
+            "{err}"
+        );
         assert!(!err.contains("mock://"), "no URI in the message: {err}");
     }
 }

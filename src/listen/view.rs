@@ -54,8 +54,17 @@ impl Views {
     /// Records the current view of `upstream`'s `kind` list; gives whether it differs from the
     /// one before, or the table was not fetched since `announced` (then it cannot show the
     /// change, and the listener is told).
-    fn look(&mut self, gw: &Generation, p: &Principal, upstream: &str, kind: ListKind, announced: Option<Instant>) -> bool {
-        let Some(up) = gw.upstream(upstream) else { return true };
+    fn look(
+        &mut self,
+        gw: &Generation,
+        p: &Principal,
+        upstream: &str,
+        kind: ListKind,
+        announced: Option<Instant>,
+    ) -> bool {
+        let Some(up) = gw.upstream(upstream) else {
+            return true;
+        };
         let table = up.list(kind);
         let shown = gw.governor.shown(&Viewer::of(p), upstream, kind, &table);
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -67,7 +76,8 @@ impl Views {
         }
         let now = (table.fetched_at, h.finish());
         let before = self.seen.insert((upstream.to_owned(), kind), now);
-        announced.is_some_and(|a| table.fetched_at < a) || before.is_none_or(|(_, print)| print != now.1)
+        announced.is_some_and(|a| table.fetched_at < a)
+            || before.is_none_or(|(_, print)| print != now.1)
     }
 
     /// Whether to tell the listener of a change an upstream announced.
@@ -77,7 +87,11 @@ impl Views {
         }
         if let Change::Updated(uri) = &change.change {
             // A resource the principal may not see is not one it hears about either.
-            let item = Listed { kind: ListKind::Resources, key: uri, hints: ToolHints::default() };
+            let item = Listed {
+                kind: ListKind::Resources,
+                key: uri,
+                hints: ToolHints::default(),
+            };
             return gw.governor.shows(&Viewer::of(p), &change.upstream, &item);
         }
         let mut changed = false;

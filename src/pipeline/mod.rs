@@ -26,9 +26,18 @@ use crate::respond::Reply;
 use crate::telemetry::trace::RequestTrace;
 
 /// Runs one request through the pipeline, admitted by `admission` (`service/admit.rs`).
-pub async fn run(gw: &Arc<Generation>, parts: Parts, body: hyper::body::Incoming, admission: &crate::service::admit::Admission) -> Reply {
+pub async fn run(
+    gw: &Arc<Generation>,
+    parts: Parts,
+    body: hyper::body::Incoming,
+    admission: &crate::service::admit::Admission,
+) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
-    if let Err(r) = edge::check_origin(&parts, gw.cfg.listen.ip().is_loopback(), &gw.cfg.allowed_origins) {
+    if let Err(r) = edge::check_origin(
+        &parts,
+        gw.cfg.listen.ip().is_loopback(),
+        &gw.cfg.allowed_origins,
+    ) {
         return r;
     }
     // GET and DELETE exist only for 2025-11-25 sessions (bridge B); otherwise 405. The
@@ -38,7 +47,9 @@ pub async fn run(gw: &Arc<Generation>, parts: Parts, body: hyper::body::Incoming
     if let Err(r) = match (session_verb, sse) {
         (true, _) => Ok(()),
         (false, Some(verb)) => crate::bridge_b::sse::check_method(verb),
-        (false, None) => edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers)),
+        (false, None) => {
+            edge::check_method(&parts.method).and_then(|_| edge::check_accept(&parts.headers))
+        }
     } {
         return r;
     }
@@ -57,14 +68,25 @@ pub async fn run(gw: &Arc<Generation>, parts: Parts, body: hyper::body::Incoming
         }
     };
     // The principal's share before its body: a body held open costs its own share only.
-    let entered = match admission.enter(principal.id(), gw.cfg.limits.max_in_flight_per_principal, !gw.auth.enabled()) {
+    let entered = match admission.enter(
+        principal.id(),
+        gw.cfg.limits.max_in_flight_per_principal,
+        !gw.auth.enabled(),
+    ) {
         Ok(e) => e,
         Err(full) => return refuse_full("null", full),
     };
     let bytes = if session_verb || sse == Some(crate::bridge_b::sse::Verb::Open) {
         bytes::Bytes::new()
     } else {
-        match edge::read_body_within(&parts.headers, body, gw.cfg.limits.max_body_bytes, gw.cfg.timeouts.body_read).await {
+        match edge::read_body_within(
+            &parts.headers,
+            body,
+            gw.cfg.limits.max_body_bytes,
+            gw.cfg.timeouts.body_read,
+        )
+        .await
+        {
             Ok(b) => b,
             Err(r) => return r,
         }
@@ -88,7 +110,10 @@ fn is_session_verb(gw: &Generation, parts: &Parts) -> bool {
 
 /// A full pool of requests in progress (or the principal's share of it): 503, Retry-After.
 fn refuse_full(id: &str, full: crate::shares::Full) -> Reply {
-    tracing::debug!(limit = full.limit(), "request refused: too many in progress");
+    tracing::debug!(
+        limit = full.limit(),
+        "request refused: too many in progress"
+    );
     crate::audit::note(|a| a.decision = Some("refused"));
     Reply::error(id, &GatewayError::Full(full))
 }
@@ -96,7 +121,12 @@ fn refuse_full(id: &str, full: crate::shares::Full) -> Reply {
 /// A request another replica forwarded (`cluster/internal.rs`): its principal was
 /// authenticated there and its headers signed with the state keys; everything after
 /// authentication runs here as for a client of this replica's own.
-pub async fn run_forwarded(gw: &Arc<Generation>, parts: Parts, principal: crate::auth::Principal, bytes: bytes::Bytes) -> Reply {
+pub async fn run_forwarded(
+    gw: &Arc<Generation>,
+    parts: Parts,
+    principal: crate::auth::Principal,
+    bytes: bytes::Bytes,
+) -> Reply {
     let mut trace = RequestTrace::start(&parts.headers);
     serve(gw, &parts, &principal, bytes, &mut trace).await
 }
@@ -112,7 +142,12 @@ async fn serve(
 ) -> Reply {
     if is_session_verb(gw, parts) {
         return if parts.method == http::Method::GET {
-            hold_stream(gw, principal, "null", crate::bridge_b::get(gw, &parts.headers, principal).await)
+            hold_stream(
+                gw,
+                principal,
+                "null",
+                crate::bridge_b::get(gw, &parts.headers, principal).await,
+            )
         } else {
             crate::bridge_b::delete(gw, &parts.headers, principal).await
         };
@@ -120,7 +155,10 @@ async fn serve(
     // Nesting first, for either era: nothing below reads a body deeper than the bound.
     let max_depth = gw.cfg.limits.max_json_depth;
     if crate::mcp::jsonrpc::nests_deeper_than(&bytes, max_depth) {
-        return Reply::error(&readable_id(&bytes), &GatewayError::from(crate::mcp::jsonrpc::FrameError::TooDeep(max_depth)));
+        return Reply::error(
+            &readable_id(&bytes),
+            &GatewayError::from(crate::mcp::jsonrpc::FrameError::TooDeep(max_depth)),
+        );
     }
     // A 2024-11-05 HTTP+SSE client: a session's stream, or a message to its session.
     if let Some(verb) = crate::bridge_b::sse::serves(gw, parts) {
@@ -128,7 +166,9 @@ async fn serve(
         note_trace(trace);
         let reply = crate::telemetry::trace::traced!(
             trace.span().clone(),
-            Box::pin(crate::bridge_b::sse::serve(gw, verb, parts, principal, bytes))
+            Box::pin(crate::bridge_b::sse::serve(
+                gw, verb, parts, principal, bytes
+            ))
         );
         trace.outcome(reply.status().as_u16(), None);
         return reply; // its streams took their places themselves
@@ -137,8 +177,10 @@ async fn serve(
     if crate::bridge_b::is_legacy(&parts.headers, &bytes) {
         trace.begin(None, None);
         note_trace(trace);
-        let reply =
-            crate::telemetry::trace::traced!(trace.span().clone(), Box::pin(crate::bridge_b::post(gw, &parts.headers, principal, bytes)));
+        let reply = crate::telemetry::trace::traced!(
+            trace.span().clone(),
+            Box::pin(crate::bridge_b::post(gw, &parts.headers, principal, bytes))
+        );
         trace.outcome(reply.status().as_u16(), None);
         return hold_stream(gw, principal, "null", reply);
     }
@@ -174,11 +216,16 @@ async fn run_stages(
 ) -> Reply {
     let method = env.method.clone();
     if crate::telemetry::trace::on() {
-        let version = headers.get(crate::mcp::headers::PROTOCOL_VERSION).and_then(|v| v.to_str().ok());
+        let version = headers
+            .get(crate::mcp::headers::PROTOCOL_VERSION)
+            .and_then(|v| v.to_str().ok());
         trace.begin(Some(&env), version);
         note_trace(trace);
     }
-    match crate::telemetry::trace::traced!(trace.span().clone(), stages::run(gw, env, Some(headers), principal)) {
+    match crate::telemetry::trace::traced!(
+        trace.span().clone(),
+        stages::run(gw, env, Some(headers), principal)
+    ) {
         Ok(reply) => {
             trace.outcome(reply.status().as_u16(), None);
             hold_stream(gw, principal, id, reply)
@@ -202,8 +249,15 @@ fn note_trace(trace: &RequestTrace) {
 
 /// A streamed answer takes one of the principal's stream places for as long as it is open;
 /// past the caps it is refused (and dropping it ends whatever fed it).
-fn hold_stream(gw: &Generation, principal: &crate::auth::Principal, id: &str, reply: Reply) -> Reply {
-    let Reply::Sse(mut body) = reply else { return reply };
+fn hold_stream(
+    gw: &Generation,
+    principal: &crate::auth::Principal,
+    id: &str,
+    reply: Reply,
+) -> Reply {
+    let Reply::Sse(mut body) = reply else {
+        return reply;
+    };
     if body.is_complete() {
         return Reply::Sse(body); // an answer already whole: it holds no stream open
     }
@@ -228,7 +282,11 @@ fn readable_id(body: &[u8]) -> String {
         id: Option<&'a serde_json::value::RawValue>,
     }
     match crate::mcp::jsonrpc::decode_object::<IdOnly<'_>>(body) {
-        Ok(IdOnly { id: Some(id) }) if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => id.get().to_owned(),
+        Ok(IdOnly { id: Some(id) })
+            if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) =>
+        {
+            id.get().to_owned()
+        }
         _ => "null".to_owned(),
     }
 }

@@ -76,14 +76,21 @@ pub async fn run(
     // Method existence is global: a call to an upstream the principal lacks the scope for gets
     // 403 with the scope to ask for (OAuth step-up), not -32601.
     // A round's retry may be for an upstream a reload retired (routing decides; see route.rs).
-    let retired_serves =
-        |cap: &str| gw.rt.live.draining() && env.param("requestState").is_some() && gw.rt.live.retired().iter().any(|g| g.serves(cap));
+    let retired_serves = |cap: &str| {
+        gw.rt.live.draining()
+            && env.param("requestState").is_some()
+            && gw.rt.live.retired().iter().any(|g| g.serves(cap))
+    };
     // A family only down upstreams serve: 503 naming them (probed first), not -32601.
     dispatch::available::check(gw, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
         // What the client named is recorded only now that it names something served.
-        let named = env.method.name_member().and_then(|m| env.param_str(m)).and_then(Result::ok);
+        let named = env
+            .method
+            .name_member()
+            .and_then(|m| env.param_str(m))
+            .and_then(Result::ok);
         if let Some(n) = &named {
             trace::named(&tracing::Span::current(), &env.method, n, t.uri);
         }
@@ -106,10 +113,20 @@ pub async fn run(
     };
     // Only bridge B runs the stages without a client's headers: for a 2025-11-25 client.
     let legacy_client = client_headers.is_none();
-    let mut ctx = RequestCtx { principal, env, meta, target, headers, legacy_client };
+    let mut ctx = RequestCtx {
+        principal,
+        env,
+        meta,
+        target,
+        headers,
+        legacy_client,
+    };
     // Policy: a denied or not-yet-approved tool call never reaches the upstream.
     if let Some(t) = &ctx.target {
-        match trace::traced!(trace::stage("policy"), govern::gate(gw, &ctx.env, &ctx.meta, t, principal))? {
+        match trace::traced!(
+            trace::stage("policy"),
+            govern::gate(gw, &ctx.env, &ctx.meta, t, principal)
+        )? {
             govern::Gate::Go => {}
             govern::Gate::Approved(fresh) => ctx.env = fresh,
             govern::Gate::Answer(reply) => return Ok(reply),
@@ -135,7 +152,9 @@ pub fn error_reply(gw: &Generation, id: &str, method: &Method, e: GatewayError) 
             // The same refusal again and again (a client retrying) is one line and a count.
             match REFUSED.note(&format!("{label} {code}")) {
                 Tell::Quiet => {}
-                Tell::First => tracing::info!(method = label, code, "request refused by governance"),
+                Tell::First => {
+                    tracing::info!(method = label, code, "request refused by governance")
+                }
                 Tell::Again(n) => tracing::info!(
                     method = label,
                     code,
@@ -146,7 +165,11 @@ pub fn error_reply(gw: &Generation, id: &str, method: &Method, e: GatewayError) 
             Reply::refusal(id, &r)
         }
         e => {
-            tracing::debug!(method = method.known().unwrap_or("other"), code = e.classify().1, "request refused");
+            tracing::debug!(
+                method = method.known().unwrap_or("other"),
+                code = e.classify().1,
+                "request refused"
+            );
             Reply::error(id, &e)
         }
     }

@@ -23,7 +23,10 @@ pub fn request(message: &str) -> Value {
 /// Whether an answer grants approval.
 pub fn granted(answer: Option<&Value>) -> Option<bool> {
     let a = answer?;
-    Some(a.get("action").and_then(Value::as_str) == Some("accept") && a.pointer("/content/approve").and_then(Value::as_bool) == Some(true))
+    Some(
+        a.get("action").and_then(Value::as_str) == Some("accept")
+            && a.pointer("/content/approve").and_then(Value::as_bool) == Some(true),
+    )
 }
 
 /// The message for a tool call.
@@ -32,7 +35,13 @@ pub fn for_call(upstream: &str, tool: &str, rule: &str) -> String {
 }
 
 /// The message for an upstream's ask: names the upstream, the tool and the shape of the ask.
-pub fn for_ask(upstream: &str, tool: Option<&str>, method: &Method, shape: &super::shape::AskShape, rule: &str) -> String {
+pub fn for_ask(
+    upstream: &str,
+    tool: Option<&str>,
+    method: &Method,
+    shape: &super::shape::AskShape,
+    rule: &str,
+) -> String {
     let mut what = vec![method.to_string()];
     if *method == Method::SamplingCreateMessage {
         what.push(format!("maxTokens {}", shape.max_tokens));
@@ -49,6 +58,11 @@ pub fn for_ask(upstream: &str, tool: Option<&str>, method: &Method, shape: &supe
     if let Some(host) = &shape.url_host {
         what.push(format!("opening a page on {host}"));
     }
-    let during = tool.map(|t| format!(" during tool {t:?}")).unwrap_or_default();
-    format!("Sluice policy {rule:?}: server {upstream:?}{during} asks: {}. Allow?", what.join(", "))
+    let during = tool
+        .map(|t| format!(" during tool {t:?}"))
+        .unwrap_or_default();
+    format!(
+        "Sluice policy {rule:?}: server {upstream:?}{during} asks: {}. Allow?",
+        what.join(", ")
+    )
 }

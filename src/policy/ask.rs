@@ -45,7 +45,13 @@ pub enum AskVerdict {
 /// Judges an ask (`raw`: its params as received; `params`: the same, parsed, rewritten when
 /// the ask goes on: `maxTokens` written as the exact integer judged, or clamped). Charges the
 /// budgets when it may go on, and notes a deny or approval in the audit record.
-pub async fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Option<&str>, params: &mut Value) -> AskVerdict {
+pub async fn judge(
+    gov: &super::Governor,
+    ctx: &AskCtx,
+    method: &Method,
+    raw: Option<&str>,
+    params: &mut Value,
+) -> AskVerdict {
     let limits = gov.budgets.limits(&ctx.upstream, &ctx.groups);
     let shape = match AskShape::read(method, raw) {
         Ok(s) => s,
@@ -99,8 +105,12 @@ pub async fn judge(gov: &super::Governor, ctx: &AskCtx, method: &Method, raw: Op
         if let Err(r) = charged {
             tracing::info!(principal = ?ctx.principal, upstream = %ctx.upstream, "sampling budget refused an ask");
             return AskVerdict::Refuse(match r {
-                super::budget::Refusal::Sampling(d) => Refusal::Sampling { retry_after_ms: d.as_millis().max(1) as u64 },
-                super::budget::Refusal::Tokens(d) => Refusal::Tokens { retry_after_ms: d.as_millis().max(1) as u64 },
+                super::budget::Refusal::Sampling(d) => Refusal::Sampling {
+                    retry_after_ms: d.as_millis().max(1) as u64,
+                },
+                super::budget::Refusal::Tokens(d) => Refusal::Tokens {
+                    retry_after_ms: d.as_millis().max(1) as u64,
+                },
                 super::budget::Refusal::TokensNever(n) => Refusal::TokensNever(n),
                 super::budget::Refusal::Unavailable => Refusal::SharedState,
             });

@@ -14,7 +14,12 @@ use governor::{Quota, RateLimiter};
 
 use crate::config::{BudgetLimits, BudgetProfile};
 
-type Limiter<C> = RateLimiter<String, DefaultKeyedStateStore<String>, C, governor::middleware::NoOpMiddleware<<C as Clock>::Instant>>;
+type Limiter<C> = RateLimiter<
+    String,
+    DefaultKeyedStateStore<String>,
+    C,
+    governor::middleware::NoOpMiddleware<<C as Clock>::Instant>,
+>;
 
 /// Why a budget refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,18 +67,29 @@ impl<C: Clock + Clone> Budgets<C> {
         let make = |scope: (Option<String>, Option<String>), limits: &BudgetLimits| Profile {
             scope,
             sampling: RateLimiter::new(
-                quota(limits.sampling_per_window, limits.sampling_burst, limits.window),
+                quota(
+                    limits.sampling_per_window,
+                    limits.sampling_burst,
+                    limits.window,
+                ),
                 DefaultKeyedStateStore::default(),
                 clock.clone(),
             ),
             tokens: RateLimiter::new(
-                quota(limits.tokens_per_window, limits.tokens_per_window, limits.window),
+                quota(
+                    limits.tokens_per_window,
+                    limits.tokens_per_window,
+                    limits.window,
+                ),
                 DefaultKeyedStateStore::default(),
                 clock.clone(),
             ),
             limits: limits.clone(),
         };
-        let mut profiles: Vec<Profile<C>> = overrides.iter().map(|o| make((o.upstream.clone(), o.group.clone()), &o.limits)).collect();
+        let mut profiles: Vec<Profile<C>> = overrides
+            .iter()
+            .map(|o| make((o.upstream.clone(), o.group.clone()), &o.limits))
+            .collect();
         // Most specific first: upstream and group, then upstream, then group; the global last.
         profiles.sort_by_key(|p| match (&p.scope.0, &p.scope.1) {
             (Some(_), Some(_)) => 0,
@@ -85,9 +101,14 @@ impl<C: Clock + Clone> Budgets<C> {
     }
 
     fn profile(&self, upstream: &str, groups: &[String]) -> &Profile<C> {
-        let fits =
-            |p: &&Profile<C>| p.scope.0.as_deref().is_none_or(|u| u == upstream) && p.scope.1.as_ref().is_none_or(|g| groups.contains(g));
-        self.profiles.iter().find(fits).unwrap_or_else(|| &self.profiles[self.profiles.len() - 1])
+        let fits = |p: &&Profile<C>| {
+            p.scope.0.as_deref().is_none_or(|u| u == upstream)
+                && p.scope.1.as_ref().is_none_or(|g| groups.contains(g))
+        };
+        self.profiles
+            .iter()
+            .find(fits)
+            .unwrap_or_else(|| &self.profiles[self.profiles.len() - 1])
     }
 
     /// The shared-budget key of the profile that applies (its scope), with its limits.
@@ -95,7 +116,11 @@ impl<C: Clock + Clone> Budgets<C> {
         let p = self.profile(upstream, groups);
         let scope = match &p.scope {
             (None, None) => "*".to_owned(),
-            (u, g) => format!("u={}|g={}", u.as_deref().unwrap_or("*"), g.as_deref().unwrap_or("*")),
+            (u, g) => format!(
+                "u={}|g={}",
+                u.as_deref().unwrap_or("*"),
+                g.as_deref().unwrap_or("*")
+            ),
         };
         (scope, &p.limits)
     }
@@ -106,19 +131,31 @@ impl<C: Clock + Clone> Budgets<C> {
     }
 
     /// Charges one sampling ask of `max_tokens` tokens.
-    pub fn charge_sampling(&self, principal: &str, upstream: &str, groups: &[String], max_tokens: u64) -> Result<(), Refusal> {
+    pub fn charge_sampling(
+        &self,
+        principal: &str,
+        upstream: &str,
+        groups: &[String],
+        max_tokens: u64,
+    ) -> Result<(), Refusal> {
         let p = self.profile(upstream, groups);
         let key = principal.to_owned();
         // Check tokens first without charging sampling, so a refusal costs nothing.
         if let Some(n) = NonZeroU32::new(max_tokens.min(u32::MAX as u64) as u32) {
             match p.tokens.check_key_n(&key, n) {
                 Err(_) => return Err(Refusal::TokensNever(max_tokens)),
-                Ok(Err(not_until)) => return Err(Refusal::Tokens(not_until.wait_time_from(p.tokens_clock_now()))),
+                Ok(Err(not_until)) => {
+                    return Err(Refusal::Tokens(
+                        not_until.wait_time_from(p.tokens_clock_now()),
+                    ))
+                }
                 Ok(Ok(())) => {}
             }
         }
         if let Err(not_until) = p.sampling.check_key(&key) {
-            return Err(Refusal::Sampling(not_until.wait_time_from(p.tokens_clock_now())));
+            return Err(Refusal::Sampling(
+                not_until.wait_time_from(p.tokens_clock_now()),
+            ));
         }
         Ok(())
     }
@@ -159,9 +196,17 @@ mod tests {
         let b = Budgets::with_clock(&limits(), &[], clock.clone());
         assert!(b.charge_sampling("alice", "u", &[], 10).is_ok());
         assert!(b.charge_sampling("alice", "u", &[], 10).is_ok());
-        let Err(Refusal::Sampling(wait)) = b.charge_sampling("alice", "u", &[], 10) else { panic!("third ask should be refused") };
-        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(30), "{wait:?}");
-        assert!(b.charge_sampling("bob", "u", &[], 10).is_ok(), "budgets are per principal");
+        let Err(Refusal::Sampling(wait)) = b.charge_sampling("alice", "u", &[], 10) else {
+            panic!("third ask should be refused")
+        };
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        assert!(
+            b.charge_sampling("bob", "u", &[], 10).is_ok(),
+            "budgets are per principal"
+        );
         clock.advance(wait);
         assert!(b.charge_sampling("alice", "u", &[], 10).is_ok());
     }
@@ -169,20 +214,44 @@ mod tests {
     #[test]
     fn tokens_are_summed_per_window_and_one_ask_over_the_window_never_fits() {
         let b = Budgets::with_clock(
-            &BudgetLimits { sampling_burst: 100, sampling_per_window: 100, ..limits() },
+            &BudgetLimits {
+                sampling_burst: 100,
+                sampling_per_window: 100,
+                ..limits()
+            },
             &[],
             FakeRelativeClock::default(),
         );
         assert!(b.charge_sampling("alice", "u", &[], 60).is_ok());
-        assert!(matches!(b.charge_sampling("alice", "u", &[], 60), Err(Refusal::Tokens(_))));
-        assert_eq!(b.charge_sampling("alice", "u", &[], 101), Err(Refusal::TokensNever(101)));
+        assert!(matches!(
+            b.charge_sampling("alice", "u", &[], 60),
+            Err(Refusal::Tokens(_))
+        ));
+        assert_eq!(
+            b.charge_sampling("alice", "u", &[], 101),
+            Err(Refusal::TokensNever(101))
+        );
     }
 
     #[test]
     fn the_most_specific_profile_applies() {
         let o = vec![
-            BudgetProfile { upstream: Some("u".into()), group: None, limits: BudgetLimits { max_rounds: 3, ..limits() } },
-            BudgetProfile { upstream: None, group: Some("eng".into()), limits: BudgetLimits { max_rounds: 9, ..limits() } },
+            BudgetProfile {
+                upstream: Some("u".into()),
+                group: None,
+                limits: BudgetLimits {
+                    max_rounds: 3,
+                    ..limits()
+                },
+            },
+            BudgetProfile {
+                upstream: None,
+                group: Some("eng".into()),
+                limits: BudgetLimits {
+                    max_rounds: 9,
+                    ..limits()
+                },
+            },
         ];
         let b = Budgets::with_clock(&limits(), &o, FakeRelativeClock::default());
         assert_eq!(b.limits("u", &["eng".into()]).max_rounds, 3);

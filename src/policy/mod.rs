@@ -46,7 +46,10 @@ pub struct Governor {
 
 /// The budget and the quota settings of a config, compared across a reload.
 fn settings(cfg: &crate::config::Config) -> [serde_json::Value; 2] {
-    [serde_json::json!([cfg.budget, cfg.budget_overrides]), serde_json::json!(cfg.quotas)]
+    [
+        serde_json::json!([cfg.budget, cfg.budget_overrides]),
+        serde_json::json!(cfg.quotas),
+    ]
 }
 
 impl Governor {
@@ -62,7 +65,12 @@ impl Governor {
             quotas: Arc::new(Quotas::new(&cfg.quotas)),
             views: visibility::Views::default(),
             consumed: Arc::new(crate::state::nonces::Nonces::new(MAX_CONSUMED)),
-            cluster: cfg.cluster.as_ref().map(crate::cluster::Cluster::new).transpose()?.map(Arc::new),
+            cluster: cfg
+                .cluster
+                .as_ref()
+                .map(crate::cluster::Cluster::new)
+                .transpose()?
+                .map(Arc::new),
             settings: settings(cfg),
         })
     }
@@ -87,7 +95,8 @@ impl Governor {
 
     /// Whether [`Governor::next`] started the budgets or the quotas again.
     pub fn restarted_budgets(&self, previous: &Governor) -> bool {
-        !Arc::ptr_eq(&self.budgets, &previous.budgets) || !Arc::ptr_eq(&self.quotas, &previous.quotas)
+        !Arc::ptr_eq(&self.budgets, &previous.budgets)
+            || !Arc::ptr_eq(&self.quotas, &previous.quotas)
     }
 
     /// The rules.
@@ -96,7 +105,12 @@ impl Governor {
     }
 
     /// Whether `v` sees `item` of `upstream` (the current rules' `hide` and `show`).
-    pub fn shows(&self, v: &visibility::Viewer<'_>, upstream: &str, item: &visibility::Listed<'_>) -> bool {
+    pub fn shows(
+        &self,
+        v: &visibility::Viewer<'_>,
+        upstream: &str,
+        item: &visibility::Listed<'_>,
+    ) -> bool {
         !self.has_visibility() || self.rules().shows(v, upstream, item)
     }
 
@@ -131,7 +145,9 @@ impl Governor {
         if !self.consumed.consume(nonce, expires_ms, now) {
             return Ok(false);
         }
-        let Some(c) = &self.cluster else { return Ok(true) };
+        let Some(c) = &self.cluster else {
+            return Ok(true);
+        };
         // A claim that times out is released when the request is refused (its retry can then
         // succeed on any replica), confirmed when it goes on (local).
         let timed_out = match c.cfg.on_redis_error {
@@ -171,7 +187,11 @@ impl Governor {
                 Ok(crate::cluster::Charged::Ok) => return Ok(()),
                 Ok(crate::cluster::Charged::Sampling(w) | crate::cluster::Charged::Tokens(w)) => {
                     let retry_after_ms = w.div_ceil(1000).max(1);
-                    return Err(Refusal::Quota { name: q.name.clone(), limit: q.calls_per_window, retry_after_ms });
+                    return Err(Refusal::Quota {
+                        name: q.name.clone(),
+                        limit: q.calls_per_window,
+                        retry_after_ms,
+                    });
                 }
                 Ok(crate::cluster::Charged::TokensNever) => {}
                 Err(_) if c.unavailable("call quota") == crate::cluster::Fallback::Local => {}
@@ -185,7 +205,11 @@ impl Governor {
     /// in Redis with `[cluster]` (one atomic script, applied at most once, refunded when it got
     /// no answer in time), in this process otherwise or, under `on_redis_error = "local"`, while
     /// Redis is unreachable.
-    pub async fn charge_sampling(&self, ctx: &ask::AskCtx, max_tokens: u64) -> Result<(), budget::Refusal> {
+    pub async fn charge_sampling(
+        &self,
+        ctx: &ask::AskCtx,
+        max_tokens: u64,
+    ) -> Result<(), budget::Refusal> {
         if let Some(c) = &self.cluster {
             let (scope, l) = self.budgets.shared_key(&ctx.upstream, &ctx.groups);
             let window_us = l.window.as_micros() as f64;
@@ -201,14 +225,21 @@ impl Governor {
             let us = |w: u64| std::time::Duration::from_micros(w);
             match c.shared.charge(&key, sampling, tokens, max_tokens).await {
                 Ok(crate::cluster::Charged::Ok) => return Ok(()),
-                Ok(crate::cluster::Charged::Sampling(w)) => return Err(budget::Refusal::Sampling(us(w))),
-                Ok(crate::cluster::Charged::Tokens(w)) => return Err(budget::Refusal::Tokens(us(w))),
-                Ok(crate::cluster::Charged::TokensNever) => return Err(budget::Refusal::TokensNever(max_tokens)),
+                Ok(crate::cluster::Charged::Sampling(w)) => {
+                    return Err(budget::Refusal::Sampling(us(w)))
+                }
+                Ok(crate::cluster::Charged::Tokens(w)) => {
+                    return Err(budget::Refusal::Tokens(us(w)))
+                }
+                Ok(crate::cluster::Charged::TokensNever) => {
+                    return Err(budget::Refusal::TokensNever(max_tokens))
+                }
                 Err(_) if c.unavailable("budget") == crate::cluster::Fallback::Local => {}
                 Err(_) => return Err(budget::Refusal::Unavailable),
             }
         }
-        self.budgets.charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max_tokens)
+        self.budgets
+            .charge_sampling(&ctx.principal, &ctx.upstream, &ctx.groups, max_tokens)
     }
 }
 

@@ -18,7 +18,12 @@ use super::refusal::Refusal;
 use super::rules::glob;
 use crate::config::Quota;
 
-type Limiter<C> = RateLimiter<String, DefaultKeyedStateStore<String>, C, governor::middleware::NoOpMiddleware<<C as Clock>::Instant>>;
+type Limiter<C> = RateLimiter<
+    String,
+    DefaultKeyedStateStore<String>,
+    C,
+    governor::middleware::NoOpMiddleware<<C as Clock>::Instant>,
+>;
 
 /// The quotas, in config order.
 pub struct Quotas<C: Clock = DefaultClock> {
@@ -53,8 +58,13 @@ impl<C: Clock + Clone> Quotas<C> {
                 let per = NonZeroU32::new(q.calls_per_window).unwrap_or(NonZeroU32::MIN);
                 let period = (q.window / per.get()).max(std::time::Duration::from_nanos(1));
                 let burst = NonZeroU32::new(q.burst).unwrap_or(NonZeroU32::MIN);
-                let gcra = Gcra::with_period(period).unwrap_or_else(|| Gcra::per_second(per)).allow_burst(burst);
-                (q.clone(), RateLimiter::new(gcra, DefaultKeyedStateStore::default(), clock.clone()))
+                let gcra = Gcra::with_period(period)
+                    .unwrap_or_else(|| Gcra::per_second(per))
+                    .allow_burst(burst);
+                (
+                    q.clone(),
+                    RateLimiter::new(gcra, DefaultKeyedStateStore::default(), clock.clone()),
+                )
             })
             .collect();
         Quotas { entries }
@@ -72,11 +82,19 @@ impl<C: Clock + Clone> Quotas<C> {
 
     /// Counts one call against the first quota whose match holds (none: not counted).
     pub fn charge(&self, c: &Call<'_>) -> Result<(), Refusal> {
-        let Some((q, limiter)) = self.entries.iter().find(|(q, _)| applies(q, c)) else { return Ok(()) };
-        limiter.check_key(&c.principal.to_owned()).map_err(|not_until| {
-            let wait = not_until.wait_time_from(limiter.clock().now());
-            Refusal::Quota { name: q.name.clone(), limit: q.calls_per_window, retry_after_ms: wait.as_millis().max(1) as u64 }
-        })
+        let Some((q, limiter)) = self.entries.iter().find(|(q, _)| applies(q, c)) else {
+            return Ok(());
+        };
+        limiter
+            .check_key(&c.principal.to_owned())
+            .map_err(|not_until| {
+                let wait = not_until.wait_time_from(limiter.clock().now());
+                Refusal::Quota {
+                    name: q.name.clone(),
+                    limit: q.calls_per_window,
+                    retry_after_ms: wait.as_millis().max(1) as u64,
+                }
+            })
     }
 
     /// Forgets principals idle for a whole window (run on a timer).
@@ -116,7 +134,12 @@ mod tests {
     }
 
     fn call<'a>(principal: &'a str, groups: &'a [String], tool: &'a str) -> Call<'a> {
-        Call { principal, groups, upstream: "alpha", tool }
+        Call {
+            principal,
+            groups,
+            upstream: "alpha",
+            tool,
+        }
     }
 
     #[test]
@@ -127,11 +150,19 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(q.charge(&call("alice", &team, "search_docs")), Ok(()));
         }
-        let Err(Refusal::Quota { name, limit, retry_after_ms }) = q.charge(&call("alice", &team, "search_docs")) else {
+        let Err(Refusal::Quota {
+            name,
+            limit,
+            retry_after_ms,
+        }) = q.charge(&call("alice", &team, "search_docs"))
+        else {
             panic!("the fourth call in the window must be refused")
         };
         assert_eq!((name.as_str(), limit), ("search", 3));
-        assert!((1..=20_000).contains(&retry_after_ms), "retry after one period (20 s), got {retry_after_ms}");
+        assert!(
+            (1..=20_000).contains(&retry_after_ms),
+            "retry after one period (20 s), got {retry_after_ms}"
+        );
         // Another principal has its own count; another tool and another group are not counted.
         assert_eq!(q.charge(&call("bob", &team, "search_docs")), Ok(()));
         assert_eq!(q.charge(&call("alice", &team, "delete")), Ok(()));
@@ -144,10 +175,15 @@ mod tests {
     #[test]
     fn the_first_quota_that_matches_counts_the_call() {
         let clock = FakeRelativeClock::default();
-        let q = Quotas::with_clock(&[quota("one", &["a"], 1), quota("many", &["*"], 100)], clock);
+        let q = Quotas::with_clock(
+            &[quota("one", &["a"], 1), quota("many", &["*"], 100)],
+            clock,
+        );
         let team = vec!["team".to_owned()];
         assert_eq!(q.charge(&call("alice", &team, "a")), Ok(()));
-        assert!(matches!(q.charge(&call("alice", &team, "a")), Err(Refusal::Quota { name, .. }) if name == "one"));
+        assert!(
+            matches!(q.charge(&call("alice", &team, "a")), Err(Refusal::Quota { name, .. }) if name == "one")
+        );
         assert_eq!(q.charge(&call("alice", &team, "b")), Ok(()));
     }
 }

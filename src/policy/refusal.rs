@@ -39,7 +39,11 @@ pub enum Refusal {
     /// Tokens per window spent.
     Tokens { retry_after_ms: u64 },
     /// A `[[quota]]`'s calls per window spent.
-    Quota { name: String, limit: u32, retry_after_ms: u64 },
+    Quota {
+        name: String,
+        limit: u32,
+        retry_after_ms: u64,
+    },
     /// One ask wants more tokens than a window allows.
     TokensNever(u64),
     /// A rule denied it.

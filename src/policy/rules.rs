@@ -147,7 +147,8 @@ impl Rules {
         let mut rules = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: cannot read policy file: {e}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{}: cannot read policy file: {e}", p.display()))?;
             let file = Rules::parse(&text, &p.display().to_string())?;
             if file.is_empty() {
                 return Err(format!(
@@ -162,7 +163,8 @@ impl Rules {
 
     /// Parses one policy file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Rules, String> {
-        let file: File = toml::from_str(text).map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
+        let file: File = toml::from_str(text)
+            .map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
         for r in &file.rule {
             check_conditions(r).map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
         }
@@ -181,11 +183,19 @@ impl Rules {
 
     /// The upstream names the visibility rules match on that `known` does not hold (such a
     /// rule would hide nothing: the config refuses it).
-    pub fn unknown_upstreams<'a>(&'a self, known: &'a [String]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    pub fn unknown_upstreams<'a>(
+        &'a self,
+        known: &'a [String],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         self.rules
             .iter()
             .filter(|r| r.effect.is_visibility())
-            .flat_map(|r| r.when.upstream.iter().map(move |u| (r.name.as_str(), u.as_str())))
+            .flat_map(|r| {
+                r.when
+                    .upstream
+                    .iter()
+                    .map(move |u| (r.name.as_str(), u.as_str()))
+            })
             .filter(move |(_, u)| !known.iter().any(|k| k == u))
     }
 
@@ -194,10 +204,18 @@ impl Rules {
     pub fn judge(&self, s: &Subject<'_>) -> Decision {
         for r in self.rules.iter().filter(|r| !r.effect.is_visibility()) {
             if matches(&r.when, s) {
-                return Decision { effect: r.effect, rule: Some(r.name.clone()), reason: r.reason.clone() };
+                return Decision {
+                    effect: r.effect,
+                    rule: Some(r.name.clone()),
+                    reason: r.reason.clone(),
+                };
             }
         }
-        Decision { effect: Effect::Allow, rule: None, reason: None }
+        Decision {
+            effect: Effect::Allow,
+            rule: None,
+            reason: None,
+        }
     }
 }
 
@@ -219,11 +237,20 @@ fn check_conditions(r: &Rule) -> Result<(), String> {
     if !r.effect.is_visibility() && (!m.prompt.is_empty() || !m.resource.is_empty()) {
         return Err("prompt and resource conditions are for hide and show rules; a call or ask rule with them never matches".into());
     }
-    let families = [!m.tool.is_empty(), !m.prompt.is_empty(), !m.resource.is_empty()].iter().filter(|x| **x).count();
+    let families = [
+        !m.tool.is_empty(),
+        !m.prompt.is_empty(),
+        !m.resource.is_empty(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
     if families > 1 {
         return Err("tool, prompt and resource globs each match their own family; one rule with two never matches (write two rules)".into());
     }
-    if (m.destructive.is_some() || m.read_only.is_some()) && (!m.prompt.is_empty() || !m.resource.is_empty()) {
+    if (m.destructive.is_some() || m.read_only.is_some())
+        && (!m.prompt.is_empty() || !m.resource.is_empty())
+    {
         return Err("destructive and read_only are tool annotations; with prompt or resource globs the rule never matches".into());
     }
     let globs = [&m.tool, &m.prompt, &m.resource, &m.model_hint, &m.url_host];
@@ -275,11 +302,20 @@ fn matches(m: &Match, s: &Subject<'_>) -> bool {
         && any_glob(&m.tool, s.tool)
         && bool_is(m.destructive, s.destructive)
         && bool_is(m.read_only, s.read_only)
-        && (m.include_context.is_empty() || ask(&|a| any_eq(&m.include_context, a.include_context.as_str())))
-        && m.max_tokens_above.is_none_or(|cap| ask(&|a| a.max_tokens > cap))
-        && m.tools_present.is_none_or(|w| ask(&|a| a.tools_present == w))
-        && m.system_prompt_present.is_none_or(|w| ask(&|a| a.system_prompt_present == w))
-        && (m.model_hint.is_empty() || ask(&|a| a.model_hints.iter().any(|n| any_glob(&m.model_hint, Some(n)))))
+        && (m.include_context.is_empty()
+            || ask(&|a| any_eq(&m.include_context, a.include_context.as_str())))
+        && m.max_tokens_above
+            .is_none_or(|cap| ask(&|a| a.max_tokens > cap))
+        && m.tools_present
+            .is_none_or(|w| ask(&|a| a.tools_present == w))
+        && m.system_prompt_present
+            .is_none_or(|w| ask(&|a| a.system_prompt_present == w))
+        && (m.model_hint.is_empty()
+            || ask(&|a| {
+                a.model_hints
+                    .iter()
+                    .any(|n| any_glob(&m.model_hint, Some(n)))
+            }))
         && (m.elicitation_mode.is_empty() || ask(&|a| any_eq(&m.elicitation_mode, a.mode.as_str())))
         && (m.url_host.is_empty() || ask(&|a| any_glob(&m.url_host, a.url_host.as_deref())))
 }
@@ -290,7 +326,11 @@ mod tests {
     use crate::policy::shape::AskShape;
 
     fn shape(params: &str) -> AskShape {
-        AskShape::read(&crate::mcp::method::Method::SamplingCreateMessage, Some(params)).unwrap()
+        AskShape::read(
+            &crate::mcp::method::Method::SamplingCreateMessage,
+            Some(params),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -302,19 +342,42 @@ mod tests {
         )
         .unwrap();
         let ask = shape(r#"{"maxTokens":1,"includeContext": "allServers", "tools": [{}]}"#);
-        let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
+        let s = Subject {
+            method: "sampling/createMessage",
+            ask: Some(&ask),
+            ..Default::default()
+        };
         assert_eq!(r.judge(&s).rule.as_deref(), Some("ctx"));
         let ask = shape(r#"{"tools": [{}], "maxTokens": 5}"#);
-        let s = Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() };
+        let s = Subject {
+            method: "sampling/createMessage",
+            ask: Some(&ask),
+            ..Default::default()
+        };
         assert_eq!(r.judge(&s).effect, Effect::Approve);
         let ask = shape(r#"{"maxTokens": 5}"#);
-        assert_eq!(r.judge(&Subject { method: "sampling/createMessage", ask: Some(&ask), ..Default::default() }).effect, Effect::Allow);
+        assert_eq!(
+            r.judge(&Subject {
+                method: "sampling/createMessage",
+                ask: Some(&ask),
+                ..Default::default()
+            })
+            .effect,
+            Effect::Allow
+        );
     }
 
     #[test]
     fn a_misspelled_key_or_unknown_effect_is_refused_with_its_line() {
-        let e = Rules::parse("[[rule]]\nname = \"x\"\nmatch = { methd = [\"tools/call\"] }\neffect = \"deny\"\n", "p.toml").unwrap_err();
-        assert!(e.starts_with("p.toml:3:") && e.contains("did you mean `method`?"), "{e}");
+        let e = Rules::parse(
+            "[[rule]]\nname = \"x\"\nmatch = { methd = [\"tools/call\"] }\neffect = \"deny\"\n",
+            "p.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("p.toml:3:") && e.contains("did you mean `method`?"),
+            "{e}"
+        );
         let e = Rules::parse("[[rule]]\nname = \"x\"\neffect = \"maybe\"\n", "p.toml").unwrap_err();
         assert!(e.starts_with("p.toml:3:"), "{e}");
     }

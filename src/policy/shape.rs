@@ -93,14 +93,20 @@ impl AskShape {
     /// Reads the shape of an ask (`params` raw JSON; `None` when the ask has no params).
     pub fn read(method: &Method, params: Option<&str>) -> Result<AskShape, String> {
         let raw = params.unwrap_or("{}");
-        let obj: RawObject<'_> = serde_json::from_str(raw).map_err(|_| format!("the params of {method} must be an object"))?;
-        let mut shape = AskShape { bytes: raw.len(), ..AskShape::default() };
+        let obj: RawObject<'_> = serde_json::from_str(raw)
+            .map_err(|_| format!("the params of {method} must be an object"))?;
+        let mut shape = AskShape {
+            bytes: raw.len(),
+            ..AskShape::default()
+        };
         match method {
             Method::SamplingCreateMessage => {
-                let max = obj.get("maxTokens").ok_or("sampling/createMessage needs maxTokens (a non-negative integer)")?;
-                shape.max_tokens = Exact::parse(max)
-                    .and_then(|n| n.as_count())
-                    .ok_or("the maxTokens of sampling/createMessage must be a non-negative integer")?;
+                let max = obj
+                    .get("maxTokens")
+                    .ok_or("sampling/createMessage needs maxTokens (a non-negative integer)")?;
+                shape.max_tokens = Exact::parse(max).and_then(|n| n.as_count()).ok_or(
+                    "the maxTokens of sampling/createMessage must be a non-negative integer",
+                )?;
                 shape.include_context = match obj.get("includeContext") {
                     None | Some("null") => IncludeContext::None,
                     Some(v) => match text(v).as_deref() {
@@ -111,8 +117,10 @@ impl AskShape {
                     },
                 };
                 shape.tools_present = present(&obj, "tools");
-                shape.tools_offered =
-                    obj.get("tools").and_then(|t| serde_json::from_str::<Vec<serde::de::IgnoredAny>>(t).ok()).map_or(0, |t| t.len());
+                shape.tools_offered = obj
+                    .get("tools")
+                    .and_then(|t| serde_json::from_str::<Vec<serde::de::IgnoredAny>>(t).ok())
+                    .map_or(0, |t| t.len());
                 shape.system_prompt_present = present(&obj, "systemPrompt");
                 shape.model_hints = model_hints(obj.get("modelPreferences"));
             }
@@ -122,15 +130,27 @@ impl AskShape {
                     Some(v) => match text(v).as_deref() {
                         Some("form") => ElicitationMode::Form,
                         Some("url") => ElicitationMode::Url,
-                        _ => return Err("the mode of elicitation/create must be form or url".into()),
+                        _ => {
+                            return Err("the mode of elicitation/create must be form or url".into())
+                        }
                     },
                 };
                 if shape.mode == ElicitationMode::Url {
-                    let url = obj.get("url").and_then(text).ok_or("a URL-mode elicitation/create needs a url")?;
-                    let uri: http::Uri = url.parse().map_err(|_| "the url of elicitation/create must be an absolute URL")?;
-                    let host = uri.host().ok_or("the url of elicitation/create must be an absolute URL")?;
+                    let url = obj
+                        .get("url")
+                        .and_then(text)
+                        .ok_or("a URL-mode elicitation/create needs a url")?;
+                    let uri: http::Uri = url
+                        .parse()
+                        .map_err(|_| "the url of elicitation/create must be an absolute URL")?;
+                    let host = uri
+                        .host()
+                        .ok_or("the url of elicitation/create must be an absolute URL")?;
                     // `evil.example.` is `evil.example`: the root label's dot does not make another host.
-                    let host = host.trim_start_matches('[').trim_end_matches(']').trim_end_matches('.');
+                    let host = host
+                        .trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .trim_end_matches('.');
                     shape.url_host = Some(host.to_ascii_lowercase());
                 }
             }
@@ -141,8 +161,15 @@ impl AskShape {
 }
 
 fn model_hints(prefs: Option<&str>) -> Vec<String> {
-    let Some(prefs) = prefs.and_then(|p| serde_json::from_str::<RawObject<'_>>(p).ok()) else { return Vec::new() };
-    let Some(hints) = prefs.get("hints").and_then(|h| serde_json::from_str::<Vec<&RawValue>>(h).ok()) else { return Vec::new() };
+    let Some(prefs) = prefs.and_then(|p| serde_json::from_str::<RawObject<'_>>(p).ok()) else {
+        return Vec::new();
+    };
+    let Some(hints) = prefs
+        .get("hints")
+        .and_then(|h| serde_json::from_str::<Vec<&RawValue>>(h).ok())
+    else {
+        return Vec::new();
+    };
     hints
         .iter()
         .filter_map(|h| serde_json::from_str::<RawObject<'_>>(h.get()).ok())
@@ -160,12 +187,42 @@ mod tests {
 
     #[test]
     fn max_tokens_is_read_exactly_in_every_spelling() {
-        for spelling in ["1e6", "1000000.0", "1E6", "10e5", "1000000", "1000000e0", "0.1e7"] {
-            assert_eq!(sampling(&format!(r#"{{"maxTokens":{spelling}}}"#)).unwrap().max_tokens, 1_000_000, "{spelling}");
+        for spelling in [
+            "1e6",
+            "1000000.0",
+            "1E6",
+            "10e5",
+            "1000000",
+            "1000000e0",
+            "0.1e7",
+        ] {
+            assert_eq!(
+                sampling(&format!(r#"{{"maxTokens":{spelling}}}"#))
+                    .unwrap()
+                    .max_tokens,
+                1_000_000,
+                "{spelling}"
+            );
         }
-        assert_eq!(sampling(r#"{"maxTokens":1e400}"#).unwrap().max_tokens, u64::MAX);
-        assert_eq!(sampling(r#"{"maxTokens":5,"maxTokens":1e9}"#).unwrap().max_tokens, 1_000_000_000, "the last of a repeated key");
-        for bad in [r#"{"maxTokens":1.5}"#, r#"{"maxTokens":-1}"#, r#"{"maxTokens":"100"}"#, r#"{"maxTokens":null}"#, "{}", "[]"] {
+        assert_eq!(
+            sampling(r#"{"maxTokens":1e400}"#).unwrap().max_tokens,
+            u64::MAX
+        );
+        assert_eq!(
+            sampling(r#"{"maxTokens":5,"maxTokens":1e9}"#)
+                .unwrap()
+                .max_tokens,
+            1_000_000_000,
+            "the last of a repeated key"
+        );
+        for bad in [
+            r#"{"maxTokens":1.5}"#,
+            r#"{"maxTokens":-1}"#,
+            r#"{"maxTokens":"100"}"#,
+            r#"{"maxTokens":null}"#,
+            "{}",
+            "[]",
+        ] {
             assert!(sampling(bad).is_err(), "{bad}");
         }
     }
@@ -180,11 +237,25 @@ mod tests {
         assert!(s.tools_present && !s.system_prompt_present);
         assert_eq!(s.model_hints, vec!["claude".to_owned()]);
         assert!(sampling(r#"{"maxTokens":5,"includeContext":"everything"}"#).is_err());
-        let e =
-            AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"u\u0072l","url":"https://Login.Example.com:8443/x?y"}"#)).unwrap();
-        assert_eq!((e.mode, e.url_host.as_deref()), (ElicitationMode::Url, Some("login.example.com")));
-        assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"not a url"}"#)).is_err());
-        let dot = AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"url","url":"https://evil.example./login"}"#)).unwrap();
+        let e = AskShape::read(
+            &Method::ElicitationCreate,
+            Some(r#"{"mode":"u\u0072l","url":"https://Login.Example.com:8443/x?y"}"#),
+        )
+        .unwrap();
+        assert_eq!(
+            (e.mode, e.url_host.as_deref()),
+            (ElicitationMode::Url, Some("login.example.com"))
+        );
+        assert!(AskShape::read(
+            &Method::ElicitationCreate,
+            Some(r#"{"mode":"url","url":"not a url"}"#)
+        )
+        .is_err());
+        let dot = AskShape::read(
+            &Method::ElicitationCreate,
+            Some(r#"{"mode":"url","url":"https://evil.example./login"}"#),
+        )
+        .unwrap();
         assert_eq!(dot.url_host.as_deref(), Some("evil.example"));
         assert!(AskShape::read(&Method::ElicitationCreate, Some(r#"{"mode":"URL"}"#)).is_err());
         assert_eq!(AskShape::read(&Method::RootsList, None).unwrap().bytes, 2);

@@ -33,7 +33,13 @@ pub struct SseBody {
 
 impl From<mpsc::Receiver<Bytes>> for SseBody {
     fn from(rx: mpsc::Receiver<Bytes>) -> Self {
-        SseBody { rx, permit: None, audit: None, complete: false, relay: None }
+        SseBody {
+            rx,
+            permit: None,
+            audit: None,
+            complete: false,
+            relay: None,
+        }
     }
 }
 
@@ -42,7 +48,13 @@ impl SseBody {
     pub fn one(frame: Bytes) -> Self {
         let (tx, rx) = mpsc::channel(1);
         let _ = tx.try_send(frame);
-        SseBody { rx, permit: None, audit: None, complete: true, relay: None }
+        SseBody {
+            rx,
+            permit: None,
+            audit: None,
+            complete: true,
+            relay: None,
+        }
     }
 
     /// Whether every frame is already queued (such a stream needs no place among the open ones).
@@ -136,13 +148,20 @@ impl Reply {
             _ => return Reply::error(id, &e),
         };
         let (status, code, data) = e.classify();
-        Reply::Limited(status, jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()), retry_after_ms.div_ceil(1000).max(1))
+        Reply::Limited(
+            status,
+            jsonrpc::error_body(id, code, &e.to_string(), data.as_ref()),
+            retry_after_ms.div_ceil(1000).max(1),
+        )
     }
 
     /// The body of this reply when it is one JSON object (for sending it in-stream instead).
     pub fn json_body(&self) -> Option<&Bytes> {
         match self {
-            Reply::Json(_, b) | Reply::Limited(_, b, _) | Reply::Challenge(_, _, b) | Reply::Session(_, b, _) => Some(b),
+            Reply::Json(_, b)
+            | Reply::Limited(_, b, _)
+            | Reply::Challenge(_, _, b)
+            | Reply::Session(_, b, _) => Some(b),
             _ => None,
         }
     }
@@ -150,7 +169,10 @@ impl Reply {
     /// The HTTP status this reply will carry.
     pub fn status(&self) -> StatusCode {
         match self {
-            Reply::Json(s, _) | Reply::Plain(s, _) | Reply::Challenge(s, _, _) | Reply::Session(s, _, _) => *s,
+            Reply::Json(s, _)
+            | Reply::Plain(s, _)
+            | Reply::Challenge(s, _, _)
+            | Reply::Session(s, _, _) => *s,
             Reply::Limited(s, ..) => *s,
             Reply::Sse(b) if b.relay.is_some() => StatusCode::ACCEPTED,
             Reply::Sse(_) => StatusCode::OK,
@@ -178,21 +200,29 @@ impl Reply {
                     .header(http::header::CACHE_CONTROL, "no-cache")
                     .header("x-accel-buffering", "no");
                 let stream = futures_util::stream::unfold(body, |mut body| async move {
-                    body.recv().await.map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), body))
+                    body.recv()
+                        .await
+                        .map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), body))
                 });
                 StreamBody::new(stream).boxed()
             }
             Reply::Accepted => Full::new(Bytes::new()).boxed(),
             Reply::Session(_, bytes, sid) => {
-                b = b.header(http::header::CONTENT_TYPE, "application/json").header(crate::mcp::headers::SESSION_ID, sid);
+                b = b
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .header(crate::mcp::headers::SESSION_ID, sid);
                 Full::new(bytes).boxed()
             }
             Reply::Limited(_, bytes, secs) => {
-                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::RETRY_AFTER, secs.to_string());
+                b = b
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .header(http::header::RETRY_AFTER, secs.to_string());
                 Full::new(bytes).boxed()
             }
             Reply::Challenge(_, challenge, bytes) => {
-                b = b.header(http::header::CONTENT_TYPE, "application/json").header(http::header::WWW_AUTHENTICATE, challenge);
+                b = b
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .header(http::header::WWW_AUTHENTICATE, challenge);
                 Full::new(bytes).boxed()
             }
             Reply::Plain(status, text) => {
@@ -203,6 +233,7 @@ impl Reply {
                 Full::new(Bytes::from_static(text.as_bytes())).boxed()
             }
         };
-        b.body(body).unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+        b.body(body)
+            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
     }
 }

@@ -17,7 +17,10 @@ pub struct Names {
 impl Names {
     /// A codec; `prefixed` false publishes names unchanged.
     pub fn new(prefixed: bool, separator: &str) -> Self {
-        Names { prefixed, separator: separator.to_owned() }
+        Names {
+            prefixed,
+            separator: separator.to_owned(),
+        }
     }
 
     /// Whether names carry a prefix.
@@ -27,7 +30,11 @@ impl Names {
 
     /// The public name of `name` served by `upstream`, `None` when it would be too long.
     pub fn publish(&self, upstream: &str, name: &str) -> Option<String> {
-        let public = if self.prefixed { format!("{upstream}{}{name}", self.separator) } else { name.to_owned() };
+        let public = if self.prefixed {
+            format!("{upstream}{}{name}", self.separator)
+        } else {
+            name.to_owned()
+        };
         (public.len() <= MAX_NAME || !self.prefixed).then_some(public)
     }
 

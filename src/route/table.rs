@@ -60,7 +60,13 @@ impl ListTable {
         for (i, item) in items.iter().enumerate() {
             index.entry(item.key.clone()).or_insert(i);
         }
-        ListTable { items, ttl_ms, public, fetched_at, index }
+        ListTable {
+            items,
+            ttl_ms,
+            public,
+            fetched_at,
+            index,
+        }
     }
 
     /// An empty table (nothing fetched yet, or the family is not served).

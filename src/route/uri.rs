@@ -49,8 +49,17 @@ pub fn matches_counting(template: &str, uri: &str) -> (bool, u64) {
         next.fill(false);
         steps += n as u64 + 1;
         let found = match *part {
-            Part::Literal(lit) => after_literal(uri.as_bytes(), lit.as_bytes(), &reach, first, &mut next, &mut steps),
-            Part::Var { reserved } => after_var(uri, reserved, &reach, first, &mut next, &mut steps),
+            Part::Literal(lit) => after_literal(
+                uri.as_bytes(),
+                lit.as_bytes(),
+                &reach,
+                first,
+                &mut next,
+                &mut steps,
+            ),
+            Part::Var { reserved } => {
+                after_var(uri, reserved, &reach, first, &mut next, &mut steps)
+            }
         };
         std::mem::swap(&mut reach, &mut next);
         match found {
@@ -66,12 +75,16 @@ fn split(template: &str) -> Vec<Part<'_>> {
     let mut parts = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            break;
+        };
         if open > 0 {
             parts.push(Part::Literal(&rest[..open]));
         }
         let var = &rest[open + 1..close];
-        parts.push(Part::Var { reserved: var.starts_with('+') || var.starts_with('#') });
+        parts.push(Part::Var {
+            reserved: var.starts_with('+') || var.starts_with('#'),
+        });
         rest = &rest[close + 1..];
     }
     if !rest.is_empty() {
@@ -83,7 +96,14 @@ fn split(template: &str) -> Vec<Part<'_>> {
 /// Marks in `next` every end of `lit` starting at a position set in `reach` (none before
 /// `first`); gives the first one marked. Few reachable starts are compared directly; many are
 /// found with one KMP pass, so either way the cost is a few steps per byte after `first`.
-fn after_literal(uri: &[u8], lit: &[u8], reach: &[bool], first: usize, next: &mut [bool], steps: &mut u64) -> Option<usize> {
+fn after_literal(
+    uri: &[u8],
+    lit: &[u8],
+    reach: &[bool],
+    first: usize,
+    next: &mut [bool],
+    steps: &mut u64,
+) -> Option<usize> {
     if first + lit.len() > uri.len() {
         return None;
     }
@@ -150,7 +170,14 @@ fn occurrences(hay: &[u8], needle: &[u8], steps: &mut u64, mut hit: impl FnMut(u
 /// in `reach` (none before `first`; a run without `/`, `?`, `#` unless `reserved`); gives the
 /// first one marked. One sweep: a start stays open until a stop byte (ASCII, so never inside a
 /// multibyte character) closes it.
-fn after_var(uri: &str, reserved: bool, reach: &[bool], first: usize, next: &mut [bool], steps: &mut u64) -> Option<usize> {
+fn after_var(
+    uri: &str,
+    reserved: bool,
+    reach: &[bool],
+    first: usize,
+    next: &mut [bool],
+    steps: &mut u64,
+) -> Option<usize> {
     let bytes = uri.as_bytes();
     let mut open = false;
     let mut found = None;

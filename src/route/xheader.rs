@@ -63,15 +63,23 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
         let Some(path) = path.as_ref().filter(|p| !p.is_empty()) else {
             return Err("x-mcp-header on a schema not reachable through `properties`".into());
         };
-        let name = ann.as_str().filter(|s| !s.is_empty() && s.bytes().all(is_tchar));
-        let name = name.ok_or_else(|| "an x-mcp-header annotation is not an HTTP token".to_owned())?;
+        let name = ann
+            .as_str()
+            .filter(|s| !s.is_empty() && s.bytes().all(is_tchar));
+        let name =
+            name.ok_or_else(|| "an x-mcp-header annotation is not an HTTP token".to_owned())?;
         let kind = match obj.get("type").and_then(Value::as_str) {
             Some("string") => Kind::Str,
             Some("integer") => Kind::Int,
             Some("boolean") => Kind::Bool,
             _ => return Err("an x-mcp-header annotation on a property that is not a string, an integer or a boolean".into()),
         };
-        out.push(ParamHeader { name: name.into(), header: format!("mcp-param-{}", name.to_ascii_lowercase()), path: path.clone(), kind });
+        out.push(ParamHeader {
+            name: name.into(),
+            header: format!("mcp-param-{}", name.to_ascii_lowercase()),
+            path: path.clone(),
+            kind,
+        });
     }
     for (key, child) in obj {
         if key == "properties" {
@@ -85,7 +93,8 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
                     walk(schema, sub, out)?;
                 }
             }
-        } else if matches!(child, Value::Object(_) | Value::Array(_)) && !matches!(key.as_str(), "const" | "default" | "enum" | "examples")
+        } else if matches!(child, Value::Object(_) | Value::Array(_))
+            && !matches!(key.as_str(), "const" | "default" | "enum" | "examples")
         {
             walk(child, None, out)?;
         }
@@ -96,7 +105,10 @@ fn walk(node: &Value, path: Option<Vec<String>>, out: &mut Vec<ParamHeader>) -> 
 /// The raw value at each annotation's path in `arguments` (`None`: absent), in `anns` order.
 /// Each object on the way is read once, whatever the number of annotations under it, so the
 /// work is linear in the arguments' size times the deepest annotated path.
-fn values<'a, 'b>(arguments: Option<&'a str>, anns: &'b [ParamHeader]) -> Result<Vec<Option<&'a str>>, String> {
+fn values<'a, 'b>(
+    arguments: Option<&'a str>,
+    anns: &'b [ParamHeader],
+) -> Result<Vec<Option<&'a str>>, String> {
     let mut out = vec![None; anns.len()];
     let Some(raw) = arguments else { return Ok(out) };
     let mut order: Vec<usize> = (0..anns.len()).collect();
@@ -105,7 +117,13 @@ fn values<'a, 'b>(arguments: Option<&'a str>, anns: &'b [ParamHeader]) -> Result
     Ok(out)
 }
 
-fn walk_values<'a>(raw: &'a str, anns: &[ParamHeader], group: &[usize], depth: usize, out: &mut [Option<&'a str>]) -> Result<(), String> {
+fn walk_values<'a>(
+    raw: &'a str,
+    anns: &[ParamHeader],
+    group: &[usize],
+    depth: usize,
+    out: &mut [Option<&'a str>],
+) -> Result<(), String> {
     let Ok(obj) = serde_json::from_str::<crate::mcp::jsonrpc::RawObject<'a>>(raw) else {
         // Not an object (or not JSON): nothing below it is present.
         return if serde_json::from_str::<&serde_json::value::RawValue>(raw).is_ok() {
@@ -117,9 +135,14 @@ fn walk_values<'a>(raw: &'a str, anns: &[ParamHeader], group: &[usize], depth: u
     let mut i = 0;
     while i < group.len() {
         let seg = &anns[group[i]].path[depth];
-        let j = i + group[i..].iter().take_while(|&&a| anns[a].path[depth] == *seg).count();
+        let j = i + group[i..]
+            .iter()
+            .take_while(|&&a| anns[a].path[depth] == *seg)
+            .count();
         if let Some(child) = obj.get(seg) {
-            let (leaves, deeper): (Vec<usize>, Vec<usize>) = group[i..j].iter().partition(|&&a| anns[a].path.len() == depth + 1);
+            let (leaves, deeper): (Vec<usize>, Vec<usize>) = group[i..j]
+                .iter()
+                .partition(|&&a| anns[a].path.len() == depth + 1);
             for a in leaves {
                 out[a] = Some(child);
             }
@@ -140,7 +163,8 @@ fn header_text(raw: &str, kind: Kind) -> Option<String> {
         Kind::Bool => matches!(raw, "true" | "false").then(|| raw.to_owned()),
         Kind::Int => {
             // Integers travel in decimal; `42.0` and `4.2e1` are the integer 42.
-            let n = crate::mcp::number::Exact::parse(raw).filter(crate::mcp::number::Exact::is_integer)?;
+            let n = crate::mcp::number::Exact::parse(raw)
+                .filter(crate::mcp::number::Exact::is_integer)?;
             Some(n.to_decimal())
         }
     }
@@ -149,12 +173,17 @@ fn header_text(raw: &str, kind: Kind) -> Option<String> {
 /// The `Mcp-Param-*` headers a call's `arguments` need (for requests Sluice builds itself).
 pub fn mirror(arguments: Option<&str>, anns: &[ParamHeader]) -> HeaderMap {
     let mut out = HeaderMap::new();
-    let Ok(found) = values(arguments, anns) else { return out };
+    let Ok(found) = values(arguments, anns) else {
+        return out;
+    };
     for (ann, raw) in anns.iter().zip(found) {
-        let Some(text) = raw.and_then(|r| header_text(r, ann.kind)) else { continue };
-        if let (Ok(name), Ok(value)) =
-            (http::HeaderName::from_bytes(ann.header.as_bytes()), http::HeaderValue::from_str(&crate::mcp::headers::encode(&text)))
-        {
+        let Some(text) = raw.and_then(|r| header_text(r, ann.kind)) else {
+            continue;
+        };
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(ann.header.as_bytes()),
+            http::HeaderValue::from_str(&crate::mcp::headers::encode(&text)),
+        ) {
             out.insert(name, value);
         }
     }
@@ -164,7 +193,11 @@ pub fn mirror(arguments: Option<&str>, anns: &[ParamHeader]) -> HeaderMap {
 /// Checks a call's `Mcp-Param-*` headers against its `arguments` (raw JSON, if any). Values
 /// are compared decoded and typed: strings as strings, booleans as `true`/`false`, integers
 /// exactly (never through a float).
-pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader]) -> Result<(), String> {
+pub fn check(
+    headers: &HeaderMap,
+    arguments: Option<&str>,
+    anns: &[ParamHeader],
+) -> Result<(), String> {
     if anns.is_empty() {
         return Ok(());
     }
@@ -174,20 +207,37 @@ pub fn check(headers: &HeaderMap, arguments: Option<&str>, anns: &[ParamHeader])
         let header = headers.get(&ann.header);
         match (present, header) {
             (None, None) => {}
-            (None, Some(_)) => return Err(format!("header Mcp-Param-{} is sent but its argument is absent", ann.name)),
-            (Some(_), None) => return Err(format!("header Mcp-Param-{} is missing for an argument present in the body", ann.name)),
+            (None, Some(_)) => {
+                return Err(format!(
+                    "header Mcp-Param-{} is sent but its argument is absent",
+                    ann.name
+                ))
+            }
+            (Some(_), None) => {
+                return Err(format!(
+                    "header Mcp-Param-{} is missing for an argument present in the body",
+                    ann.name
+                ))
+            }
             (Some(v), Some(h)) => {
-                let got = crate::mcp::headers::decode(h).map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
+                let got = crate::mcp::headers::decode(h)
+                    .map_err(|e| format!("header Mcp-Param-{}: {e}", ann.name))?;
                 let same = match ann.kind {
                     Kind::Str => serde_json::from_str::<String>(v).is_ok_and(|s| s == got.as_ref()),
                     Kind::Bool => matches!(v, "true" | "false") && v == got.as_ref(),
-                    Kind::Int => match (crate::mcp::number::Exact::parse(v), crate::mcp::number::decimal_integer(&got)) {
+                    Kind::Int => match (
+                        crate::mcp::number::Exact::parse(v),
+                        crate::mcp::number::decimal_integer(&got),
+                    ) {
                         (Some(a), Some(b)) => a == b,
                         _ => false,
                     },
                 };
                 if !same {
-                    return Err(format!("header Mcp-Param-{} does not match the body's argument", ann.name));
+                    return Err(format!(
+                        "header Mcp-Param-{} does not match the body's argument",
+                        ann.name
+                    ));
                 }
             }
         }
@@ -234,16 +284,31 @@ mod tests {
         h.insert("mcp-param-n", "42".parse().unwrap());
         assert!(check(&h, Some(r#"{"r":"eu","n":42.0}"#), &anns).is_ok());
         assert!(check(&h, Some(r#"{"r":"us","n":42}"#), &anns).is_err());
-        assert!(check(&h, Some(r#"{"r":"eu","n":4.2e1}"#), &anns).is_ok(), "integers compare by value");
+        assert!(
+            check(&h, Some(r#"{"r":"eu","n":4.2e1}"#), &anns).is_ok(),
+            "integers compare by value"
+        );
         assert!(check(&h, Some(r#"{"r":"eu","n":42.5}"#), &anns).is_err());
         h.insert("mcp-param-n", "9007199254740992".parse().unwrap());
-        assert!(check(&h, Some(r#"{"r":"eu","n":9007199254740993}"#), &anns).is_err(), "never through a float");
+        assert!(
+            check(&h, Some(r#"{"r":"eu","n":9007199254740993}"#), &anns).is_err(),
+            "never through a float"
+        );
         assert!(check(&h, Some(r#"{"r":"eu","n":9007199254740992}"#), &anns).is_ok());
         h.insert("mcp-param-n", "1e2".parse().unwrap());
-        assert!(check(&h, Some(r#"{"r":"eu","n":100}"#), &anns).is_err(), "headers carry integers in decimal");
+        assert!(
+            check(&h, Some(r#"{"r":"eu","n":100}"#), &anns).is_err(),
+            "headers carry integers in decimal"
+        );
         h.insert("mcp-param-n", "100".parse().unwrap());
-        assert!(check(&h, Some(r#"{"r":"e\u0075","n":100}"#), &anns).is_ok(), "strings compare decoded");
-        assert!(check(&h, Some(r#"{"r":"eu","n":100,"r":"us"}"#), &anns).is_err(), "the last of a repeated member counts");
+        assert!(
+            check(&h, Some(r#"{"r":"e\u0075","n":100}"#), &anns).is_ok(),
+            "strings compare decoded"
+        );
+        assert!(
+            check(&h, Some(r#"{"r":"eu","n":100,"r":"us"}"#), &anns).is_err(),
+            "the last of a repeated member counts"
+        );
     }
 
     #[test]
@@ -251,11 +316,19 @@ mod tests {
         let anns = annotations(&json!({"properties":{"n":{"type":"integer","x-mcp-header":"N"},
             "o":{"type":"object","properties":{"s":{"type":"string","x-mcp-header":"S"},"b":{"type":"boolean","x-mcp-header":"B"}}}}}))
         .unwrap();
-        let h = mirror(Some(r#"{"n":9007199254740993.0e0,"o":{"s":" x","b":true}}"#), &anns);
+        let h = mirror(
+            Some(r#"{"n":9007199254740993.0e0,"o":{"s":" x","b":true}}"#),
+            &anns,
+        );
         assert_eq!(h["mcp-param-n"], "9007199254740993");
         assert_eq!(h["mcp-param-s"], "=?base64?IHg=?=");
         assert_eq!(h["mcp-param-b"], "true");
-        assert!(check(&h, Some(r#"{"n":9007199254740993,"o":{"s":" x","b":true}}"#), &anns).is_ok());
+        assert!(check(
+            &h,
+            Some(r#"{"n":9007199254740993,"o":{"s":" x","b":true}}"#),
+            &anns
+        )
+        .is_ok());
         assert!(mirror(Some(r#"{"n":1.5,"o":null}"#), &anns).is_empty());
     }
 }

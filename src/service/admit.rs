@@ -31,14 +31,23 @@ pub struct InFlight {
 impl Admission {
     /// `max_in_flight` places.
     pub fn new(max_in_flight: usize) -> Admission {
-        Admission { shares: Shares::new(max_in_flight), max: max_in_flight }
+        Admission {
+            shares: Shares::new(max_in_flight),
+            max: max_in_flight,
+        }
     }
 
     /// A place of `principal`'s `share` (refused past it); `alone`: it is the one principal
     /// there is (`auth` with no credentials), counted without copying or hashing its id.
     pub fn enter(&self, principal: &str, share: usize, alone: bool) -> Result<Entered, Full> {
-        let place = if alone { self.shares.share_keyless(share) } else { self.shares.share(principal.to_owned(), share) };
-        place.map(|p| Entered(p, self.max)).map_err(|r| full(r, self.max))
+        let place = if alone {
+            self.shares.share_keyless(share)
+        } else {
+            self.shares.share(principal.to_owned(), share)
+        };
+        place
+            .map(|p| Entered(p, self.max))
+            .map_err(|r| full(r, self.max))
     }
 
     /// Requests in progress now (whole ones).
@@ -50,7 +59,10 @@ impl Admission {
 impl Entered {
     /// The request is whole: a place in the pool (refused, giving the share back, when full).
     pub fn whole(self) -> Result<InFlight, Full> {
-        self.0.pooled().map(|p| InFlight { _place: p }).map_err(|r| full(r, self.1))
+        self.0
+            .pooled()
+            .map(|p| InFlight { _place: p })
+            .map_err(|r| full(r, self.1))
     }
 }
 
@@ -66,22 +78,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_principal_at_its_share_is_refused_and_others_enter_and_the_pool_counts_whole_requests_only() {
+    fn a_principal_at_its_share_is_refused_and_others_enter_and_the_pool_counts_whole_requests_only(
+    ) {
         let a = Admission::new(3);
-        let reading: Vec<Entered> = (0..2).map(|_| a.enter("alice", 2, false).expect("within her share")).collect();
+        let reading: Vec<Entered> = (0..2)
+            .map(|_| a.enter("alice", 2, false).expect("within her share"))
+            .collect();
         let refused = a.enter("alice", 2, false).err().expect("past her share");
         assert_eq!(refused.limit(), "limits.max_in_flight_per_principal");
         assert_eq!(a.in_use(), 0, "bodies being read hold no place in the pool");
-        let whole: Vec<InFlight> = (0..3).map(|i| a.enter(&format!("p{i}"), 2, false).unwrap().whole().expect("room")).collect();
+        let whole: Vec<InFlight> = (0..3)
+            .map(|i| {
+                a.enter(&format!("p{i}"), 2, false)
+                    .unwrap()
+                    .whole()
+                    .expect("room")
+            })
+            .collect();
         assert_eq!(a.in_use(), 3);
-        let full = a.enter("bob", 2, false).unwrap().whole().err().expect("the pool is full");
+        let full = a
+            .enter("bob", 2, false)
+            .unwrap()
+            .whole()
+            .err()
+            .expect("the pool is full");
         assert_eq!(full.limit(), "limits.max_in_flight");
         drop(whole);
         drop(reading);
         assert!(a.enter("alice", 2, false).unwrap().whole().is_ok());
         let one = Admission::new(2);
-        let _held: Vec<Entered> = (0..2).map(|_| one.enter("local", 2, true).unwrap()).collect();
-        let all = one.enter("local", 2, true).err().expect("a share that is the whole pool");
-        assert_eq!(all.limit(), "limits.max_in_flight", "named as the pool, not a share of it");
+        let _held: Vec<Entered> = (0..2)
+            .map(|_| one.enter("local", 2, true).unwrap())
+            .collect();
+        let all = one
+            .enter("local", 2, true)
+            .err()
+            .expect("a share that is the whole pool");
+        assert_eq!(
+            all.limit(),
+            "limits.max_in_flight",
+            "named as the pool, not a share of it"
+        );
     }
 }

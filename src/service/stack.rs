@@ -47,15 +47,24 @@ pub fn endpoint(gw: &Generation) -> Endpoint {
         // the layers would copy it at each step.
         let run: BoxFuture<Result<Reply, Infallible>> = Box::pin(async move {
             let Some(gw) = live.get() else {
-                return Ok(Reply::Plain(StatusCode::SERVICE_UNAVAILABLE, "service unavailable: Sluice is shutting down\n"));
+                return Ok(Reply::Plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "service unavailable: Sluice is shutting down\n",
+                ));
             };
             let (parts, body) = req.into_parts();
             Ok(crate::pipeline::run(&gw, parts, body, &admission).await)
         });
         run
     });
-    let audit = AuditLayer { audit: gw.rt.audit.clone(), metrics: gw.rt.metrics.clone() };
-    let stack = ServiceBuilder::new().layer(audit).timeout(deadline).service(pipeline);
+    let audit = AuditLayer {
+        audit: gw.rt.audit.clone(),
+        metrics: gw.rt.metrics.clone(),
+    };
+    let stack = ServiceBuilder::new()
+        .layer(audit)
+        .timeout(deadline)
+        .service(pipeline);
     BoxCloneService::new(stack)
 }
 
@@ -63,7 +72,10 @@ pub fn endpoint(gw: &Generation) -> Endpoint {
 fn answer_edge_errors(r: Result<Reply, BoxError>) -> Result<Reply, Infallible> {
     Ok(match r {
         Ok(reply) => reply,
-        Err(_) => Reply::Plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout: the request took longer than timeouts.request_ms\n"),
+        Err(_) => Reply::Plain(
+            StatusCode::GATEWAY_TIMEOUT,
+            "gateway timeout: the request took longer than timeouts.request_ms\n",
+        ),
     })
 }
 
@@ -77,7 +89,10 @@ struct AuditLayer {
 impl<S> Layer<S> for AuditLayer {
     type Service = Audited<S>;
     fn layer(&self, inner: S) -> Audited<S> {
-        Audited { layer: self.clone(), inner }
+        Audited {
+            layer: self.clone(),
+            inner,
+        }
     }
 }
 
@@ -103,8 +118,12 @@ where
     }
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        let bytes_in =
-            req.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let bytes_in = req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let guard = AuditGuard::new(&self.layer.audit, &self.layer.metrics, bytes_in);
         let run = crate::audit::scope(guard.record(), self.inner.call(req));
         Box::pin(async move {

@@ -24,7 +24,9 @@ const VERSION: &[u8] = b"sluice/params/v2\0";
 
 /// The digest (hex) of the canonical params of a request.
 pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut kept: Vec<(&str, &str)> = members.filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState")).collect();
+    let mut kept: Vec<(&str, &str)> = members
+        .filter(|(k, _)| !matches!(*k, "_meta" | "inputResponses" | "requestState"))
+        .collect();
     kept.sort_by(|a, b| a.0.cmp(b.0));
     let mut h = Sha256::new();
     h.update(VERSION);
@@ -38,7 +40,10 @@ pub fn params_digest<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> S
 
 /// The canonical digest of one JSON value's text.
 pub fn value_digest(raw: &str) -> [u8; 32] {
-    let mut p = Walk { b: raw.as_bytes(), i: 0 };
+    let mut p = Walk {
+        b: raw.as_bytes(),
+        i: 0,
+    };
     match p.value(0) {
         Some(d) if p.end() => d,
         _ => {
@@ -117,7 +122,10 @@ impl<'a> Walk<'a> {
 
     fn number(&mut self) -> Option<[u8; 32]> {
         let start = self.i;
-        while matches!(self.b.get(self.i), Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+        while matches!(
+            self.b.get(self.i),
+            Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+        ) {
             self.i += 1;
         }
         let text = &self.b[start..self.i];
@@ -144,9 +152,13 @@ impl<'a> Walk<'a> {
         let b: &'a [u8] = self.b;
         let token = &b[start..=end];
         if escaped {
-            serde_json::from_slice::<String>(token).ok().map(std::borrow::Cow::Owned)
+            serde_json::from_slice::<String>(token)
+                .ok()
+                .map(std::borrow::Cow::Owned)
         } else {
-            std::str::from_utf8(&token[1..token.len() - 1]).ok().map(std::borrow::Cow::Borrowed)
+            std::str::from_utf8(&token[1..token.len() - 1])
+                .ok()
+                .map(std::borrow::Cow::Borrowed)
         }
     }
 
@@ -217,8 +229,19 @@ mod tests {
 
     #[test]
     fn order_whitespace_and_escapes_do_not_count() {
-        assert_eq!(d(r#"{"a":1,"b":[true,null,"x"]}"#), d(" { \"b\" : [ true , null , \"\\u0078\" ] ,\n\"a\" : 1 } "));
-        let with_meta = params_digest([("_meta", "{}"), ("arguments", "{}"), ("name", "\"t\""), ("requestState", "\"s\"")].into_iter());
+        assert_eq!(
+            d(r#"{"a":1,"b":[true,null,"x"]}"#),
+            d(" { \"b\" : [ true , null , \"\\u0078\" ] ,\n\"a\" : 1 } ")
+        );
+        let with_meta = params_digest(
+            [
+                ("_meta", "{}"),
+                ("arguments", "{}"),
+                ("name", "\"t\""),
+                ("requestState", "\"s\""),
+            ]
+            .into_iter(),
+        );
         assert_eq!(with_meta, d("{}"));
     }
 
@@ -226,22 +249,37 @@ mod tests {
     fn every_token_counts() {
         let pad = |inner: &str| format!("{}{inner}{}", "[".repeat(130), "]".repeat(130));
         let pairs = [
-            (r#"{"cmd":"list-files"}"#.to_owned(), r#"{"cmd":"rm -rf /"}"#.to_owned()),
+            (
+                r#"{"cmd":"list-files"}"#.to_owned(),
+                r#"{"cmd":"rm -rf /"}"#.to_owned(),
+            ),
             (r#"{"n":1}"#.into(), r#"{"n":1.0}"#.into()),
-            (r#"{"n":18446744073709551616}"#.into(), r#"{"n":18446744073709552616}"#.into()),
+            (
+                r#"{"n":18446744073709551616}"#.into(),
+                r#"{"n":18446744073709552616}"#.into(),
+            ),
             (r#"{"a":[1,2]}"#.into(), r#"{"a":[2,1]}"#.into()),
             (r#"{"a":[1,[2]]}"#.into(), r#"{"a":[[1],2]}"#.into()),
             (r#"{"a":"1"}"#.into(), r#"{"a":1}"#.into()),
             (r#"{"a":null}"#.into(), r#"{}"#.into()),
             (r#"{"a":1,"a":2}"#.into(), r#"{"a":2,"a":1}"#.into()),
             (r#"{"ab":"c"}"#.into(), r#"{"a":"bc"}"#.into()),
-            (format!(r#"{{"cmd":"list-files","pad":{}}}"#, pad("0")), format!(r#"{{"cmd":"rm -rf /","pad":{}}}"#, pad("0"))),
-            (format!(r#"{{"pad":{}}}"#, pad("\"staging\"")), format!(r#"{{"pad":{}}}"#, pad("\"production\""))),
+            (
+                format!(r#"{{"cmd":"list-files","pad":{}}}"#, pad("0")),
+                format!(r#"{{"cmd":"rm -rf /","pad":{}}}"#, pad("0")),
+            ),
+            (
+                format!(r#"{{"pad":{}}}"#, pad("\"staging\"")),
+                format!(r#"{{"pad":{}}}"#, pad("\"production\"")),
+            ),
         ];
         for (a, b) in &pairs {
             assert_ne!(d(a), d(b), "{a} vs {b}");
         }
-        assert_ne!(params_digest([("a", "1")].into_iter()), params_digest([("b", "1")].into_iter()));
+        assert_ne!(
+            params_digest([("a", "1")].into_iter()),
+            params_digest([("b", "1")].into_iter())
+        );
     }
 
     #[test]

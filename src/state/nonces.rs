@@ -27,14 +27,21 @@ struct Inner {
 impl Nonces {
     /// A store holding at most `max` nonces.
     pub fn new(max: usize) -> Nonces {
-        Nonces { inner: Mutex::new(Inner::default()), max: max.max(1) }
+        Nonces {
+            inner: Mutex::new(Inner::default()),
+            max: max.max(1),
+        }
     }
 
     /// Consumes `nonce` (its state expires at `expires_ms`); `false` when it was consumed
     /// before, or the store is full.
     pub fn consume(&self, nonce: &str, expires_ms: u64, now_ms: u64) -> bool {
-        let Ok(mut g) = self.inner.lock() else { return false };
-        let Inner { used, by_expiry, .. } = &mut *g;
+        let Ok(mut g) = self.inner.lock() else {
+            return false;
+        };
+        let Inner {
+            used, by_expiry, ..
+        } = &mut *g;
         while let Some(first) = by_expiry.first() {
             if first.0 > now_ms {
                 break;
@@ -47,7 +54,10 @@ impl Nonces {
             return false;
         }
         if used.len() >= self.max {
-            tracing::warn!(limit = self.max, "single-use store full: a retry is refused as a replay");
+            tracing::warn!(
+                limit = self.max,
+                "single-use store full: a retry is refused as a replay"
+            );
             return false;
         }
         used.insert(nonce.to_owned());
@@ -60,11 +70,17 @@ impl Nonces {
     /// shut out the next genuine one (it expires later than all it displaced), and an evicted
     /// nonce replayed is still refused.
     pub fn consume_evicting(&self, nonce: &str, expires_ms: u64, now_ms: u64) -> bool {
-        let Ok(mut g) = self.inner.lock() else { return false };
+        let Ok(mut g) = self.inner.lock() else {
+            return false;
+        };
         if expires_ms <= g.floor {
             return false;
         }
-        let Inner { used, by_expiry, floor } = &mut *g;
+        let Inner {
+            used,
+            by_expiry,
+            floor,
+        } = &mut *g;
         while by_expiry.first().is_some_and(|f| f.0 <= now_ms) {
             if let Some((_, n)) = by_expiry.pop_first() {
                 used.remove(&n);
@@ -74,7 +90,9 @@ impl Nonces {
             return false;
         }
         while used.len() >= self.max {
-            let Some((e, n)) = by_expiry.pop_first() else { break };
+            let Some((e, n)) = by_expiry.pop_first() else {
+                break;
+            };
             used.remove(&n);
             *floor = (*floor).max(e);
         }
@@ -130,10 +148,16 @@ mod tests {
         let n = Nonces::new(2);
         assert!(n.consume_evicting("a", 100, 0));
         assert!(n.consume_evicting("b", 110, 0));
-        assert!(n.consume_evicting("c", 120, 0), "full: the soonest to expire goes");
+        assert!(
+            n.consume_evicting("c", 120, 0),
+            "full: the soonest to expire goes"
+        );
         assert!(!n.consume_evicting("a", 100, 0), "the evicted one replayed");
         assert!(!n.consume_evicting("b", 110, 0), "a replay still held");
         assert!(n.consume_evicting("d", 130, 0), "the next fresh one");
-        assert!(!n.consume_evicting("e", 105, 0), "at or under the floor: it could be an evicted one");
+        assert!(
+            !n.consume_evicting("e", 105, 0),
+            "at or under the floor: it could be an evicted one"
+        );
     }
 }

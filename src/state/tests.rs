@@ -27,39 +27,82 @@ fn keys() -> Keys {
 fn a_sealed_state_opens_for_its_own_request_only() {
     let k = keys();
     let t = k.seal(&sample());
-    assert_eq!(k.open(&t, "alice", "tools/call", "x", "d", 5).unwrap(), sample());
-    assert_eq!(k.open(&t, "bob", "tools/call", "x", "d", 5), Err(StateError::WrongPrincipal));
-    assert_eq!(k.open(&t, "alice", "tools/call", "x", "other", 5), Err(StateError::RequestChanged));
-    assert_eq!(k.open(&t, "alice", "tools/call", "x", "d", 10_000), Err(StateError::Expired));
+    assert_eq!(
+        k.open(&t, "alice", "tools/call", "x", "d", 5).unwrap(),
+        sample()
+    );
+    assert_eq!(
+        k.open(&t, "bob", "tools/call", "x", "d", 5),
+        Err(StateError::WrongPrincipal)
+    );
+    assert_eq!(
+        k.open(&t, "alice", "tools/call", "x", "other", 5),
+        Err(StateError::RequestChanged)
+    );
+    assert_eq!(
+        k.open(&t, "alice", "tools/call", "x", "d", 10_000),
+        Err(StateError::Expired)
+    );
 }
 
 #[test]
 fn a_state_sealed_with_another_key_or_altered_is_tampered() {
     let other = Keys::new(vec![Key::new(7, vec![2; 32]).unwrap()]).unwrap();
     let t = other.seal(&sample());
-    assert_eq!(keys().open(&t, "alice", "tools/call", "x", "d", 5), Err(StateError::Tampered));
-    assert_eq!(keys().open("", "alice", "tools/call", "x", "d", 5), Err(StateError::Tampered));
-    assert_eq!(keys().open("AAAA====", "alice", "tools/call", "x", "d", 5), Err(StateError::Tampered));
+    assert_eq!(
+        keys().open(&t, "alice", "tools/call", "x", "d", 5),
+        Err(StateError::Tampered)
+    );
+    assert_eq!(
+        keys().open("", "alice", "tools/call", "x", "d", 5),
+        Err(StateError::Tampered)
+    );
+    assert_eq!(
+        keys().open("AAAA====", "alice", "tools/call", "x", "d", 5),
+        Err(StateError::Tampered)
+    );
 }
 
 #[test]
 fn rotation_opens_states_sealed_with_an_older_key() {
     let old = Keys::new(vec![Key::new(1, vec![1; 32]).unwrap()]).unwrap();
     let t = old.seal(&sample());
-    let ring = Keys::new(vec![Key::new(2, vec![2; 32]).unwrap(), Key::new(1, vec![1; 32]).unwrap()]).unwrap();
+    let ring = Keys::new(vec![
+        Key::new(2, vec![2; 32]).unwrap(),
+        Key::new(1, vec![1; 32]).unwrap(),
+    ])
+    .unwrap();
     assert!(ring.open(&t, "alice", "tools/call", "x", "d", 5).is_ok());
 }
 
 #[test]
 fn a_key_id_given_twice_is_refused() {
-    let e = Keys::new(vec![Key::new(1, vec![2; 32]).unwrap(), Key::new(1, vec![1; 32]).unwrap()]).unwrap_err();
+    let e = Keys::new(vec![
+        Key::new(1, vec![2; 32]).unwrap(),
+        Key::new(1, vec![1; 32]).unwrap(),
+    ])
+    .unwrap_err();
     assert!(e.contains("state key id 1 is given twice"), "{e}");
 }
 
 #[test]
 fn the_params_digest_ignores_meta_and_key_order_but_not_values() {
-    let a = params_digest([("name", "\"x\""), ("arguments", "{\"a\":1,\"b\":2}"), ("_meta", "{}")].into_iter());
-    let b = params_digest([("arguments", "{\"b\":2,\"a\":1}"), ("name", "\"x\""), ("requestState", "\"s\"")].into_iter());
+    let a = params_digest(
+        [
+            ("name", "\"x\""),
+            ("arguments", "{\"a\":1,\"b\":2}"),
+            ("_meta", "{}"),
+        ]
+        .into_iter(),
+    );
+    let b = params_digest(
+        [
+            ("arguments", "{\"b\":2,\"a\":1}"),
+            ("name", "\"x\""),
+            ("requestState", "\"s\""),
+        ]
+        .into_iter(),
+    );
     let c = params_digest([("arguments", "{\"b\":3,\"a\":1}"), ("name", "\"x\"")].into_iter());
     assert_eq!(a, b);
     assert_ne!(a, c);
@@ -80,7 +123,9 @@ fn ten_thousand_random_mutations_of_a_valid_state_are_all_refused() {
     use rand::{Rng, SeedableRng};
     let k = keys();
     let t = k.seal(&sample());
-    let alphabet: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/".chars().collect();
+    let alphabet: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=+/"
+        .chars()
+        .collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     let mut tried = 0;
     while tried < 10_000 {
@@ -104,7 +149,10 @@ fn ten_thousand_random_mutations_of_a_valid_state_are_all_refused() {
             continue;
         }
         tried += 1;
-        assert!(k.open(&m, "alice", "tools/call", "x", "d", 5).is_err(), "mutation accepted: {m}");
+        assert!(
+            k.open(&m, "alice", "tools/call", "x", "d", 5).is_err(),
+            "mutation accepted: {m}"
+        );
     }
 }
 
@@ -121,7 +169,8 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     leaf.prop_recursive(5, 40, 5, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::from),
-            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..5).prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            proptest::collection::btree_map("[a-z]{1,4}", inner, 0..5)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -210,5 +259,10 @@ fn hex_is_lowercase_two_digits_per_byte_and_nonces_are_32_of_them() {
     let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(super::hex(&all), expected);
     let n = super::nonce();
-    assert!(n.len() == 32 && n.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{n}");
+    assert!(
+        n.len() == 32
+            && n.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+        "{n}"
+    );
 }

@@ -14,7 +14,10 @@ static FAILED: AtomicU64 = AtomicU64::new(0);
 
 /// Spans exported and spans whose batch failed, since start.
 pub fn totals() -> (u64, u64) {
-    (EXPORTED.load(Ordering::Relaxed), FAILED.load(Ordering::Relaxed))
+    (
+        EXPORTED.load(Ordering::Relaxed),
+        FAILED.load(Ordering::Relaxed),
+    )
 }
 
 /// An exporter that counts each batch's spans by its result.
@@ -22,7 +25,10 @@ pub fn totals() -> (u64, u64) {
 pub struct Counted<E>(pub E);
 
 impl<E: SpanExporter> SpanExporter for Counted<E> {
-    fn export(&self, batch: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+    fn export(
+        &self,
+        batch: Vec<SpanData>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
         let n = batch.len() as u64;
         let sent = self.0.export(batch);
         async move {

@@ -29,7 +29,15 @@ pub struct Otel {
 
 /// Builds the exporter and the layer for the subscriber; registers the W3C trace-context
 /// propagator and the provider globally (the spans `trace.rs` builds directly use it).
-pub fn start<S>(t: &Telemetry) -> Result<(Otel, tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>), String>
+pub fn start<S>(
+    t: &Telemetry,
+) -> Result<
+    (
+        Otel,
+        tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>,
+    ),
+    String,
+>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
@@ -40,24 +48,36 @@ where
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|e| format!("[telemetry]: cannot build the OTLP exporter: {e}"))?;
-    let processor = opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
-        WithoutTraceState(super::counted::Counted(exporter)),
-        opentelemetry_sdk::runtime::Tokio,
-    )
-    .build();
+    let processor =
+        opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor::builder(
+            WithoutTraceState(super::counted::Counted(exporter)),
+            opentelemetry_sdk::runtime::Tokio,
+        )
+        .build();
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(t.service_name.clone())
-        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
         .build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(t.sampling_ratio))))
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            t.sampling_ratio,
+        ))))
         .with_resource(resource)
         .build();
-    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
     opentelemetry::global::set_tracer_provider(provider.clone());
     let tracer = provider.tracer(super::trace::TRACER);
-    let layer = tracing_opentelemetry::layer().with_tracer(tracer).with_tracked_inactivity(false).with_threads(false).with_location(false);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_tracked_inactivity(false)
+        .with_threads(false)
+        .with_location(false);
     Ok((Otel { provider }, layer))
 }
 
@@ -66,11 +86,16 @@ impl Otel {
     pub async fn shutdown(self) {
         // The SDK's shutdown blocks its caller until the batch task answers: off the runtime's workers.
         let provider = self.provider;
-        let done = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(EXPORT_TIMEOUT));
+        let done =
+            tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(EXPORT_TIMEOUT));
         match tokio::time::timeout(EXPORT_TIMEOUT * 2, done).await {
             Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %crate::escape::Escaped(&e), "traces: the last spans may not have been exported"),
-            _ => tracing::warn!("traces: the exporter did not stop in time; the last spans may be lost"),
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %crate::escape::Escaped(&e), "traces: the last spans may not have been exported")
+            }
+            _ => tracing::warn!(
+                "traces: the exporter did not stop in time; the last spans may be lost"
+            ),
         }
     }
 }
@@ -80,11 +105,20 @@ impl Otel {
 struct WithoutTraceState<E>(E);
 
 fn cleared(c: &SpanContext) -> SpanContext {
-    SpanContext::new(c.trace_id(), c.span_id(), c.trace_flags(), c.is_remote(), TraceState::default())
+    SpanContext::new(
+        c.trace_id(),
+        c.span_id(),
+        c.trace_flags(),
+        c.is_remote(),
+        TraceState::default(),
+    )
 }
 
 impl<E: SpanExporter> SpanExporter for WithoutTraceState<E> {
-    fn export(&self, mut batch: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+    fn export(
+        &self,
+        mut batch: Vec<SpanData>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
         for s in &mut batch {
             s.span_context = cleared(&s.span_context);
             for l in &mut s.links.links {

@@ -34,15 +34,20 @@ pub fn peer_name(s: &str) -> String {
 /// redaction (`config/redact.rs`), like everything `check` prints; no spans. `default` is the
 /// log filter when `RUST_LOG` is unset.
 pub fn init_check(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(|| Redacted(Vec::new())).with_filter(filter);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let logs = tracing_subscriber::fmt::layer()
+        .with_ansi(colours())
+        .with_writer(|| Redacted(Vec::new()))
+        .with_filter(filter);
     let _ = tracing_subscriber::registry().with(logs).try_init();
 }
 
 /// Colour codes only for a person at a terminal: never into a pipe, a file or a log collector
 /// (where they garble every line), and never with `NO_COLOR` set.
 fn colours() -> bool {
-    std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// One log line, buffered, then written to stderr redacted when the formatter drops it.
@@ -61,7 +66,10 @@ impl std::io::Write for Redacted {
 impl Drop for Redacted {
     fn drop(&mut self) {
         let line = crate::config::redact_text(&String::from_utf8_lossy(&self.0));
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), crate::escape::line_safe(&line).as_bytes());
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            crate::escape::line_safe(&line).as_bytes(),
+        );
     }
 }
 
@@ -82,24 +90,43 @@ impl std::io::Write for LineSafe {
 impl Drop for LineSafe {
     fn drop(&mut self) {
         let line = String::from_utf8_lossy(&self.0);
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), crate::escape::line_safe(&line).as_bytes());
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            crate::escape::line_safe(&line).as_bytes(),
+        );
     }
 }
 
 /// Installs the subscriber; `default` is the log filter when `RUST_LOG` is unset. With
 /// `telemetry`, spans are exported too, and the returned [`Otel`] flushes them at shutdown.
-pub fn init(default: &str, telemetry: Option<&crate::config::Telemetry>) -> Result<Option<Otel>, String> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+pub fn init(
+    default: &str,
+    telemetry: Option<&crate::config::Telemetry>,
+) -> Result<Option<Otel>, String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Spans are for the exporter: a log line never carries them (nor their cost), whatever RUST_LOG says.
-    let filter = filter.add_directive(format!("{}=off", trace::TARGET).parse().map_err(|e| format!("log filter: {e}"))?);
-    let logs = tracing_subscriber::fmt::layer().with_ansi(colours()).with_writer(|| LineSafe(Vec::new())).with_filter(filter);
+    let filter = filter.add_directive(
+        format!("{}=off", trace::TARGET)
+            .parse()
+            .map_err(|e| format!("log filter: {e}"))?,
+    );
+    let logs = tracing_subscriber::fmt::layer()
+        .with_ansi(colours())
+        .with_writer(|| LineSafe(Vec::new()))
+        .with_filter(filter);
     let Some(t) = telemetry else {
         let _ = tracing_subscriber::registry().with(logs).try_init();
         return Ok(None);
     };
     let (otel, layer) = export::start(t)?;
     let spans = layer.with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE));
-    if tracing_subscriber::registry().with(logs).with(spans).try_init().is_ok() {
+    if tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init()
+        .is_ok()
+    {
         trace::enable();
     }
     Ok(Some(otel))

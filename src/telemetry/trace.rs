@@ -68,7 +68,12 @@ impl RequestTrace {
     /// The span of a request that just arrived (none with tracing off).
     pub fn start(headers: &HeaderMap) -> RequestTrace {
         if !on() {
-            return RequestTrace { span: Span::none(), from_headers: None, auth: None, begun: true };
+            return RequestTrace {
+                span: Span::none(),
+                from_headers: None,
+                auth: None,
+                begun: true,
+            };
         }
         let span = tracing::info_span!(target: TARGET, "request",
             otel.name = "mcp", otel.kind = "server", otel.status_code = Empty,
@@ -79,7 +84,12 @@ impl RequestTrace {
         let tracestate = headers.get_all("tracestate").iter().filter_map(header_text);
         let from_headers = context_of(headers.get("traceparent").and_then(header_text), tracestate);
         // ... parented only once the caller is authenticated (see `refuse_parent`).
-        RequestTrace { span, from_headers, auth: None, begun: false }
+        RequestTrace {
+            span,
+            from_headers,
+            auth: None,
+            begun: false,
+        }
     }
 
     /// Runs authentication, timed for its span.
@@ -100,7 +110,10 @@ impl RequestTrace {
         if std::mem::replace(&mut self.begun, true) {
             return;
         }
-        if let Some(parent) = env.and_then(meta_context).or_else(|| self.from_headers.take()) {
+        if let Some(parent) = env
+            .and_then(meta_context)
+            .or_else(|| self.from_headers.take())
+        {
             let _ = self.span.set_parent(parent);
         }
         if let Some(env) = env {
@@ -109,7 +122,10 @@ impl RequestTrace {
         if let Some((t0, t1)) = self.auth.take() {
             let tracer = opentelemetry::global::tracer(TRACER);
             let cx = self.span.context();
-            let mut s = tracer.span_builder("authenticate").with_start_time(t0).start_with_context(&tracer, &cx);
+            let mut s = tracer
+                .span_builder("authenticate")
+                .with_start_time(t0)
+                .start_with_context(&tracer, &cx);
             s.end_with_timestamp(t1);
         }
     }
@@ -142,7 +158,8 @@ impl RequestTrace {
         self.span.record("http.response.status_code", status);
         if let Some(code) = code {
             self.span.record("error.type", code.to_string());
-            self.span.record("rpc.response.status_code", code.to_string());
+            self.span
+                .record("rpc.response.status_code", code.to_string());
             self.span.record("otel.status_code", "ERROR");
         }
     }
@@ -177,7 +194,13 @@ pub fn stage(name: &'static str) -> Span {
 }
 
 /// The span of a call to an upstream: `method` with the upstream's own name (or URI).
-pub fn upstream_call(method: &str, own: &str, uri: bool, upstream: &str, transport: &'static str) -> Span {
+pub fn upstream_call(
+    method: &str,
+    own: &str,
+    uri: bool,
+    upstream: &str,
+    transport: &'static str,
+) -> Span {
     if !on() {
         return Span::none();
     }
@@ -220,7 +243,10 @@ impl Carrier {
         let mut out: HashMap<String, String> = HashMap::new();
         TraceContextPropagator::new().inject_context(&span.context(), &mut out);
         let traceparent = out.remove("traceparent")?;
-        Some(Carrier { traceparent, tracestate: out.remove("tracestate").filter(|s| !s.is_empty()) })
+        Some(Carrier {
+            traceparent,
+            tracestate: out.remove("tracestate").filter(|s| !s.is_empty()),
+        })
     }
 
     /// The headers with this context in place of any the client sent.
@@ -248,7 +274,10 @@ impl Carrier {
 
     /// The same, on a decoded `_meta`.
     pub fn put_map(&self, meta: &mut Map<String, Value>) {
-        meta.insert("traceparent".into(), Value::String(self.traceparent.clone()));
+        meta.insert(
+            "traceparent".into(),
+            Value::String(self.traceparent.clone()),
+        );
         match &self.tracestate {
             Some(s) => meta.insert("tracestate".into(), Value::String(s.clone())),
             None => meta.shift_remove("tracestate"),
@@ -307,16 +336,28 @@ fn valid(cx: Context) -> Option<Context> {
 fn meta_context(env: &Envelope) -> Option<Context> {
     let raw = env.param("_meta")?;
     let meta: crate::mcp::jsonrpc::RawObject<'_> = serde_json::from_str(raw).ok()?;
-    let text = |k: &str| meta.get(k).and_then(|v| serde_json::from_str::<String>(v).ok());
-    context_of(text("traceparent").as_deref(), text("tracestate").as_deref())
+    let text = |k: &str| {
+        meta.get(k)
+            .and_then(|v| serde_json::from_str::<String>(v).ok())
+    };
+    context_of(
+        text("traceparent").as_deref(),
+        text("tracestate").as_deref(),
+    )
 }
 
 /// The context of a `traceparent` and the `tracestate` values beside it: the tracestate only
 /// as `tracestate.rs` bounds and validates it (what the propagator then reads, and what the
 /// upstream call's context carries on).
-fn context_of<'a>(traceparent: Option<&str>, tracestate: impl IntoIterator<Item = &'a str>) -> Option<Context> {
+fn context_of<'a>(
+    traceparent: Option<&str>,
+    tracestate: impl IntoIterator<Item = &'a str>,
+) -> Option<Context> {
     let mut m = HashMap::new();
-    m.insert("traceparent".to_owned(), traceparent.filter(|t| t.len() <= MAX_CONTEXT)?.to_owned());
+    m.insert(
+        "traceparent".to_owned(),
+        traceparent.filter(|t| t.len() <= MAX_CONTEXT)?.to_owned(),
+    );
     if let Some(s) = super::tracestate::sanitize(tracestate) {
         m.insert("tracestate".to_owned(), s);
     }
@@ -329,9 +370,17 @@ mod tests {
 
     #[test]
     fn a_meta_that_cannot_be_read_as_a_map_is_left_alone_and_a_readable_one_keeps_its_members() {
-        let c = Carrier { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(), tracestate: None };
+        let c = Carrier {
+            traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+            tracestate: None,
+        };
         assert_eq!(c.put_meta(Some(r#"{"x":1e400}"#)), None);
-        let out = c.put_meta(Some(r#"{"a":1,"tracestate":"k=v","b":2}"#)).unwrap();
-        assert_eq!(out, r#"{"a":1,"b":2,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}"#);
+        let out = c
+            .put_meta(Some(r#"{"a":1,"tracestate":"k=v","b":2}"#))
+            .unwrap();
+        assert_eq!(
+            out,
+            r#"{"a":1,"b":2,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}"#
+        );
     }
 }

@@ -30,11 +30,15 @@ pub fn sanitize<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<String>
             return None;
         }
         for m in v.split(',').map(|m| m.trim_matches([' ', '\t'])) {
-            let Some((key, value)) = m.split_once('=') else { continue };
+            let Some((key, value)) = m.split_once('=') else {
+                continue;
+            };
             if members.len() < MAX_MEMBERS
                 && key_ok(key)
                 && value_ok(value)
-                && !members.iter().any(|x| x.split_once('=').is_some_and(|(k, _)| k == key))
+                && !members
+                    .iter()
+                    .any(|x| x.split_once('=').is_some_and(|(k, _)| k == key))
             {
                 members.push(m);
             }
@@ -64,7 +68,12 @@ fn key_char(b: u8) -> bool {
 fn key_ok(key: &str) -> bool {
     let b = key.as_bytes();
     match key.split_once('@') {
-        None => !b.is_empty() && b.len() <= 256 && b[0].is_ascii_lowercase() && b.iter().all(|&c| key_char(c)),
+        None => {
+            !b.is_empty()
+                && b.len() <= 256
+                && b[0].is_ascii_lowercase()
+                && b.iter().all(|&c| key_char(c))
+        }
         Some((tenant, system)) => {
             let (t, s) = (tenant.as_bytes(), system.as_bytes());
             (1..=241).contains(&t.len())
@@ -82,7 +91,9 @@ fn key_ok(key: &str) -> bool {
 fn value_ok(value: &str) -> bool {
     let b = value.as_bytes();
     let nblk = |c: u8| (0x21..=0x7e).contains(&c) && c != b',' && c != b'=';
-    (1..=256).contains(&b.len()) && b.last().is_some_and(|&c| nblk(c)) && b.iter().all(|&c| c == b' ' || nblk(c))
+    (1..=256).contains(&b.len())
+        && b.last().is_some_and(|&c| nblk(c))
+        && b.iter().all(|&c| c == b' ' || nblk(c))
 }
 
 #[cfg(test)]
@@ -91,10 +102,17 @@ mod tests {
 
     #[test]
     fn valid_members_are_kept_in_order_and_invalid_ones_dropped_alone() {
-        assert_eq!(sanitize(["congo=t61rcWkgMzE, rojo=00f067aa0ba902b7"]).as_deref(), Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"));
+        assert_eq!(
+            sanitize(["congo=t61rcWkgMzE, rojo=00f067aa0ba902b7"]).as_deref(),
+            Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
+        );
         let hostile = "Bad=1,ok=1,nokey,=v,k=,k2=a=b,k3=a\u{7}b,k4=caf\u{e9},fine@vendor=x y,ok=dup,t@toolongsystemid1=v,9x=1";
         assert_eq!(sanitize([hostile]).as_deref(), Some("ok=1,fine@vendor=x y"));
-        assert_eq!(sanitize(["a=1", "b=2"]).as_deref(), Some("a=1,b=2"), "two headers are one list");
+        assert_eq!(
+            sanitize(["a=1", "b=2"]).as_deref(),
+            Some("a=1,b=2"),
+            "two headers are one list"
+        );
         assert_eq!(sanitize(["", " , "]), None);
     }
 
@@ -104,11 +122,20 @@ mod tests {
         let kept = sanitize([many.join(",").as_str()]).unwrap();
         assert_eq!(kept.split(',').count(), MAX_MEMBERS);
         let long = format!("big={}", "x".repeat(200));
-        let mut list: Vec<String> = (0..30).map(|i| format!("m{i:02}={}", "y".repeat(20))).collect();
+        let mut list: Vec<String> = (0..30)
+            .map(|i| format!("m{i:02}={}", "y".repeat(20)))
+            .collect();
         list.insert(1, long);
         let kept = sanitize([list.join(",").as_str()]).unwrap();
-        assert!(kept.len() <= MAX_CHARS && !kept.contains("big=") && kept.starts_with("m00="), "{kept}");
+        assert!(
+            kept.len() <= MAX_CHARS && !kept.contains("big=") && kept.starts_with("m00="),
+            "{kept}"
+        );
         assert!(!kept.contains("m29="), "then from the end: {kept}");
-        assert_eq!(sanitize([format!("a={}", "z".repeat(MAX_INPUT)).as_str()]), None, "past the input bound: ignored whole");
+        assert_eq!(
+            sanitize([format!("a={}", "z".repeat(MAX_INPUT)).as_str()]),
+            None,
+            "past the input bound: ignored whole"
+        );
     }
 }

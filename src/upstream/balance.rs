@@ -53,7 +53,11 @@ pub struct Balancer {
 impl Balancer {
     /// Balances over `endpoints`.
     pub fn new(endpoints: Endpoints) -> Balancer {
-        Balancer { endpoints, counts: Counts::default(), budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2) }
+        Balancer {
+            endpoints,
+            counts: Counts::default(),
+            budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2),
+        }
     }
 
     /// Sends the request as the module says.
@@ -65,14 +69,21 @@ impl Balancer {
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<Answer, UpstreamError> {
-        let method = headers.get(crate::mcp::headers::METHOD).and_then(|m| m.to_str().ok()).map(Method::parse);
+        let method = headers
+            .get(crate::mcp::headers::METHOD)
+            .and_then(|m| m.to_str().ok())
+            .map(Method::parse);
         let idempotent = method.as_ref().is_some_and(idempotent);
         // Sluice's own requests (discovery, list pages, its listen stream that stays open for
         // good) take no place under max_in_flight: shedding load must not make the upstream
         // look down to its probe. Clients' lists are answered from Sluice's tables.
         let own = idempotent || method == Some(Method::SubscriptionsListen);
         let probe = method == Some(Method::ServerDiscover);
-        let place = if own { None } else { self.endpoints.admit().map_err(|r| self.refused(name, r))? };
+        let place = if own {
+            None
+        } else {
+            self.endpoints.admit().map_err(|r| self.refused(name, r))?
+        };
         let several = self.endpoints.len() > 1;
         if several {
             self.budget.deposit();
@@ -85,7 +96,9 @@ impl Balancer {
                 // A probe is the upstream's health check: with every breaker open it goes to
                 // the endpoint due soonest as its trial (as Envoy's active health checks un-eject
                 // a host), so a server back on its port is readmitted by the probe that finds it.
-                (Err(Refused::Open(_)), None) if probe && tried.is_none() => self.endpoints.pick_probe(),
+                (Err(Refused::Open(_)), None) if probe && tried.is_none() => {
+                    self.endpoints.pick_probe()
+                }
                 // No other endpoint for the retry: the first outcome stands.
                 (Err(_), Some(got)) => return got,
                 (Err(r), None) => return Err(self.refused(name, r)),
@@ -94,25 +107,43 @@ impl Balancer {
             if let Some(host) = &ep.host {
                 headers.insert(http::header::HOST, host.clone());
             }
-            let sent = if several { headers.clone() } else { std::mem::take(&mut headers) };
-            let pending = Pending { endpoints: &self.endpoints, i, done: false };
-            let got = client.post(name, &ep.uri, sent, body.clone(), stream_timeout).await;
+            let sent = if several {
+                headers.clone()
+            } else {
+                std::mem::take(&mut headers)
+            };
+            let pending = Pending {
+                endpoints: &self.endpoints,
+                i,
+                done: false,
+            };
+            let got = client
+                .post(name, &ep.uri, sent, body.clone(), stream_timeout)
+                .await;
             pending.done();
             let answered = answered(&got);
             self.note(name, i, self.endpoints.record(i, answered));
             // A gateway's 502-504, even with a JSON-RPC body, did not come from the server: an
             // idempotent request may go elsewhere.
-            let answered = answered && !matches!(&got, Ok(Answer::Json(s, _)) if matches!(s.as_u16(), 502..=504));
+            let answered = answered
+                && !matches!(&got, Ok(Answer::Json(s, _)) if matches!(s.as_u16(), 502..=504));
             // A request never sent (no connection) may go elsewhere whatever it is.
             let unsent = matches!(got, Err(UpstreamError::NoConnection(..)));
-            if !answered && (idempotent || unsent) && tried.is_none() && several && self.budget.withdraw() {
+            if !answered
+                && (idempotent || unsent)
+                && tried.is_none()
+                && several
+                && self.budget.withdraw()
+            {
                 self.counts.retried.fetch_add(1, Ordering::Relaxed);
                 tried = Some(i);
                 last = Some(got);
                 continue;
             }
             return match got {
-                Ok(Answer::Sse(stream)) => Ok(Answer::Sse(stream.holding(place.map(|p| Box::new(p) as Box<dyn Send + Sync>)))),
+                Ok(Answer::Sse(stream)) => Ok(Answer::Sse(
+                    stream.holding(place.map(|p| Box::new(p) as Box<dyn Send + Sync>)),
+                )),
                 other => other,
             };
         }
@@ -120,8 +151,14 @@ impl Balancer {
 
     /// A place of `principal`'s share of the upstream's `max_in_flight` (none without one);
     /// refused, counted as shed, past it.
-    pub fn share(&self, name: &str, principal: &str) -> Result<Option<crate::shares::Place<String>>, UpstreamError> {
-        self.endpoints.share(principal).map_err(|r| self.refused(name, r))
+    pub fn share(
+        &self,
+        name: &str,
+        principal: &str,
+    ) -> Result<Option<crate::shares::Place<String>>, UpstreamError> {
+        self.endpoints
+            .share(principal)
+            .map_err(|r| self.refused(name, r))
     }
 
     fn refused(&self, name: &str, r: Refused) -> UpstreamError {
@@ -136,7 +173,10 @@ impl Balancer {
             }
             Refused::Share(n) => {
                 self.counts.shed.fetch_add(1, Ordering::Relaxed);
-                UpstreamError::Full(crate::shares::Full::share(crate::shares::Pool::Requests(name.to_owned()), n))
+                UpstreamError::Full(crate::shares::Full::share(
+                    crate::shares::Pool::Requests(name.to_owned()),
+                    n,
+                ))
             }
         }
     }
@@ -188,7 +228,12 @@ fn answered(got: &Result<Answer, UpstreamError>) -> bool {
         Ok(Answer::Json(s, body)) => !s.is_server_error() || is_jsonrpc(body),
         Ok(Answer::Status(s, _)) => !s.is_server_error(),
         Ok(Answer::Sse(_)) => true,
-        Err(e) => !matches!(e, UpstreamError::Unreachable(..) | UpstreamError::NoConnection(..) | UpstreamError::Timeout(..)),
+        Err(e) => !matches!(
+            e,
+            UpstreamError::Unreachable(..)
+                | UpstreamError::NoConnection(..)
+                | UpstreamError::Timeout(..)
+        ),
     }
 }
 
@@ -201,6 +246,10 @@ fn is_jsonrpc(body: &[u8]) -> bool {
 fn idempotent(method: &Method) -> bool {
     matches!(
         method,
-        Method::ServerDiscover | Method::ToolsList | Method::PromptsList | Method::ResourcesList | Method::ResourcesTemplatesList
+        Method::ServerDiscover
+            | Method::ToolsList
+            | Method::PromptsList
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
     )
 }

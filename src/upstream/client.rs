@@ -78,7 +78,13 @@ impl std::ops::Deref for HttpClient {
 impl HttpClient {
     /// A pooled HTTP/1.1 client with the given connect timeout and bounds; `stream_idle` ends an
     /// SSE stream opened without a stream timeout that sends nothing for that long.
-    pub fn new(connect: Duration, response: Duration, max_body: usize, max_event: usize, stream_idle: Duration) -> Self {
+    pub fn new(
+        connect: Duration,
+        response: Duration,
+        max_body: usize,
+        max_event: usize,
+        stream_idle: Duration,
+    ) -> Self {
         let mut conn = HttpConnector::new();
         conn.set_connect_timeout(Some(connect));
         conn.set_nodelay(true);
@@ -124,7 +130,10 @@ impl HttpClient {
             for (host, h2) in hosts {
                 v.entry(host).or_insert(h2);
             }
-            self.h2_any.store(v.values().any(|h2| *h2), std::sync::atomic::Ordering::Release);
+            self.h2_any.store(
+                v.values().any(|h2| *h2),
+                std::sync::atomic::Ordering::Release,
+            );
         }
     }
 
@@ -140,12 +149,15 @@ impl HttpClient {
 
     /// Whether `authority` is spoken to over HTTP/2.
     pub fn speaks_http2(&self, authority: &http::uri::Authority) -> bool {
-        self.h2_any.load(std::sync::atomic::Ordering::Acquire) && self.version_of(authority) == Some(true)
+        self.h2_any.load(std::sync::atomic::Ordering::Acquire)
+            && self.version_of(authority) == Some(true)
     }
 
     /// The HTTP/2 client for `url` when its host was recorded as HTTP/2.
     fn for_url(&self, url: &http::Uri) -> Option<&Client<HttpConnector, Full<Bytes>>> {
-        url.authority().is_some_and(|a| self.speaks_http2(a)).then_some(&self.h2)
+        url.authority()
+            .is_some_and(|a| self.speaks_http2(a))
+            .then_some(&self.h2)
     }
 
     /// The largest SSE event read from an upstream (`limits.max_sse_event_bytes`).
@@ -165,7 +177,12 @@ impl HttpClient {
 
     /// The stream of an answer that came on in-process channels (a stdio server's), bounded as
     /// an HTTP answer's: `stream_timeout` per message, or `stream_idle` of silence without one.
-    pub fn lines_stream(&self, upstream: &str, answer: super::lines::Answer, stream_timeout: Option<Duration>) -> SseStream {
+    pub fn lines_stream(
+        &self,
+        upstream: &str,
+        answer: super::lines::Answer,
+        stream_timeout: Option<Duration>,
+    ) -> SseStream {
         let bound = stream_timeout.map_or(Bound::Idle(self.stream_idle), Bound::PerMessage);
         SseStream::over_lines(upstream, answer, bound)
     }
@@ -180,7 +197,16 @@ impl HttpClient {
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<Answer, UpstreamError> {
-        self.send(http::Method::POST, upstream, url, headers, body, stream_timeout).await.map(|(_, a)| a)
+        self.send(
+            http::Method::POST,
+            upstream,
+            url,
+            headers,
+            body,
+            stream_timeout,
+        )
+        .await
+        .map(|(_, a)| a)
     }
 
     /// Sends a request and returns the response headers with the classified answer.
@@ -218,7 +244,12 @@ impl HttpClient {
             })?;
         let status = resp.status();
         let (parts, body) = resp.into_parts();
-        let ctype = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        let ctype = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         if ctype.starts_with("text/event-stream") && status.is_success() {
             let bound = stream_timeout.map_or(Bound::Idle(self.stream_idle), Bound::PerMessage);
             let stream = SseStream::new(upstream, body, sse::Reader::new(self.max_event), bound);
@@ -233,12 +264,21 @@ impl HttpClient {
         Ok((parts.headers, answer))
     }
 
-    async fn read_bounded(&self, upstream: &str, body: hyper::body::Incoming) -> Result<Bytes, UpstreamError> {
+    async fn read_bounded(
+        &self,
+        upstream: &str,
+        body: hyper::body::Incoming,
+    ) -> Result<Bytes, UpstreamError> {
         let limited = http_body_util::Limited::new(body, self.max_body);
         let t = self.response_timeout;
         match tokio::time::timeout(t, limited.collect()).await {
-            Err(_) => Err(UpstreamError::Timeout(upstream.into(), t.as_millis() as u64)),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(UpstreamError::TooLarge(upstream.into(), self.max_body)),
+            Err(_) => Err(UpstreamError::Timeout(
+                upstream.into(),
+                t.as_millis() as u64,
+            )),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                Err(UpstreamError::TooLarge(upstream.into(), self.max_body))
+            }
             Ok(Err(_)) => Err(UpstreamError::Closed(upstream.into())),
             Ok(Ok(c)) => Ok(c.to_bytes()),
         }
@@ -256,12 +296,16 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
 }
 
 /// Reads the whole stream of an [`Answer`] until the JSON-RPC response, dropping notifications.
-pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode, Bytes), UpstreamError> {
+pub async fn final_message(
+    answer: Answer,
+    upstream: &str,
+) -> Result<(StatusCode, Bytes), UpstreamError> {
     match answer {
         Answer::Json(s, b) => Ok((s, b)),
-        Answer::Status(s, b) => {
-            Err(UpstreamError::Protocol(upstream.into(), format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len())))
-        }
+        Answer::Status(s, b) => Err(UpstreamError::Protocol(
+            upstream.into(),
+            format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()),
+        )),
         Answer::Sse(mut st) => {
             while let Some(data) = st.next().await? {
                 if let Ok(m) = crate::mcp::jsonrpc::Incoming::parse_str(&data) {
@@ -281,9 +325,18 @@ pub async fn final_message(answer: Answer, upstream: &str) -> Result<(StatusCode
 pub fn modern_base(host: &HeaderValue, extra: &HeaderMap) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(8 + extra.len());
     h.insert(http::header::HOST, host.clone());
-    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-    h.insert(crate::mcp::headers::PROTOCOL_VERSION, HeaderValue::from_static(crate::mcp::version::MODERN));
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    h.insert(
+        crate::mcp::headers::PROTOCOL_VERSION,
+        HeaderValue::from_static(crate::mcp::version::MODERN),
+    );
     for (k, v) in extra {
         h.insert(k, v.clone());
     }
@@ -315,23 +368,48 @@ mod tests {
     #[test]
     fn modern_headers_add_the_request_own_to_the_template_and_configured_ones_win() {
         let mut extra = HeaderMap::new();
-        extra.insert(http::header::AUTHORIZATION, HeaderValue::from_static("Bearer up"));
-        extra.insert(crate::mcp::headers::NAME, HeaderValue::from_static("pinned"));
+        extra.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer up"),
+        );
+        extra.insert(
+            crate::mcp::headers::NAME,
+            HeaderValue::from_static("pinned"),
+        );
         let base = modern_base(&HeaderValue::from_static("up.example:8080"), &extra);
         let h = modern_headers(&base, "tools/call", Some("météo"));
         assert_eq!(h[http::header::HOST], "up.example:8080");
         assert_eq!(h[http::header::CONTENT_TYPE], "application/json");
-        assert_eq!(h[http::header::ACCEPT], "application/json, text/event-stream");
-        assert_eq!(h[crate::mcp::headers::PROTOCOL_VERSION], crate::mcp::version::MODERN);
+        assert_eq!(
+            h[http::header::ACCEPT],
+            "application/json, text/event-stream"
+        );
+        assert_eq!(
+            h[crate::mcp::headers::PROTOCOL_VERSION],
+            crate::mcp::version::MODERN
+        );
         assert_eq!(h[crate::mcp::headers::METHOD], "tools/call");
         assert_eq!(h[http::header::AUTHORIZATION], "Bearer up");
         // A configured header is the upstream's own: it wins over the request's, as it did
         // when the configured headers were inserted last.
-        assert_eq!(h.get_all(crate::mcp::headers::NAME).iter().collect::<Vec<_>>(), ["pinned"]);
+        assert_eq!(
+            h.get_all(crate::mcp::headers::NAME)
+                .iter()
+                .collect::<Vec<_>>(),
+            ["pinned"]
+        );
         let plain = modern_base(&HeaderValue::from_static("h"), &HeaderMap::new());
         let h = modern_headers(&plain, "tools/call", Some("météo"));
-        assert_eq!(h[crate::mcp::headers::NAME], &*crate::mcp::headers::encode("météo"));
-        assert!(h[crate::mcp::headers::NAME].to_str().unwrap().starts_with("=?base64?"));
-        assert!(modern_headers(&plain, "tools/list", None).get(crate::mcp::headers::NAME).is_none());
+        assert_eq!(
+            h[crate::mcp::headers::NAME],
+            &*crate::mcp::headers::encode("météo")
+        );
+        assert!(h[crate::mcp::headers::NAME]
+            .to_str()
+            .unwrap()
+            .starts_with("=?base64?"));
+        assert!(modern_headers(&plain, "tools/list", None)
+            .get(crate::mcp::headers::NAME)
+            .is_none());
     }
 }

@@ -33,7 +33,10 @@ pub fn internal_body(method: &Method, extra: Map<String, Value>) -> Bytes {
 fn traced_body(method: &Method, extra: Map<String, Value>, trace: Option<&Carrier>) -> Bytes {
     let mut params = extra;
     let mut meta = Map::new();
-    meta.insert(crate::mcp::META_PROTOCOL_VERSION.into(), json!(crate::mcp::version::MODERN));
+    meta.insert(
+        crate::mcp::META_PROTOCOL_VERSION.into(),
+        json!(crate::mcp::version::MODERN),
+    );
     meta.insert(crate::mcp::META_CLIENT_CAPABILITIES.into(), json!({}));
     meta.insert(crate::mcp::META_CLIENT_INFO.into(), server_info());
     if let Some(c) = trace {
@@ -59,14 +62,29 @@ pub async fn call(
         c.put_headers(&mut headers);
     }
     let body = traced_body(method, extra, trace.as_ref());
-    let answer = up.post_modern(client, headers, body, Some(client_timeout(client))).await.map_err(|e| e.to_string())?;
-    let (_, body) = final_message(answer, &up.name).await.map_err(|e| e.to_string())?;
-    let msg =
-        Incoming::parse(&body).map_err(|_| format!("upstream '{}' answered {method} with something that is not JSON-RPC", up.name))?;
+    let answer = up
+        .post_modern(client, headers, body, Some(client_timeout(client)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_, body) = final_message(answer, &up.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let msg = Incoming::parse(&body).map_err(|_| {
+        format!(
+            "upstream '{}' answered {method} with something that is not JSON-RPC",
+            up.name
+        )
+    })?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
-        (None, Some(e)) => Err(format!("upstream '{}' answered {method} with error {}", up.name, e.code)),
-        _ => Err(format!("upstream '{}' answered {method} with neither result nor error", up.name)),
+        (None, Some(e)) => Err(format!(
+            "upstream '{}' answered {method} with error {}",
+            up.name, e.code
+        )),
+        _ => Err(format!(
+            "upstream '{}' answered {method} with neither result nor error",
+            up.name
+        )),
     }
 }
 
@@ -91,29 +109,38 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
     // Over stdio, no answer in time (or a process that exits on a request before `initialize`)
     // means a 2025-11-25 server (digest §8.1), unless it was found modern before or never started.
     let stdio_first = up.stdio.is_some() && up.status().discovered.is_none();
-    let not_modern =
-        |e: &super::client::UpstreamError| format!("upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})", up.name);
+    let not_modern = |e: &super::client::UpstreamError| {
+        format!(
+            "upstream '{}' does not answer server/discover as a 2026-07-28 server ({e})",
+            up.name
+        )
+    };
     // A request that could not be sent (no process started, backing off, stdin full) is no answer.
-    let answer = match up.post_modern(client, headers, body, Some(client.response_timeout())).await {
+    let answer = match up
+        .post_modern(client, headers, body, Some(client.response_timeout()))
+        .await
+    {
         Ok(a) => a,
         Err(e) => return Probe::Failed(failed(up, e.to_string())),
     };
     let (http_status, body) = match final_message(answer, &up.name).await {
         Ok(x) => x,
-        Err(e) if up.stdio.is_some() && !stdio_first => return Probe::Failed(failed(up, e.to_string())),
+        Err(e) if up.stdio.is_some() && !stdio_first => {
+            return Probe::Failed(failed(up, e.to_string()))
+        }
         Err(e) => return Probe::NotModern(not_modern(&e)),
     };
     let msg = match Incoming::parse(&body) {
         Ok(m) => m,
-        Err(_) => {
-            return Probe::NotModern(format!(
-                "upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body",
-                up.name
-            ))
-        }
+        Err(_) => return Probe::NotModern(format!(
+            "upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body",
+            up.name
+        )),
     };
     if let Some(err) = msg.error {
-        use crate::mcp::jsonrpc::{HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
+        use crate::mcp::jsonrpc::{
+            HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
+        };
         // A recognized modern error means a modern server (digest §8.1); anything else is legacy.
         return match err.code {
             UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH => Probe::Modern(failed(
@@ -131,10 +158,20 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
             code => Probe::NotModern(format!("upstream '{}' answered server/discover with error {code} (HTTP {http_status})", up.name)),
         };
     }
-    let result: Map<String, Value> = msg.result.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_default();
+    let result: Map<String, Value> = msg
+        .result
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or_default();
     let discovered = Discovered {
-        capabilities: result.get("capabilities").and_then(Value::as_object).cloned().unwrap_or_default(),
-        instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+        capabilities: result
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        instructions: result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
         public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
     };

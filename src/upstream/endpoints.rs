@@ -82,11 +82,28 @@ pub struct Endpoints {
 impl Endpoints {
     /// The endpoints at `urls` (each with its host and shown form), bounded as `r` says.
     pub fn new(urls: Vec<(Uri, Option<HeaderValue>, String)>, r: &Resilience) -> Endpoints {
-        let list = urls.into_iter().map(|(uri, host, shown)| Endpoint { uri, host, shown, state: Mutex::new(State::Closed(0)) }).collect();
+        let list = urls
+            .into_iter()
+            .map(|(uri, host, shown)| Endpoint {
+                uri,
+                host,
+                shown,
+                state: Mutex::new(State::Closed(0)),
+            })
+            .collect();
         let in_flight = r.max_in_flight.map(|n| (Arc::new(Semaphore::new(n)), n));
         // The pool is the semaphore's: the shares count per principal only.
-        let per_principal = r.max_in_flight_per_principal.map(|n| (crate::shares::Shares::new(usize::MAX), n));
-        Endpoints { list, next: AtomicUsize::new(0), failures: r.breaker_failures, open_for: r.breaker_open, in_flight, per_principal }
+        let per_principal = r
+            .max_in_flight_per_principal
+            .map(|n| (crate::shares::Shares::new(usize::MAX), n));
+        Endpoints {
+            list,
+            next: AtomicUsize::new(0),
+            failures: r.breaker_failures,
+            open_for: r.breaker_open,
+            in_flight,
+            per_principal,
+        }
     }
 
     /// Endpoint `i`.
@@ -108,7 +125,11 @@ impl Endpoints {
     pub fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, Refused> {
         match &self.in_flight {
             None => Ok(None),
-            Some((s, n)) => s.clone().try_acquire_owned().map(Some).map_err(|_| Refused::Busy(*n)),
+            Some((s, n)) => s
+                .clone()
+                .try_acquire_owned()
+                .map(Some)
+                .map_err(|_| Refused::Busy(*n)),
         }
     }
 
@@ -118,10 +139,14 @@ impl Endpoints {
         match &self.per_principal {
             None => Ok(None),
             // A share that is all of max_in_flight (one principal) is refused as the pool.
-            Some((s, n)) => s.share(principal.to_owned(), *n).map(Some).map_err(|_| match &self.in_flight {
-                Some((_, max)) if n >= max => Refused::Busy(*max),
-                _ => Refused::Share(*n),
-            }),
+            Some((s, n)) => {
+                s.share(principal.to_owned(), *n)
+                    .map(Some)
+                    .map_err(|_| match &self.in_flight {
+                        Some((_, max)) if n >= max => Refused::Busy(*max),
+                        _ => Refused::Share(*n),
+                    })
+            }
         }
     }
 
@@ -133,7 +158,11 @@ impl Endpoints {
         }
         let n = self.list.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let order = || (0..n).map(move |k| (start + k) % n).filter(move |i| Some(*i) != not || n == 1);
+        let order = || {
+            (0..n)
+                .map(move |k| (start + k) % n)
+                .filter(move |i| Some(*i) != not || n == 1)
+        };
         // One whose open time is over takes the next request as its trial (else it would never
         // be readmitted while another serves).
         let now = Instant::now();
@@ -165,7 +194,10 @@ impl Endpoints {
             State::Open(until) => Some(until),
             _ => None,
         };
-        let i = (0..self.list.len()).filter_map(|i| until(i).map(|u| (u, i))).min().map_or(0, |(_, i)| i);
+        let i = (0..self.list.len())
+            .filter_map(|i| until(i).map(|u| (u, i)))
+            .min()
+            .map_or(0, |(_, i)| i);
         if let Some(Ok(mut s)) = self.list.get(i).map(|e| e.state.lock()) {
             if matches!(*s, State::Open(_)) {
                 *s = State::Trial;
@@ -176,13 +208,22 @@ impl Endpoints {
 
     /// Records how a request to endpoint `i` ended.
     pub fn record(&self, i: usize, ok: bool) -> Change {
-        let Some(e) = self.list.get(i) else { return Change::None };
-        let Ok(mut s) = e.state.lock() else { return Change::None };
+        let Some(e) = self.list.get(i) else {
+            return Change::None;
+        };
+        let Ok(mut s) = e.state.lock() else {
+            return Change::None;
+        };
         let (next, change) = match (*s, ok) {
             (State::Trial, true) => (State::Closed(0), Change::Closed),
-            (State::Trial, false) => (State::Open(Instant::now() + self.open_for), Change::Reopened),
+            (State::Trial, false) => (
+                State::Open(Instant::now() + self.open_for),
+                Change::Reopened,
+            ),
             (State::Closed(_), true) => (State::Closed(0), Change::None),
-            (State::Closed(f), false) if f + 1 >= self.failures => (State::Open(Instant::now() + self.open_for), Change::Opened),
+            (State::Closed(f), false) if f + 1 >= self.failures => {
+                (State::Open(Instant::now() + self.open_for), Change::Opened)
+            }
             (State::Closed(f), false) => (State::Closed(f + 1), Change::None),
             // An answer from before it opened: the open time stands.
             (open @ State::Open(_), _) => (open, Change::None),
@@ -216,7 +257,11 @@ impl Endpoints {
     }
 
     fn state(&self, i: usize) -> State {
-        self.list[i].state.lock().map(|s| *s).unwrap_or(State::Closed(0))
+        self.list[i]
+            .state
+            .lock()
+            .map(|s| *s)
+            .unwrap_or(State::Closed(0))
     }
 }
 
@@ -225,17 +270,35 @@ mod tests {
     use super::*;
 
     fn two(failures: u32, open_ms: u64) -> Endpoints {
-        let r = Resilience { breaker_failures: failures, breaker_open: Duration::from_millis(open_ms), ..Resilience::default() };
-        let ep = |p: u16| (format!("http://127.0.0.1:{p}/mcp").parse().unwrap(), Some(HeaderValue::from_static("h")), format!("{p}"));
+        let r = Resilience {
+            breaker_failures: failures,
+            breaker_open: Duration::from_millis(open_ms),
+            ..Resilience::default()
+        };
+        let ep = |p: u16| {
+            (
+                format!("http://127.0.0.1:{p}/mcp").parse().unwrap(),
+                Some(HeaderValue::from_static("h")),
+                format!("{p}"),
+            )
+        };
         Endpoints::new(vec![ep(1), ep(2)], &r)
     }
 
     #[tokio::test(start_paused = true)]
     async fn failures_in_a_row_eject_an_endpoint_and_a_trial_after_the_open_time_readmits_it() {
         let e = two(2, 1000);
-        assert_eq!((e.pick(None), e.pick(None), e.pick(None)), (Ok(0), Ok(1), Ok(0)), "round robin");
+        assert_eq!(
+            (e.pick(None), e.pick(None), e.pick(None)),
+            (Ok(0), Ok(1), Ok(0)),
+            "round robin"
+        );
         assert_eq!(e.record(0, false), Change::None);
-        assert_eq!(e.record(0, true), Change::None, "a success resets the count");
+        assert_eq!(
+            e.record(0, true),
+            Change::None,
+            "a success resets the count"
+        );
         assert_eq!(e.record(0, false), Change::None);
         assert_eq!(e.record(0, false), Change::Opened);
         for _ in 0..4 {
@@ -243,25 +306,55 @@ mod tests {
         }
         assert_eq!(e.states(), [("1", "open"), ("2", "closed")]);
         tokio::time::advance(Duration::from_millis(1000)).await;
-        assert_eq!(e.pick(None), Ok(0), "its open time over, it takes the next request as a trial");
-        assert_eq!(e.pick(None), Ok(1), "one trial at a time: the others go to the closed one");
+        assert_eq!(
+            e.pick(None),
+            Ok(0),
+            "its open time over, it takes the next request as a trial"
+        );
+        assert_eq!(
+            e.pick(None),
+            Ok(1),
+            "one trial at a time: the others go to the closed one"
+        );
         assert_eq!(e.record(1, false), Change::None);
         assert_eq!(e.record(1, false), Change::Opened);
-        assert_eq!(e.pick(None), Err(Refused::Open(Duration::from_millis(1000))), "both out: one on trial, the other opened just now");
+        assert_eq!(
+            e.pick(None),
+            Err(Refused::Open(Duration::from_millis(1000))),
+            "both out: one on trial, the other opened just now"
+        );
         assert_eq!(e.record(0, true), Change::Closed);
         assert_eq!(e.pick(None), Ok(0));
-        assert!(e.pick(Some(0)).is_err(), "another is asked for (a retry), and the only other is open");
+        assert!(
+            e.pick(Some(0)).is_err(),
+            "another is asked for (a retry), and the only other is open"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_trial_opens_it_again_and_max_in_flight_refuses_past_it() {
-        let r = Resilience { breaker_failures: 1, max_in_flight: Some(1), ..Resilience::default() };
-        let e = Endpoints::new(vec![("http://127.0.0.1:1/".parse().unwrap(), Some(HeaderValue::from_static("h")), "x".into())], &r);
+        let r = Resilience {
+            breaker_failures: 1,
+            max_in_flight: Some(1),
+            ..Resilience::default()
+        };
+        let e = Endpoints::new(
+            vec![(
+                "http://127.0.0.1:1/".parse().unwrap(),
+                Some(HeaderValue::from_static("h")),
+                "x".into(),
+            )],
+            &r,
+        );
         assert_eq!(e.record(0, false), Change::Opened);
         assert!(matches!(e.pick(None), Err(Refused::Open(_))));
         tokio::time::advance(r.breaker_open).await;
         assert_eq!(e.pick(None), Ok(0));
-        assert_eq!(e.record(0, false), Change::Reopened, "a failed trial: open again, nothing new to tell");
+        assert_eq!(
+            e.record(0, false),
+            Change::Reopened,
+            "a failed trial: open again, nothing new to tell"
+        );
         assert_eq!(e.pick(None), Err(Refused::Open(r.breaker_open)));
         tokio::time::advance(r.breaker_open).await;
         assert_eq!(e.pick(None), Ok(0), "a trial");

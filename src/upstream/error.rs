@@ -8,10 +8,14 @@
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     /// No connection could be made.
-    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    #[error(
+        "upstream '{0}' is unreachable ({1}); check that it is running and that its url is right"
+    )]
     Unreachable(String, String),
     /// No connection could be opened: the request was not sent (so it may go elsewhere).
-    #[error("upstream '{0}' is unreachable ({1}); check that it is running and that its url is right")]
+    #[error(
+        "upstream '{0}' is unreachable ({1}); check that it is running and that its url is right"
+    )]
     NoConnection(String, String),
     /// The upstream took longer than the configured response timeout, or a stream stayed silent
     /// past `timeouts.stream_idle_ms`.

@@ -75,7 +75,9 @@ impl Health {
         }
         let now = Instant::now();
         let before = {
-            let Ok(mut told) = self.told.lock() else { return };
+            let Ok(mut told) = self.told.lock() else {
+                return;
+            };
             let before = *told;
             match (before, status.healthy) {
                 (Told::Up, true) | (Told::Down(_), false) => return,
@@ -114,7 +116,10 @@ impl Health {
 
     /// Changes told since start: (to down, to up).
     pub fn changes(&self) -> (u64, u64) {
-        (self.went_down.load(Ordering::Relaxed), self.came_up.load(Ordering::Relaxed))
+        (
+            self.went_down.load(Ordering::Relaxed),
+            self.came_up.load(Ordering::Relaxed),
+        )
     }
 
     /// Notes that a probe starts now.
@@ -136,7 +141,12 @@ mod tests {
     use super::*;
 
     fn status(healthy: bool, why: &str) -> Status {
-        Status { probed: true, healthy, error: (!healthy).then(|| why.to_owned()), ..Status::default() }
+        Status {
+            probed: true,
+            healthy,
+            error: (!healthy).then(|| why.to_owned()),
+            ..Status::default()
+        }
     }
 
     #[test]
@@ -147,7 +157,11 @@ mod tests {
         assert_eq!(h.changes(), (0, 1), "up once");
         h.report("a", &status(false, "refused"), false);
         h.report("a", &status(false, "timed out"), false);
-        assert_eq!(h.changes(), (1, 1), "down once, whatever the reason says next");
+        assert_eq!(
+            h.changes(),
+            (1, 1),
+            "down once, whatever the reason says next"
+        );
         assert!(matches!(h.told(), Told::Down(_)));
         h.report("a", &status(true, ""), false);
         assert_eq!(h.changes(), (1, 2));

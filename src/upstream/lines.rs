@@ -34,8 +34,16 @@ pub enum Next {
 
 impl Answer {
     /// An answer read from `notes` then `fin`; `guard` lives as long as it does.
-    pub fn new(notes: mpsc::Receiver<String>, fin: oneshot::Receiver<Final>, guard: Box<dyn Send + Sync>) -> Answer {
-        Answer { notes, fin: Some(fin), _guard: guard }
+    pub fn new(
+        notes: mpsc::Receiver<String>,
+        fin: oneshot::Receiver<Final>,
+        guard: Box<dyn Send + Sync>,
+    ) -> Answer {
+        Answer {
+            notes,
+            fin: Some(fin),
+            _guard: guard,
+        }
     }
 
     /// The next message: the notifications sent before the final one come first. Cancel-safe.
@@ -45,7 +53,9 @@ impl Answer {
         }
         // Every notification is read (the sender dropped its side when the request ended).
         // Awaited in place, so a wait cancelled (a timeout, a select) loses nothing.
-        let Some(fin) = self.fin.as_mut() else { return Next::End };
+        let Some(fin) = self.fin.as_mut() else {
+            return Next::End;
+        };
         let got = fin.await;
         self.fin = None;
         match got {

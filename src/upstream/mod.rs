@@ -189,24 +189,45 @@ impl Upstream {
         if let Some(s) = &cfg.stdio {
             stdio::preflight(&cfg.name, s)?;
         }
-        let stdio = cfg.stdio.as_ref().map(|s| Arc::new(stdio::Spec::new(&cfg.name, s.clone(), max_line, write_timeout, grace)));
+        let stdio = cfg.stdio.as_ref().map(|s| {
+            Arc::new(stdio::Spec::new(
+                &cfg.name,
+                s.clone(),
+                max_line,
+                write_timeout,
+                grace,
+            ))
+        });
         let uri: Uri = match stdio {
             Some(_) => Uri::from_static("http://stdio.invalid/"),
-            None => cfg.url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
+            None => cfg
+                .url
+                .parse()
+                .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
         };
         let host = host_of(&cfg.name, &uri)?;
         let mut extra = HeaderMap::new();
         for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
-            let mut value = HeaderValue::from_str(v).map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
+            let mut value = HeaderValue::from_str(v)
+                .map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
             value.set_sensitive(true);
             extra.insert(name, value);
         }
         if let Some(var) = &cfg.bearer_token_env {
-            let token = std::env::var(var)
-                .map_err(|_| format!("upstream '{}': environment variable {} is not set", cfg.name, crate::escape::shown_var(var)))?;
+            let token = std::env::var(var).map_err(|_| {
+                format!(
+                    "upstream '{}': environment variable {} is not set",
+                    cfg.name,
+                    crate::escape::shown_var(var)
+                )
+            })?;
             if token.trim().is_empty() {
-                return Err(format!("upstream '{}': environment variable {var} (bearer_token_env) is empty", cfg.name));
+                return Err(format!(
+                    "upstream '{}': environment variable {var} (bearer_token_env) is empty",
+                    cfg.name
+                ));
             }
             let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
@@ -215,12 +236,19 @@ impl Upstream {
         }
         let mut endpoints = Vec::new();
         for url in &cfg.resilience.urls {
-            let u: Uri = url.parse().map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+            let u: Uri = url
+                .parse()
+                .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
             // A configured Host header is the upstream's own, for every URL.
-            let host = if extra.contains_key(http::header::HOST) { None } else { Some(host_of(&cfg.name, &u)?) };
+            let host = if extra.contains_key(http::header::HOST) {
+                None
+            } else {
+                Some(host_of(&cfg.name, &u)?)
+            };
             endpoints.push((u.clone(), host, crate::config::redact_url(url)));
         }
-        let balancer = balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
+        let balancer =
+            balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let modern_base = client::modern_base(&host, &extra);
         Ok(Upstream {
             name: cfg.name.clone(),
@@ -232,7 +260,9 @@ impl Upstream {
             era: cfg.era,
             stdio,
             sse: (cfg.transport == crate::config::Transport::Sse).into(),
-            detects_sse: cfg.transport == crate::config::Transport::Auto && cfg.era != Era::Modern && cfg.stdio.is_none(),
+            detects_sse: cfg.transport == crate::config::Transport::Auto
+                && cfg.era != Era::Modern
+                && cfg.stdio.is_none(),
             status: RwLock::new(Arc::new(Status::default())),
             lists: std::array::from_fn(|_| RwLock::new(Arc::new(ListTable::empty()))),
             refresh_lock: std::array::from_fn(|_| tokio::sync::Mutex::new(())),
@@ -252,7 +282,8 @@ impl Upstream {
 
     /// Notes a round state sealed for it, valid until `expires_ms`.
     pub fn hold_until(&self, expires_ms: u64) {
-        self.held_until_ms.fetch_max(expires_ms, std::sync::atomic::Ordering::AcqRel);
+        self.held_until_ms
+            .fetch_max(expires_ms, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Whether a call or a round of it may still come back: a session leased, or a round state
@@ -280,7 +311,9 @@ impl Upstream {
         if self.stdio.is_some() {
             return stdio::shared::post(self, client, body, stream_timeout).await;
         }
-        self.balancer.post(&self.name, client, headers, body, stream_timeout).await
+        self.balancer
+            .post(&self.name, client, headers, body, stream_timeout)
+            .await
     }
 
     /// The current status.
@@ -309,25 +342,35 @@ impl Upstream {
     /// when a whole probe ended and when a call marked it failed, not by each step of a probe
     /// (a 2025-11-25 handshake that fails before a 2024-11-05 stream is found is no change).
     pub fn report_health(&self) {
-        self.health.report(&self.name, &self.status(), self.stdio.is_some());
+        self.health
+            .report(&self.name, &self.status(), self.stdio.is_some());
     }
 
     /// Whether it is healthy and advertises the capability `cap`.
     pub fn serves(&self, cap: &str) -> bool {
         let s = self.status();
-        s.healthy && s.discovered.as_ref().is_some_and(|d| d.capabilities.contains_key(cap))
+        s.healthy
+            && s.discovered
+                .as_ref()
+                .is_some_and(|d| d.capabilities.contains_key(cap))
     }
 
     /// Whether, down now, it could serve the capability `cap` once back: it advertised `cap`
     /// when last discovered, or was never discovered (nothing says it does not).
     pub fn could_serve(&self, cap: &str) -> bool {
         let s = self.status();
-        !s.healthy && s.discovered.as_ref().is_none_or(|d| d.capabilities.contains_key(cap))
+        !s.healthy
+            && s.discovered
+                .as_ref()
+                .is_none_or(|d| d.capabilities.contains_key(cap))
     }
 
     /// The current table of one kind.
     pub fn list(&self, kind: ListKind) -> Arc<ListTable> {
-        self.lists[kind.index()].read().map(|t| t.clone()).unwrap_or_else(|_| Arc::new(ListTable::empty()))
+        self.lists[kind.index()]
+            .read()
+            .map(|t| t.clone())
+            .unwrap_or_else(|_| Arc::new(ListTable::empty()))
     }
 
     /// Replaces the table of one kind.

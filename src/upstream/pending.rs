@@ -38,7 +38,12 @@ pub struct Pending {
 impl Pending {
     /// An open channel of `upstream`.
     pub fn new(upstream: &str) -> Pending {
-        Pending { upstream: upstream.into(), waiters: Mutex::new(HashMap::new()), ended: CancellationToken::new(), why: Mutex::new(None) }
+        Pending {
+            upstream: upstream.into(),
+            waiters: Mutex::new(HashMap::new()),
+            ended: CancellationToken::new(),
+            why: Mutex::new(None),
+        }
     }
 
     /// Registers request `id`, runs `send` (which sends it), and waits up to `timeout` for its
@@ -113,7 +118,12 @@ impl Pending {
 
     /// The error a request or call gets once the channel ended.
     pub fn error(&self) -> UpstreamError {
-        let why = self.why.lock().ok().and_then(|w| w.clone()).unwrap_or_else(|| "its session ended".into());
+        let why = self
+            .why
+            .lock()
+            .ok()
+            .and_then(|w| w.clone())
+            .unwrap_or_else(|| "its session ended".into());
         UpstreamError::Exited(self.upstream.to_string(), why)
     }
 }

@@ -25,14 +25,23 @@ pub struct Receiver<T> {
 pub fn bounded<T>(slots: usize, bytes: usize) -> (Sender<T>, Receiver<T>) {
     let bytes = bytes.clamp(1, u32::MAX as usize);
     let (tx, rx) = mpsc::channel(slots.max(1));
-    (Sender { tx, budget: Arc::new(Semaphore::new(bytes)), bytes }, Receiver { rx })
+    (
+        Sender {
+            tx,
+            budget: Arc::new(Semaphore::new(bytes)),
+            bytes,
+        },
+        Receiver { rx },
+    )
 }
 
 impl<T> Sender<T> {
     /// Sends `item` of `size` bytes once the budget has room; `Err` when the receiver is gone.
     pub async fn send(&self, item: T, size: usize) -> Result<(), T> {
         let n = size.clamp(1, self.bytes) as u32;
-        let Ok(permit) = self.budget.clone().acquire_many_owned(n).await else { return Err(item) };
+        let Ok(permit) = self.budget.clone().acquire_many_owned(n).await else {
+            return Err(item);
+        };
         self.tx.send((item, permit)).await.map_err(|e| e.0 .0)
     }
 
@@ -44,7 +53,11 @@ impl<T> Sender<T> {
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        Sender { tx: self.tx.clone(), budget: self.budget.clone(), bytes: self.bytes }
+        Sender {
+            tx: self.tx.clone(),
+            budget: self.budget.clone(),
+            bytes: self.bytes,
+        }
     }
 }
 
@@ -73,7 +86,10 @@ mod tests {
         let (tx, mut rx) = bounded::<u32>(64, 10);
         tx.send(1, 6).await.unwrap();
         let blocked = tokio::time::timeout(std::time::Duration::from_secs(1), tx.send(2, 6)).await;
-        assert!(blocked.is_err(), "12 bytes unreceived is over the budget of 10");
+        assert!(
+            blocked.is_err(),
+            "12 bytes unreceived is over the budget of 10"
+        );
         assert_eq!(rx.recv().await, Some(1));
         tx.send(3, 6).await.unwrap();
         // A message over the whole budget takes all of it: it goes once the rest is received.

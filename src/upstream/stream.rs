@@ -30,7 +30,11 @@ pub struct Resume {
 /// Where a stream's messages come from.
 enum Source<B> {
     /// An HTTP body of SSE events.
-    Http { body: B, reader: sse::Reader, pending: std::collections::VecDeque<sse::Event> },
+    Http {
+        body: B,
+        reader: sse::Reader,
+        pending: std::collections::VecDeque<sse::Event>,
+    },
     /// A stdio server's lines routed to one request (`stdio::shared`).
     Lines(super::lines::Answer),
 }
@@ -62,8 +66,18 @@ where
     B: hyper::body::Body<Data = Bytes> + Unpin,
 {
     pub(super) fn new(upstream: &str, body: B, reader: sse::Reader, bound: Bound) -> Self {
-        let source = Source::Http { body, reader, pending: Default::default() };
-        SseStream { upstream: upstream.into(), source, bound, deadline: None, _hold: None }
+        let source = Source::Http {
+            body,
+            reader,
+            pending: Default::default(),
+        };
+        SseStream {
+            upstream: upstream.into(),
+            source,
+            bound,
+            deadline: None,
+            _hold: None,
+        }
     }
 
     /// The same stream, holding `hold` until it is dropped.
@@ -76,25 +90,47 @@ where
     /// carried and the reconnection time it asked for; `None` for a stream without ids (and a
     /// stdio answer, which has no stream to take up).
     pub fn resume_point(&self) -> Option<Resume> {
-        let Source::Http { reader, .. } = &self.source else { return None };
+        let Source::Http { reader, .. } = &self.source else {
+            return None;
+        };
         let last_id = reader.last_id()?.to_owned();
-        Some(Resume { last_id, retry: reader.retry_ms().map(Duration::from_millis) })
+        Some(Resume {
+            last_id,
+            retry: reader.retry_ms().map(Duration::from_millis),
+        })
     }
 
     /// The next event's data, `Ok(None)` at the end of the stream.
     pub async fn next(&mut self) -> Result<Option<String>, UpstreamError> {
-        let SseStream { upstream, source, bound, deadline, .. } = self;
-        let timeout = |limit: Duration| UpstreamError::Timeout(upstream.to_string(), limit.as_millis() as u64);
+        let SseStream {
+            upstream,
+            source,
+            bound,
+            deadline,
+            ..
+        } = self;
+        let timeout = |limit: Duration| {
+            UpstreamError::Timeout(upstream.to_string(), limit.as_millis() as u64)
+        };
         let got = match source {
             Source::Lines(answer) => {
                 let (until, limit) = wait(*bound, deadline);
-                match tokio::time::timeout_at(until, answer.next()).await.map_err(|_| timeout(limit))? {
+                match tokio::time::timeout_at(until, answer.next())
+                    .await
+                    .map_err(|_| timeout(limit))?
+                {
                     super::lines::Next::Message(m) => Some(m),
                     super::lines::Next::End => None,
-                    super::lines::Next::Gone(why) => return Err(UpstreamError::Exited(upstream.to_string(), why)),
+                    super::lines::Next::Gone(why) => {
+                        return Err(UpstreamError::Exited(upstream.to_string(), why))
+                    }
                 }
             }
-            Source::Http { body, reader, pending } => loop {
+            Source::Http {
+                body,
+                reader,
+                pending,
+            } => loop {
                 if let Some(ev) = pending.pop_front() {
                     if ev.data.trim().is_empty() {
                         continue; // priming events carry no message (and do not extend the deadline)
@@ -103,11 +139,16 @@ where
                 }
                 // Per frame: an idle bound counts from the last bytes, a per-message one is kept.
                 let (until, limit) = wait(*bound, deadline);
-                match tokio::time::timeout_at(until, body.frame()).await.map_err(|_| timeout(limit))? {
+                match tokio::time::timeout_at(until, body.frame())
+                    .await
+                    .map_err(|_| timeout(limit))?
+                {
                     None | Some(Err(_)) => break None,
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
-                            let events = reader.push(&data).map_err(|e| UpstreamError::TooLarge(upstream.to_string(), e.0))?;
+                            let events = reader
+                                .push(&data)
+                                .map_err(|e| UpstreamError::TooLarge(upstream.to_string(), e.0))?;
                             pending.extend(events);
                         }
                     }
@@ -124,13 +165,22 @@ where
 impl SseStream {
     /// The stream of a stdio server's answer routed to one request.
     pub(super) fn over_lines(upstream: &str, answer: super::lines::Answer, bound: Bound) -> Self {
-        SseStream { upstream: upstream.into(), source: Source::Lines(answer), bound, deadline: None, _hold: None }
+        SseStream {
+            upstream: upstream.into(),
+            source: Source::Lines(answer),
+            bound,
+            deadline: None,
+            _hold: None,
+        }
     }
 }
 
 /// When the message waited for must have arrived (kept in `deadline` for a per-message bound,
 /// so a `next` cancelled and called again does not start a fresh wait), and the bound's length.
-fn wait(bound: Bound, deadline: &mut Option<tokio::time::Instant>) -> (tokio::time::Instant, Duration) {
+fn wait(
+    bound: Bound,
+    deadline: &mut Option<tokio::time::Instant>,
+) -> (tokio::time::Instant, Duration) {
     let now = tokio::time::Instant::now();
     match bound {
         Bound::PerMessage(t) => (*deadline.get_or_insert(now + t), t),
@@ -156,8 +206,13 @@ mod tests {
     impl hyper::body::Body for Fed {
         type Data = Bytes;
         type Error = std::convert::Infallible;
-        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-            self.0.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(Bytes::from_static(c)))))
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0
+                .poll_recv(cx)
+                .map(|c| c.map(|c| Ok(Frame::data(Bytes::from_static(c)))))
         }
     }
 
@@ -179,17 +234,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn trickled_bytes_do_not_extend_a_message_deadline() {
         let trickle = vec![b"da" as &[u8], b"ta", b": \n\n", b"data", b": x", b"y"];
-        let mut st = fed(Bound::PerMessage(Duration::from_secs(60)), Duration::from_secs(14), trickle);
+        let mut st = fed(
+            Bound::PerMessage(Duration::from_secs(60)),
+            Duration::from_secs(14),
+            trickle,
+        );
         let started = Instant::now();
-        let err = tokio::time::timeout(Duration::from_secs(3600), st.next()).await.expect("the deadline ends the wait").unwrap_err();
-        assert!(err.is_timeout() && err.to_string().contains("'slow'"), "{err}");
+        let err = tokio::time::timeout(Duration::from_secs(3600), st.next())
+            .await
+            .expect("the deadline ends the wait")
+            .unwrap_err();
+        assert!(
+            err.is_timeout() && err.to_string().contains("'slow'"),
+            "{err}"
+        );
         assert_eq!(started.elapsed(), Duration::from_secs(60));
     }
 
     #[tokio::test(start_paused = true)]
     async fn each_complete_message_gets_a_fresh_deadline() {
         let msgs = vec![b"data: 1\n\n" as &[u8], b"data: 2\n\n", b"data: 3\n\n"];
-        let mut st = fed(Bound::PerMessage(Duration::from_secs(60)), Duration::from_secs(50), msgs);
+        let mut st = fed(
+            Bound::PerMessage(Duration::from_secs(60)),
+            Duration::from_secs(50),
+            msgs,
+        );
         for want in ["1", "2", "3"] {
             assert_eq!(st.next().await.unwrap().as_deref(), Some(want));
         }
@@ -198,12 +267,24 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_without_a_timeout_ends_after_the_idle_bound_and_keep_alives_reset_it() {
-        let keep_alives = vec![b": ka\n\n" as &[u8], b": ka\n\n", b"data: m\n\n", b": ka\n\n"];
-        let mut st = fed(Bound::Idle(Duration::from_secs(300)), Duration::from_secs(200), keep_alives);
+        let keep_alives = vec![
+            b": ka\n\n" as &[u8],
+            b": ka\n\n",
+            b"data: m\n\n",
+            b": ka\n\n",
+        ];
+        let mut st = fed(
+            Bound::Idle(Duration::from_secs(300)),
+            Duration::from_secs(200),
+            keep_alives,
+        );
         let started = Instant::now();
         assert_eq!(st.next().await.unwrap().as_deref(), Some("m"));
         let err = st.next().await.unwrap_err();
-        assert!(err.is_timeout() && err.to_string().contains("stream_idle_ms"), "{err}");
+        assert!(
+            err.is_timeout() && err.to_string().contains("stream_idle_ms"),
+            "{err}"
+        );
         assert_eq!(started.elapsed(), Duration::from_secs(4 * 200 + 300));
     }
 }

@@ -15,11 +15,21 @@ fn mismatch(msg: String) -> ValidateError {
     ValidateError::Headers(msg)
 }
 
-fn header<'h>(h: &'h HeaderMap, name: http::HeaderName, display: &str) -> Result<std::borrow::Cow<'h, str>, ValidateError> {
+fn header<'h>(
+    h: &'h HeaderMap,
+    name: http::HeaderName,
+    display: &str,
+) -> Result<std::borrow::Cow<'h, str>, ValidateError> {
     let mut values = h.get_all(name).iter();
-    let v = values.next().ok_or_else(|| mismatch(format!("Header mismatch: the {display} header is required; mirror the body into it")))?;
+    let v = values.next().ok_or_else(|| {
+        mismatch(format!(
+            "Header mismatch: the {display} header is required; mirror the body into it"
+        ))
+    })?;
     if values.next().is_some() {
-        return Err(mismatch(format!("Header mismatch: the {display} header is sent twice; send it once")));
+        return Err(mismatch(format!(
+            "Header mismatch: the {display} header is sent twice; send it once"
+        )));
     }
     decode(v).map_err(|e| mismatch(format!("Header mismatch: {display}: {e}")))
 }
@@ -32,14 +42,21 @@ pub fn check(h: &HeaderMap, env: &Envelope, meta: &Meta) -> Result<(), ValidateE
     }
     let method = header(h, headers::METHOD, "Mcp-Method")?;
     if method != env.method.as_str() {
-        return Err(mismatch(format!("Header mismatch: Mcp-Method {method:?} does not equal the body's method {:?}", env.method)));
+        return Err(mismatch(format!(
+            "Header mismatch: Mcp-Method {method:?} does not equal the body's method {:?}",
+            env.method
+        )));
     }
     if let Some(member) = env.method.name_member() {
         let name = header(h, headers::NAME, "Mcp-Name")?;
         match env.param_text(member) {
             Some(Ok(body)) if body == name => {}
             // The value itself is not echoed: a name or URI may carry user content.
-            _ => return Err(mismatch(format!("Header mismatch: Mcp-Name does not equal params.{member}"))),
+            _ => {
+                return Err(mismatch(format!(
+                    "Header mismatch: Mcp-Name does not equal params.{member}"
+                )))
+            }
         }
     }
     Ok(())

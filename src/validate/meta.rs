@@ -33,17 +33,30 @@ pub fn read(env: &Envelope) -> Result<Meta, ValidateError> {
     })?;
     // Read member by member, borrowed: only the three members Sluice needs are parsed (the last
     // of a repeated key wins, as in any map-based reader); clientInfo and the rest stay text.
-    let meta: RawObject<'_> = serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object"))?;
+    let meta: RawObject<'_> =
+        serde_json::from_str(raw).map_err(|_| invalid("params._meta must be an object"))?;
     let member = |k: &str| meta.get(k).map(serde_json::from_str::<Value>);
     let version = match member(mcp::META_PROTOCOL_VERSION) {
         Some(Ok(Value::String(v))) => v,
-        None => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")")),
-        Some(_) => return Err(invalid("_meta io.modelcontextprotocol/protocolVersion must be a string such as \"2026-07-28\"")),
+        None => {
+            return Err(invalid(
+                "_meta io.modelcontextprotocol/protocolVersion is required (e.g. \"2026-07-28\")",
+            ))
+        }
+        Some(_) => return Err(invalid(
+            "_meta io.modelcontextprotocol/protocolVersion must be a string such as \"2026-07-28\"",
+        )),
     };
     let capabilities = match member(mcp::META_CLIENT_CAPABILITIES) {
         Some(Ok(Value::Object(c))) => c,
-        None => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)")),
-        Some(_) => return Err(invalid("_meta io.modelcontextprotocol/clientCapabilities must be an object ({} declares none)")),
+        None => {
+            return Err(invalid(
+                "_meta io.modelcontextprotocol/clientCapabilities is required ({} declares none)",
+            ))
+        }
+        Some(_) => return Err(invalid(
+            "_meta io.modelcontextprotocol/clientCapabilities must be an object ({} declares none)",
+        )),
     };
     let log_level = match member(mcp::META_LOG_LEVEL) {
         None => None,
@@ -52,7 +65,11 @@ pub fn read(env: &Envelope) -> Result<Meta, ValidateError> {
         })?),
         Some(_) => return Err(invalid("_meta io.modelcontextprotocol/logLevel must be a string")),
     };
-    Ok(Meta { version, capabilities, log_level })
+    Ok(Meta {
+        version,
+        capabilities,
+        log_level,
+    })
 }
 
 #[cfg(test)]
@@ -60,7 +77,8 @@ mod tests {
     use super::*;
 
     fn meta(m: &str) -> Result<Meta, ValidateError> {
-        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{m}}}}}"#);
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{m}}}}}"#);
         read(&Envelope::parse(bytes::Bytes::from(body)).unwrap())
     }
 
@@ -68,13 +86,29 @@ mod tests {
     fn only_an_object_with_the_required_members_passes() {
         let ok = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}"#;
         let m = meta(ok).unwrap();
-        assert_eq!((m.version.as_str(), m.capabilities.contains_key("sampling"), m.log_level), ("2026-07-28", true, None));
-        assert!(meta(r#"["2026-07-28",{}]"#).is_err(), "an array is not an object");
+        assert_eq!(
+            (
+                m.version.as_str(),
+                m.capabilities.contains_key("sampling"),
+                m.log_level
+            ),
+            ("2026-07-28", true, None)
+        );
+        assert!(
+            meta(r#"["2026-07-28",{}]"#).is_err(),
+            "an array is not an object"
+        );
         let null_level = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":null}"#;
         assert!(meta(null_level).is_err(), "a null logLevel is not a string");
         let null_version = r#"{"io.modelcontextprotocol/protocolVersion":null,"io.modelcontextprotocol/clientCapabilities":{}}"#;
-        assert!(matches!(meta(null_version), Err(ValidateError::Meta(m)) if m.contains("must be a string")));
+        assert!(
+            matches!(meta(null_version), Err(ValidateError::Meta(m)) if m.contains("must be a string"))
+        );
         let twice = r#"{"io.modelcontextprotocol/protocolVersion":1,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
-        assert_eq!(meta(twice).unwrap().version, "2026-07-28", "the last of a repeated member wins");
+        assert_eq!(
+            meta(twice).unwrap().version,
+            "2026-07-28",
+            "the last of a repeated member wins"
+        );
     }
 }

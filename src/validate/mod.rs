@@ -41,7 +41,10 @@ pub fn check_version(meta: &Meta) -> Result<(), ValidateError> {
     if version::is_supported_modern(&meta.version) {
         Ok(())
     } else {
-        Err(ValidateError::Version { requested: meta.version.clone(), supported: version::SUPPORTED_MODERN.to_vec() })
+        Err(ValidateError::Version {
+            requested: meta.version.clone(),
+            supported: version::SUPPORTED_MODERN.to_vec(),
+        })
     }
 }
 
@@ -61,8 +64,21 @@ mod tests {
 
     #[test]
     fn removed_and_unknown_methods_are_not_found() {
-        for m in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "unknown/method"] {
-            assert!(matches!(check_method(&Method::parse(m), |_| true), Err(ValidateError::Method(_))), "{m}");
+        for m in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "unknown/method",
+        ] {
+            assert!(
+                matches!(
+                    check_method(&Method::parse(m), |_| true),
+                    Err(ValidateError::Method(_))
+                ),
+                "{m}"
+            );
         }
         assert!(check_method(&Method::ToolsList, |_| true).is_ok());
         assert!(check_method(&Method::ToolsList, |c| c != "tools").is_err());

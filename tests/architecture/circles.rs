@@ -36,7 +36,14 @@ pub(crate) fn modules(g: &Graph) -> Arrows {
     for (from, to) in &g.edges {
         let row = out.entry(name(from)).or_default();
         for (t, site) in to {
-            row.insert(name(t), Example { from: name(from), to: name(t), site: site.clone() });
+            row.insert(
+                name(t),
+                Example {
+                    from: name(from),
+                    to: name(t),
+                    site: site.clone(),
+                },
+            );
         }
     }
     out
@@ -54,7 +61,11 @@ pub(crate) fn folders(g: &Graph) -> Arrows {
             if top == f {
                 continue;
             }
-            let e = Example { from: name(from), to: name(t), site: site.clone() };
+            let e = Example {
+                from: name(from),
+                to: name(t),
+                site: site.clone(),
+            };
             match row.get(top) {
                 Some(old) if old.site <= e.site => {}
                 _ => {
@@ -108,7 +119,14 @@ pub(crate) fn components(a: &Arrows) -> Vec<BTreeSet<String>> {
             }
         }
     }
-    let mut t = T { a, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), on: BTreeSet::new(), out: Vec::new() };
+    let mut t = T {
+        a,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
     for v in a.keys() {
         if !t.index.contains_key(v.as_str()) {
             t.visit(v);
@@ -122,10 +140,23 @@ pub(crate) fn components(a: &Arrows) -> Vec<BTreeSet<String>> {
 pub(crate) fn describe(level: &str, a: &Arrows, comps: &[BTreeSet<String>]) -> String {
     let mut s = String::new();
     for c in comps {
-        s += &format!("{level} circle of {}: {}\n", c.len(), c.iter().cloned().collect::<Vec<_>>().join(" "));
+        s += &format!(
+            "{level} circle of {}: {}\n",
+            c.len(),
+            c.iter().cloned().collect::<Vec<_>>().join(" ")
+        );
         for from in c {
-            for (to, e) in a.get(from).into_iter().flatten().filter(|(to, _)| c.contains(*to)) {
-                let via = if (&e.from, &e.to) == (from, to) { String::new() } else { format!(" ({} -> {})", e.from, e.to) };
+            for (to, e) in a
+                .get(from)
+                .into_iter()
+                .flatten()
+                .filter(|(to, _)| c.contains(*to))
+            {
+                let via = if (&e.from, &e.to) == (from, to) {
+                    String::new()
+                } else {
+                    format!(" ({} -> {})", e.from, e.to)
+                };
                 s += &format!("  {from} -> {to}{via} at {}\n", e.site);
             }
         }
@@ -142,8 +173,12 @@ pub(crate) fn known(text: &str, level: &str) -> Vec<BTreeSet<String>> {
         if line.is_empty() {
             continue;
         }
-        let (l, members) =
-            line.split_once(':').unwrap_or_else(|| panic!("known_circles.txt:{}: want `modules: a b …` or `folders: a b …`", n + 1));
+        let (l, members) = line.split_once(':').unwrap_or_else(|| {
+            panic!(
+                "known_circles.txt:{}: want `modules: a b …` or `folders: a b …`",
+                n + 1
+            )
+        });
         if l.trim() == level {
             out.push(members.split_whitespace().map(str::to_owned).collect());
         }
@@ -152,7 +187,11 @@ pub(crate) fn known(text: &str, level: &str) -> Vec<BTreeSet<String>> {
 }
 
 /// What differs between the circles found and the ones listed: empty when they are the same.
-pub(crate) fn ratchet(level: &str, found: &[BTreeSet<String>], listed: &[BTreeSet<String>]) -> Vec<String> {
+pub(crate) fn ratchet(
+    level: &str,
+    found: &[BTreeSet<String>],
+    listed: &[BTreeSet<String>],
+) -> Vec<String> {
     let show = |c: &BTreeSet<String>| c.iter().cloned().collect::<Vec<_>>().join(" ");
     let mut out = Vec::new();
     for c in found.iter().filter(|c| !listed.contains(c)) {
@@ -168,7 +207,9 @@ pub(crate) fn ratchet(level: &str, found: &[BTreeSet<String>], listed: &[BTreeSe
             )),
         }
     }
-    for k in listed.iter().filter(|k| !found.contains(k) && !found.iter().any(|c| k.is_superset(c) || c.is_superset(k))) {
+    for k in listed.iter().filter(|k| {
+        !found.contains(k) && !found.iter().any(|c| k.is_superset(c) || c.is_superset(k))
+    }) {
         out.push(format!("{level} circle `{}` is gone: remove its line from tests/architecture/known_circles.txt", show(k)));
     }
     out

@@ -77,21 +77,40 @@ struct Scope {
 
 /// Reads the crate whose root file is `root`; `read` gives a file's text (None: no such file).
 pub(crate) fn read(root: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Result<Graph, String> {
-    let mut tree = Tree { read, scopes: Vec::new(), files: BTreeSet::new() };
+    let mut tree = Tree {
+        read,
+        scopes: Vec::new(),
+        files: BTreeSet::new(),
+    };
     let dir = root.parent().unwrap_or(Path::new("")).to_path_buf();
     tree.file(Vec::new(), root, dir)?;
-    let scopes: BTreeMap<Module, Scope> = tree.scopes.into_iter().map(|s| (s.module.clone(), s)).collect();
+    let scopes: BTreeMap<Module, Scope> = tree
+        .scopes
+        .into_iter()
+        .map(|s| (s.module.clone(), s))
+        .collect();
     let modules: BTreeSet<Module> = scopes.keys().cloned().collect();
     let mut edges = BTreeMap::new();
     for scope in scopes.values() {
-        let mut paths = Paths { file: &scope.file, found: Vec::new() };
+        let mut paths = Paths {
+            file: &scope.file,
+            found: Vec::new(),
+        };
         for item in &scope.items {
             paths.visit_item(item);
         }
         let mut to: BTreeMap<Module, Site> = BTreeMap::new();
         for (path, site) in paths.found {
-            let Some(abs) = resolve(&scopes, &scope.module, &path, 0) else { continue };
-            let Some(target) = (1..=abs.len()).rev().map(|n| abs[..n].to_vec()).find(|p| modules.contains(p)) else { continue };
+            let Some(abs) = resolve(&scopes, &scope.module, &path, 0) else {
+                continue;
+            };
+            let Some(target) = (1..=abs.len())
+                .rev()
+                .map(|n| abs[..n].to_vec())
+                .find(|p| modules.contains(p))
+            else {
+                continue;
+            };
             if scope.module.starts_with(&target) {
                 continue;
             }
@@ -102,7 +121,11 @@ pub(crate) fn read(root: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Resul
         }
         edges.insert(scope.module.clone(), to);
     }
-    Ok(Graph { modules, edges, files: tree.files })
+    Ok(Graph {
+        modules,
+        edges,
+        files: tree.files,
+    })
 }
 
 struct Tree<'a> {
@@ -115,15 +138,24 @@ impl Tree<'_> {
     /// Reads one file as `module`; `dir` is where its child modules' files are.
     fn file(&mut self, module: Module, path: &Path, dir: PathBuf) -> Result<(), String> {
         let label = path.display().to_string();
-        let text = (self.read)(path).ok_or_else(|| format!("{label}: no such file (declared by a `mod`)"))?;
-        let parsed = syn::parse_file(&text).map_err(|e| format!("{label}:{}: {e}", e.span().start().line))?;
+        let text = (self.read)(path)
+            .ok_or_else(|| format!("{label}: no such file (declared by a `mod`)"))?;
+        let parsed = syn::parse_file(&text)
+            .map_err(|e| format!("{label}:{}: {e}", e.span().start().line))?;
         self.files.insert(path.to_path_buf());
         let here = path.parent().unwrap_or(Path::new("")).to_path_buf();
         self.module(module, &label, parsed.items, &dir, &here)
     }
 
     /// One module's items: children are read as modules of their own, test items dropped.
-    fn module(&mut self, module: Module, label: &str, items: Vec<syn::Item>, dir: &Path, here: &Path) -> Result<(), String> {
+    fn module(
+        &mut self,
+        module: Module,
+        label: &str,
+        items: Vec<syn::Item>,
+        dir: &Path,
+        here: &Path,
+    ) -> Result<(), String> {
         let mut scope = Scope {
             module,
             file: label.to_owned(),
@@ -164,8 +196,11 @@ impl Tree<'_> {
             match m.content {
                 Some((_, inner)) => self.module(child, label, inner, &dir.join(&name), here)?,
                 None => {
-                    let child_dir =
-                        if path_attr(&m.attrs).is_some() { file.parent().unwrap_or(Path::new("")).to_path_buf() } else { dir.join(&name) };
+                    let child_dir = if path_attr(&m.attrs).is_some() {
+                        file.parent().unwrap_or(Path::new("")).to_path_buf()
+                    } else {
+                        dir.join(&name)
+                    };
                     self.file(child, &file, child_dir)?
                 }
             }
@@ -181,7 +216,12 @@ impl Tree<'_> {
 }
 
 /// The absolute path `path` (as written in `module`) stands for, if it starts in this crate.
-fn resolve(scopes: &BTreeMap<Module, Scope>, module: &Module, path: &[String], depth: usize) -> Option<Module> {
+fn resolve(
+    scopes: &BTreeMap<Module, Scope>,
+    module: &Module,
+    path: &[String],
+    depth: usize,
+) -> Option<Module> {
     let (head, rest) = path.split_first()?;
     if depth > 16 {
         return None;
@@ -196,19 +236,37 @@ fn resolve(scopes: &BTreeMap<Module, Scope>, module: &Module, path: &[String], d
             return Some([&module[..keep], &rest[ups - 1..]].concat());
         }
         _ if scope.uses.contains_key(head) => {
-            return Some([resolve(scopes, module, &scope.uses[head], depth + 1)?, rest.to_vec()].concat())
+            return Some(
+                [
+                    resolve(scopes, module, &scope.uses[head], depth + 1)?,
+                    rest.to_vec(),
+                ]
+                .concat(),
+            )
         }
-        _ if scope.children.contains(head) => return Some([module.clone(), path.to_vec()].concat()),
+        _ if scope.children.contains(head) => {
+            return Some([module.clone(), path.to_vec()].concat())
+        }
         _ => {
             // A name a glob brought in: a child module of the globbed module, or a name its `use`s bind.
-            let glob = scope.globs.iter().filter_map(|g| resolve(scopes, module, g, depth + 1)).find_map(|g| {
-                let s = scopes.get(&g)?;
-                if s.children.contains(head) {
-                    Some([g.clone(), path.to_vec()].concat())
-                } else {
-                    Some([resolve(scopes, &g, &s.uses.get(head)?.clone(), depth + 1)?, rest.to_vec()].concat())
-                }
-            });
+            let glob = scope
+                .globs
+                .iter()
+                .filter_map(|g| resolve(scopes, module, g, depth + 1))
+                .find_map(|g| {
+                    let s = scopes.get(&g)?;
+                    if s.children.contains(head) {
+                        Some([g.clone(), path.to_vec()].concat())
+                    } else {
+                        Some(
+                            [
+                                resolve(scopes, &g, &s.uses.get(head)?.clone(), depth + 1)?,
+                                rest.to_vec(),
+                            ]
+                            .concat(),
+                        )
+                    }
+                });
             return glob;
         }
     };
@@ -218,7 +276,10 @@ fn resolve(scopes: &BTreeMap<Module, Scope>, module: &Module, path: &[String], d
 fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
     attrs.iter().find_map(|a| match &a.meta {
         syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
             _ => None,
         },
         _ => None,

@@ -72,7 +72,11 @@ pub(crate) fn expand(tree: &syn::UseTree) -> Vec<(Bound, Vec<String>)> {
                 out.push((Bound::Name(path.last().cloned().unwrap_or_default()), path));
             }
             syn::UseTree::Rename(r) => {
-                let bound = if r.rename == "_" { Bound::Hidden } else { Bound::Name(r.rename.to_string()) };
+                let bound = if r.rename == "_" {
+                    Bound::Hidden
+                } else {
+                    Bound::Name(r.rename.to_string())
+                };
                 out.push((bound, named(prefix, &r.ident)));
             }
             syn::UseTree::Glob(_) => out.push((Bound::Glob, prefix.clone())),
@@ -92,7 +96,10 @@ pub(crate) struct Paths<'a> {
 
 impl Paths<'_> {
     fn site(&self, span: proc_macro2::Span) -> Site {
-        Site { file: self.file.to_owned(), line: span.start().line }
+        Site {
+            file: self.file.to_owned(),
+            line: span.start().line,
+        }
     }
 
     /// `a :: b :: c` runs in a token stream (macro arguments, attributes).
@@ -102,7 +109,13 @@ impl Paths<'_> {
         let file = self.file;
         let flush = |run: &mut Vec<String>, line: usize, found: &mut Vec<(Vec<String>, Site)>| {
             if run.len() >= 2 {
-                found.push((std::mem::take(run), Site { file: file.to_owned(), line }));
+                found.push((
+                    std::mem::take(run),
+                    Site {
+                        file: file.to_owned(),
+                        line,
+                    },
+                ));
             }
             run.clear();
         };
@@ -121,7 +134,11 @@ impl Paths<'_> {
                     run.push(i.to_string());
                     colons = 0;
                 }
-                TokenTree::Punct(p) if p.as_char() == ':' && !run.is_empty() && (colons == 1 || p.spacing() == Spacing::Joint) => {
+                TokenTree::Punct(p)
+                    if p.as_char() == ':'
+                        && !run.is_empty()
+                        && (colons == 1 || p.spacing() == Spacing::Joint) =>
+                {
                     colons += 1
                 }
                 TokenTree::Group(g) => {
@@ -132,11 +149,17 @@ impl Paths<'_> {
                 TokenTree::Literal(l) => {
                     flush(&mut run, line, &mut self.found);
                     colons = 0;
-                    let whole =
-                        syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into()).ok().and_then(|s| s.parse::<syn::Path>().ok());
-                    if let Some(p) = whole.filter(|p| p.leading_colon.is_none() && p.segments.len() >= 2) {
+                    let whole = syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into())
+                        .ok()
+                        .and_then(|s| s.parse::<syn::Path>().ok());
+                    if let Some(p) =
+                        whole.filter(|p| p.leading_colon.is_none() && p.segments.len() >= 2)
+                    {
                         let site = self.site(l.span());
-                        self.found.push((p.segments.iter().map(|s| s.ident.to_string()).collect(), site));
+                        self.found.push((
+                            p.segments.iter().map(|s| s.ident.to_string()).collect(),
+                            site,
+                        ));
                     }
                 }
                 TokenTree::Punct(_) => {
@@ -179,7 +202,10 @@ impl<'ast> Visit<'ast> for Paths<'_> {
     fn visit_path(&mut self, p: &'ast syn::Path) {
         if p.leading_colon.is_none() && p.segments.len() >= 2 {
             let site = self.site(p.segments[0].ident.span());
-            self.found.push((p.segments.iter().map(|s| s.ident.to_string()).collect(), site));
+            self.found.push((
+                p.segments.iter().map(|s| s.ident.to_string()).collect(),
+                site,
+            ));
         }
         syn::visit::visit_path(self, p);
     }
@@ -202,16 +228,19 @@ impl<'ast> Visit<'ast> for Paths<'_> {
 /// `#[cfg(test)]` or `#[cfg(all(…, test, …))]`: compiled only for unit tests.
 pub(crate) fn is_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
-        let syn::Meta::List(l) = &a.meta else { return false };
+        let syn::Meta::List(l) = &a.meta else {
+            return false;
+        };
         if !l.path.is_ident("cfg") {
             return false;
         }
         let mut toks = l.tokens.clone().into_iter();
         match (toks.next(), toks.next()) {
             (Some(TokenTree::Ident(i)), None) => i == "test",
-            (Some(TokenTree::Ident(i)), Some(TokenTree::Group(g))) if i == "all" => {
-                g.stream().into_iter().any(|t| matches!(t, TokenTree::Ident(i) if i == "test"))
-            }
+            (Some(TokenTree::Ident(i)), Some(TokenTree::Group(g))) if i == "all" => g
+                .stream()
+                .into_iter()
+                .any(|t| matches!(t, TokenTree::Ident(i) if i == "test")),
             _ => false,
         }
     })

@@ -9,15 +9,27 @@ use crate::graph::{self, Graph};
 
 /// Reads a crate made of `files` (path, text); `src/lib.rs` is its root.
 fn read(files: &[(&str, &str)]) -> Result<Graph, String> {
-    let files: BTreeMap<&Path, String> = files.iter().map(|(p, t)| (Path::new(*p), t.to_string())).collect();
+    let files: BTreeMap<&Path, String> = files
+        .iter()
+        .map(|(p, t)| (Path::new(*p), t.to_string()))
+        .collect();
     graph::read(Path::new("src/lib.rs"), &|p| files.get(p).cloned())
 }
 
 /// The arrows from `from` as `to@line`, sorted.
 fn arrows(g: &Graph, from: &str) -> Vec<String> {
-    let m: Vec<String> = if from.is_empty() { Vec::new() } else { from.split("::").map(str::to_owned).collect() };
-    let to = g.edges.get(&m).unwrap_or_else(|| panic!("no module {from}: {:?}", g.modules));
-    to.iter().map(|(t, s)| format!("{}@{}", t.join("::"), s.line)).collect()
+    let m: Vec<String> = if from.is_empty() {
+        Vec::new()
+    } else {
+        from.split("::").map(str::to_owned).collect()
+    };
+    let to = g
+        .edges
+        .get(&m)
+        .unwrap_or_else(|| panic!("no module {from}: {:?}", g.modules));
+    to.iter()
+        .map(|(t, s)| format!("{}@{}", t.join("::"), s.line))
+        .collect()
 }
 
 /// A crate with `a`, `b` (with `b::inner` and `b::inner::deep`), `c`, and `a`'s file as given.
@@ -26,7 +38,10 @@ fn with_a(a: &str) -> Graph {
         ("src/lib.rs", "pub mod a;\npub mod b;\npub mod c;\n"),
         ("src/a.rs", a),
         ("src/b/mod.rs", "pub mod inner;\npub struct B;\n"),
-        ("src/b/inner.rs", "pub mod deep;\npub struct X;\npub struct Y;\n"),
+        (
+            "src/b/inner.rs",
+            "pub mod deep;\npub struct X;\npub struct Y;\n",
+        ),
         ("src/b/inner/deep.rs", "pub fn f() {}\n"),
         ("src/c.rs", "pub fn go() {}\npub struct T;\n"),
     ])
@@ -36,7 +51,10 @@ fn with_a(a: &str) -> Graph {
 #[test]
 fn a_use_tree_with_nested_braces_names_every_module_inside() {
     let g = with_a("use crate::{b::{self, inner::{X, deep::{f as g}}}, c::T};\n");
-    assert_eq!(arrows(&g, "a"), ["b@1", "b::inner@1", "b::inner::deep@1", "c@1"]);
+    assert_eq!(
+        arrows(&g, "a"),
+        ["b@1", "b::inner@1", "b::inner::deep@1", "c@1"]
+    );
 }
 
 #[test]
@@ -44,7 +62,10 @@ fn self_and_super_resolve_against_the_module_of_the_file() {
     let g = read(&[
         ("src/lib.rs", "mod a;\nmod c;\n"),
         ("src/a/mod.rs", "mod x;\nmod y;\n"),
-        ("src/a/x.rs", "mod z;\nuse super::y::T;\nuse self::z::U;\nfn f() { super::super::c::go(); }\n"),
+        (
+            "src/a/x.rs",
+            "mod z;\nuse super::y::T;\nuse self::z::U;\nfn f() { super::super::c::go(); }\n",
+        ),
         ("src/a/x/z.rs", "pub struct U;\n"),
         ("src/a/y.rs", "pub struct T;\n"),
         ("src/c.rs", "pub fn go() {}\n"),
@@ -113,8 +134,18 @@ fn cfg_test_modules_and_items_are_not_read_and_their_files_are_only_located() {
         "pub fn kept() { crate::b::inner::deep::f(); }\n",
     ));
     assert_eq!(arrows(&g, "a"), ["b::inner::deep@10"]);
-    assert!(!g.modules.iter().any(|m| m.last().is_some_and(|l| l == "tests" || l == "more")), "{:?}", g.modules);
-    assert!(g.files.contains(Path::new("src/a_tests.rs")), "the test file is located: {:?}", g.files);
+    assert!(
+        !g.modules
+            .iter()
+            .any(|m| m.last().is_some_and(|l| l == "tests" || l == "more")),
+        "{:?}",
+        g.modules
+    );
+    assert!(
+        g.files.contains(Path::new("src/a_tests.rs")),
+        "the test file is located: {:?}",
+        g.files
+    );
 }
 
 #[test]
@@ -131,10 +162,17 @@ fn a_module_naming_its_ancestor_or_an_outside_crate_makes_no_arrow() {
 
 #[test]
 fn a_file_that_does_not_parse_or_is_missing_is_refused_by_name() {
-    let broken = read(&[("src/lib.rs", "mod a;\n"), ("src/a.rs", "fn f( {\n")]).err().expect("refused");
+    let broken = read(&[("src/lib.rs", "mod a;\n"), ("src/a.rs", "fn f( {\n")])
+        .err()
+        .expect("refused");
     assert!(broken.starts_with("src/a.rs:"), "{broken}");
-    let missing = read(&[("src/lib.rs", "mod gone;\n")]).err().expect("refused");
-    assert!(missing.starts_with("src/gone.rs: no such file"), "{missing}");
+    let missing = read(&[("src/lib.rs", "mod gone;\n")])
+        .err()
+        .expect("refused");
+    assert!(
+        missing.starts_with("src/gone.rs: no such file"),
+        "{missing}"
+    );
 }
 
 fn set(s: &str) -> BTreeSet<String> {
@@ -149,7 +187,10 @@ fn a_circle_among_modules_and_a_cycle_among_folders_are_found_with_their_arrows(
         ("src/a/mod.rs", "mod x;\nmod y;\n"),
         ("src/a/x.rs", "use crate::b::B;\n"),
         ("src/a/y.rs", "pub struct Y;\n"),
-        ("src/b.rs", "pub struct B(crate::a::y::Y);\nfn f() { crate::c::go(); }\n"),
+        (
+            "src/b.rs",
+            "pub struct B(crate::a::y::Y);\nfn f() { crate::c::go(); }\n",
+        ),
         ("src/c.rs", "pub fn go() { let _ = crate::b::B; }\n"),
     ])
     .expect("the crate reads");
@@ -158,21 +199,45 @@ fn a_circle_among_modules_and_a_cycle_among_folders_are_found_with_their_arrows(
     let folders = circles::folders(&g);
     assert_eq!(circles::components(&folders), [set("a b c")]);
     let drawn = circles::describe("folders", &folders, &circles::components(&folders));
-    assert!(drawn.contains("a -> b (a::x -> b) at src/a/x.rs:1"), "{drawn}");
-    assert!(drawn.contains("b -> a (b -> a::y) at src/b.rs:1"), "{drawn}");
+    assert!(
+        drawn.contains("a -> b (a::x -> b) at src/a/x.rs:1"),
+        "{drawn}"
+    );
+    assert!(
+        drawn.contains("b -> a (b -> a::y) at src/b.rs:1"),
+        "{drawn}"
+    );
 }
 
 #[test]
 fn the_known_list_only_shrinks() {
-    let listed = circles::known("# a comment\nmodules: a b c # trailing\nfolders: x y\n", "modules");
+    let listed = circles::known(
+        "# a comment\nmodules: a b c # trailing\nfolders: x y\n",
+        "modules",
+    );
     assert_eq!(listed, [set("a b c")]);
-    assert!(circles::ratchet("modules", &[set("a b c")], &listed).is_empty(), "the same circles pass");
+    assert!(
+        circles::ratchet("modules", &[set("a b c")], &listed).is_empty(),
+        "the same circles pass"
+    );
     let larger = circles::ratchet("modules", &[set("a b c d")], &listed);
-    assert!(larger.len() == 1 && larger[0].starts_with("new or larger modules circle `a b c d`"), "{larger:?}");
+    assert!(
+        larger.len() == 1 && larger[0].starts_with("new or larger modules circle `a b c d`"),
+        "{larger:?}"
+    );
     let new = circles::ratchet("modules", &[set("a b c"), set("e f")], &listed);
-    assert!(new.len() == 1 && new[0].starts_with("new or larger modules circle `e f`"), "{new:?}");
+    assert!(
+        new.len() == 1 && new[0].starts_with("new or larger modules circle `e f`"),
+        "{new:?}"
+    );
     let shrank = circles::ratchet("modules", &[set("a b")], &listed);
-    assert!(shrank.len() == 1 && shrank[0].starts_with("modules circle shrank to `a b`"), "{shrank:?}");
+    assert!(
+        shrank.len() == 1 && shrank[0].starts_with("modules circle shrank to `a b`"),
+        "{shrank:?}"
+    );
     let gone = circles::ratchet("modules", &[], &listed);
-    assert!(gone.len() == 1 && gone[0].starts_with("modules circle `a b c` is gone"), "{gone:?}");
+    assert!(
+        gone.len() == 1 && gone[0].starts_with("modules circle `a b c` is gone"),
+        "{gone:?}"
+    );
 }

@@ -42,11 +42,23 @@ async fn check(config: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     let path = scratch("check").join("sluice.toml");
     std::fs::write(&path, config).expect("write the config");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.args(["check", "--config"]).arg(&path).args(args).env("NO_COLOR", "1").kill_on_drop(true);
-    cmd.stdin(std::process::Stdio::null()).envs(env.iter().copied());
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.expect("sluice check ends").expect("run sluice check");
+    cmd.args(["check", "--config"])
+        .arg(&path)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    cmd.stdin(std::process::Stdio::null())
+        .envs(env.iter().copied());
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("sluice check ends")
+        .expect("run sluice check");
     let text = |b: &[u8]| strip_ansi(&String::from_utf8_lossy(b));
-    Run { code: out.status.code(), stdout: text(&out.stdout), stderr: text(&out.stderr) }
+    Run {
+        code: out.status.code(),
+        stdout: text(&out.stdout),
+        stderr: text(&out.stderr),
+    }
 }
 
 /// A state key (`ID:BASE64`, 33 bytes) whose Base64 is itself a canary.
@@ -153,29 +165,65 @@ start_ms = 5000
     let env = [
         ("CHECK_STATE_KEYS", state_key(2, "K2")),
         ("CHECK_API_KEYS", format!("{}=bob", hash("c4n4ry-apikey2"))),
-        ("CHECK_JWT_SECRET", "c4n4ry-jwt-secret-0123456789abcdef".to_owned()),
+        (
+            "CHECK_JWT_SECRET",
+            "c4n4ry-jwt-secret-0123456789abcdef".to_owned(),
+        ),
         ("CHECK_UP_TOKEN", "c4n4ry-bearer-env".to_owned()),
-        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=c4n4ry-otlp-header".to_owned()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=c4n4ry-otlp-header".to_owned(),
+        ),
     ];
-    (config, env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    (
+        config,
+        env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_prints_no_secret_from_any_place_a_config_can_hold_one_with_or_without_a_principal() {
     let (config, env) = secrets();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    for args in [&[][..], &["--principal", "alice"][..], &["--principal", "alice", "--group", "c4n4ry-group-is-no-secret"][..]] {
+    for args in [
+        &[][..],
+        &["--principal", "alice"][..],
+        &[
+            "--principal",
+            "alice",
+            "--group",
+            "c4n4ry-group-is-no-secret",
+        ][..],
+    ] {
         let run = check(&config, args, &env).await;
-        assert_eq!(run.code, Some(0), "the config is valid ({args:?}):\n{}", run.all());
+        assert_eq!(
+            run.code,
+            Some(0),
+            "the config is valid ({args:?}):\n{}",
+            run.all()
+        );
         let said = run.all().replace("c4n4ry-group-is-no-secret", "");
-        let leaked: Vec<&str> = said.split(|c: char| !(c.is_alphanumeric() || c == '-')).filter(|w| w.contains(C)).collect();
-        assert!(leaked.is_empty(), "`sluice check {args:?}` printed secrets {leaked:?}:\n{said}");
-        assert!(run.stdout.starts_with("ok: config valid, 3 upstreams (1 stdio), auth api_keys (2 principals) and jwt"), "{}", run.stdout);
+        let leaked: Vec<&str> = said
+            .split(|c: char| !(c.is_alphanumeric() || c == '-'))
+            .filter(|w| w.contains(C))
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "`sluice check {args:?}` printed secrets {leaked:?}:\n{said}"
+        );
+        assert!(
+            run.stdout.starts_with(
+                "ok: config valid, 3 upstreams (1 stdio), auth api_keys (2 principals) and jwt"
+            ),
+            "{}",
+            run.stdout
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_prints_a_config_that_loads() {
+async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_prints_a_config_that_loads(
+) {
     // A loopback gateway with two HTTP upstreams and no auth (deploy/sluice.example.toml is checked
     // by tests/replicas/deploy_docker.rs with its variables set).
     let example = LOOPBACK.to_owned();
@@ -186,32 +234,65 @@ async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_
         first,
         "ok: config valid, 2 upstreams (0 stdio), no auth (every caller is the principal \"local\"; loopback only), no warnings"
     );
-    assert!(!run.all().contains("state keys"), "a loopback gateway is not warned about its state keys:\n{}", run.all());
-    let printed = run.stdout.split_once(sluice::inspect::CONFIG_HEADER).expect("the config's header line").1;
+    assert!(
+        !run.all().contains("state keys"),
+        "a loopback gateway is not warned about its state keys:\n{}",
+        run.all()
+    );
+    let printed = run
+        .stdout
+        .split_once(sluice::inspect::CONFIG_HEADER)
+        .expect("the config's header line")
+        .1;
     let again = check(printed, &[], &[]).await;
-    assert_eq!(again.stdout.lines().next(), Some(first), "the printed config loads again:\n{}", again.all());
+    assert_eq!(
+        again.stdout.lines().next(),
+        Some(first),
+        "the printed config loads again:\n{}",
+        again.all()
+    );
 
     // Off loopback (with a credential), without keys: one warning, its consequence said once.
     let deployed = example.replace("127.0.0.1:8080", "0.0.0.0:0")
-        + &format!("\n[auth]\napi_keys = [{{ sha256 = \"{}\", principal = \"ops\" }}]\n", sluice::auth::api_keys::hash_key("k"));
+        + &format!(
+            "\n[auth]\napi_keys = [{{ sha256 = \"{}\", principal = \"ops\" }}]\n",
+            sluice::auth::api_keys::hash_key("k")
+        );
     let run = check(&deployed, &[], &[]).await;
     assert!(
         run.stdout.starts_with("ok: config valid, 2 upstreams (0 stdio), auth api_keys (1 principal), 1 warning\nwarning: no [state] keys"),
         "{}",
         run.all()
     );
-    assert_eq!(run.all().matches("a restart fails every round in progress").count(), 1, "{}", run.all());
+    assert_eq!(
+        run.all()
+            .matches("a restart fails every round in progress")
+            .count(),
+        1,
+        "{}",
+        run.all()
+    );
     let keyed = deployed + &format!("\n[state]\nkeys = [\"{}\"]\n", state_key(1, "x"));
-    assert!(check(&keyed, &[], &[])
-        .await
-        .stdout
-        .starts_with("ok: config valid, 2 upstreams (0 stdio), auth api_keys (1 principal), no warnings\n"));
+    assert!(check(&keyed, &[], &[]).await.stdout.starts_with(
+        "ok: config valid, 2 upstreams (0 stdio), auth api_keys (1 principal), no warnings\n"
+    ));
 
     // Refused: the first error is the verdict, and the exit code 2.
-    let run = check(&example.replace("http://127.0.0.1:9000/mcp", "https://u:c4n4ry-x@h/mcp"), &[], &[]).await;
+    let run = check(
+        &example.replace("http://127.0.0.1:9000/mcp", "https://u:c4n4ry-x@h/mcp"),
+        &[],
+        &[],
+    )
+    .await;
     assert_eq!(run.code, Some(2));
     let first = run.stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with("refused: ") && first.contains("expected an http:// URL") && !run.all().contains(C), "{}", run.all());
+    assert!(
+        first.starts_with("refused: ")
+            && first.contains("expected an http:// URL")
+            && !run.all().contains(C),
+        "{}",
+        run.all()
+    );
 }
 
 const LOOPBACK: &str = r#"
@@ -257,7 +338,12 @@ effect = "approve"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_principal_gives_each_tools_fate_and_warns_when_no_credential_names_the_principal() {
     let alpha = Spec::new("alpha")
-        .tools(vec![tool("search"), tool("admin_reset"), tool("rm"), destructive("drop_table").to_string()])
+        .tools(vec![
+            tool("search"),
+            tool("admin_reset"),
+            tool("rm"),
+            destructive("drop_table").to_string(),
+        ])
         .start()
         .await;
     let dir = scratch("check-fates");
@@ -299,17 +385,44 @@ async fn check_principal_gives_each_tools_fate_and_warns_when_no_credential_name
         "{}",
         mallory.all()
     );
-    assert!(mallory.stdout.contains(r#"(the API keys name ["alice", "bob"])"#), "{}", mallory.stdout);
+    assert!(
+        mallory
+            .stdout
+            .contains(r#"(the API keys name ["alice", "bob"])"#),
+        "{}",
+        mallory.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_schema_prints_the_config_files_json_schema_with_every_section() {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice")).arg("schema").output().await.expect("run sluice schema");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("schema")
+        .output()
+        .await
+        .expect("run sluice schema");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    assert_eq!(schema, sluice::config::schema(), "the library's schema, as is");
-    for section in ["listen", "limits", "timeouts", "upstream", "bridge", "state", "auth", "budget", "quota", "cluster"] {
-        assert!(schema["properties"][section]["description"].is_string(), "{section} is documented");
+    assert_eq!(
+        schema,
+        sluice::config::schema(),
+        "the library's schema, as is"
+    );
+    for section in [
+        "listen", "limits", "timeouts", "upstream", "bridge", "state", "auth", "budget", "quota",
+        "cluster",
+    ] {
+        assert!(
+            schema["properties"][section]["description"].is_string(),
+            "{section} is documented"
+        );
     }
-    assert_eq!(schema["additionalProperties"], false, "an unknown key is refused, as the loader does");
+    assert_eq!(
+        schema["additionalProperties"], false,
+        "an unknown key is refused, as the loader does"
+    );
 }

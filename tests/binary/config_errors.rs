@@ -46,7 +46,9 @@ fn refused() -> Vec<(String, &'static str)> {
 
 /// The words of `text` holding a canary.
 fn leaked(text: &str) -> Vec<&str> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_')).filter(|w| w.contains(C)).collect()
+    text.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+        .filter(|w| w.contains(C))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,18 +64,41 @@ async fn a_refused_config_is_told_where_and_why_without_the_value_it_refused() {
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .output();
-            let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("sluice ends").expect("run sluice");
-            let said = strip_ansi(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
-            assert_ne!(out.status.code(), Some(0), "`sluice {cmd}` took\n{config}\nand said:\n{said}");
-            assert!(leaked(&said).is_empty(), "`sluice {cmd}` printed {:?} of\n{config}\n{said}", leaked(&said));
-            assert!(said.contains(says), "`sluice {cmd}` does not say {says:?} of\n{config}\n{said}");
+            let out = tokio::time::timeout(Duration::from_secs(60), run)
+                .await
+                .expect("sluice ends")
+                .expect("run sluice");
+            let said = strip_ansi(&format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+            assert_ne!(
+                out.status.code(),
+                Some(0),
+                "`sluice {cmd}` took\n{config}\nand said:\n{said}"
+            );
+            assert!(
+                leaked(&said).is_empty(),
+                "`sluice {cmd}` printed {:?} of\n{config}\n{said}",
+                leaked(&said)
+            );
+            assert!(
+                said.contains(says),
+                "`sluice {cmd}` does not say {says:?} of\n{config}\n{said}"
+            );
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_reload_logs_where_and_why_without_the_value_it_refused() {
-    let s = Sluice::start(&Gateway::hostile().upstream("a", "http://127.0.0.1:9/mcp").text()).await;
+    let s = Sluice::start(
+        &Gateway::hostile()
+            .upstream("a", "http://127.0.0.1:9/mcp")
+            .text(),
+    )
+    .await;
     let mut n = 0;
     for (config, _) in refused() {
         std::fs::write(s.config_path(), &config).expect("break the config");
@@ -82,5 +107,9 @@ async fn a_failed_reload_logs_where_and_why_without_the_value_it_refused() {
         s.logged("config reload failed", n).await;
     }
     let out = s.output();
-    assert!(leaked(&out).is_empty(), "the reload log printed {:?}:\n{out}", leaked(&out));
+    assert!(
+        leaked(&out).is_empty(),
+        "the reload log printed {:?}:\n{out}",
+        leaked(&out)
+    );
 }

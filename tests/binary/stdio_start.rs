@@ -65,28 +65,49 @@ fn sluice_env() -> Vec<(&'static str, String)> {
         ("SLUICE_TEST_STATE_KEYS", STATE_KEY.into()),
         ("SLUICE_TEST_API_KEYS", format!("{hash}=alice")),
         ("SLUICE_TEST_WEB_TOKEN", "web-token-secret".into()),
-        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=otlp-secret".into()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=otlp-secret".into(),
+        ),
         ("SLUICE_TEST_PLAIN", "plain".into()),
         ("AWS_SECRET_ACCESS_KEY", "not-asked-for".into()),
     ]
 }
 
 /// Sluice's secrets in [`sluice_env`]: named by its config, or its OTLP exporter's.
-const SECRETS: [&str; 4] = ["SLUICE_TEST_STATE_KEYS", "SLUICE_TEST_API_KEYS", "SLUICE_TEST_WEB_TOKEN", "OTEL_EXPORTER_OTLP_HEADERS"];
+const SECRETS: [&str; 4] = [
+    "SLUICE_TEST_STATE_KEYS",
+    "SLUICE_TEST_API_KEYS",
+    "SLUICE_TEST_WEB_TOKEN",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+];
 
 /// A command that writes its environment to `dump`, then serves (tests/peers/hostile_stdio.py,
 /// in a mode with no hostile behaviour), as a TOML array.
 fn env_printer(dump: &Path) -> String {
-    let server = format!("exec python3 {} ok {}.marker", script("hostile_stdio.py").display(), dump.display());
-    format!("[\"sh\", \"-c\", {:?}, {:?}]", format!("env > \"$0\"; {server}"), dump.display().to_string())
+    let server = format!(
+        "exec python3 {} ok {}.marker",
+        script("hostile_stdio.py").display(),
+        dump.display()
+    );
+    format!(
+        "[\"sh\", \"-c\", {:?}, {:?}]",
+        format!("env > \"$0\"; {server}"),
+        dump.display().to_string()
+    )
 }
 
 /// The environment `dump` holds, once the child wrote it; `PWD` (which `sh` sets) left out.
 async fn dumped(dump: &Path) -> BTreeMap<String, String> {
-    crate::support::eventually(&format!("{} written", dump.display()), || std::fs::read_to_string(dump).is_ok_and(|t| t.contains("PATH=")))
-        .await;
+    crate::support::eventually(&format!("{} written", dump.display()), || {
+        std::fs::read_to_string(dump).is_ok_and(|t| t.contains("PATH="))
+    })
+    .await;
     let text = std::fs::read_to_string(dump).expect("the environment dump");
-    let vars = text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let vars = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
     vars.filter(|(k, _)| k != "PWD").collect()
 }
 
@@ -109,7 +130,8 @@ fn env(extra: &[(&str, &str)]) -> Env {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stdio_server_inherits_the_proxy_ca_and_package_runner_settings_and_never_sluices_secrets() {
+async fn a_stdio_server_inherits_the_proxy_ca_and_package_runner_settings_and_never_sluices_secrets(
+) {
     let dir = scratch("stdio-env");
     let (full, bare) = (dir.join("full.env"), dir.join("bare.env"));
     let config = format!(
@@ -152,26 +174,59 @@ inherit = ["UV_*", "NODE_EXTRA_CA_CERTS"]
     // `SLUICE_TEST_*` matches three of them.
     let got = dumped(&full).await;
     for secret in SECRETS {
-        assert!(!got.contains_key(secret), "{secret} reached the server: {:?}", got.keys());
+        assert!(
+            !got.contains_key(secret),
+            "{secret} reached the server: {:?}",
+            got.keys()
+        );
     }
-    for name in ["HTTPS_PROXY", "http_proxy", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE"]
-        .into_iter()
-        .chain(["npm_config_cafile", "PIP_INDEX_URL", "UV_CACHE_DIR", "SLUICE_TEST_PLAIN"])
-    {
+    for name in [
+        "HTTPS_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "REQUESTS_CA_BUNDLE",
+    ]
+    .into_iter()
+    .chain([
+        "npm_config_cafile",
+        "PIP_INDEX_URL",
+        "UV_CACHE_DIR",
+        "SLUICE_TEST_PLAIN",
+    ]) {
         assert_eq!(got.get(name), given.get(name), "{name} in {:?}", got.keys());
     }
-    let expected =
-        |k: &str| BASE.contains(&k) || NETWORK.contains(&k) || PREFIXES.iter().any(|p| k.starts_with(p)) || k == "SLUICE_TEST_PLAIN";
+    let expected = |k: &str| {
+        BASE.contains(&k)
+            || NETWORK.contains(&k)
+            || PREFIXES.iter().any(|p| k.starts_with(p))
+            || k == "SLUICE_TEST_PLAIN"
+    };
     let unexpected: Vec<&String> = got.keys().filter(|k| !expected(k)).collect();
-    assert!(unexpected.is_empty(), "names the server should not have: {unexpected:?}");
+    assert!(
+        unexpected.is_empty(),
+        "names the server should not have: {unexpected:?}"
+    );
 
     // inherit_env = false: the base and what `inherit` names, nothing else.
     let got = dumped(&bare).await;
-    let unexpected: Vec<&String> =
-        got.keys().filter(|k| !BASE.contains(&k.as_str()) && !k.starts_with("UV_") && *k != "NODE_EXTRA_CA_CERTS").collect();
-    assert!(unexpected.is_empty(), "inherit_env = false passed {unexpected:?}");
+    let unexpected: Vec<&String> = got
+        .keys()
+        .filter(|k| {
+            !BASE.contains(&k.as_str()) && !k.starts_with("UV_") && *k != "NODE_EXTRA_CA_CERTS"
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "inherit_env = false passed {unexpected:?}"
+    );
     assert_eq!(got.get("UV_CACHE_DIR"), given.get("UV_CACHE_DIR"));
-    assert_eq!(got.get("NODE_EXTRA_CA_CERTS"), given.get("NODE_EXTRA_CA_CERTS"));
+    assert_eq!(
+        got.get("NODE_EXTRA_CA_CERTS"),
+        given.get("NODE_EXTRA_CA_CERTS")
+    );
     assert!(got.contains_key("PATH"), "{:?}", got.keys());
     drop(sluice);
 }
@@ -181,7 +236,11 @@ async fn the_quick_form_passes_variables_with_env_and_never_a_secret() {
     let dir = scratch("stdio-env-flag");
     let (one, two) = (dir.join("one.env"), dir.join("two.env"));
     let quick = |dump: &Path| {
-        let server = format!("exec python3 {} ok {}.marker", script("hostile_stdio.py").display(), dump.display());
+        let server = format!(
+            "exec python3 {} ok {}.marker",
+            script("hostile_stdio.py").display(),
+            dump.display()
+        );
         format!("stdio:sh -c 'env > \"$0\"; {server}' {}", dump.display())
     };
     let config = "listen = \"127.0.0.1:0\"\nprefix = \"always\"\n";
@@ -199,26 +258,59 @@ async fn the_quick_form_passes_variables_with_env_and_never_a_secret() {
     ]
     .into();
     let env = env(&[("COPIED", "from-sluice"), ("NOT_COPIED", "stays")]);
-    let sluice = Sluice::spawn_with(config, &env, &args).await.unwrap_or_else(|e| panic!("exit {:?}:\n{}", e.code, e.output));
+    let sluice = Sluice::spawn_with(config, &env, &args)
+        .await
+        .unwrap_or_else(|e| panic!("exit {:?}:\n{}", e.code, e.output));
     sluice.ready().await;
     let (one, two) = (dumped(&one).await, dumped(&two).await);
     for got in [&one, &two] {
-        assert_eq!(got.get("GIVEN").map(String::as_str), Some("a value with spaces"), "{got:?}");
-        assert_eq!(got.get("COPIED").map(String::as_str), Some("from-sluice"), "{got:?}");
+        assert_eq!(
+            got.get("GIVEN").map(String::as_str),
+            Some("a value with spaces"),
+            "{got:?}"
+        );
+        assert_eq!(
+            got.get("COPIED").map(String::as_str),
+            Some("from-sluice"),
+            "{got:?}"
+        );
         assert!(!got.contains_key("NOT_COPIED"), "{got:?}");
-        assert_eq!(got.get("HTTPS_PROXY").map(String::as_str), Some("http://proxy.corp.invalid:3128"), "the quick form inherits too");
+        assert_eq!(
+            got.get("HTTPS_PROXY").map(String::as_str),
+            Some("http://proxy.corp.invalid:3128"),
+            "the quick form inherits too"
+        );
     }
     assert_eq!(one.get("ONLY_ONE").map(String::as_str), Some("1"));
-    assert!(!two.contains_key("ONLY_ONE"), "one:NAME is for upstream one only: {two:?}");
+    assert!(
+        !two.contains_key("ONLY_ONE"),
+        "one:NAME is for upstream one only: {two:?}"
+    );
     drop(sluice);
 
     // Copying one of Sluice's own secrets is refused before anything starts, naming the key.
     let config = "listen = \"127.0.0.1:0\"\n[state]\nkey_env = \"SLUICE_TEST_STATE_KEYS\"\n";
-    let args = ["--upstream".to_owned(), format!("one={}", quick(&dir.join("three.env"))), "--env".into(), "SLUICE_TEST_STATE_KEYS".into()];
-    let exited = Sluice::spawn_with(config, &env, &args).await.err().expect("refused");
+    let args = [
+        "--upstream".to_owned(),
+        format!("one={}", quick(&dir.join("three.env"))),
+        "--env".into(),
+        "SLUICE_TEST_STATE_KEYS".into(),
+    ];
+    let exited = Sluice::spawn_with(config, &env, &args)
+        .await
+        .err()
+        .expect("refused");
     assert_eq!(exited.code, Some(2), "{}", exited.output);
-    assert!(exited.output.contains("SLUICE_TEST_STATE_KEYS") && exited.output.contains("state.key_env"), "{}", exited.output);
-    assert!(!exited.output.contains(STATE_KEY), "the secret's value was printed: {}", exited.output);
+    assert!(
+        exited.output.contains("SLUICE_TEST_STATE_KEYS") && exited.output.contains("state.key_env"),
+        "{}",
+        exited.output
+    );
+    assert!(
+        !exited.output.contains(STATE_KEY),
+        "the secret's value was printed: {}",
+        exited.output
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,20 +323,42 @@ async fn a_start_that_fails_logs_the_last_stderr_lines_escaped_and_bounded() {
     let sluice = Sluice::start_env(&config, &env(&[])).await;
     sluice.logged("a stdio server did not start", 1).await;
     let out = sluice.output();
-    let line = out.lines().find(|l| l.contains("a stdio server did not start")).expect("the line").to_owned();
-    assert!(line.contains("upstream=boot") || line.contains("upstream=\"boot\""), "{line}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("a stdio server did not start"))
+        .expect("the line")
+        .to_owned();
+    assert!(
+        line.contains("upstream=boot") || line.contains("upstream=\"boot\""),
+        "{line}"
+    );
     // The last 20 lines: 11 to 29, then the BEL line, its byte escaped.
-    assert!(line.contains("boot-line-11;") && line.contains("boot-line-29;"), "{line}");
-    assert!(!line.contains("boot-line-10;"), "more than the last 20 lines: {line}");
-    assert!(line.contains(r"bell\u{7};"), "the BEL byte is escaped: {line}");
-    assert!(!out.contains('\u{7}'), "a raw control byte of the server's reached the log");
+    assert!(
+        line.contains("boot-line-11;") && line.contains("boot-line-29;"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("boot-line-10;"),
+        "more than the last 20 lines: {line}"
+    );
+    assert!(
+        line.contains(r"bell\u{7};"),
+        "the BEL byte is escaped: {line}"
+    );
+    assert!(
+        !out.contains('\u{7}'),
+        "a raw control byte of the server's reached the log"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_server_writes_to_stderr_after_its_handshake_never_reaches_the_log() {
     let marker = scratch("stdio-talk").join("talk");
-    let cmd =
-        format!("[\"python3\", {:?}, \"talk\", {:?}]", script("hostile_stdio.py").display().to_string(), marker.display().to_string());
+    let cmd = format!(
+        "[\"python3\", {:?}, \"talk\", {:?}]",
+        script("hostile_stdio.py").display().to_string(),
+        marker.display().to_string()
+    );
     let config = format!(
         "listen = \"127.0.0.1:0\"\nprefix = \"always\"\n\n[[upstream]]\nname = \"talk\"\ncommand = {cmd}\nera = \"2025-11-25\"\nspare_processes = 0\n"
     );
@@ -257,7 +371,16 @@ async fn what_a_server_writes_to_stderr_after_its_handshake_never_reaches_the_lo
     let _ = call.send(&http(), &sluice.url(), json!({})).await;
     sluice.logged("a stdio server did not start", 1).await;
     let out = sluice.output();
-    assert!(out.contains("boot-3;"), "the failed start's line is logged: {out}");
-    assert!(!out.contains("AFTER-HANDSHAKE"), "a line written after the handshake reached the log");
-    assert!(!out.contains("before-2"), "the lines of a start that succeeded reached the log");
+    assert!(
+        out.contains("boot-3;"),
+        "the failed start's line is logged: {out}"
+    );
+    assert!(
+        !out.contains("AFTER-HANDSHAKE"),
+        "a line written after the handshake reached the log"
+    );
+    assert!(
+        !out.contains("before-2"),
+        "the lines of a start that succeeded reached the log"
+    );
 }

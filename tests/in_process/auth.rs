@@ -12,13 +12,19 @@ use crate::support::gateway::{strings, ApiKey, Gateway, Upstream};
 const ALICE_KEY: &str = "alice-secret-key-0123456789";
 const BOB_KEY: &str = "bob-secret-key-9876543210";
 
-async fn gateway(extra: impl FnOnce(Gateway) -> Gateway) -> (sluice::Running, sluice::demo::upstream::DemoUpstream) {
+async fn gateway(
+    extra: impl FnOnce(Gateway) -> Gateway,
+) -> (sluice::Running, sluice::demo::upstream::DemoUpstream) {
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let up = sluice::demo::upstream::start("alpha", any).await.unwrap();
     let g = Gateway::new()
         .named("test")
         .set("auth", "resource", "http://gw.test/mcp")
-        .set("auth", "authorization_servers", strings(&["https://auth.test"]))
+        .set(
+            "auth",
+            "authorization_servers",
+            strings(&["https://auth.test"]),
+        )
         .api_key(ApiKey::new(ALICE_KEY, "alice").scopes(&["mcp"]))
         .api_key(ApiKey::new(BOB_KEY, "bob"))
         .upstream_spec(Upstream::new("alpha", &up.url()).key("required_scopes", strings(&["mcp"])));
@@ -52,12 +58,30 @@ async fn a_request_without_credentials_gets_401_with_the_resource_metadata_chall
     let r = post(&gw.url(), None, &call(1, "add")).await;
     assert_eq!(r.status(), 401);
     let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
-    assert_eq!(challenge, "Bearer resource_metadata=\"http://gw.test/.well-known/oauth-protected-resource/mcp\"");
-    let meta: Value =
-        reqwest::get(format!("http://{}/.well-known/oauth-protected-resource/mcp", gw.addr)).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        challenge,
+        "Bearer resource_metadata=\"http://gw.test/.well-known/oauth-protected-resource/mcp\""
+    );
+    let meta: Value = reqwest::get(format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        gw.addr
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(meta["resource"], "http://gw.test/mcp");
     assert_eq!(meta["authorization_servers"], json!(["https://auth.test"]));
-    let root: Value = reqwest::get(format!("http://{}/.well-known/oauth-protected-resource", gw.addr)).await.unwrap().json().await.unwrap();
+    let root: Value = reqwest::get(format!(
+        "http://{}/.well-known/oauth-protected-resource",
+        gw.addr
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(root, meta);
     gw.stop().await;
 }
@@ -67,7 +91,10 @@ async fn an_unknown_api_key_gets_401_invalid_token() {
     let (gw, _up) = gateway(|g| g).await;
     let r = post(&gw.url(), Some("nope"), &call(1, "add")).await;
     assert_eq!(r.status(), 401);
-    assert!(r.headers()["www-authenticate"].to_str().unwrap().contains("error=\"invalid_token\""));
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("error=\"invalid_token\""));
     gw.stop().await;
 }
 
@@ -81,9 +108,15 @@ async fn an_api_key_principal_with_the_upstream_scope_is_served_and_one_without_
     let r = post(&gw.url(), Some(BOB_KEY), &call(2, "add")).await;
     assert_eq!(r.status(), 403);
     let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
-    assert!(challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"mcp\""), "{challenge}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"mcp\""),
+        "{challenge}"
+    );
     let v: Value = r.json().await.unwrap();
-    assert_eq!((v["id"].as_u64(), v["error"]["code"].as_i64()), (Some(2), Some(-31003)));
+    assert_eq!(
+        (v["id"].as_u64(), v["error"]["code"].as_i64()),
+        (Some(2), Some(-31003))
+    );
     gw.stop().await;
 }
 
@@ -97,7 +130,9 @@ async fn the_clients_token_never_reaches_the_upstream() {
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         loop {
-            let Ok((mut s, _)) = listener.accept().await else { return };
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
             let seen = seen2.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 65536];
@@ -133,12 +168,19 @@ async fn the_clients_token_never_reaches_the_upstream() {
     assert!(seen.contains("tools/call"));
     assert!(!seen.contains(ALICE_KEY), "the client's key went upstream");
     assert!(!seen.to_ascii_lowercase().contains("authorization:"));
-    assert!(seen.to_ascii_lowercase().contains("x-upstream-key: upstream-cred"));
+    assert!(seen
+        .to_ascii_lowercase()
+        .contains("x-upstream-key: upstream-cred"));
     gw.stop().await;
 }
 
 fn jwt(claims: Value) -> String {
-    encode(&Header::default(), &claims, &EncodingKey::from_secret(b"0123456789abcdef0123456789abcdef").unwrap()).unwrap()
+    encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(b"0123456789abcdef0123456789abcdef").unwrap(),
+    )
+    .unwrap()
 }
 
 #[tokio::test]
@@ -148,39 +190,72 @@ async fn jwt_bearer_tokens_are_checked_for_issuer_audience_and_expiry() {
     let secret = dir.join("jwt.secret");
     std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
     let jwt_cfg = |g: Gateway| {
-        g.set("auth.jwt", "issuer", "https://auth.test").set("auth.jwt", "hs256_secret_file", secret.display().to_string()).set(
-            "auth.jwt",
-            "leeway_ms",
-            1000,
-        )
+        g.set("auth.jwt", "issuer", "https://auth.test")
+            .set(
+                "auth.jwt",
+                "hs256_secret_file",
+                secret.display().to_string(),
+            )
+            .set("auth.jwt", "leeway_ms", 1000)
     };
     let (gw, _up) = gateway(jwt_cfg).await;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let good = jwt(json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://gw.test/mcp", "exp": now + 60, "scope": "mcp"}));
-    assert_eq!(post(&gw.url(), Some(&good), &call(1, "add")).await.status(), 200);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let good = jwt(
+        json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://gw.test/mcp", "exp": now + 60, "scope": "mcp"}),
+    );
+    assert_eq!(
+        post(&gw.url(), Some(&good), &call(1, "add")).await.status(),
+        200
+    );
     for (why, token) in [
         (
             "wrong audience",
-            jwt(json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://other/mcp", "exp": now + 60, "scope": "mcp"})),
+            jwt(
+                json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://other/mcp", "exp": now + 60, "scope": "mcp"}),
+            ),
         ),
         (
             "expired",
-            jwt(json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://gw.test/mcp", "exp": now - 120, "scope": "mcp"})),
+            jwt(
+                json!({"sub": "carol", "iss": "https://auth.test", "aud": "http://gw.test/mcp", "exp": now - 120, "scope": "mcp"}),
+            ),
         ),
-        ("wrong issuer", jwt(json!({"sub": "carol", "iss": "https://evil.test", "aud": "http://gw.test/mcp", "exp": now + 60}))),
+        (
+            "wrong issuer",
+            jwt(
+                json!({"sub": "carol", "iss": "https://evil.test", "aud": "http://gw.test/mcp", "exp": now + 60}),
+            ),
+        ),
     ] {
         let r = post(&gw.url(), Some(&token), &call(2, "add")).await;
         assert_eq!(r.status(), 401, "{why}");
         let challenge = r.headers()["www-authenticate"].to_str().unwrap();
-        assert!(challenge.contains("resource_metadata=\"http://gw.test/.well-known/oauth-protected-resource/mcp\""), "{why}: {challenge}");
+        assert!(
+            challenge.contains(
+                "resource_metadata=\"http://gw.test/.well-known/oauth-protected-resource/mcp\""
+            ),
+            "{why}: {challenge}"
+        );
     }
     gw.stop().await;
 }
 
 #[test]
 fn auth_none_is_refused_on_a_non_loopback_listener() {
-    let err = Config::from_toml("listen = \"0.0.0.0:8080\"\n", "sluice.toml", &Overrides::default()).unwrap_err().0;
-    assert!(err.contains("not loopback") && err.contains("[auth]"), "{err}");
+    let err = Config::from_toml(
+        "listen = \"0.0.0.0:8080\"\n",
+        "sluice.toml",
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .0;
+    assert!(
+        err.contains("not loopback") && err.contains("[auth]"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -199,16 +274,32 @@ async fn with_api_keys_only_nothing_advertises_oauth() {
         let r = post(&gw.url(), token, &call(1, "add")).await;
         assert_eq!(r.status(), 401);
         let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
-        assert!(challenge.starts_with("Bearer ") && challenge.contains("realm=\"sluice\""), "{challenge}");
+        assert!(
+            challenge.starts_with("Bearer ") && challenge.contains("realm=\"sluice\""),
+            "{challenge}"
+        );
         assert!(!challenge.contains("resource_metadata"), "{challenge}");
     }
-    let paths =
-        ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"];
-    for path in paths.into_iter().chain(["/register", "/.well-known/openid-configuration"]) {
-        let r = reqwest::get(format!("http://{}{path}", gw.addr)).await.unwrap();
+    let paths = [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+    ];
+    for path in paths
+        .into_iter()
+        .chain(["/register", "/.well-known/openid-configuration"])
+    {
+        let r = reqwest::get(format!("http://{}{path}", gw.addr))
+            .await
+            .unwrap();
         assert_eq!(r.status(), 404, "{path}");
         assert!(r.text().await.unwrap().contains("API key"), "{path}");
     }
-    assert_eq!(post(&gw.url(), Some(ALICE_KEY), &call(2, "add")).await.status(), 200);
+    assert_eq!(
+        post(&gw.url(), Some(ALICE_KEY), &call(2, "add"))
+            .await
+            .status(),
+        200
+    );
     gw.stop().await;
 }

@@ -34,7 +34,15 @@ fn methods(events: &[Value]) -> Vec<String> {
         .map(|e| {
             e["method"]
                 .as_str()
-                .map(|m| format!("{m}{}", e["params"]["level"].as_str().map(|l| format!(":{l}")).unwrap_or_default()))
+                .map(|m| {
+                    format!(
+                        "{m}{}",
+                        e["params"]["level"]
+                            .as_str()
+                            .map(|l| format!(":{l}"))
+                            .unwrap_or_default()
+                    )
+                })
                 .unwrap_or_else(|| "result".into())
         })
         .collect()
@@ -42,14 +50,34 @@ fn methods(events: &[Value]) -> Vec<String> {
 
 #[tokio::test]
 async fn progress_is_relayed_over_sse_with_the_token_unchanged() {
-    let a = sluice::demo::upstream::start("pa", ([127, 0, 0, 1], 0).into()).await.unwrap();
-    let b = sluice::demo::upstream::start("pb", ([127, 0, 0, 1], 0).into()).await.unwrap();
-    let s = Gateway::e2e().upstream("pa", &a.url()).upstream("pb", &b.url()).start().await;
+    let a = sluice::demo::upstream::start("pa", ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let b = sluice::demo::upstream::start("pb", ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let s = Gateway::e2e()
+        .upstream("pa", &a.url())
+        .upstream("pb", &b.url())
+        .start()
+        .await;
     for token in [json!("tok-ä-1"), json!(12345), json!(0)] {
-        let r = call("pb__progress", json!({})).id(json!("pr")).meta(with_meta(json!({"progressToken": token}))).send(&s.url()).await;
+        let r = call("pb__progress", json!({}))
+            .id(json!("pr"))
+            .meta(with_meta(json!({"progressToken": token})))
+            .send(&s.url())
+            .await;
         assert_eq!((r.status, r.header("x-accel-buffering")), (200, Some("no")));
         let ev = r.events();
-        assert_eq!(methods(&ev), ["notifications/progress", "notifications/progress", "notifications/progress", "result"]);
+        assert_eq!(
+            methods(&ev),
+            [
+                "notifications/progress",
+                "notifications/progress",
+                "notifications/progress",
+                "result"
+            ]
+        );
         for (i, e) in ev[..3].iter().enumerate() {
             assert_eq!(e["params"]["progressToken"], token, "token unchanged: {e}");
             assert_eq!(e["params"]["progress"], i as u64 + 1);
@@ -82,11 +110,32 @@ async fn log_messages_are_relayed_only_when_asked_and_at_or_above_the_level() {
     let m = chatty().start().await;
     let s = Gateway::e2e().upstream("chatty", &m.url()).start().await;
     let ask = |extra: Value| call("echo", json!({})).meta(with_meta(extra));
-    let ev = ask(json!({"progressToken": "t"})).send(&s.url()).await.events();
-    assert_eq!(methods(&ev), ["notifications/progress", "result"], "no logLevel, no log messages");
-    let ev = ask(json!({"progressToken": "t", "io.modelcontextprotocol/logLevel": "warning"})).send(&s.url()).await.events();
-    assert_eq!(methods(&ev), ["notifications/progress", "notifications/message:warning", "notifications/message:error", "result"]);
-    let ev = ask(json!({"io.modelcontextprotocol/logLevel": "debug"})).send(&s.url()).await.events();
+    let ev = ask(json!({"progressToken": "t"}))
+        .send(&s.url())
+        .await
+        .events();
+    assert_eq!(
+        methods(&ev),
+        ["notifications/progress", "result"],
+        "no logLevel, no log messages"
+    );
+    let ev = ask(json!({"progressToken": "t", "io.modelcontextprotocol/logLevel": "warning"}))
+        .send(&s.url())
+        .await
+        .events();
+    assert_eq!(
+        methods(&ev),
+        [
+            "notifications/progress",
+            "notifications/message:warning",
+            "notifications/message:error",
+            "result"
+        ]
+    );
+    let ev = ask(json!({"io.modelcontextprotocol/logLevel": "debug"}))
+        .send(&s.url())
+        .await
+        .events();
     assert_eq!(
         methods(&ev),
         [
@@ -98,8 +147,14 @@ async fn log_messages_are_relayed_only_when_asked_and_at_or_above_the_level() {
         ]
     );
     assert_eq!(ev[0]["params"]["data"], "debug line");
-    let ev = ask(json!({"io.modelcontextprotocol/logLevel": "emergency"})).send(&s.url()).await;
-    assert_eq!(ev.header("content-type"), Some("application/json"), "nothing to relay: the answer is plain JSON");
+    let ev = ask(json!({"io.modelcontextprotocol/logLevel": "emergency"}))
+        .send(&s.url())
+        .await;
+    assert_eq!(
+        ev.header("content-type"),
+        Some("application/json"),
+        "nothing to relay: the answer is plain JSON"
+    );
     ev.result(&json!(1));
 }
 
@@ -150,9 +205,16 @@ async fn upstream_errors_keep_the_status_their_code_fixes() {
     ];
     for (name, status, code) in cases {
         let id = json!(format!("id-{name}"));
-        let e = call(name, json!({})).id(id.clone()).send(&s.url()).await.error(status, code, &id);
+        let e = call(name, json!({}))
+            .id(id.clone())
+            .send(&s.url())
+            .await
+            .error(status, code, &id);
         if code == -32021 {
-            assert_eq!(e["data"], json!({"requiredCapabilities": {"elicitation": {}}}));
+            assert_eq!(
+                e["data"],
+                json!({"requiredCapabilities": {"elicitation": {}}})
+            );
         }
     }
 }
@@ -168,9 +230,20 @@ async fn retired_and_undefined_upstream_codes_are_mapped() {
         .start()
         .await;
     let s = Gateway::e2e().upstream("retired", &m.url()).start().await;
-    let e = Req::new("resources/read").params(json!({"uri": "mock://retired/doc"})).send(&s.url()).await;
+    let e = Req::new("resources/read")
+        .params(json!({"uri": "mock://retired/doc"}))
+        .send(&s.url())
+        .await;
     let v = e.json();
-    assert_eq!((v["error"]["code"].as_i64(), v["error"]["data"]["uri"].as_str()), (Some(-32602), Some("mock://retired/doc")), "{}", e.text);
+    assert_eq!(
+        (
+            v["error"]["code"].as_i64(),
+            v["error"]["data"]["uri"].as_str()
+        ),
+        (Some(-32602), Some("mock://retired/doc")),
+        "{}",
+        e.text
+    );
     let e = call("echo", json!({})).send(&s.url()).await;
     assert_eq!(e.json()["error"]["code"], -32603, "{}", e.text);
 }
@@ -191,49 +264,100 @@ fn asker() -> Spec {
 }
 
 #[tokio::test]
-async fn input_required_rounds_are_sealed_by_sluice_and_the_upstream_state_goes_back_byte_for_byte() {
+async fn input_required_rounds_are_sealed_by_sluice_and_the_upstream_state_goes_back_byte_for_byte()
+{
     let m = asker().start().await;
     let other = Spec::new("bystander").start().await;
-    let s = Gateway::e2e().upstream("asker", &m.url()).upstream("bystander", &other.url()).start().await;
-    let caps = with_meta(json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}));
-    let r = call("asker__echo", json!({"x": 1})).id(json!("round-1")).meta(caps.clone()).send(&s.url()).await.result(&json!("round-1"));
+    let s = Gateway::e2e()
+        .upstream("asker", &m.url())
+        .upstream("bystander", &other.url())
+        .start()
+        .await;
+    let caps = with_meta(
+        json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}),
+    );
+    let r = call("asker__echo", json!({"x": 1}))
+        .id(json!("round-1"))
+        .meta(caps.clone())
+        .send(&s.url())
+        .await
+        .result(&json!("round-1"));
     assert_eq!(r["resultType"], "input_required");
     // Sluice's own sealed state replaces the upstream's, which it carries.
-    let token = r["requestState"].as_str().expect("a requestState").to_owned();
+    let token = r["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_owned();
     assert_ne!(token, "opaque+/=state.v1");
     assert_eq!(r["inputRequests"]["q1"]["params"]["message"], "Which city?");
-    assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "no cache hints on input_required: {r}");
+    assert!(
+        r.get("ttlMs").is_none() && r.get("cacheScope").is_none(),
+        "no cache hints on input_required: {r}"
+    );
     // The retry: a new id, the same params plus inputResponses and Sluice's requestState.
     let responses = r#"{"q1":{"action":"accept","content":{"city":"Zürich","n":1.50}}}"#;
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":"round-2","method":"tools/call","params":{{"name":"asker__echo","arguments":{{"x":1}},"inputResponses":{responses},"requestState":"{token}","_meta":{caps}}}}}"#
     );
-    let r = call("asker__echo", json!({})).id(json!("round-2")).raw_body(body.clone()).send(&s.url()).await.result(&json!("round-2"));
-    assert_eq!(r["content"][0]["text"], "state=\"opaque+/=state.v1\" city=\"Zürich\"");
+    let r = call("asker__echo", json!({}))
+        .id(json!("round-2"))
+        .raw_body(body.clone())
+        .send(&s.url())
+        .await
+        .result(&json!("round-2"));
+    assert_eq!(
+        r["content"][0]["text"],
+        "state=\"opaque+/=state.v1\" city=\"Zürich\""
+    );
     let retry = m.last("tools/call");
     assert_eq!(retry.id, "round-2");
     assert!(
-        retry.body.contains(&format!(r#""inputResponses":{responses},"requestState":"opaque+/=state.v1""#)),
+        retry.body.contains(&format!(
+            r#""inputResponses":{responses},"requestState":"opaque+/=state.v1""#
+        )),
         "the upstream's state did not go back byte for byte: {}",
         retry.body
     );
     assert_eq!(retry.params["name"], "echo");
     // The state is bound to the request: other arguments fail the check.
     let changed = body.replace(r#""arguments":{"x":1}"#, r#""arguments":{"x":2}"#);
-    let e = call("asker__echo", json!({})).id(json!("round-3")).raw_body(changed).send(&s.url()).await;
-    assert_eq!((e.status, e.json()["error"]["data"]["reason"].as_str()), (400, Some("request_changed")), "{}", e.text);
+    let e = call("asker__echo", json!({}))
+        .id(json!("round-3"))
+        .raw_body(changed)
+        .send(&s.url())
+        .await;
+    assert_eq!(
+        (e.status, e.json()["error"]["data"]["reason"].as_str()),
+        (400, Some("request_changed")),
+        "{}",
+        e.text
+    );
 }
 
 #[tokio::test]
 async fn input_required_from_resources_read_gets_no_cache_hints() {
     let m = Spec::new("readask")
-        .on(|seen| (seen.method == "resources/read").then(|| ok(&seen.id, json!({"resultType": "input_required", "requestState": "s"}))))
+        .on(|seen| {
+            (seen.method == "resources/read").then(|| {
+                ok(
+                    &seen.id,
+                    json!({"resultType": "input_required", "requestState": "s"}),
+                )
+            })
+        })
         .start()
         .await;
     let s = Gateway::e2e().upstream("readask", &m.url()).start().await;
-    let r = Req::new("resources/read").params(json!({"uri": "mock://readask/doc"})).send(&s.url()).await.result(&json!(1));
+    let r = Req::new("resources/read")
+        .params(json!({"uri": "mock://readask/doc"}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     assert_eq!(r["resultType"], "input_required");
-    assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "{r}");
+    assert!(
+        r.get("ttlMs").is_none() && r.get("cacheScope").is_none(),
+        "{r}"
+    );
 }
 
 #[tokio::test]
@@ -248,46 +372,99 @@ async fn an_upstream_result_without_result_type_or_cache_hints_gets_them() {
         .start()
         .await;
     let s = Gateway::e2e().upstream("sloppy", &m.url()).start().await;
-    let r = call("echo", json!({})).send(&s.url()).await.result(&json!(1));
+    let r = call("echo", json!({}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     assert_eq!(r["resultType"], "complete");
-    assert_eq!(r["_meta"]["com.example/trace"], 1, "other _meta members are kept");
-    assert!(r.get("ttlMs").is_none(), "tools/call results are not cacheable: {r}");
-    let r = Req::new("resources/read").params(json!({"uri": "mock://sloppy/doc"})).send(&s.url()).await.result(&json!(1));
     assert_eq!(
-        (r["resultType"].as_str(), r["ttlMs"].as_u64(), r["cacheScope"].as_str()),
+        r["_meta"]["com.example/trace"], 1,
+        "other _meta members are kept"
+    );
+    assert!(
+        r.get("ttlMs").is_none(),
+        "tools/call results are not cacheable: {r}"
+    );
+    let r = Req::new("resources/read")
+        .params(json!({"uri": "mock://sloppy/doc"}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
+    assert_eq!(
+        (
+            r["resultType"].as_str(),
+            r["ttlMs"].as_u64(),
+            r["cacheScope"].as_str()
+        ),
         (Some("complete"), Some(0), Some("private")),
         "{r}"
     );
-    let r = Req::new("prompts/get").params(json!({"name": "greet"})).send(&s.url()).await.result(&json!(1));
+    let r = Req::new("prompts/get")
+        .params(json!({"name": "greet"}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     assert_eq!(r["resultType"], "complete");
 }
 
 #[tokio::test]
 async fn mirrored_headers_reach_the_upstream_with_its_own_host_and_nothing_else_of_the_client() {
     let schema = json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
-    let m = Spec::new("mirror").tools(vec![json!({"name": "locate", "inputSchema": schema}).to_string()]).start().await;
+    let m = Spec::new("mirror")
+        .tools(vec![
+            json!({"name": "locate", "inputSchema": schema}).to_string()
+        ])
+        .start()
+        .await;
     let other = Spec::new("mirror-b").start().await;
-    let s = Gateway::e2e().upstream("mirror", &m.url()).upstream("mirror-b", &other.url()).start().await;
+    let s = Gateway::e2e()
+        .upstream("mirror", &m.url())
+        .upstream("mirror-b", &other.url())
+        .start()
+        .await;
     let r = call("mirror__locate", json!({"region": "Zürich"}))
         .header("mcp-param-region", &sluice::mcp::headers::encode("Zürich"))
         .header("mcp-param-unknown", "=?base64?kept as is")
-        .header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
         .header("authorization", "Bearer client-token")
         .header("cookie", "sid=1")
         .header("mcp-session-id", "legacy-session");
     r.send(&s.url()).await.result(&json!(1));
     let seen = m.last("tools/call");
-    assert_eq!(seen.header("host"), Some(m.addr.to_string().as_str()), "the upstream's own Host");
+    assert_eq!(
+        seen.header("host"),
+        Some(m.addr.to_string().as_str()),
+        "the upstream's own Host"
+    );
     assert_eq!(seen.header("mcp-protocol-version"), Some(V));
     assert_eq!(seen.header("mcp-method"), Some("tools/call"));
     assert_eq!(seen.header("mcp-name"), Some("locate"));
-    assert_eq!(seen.header("mcp-param-region"), Some(&*sluice::mcp::headers::encode("Zürich")));
-    assert_eq!(seen.header("mcp-param-unknown"), Some("=?base64?kept as is"), "unknown Mcp-Param-* forwarded unchanged");
-    assert_eq!(seen.header("traceparent"), Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
+    assert_eq!(
+        seen.header("mcp-param-region"),
+        Some(&*sluice::mcp::headers::encode("Zürich"))
+    );
+    assert_eq!(
+        seen.header("mcp-param-unknown"),
+        Some("=?base64?kept as is"),
+        "unknown Mcp-Param-* forwarded unchanged"
+    );
+    assert_eq!(
+        seen.header("traceparent"),
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    );
     let accept = seen.header("accept").unwrap_or("");
-    assert!(accept.contains("application/json") && accept.contains("text/event-stream"), "{accept}");
+    assert!(
+        accept.contains("application/json") && accept.contains("text/event-stream"),
+        "{accept}"
+    );
     for h in ["authorization", "cookie", "mcp-session-id"] {
-        assert!(seen.header(h).is_none(), "client header {h} must not reach the upstream");
+        assert!(
+            seen.header(h).is_none(),
+            "client header {h} must not reach the upstream"
+        );
     }
 }
 
@@ -297,28 +474,56 @@ async fn a_client_disconnect_closes_the_upstream_stream() {
         .on(|seen| {
             (seen.method == "tools/call").then(|| {
                 let t = seen.params["_meta"]["progressToken"].clone();
-                sse((1..=40).map(|i| ev(&progress(&t, i))).collect(), Duration::from_millis(50), true)
+                sse(
+                    (1..=40).map(|i| ev(&progress(&t, i))).collect(),
+                    Duration::from_millis(50),
+                    true,
+                )
             })
         })
         .start()
         .await;
     let s = Gateway::e2e().upstream("cancel", &m.url()).start().await;
-    let mut st = call("echo", json!({})).meta(with_meta(json!({"progressToken": "c"}))).stream(&s.url()).await;
-    assert_eq!(st.next().await.expect("first progress")["params"]["progressToken"], "c");
-    assert_eq!(m.streams_closed(), 0, "the upstream stream is open while the client reads");
+    let mut st = call("echo", json!({}))
+        .meta(with_meta(json!({"progressToken": "c"})))
+        .stream(&s.url())
+        .await;
+    assert_eq!(
+        st.next().await.expect("first progress")["params"]["progressToken"],
+        "c"
+    );
+    assert_eq!(
+        m.streams_closed(),
+        0,
+        "the upstream stream is open while the client reads"
+    );
     drop(st);
-    m.until("the upstream stream closed after the client left", |m| m.streams_closed() == 1).await;
+    m.until("the upstream stream closed after the client left", |m| {
+        m.streams_closed() == 1
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn an_upstream_response_timeout_gives_an_error_naming_the_upstream() {
-    let m = Spec::new("slow").on(|seen| (seen.method == "tools/call").then_some(Reply::Hang)).start().await;
-    let s = Gateway::e2e().timeout("response_ms", 1000).upstream("slow", &m.url()).start().await;
+    let m = Spec::new("slow")
+        .on(|seen| (seen.method == "tools/call").then_some(Reply::Hang))
+        .start()
+        .await;
+    let s = Gateway::e2e()
+        .timeout("response_ms", 1000)
+        .upstream("slow", &m.url())
+        .start()
+        .await;
     // Sluice's clock, paused: it runs to the response timeout as soon as everything waits.
     tokio::time::pause();
     let started = std::time::Instant::now();
     let r = call("echo", json!({})).id(json!("t")).send(&s.url()).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(r.status, 504, "{}", r.text);
     let e = r.error(504, -32603, &json!("t"));
     let msg = e["message"].as_str().unwrap();
@@ -329,37 +534,79 @@ async fn an_upstream_response_timeout_gives_an_error_naming_the_upstream() {
 async fn an_upstream_that_stalls_mid_stream_ends_the_stream_with_an_error_naming_it() {
     let m = Spec::new("stall")
         .on(|seen| {
-            (seen.method == "tools/call").then(|| sse(vec![ev(&progress(&seen.params["_meta"]["progressToken"], 1))], Duration::ZERO, true))
+            (seen.method == "tools/call").then(|| {
+                sse(
+                    vec![ev(&progress(&seen.params["_meta"]["progressToken"], 1))],
+                    Duration::ZERO,
+                    true,
+                )
+            })
         })
         .start()
         .await;
-    let s = Gateway::e2e().timeout("response_ms", 1000).upstream("stall", &m.url()).start().await;
+    let s = Gateway::e2e()
+        .timeout("response_ms", 1000)
+        .upstream("stall", &m.url())
+        .start()
+        .await;
     tokio::time::pause();
-    let mut st = call("echo", json!({})).id(json!("st")).meta(with_meta(json!({"progressToken": 5}))).stream(&s.url()).await;
-    assert_eq!(st.next().await.expect("progress")["method"], "notifications/progress");
+    let mut st = call("echo", json!({}))
+        .id(json!("st"))
+        .meta(with_meta(json!({"progressToken": 5})))
+        .stream(&s.url())
+        .await;
+    assert_eq!(
+        st.next().await.expect("progress")["method"],
+        "notifications/progress"
+    );
     let e = st.next().await.expect("an error event");
-    assert_eq!((e["id"].clone(), e["error"]["code"].clone()), (json!("st"), json!(-32603)), "{e}");
-    assert!(e["error"]["message"].as_str().unwrap().contains("'stall'"), "{e}");
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!("st"), json!(-32603)),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("'stall'"),
+        "{e}"
+    );
     assert!(st.next().await.is_none());
 }
 
 #[tokio::test]
 async fn an_upstream_stream_that_ends_before_answering_gives_an_error_naming_it() {
     let m = Spec::new("quitter")
-        .on(|seen| (seen.method == "tools/call").then(|| sse(vec![ev(&log("info"))], Duration::ZERO, false)))
+        .on(|seen| {
+            (seen.method == "tools/call")
+                .then(|| sse(vec![ev(&log("info"))], Duration::ZERO, false))
+        })
         .start()
         .await;
     let s = Gateway::e2e().upstream("quitter", &m.url()).start().await;
     let r = call("echo", json!({})).id(json!("q")).send(&s.url()).await;
     assert!(r.status >= 500, "{} {}", r.status, r.text);
     let v = r.json();
-    assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (json!("q"), json!(-32603)));
-    assert!(v["error"]["message"].as_str().unwrap().contains("'quitter'"), "{}", r.text);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!("q"), json!(-32603))
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'quitter'"),
+        "{}",
+        r.text
+    );
 }
 
 #[tokio::test]
 async fn an_upstream_answer_that_is_not_mcp_gives_an_error_naming_it() {
-    let m = Spec::new("html").on(|seen| (seen.method == "tools/call").then(|| Reply::Json(200, "<html>oops</html>".into()))).start().await;
+    let m = Spec::new("html")
+        .on(|seen| {
+            (seen.method == "tools/call").then(|| Reply::Json(200, "<html>oops</html>".into()))
+        })
+        .start()
+        .await;
     let s = Gateway::e2e().upstream("html", &m.url()).start().await;
     let r = call("echo", json!({})).id(json!("h")).send(&s.url()).await;
     assert_eq!(r.status, 502, "{}", r.text);
@@ -385,9 +632,17 @@ async fn multi_line_upstream_sse_data_is_relayed_as_one_data_line() {
         .start()
         .await;
     let s = Gateway::e2e().upstream("multiline", &m.url()).start().await;
-    let r = call("echo", json!({})).meta(with_meta(json!({"progressToken": "ml"}))).send(&s.url()).await;
+    let r = call("echo", json!({}))
+        .meta(with_meta(json!({"progressToken": "ml"})))
+        .send(&s.url())
+        .await;
     let ev = r.events();
-    assert_eq!(methods(&ev), ["notifications/progress", "result"], "{}", r.text);
+    assert_eq!(
+        methods(&ev),
+        ["notifications/progress", "result"],
+        "{}",
+        r.text
+    );
     assert_eq!(ev[0]["params"]["progressToken"], "ml");
 }
 
@@ -398,13 +653,28 @@ async fn an_upstream_connect_timeout_gives_an_error_naming_it() {
     // Paused: the probe of the stalled upstream runs to its connect timeout at once.
     tokio::time::pause();
     let started = std::time::Instant::now();
-    let s = Gateway::e2e().timeout("connect_ms", 1000).upstream("ct-up", &up.url()).upstream("ct-hole", &hole.url).start().await;
-    assert!(started.elapsed() < Duration::from_secs(5), "the probe gave up after the connect timeout: {:?}", started.elapsed());
-    let r = call("ct-hole__echo", json!({})).id(json!("ct")).send(&s.url()).await;
+    let s = Gateway::e2e()
+        .timeout("connect_ms", 1000)
+        .upstream("ct-up", &up.url())
+        .upstream("ct-hole", &hole.url)
+        .start()
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the probe gave up after the connect timeout: {:?}",
+        started.elapsed()
+    );
+    let r = call("ct-hole__echo", json!({}))
+        .id(json!("ct"))
+        .send(&s.url())
+        .await;
     // Down since its probe: 503 naming it and why (issue 29).
     let e = r.error(503, -31030, &json!("ct"));
     assert!(e["message"].as_str().unwrap().contains("'ct-hole'"), "{e}");
-    call("ct-up__echo", json!({})).send(&s.url()).await.result(&json!(1));
+    call("ct-up__echo", json!({}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
 }
 
 #[tokio::test]
@@ -420,16 +690,50 @@ async fn mrtr_retries_and_reads_are_never_served_from_a_cache() {
         .await;
     let s = Gateway::e2e().upstream("nocache", &m.url()).start().await;
     let uri = "mock://nocache/doc";
-    let round = Req::new("resources/read").id(json!("r0")).params(json!({"uri": uri})).send(&s.url()).await.result(&json!("r0"));
-    let token = round["requestState"].as_str().expect("sealed state").to_owned();
+    let round = Req::new("resources/read")
+        .id(json!("r0"))
+        .params(json!({"uri": uri}))
+        .send(&s.url())
+        .await
+        .result(&json!("r0"));
+    let token = round["requestState"]
+        .as_str()
+        .expect("sealed state")
+        .to_owned();
     let retry = |id: &str, token: &str| {
-        Req::new("resources/read").id(json!(id)).params(json!({"uri": uri, "inputResponses": {}, "requestState": token}))
+        Req::new("resources/read")
+            .id(json!(id))
+            .params(json!({"uri": uri, "inputResponses": {}, "requestState": token}))
     };
-    let first = retry("r1", &token).send(&s.url()).await.result(&json!("r1"));
+    let first = retry("r1", &token)
+        .send(&s.url())
+        .await
+        .result(&json!("r1"));
     // Each round state is single use: the second retry answers a round of its own.
-    let round = Req::new("resources/read").id(json!("r0b")).params(json!({"uri": uri})).send(&s.url()).await.result(&json!("r0b"));
-    let token = round["requestState"].as_str().expect("sealed state").to_owned();
-    let second = retry("r2", &token).send(&s.url()).await.result(&json!("r2"));
-    assert_eq!((first["contents"][0]["text"].as_str(), second["contents"][0]["text"].as_str()), (Some("\"r1\""), Some("\"r2\"")));
-    assert_eq!(m.count("resources/read"), 4, "each retry reached the upstream");
+    let round = Req::new("resources/read")
+        .id(json!("r0b"))
+        .params(json!({"uri": uri}))
+        .send(&s.url())
+        .await
+        .result(&json!("r0b"));
+    let token = round["requestState"]
+        .as_str()
+        .expect("sealed state")
+        .to_owned();
+    let second = retry("r2", &token)
+        .send(&s.url())
+        .await
+        .result(&json!("r2"));
+    assert_eq!(
+        (
+            first["contents"][0]["text"].as_str(),
+            second["contents"][0]["text"].as_str()
+        ),
+        (Some("\"r1\""), Some("\"r2\""))
+    );
+    assert_eq!(
+        m.count("resources/read"),
+        4,
+        "each retry reached the upstream"
+    );
 }

@@ -24,7 +24,10 @@ async fn missing_meta_is_400_invalid_params_before_any_header_check() {
         .without("mcp-name");
     r.send(&s.url()).await.error(400, -32602, &json!(1));
     // No params at all.
-    let r = Req::new("server/discover").raw_body(r#"{"jsonrpc":"2.0","id":"np","method":"server/discover"}"#).send(&s.url()).await;
+    let r = Req::new("server/discover")
+        .raw_body(r#"{"jsonrpc":"2.0","id":"np","method":"server/discover"}"#)
+        .send(&s.url())
+        .await;
     r.error(400, -32602, &json!("np"));
 }
 
@@ -34,12 +37,24 @@ async fn missing_or_mistyped_protocol_version_in_meta_is_400_invalid_params() {
     let key = "io.modelcontextprotocol/protocolVersion";
     let mut m = meta();
     m.as_object_mut().unwrap().remove(key);
-    Req::new("server/discover").meta(m).send(&s.url()).await.error(400, -32602, &json!(1));
+    Req::new("server/discover")
+        .meta(m)
+        .send(&s.url())
+        .await
+        .error(400, -32602, &json!(1));
     for bad in [json!(20260728), Value::Null, json!(["2026-07-28"])] {
-        Req::new("server/discover").meta_member(key, bad).send(&s.url()).await.error(400, -32602, &json!(1));
+        Req::new("server/discover")
+            .meta_member(key, bad)
+            .send(&s.url())
+            .await
+            .error(400, -32602, &json!(1));
     }
     // A _meta that is not an object.
-    Req::new("server/discover").meta(json!("2026-07-28")).send(&s.url()).await.error(400, -32602, &json!(1));
+    Req::new("server/discover")
+        .meta(json!("2026-07-28"))
+        .send(&s.url())
+        .await
+        .error(400, -32602, &json!(1));
 }
 
 #[tokio::test]
@@ -48,9 +63,17 @@ async fn missing_or_mistyped_client_capabilities_in_meta_is_400_invalid_params()
     let key = "io.modelcontextprotocol/clientCapabilities";
     let mut m = meta();
     m.as_object_mut().unwrap().remove(key);
-    Req::new("tools/list").meta(m).send(&s.url()).await.error(400, -32602, &json!(1));
+    Req::new("tools/list")
+        .meta(m)
+        .send(&s.url())
+        .await
+        .error(400, -32602, &json!(1));
     for bad in [json!([]), json!("none"), Value::Null, json!(true)] {
-        Req::new("tools/list").meta_member(key, bad).send(&s.url()).await.error(400, -32602, &json!(1));
+        Req::new("tools/list")
+            .meta_member(key, bad)
+            .send(&s.url())
+            .await
+            .error(400, -32602, &json!(1));
     }
 }
 
@@ -58,14 +81,23 @@ async fn missing_or_mistyped_client_capabilities_in_meta_is_400_invalid_params()
 async fn client_info_is_optional() {
     let (_demo, s) = one_demo("h-meta-ci").await;
     let mut m = meta();
-    m.as_object_mut().unwrap().remove("io.modelcontextprotocol/clientInfo");
-    Req::new("tools/list").meta(m).send(&s.url()).await.result(&json!(1));
+    m.as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientInfo");
+    Req::new("tools/list")
+        .meta(m)
+        .send(&s.url())
+        .await
+        .result(&json!(1));
 }
 
 #[tokio::test]
 async fn unknown_log_level_is_400_invalid_params() {
     let (_demo, s) = one_demo("h-loglevel").await;
-    let r = Req::new("tools/list").meta_member("io.modelcontextprotocol/logLevel", json!("verbose")).send(&s.url()).await;
+    let r = Req::new("tools/list")
+        .meta_member("io.modelcontextprotocol/logLevel", json!("verbose"))
+        .send(&s.url())
+        .await;
     r.error(400, -32602, &json!(1));
 }
 
@@ -74,40 +106,72 @@ async fn unknown_log_level_is_400_invalid_params() {
 #[tokio::test]
 async fn missing_protocol_version_header_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-pv-missing").await;
-    Req::new("tools/list").without("mcp-protocol-version").send(&s.url()).await.error(400, -32020, &json!(1));
+    Req::new("tools/list")
+        .without("mcp-protocol-version")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
 async fn protocol_version_header_differing_from_meta_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-pv-diff").await;
-    for v in ["2025-11-25", "2026-07-29", " 2026-07-28x", "2026-07-28, 2026-07-28"] {
-        Req::new("tools/list").header("mcp-protocol-version", v).send(&s.url()).await.error(400, -32020, &json!(1));
+    for v in [
+        "2025-11-25",
+        "2026-07-29",
+        " 2026-07-28x",
+        "2026-07-28, 2026-07-28",
+    ] {
+        Req::new("tools/list")
+            .header("mcp-protocol-version", v)
+            .send(&s.url())
+            .await
+            .error(400, -32020, &json!(1));
     }
 }
 
 #[tokio::test]
 async fn missing_mcp_method_header_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-method-missing").await;
-    Req::new("server/discover").without("mcp-method").send(&s.url()).await.error(400, -32020, &json!(1));
+    Req::new("server/discover")
+        .without("mcp-method")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
 async fn mcp_method_header_body_mismatch_is_400_with_jsonrpc_id() {
     let (_demo, s) = one_demo("h-method-diff").await;
-    Req::new("tools/list").id(json!("m")).header("mcp-method", "prompts/list").send(&s.url()).await.error(400, -32020, &json!("m"));
+    Req::new("tools/list")
+        .id(json!("m"))
+        .header("mcp-method", "prompts/list")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!("m"));
 }
 
 #[tokio::test]
 async fn mcp_method_value_is_case_sensitive() {
     let (_demo, s) = one_demo("h-method-case").await;
-    Req::new("tools/list").header("mcp-method", "TOOLS/LIST").send(&s.url()).await.error(400, -32020, &json!(1));
-    Req::new("tools/list").header("mcp-method", "Tools/List").send(&s.url()).await.error(400, -32020, &json!(1));
+    Req::new("tools/list")
+        .header("mcp-method", "TOOLS/LIST")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
+    Req::new("tools/list")
+        .header("mcp-method", "Tools/List")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
 async fn header_names_are_case_insensitive() {
     let (_demo, s) = one_demo("h-names").await;
-    let body = call("locate", json!({"region": "eu"})).body_json().to_string();
+    let body = call("locate", json!({"region": "eu"}))
+        .body_json()
+        .to_string();
     let head = vec![
         format!("HOST: {}", s.addr),
         "CONTENT-TYPE: application/json".to_owned(),
@@ -126,30 +190,62 @@ async fn header_names_are_case_insensitive() {
 #[tokio::test]
 async fn mcp_name_is_required_for_tools_call_prompts_get_and_resources_read() {
     let (_demo, s) = one_demo("h-name-missing").await;
-    call("echo", json!({"text": "x"})).without("mcp-name").send(&s.url()).await.error(400, -32020, &json!(1));
+    call("echo", json!({"text": "x"}))
+        .without("mcp-name")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     let get = Req::new("prompts/get").params(json!({"name": "greet", "arguments": {"who": "x"}}));
-    get.without("mcp-name").send(&s.url()).await.error(400, -32020, &json!(1));
+    get.without("mcp-name")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     let read = Req::new("resources/read").params(json!({"uri": "demo://h-name-missing/readme"}));
-    read.without("mcp-name").send(&s.url()).await.error(400, -32020, &json!(1));
+    read.without("mcp-name")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     // Not required elsewhere.
-    Req::new("tools/list").send(&s.url()).await.result(&json!(1));
+    Req::new("tools/list")
+        .send(&s.url())
+        .await
+        .result(&json!(1));
 }
 
 #[tokio::test]
 async fn mcp_name_header_body_mismatch_is_400_with_jsonrpc_id() {
     let (_demo, s) = one_demo("h-name-diff").await;
     let id = json!("name-1");
-    call("echo", json!({"text": "x"})).id(id.clone()).header("mcp-name", "add").send(&s.url()).await.error(400, -32020, &id);
-    let read = Req::new("resources/read").id(id.clone()).params(json!({"uri": "demo://h-name-diff/readme"}));
-    read.header("mcp-name", "demo://h-name-diff/items/1").send(&s.url()).await.error(400, -32020, &id);
-    let get = Req::new("prompts/get").id(id.clone()).params(json!({"name": "greet"}));
-    get.header("mcp-name", "greeting").send(&s.url()).await.error(400, -32020, &id);
+    call("echo", json!({"text": "x"}))
+        .id(id.clone())
+        .header("mcp-name", "add")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
+    let read = Req::new("resources/read")
+        .id(id.clone())
+        .params(json!({"uri": "demo://h-name-diff/readme"}));
+    read.header("mcp-name", "demo://h-name-diff/items/1")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
+    let get = Req::new("prompts/get")
+        .id(id.clone())
+        .params(json!({"name": "greet"}));
+    get.header("mcp-name", "greeting")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
 }
 
 #[tokio::test]
 async fn mcp_name_value_is_case_sensitive() {
     let (_demo, s) = one_demo("h-name-case").await;
-    call("echo", json!({"text": "x"})).header("mcp-name", "ECHO").send(&s.url()).await.error(400, -32020, &json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", "ECHO")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
@@ -174,7 +270,9 @@ async fn mcp_name_sent_twice_is_400_header_mismatch() {
 #[tokio::test]
 async fn surrounding_whitespace_in_header_values_is_trimmed() {
     let (_demo, s) = one_demo("h-ows").await;
-    let body = call("locate", json!({"region": "eu"})).body_json().to_string();
+    let body = call("locate", json!({"region": "eu"}))
+        .body_json()
+        .to_string();
     let head = vec![
         format!("Host: {}", s.addr),
         "Content-Type: application/json".to_owned(),
@@ -187,7 +285,10 @@ async fn surrounding_whitespace_in_header_values_is_trimmed() {
     let r = raw_post(s.addr, "/mcp", &head, &body).await;
     assert_eq!(r.status, 200, "{}", r.body);
     // Through reqwest as well (whitespace kept in the value bytes).
-    let r = call("echo", json!({"text": "x"})).header("mcp-name", "  echo\t").send(&s.url()).await;
+    let r = call("echo", json!({"text": "x"}))
+        .header("mcp-name", "  echo\t")
+        .send(&s.url())
+        .await;
     r.result(&json!(1));
 }
 
@@ -195,15 +296,31 @@ async fn surrounding_whitespace_in_header_values_is_trimmed() {
 async fn base64_sentinel_values_are_decoded_before_comparing() {
     let (_demo, s) = one_demo("h-b64").await;
     // "echo" in Base64.
-    call("echo", json!({"text": "x"})).header("mcp-name", "=?base64?ZWNobw==?=").send(&s.url()).await.result(&json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", "=?base64?ZWNobw==?=")
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     // A non-ASCII URI must be sent encoded and matches once decoded.
     let uri = "demo://h-b64/items/café-世界";
-    let read = Req::new("resources/read").params(json!({"uri": uri})).send(&s.url()).await.result(&json!(1));
+    let read = Req::new("resources/read")
+        .params(json!({"uri": uri}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     assert_eq!(read["contents"][0]["uri"], uri);
     // Surrounding whitespace around an encoded value is trimmed too.
-    call("echo", json!({"text": "x"})).header("mcp-name", " =?base64?ZWNobw==?= ").send(&s.url()).await.result(&json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", " =?base64?ZWNobw==?= ")
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     // Decoded, it must still equal the body.
-    call("echo", json!({"text": "x"})).header("mcp-name", "=?base64?YWRk?=").send(&s.url()).await.error(400, -32020, &json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", "=?base64?YWRk?=")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
@@ -218,7 +335,10 @@ async fn bad_base64_padding_or_alphabet_is_400_header_mismatch() {
         "=?base64?ZWNo bw==?=", // inner space
         "=?base64?//79?=",      // valid Base64, not UTF-8
     ] {
-        let r = call("echo", json!({"text": "x"})).header("mcp-name", bad).send(&s.url()).await;
+        let r = call("echo", json!({"text": "x"}))
+            .header("mcp-name", bad)
+            .send(&s.url())
+            .await;
         r.error(400, -32020, &json!(1));
     }
 }
@@ -227,20 +347,37 @@ async fn bad_base64_padding_or_alphabet_is_400_header_mismatch() {
 async fn a_value_without_both_sentinel_ends_is_taken_literally() {
     let (_demo, s) = one_demo("h-b64-literal").await;
     // Only the start marker: not decoded, so it differs from "echo".
-    call("echo", json!({"text": "x"})).header("mcp-name", "=?base64?ZWNobw==").send(&s.url()).await.error(400, -32020, &json!(1));
-    call("echo", json!({"text": "x"})).header("mcp-name", "ZWNobw==?=").send(&s.url()).await.error(400, -32020, &json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", "=?base64?ZWNobw==")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
+    call("echo", json!({"text": "x"}))
+        .header("mcp-name", "ZWNobw==?=")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     // And it equals a body holding exactly that text (the one upstream answers for the name).
     let name = "=?base64?ZWNobw==";
-    let r = call(name, json!({})).header("mcp-name", name).send(&s.url()).await;
+    let r = call(name, json!({}))
+        .header("mcp-name", name)
+        .send(&s.url())
+        .await;
     let result = r.result(&json!(1));
-    assert_eq!(result["isError"], true, "the demo upstream answered for the unknown name: {result}");
+    assert_eq!(
+        result["isError"], true,
+        "the demo upstream answered for the unknown name: {result}"
+    );
 }
 
 #[tokio::test]
 async fn raw_non_ascii_header_value_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-nonascii").await;
     let r = Req::new("resources/read").params(json!({"uri": "demo://h-nonascii/items/é"}));
-    r.header_bytes("mcp-name", "demo://h-nonascii/items/é".as_bytes()).send(&s.url()).await.error(400, -32020, &json!(1));
+    r.header_bytes("mcp-name", "demo://h-nonascii/items/é".as_bytes())
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 // ---- Mcp-Param-* against x-mcp-header --------------------------------------------------------
@@ -248,23 +385,45 @@ async fn raw_non_ascii_header_value_is_400_header_mismatch() {
 #[tokio::test]
 async fn missing_mcp_param_header_for_a_present_argument_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-param-missing").await;
-    call("locate", json!({"region": "eu"})).send(&s.url()).await.error(400, -32020, &json!(1));
+    call("locate", json!({"region": "eu"}))
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
 async fn mcp_param_header_differing_from_the_argument_is_400_header_mismatch() {
     let (_demo, s) = one_demo("h-param-diff").await;
     let id = json!("p");
-    call("locate", json!({"region": "eu"})).id(id.clone()).header("mcp-param-region", "us").send(&s.url()).await.error(400, -32020, &id);
-    call("locate", json!({"region": "eu"})).id(id.clone()).header("mcp-param-region", "EU").send(&s.url()).await.error(400, -32020, &id);
+    call("locate", json!({"region": "eu"}))
+        .id(id.clone())
+        .header("mcp-param-region", "us")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
+    call("locate", json!({"region": "eu"}))
+        .id(id.clone())
+        .header("mcp-param-region", "EU")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
     // A header for an absent argument disagrees with the body too.
-    call("locate", json!({})).id(id.clone()).header("mcp-param-region", "eu").send(&s.url()).await.error(400, -32020, &id);
+    call("locate", json!({}))
+        .id(id.clone())
+        .header("mcp-param-region", "eu")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &id);
 }
 
 #[tokio::test]
 async fn mcp_param_header_matching_the_argument_is_served_plain_or_encoded() {
     let (_demo, s) = one_demo("h-param-ok").await;
-    let r = call("locate", json!({"region": "eu"})).header("Mcp-Param-Region", "eu").send(&s.url()).await.result(&json!(1));
+    let r = call("locate", json!({"region": "eu"}))
+        .header("Mcp-Param-Region", "eu")
+        .send(&s.url())
+        .await
+        .result(&json!(1));
     assert_eq!(r["content"][0]["text"], "region=eu");
     let r = call("locate", json!({"region": "Zürich"}))
         .header("mcp-param-region", &sluice::mcp::headers::encode("Zürich"))
@@ -272,8 +431,14 @@ async fn mcp_param_header_matching_the_argument_is_served_plain_or_encoded() {
         .await;
     assert_eq!(r.result(&json!(1))["content"][0]["text"], "region=Zürich");
     // Absent or null argument: no header expected.
-    call("locate", json!({})).send(&s.url()).await.result(&json!(1));
-    call("locate", json!({"region": null})).send(&s.url()).await.result(&json!(1));
+    call("locate", json!({}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
+    call("locate", json!({"region": null}))
+        .send(&s.url())
+        .await
+        .result(&json!(1));
 }
 
 #[tokio::test]
@@ -282,18 +447,37 @@ async fn mcp_param_integers_and_booleans_compare_by_value() {
         "n": {"type": "integer", "x-mcp-header": "N"},
         "flag": {"type": "boolean", "x-mcp-header": "Flag"},
         "deep": {"type": "object", "properties": {"id": {"type": "string", "x-mcp-header": "Deep-Id"}}}}});
-    let mock = Spec::new("typed").tools(vec![json!({"name": "typed", "inputSchema": schema}).to_string()]).start().await;
+    let mock = Spec::new("typed")
+        .tools(vec![
+            json!({"name": "typed", "inputSchema": schema}).to_string()
+        ])
+        .start()
+        .await;
     let s = Gateway::e2e().upstream("typed", &mock.url()).start().await;
-    let ok_call = call("typed", json!({"n": 42.0, "flag": false, "deep": {"id": "x"}}))
-        .header("mcp-param-n", "42")
-        .header("mcp-param-flag", "false")
-        .header("mcp-param-deep-id", "x");
+    let ok_call = call(
+        "typed",
+        json!({"n": 42.0, "flag": false, "deep": {"id": "x"}}),
+    )
+    .header("mcp-param-n", "42")
+    .header("mcp-param-flag", "false")
+    .header("mcp-param-deep-id", "x");
     ok_call.send(&s.url()).await.result(&json!(1));
-    let wrong =
-        call("typed", json!({"n": 42, "flag": false, "deep": {"id": "x"}})).header("mcp-param-n", "43").header("mcp-param-flag", "false");
-    wrong.header("mcp-param-deep-id", "x").send(&s.url()).await.error(400, -32020, &json!(1));
+    let wrong = call(
+        "typed",
+        json!({"n": 42, "flag": false, "deep": {"id": "x"}}),
+    )
+    .header("mcp-param-n", "43")
+    .header("mcp-param-flag", "false");
+    wrong
+        .header("mcp-param-deep-id", "x")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     let nested_missing = call("typed", json!({"deep": {"id": "x"}}));
-    nested_missing.send(&s.url()).await.error(400, -32020, &json!(1));
+    nested_missing
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     let bool_case = call("typed", json!({"flag": true})).header("mcp-param-flag", "True");
     bool_case.send(&s.url()).await.error(400, -32020, &json!(1));
 }
@@ -303,7 +487,11 @@ async fn mcp_param_integers_and_booleans_compare_by_value() {
 #[tokio::test]
 async fn unsupported_version_is_400_with_supported_equal_to_discover_and_requested_echoed() {
     let (_demo, s) = one_demo("h-version").await;
-    let supported = Req::new("server/discover").send(&s.url()).await.result(&json!(1))["supportedVersions"].clone();
+    let supported = Req::new("server/discover")
+        .send(&s.url())
+        .await
+        .result(&json!(1))["supportedVersions"]
+        .clone();
     assert_eq!(supported, json!([V]));
     for v in ["2025-11-25", "1900-01-01", "2026-07-28-draft"] {
         let r = Req::new("server/discover")
@@ -319,11 +507,20 @@ async fn unsupported_version_is_400_with_supported_equal_to_discover_and_request
 #[tokio::test]
 async fn header_mismatch_is_reported_before_an_unsupported_version() {
     let (_demo, s) = one_demo("h-order-version").await;
-    let r = Req::new("tools/list").meta_member("io.modelcontextprotocol/protocolVersion", json!("1900-01-01"));
+    let r = Req::new("tools/list").meta_member(
+        "io.modelcontextprotocol/protocolVersion",
+        json!("1900-01-01"),
+    );
     r.send(&s.url()).await.error(400, -32020, &json!(1));
     // Mcp-Param-* too: a missing header for a present argument wins over the version.
-    let r = call("locate", json!({"region": "eu"})).meta_member("io.modelcontextprotocol/protocolVersion", json!("1900-01-01"));
-    r.header("mcp-protocol-version", "1900-01-01").send(&s.url()).await.error(400, -32020, &json!(1));
+    let r = call("locate", json!({"region": "eu"})).meta_member(
+        "io.modelcontextprotocol/protocolVersion",
+        json!("1900-01-01"),
+    );
+    r.header("mcp-protocol-version", "1900-01-01")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
 }
 
 #[tokio::test]
@@ -345,7 +542,12 @@ async fn removed_and_unknown_methods_are_404_method_not_found() {
         } else {
             json!({"uri": "demo://h-404/readme", "level": "info"})
         };
-        Req::new(m).id(id.clone()).params(params).send(&s.url()).await.error(404, -32601, &id);
+        Req::new(m)
+            .id(id.clone())
+            .params(params)
+            .send(&s.url())
+            .await
+            .error(404, -32601, &id);
     }
 }
 
@@ -353,23 +555,48 @@ async fn removed_and_unknown_methods_are_404_method_not_found() {
 async fn unsupported_version_is_reported_before_a_removed_method() {
     let (_demo, s) = one_demo("h-order-method").await;
     let r = Req::new("initialize")
-        .meta_member("io.modelcontextprotocol/protocolVersion", json!("2025-11-25"))
+        .meta_member(
+            "io.modelcontextprotocol/protocolVersion",
+            json!("2025-11-25"),
+        )
         .header("mcp-protocol-version", "2025-11-25");
     r.send(&s.url()).await.error(400, -32022, &json!(1));
     // And _meta before everything, even for a removed method.
-    Req::new("ping").no_meta().without("mcp-method").send(&s.url()).await.error(400, -32602, &json!(1));
+    Req::new("ping")
+        .no_meta()
+        .without("mcp-method")
+        .send(&s.url())
+        .await
+        .error(400, -32602, &json!(1));
 }
 
 #[tokio::test]
 async fn unknown_tool_errors_wait_for_header_version_and_method_checks() {
     let a = Spec::new("ua").start().await;
     let b = Spec::new("ub").start().await;
-    let s = Gateway::e2e().upstream("ua", &a.url()).upstream("ub", &b.url()).start().await;
+    let s = Gateway::e2e()
+        .upstream("ua", &a.url())
+        .upstream("ub", &b.url())
+        .start()
+        .await;
     // Header mismatch first.
-    call("ua__nope", json!({})).header("mcp-method", "tools/list").send(&s.url()).await.error(400, -32020, &json!(1));
+    call("ua__nope", json!({}))
+        .header("mcp-method", "tools/list")
+        .send(&s.url())
+        .await
+        .error(400, -32020, &json!(1));
     // Then version.
-    let old = call("ua__nope", json!({})).meta_member("io.modelcontextprotocol/protocolVersion", json!("2025-11-25"));
-    old.header("mcp-protocol-version", "2025-11-25").send(&s.url()).await.error(400, -32022, &json!(1));
+    let old = call("ua__nope", json!({})).meta_member(
+        "io.modelcontextprotocol/protocolVersion",
+        json!("2025-11-25"),
+    );
+    old.header("mcp-protocol-version", "2025-11-25")
+        .send(&s.url())
+        .await
+        .error(400, -32022, &json!(1));
     // Then the unknown name itself.
-    call("ua__nope", json!({})).send(&s.url()).await.error(400, -32602, &json!(1));
+    call("ua__nope", json!({}))
+        .send(&s.url())
+        .await
+        .error(400, -32602, &json!(1));
 }

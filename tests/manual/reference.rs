@@ -39,15 +39,27 @@ fn table(root: &Value, obj: &Value, path: &str, out: &mut Vec<(String, String, R
     let mut rows = Vec::new();
     let mut inner = Vec::new();
     for (key, prop) in props(obj) {
-        let doc = one_line(prop.get("description").and_then(Value::as_str).unwrap_or(""));
-        let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        let doc = one_line(
+            prop.get("description")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        );
+        let at = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
         match kind(root, prop) {
             Kind::Table(t) => inner.push((format!("`[{at}]`"), doc, t, at)),
             Kind::Tables(t) => inner.push((format!("`[[{at}]]`"), doc, t, at)),
             Kind::Value(ty) => rows.push((key.clone(), ty, doc)),
         }
     }
-    let title = if path.is_empty() { "Top level".to_owned() } else { String::new() };
+    let title = if path.is_empty() {
+        "Top level".to_owned()
+    } else {
+        String::new()
+    };
     if !rows.is_empty() || path.is_empty() {
         out.push((title, String::new(), rows));
     }
@@ -64,7 +76,9 @@ fn table(root: &Value, obj: &Value, path: &str, out: &mut Vec<(String, String, R
 }
 
 fn props(obj: &Value) -> Vec<(String, &Value)> {
-    let Some(Value::Object(m)) = obj.get("properties") else { return Vec::new() };
+    let Some(Value::Object(m)) = obj.get("properties") else {
+        return Vec::new();
+    };
     m.iter().map(|(k, v)| (k.clone(), v)).collect()
 }
 
@@ -76,7 +90,11 @@ enum Kind {
 
 /// The definition a `$ref` names, or the value itself.
 fn resolve<'a>(root: &'a Value, v: &'a Value) -> &'a Value {
-    match v.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+    match v
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+    {
         Some(name) => &root["$defs"][name],
         None => v,
     }
@@ -85,7 +103,10 @@ fn resolve<'a>(root: &'a Value, v: &'a Value) -> &'a Value {
 /// `v` without a `null` alternative (an optional key).
 fn required<'a>(root: &'a Value, v: &'a Value) -> &'a Value {
     if let Some(Value::Array(any)) = v.get("anyOf") {
-        let some: Vec<&Value> = any.iter().filter(|a| a.get("type") != Some(&Value::from("null"))).collect();
+        let some: Vec<&Value> = any
+            .iter()
+            .filter(|a| a.get("type") != Some(&Value::from("null")))
+            .collect();
         if some.len() == 1 {
             return resolve(root, some[0]);
         }
@@ -132,7 +153,11 @@ fn type_name(root: &Value, v: &Value) -> String {
         return names.join("; ");
     }
     if let Some(Value::Array(any)) = v.get("anyOf") {
-        return any.iter().map(|a| type_name(root, a)).collect::<Vec<_>>().join(" or ");
+        return any
+            .iter()
+            .map(|a| type_name(root, a))
+            .collect::<Vec<_>>()
+            .join(" or ");
     }
     if is(v, "object") {
         if let Some(extra) = v.get("additionalProperties").filter(|a| a.is_object()) {
@@ -148,7 +173,10 @@ fn type_name(root: &Value, v: &Value) -> String {
 }
 
 fn one_line(doc: &str) -> String {
-    doc.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
+    doc.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
 }
 
 /// The keys (as `table.key`) with no documentation, and the values of a choice without one.
@@ -160,8 +188,16 @@ pub(crate) fn undocumented(schema: &Value) -> Vec<String> {
 
 fn walk(root: &Value, obj: &Value, path: &str, missing: &mut Vec<String>) {
     for (key, prop) in props(obj) {
-        let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-        if prop.get("description").and_then(Value::as_str).is_none_or(|d| d.trim().is_empty()) {
+        let at = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        if prop
+            .get("description")
+            .and_then(Value::as_str)
+            .is_none_or(|d| d.trim().is_empty())
+        {
             missing.push(at.clone());
         }
         let v = required(root, prop);

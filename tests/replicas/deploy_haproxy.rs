@@ -26,11 +26,20 @@ use crate::support::process::{scratch, Sluice};
 
 #[test]
 fn haproxy_accepts_deploy_haproxy_cfg_where_no_replica_name_resolves() {
-    assert!(std::net::ToSocketAddrs::to_socket_addrs("sluice-1:8080").is_err(), "the test needs sluice-1 not to resolve here");
-    let out =
-        std::process::Command::new("haproxy").args(["-c", "-f", "deploy/haproxy.cfg"]).current_dir(super::deploy_kit::repo()).output();
+    assert!(
+        std::net::ToSocketAddrs::to_socket_addrs("sluice-1:8080").is_err(),
+        "the test needs sluice-1 not to resolve here"
+    );
+    let out = std::process::Command::new("haproxy")
+        .args(["-c", "-f", "deploy/haproxy.cfg"])
+        .current_dir(super::deploy_kit::repo())
+        .output();
     let out = out.expect("run haproxy -c (Debian's haproxy: apt-get install haproxy)");
-    assert!(out.status.success(), "haproxy -c -f deploy/haproxy.cfg: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "haproxy -c -f deploy/haproxy.cfg: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A DNS server on 127.0.0.1: A records for the names in `table`, NXDOMAIN for the rest, a
@@ -43,7 +52,9 @@ struct Dns {
 
 impl Dns {
     async fn start(&self) -> SocketAddr {
-        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind a UDP port");
+        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind a UDP port");
         let addr = sock.local_addr().expect("its address");
         let me = self.clone();
         tokio::spawn(async move {
@@ -80,7 +91,20 @@ impl Dns {
         let ip = self.table.lock().unwrap().get(&name).copied();
         let rcode = if ip.is_some() { 0 } else { 3 };
         let answers = u8::from(ip.is_some() && qtype == 1);
-        let mut r = vec![q[0], q[1], 0x80 | (q[2] & 0x01), 0x80 | rcode, 0, 1, 0, answers, 0, 0, 0, 0];
+        let mut r = vec![
+            q[0],
+            q[1],
+            0x80 | (q[2] & 0x01),
+            0x80 | rcode,
+            0,
+            1,
+            0,
+            answers,
+            0,
+            0,
+            0,
+            0,
+        ];
         r.extend_from_slice(&q[12..i + 4]);
         if let (Some(ip), 1) = (ip, answers) {
             r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4]);
@@ -99,58 +123,109 @@ fn rendered(port: u16, dns: SocketAddr, replica_port: u16, admin: &std::path::Pa
         let l = match line.trim() {
             "bind :8080" => format!("    bind 127.0.0.1:{port}"),
             "parse-resolv-conf" => format!("    nameserver test {dns}"),
-            "global" => format!("global\n    stats socket {} mode 600 level admin", admin.display()),
-            s if s.starts_with("server sluice-") => line.replace(":8080", &format!(":{replica_port}")),
+            "global" => format!(
+                "global\n    stats socket {} mode 600 level admin",
+                admin.display()
+            ),
+            s if s.starts_with("server sluice-") => {
+                line.replace(":8080", &format!(":{replica_port}"))
+            }
             _ => line.to_owned(),
         };
         out.push_str(&l);
         out.push('\n');
     }
-    for (want, what) in
-        [("bind 127.0.0.1:", "bind :8080"), ("nameserver test", "a resolvers section with parse-resolv-conf"), ("stats socket", "global")]
-    {
-        assert!(out.contains(want), "deploy/haproxy.cfg has no `{what}` line");
+    for (want, what) in [
+        ("bind 127.0.0.1:", "bind :8080"),
+        (
+            "nameserver test",
+            "a resolvers section with parse-resolv-conf",
+        ),
+        ("stats socket", "global"),
+    ] {
+        assert!(
+            out.contains(want),
+            "deploy/haproxy.cfg has no `{what}` line"
+        );
     }
     out
 }
 
 /// Each server's `status` (`show stat` on the admin socket).
 async fn states(admin: &std::path::Path) -> BTreeMap<String, String> {
-    let mut conn = tokio::net::UnixStream::connect(admin).await.expect("connect to the admin socket");
+    let mut conn = tokio::net::UnixStream::connect(admin)
+        .await
+        .expect("connect to the admin socket");
     conn.write_all(b"show stat\n").await.expect("ask");
     let mut csv = String::new();
     conn.read_to_string(&mut csv).await.expect("read show stat");
     let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().unwrap_or_default().trim_start_matches("# ").split(',').collect();
-    let col = |n: &str| head.iter().position(|h| *h == n).unwrap_or_else(|| panic!("show stat has no {n}: {head:?}"));
+    let head: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let col = |n: &str| {
+        head.iter()
+            .position(|h| *h == n)
+            .unwrap_or_else(|| panic!("show stat has no {n}: {head:?}"))
+    };
     let (px, sv, st) = (col("pxname"), col("svname"), col("status"));
-    let rows =
-        lines.map(|l| l.split(',').collect::<Vec<_>>()).filter(|f| f.len() > st && f[px] == "sluice" && f[sv].starts_with("sluice-"));
+    let rows = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() > st && f[px] == "sluice" && f[sv].starts_with("sluice-"));
     rows.map(|f| (f[sv].to_owned(), f[st].to_owned())).collect()
 }
 
 /// GET `path` through HAProxy: the status and body.
 async fn get(port: u16, path: &str) -> (u16, String) {
-    let r = reqwest::Client::new().get(format!("http://127.0.0.1:{port}{path}")).send().await.expect("HAProxy answers");
+    let r = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .send()
+        .await
+        .expect("HAProxy answers");
     (r.status().as_u16(), r.text().await.unwrap_or_default())
 }
 
 #[tokio::test]
 async fn haproxy_starts_before_the_replicas_resolve_and_serves_one_once_its_name_does() {
-    let replica = Sluice::start("listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"x\"\nurl = \"http://127.0.0.1:1/mcp\"\n").await;
-    let replica_port: u16 = replica.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the replica's port");
+    let replica = Sluice::start(
+        "listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"x\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .await;
+    let replica_port: u16 = replica
+        .addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the replica's port");
     let dns = Dns::default();
     let dns_addr = dns.start().await;
     let dir = scratch("haproxy-dns");
-    let admin = std::env::temp_dir().join(format!("sluice-haproxy-{}.sock", dir.file_name().unwrap_or_default().to_string_lossy()));
-    let (mut haproxy, port) = start_haproxy(&dir, |port| rendered(port, dns_addr, replica_port, &admin)).await;
+    let admin = std::env::temp_dir().join(format!(
+        "sluice-haproxy-{}.sock",
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let (mut haproxy, port) =
+        start_haproxy(&dir, |port| rendered(port, dns_addr, replica_port, &admin)).await;
 
     let down = states(&admin).await;
     assert_eq!(down.len(), 3, "three servers: {down:?}");
-    assert!(down.values().all(|s| s.starts_with("MAINT")), "no name resolves: every server down in maintenance: {down:?}");
-    assert_eq!(get(port, "/healthz").await.0, 503, "no replica: HAProxy answers 503 itself");
+    assert!(
+        down.values().all(|s| s.starts_with("MAINT")),
+        "no name resolves: every server down in maintenance: {down:?}"
+    );
+    assert_eq!(
+        get(port, "/healthz").await.0,
+        503,
+        "no replica: HAProxy answers 503 itself"
+    );
 
-    dns.table.lock().unwrap().insert("sluice-1".into(), Ipv4Addr::LOCALHOST);
+    dns.table
+        .lock()
+        .unwrap()
+        .insert("sluice-1".into(), Ipv4Addr::LOCALHOST);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, body) = get(port, "/healthz").await;
@@ -158,23 +233,48 @@ async fn haproxy_starts_before_the_replicas_resolve_and_serves_one_once_its_name
             assert_eq!(body, "ok\n", "the replica's own /healthz");
             break;
         }
-        assert!(Instant::now() < deadline, "sluice-1 resolved but HAProxy did not send it traffic within 30 s: {:?}", states(&admin).await);
+        assert!(
+            Instant::now() < deadline,
+            "sluice-1 resolved but HAProxy did not send it traffic within 30 s: {:?}",
+            states(&admin).await
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let now = states(&admin).await;
     // "UP 1/3" right after it leaves maintenance (its health not yet full), "UP" later.
-    assert!(now.get("sluice-1").is_some_and(|s| s.starts_with("UP")), "sluice-1 is up: {now:?}");
-    assert!(["sluice-2", "sluice-3"].iter().all(|s| now[*s].starts_with("MAINT")), "the others still down: {now:?}");
-    assert!(dns.asked.lock().unwrap().get("sluice-1").is_some_and(|n| *n > 0), "the resolvers section asked for sluice-1");
+    assert!(
+        now.get("sluice-1").is_some_and(|s| s.starts_with("UP")),
+        "sluice-1 is up: {now:?}"
+    );
+    assert!(
+        ["sluice-2", "sluice-3"]
+            .iter()
+            .all(|s| now[*s].starts_with("MAINT")),
+        "the others still down: {now:?}"
+    );
+    assert!(
+        dns.asked
+            .lock()
+            .unwrap()
+            .get("sluice-1")
+            .is_some_and(|n| *n > 0),
+        "the resolvers section asked for sluice-1"
+    );
     let _ = haproxy.start_kill();
     let _ = std::fs::remove_file(&admin);
 }
 
 /// Starts HAProxy with `cfg(port)` on a free port (again on another if it loses the port), and
 /// gives it once it accepts there (10 s at most).
-async fn start_haproxy(dir: &std::path::Path, cfg: impl Fn(u16) -> String) -> (tokio::process::Child, u16) {
+async fn start_haproxy(
+    dir: &std::path::Path,
+    cfg: impl Fn(u16) -> String,
+) -> (tokio::process::Child, u16) {
     for _attempt in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
         let (path, log) = (dir.join("haproxy.cfg"), dir.join("haproxy.log"));
         std::fs::write(&path, cfg(port)).expect("write haproxy.cfg");
         let mut child = tokio::process::Command::new("haproxy")
@@ -192,13 +292,24 @@ async fn start_haproxy(dir: &std::path::Path, cfg: impl Fn(u16) -> String) -> (t
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-                assert!(!free, "haproxy exited ({status}) with its port free: it refused the config:\n{}", said());
+                assert!(
+                    !free,
+                    "haproxy exited ({status}) with its port free: it refused the config:\n{}",
+                    said()
+                );
                 break; // lost the port: try another
             }
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return (child, port);
             }
-            assert!(Instant::now() < deadline, "haproxy did not accept on port {port} within 10 s:\n{}", said());
+            assert!(
+                Instant::now() < deadline,
+                "haproxy did not accept on port {port} within 10 s:\n{}",
+                said()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

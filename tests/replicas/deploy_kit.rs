@@ -66,12 +66,14 @@ pub(super) fn run_documented(script: &str, stand_ins: &[&str]) -> Ran {
     let (bin, calls) = (dir.join("bin"), dir.join("calls"));
     std::fs::create_dir_all(&bin).expect("a bin directory");
     std::fs::create_dir_all(&calls).expect("a calls directory");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sluice"), bin.join("sluice")).expect("link sluice");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sluice"), bin.join("sluice"))
+        .expect("link sluice");
     let record = "#!/bin/sh\nn=$(ls \"$CALLS\" | wc -l)\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" > \"$CALLS/$(printf %04d \"$n\")\"\n";
     for tool in stand_ins {
         let path = bin.join(tool);
         std::fs::write(&path, record).expect("write a stand-in");
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("make it executable");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("make it executable");
     }
     let out = Command::new("/bin/bash")
         .args(["-euo", "pipefail", "-c", script])
@@ -91,10 +93,18 @@ pub(super) fn run_documented(script: &str, stand_ins: &[&str]) -> Ran {
 }
 
 fn recorded(dir: &Path) -> Vec<Vec<String>> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir).expect("the calls").map(|e| e.expect("an entry").path()).collect();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the calls")
+        .map(|e| e.expect("an entry").path())
+        .collect();
     names.sort();
-    let words =
-        |p: &PathBuf| std::fs::read(p).expect("a call").split(|b| *b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+    let words = |p: &PathBuf| {
+        std::fs::read(p)
+            .expect("a call")
+            .split(|b| *b == 0)
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect()
+    };
     names
         .iter()
         .map(|p| {
@@ -108,5 +118,8 @@ fn recorded(dir: &Path) -> Vec<Vec<String>> {
 /// Asserts `sluice check` (stdout, stderr) gave the verdict `ok:` and says so for `what`.
 pub(super) fn assert_check_ok(what: &str, ok: bool, stdout: &str, stderr: &str) {
     let verdict = stdout.lines().next().unwrap_or_default();
-    assert!(ok && verdict.starts_with("ok: config valid"), "{what}: sluice check did not accept it: {verdict}\n{stderr}");
+    assert!(
+        ok && verdict.starts_with("ok: config valid"),
+        "{what}: sluice check did not accept it: {verdict}\n{stderr}"
+    );
 }

@@ -9,10 +9,15 @@ use crate::support::call::{self, retry, sample, Call};
 use crate::support::peers;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_other_rounds_complete() {
+async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_other_rounds_complete()
+{
     let py = peers::py1().await;
     let redis = Redis::start().await;
-    let mut c = Cluster::start(&redis, &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n")).await;
+    let mut c = Cluster::start(
+        &redis,
+        &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n"),
+    )
+    .await;
     let http = call::http();
     // Two rounds parked on two different replicas (round robin: consecutive requests).
     let a = Call::new("ask_once", json!({"text": "lost"})).token(ALICE);
@@ -27,12 +32,35 @@ async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_othe
     // within timeouts.connect_ms (500 ms here), never hangs.
     let key = |r: &call::Reply| r.input_requests().keys().next().expect("an ask").clone();
     let started = Instant::now();
-    let lost = a.send(&http, &c.url, retry(json!({ key(&ra): sample("x", "m") }), &ra.state())).await;
+    let lost = a
+        .send(
+            &http,
+            &c.url,
+            retry(json!({ key(&ra): sample("x", "m") }), &ra.state()),
+        )
+        .await;
     lost.refused_for("owner_gone");
-    assert!(started.elapsed() < Duration::from_secs(3), "owner_gone came after {:?}", started.elapsed());
-    assert!(lost.msg["error"]["message"].as_str().unwrap().contains("start the request again"), "{}", lost.msg);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "owner_gone came after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        lost.msg["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("start the request again"),
+        "{}",
+        lost.msg
+    );
     // The other round is unaffected.
-    let done = b.send(&http, &c.url, retry(json!({ key(&rb): sample("fine", "m") }), &rb.state())).await;
+    let done = b
+        .send(
+            &http,
+            &c.url,
+            retry(json!({ key(&rb): sample("fine", "m") }), &rb.state()),
+        )
+        .await;
     assert_eq!(done.text(), "ask_once[kept] via post: fine (model=m)");
 }
 
@@ -40,21 +68,41 @@ async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_othe
 async fn redis_lost_refuses_governed_requests_when_closed_and_they_recover_without_a_restart() {
     let py = peers::py1().await;
     let mut redis = Redis::start().await;
-    let c = Cluster::start(&redis, &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n")).await;
+    let c = Cluster::start(
+        &redis,
+        &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n"),
+    )
+    .await;
     let http = call::http();
     let ask = Call::new("ask_once", json!({"text": "r"})).token(ALICE);
     ask.send(&http, &c.url, json!({})).await.state();
     redis.stop().await;
     // A sampling ask needs the shared budget: refused, retryable, on every replica.
     for _ in 0..3 {
-        let resp = ask.request(&http, &c.url, json!({})).send().await.expect("POST");
-        let (status, after) = (resp.status().as_u16(), resp.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned()));
+        let resp = ask
+            .request(&http, &c.url, json!({}))
+            .send()
+            .await
+            .expect("POST");
+        let (status, after) = (
+            resp.status().as_u16(),
+            resp.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        );
         let msg: serde_json::Value = resp.json().await.expect("JSON");
-        assert_eq!((status, msg["error"]["code"].as_i64()), (503, Some(-31019)), "{msg}");
+        assert_eq!(
+            (status, msg["error"]["code"].as_i64()),
+            (503, Some(-31019)),
+            "{msg}"
+        );
         assert_eq!(after.as_deref(), Some("1"), "{msg}");
     }
     // What needs no shared state is served: a call that asks nothing.
-    let plain = Call::new("erase", json!({"what": "nothing"})).token(ALICE).send(&http, &c.url, json!({})).await;
+    let plain = Call::new("erase", json!({"what": "nothing"}))
+        .token(ALICE)
+        .send(&http, &c.url, json!({}))
+        .await;
     assert_eq!(plain.text(), "erased nothing");
     // Redis back: the same replicas serve governed requests again.
     redis.start_again().await;
@@ -67,7 +115,10 @@ async fn redis_lost_refuses_governed_requests_when_closed_and_they_recover_witho
             served += 1;
         } else {
             assert_eq!(r.msg["error"]["code"], -31019, "{}", r.msg);
-            assert!(Instant::now() < deadline, "the replicas did not use Redis again within 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "the replicas did not use Redis again within 10 s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -77,7 +128,10 @@ async fn redis_lost_refuses_governed_requests_when_closed_and_they_recover_witho
 async fn redis_lost_under_local_serves_on_each_replicas_own_state_and_counts_it() {
     let py = peers::py1().await;
     let mut redis = Redis::start().await;
-    let setup = Setup { on_redis_error: "local", ..Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n") };
+    let setup = Setup {
+        on_redis_error: "local",
+        ..Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n")
+    };
     let c = Cluster::start(&redis, &setup).await;
     let http = call::http();
     redis.stop().await;
@@ -85,11 +139,24 @@ async fn redis_lost_under_local_serves_on_each_replicas_own_state_and_counts_it(
     let r = ask.send(&http, &c.url, json!({})).await;
     let key = r.input_requests().keys().next().expect("an ask").clone();
     // The retry reaches the owner over the internal listener, its address remembered.
-    let done = ask.send(&http, &c.url, retry(json!({ key: sample("local", "m") }), &r.state())).await;
+    let done = ask
+        .send(
+            &http,
+            &c.url,
+            retry(json!({ key: sample("local", "m") }), &r.state()),
+        )
+        .await;
     assert_eq!(done.text(), "ask_once[l] via post: local (model=m)");
     let mut fallbacks = 0.0;
     for i in 0..3 {
-        let m = http.get(c.replica(i).at("/metrics")).send().await.expect("metrics").text().await.expect("text");
+        let m = http
+            .get(c.replica(i).at("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
         fallbacks += m
             .lines()
             .filter(|l| l.starts_with("sluice_cluster_events_total{result=\"redis_fallbacks\"}"))
@@ -121,7 +188,10 @@ async fn a_2025_11_25_session_outlives_a_redis_restart_that_lost_its_record() {
         } else {
             assert_eq!(status, 404, "{msg}");
             in_a_row = 0;
-            assert!(Instant::now() < deadline, "the session was not served by every replica again within 15 s");
+            assert!(
+                Instant::now() < deadline,
+                "the session was not served by every replica again within 15 s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

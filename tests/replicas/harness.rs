@@ -21,7 +21,10 @@ pub(crate) const ALICE: &str = "alice-key-cluster";
 pub(crate) const BOB: &str = "bob-key-cluster";
 
 fn sha(key: &str) -> String {
-    sha2::Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn which(bin: &str) -> PathBuf {
@@ -46,9 +49,16 @@ impl Redis {
     /// Starts one in a fresh scratch directory.
     pub(crate) async fn start() -> Redis {
         let dir = scratch("redis");
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let socket = std::env::temp_dir().join(format!("sluice-{name}.sock"));
-        let mut r = Redis { child: None, dir, socket };
+        let mut r = Redis {
+            child: None,
+            dir,
+            socket,
+        };
         r.start_again().await;
         r
     }
@@ -65,7 +75,16 @@ impl Redis {
     /// Starts it (again, after [`Redis::stop`]) on the same socket, with nothing kept.
     pub(crate) async fn start_again(&mut self) {
         let mut child = tokio::process::Command::new(which("redis-server"))
-            .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocketperm", "700"])
+            .args([
+                "--port",
+                "0",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--unixsocketperm",
+                "700",
+            ])
             .arg("--unixsocket")
             .arg(self.socket())
             .arg("--dir")
@@ -79,14 +98,20 @@ impl Redis {
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let ready = tokio::time::timeout(Duration::from_secs(10), async {
             while let Ok(Some(l)) = lines.next_line().await {
-                if l.to_ascii_lowercase().contains("ready to accept connections") {
+                if l.to_ascii_lowercase()
+                    .contains("ready to accept connections")
+                {
                     return true;
                 }
             }
             false
         })
         .await;
-        assert_eq!(ready, Ok(true), "redis-server did not become ready within 10 s");
+        assert_eq!(
+            ready,
+            Ok(true),
+            "redis-server did not become ready within 10 s"
+        );
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         self.child = Some(child);
     }
@@ -103,8 +128,16 @@ impl Redis {
     }
 
     async fn signal(&self, name: &str) {
-        let pid = self.child.as_ref().and_then(tokio::process::Child::id).expect("a running redis-server");
-        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+            .expect("a running redis-server");
+        let sent = tokio::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .await;
         assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
     }
 
@@ -177,14 +210,19 @@ fn config(id: &str, redis: &str, s: &Setup) -> String {
     );
     c.push_str(&s.extra);
     for (name, url, era) in &s.upstreams {
-        c.push_str(&format!("\n[[upstream]]\nname = \"{name}\"\nurl = \"{url}\"\nera = \"{era}\"\n"));
+        c.push_str(&format!(
+            "\n[[upstream]]\nname = \"{name}\"\nurl = \"{url}\"\nera = \"{era}\"\n"
+        ));
     }
     c
 }
 
 /// The state keys every replica of the tests' cluster shares (what a forward is signed with).
 pub(crate) fn keys() -> sluice::state::Keys {
-    sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")]).expect("a ring")
+    sluice::state::Keys::new(vec![
+        sluice::state::Key::new(1, vec![42u8; 32]).expect("a key")
+    ])
+    .expect("a ring")
 }
 
 fn base64_key() -> String {
@@ -210,7 +248,11 @@ impl Cluster {
         }
         let addrs: Vec<String> = replicas.iter().flatten().map(|r| r.addr.clone()).collect();
         let (haproxy, port) = haproxy(&addrs).await;
-        Cluster { replicas, haproxy, url: format!("http://127.0.0.1:{port}/mcp") }
+        Cluster {
+            replicas,
+            haproxy,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
     }
 
     /// Replica `i` (0-based).
@@ -238,8 +280,15 @@ impl Cluster {
     /// Replica `i`'s internal listener's forward URL, from its startup line.
     pub(crate) fn internal_url(&self, i: usize) -> String {
         let out = self.replica(i).output();
-        let line = out.lines().find(|l| l.contains("cluster internal listener up")).expect("the internal listener's line");
-        let addr = line.split("internal=").nth(1).and_then(|r| r.split_whitespace().next()).expect("internal=ADDR");
+        let line = out
+            .lines()
+            .find(|l| l.contains("cluster internal listener up"))
+            .expect("the internal listener's line");
+        let addr = line
+            .split("internal=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .expect("internal=ADDR");
         format!("http://{addr}{}", sluice::cluster::forward::PATH)
     }
 
@@ -263,10 +312,19 @@ impl Drop for Cluster {
 /// HAProxy in HTTP mode, round robin over `addrs`, no stickiness, every request balanced on its
 /// own (no `prefer-last-server`): `deploy/haproxy.cfg` with the test's addresses.
 async fn haproxy(addrs: &[String]) -> (tokio::process::Child, u16) {
-    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg")).expect("deploy/haproxy.cfg");
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg"))
+            .expect("deploy/haproxy.cfg");
     for _attempt in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let servers: String = addrs.iter().enumerate().map(|(i, a)| format!("    server sluice-{} {a}\n", i + 1)).collect();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let servers: String = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("    server sluice-{} {a}\n", i + 1))
+            .collect();
         let cfg = template
             .replace("bind :8080", &format!("bind 127.0.0.1:{port}"))
             .split("    server sluice-")
@@ -293,10 +351,16 @@ async fn haproxy(addrs: &[String]) -> (tokio::process::Child, u16) {
             if let Ok(Some(_)) = child.try_wait() {
                 break; // lost the port: try another
             }
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return (child, port);
             }
-            assert!(Instant::now() < deadline, "haproxy did not accept on port {port} within 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "haproxy did not accept on port {port} within 10 s"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -21,10 +21,25 @@ pub(crate) fn signed(
     body: &[u8],
 ) -> reqwest::header::HeaderMap {
     let mut h = http::HeaderMap::new();
-    for (k, v) in [("content-type", "application/json"), ("accept", "application/json, text/event-stream")].iter().chain(mcp) {
-        h.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), http::HeaderValue::from_str(v).unwrap());
+    for (k, v) in [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ]
+    .iter()
+    .chain(mcp)
+    {
+        h.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            http::HeaderValue::from_str(v).unwrap(),
+        );
     }
-    let f = sluice::cluster::peer::Forwarded { from, to, method, path: sluice::cluster::forward::PATH, body };
+    let f = sluice::cluster::peer::Forwarded {
+        from,
+        to,
+        method,
+        path: sluice::cluster::forward::PATH,
+        body,
+    };
     sluice::cluster::peer::sign(keys, &f, principal, sluice::state::now_ms(), &mut h);
     let mut out = reqwest::header::HeaderMap::new();
     for (k, v) in &h {
@@ -38,52 +53,152 @@ pub(crate) fn signed(
 
 /// A principal as a forward names it.
 pub(crate) fn who(id: &str, groups: &[&str]) -> sluice::auth::Principal {
-    sluice::auth::Principal { id: id.into(), groups: groups.iter().map(|g| g.to_string()).collect(), scopes: Default::default() }
+    sluice::auth::Principal {
+        id: id.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        scopes: Default::default(),
+    }
 }
 
 /// The MCP headers of a `tools/call` of `name`.
 pub(crate) fn call_headers(name: &str) -> [(&'static str, String); 3] {
-    [("mcp-protocol-version", "2026-07-28".into()), ("mcp-method", "tools/call".into()), ("mcp-name", name.into())]
+    [
+        ("mcp-protocol-version", "2026-07-28".into()),
+        ("mcp-method", "tools/call".into()),
+        ("mcp-name", name.into()),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_internal_listener_serves_one_signed_post_for_itself_once_and_nothing_else() {
     let py = peers::py1().await;
     let redis = Redis::start().await;
-    let c = Cluster::start(&redis, &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n")).await;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let c = Cluster::start(
+        &redis,
+        &Setup::legacy(&py.url).with("[bridge]\ngather_ms = 0\n"),
+    )
+    .await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
     // A round parked on its owner: its retry is what a replica forwards.
     let ask = Call::new("ask_once", json!({"text": "signed"})).token(ALICE);
     let round = ask.send(&call::http(), &c.url, json!({})).await;
     let owner = super::owner_of(&round.state());
     let (url, o) = (c.internal_url(Cluster::index(&owner)), owner.as_str());
-    let key = round.input_requests().keys().next().expect("an ask").clone();
-    let body = ask.body(retry(json!({ key: sample("signed answer", "m") }), &round.state())).to_string();
+    let key = round
+        .input_requests()
+        .keys()
+        .next()
+        .expect("an ask")
+        .clone();
+    let body = ask
+        .body(retry(
+            json!({ key: sample("signed answer", "m") }),
+            &round.state(),
+        ))
+        .to_string();
     let hs = call_headers("ask_once");
     let mcp: Vec<(&str, &str)> = hs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (post, alice) = (http::Method::POST, who("alice", &[]));
     // Signed for the owner, by the cluster's keys: served, as alice.
     let h = signed(&keys(), ("r9", o), &post, &alice, &mcp, body.as_bytes());
-    let ok = http.post(&url).headers(h.clone()).body(body.clone()).send().await.expect("POST");
+    let ok = http
+        .post(&url)
+        .headers(h.clone())
+        .body(body.clone())
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(ok.status(), 200);
     let done = ok.text().await.expect("body");
-    assert!(done.contains("ask_once[signed] via post: signed answer (model=m)"), "{done}");
+    assert!(
+        done.contains("ask_once[signed] via post: signed answer (model=m)"),
+        "{done}"
+    );
     // The same forward again (a replay seen on the wire): refused.
-    let again = http.post(&url).headers(h).body(body.clone()).send().await.expect("POST");
+    let again = http
+        .post(&url)
+        .headers(h)
+        .body(body.clone())
+        .send()
+        .await
+        .expect("POST");
     assert_eq!(again.status(), 401, "a replayed forward");
     // Signed for another replica, with other keys, unsigned, or another method: refused.
-    let to_other = signed(&keys(), ("r9", "r-other"), &post, &alice, &mcp, body.as_bytes());
-    let other = http.post(&url).headers(to_other).body(body.clone()).send().await.unwrap();
+    let to_other = signed(
+        &keys(),
+        ("r9", "r-other"),
+        &post,
+        &alice,
+        &mcp,
+        body.as_bytes(),
+    );
+    let other = http
+        .post(&url)
+        .headers(to_other)
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(other.status(), 401, "a forward meant for another replica");
-    let foreign = sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![7u8; 32]).unwrap()]).unwrap();
-    let forged = http.post(&url).headers(signed(&foreign, ("r9", o), &post, &alice, &mcp, body.as_bytes())).body(body.clone());
-    assert_eq!(forged.send().await.unwrap().status(), 401, "signed with other keys");
-    let bare = http.post(&url).header("authorization", format!("Bearer {ALICE}")).body(body.clone()).send().await.unwrap();
-    assert_eq!(bare.status(), 401, "a client's own credential does not open the internal listener");
-    let bad_from = signed(&keys(), ("r9 ERROR", o), &post, &alice, &mcp, body.as_bytes());
-    assert_eq!(http.post(&url).headers(bad_from).body(body.clone()).send().await.unwrap().status(), 401, "a sender that is no replica id");
+    let foreign =
+        sluice::state::Keys::new(vec![sluice::state::Key::new(1, vec![7u8; 32]).unwrap()]).unwrap();
+    let forged = http
+        .post(&url)
+        .headers(signed(
+            &foreign,
+            ("r9", o),
+            &post,
+            &alice,
+            &mcp,
+            body.as_bytes(),
+        ))
+        .body(body.clone());
+    assert_eq!(
+        forged.send().await.unwrap().status(),
+        401,
+        "signed with other keys"
+    );
+    let bare = http
+        .post(&url)
+        .header("authorization", format!("Bearer {ALICE}"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        bare.status(),
+        401,
+        "a client's own credential does not open the internal listener"
+    );
+    let bad_from = signed(
+        &keys(),
+        ("r9 ERROR", o),
+        &post,
+        &alice,
+        &mcp,
+        body.as_bytes(),
+    );
+    assert_eq!(
+        http.post(&url)
+            .headers(bad_from)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401,
+        "a sender that is no replica id"
+    );
     let delete = http::Method::DELETE;
-    let verb = http.delete(&url).headers(signed(&keys(), ("r9", o), &delete, &alice, &[], b"")).send().await.unwrap();
+    let verb = http
+        .delete(&url)
+        .headers(signed(&keys(), ("r9", o), &delete, &alice, &[], b""))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(verb.status(), 405, "replicas forward POST only");
 }
 
@@ -106,11 +221,27 @@ async fn a_2025_11_25_sessions_record_stays_small_whatever_its_client_sends() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let sid = resp.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    let mut redis_conn = redis::Client::open(redis.url()).unwrap().get_connection().expect("redis");
-    let rec: String = redis::cmd("GET").arg(format!("sluice:s:{sid}")).query(&mut redis_conn).expect("the record");
-    assert!(rec.len() <= sluice::bridge_b::shared::MAX_RECORD, "the record is {} bytes", rec.len());
-    assert!(rec.contains("\"sampling\""), "the asks' capabilities are kept: {rec}");
+    let sid = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut redis_conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .expect("redis");
+    let rec: String = redis::cmd("GET")
+        .arg(format!("sluice:s:{sid}"))
+        .query(&mut redis_conn)
+        .expect("the record");
+    assert!(
+        rec.len() <= sluice::bridge_b::shared::MAX_RECORD,
+        "the record is {} bytes",
+        rec.len()
+    );
+    assert!(
+        rec.contains("\"sampling\""),
+        "the asks' capabilities are kept: {rec}"
+    );
     // And the session still works on another replica (adopted from that record).
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let r = http
@@ -130,22 +261,58 @@ async fn a_2025_11_25_sessions_record_stays_small_whatever_its_client_sends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_session_record_is_written_back_but_never_over_a_tombstone() {
     let redis = Redis::start().await;
-    let shared = sluice::cluster::Shared::new(&redis.url(), Duration::from_secs(2)).expect("a Redis handle");
-    let (idle, rec) = (Duration::from_secs(60), r#"{"p":"alice","v":"2025-11-25","c":{}}"#);
-    let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().expect("redis");
-    let get = |conn: &mut redis::Connection, k: &str| -> Option<String> { redis::cmd("GET").arg(k).query(conn).unwrap() };
+    let shared =
+        sluice::cluster::Shared::new(&redis.url(), Duration::from_secs(2)).expect("a Redis handle");
+    let (idle, rec) = (
+        Duration::from_secs(60),
+        r#"{"p":"alice","v":"2025-11-25","c":{}}"#,
+    );
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .expect("redis");
+    let get = |conn: &mut redis::Connection, k: &str| -> Option<String> {
+        redis::cmd("GET").arg(k).query(conn).unwrap()
+    };
     // Lost (Redis restarted): written back.
-    assert!(shared.restore_session("s-lost", "alice", rec, idle).await.unwrap());
+    assert!(shared
+        .restore_session("s-lost", "alice", rec, idle)
+        .await
+        .unwrap());
     assert_eq!(get(&mut conn, "sluice:s:s-lost").as_deref(), Some(rec));
     // Ended elsewhere (DELETE's tombstone): stays ended.
     shared.put("sluice:s:s-ended", "ended", idle).await.unwrap();
-    assert!(!shared.restore_session("s-ended", "alice", rec, idle).await.unwrap());
+    assert!(!shared
+        .restore_session("s-ended", "alice", rec, idle)
+        .await
+        .unwrap());
     assert_eq!(get(&mut conn, "sluice:s:s-ended").as_deref(), Some("ended"));
     // Live: untouched, and renewing it says so; the tombstone says ended.
-    assert!(!shared.restore_session("s-lost", "alice", r#"{"p":"other"}"#, idle).await.unwrap());
+    assert!(!shared
+        .restore_session("s-lost", "alice", r#"{"p":"other"}"#, idle)
+        .await
+        .unwrap());
     assert_eq!(get(&mut conn, "sluice:s:s-lost").as_deref(), Some(rec));
     use sluice::cluster::shared::Renewed;
-    assert_eq!(shared.renew("s-lost", "alice", "ended", idle).await.unwrap(), Renewed::Live);
-    assert_eq!(shared.renew("s-ended", "alice", "ended", idle).await.unwrap(), Renewed::Ended);
-    assert_eq!(shared.renew("s-none", "alice", "ended", idle).await.unwrap(), Renewed::Missing);
+    assert_eq!(
+        shared
+            .renew("s-lost", "alice", "ended", idle)
+            .await
+            .unwrap(),
+        Renewed::Live
+    );
+    assert_eq!(
+        shared
+            .renew("s-ended", "alice", "ended", idle)
+            .await
+            .unwrap(),
+        Renewed::Ended
+    );
+    assert_eq!(
+        shared
+            .renew("s-none", "alice", "ended", idle)
+            .await
+            .unwrap(),
+        Renewed::Missing
+    );
 }

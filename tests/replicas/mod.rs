@@ -60,21 +60,30 @@ use serde_json::Value;
 /// The replica a sealed `requestState` names as its owner (the test reads the payload between
 /// the two header bytes and the 32-byte tag; Sluice itself opens it only after the MAC).
 pub(crate) fn owner_of(state: &str) -> String {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(state).expect("base64url requestState");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(state)
+        .expect("base64url requestState");
     let payload: Value = serde_json::from_slice(&raw[2..raw.len() - 32]).expect("a JSON payload");
     payload["o"].as_str().expect("an owner").to_owned()
 }
 
 /// Waits (polling a separate process's output, at most 5 s) until `pred` holds of the cluster's
 /// audit records; gives them.
-pub(crate) async fn audit_until(c: &harness::Cluster, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+pub(crate) async fn audit_until(
+    c: &harness::Cluster,
+    what: &str,
+    pred: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let recs = c.audit();
         if pred(&recs) {
             return recs;
         }
-        assert!(std::time::Instant::now() < deadline, "the audit records never showed {what}: {recs:#?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the audit records never showed {what}: {recs:#?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

@@ -122,7 +122,10 @@ impl Req {
     pub(crate) fn build(&self) -> (Vec<(String, Vec<u8>)>, Vec<u8>) {
         let mut h: Vec<(String, Vec<u8>)> = vec![
             ("content-type".into(), b"application/json".to_vec()),
-            ("accept".into(), b"application/json, text/event-stream".to_vec()),
+            (
+                "accept".into(),
+                b"application/json, text/event-stream".to_vec(),
+            ),
             ("mcp-protocol-version".into(), V.as_bytes().to_vec()),
             ("mcp-method".into(), self.method.as_bytes().to_vec()),
         ];
@@ -131,12 +134,21 @@ impl Req {
             "resources/read" => Some("uri"),
             _ => None,
         };
-        if let Some(v) = member.and_then(|m| self.params.get(m)).and_then(Value::as_str) {
-            h.push(("mcp-name".into(), sluice::mcp::headers::encode(v).into_owned().into_bytes()));
+        if let Some(v) = member
+            .and_then(|m| self.params.get(m))
+            .and_then(Value::as_str)
+        {
+            h.push((
+                "mcp-name".into(),
+                sluice::mcp::headers::encode(v).into_owned().into_bytes(),
+            ));
         }
         h.retain(|(k, _)| !self.removed.contains(k) && !self.headers.iter().any(|(n, _)| n == k));
         h.extend(self.headers.iter().cloned());
-        let body = self.body.clone().unwrap_or_else(|| self.body_json().to_string().into_bytes());
+        let body = self
+            .body
+            .clone()
+            .unwrap_or_else(|| self.body_json().to_string().into_bytes());
         (h, body)
     }
 
@@ -144,28 +156,48 @@ impl Req {
         let (headers, body) = self.build();
         let mut rb = client().post(url);
         for (k, v) in headers {
-            rb = rb.header(k, reqwest::header::HeaderValue::from_bytes(&v).expect("header value"));
+            rb = rb.header(
+                k,
+                reqwest::header::HeaderValue::from_bytes(&v).expect("header value"),
+            );
         }
         rb.body(body)
     }
 
     /// Sends and reads the whole answer.
     pub(crate) async fn send(self, url: &str) -> Resp {
-        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 10 s").expect("request sent");
+        let resp = tokio::time::timeout(WAIT, self.request(url).send())
+            .await
+            .expect("answer within 10 s")
+            .expect("request sent");
         Resp::read(resp).await
     }
 
     /// Sends and keeps the answer open as an SSE stream.
     pub(crate) async fn stream(self, url: &str) -> Stream {
-        let resp = tokio::time::timeout(WAIT, self.request(url).send()).await.expect("answer within 10 s").expect("request sent");
-        Stream { status: resp.status().as_u16(), headers: resp.headers().clone(), resp, buf: String::new() }
+        let resp = tokio::time::timeout(WAIT, self.request(url).send())
+            .await
+            .expect("answer within 10 s")
+            .expect("request sent");
+        Stream {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            resp,
+            buf: String::new(),
+        }
     }
 }
 
 /// One reqwest client for the whole binary.
 pub(crate) fn client() -> reqwest::Client {
     static C: OnceLock<reqwest::Client> = OnceLock::new();
-    C.get_or_init(|| reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("client")).clone()
+    C.get_or_init(|| {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client")
+    })
+    .clone()
 }
 
 /// A whole answer.
@@ -179,8 +211,15 @@ impl Resp {
     async fn read(resp: reqwest::Response) -> Self {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let text = tokio::time::timeout(WAIT, resp.text()).await.expect("body within 10 s").expect("body");
-        Resp { status, headers, text }
+        let text = tokio::time::timeout(WAIT, resp.text())
+            .await
+            .expect("body within 10 s")
+            .expect("body");
+        Resp {
+            status,
+            headers,
+            text,
+        }
     }
 
     /// A header as text.
@@ -190,9 +229,16 @@ impl Resp {
 
     /// The body as one compact JSON object (asserts both).
     pub(crate) fn json(&self) -> Value {
-        assert_eq!(self.header("content-type"), Some("application/json"), "JSON answer expected: {} {}", self.status, self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "JSON answer expected: {} {}",
+            self.status,
+            self.text
+        );
         assert_compact(&self.text);
-        let v: Value = serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not one JSON value ({e}): {}", self.text));
+        let v: Value = serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not one JSON value ({e}): {}", self.text));
         assert!(v.is_object(), "not an object: {}", self.text);
         v
     }
@@ -200,10 +246,25 @@ impl Resp {
     /// Asserts a JSON-RPC error with this status, code and id; gives the error object.
     pub(crate) fn error(&self, status: u16, code: i64, id: &Value) -> Value {
         let v = self.json();
-        assert_eq!((self.status, v["error"]["code"].as_i64()), (status, Some(code)), "{}", self.text);
-        assert_eq!(&v["id"], id, "error must carry the request id: {}", self.text);
+        assert_eq!(
+            (self.status, v["error"]["code"].as_i64()),
+            (status, Some(code)),
+            "{}",
+            self.text
+        );
+        assert_eq!(
+            &v["id"], id,
+            "error must carry the request id: {}",
+            self.text
+        );
         assert_eq!(v["jsonrpc"], "2.0");
-        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "error message: {}", self.text);
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "error message: {}",
+            self.text
+        );
         v["error"].clone()
     }
 
@@ -219,7 +280,12 @@ impl Resp {
 
     /// The SSE events of an event-stream body, each asserted to hold one `data:` line.
     pub(crate) fn events(&self) -> Vec<Value> {
-        assert_eq!(self.header("content-type"), Some("text/event-stream"), "{}", self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("text/event-stream"),
+            "{}",
+            self.text
+        );
         let mut out = Vec::new();
         for block in self.text.split("\n\n").filter(|b| !b.trim().is_empty()) {
             out.push(parse_event(block));
@@ -230,8 +296,14 @@ impl Resp {
 
 /// Asserts what every result Sluice sends must carry.
 pub(crate) fn assert_result_stamped(r: &Value) {
-    assert!(r["resultType"].is_string(), "result without resultType: {r}");
-    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sluice", "result without Sluice's serverInfo: {r}");
+    assert!(
+        r["resultType"].is_string(),
+        "result without resultType: {r}"
+    );
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sluice",
+        "result without Sluice's serverInfo: {r}"
+    );
 }
 
 /// Asserts the text is JSON with no whitespace outside strings.
@@ -254,13 +326,22 @@ pub(crate) fn assert_compact(text: &str) {
 }
 
 fn parse_event(block: &str) -> Value {
-    let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).collect();
-    assert_eq!(data.len(), 1, "each SSE event must carry exactly one data: line: {block:?}");
+    let data: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .collect();
+    assert_eq!(
+        data.len(),
+        1,
+        "each SSE event must carry exactly one data: line: {block:?}"
+    );
     let text = data[0].strip_prefix(' ').unwrap_or(data[0]);
     for l in block.lines() {
         let field = l.split(':').next().unwrap_or("");
         assert!(
-            l.is_empty() || l.starts_with(':') || matches!(field, "data" | "event" | "id" | "retry"),
+            l.is_empty()
+                || l.starts_with(':')
+                || matches!(field, "data" | "event" | "id" | "retry"),
             "stray SSE line: {l:?} in {block:?}"
         );
     }
@@ -288,12 +369,16 @@ impl Stream {
         loop {
             if let Some(pos) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..pos + 2).collect();
-                if block.trim().is_empty() || block.lines().all(|l| l.starts_with(':') || l.is_empty()) {
+                if block.trim().is_empty()
+                    || block.lines().all(|l| l.starts_with(':') || l.is_empty())
+                {
                     continue;
                 }
                 return Some(parse_event(&block));
             }
-            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk()).await.expect("SSE event within the deadline");
+            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk())
+                .await
+                .expect("SSE event within the deadline");
             match chunk {
                 Ok(Some(c)) => self.buf.push_str(&String::from_utf8_lossy(&c)),
                 Ok(None) | Err(_) => return None,
@@ -311,7 +396,9 @@ impl Stream {
         if self.buf.contains("data:") {
             return false;
         }
-        tokio::time::timeout(quiet, self.resp.chunk()).await.is_err()
+        tokio::time::timeout(quiet, self.resp.chunk())
+            .await
+            .is_err()
     }
 }
 
@@ -327,22 +414,41 @@ pub(crate) struct Raw {
 }
 
 /// Sends `head_lines` (without the request line and the Content-Length) and `body` as written.
-pub(crate) async fn raw_post(addr: SocketAddr, path: &str, head_lines: &[String], body: &str) -> Raw {
+pub(crate) async fn raw_post(
+    addr: SocketAddr,
+    path: &str,
+    head_lines: &[String],
+    body: &str,
+) -> Raw {
     let mut req = format!("POST {path} HTTP/1.1\r\n");
     for l in head_lines {
         req.push_str(l);
         req.push_str("\r\n");
     }
-    req.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()));
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.write_all(req.as_bytes()).await.expect("write");
     let mut out = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut out)).await.expect("answer within 10 s").expect("read");
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out))
+        .await
+        .expect("answer within 10 s")
+        .expect("read");
     let text = String::from_utf8_lossy(&out).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let head = head.to_ascii_lowercase();
-    let body = if head.contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_owned() };
+    let body = if head.contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
     Raw { status, head, body }
 }
 

@@ -45,7 +45,11 @@ pub(crate) struct ApiKey {
 impl ApiKey {
     /// `key` for `principal`, no groups, no scopes member.
     pub(crate) fn new(key: &str, principal: &str) -> ApiKey {
-        ApiKey { key: key.to_owned(), principal: principal.to_owned(), ..ApiKey::default() }
+        ApiKey {
+            key: key.to_owned(),
+            principal: principal.to_owned(),
+            ..ApiKey::default()
+        }
     }
 
     /// With these groups.
@@ -62,7 +66,10 @@ impl ApiKey {
 
     fn table(&self) -> Table {
         let mut t = Table::new();
-        t.insert("sha256".into(), sluice::auth::api_keys::hash_key(&self.key).into());
+        t.insert(
+            "sha256".into(),
+            sluice::auth::api_keys::hash_key(&self.key).into(),
+        );
         t.insert("principal".into(), self.principal.clone().into());
         if !self.groups.is_empty() {
             t.insert("groups".into(), strings(&self.groups));
@@ -88,17 +95,31 @@ pub(crate) struct Upstream {
 impl Upstream {
     /// `name` at `url`.
     pub(crate) fn new(name: &str, url: &str) -> Upstream {
-        Upstream { name: name.to_owned(), url: url.to_owned(), keys: Table::new() }
+        Upstream {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            keys: Table::new(),
+        }
     }
 
     /// `name` served by the process `command` on stdio (no url).
     pub(crate) fn stdio(name: &str, command: &[impl AsRef<str>]) -> Upstream {
-        Upstream { name: name.to_owned(), url: String::new(), keys: Table::new() }.key("command", strings(command))
+        Upstream {
+            name: name.to_owned(),
+            url: String::new(),
+            keys: Table::new(),
+        }
+        .key("command", strings(command))
     }
 
     /// `name` at several `urls` (replicas of one server).
     pub(crate) fn replicas(name: &str, urls: &[impl AsRef<str>]) -> Upstream {
-        Upstream { name: name.to_owned(), url: String::new(), keys: Table::new() }.key("urls", strings(urls))
+        Upstream {
+            name: name.to_owned(),
+            url: String::new(),
+            keys: Table::new(),
+        }
+        .key("urls", strings(urls))
     }
 
     /// Sets one more key.
@@ -133,7 +154,12 @@ pub(crate) struct Gateway {
 
 /// A TOML array of strings.
 pub(crate) fn strings(items: &[impl AsRef<str>]) -> Value {
-    Value::Array(items.iter().map(|s| Value::String(s.as_ref().to_owned())).collect())
+    Value::Array(
+        items
+            .iter()
+            .map(|s| Value::String(s.as_ref().to_owned()))
+            .collect(),
+    )
 }
 
 impl Gateway {
@@ -177,7 +203,13 @@ impl Gateway {
     pub(crate) fn interop() -> Gateway {
         Gateway::new()
             .named("interop.toml")
-            .timeouts(&[("connect_ms", 500), ("response_ms", 5000), ("refresh_ms", 60_000), ("shutdown_ms", 500), ("listen_retry_ms", 250)])
+            .timeouts(&[
+                ("connect_ms", 500),
+                ("response_ms", 5000),
+                ("refresh_ms", 60_000),
+                ("shutdown_ms", 500),
+                ("listen_retry_ms", 250),
+            ])
             .healthy()
     }
 
@@ -195,13 +227,17 @@ impl Gateway {
     /// The bridge B tests: [`Gateway::bridge`] with [`keys::BRIDGE_B`], every tool name prefixed
     /// by its upstream's, healthy upstreams.
     pub(crate) fn bridge_b() -> Gateway {
-        Gateway::bridge(keys::BRIDGE_B).named("bridge_b.toml").top("prefix", "always")
+        Gateway::bridge(keys::BRIDGE_B)
+            .named("bridge_b.toml")
+            .top("prefix", "always")
     }
 
     /// Two API-key principals, `alice` ([`ALICE_KEY`]) and `bob` ([`BOB_KEY`]), under
     /// `[auth] resource = "http://gw.test/mcp"`.
     pub(crate) fn two_keys(self) -> Gateway {
-        self.set("auth", "resource", "http://gw.test/mcp").api_key(ApiKey::new(ALICE_KEY, "alice")).api_key(ApiKey::new(BOB_KEY, "bob"))
+        self.set("auth", "resource", "http://gw.test/mcp")
+            .api_key(ApiKey::new(ALICE_KEY, "alice"))
+            .api_key(ApiKey::new(BOB_KEY, "bob"))
     }
 
     /// The hostile suite's `sluice` binary: connect 500, response 10 s, no background refresh
@@ -232,7 +268,10 @@ impl Gateway {
 
     /// Sets `k` in `[section]` (a dotted name such as `auth.jwt` is a nested table).
     pub(crate) fn set(mut self, section: &str, k: &str, v: impl Into<Value>) -> Gateway {
-        self.sections.entry(section.to_owned()).or_default().insert(k.to_owned(), v.into());
+        self.sections
+            .entry(section.to_owned())
+            .or_default()
+            .insert(k.to_owned(), v.into());
         self
     }
 
@@ -319,7 +358,9 @@ impl Gateway {
     /// Loads shipped policy files (names under policies/) as `--policy FILE` does.
     pub(crate) fn shipped_policies(mut self, names: &[&str]) -> Gateway {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies");
-        self.overrides.policies.extend(names.iter().map(|p| dir.join(p).display().to_string()));
+        self.overrides
+            .policies
+            .extend(names.iter().map(|p| dir.join(p).display().to_string()));
         self
     }
 
@@ -367,10 +408,27 @@ impl Gateway {
         for (name, keys) in &self.sections {
             let mut keys = keys.clone();
             if name == "auth" && !self.api_keys.is_empty() {
-                keys.insert("api_keys".into(), Value::Array(self.api_keys.iter().map(|k| Value::Table(k.table())).collect()));
+                keys.insert(
+                    "api_keys".into(),
+                    Value::Array(
+                        self.api_keys
+                            .iter()
+                            .map(|k| Value::Table(k.table()))
+                            .collect(),
+                    ),
+                );
             }
             if name == "budget" && !self.budget_overrides.is_empty() {
-                keys.insert("override".into(), Value::Array(self.budget_overrides.iter().cloned().map(Value::Table).collect()));
+                keys.insert(
+                    "override".into(),
+                    Value::Array(
+                        self.budget_overrides
+                            .iter()
+                            .cloned()
+                            .map(Value::Table)
+                            .collect(),
+                    ),
+                );
             }
             insert_dotted(&mut doc, name, keys);
         }
@@ -397,24 +455,37 @@ impl Gateway {
     /// The validated config.
     pub(crate) fn config(&self) -> Config {
         let text = self.text();
-        Config::from_toml(&text, self.origin, &self.overrides).unwrap_or_else(|e| panic!("config refused: {e}\n{text}"))
+        Config::from_toml(&text, self.origin, &self.overrides)
+            .unwrap_or_else(|e| panic!("config refused: {e}\n{text}"))
     }
 
     /// Starts Sluice in-process, waits until every upstream was probed and makes the checks
     /// asked for ([`Gateway::healthy`], [`Gateway::all_legacy`]).
     pub(crate) async fn start(self) -> Running {
         super::logs::capture();
-        let running = sluice::start(self.config()).await.unwrap_or_else(|e| panic!("sluice starts: {e}"));
+        let running = sluice::start(self.config())
+            .await
+            .unwrap_or_else(|e| panic!("sluice starts: {e}"));
         tokio::time::timeout(self.probe_within, running.ready())
             .await
-            .unwrap_or_else(|_| panic!("sluice probed its upstreams within {:?}", self.probe_within));
+            .unwrap_or_else(|_| {
+                panic!("sluice probed its upstreams within {:?}", self.probe_within)
+            });
         for up in &running.gateway.upstreams {
             let s = up.status();
             if self.checks.healthy || self.checks.legacy {
-                assert!(s.healthy, "upstream {} is not healthy behind sluice: {:?}", up.name, s.error);
+                assert!(
+                    s.healthy,
+                    "upstream {} is not healthy behind sluice: {:?}",
+                    up.name, s.error
+                );
             }
             if self.checks.legacy {
-                assert!(s.wire == sluice::upstream::Wire::Legacy, "upstream {} was not recognised as a 2025-11-25 upstream", up.name);
+                assert!(
+                    s.wire == sluice::upstream::Wire::Legacy,
+                    "upstream {} was not recognised as a 2025-11-25 upstream",
+                    up.name
+                );
             }
         }
         running
@@ -431,8 +502,11 @@ impl Default for Gateway {
 fn scratch_dir() -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("conf-{}-{nanos}-{n}", std::process::id()))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("conf-{}-{nanos}-{n}", std::process::id()))
 }
 
 /// Puts `keys` at the dotted path `name` of `doc`.
@@ -440,8 +514,12 @@ fn insert_dotted(doc: &mut Table, name: &str, keys: Table) {
     let mut at = doc;
     let mut parts = name.split('.').peekable();
     while let Some(p) = parts.next() {
-        let entry = at.entry(p.to_owned()).or_insert_with(|| Value::Table(Table::new()));
-        let Value::Table(t) = entry else { panic!("{name}: {p} is not a table") };
+        let entry = at
+            .entry(p.to_owned())
+            .or_insert_with(|| Value::Table(Table::new()));
+        let Value::Table(t) = entry else {
+            panic!("{name}: {p} is not a table")
+        };
         if parts.peek().is_none() {
             t.extend(keys);
             return;
@@ -451,8 +529,12 @@ fn insert_dotted(doc: &mut Table, name: &str, keys: Table) {
 }
 
 /// One demo upstream named `name`, and Sluice in front of it alone (names unprefixed).
-pub(crate) async fn one_demo(name: &'static str) -> (sluice::demo::upstream::DemoUpstream, Running) {
-    let demo = sluice::demo::upstream::start(name, ([127, 0, 0, 1], 0).into()).await.expect("demo upstream starts");
+pub(crate) async fn one_demo(
+    name: &'static str,
+) -> (sluice::demo::upstream::DemoUpstream, Running) {
+    let demo = sluice::demo::upstream::start(name, ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("demo upstream starts");
     let sluice = Gateway::e2e().upstream(name, &demo.url()).start().await;
     (demo, sluice)
 }

@@ -23,7 +23,12 @@ impl H2Holders {
     /// Linux routes all of 127/8 to lo).
     pub(crate) fn start(port: u16, count: usize, sources: &[&str]) -> H2Holders {
         let mut cmd = Command::new("python3");
-        cmd.arg(script("hold_h2.py")).args(["--port", &port.to_string(), "--count", &count.to_string()]);
+        cmd.arg(script("hold_h2.py")).args([
+            "--port",
+            &port.to_string(),
+            "--count",
+            &count.to_string(),
+        ]);
         for s in sources {
             cmd.args(["--source", s]);
         }
@@ -35,7 +40,11 @@ impl H2Holders {
             .spawn()
             .expect("start python3 tests/peers/hold_h2.py");
         let lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
-        H2Holders { child, lines, seen: Vec::new() }
+        H2Holders {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
     }
 
     /// The next line that starts with `prefix` (the ones before it are kept in `seen`); fails
@@ -43,7 +52,12 @@ impl H2Holders {
     pub(crate) async fn until(&mut self, prefix: &str, within: Duration) -> String {
         let read = async {
             loop {
-                let line = self.lines.next_line().await.expect("read hold_h2.py").unwrap_or_else(|| panic!("hold_h2.py ended early"));
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read hold_h2.py")
+                    .unwrap_or_else(|| panic!("hold_h2.py ended early"));
                 eprintln!("hold_h2.py: {line}");
                 self.seen.push(line.clone());
                 if line.starts_with(prefix) {
@@ -53,18 +67,29 @@ impl H2Holders {
         };
         match tokio::time::timeout(within, read).await {
             Ok(line) => line,
-            Err(_) => panic!("no {prefix:?} line from hold_h2.py within {within:?}; it said: {:?}", self.seen),
+            Err(_) => panic!(
+                "no {prefix:?} line from hold_h2.py within {within:?}; it said: {:?}",
+                self.seen
+            ),
         }
     }
 
     /// Each `SOURCE <addr> HELD <h> CLOSED <c>` line, once every source is decided, as
     /// (addr, held, closed).
-    pub(crate) async fn decided(&mut self, sources: usize, within: Duration) -> Vec<(String, usize, usize)> {
+    pub(crate) async fn decided(
+        &mut self,
+        sources: usize,
+        within: Duration,
+    ) -> Vec<(String, usize, usize)> {
         let mut out = Vec::new();
         for _ in 0..sources {
             let line = self.until("SOURCE ", within).await;
             let w: Vec<&str> = line.split_whitespace().collect();
-            out.push((w[1].to_owned(), w[3].parse().expect("a count"), w[5].parse().expect("a count")));
+            out.push((
+                w[1].to_owned(),
+                w[3].parse().expect("a count"),
+                w[5].parse().expect("a count"),
+            ));
         }
         out
     }

@@ -88,7 +88,11 @@ impl Legacy {
     /// Sends `msg` (a notification) on every open GET stream.
     pub(crate) fn notify(&self, msg: &Value) {
         let frame = Bytes::from(format!("data: {msg}\n\n"));
-        self.rec.gets.lock().unwrap().retain(|tx| tx.try_send(Ok(Frame::data(frame.clone()))).is_ok());
+        self.rec
+            .gets
+            .lock()
+            .unwrap()
+            .retain(|tx| tx.try_send(Ok(Frame::data(frame.clone()))).is_ok());
     }
 
     /// Waits (at most 10 s) until a GET stream is open.
@@ -96,7 +100,14 @@ impl Legacy {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let opened = self.rec.get_opened.notified();
-            if self.rec.gets.lock().unwrap().iter().any(|tx| !tx.is_closed()) {
+            if self
+                .rec
+                .gets
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|tx| !tx.is_closed())
+            {
                 return;
             }
             if tokio::time::timeout_at(deadline, opened).await.is_err() {
@@ -112,7 +123,14 @@ impl Legacy {
 
     /// Every request of `method` it received.
     pub(crate) fn seen(&self, method: &str) -> Vec<Seen> {
-        self.rec.seen.lock().unwrap().iter().filter(|s| s.method == method).cloned().collect()
+        self.rec
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.method == method)
+            .cloned()
+            .collect()
     }
 
     /// Waits (at most 10 s) until Sluice POSTed at least `n` responses.
@@ -132,17 +150,29 @@ impl Legacy {
 }
 
 /// Starts a legacy upstream listing `tools` and answering each `tools/call` with `script`.
-pub(crate) async fn start(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static) -> Legacy {
+pub(crate) async fn start(
+    tools: Value,
+    script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static,
+) -> Legacy {
     listen(tools, script, false).await
 }
 
 /// The same, speaking HTTP/2 only (prior knowledge), any number of streams at once.
-pub(crate) async fn start_h2_only(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static) -> Legacy {
+pub(crate) async fn start_h2_only(
+    tools: Value,
+    script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static,
+) -> Legacy {
     listen(tools, script, true).await
 }
 
-async fn listen(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static, h2_only: bool) -> Legacy {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the legacy upstream");
+async fn listen(
+    tools: Value,
+    script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static,
+    h2_only: bool,
+) -> Legacy {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the legacy upstream");
     let addr = listener.local_addr().expect("its address");
     let rec = Arc::new(Record::default());
     let stop = CancellationToken::new();
@@ -157,14 +187,17 @@ async fn listen(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync 
                 a = listener.accept() => match a { Ok((s, _)) => s, Err(_) => continue },
             };
             count.fetch_add(1, Ordering::SeqCst);
-            let (r, token, tools, script) = (r.clone(), token.clone(), tools.clone(), script.clone());
+            let (r, token, tools, script) =
+                (r.clone(), token.clone(), tools.clone(), script.clone());
             tokio::spawn(async move {
                 let t = token.clone();
                 let svc = service_fn(move |req| {
-                    let (r, t, tools, script) = (r.clone(), t.clone(), tools.clone(), script.clone());
+                    let (r, t, tools, script) =
+                        (r.clone(), t.clone(), tools.clone(), script.clone());
                     async move { Ok::<_, Infallible>(serve(req, &r, &tools, &script, t).await) }
                 });
-                let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 if h2_only {
                     builder = builder.http2_only();
                     builder.http2().max_concurrent_streams(None);
@@ -174,26 +207,44 @@ async fn listen(tools: Value, script: impl Fn(&Seen) -> Vec<Step> + Send + Sync 
             });
         }
     });
-    Legacy { addr, accepted, rec, stop }
+    Legacy {
+        addr,
+        accepted,
+        rec,
+        stop,
+    }
 }
 
 fn reply(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> http::Response<Body> {
-    http::Response::builder().status(status).header("content-type", content_type).body(Full::new(body.into()).boxed()).expect("a response")
+    http::Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(body.into()).boxed())
+        .expect("a response")
 }
 
 fn ok(id: &str, result: &Value) -> http::Response<Body> {
-    reply(200, "application/json", format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#))
+    reply(
+        200,
+        "application/json",
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+    )
 }
 
 type Sender = tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Infallible>>;
 
-fn sse(rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>, session: Option<&str>) -> http::Response<Body> {
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+fn sse(
+    rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>,
+    session: Option<&str>,
+) -> http::Response<Body> {
+    let frames =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
     let mut b = http::Response::builder().header("content-type", "text/event-stream");
     if let Some(s) = session {
         b = b.header("mcp-session-id", s);
     }
-    b.body(StreamBody::new(frames).boxed()).expect("an SSE response")
+    b.body(StreamBody::new(frames).boxed())
+        .expect("an SSE response")
 }
 
 async fn serve(
@@ -206,7 +257,10 @@ async fn serve(
     let (parts, body) = req.into_parts();
     match parts.method {
         http::Method::GET if parts.headers.contains_key("last-event-id") => {
-            let last = parts.headers["last-event-id"].to_str().unwrap_or("").to_owned();
+            let last = parts.headers["last-event-id"]
+                .to_str()
+                .unwrap_or("")
+                .to_owned();
             let seen = Seen {
                 method: "GET Last-Event-ID".into(),
                 id: Value::String(last),
@@ -216,7 +270,9 @@ async fn serve(
             };
             rec.seen.lock().unwrap().push(seen);
             let (tx, rx) = tokio::sync::mpsc::channel(1);
-            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(b"id: 7\nretry: 0\ndata: \n\n"))));
+            let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
+                b"id: 7\nretry: 0\ndata: \n\n",
+            ))));
             return sse(rx, None);
         }
         http::Method::GET => {
@@ -226,7 +282,9 @@ async fn serve(
             rec.gets.lock().unwrap().push(tx.clone());
             rec.get_opened.notify_waiters();
             tokio::spawn(async move {
-                let _ = tx.send(Ok(Frame::data(Bytes::from_static(b": open\n\n")))).await;
+                let _ = tx
+                    .send(Ok(Frame::data(Bytes::from_static(b": open\n\n"))))
+                    .await;
                 tokio::select! { _ = tx.closed() => {}, _ = stop.cancelled() => {} }
             });
             return sse(rx, None);
@@ -235,7 +293,11 @@ async fn serve(
         http::Method::POST => {}
         _ => return reply(405, "text/plain", Bytes::new()),
     }
-    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let seen = Seen {
         method: msg["method"].as_str().unwrap_or("").to_owned(),
@@ -263,12 +325,18 @@ async fn serve(
             r#"{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Bad Request: No valid session ID provided"}}"#,
         ),
         "initialize" => {
-            rec.initializes.lock().unwrap().push(seen.params["capabilities"].clone());
+            rec.initializes
+                .lock()
+                .unwrap()
+                .push(seen.params["capabilities"].clone());
             let n = rec.sessions.fetch_add(1, Ordering::Relaxed);
             let r = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": true}},
                 "serverInfo": {"name": "hostile-legacy", "version": "1.0.0"}});
             let mut resp = ok(id, &r);
-            resp.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(&format!("legacy-session-{n}")).expect("a session id"));
+            resp.headers_mut().insert(
+                "mcp-session-id",
+                http::HeaderValue::from_str(&format!("legacy-session-{n}")).expect("a session id"),
+            );
             resp
         }
         "ping" => ok(id, &json!({})),
@@ -286,7 +354,9 @@ async fn serve(
         _ => reply(
             404,
             "application/json",
-            format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"method not found"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"method not found"}}}}"#
+            ),
         ),
     }
 }
@@ -301,7 +371,13 @@ async fn run(steps: Vec<Step>, id: &str, tx: &Sender, rec: &Record, stop: Cancel
                 }
             }
             Step::Primed(n) => {
-                if tx.send(Ok(Frame::data(Bytes::from(format!("id: {n}\nretry: 0\ndata: \n\n"))))).await.is_err() {
+                if tx
+                    .send(Ok(Frame::data(Bytes::from(format!(
+                        "id: {n}\nretry: 0\ndata: \n\n"
+                    )))))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -309,7 +385,11 @@ async fn run(steps: Vec<Step>, id: &str, tx: &Sender, rec: &Record, stop: Cancel
                 let notified = rec.replied.notified();
                 let answered = {
                     let replies = rec.replies.lock().unwrap();
-                    ids.iter().all(|want| replies.iter().any(|r| r.get("id").map(Value::to_string).as_deref() == Some(want.as_str())))
+                    ids.iter().all(|want| {
+                        replies.iter().any(|r| {
+                            r.get("id").map(Value::to_string).as_deref() == Some(want.as_str())
+                        })
+                    })
                 };
                 if answered {
                     break;

@@ -13,7 +13,10 @@ pub(crate) const EVENT_WAIT: Duration = Duration::from_secs(10);
 
 /// An HTTP client for raw calls; a request that hangs fails the test after 20 s.
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(20)).build().expect("reqwest client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("reqwest client")
 }
 
 /// A raw 2025-11-25 client: no `_meta` envelope, no modern headers, a session after initialize.
@@ -28,12 +31,22 @@ pub(crate) struct Legacy {
 impl Legacy {
     /// A client of `url` with no session yet (requests fail the test after 20 s).
     pub(crate) fn new(url: &str) -> Legacy {
-        Legacy { http: http(), url: url.to_owned(), token: None, session: None }
+        Legacy {
+            http: http(),
+            url: url.to_owned(),
+            token: None,
+            session: None,
+        }
     }
 
     /// A client of `url` through `http`, authenticating with `key` when given.
     pub(crate) fn with(http: &reqwest::Client, url: &str, key: Option<&str>) -> Legacy {
-        Legacy { http: http.clone(), url: url.to_owned(), token: key.map(str::to_owned), session: None }
+        Legacy {
+            http: http.clone(),
+            url: url.to_owned(),
+            token: key.map(str::to_owned),
+            session: None,
+        }
     }
 
     /// The same client authenticating with the API key `token`.
@@ -44,7 +57,10 @@ impl Legacy {
 
     /// The same client presenting `session` as its `Mcp-Session-Id`.
     pub(crate) fn with_session(&self, session: &str) -> Legacy {
-        Legacy { session: Some(session.to_owned()), ..self.clone() }
+        Legacy {
+            session: Some(session.to_owned()),
+            ..self.clone()
+        }
     }
 
     fn request(&self, verb: reqwest::Method) -> reqwest::RequestBuilder {
@@ -53,7 +69,9 @@ impl Legacy {
             r = r.bearer_auth(t);
         }
         if let Some(s) = &self.session {
-            r = r.header("mcp-session-id", s).header("mcp-protocol-version", "2025-11-25");
+            r = r
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", "2025-11-25");
         }
         r
     }
@@ -64,11 +82,21 @@ impl Legacy {
             "params": {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "bridge-b-raw", "version": "1"}}});
         let resp = self.post(&body).await;
         assert_eq!(resp.status(), 200, "initialize");
-        let sid = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("initialize without Mcp-Session-Id").to_owned();
-        assert!(!sid.is_empty() && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)), "session id {sid:?} is not visible ASCII");
+        let sid = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("initialize without Mcp-Session-Id")
+            .to_owned();
+        assert!(
+            !sid.is_empty() && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+            "session id {sid:?} is not visible ASCII"
+        );
         let msg: Value = resp.json().await.expect("initialize JSON");
         self.session = Some(sid);
-        let initialized = self.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let initialized = self
+            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
         assert_eq!(initialized.status(), 202, "notifications/initialized");
         msg["result"].clone()
     }
@@ -91,11 +119,20 @@ impl Legacy {
 
     /// POSTs a request and reads a JSON answer: (status, message).
     pub(crate) async fn call(&self, id: u64, method: &str, params: Value) -> (u16, Value) {
-        let resp = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        let resp = self
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
         let status = resp.status().as_u16();
         let text = resp.text().await.expect("sluice body");
-        let json_text = text.lines().rev().find_map(|l| l.strip_prefix("data:")).map(str::trim).unwrap_or(&text).to_owned();
-        let msg = serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{method}: non-JSON ({e}): {text:?}"));
+        let json_text = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .unwrap_or(&text)
+            .to_owned();
+        let msg = serde_json::from_str(&json_text)
+            .unwrap_or_else(|e| panic!("{method}: non-JSON ({e}): {text:?}"));
         (status, msg)
     }
 
@@ -108,9 +145,15 @@ impl Legacy {
                 "params": {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "hostile-legacy-client", "version": "1"}}}))
             .await;
         assert_eq!(a.status, 200, "initialize: {}", cut(&a.text));
-        let sid = a.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("initialize without Mcp-Session-Id");
+        let sid = a
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("initialize without Mcp-Session-Id");
         self.session = Some(sid.to_owned());
-        let n = self.answer_to(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let n = self
+            .answer_to(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
         assert_eq!(n.status, 202, "notifications/initialized: {}", n.text);
     }
 
@@ -121,18 +164,25 @@ impl Legacy {
 
     /// POSTs a request; gives the [`Answer`].
     pub(crate) async fn answer(&self, id: u64, method: &str, params: Value) -> Answer {
-        self.answer_to(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await
+        self.answer_to(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
     }
 
     /// POSTs a request whose answer is an SSE stream; gives its status, content type and events.
     pub(crate) async fn stream(&self, id: u64, method: &str, params: Value) -> Sse {
-        let resp = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        let resp = self
+            .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
         Sse::of(resp)
     }
 
     /// A `GET` (the standalone stream).
     pub(crate) async fn get(&self) -> reqwest::Response {
-        self.request(reqwest::Method::GET).header("accept", "text/event-stream").send().await.expect("GET sluice")
+        self.request(reqwest::Method::GET)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .expect("GET sluice")
     }
 
     /// A `GET` with `Last-Event-ID: last` (takes up a call stream that ended early).
@@ -147,7 +197,10 @@ impl Legacy {
 
     /// A `DELETE` (ends the session).
     pub(crate) async fn delete(&self) -> reqwest::Response {
-        self.request(reqwest::Method::DELETE).send().await.expect("DELETE sluice")
+        self.request(reqwest::Method::DELETE)
+            .send()
+            .await
+            .expect("DELETE sluice")
     }
 }
 
@@ -178,14 +231,26 @@ pub(crate) struct Sse {
 impl Sse {
     pub(crate) fn of(resp: reqwest::Response) -> Sse {
         let status = resp.status().as_u16();
-        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-        Sse { status, content_type, body: Box::pin(resp.bytes_stream()), buf: String::new() }
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        Sse {
+            status,
+            content_type,
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
     }
 
     /// The next event (comments skipped); `None` when the stream ended. Fails the test after
     /// [`EVENT_WAIT`] without one.
     pub(crate) async fn next(&mut self) -> Option<Event> {
-        tokio::time::timeout(EVENT_WAIT, self.next_event()).await.unwrap_or_else(|_| panic!("no SSE event within {EVENT_WAIT:?}"))
+        tokio::time::timeout(EVENT_WAIT, self.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("no SSE event within {EVENT_WAIT:?}"))
     }
 
     /// Whether the stream ends (without another event) within `wait`.
@@ -218,7 +283,11 @@ impl Sse {
                     }
                 }
                 if fields {
-                    return Some(Event { id, name, data: data.join("\n") });
+                    return Some(Event {
+                        id,
+                        name,
+                        data: data.join("\n"),
+                    });
                 }
                 continue;
             }
@@ -232,7 +301,10 @@ impl Sse {
     /// The next event that carries a JSON-RPC message.
     pub(crate) async fn next_message(&mut self) -> Value {
         loop {
-            let e = self.next().await.expect("the stream ended before the next message");
+            let e = self
+                .next()
+                .await
+                .expect("the stream ended before the next message");
             let v = e.json();
             if !v.is_null() {
                 return v;

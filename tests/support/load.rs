@@ -18,8 +18,13 @@ pub(crate) fn call(name: &str) -> Req {
 /// The public tool names `tools/list` gives.
 pub(crate) async fn tool_names(url: &str) -> Vec<String> {
     let list = Req::new("tools/list").send(url).await.result(&json!(1));
-    let tools = list["tools"].as_array().unwrap_or_else(|| panic!("no tools in {list}"));
-    tools.iter().map(|t| t["name"].as_str().unwrap_or("?").to_owned()).collect()
+    let tools = list["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {list}"));
+    tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 /// A mock upstream `name` listing `echo` and `slow`; `slow` answers "slow done" once the gate
@@ -28,7 +33,14 @@ pub(crate) async fn with_slow_tool(name: &str) -> (Mock, tokio::sync::watch::Sen
     let (gate, open) = tokio::sync::watch::channel(false);
     let mock = Spec::new(name)
         .tools(vec![tool("echo"), tool("slow")])
-        .on(move |s| (s.tool() == "slow").then(|| Reply::gate(open.clone(), json!({"content": [{"type": "text", "text": "slow done"}]}))))
+        .on(move |s| {
+            (s.tool() == "slow").then(|| {
+                Reply::gate(
+                    open.clone(),
+                    json!({"content": [{"type": "text", "text": "slow done"}]}),
+                )
+            })
+        })
         .start()
         .await;
     (mock, gate)
@@ -48,16 +60,30 @@ impl Load {
     /// `clients` clients on `url`, half calling `tool`, half listing; each request bearing
     /// `bearer` when given.
     pub(crate) fn start(url: &str, tool: &str, bearer: Option<&str>, clients: usize) -> Load {
-        let (stop, served) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-        let each: Arc<Vec<AtomicUsize>> = Arc::new((0..clients).map(|_| AtomicUsize::new(0)).collect());
+        let (stop, served) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let each: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..clients).map(|_| AtomicUsize::new(0)).collect());
         let tasks = (0..clients)
             .map(|i| {
-                let (url, tool, stop, served, each) = (url.to_owned(), tool.to_owned(), stop.clone(), served.clone(), each.clone());
+                let (url, tool, stop, served, each) = (
+                    url.to_owned(),
+                    tool.to_owned(),
+                    stop.clone(),
+                    served.clone(),
+                    each.clone(),
+                );
                 let bearer = bearer.map(|b| format!("Bearer {b}"));
                 tokio::spawn(async move {
                     let mut failures = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        let req = if i % 2 == 0 { call(&tool) } else { Req::new("tools/list") };
+                        let req = if i % 2 == 0 {
+                            call(&tool)
+                        } else {
+                            Req::new("tools/list")
+                        };
                         let req = match &bearer {
                             Some(b) => req.header("authorization", b),
                             None => req,
@@ -74,15 +100,29 @@ impl Load {
                 })
             })
             .collect();
-        Load { stop, served, each, tasks }
+        Load {
+            stop,
+            served,
+            each,
+            tasks,
+        }
     }
 
     /// Waits until every client has had a request answered that it sent after this call (two
     /// more answers each: the one in flight, then one begun after it).
     pub(crate) async fn settled(&self) {
-        let marks: Vec<usize> = self.each.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let marks: Vec<usize> = self
+            .each
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
         tokio::time::timeout(WAIT, async {
-            while self.each.iter().zip(&marks).any(|(c, m)| c.load(Ordering::Relaxed) < m + 2) {
+            while self
+                .each
+                .iter()
+                .zip(&marks)
+                .any(|(c, m)| c.load(Ordering::Relaxed) < m + 2)
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         })
@@ -109,7 +149,12 @@ impl Load {
         for t in self.tasks {
             failures.extend(t.await.expect("a load task"));
         }
-        assert!(failures.is_empty(), "{} request(s) failed during the reload, first: {}", failures.len(), failures[0]);
+        assert!(
+            failures.is_empty(),
+            "{} request(s) failed during the reload, first: {}",
+            failures.len(),
+            failures[0]
+        );
         self.served.load(Ordering::Relaxed)
     }
 }

@@ -41,21 +41,35 @@ impl std::io::Write for Tee {
 pub(crate) fn capture() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
-        let sub = tracing_subscriber::fmt().with_writer(|| Tee).with_ansi(false).with_env_filter(filter).finish();
+        let filter =
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+        let sub = tracing_subscriber::fmt()
+            .with_writer(|| Tee)
+            .with_ansi(false)
+            .with_env_filter(filter)
+            .finish();
         let _ = tracing::subscriber::set_global_default(sub);
     });
 }
 
 /// Whether any line logged so far holds `needle`.
 pub(crate) fn contains(needle: &str) -> bool {
-    log_buf().lock().map(|v| String::from_utf8_lossy(&v).contains(needle)).unwrap_or(false)
+    log_buf()
+        .lock()
+        .map(|v| String::from_utf8_lossy(&v).contains(needle))
+        .unwrap_or(false)
 }
 
 /// The lines logged so far that hold every one of `parts`.
 pub(crate) fn lines_with(parts: &[&str]) -> Vec<String> {
-    let text = log_buf().lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
-    text.lines().filter(|l| parts.iter().all(|p| l.contains(p))).map(str::to_owned).collect()
+    let text = log_buf()
+        .lock()
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Waits (up to [`WAIT`]) for a warning line holding every one of `parts`.
@@ -63,10 +77,19 @@ pub(crate) async fn wait_warning(parts: &[&str]) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let next = written().notified();
-        let text = log_buf().lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.contains("WARN") && parts.iter().all(|p| l.contains(p))) {
+        let text = log_buf()
+            .lock()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default();
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.contains("WARN") && parts.iter().all(|p| l.contains(p)))
+        {
             return line.to_owned();
         }
-        assert!(tokio::time::timeout_at(deadline, next).await.is_ok(), "no warning holding {parts:?} in the log:\n{text}");
+        assert!(
+            tokio::time::timeout_at(deadline, next).await.is_ok(),
+            "no warning holding {parts:?} in the log:\n{text}"
+        );
     }
 }

@@ -50,22 +50,33 @@ pub(crate) const WAIT: Duration = Duration::from_secs(10);
 pub(crate) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 /// Like [`eventually`], with a condition that is itself awaited (it may make requests).
-pub(crate) async fn eventually_async<F: std::future::Future<Output = bool>>(what: &str, mut cond: impl FnMut() -> F) {
+pub(crate) async fn eventually_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut cond: impl FnMut() -> F,
+) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// A unique string for canaries and names.
 pub(crate) fn unique(what: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     format!("canary-{what}-{:x}{nanos:x}", std::process::id())
 }

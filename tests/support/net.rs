@@ -7,7 +7,8 @@ use std::time::Duration;
 /// so connections are refused) until the test process exits, so no other test can take it.
 pub(crate) fn dead_url() -> String {
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
-    sock.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    sock.bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
     let addr = sock.local_addr().expect("addr");
     std::mem::forget(sock);
     format!("http://{addr}/mcp")
@@ -24,9 +25,15 @@ pub(crate) struct Stalled {
 /// A [`Stalled`] listener.
 pub(crate) fn stalled() -> Stalled {
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
-    sock.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    sock.bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
     let addr = sock.local_addr().expect("addr");
     let listener = sock.listen(0).expect("listen");
-    let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).expect("the one queued connection");
-    Stalled { _listener: listener, _filler: filler, url: format!("http://{addr}/mcp") }
+    let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500))
+        .expect("the one queued connection");
+    Stalled {
+        _listener: listener,
+        _filler: filler,
+        url: format!("http://{addr}/mcp"),
+    }
 }

@@ -64,7 +64,9 @@ impl Drop for Receiver {
 
 /// Starts a receiver on a free loopback port.
 pub(crate) async fn start() -> Receiver {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the OTLP receiver");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the OTLP receiver");
     let url = format!("http://{}", listener.local_addr().expect("its address"));
     let (seen, stop) = (Arc::new(Seen::default()), CancellationToken::new());
     let (s, token) = (seen.clone(), stop.clone());
@@ -89,16 +91,29 @@ pub(crate) async fn start() -> Receiver {
     Receiver { url, seen, stop }
 }
 
-async fn export(seen: &Seen, req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
+async fn export(
+    seen: &Seen,
+    req: http::Request<hyper::body::Incoming>,
+) -> http::Response<Full<Bytes>> {
     let answer = |status: u16| {
-        http::Response::builder().status(status).header("content-type", "application/x-protobuf").body(Full::new(Bytes::new()))
+        http::Response::builder()
+            .status(status)
+            .header("content-type", "application/x-protobuf")
+            .body(Full::new(Bytes::new()))
     };
     if req.method() != http::Method::POST || req.uri().path() != "/v1/traces" {
         return answer(404).expect("a response");
     }
-    let protobuf = req.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/x-protobuf"));
-    let Ok(body) = req.into_body().collect().await.map(|b| b.to_bytes()) else { return answer(400).expect("a response") };
-    let Ok(decoded) = ExportTraceServiceRequest::decode(body.clone()) else { return answer(400).expect("a response") };
+    let protobuf = req
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/x-protobuf"));
+    let Ok(body) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return answer(400).expect("a response");
+    };
+    let Ok(decoded) = ExportTraceServiceRequest::decode(body.clone()) else {
+        return answer(400).expect("a response");
+    };
     assert!(protobuf, "an OTLP/HTTP export is application/x-protobuf");
     let mut spans = Vec::new();
     for rs in decoded.resource_spans {
@@ -117,7 +132,16 @@ async fn export(seen: &Seen, req: http::Request<hyper::body::Incoming>) -> http:
                     span_id: hex(&s.span_id),
                     parent: hex(&s.parent_span_id),
                     kind: s.kind,
-                    attrs: s.attributes.into_iter().map(|kv| (kv.key, text(kv.value.as_ref().and_then(|v| v.value.as_ref())))).collect(),
+                    attrs: s
+                        .attributes
+                        .into_iter()
+                        .map(|kv| {
+                            (
+                                kv.key,
+                                text(kv.value.as_ref().and_then(|v| v.value.as_ref())),
+                            )
+                        })
+                        .collect(),
                     service: service.clone(),
                 });
             }
@@ -152,15 +176,30 @@ impl Receiver {
 
     /// Every export body received so far, concatenated.
     pub(crate) fn raw(&self) -> Vec<u8> {
-        self.seen.raw.lock().expect("raw").iter().flat_map(|b| b.iter().copied()).collect()
+        self.seen
+            .raw
+            .lock()
+            .expect("raw")
+            .iter()
+            .flat_map(|b| b.iter().copied())
+            .collect()
     }
 
     /// Waits (at most `within`) until the spans of trace `trace_id` satisfy `done`; gives them.
-    pub(crate) async fn trace(&self, trace_id: &str, within: Duration, done: impl Fn(&[Span]) -> bool) -> Vec<Span> {
+    pub(crate) async fn trace(
+        &self,
+        trace_id: &str,
+        within: Duration,
+        done: impl Fn(&[Span]) -> bool,
+    ) -> Vec<Span> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let changed = self.seen.changed.notified();
-            let spans: Vec<Span> = self.spans().into_iter().filter(|s| s.trace_id == trace_id).collect();
+            let spans: Vec<Span> = self
+                .spans()
+                .into_iter()
+                .filter(|s| s.trace_id == trace_id)
+                .collect();
             if done(&spans) {
                 return spans;
             }

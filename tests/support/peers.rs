@@ -31,13 +31,19 @@ pub(crate) fn peer_env(var: &str) -> PathBuf {
     let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         panic!("{var} is not set: these tests need the real MCP peers; run `eval \"$(bash scripts/peers.sh)\"` first (it installs them and exports {var})")
     });
-    assert!(path.exists(), "{var}={} does not exist; re-run `eval \"$(bash scripts/peers.sh)\"`", path.display());
+    assert!(
+        path.exists(),
+        "{var}={} does not exist; re-run `eval \"$(bash scripts/peers.sh)\"`",
+        path.display()
+    );
     path
 }
 
 /// A file under tests/peers/.
 pub(crate) fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(name)
 }
 
 /// This run's scratch directory: one per process, named by pid and start time (pids repeat, and
@@ -45,8 +51,11 @@ pub(crate) fn script(name: &str) -> PathBuf {
 pub(crate) fn scratch() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("peers-{}-{nanos}", std::process::id()));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("peers-{}-{nanos}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the scratch directory");
         dir
@@ -75,23 +84,34 @@ pub(crate) struct Peer {
 impl Peer {
     /// The event lines the upstream recorded under `tag` so far.
     pub(crate) fn events(&self, tag: &str) -> Vec<String> {
-        std::fs::read_to_string(self.events.join(tag)).unwrap_or_default().lines().map(str::to_owned).collect()
+        std::fs::read_to_string(self.events.join(tag))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Waits (at most 2 s) until the upstream recorded `event` under `tag`; fails the test otherwise.
     pub(crate) async fn wait_event(&self, tag: &str, event: &str) -> Vec<String> {
-        self.wait_event_within(tag, event, Duration::from_secs(2)).await
+        self.wait_event_within(tag, event, Duration::from_secs(2))
+            .await
     }
 
     /// [`Peer::wait_event`] waiting at most `within`.
-    pub(crate) async fn wait_event_within(&self, tag: &str, event: &str, within: Duration) -> Vec<String> {
+    pub(crate) async fn wait_event_within(
+        &self,
+        tag: &str,
+        event: &str,
+        within: Duration,
+    ) -> Vec<String> {
         self.wait_any_within(tag, &[event], within).await
     }
 
     /// Waits (at most 2 s) until the upstream recorded, under `tag`, one of `ends`; gives all it
     /// recorded.
     pub(crate) async fn wait_any(&self, tag: &str, ends: &[&str]) -> Vec<String> {
-        self.wait_any_within(tag, ends, Duration::from_secs(2)).await
+        self.wait_any_within(tag, ends, Duration::from_secs(2))
+            .await
     }
 
     /// The upstream is a separate process writing a file: this polls the file (every 10 ms) on
@@ -139,9 +159,14 @@ impl std::ops::Deref for OwnedPeer {
 /// Starts `cmd` and waits for its `LISTENING <port>` line.
 fn spawn(name: &str, mut cmd: Command, events: PathBuf) -> Result<Peer, String> {
     let log = scratch().join(format!("{name}.log"));
-    let stderr = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let mut child =
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+    let stderr =
+        std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     let stdin = child.stdin.take().ok_or("no stdin pipe")?;
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
     let (tx, rx) = mpsc::channel();
@@ -159,14 +184,24 @@ fn spawn(name: &str, mut cmd: Command, events: PathBuf) -> Result<Peer, String> 
     let port = rx.recv_timeout(START).map_err(|_| {
         let _ = child.kill();
         let tail = std::fs::read_to_string(&log).unwrap_or_default();
-        format!("{name} did not print `LISTENING <port>` within {START:?}; its stderr ({}):\n{tail}", log.display())
+        format!(
+            "{name} did not print `LISTENING <port>` within {START:?}; its stderr ({}):\n{tail}",
+            log.display()
+        )
     })?;
-    Ok(Peer { url: format!("http://127.0.0.1:{port}/mcp"), events, child: Mutex::new(child), _stdin: Mutex::new(Some(stdin)) })
+    Ok(Peer {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        events,
+        child: Mutex::new(child),
+        _stdin: Mutex::new(Some(stdin)),
+    })
 }
 
 fn py1_command(events: &PathBuf) -> Command {
     let mut cmd = Command::new(peer_env("SLUICE_PY1"));
-    cmd.arg(script("py1_upstream.py")).arg("--events").arg(events);
+    cmd.arg(script("py1_upstream.py"))
+        .arg("--events")
+        .arg(events);
     cmd
 }
 
@@ -180,8 +215,14 @@ static PY1: OnceLock<Result<Peer, String>> = OnceLock::new();
 static PY2: OnceLock<Result<Peer, String>> = OnceLock::new();
 static EVERYTHING: OnceLock<Result<Peer, String>> = OnceLock::new();
 
-async fn shared(cell: &'static OnceLock<Result<Peer, String>>, make: fn() -> Result<Peer, String>) -> &'static Peer {
-    match tokio::task::spawn_blocking(move || cell.get_or_init(make)).await.expect("peer start task") {
+async fn shared(
+    cell: &'static OnceLock<Result<Peer, String>>,
+    make: fn() -> Result<Peer, String>,
+) -> &'static Peer {
+    match tokio::task::spawn_blocking(move || cell.get_or_init(make))
+        .await
+        .expect("peer start task")
+    {
         Ok(p) => p,
         Err(e) => panic!("{e}"),
     }
@@ -240,7 +281,8 @@ pub(crate) async fn own_modern_fixture_at(name: &str, port: u16) -> OwnedPeer {
     peer_env("SLUICE_PY2");
     let name = name.to_owned();
     let peer = tokio::task::spawn_blocking(move || {
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modern_fixture.py");
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/modern_fixture.py");
         let mut cmd = Command::new(peer_env("SLUICE_PY2"));
         cmd.arg(fixture).args(["--port", &port.to_string()]);
         spawn(&name, cmd, scratch().join(format!("{name}-events")))
@@ -254,7 +296,10 @@ pub(crate) async fn own_modern_fixture_at(name: &str, port: u16) -> OwnedPeer {
 /// `ask_llm`, `ask_raw`).
 pub(crate) async fn py2() -> &'static Peer {
     peer_env("SLUICE_PY2");
-    shared(&PY2, || spawn("py_upstream", py2_command(), scratch().join("py2-events"))).await
+    shared(&PY2, || {
+        spawn("py_upstream", py2_command(), scratch().join("py2-events"))
+    })
+    .await
 }
 
 /// The shared `@modelcontextprotocol/server-everything` process (streamable HTTP, loopback only).
@@ -270,7 +315,11 @@ pub(crate) async fn everything() -> &'static Peer {
             .arg(peer_env("SLUICE_EVERYTHING"))
             .arg("streamableHttp")
             .env("PORT", "0");
-        spawn("server-everything", cmd, scratch().join("everything-events"))
+        spawn(
+            "server-everything",
+            cmd,
+            scratch().join("everything-events"),
+        )
     })
     .await
 }
@@ -283,7 +332,8 @@ pub(crate) async fn own_ts2(name: &str) -> OwnedPeer {
     let name = name.to_owned();
     let peer = tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(peer_env("SLUICE_NODE22"));
-        cmd.env("NODE_PATH", peer_env("SLUICE_TS_SERVER2")).arg(script("ts2_upstream.cjs"));
+        cmd.env("NODE_PATH", peer_env("SLUICE_TS_SERVER2"))
+            .arg(script("ts2_upstream.cjs"));
         spawn(&name, cmd, scratch().join(format!("{name}-events")))
     })
     .await
@@ -310,13 +360,26 @@ async fn run_client(label: &str, mut cmd: tokio::process::Command) -> Run {
         .unwrap_or_else(|_| panic!("{label} did not finish within {CLIENT_RUN:?}"))
         .unwrap_or_else(|e| panic!("start {label}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let transcript = format!("--- {label} stdout\n{stdout}--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    let transcript = format!(
+        "--- {label} stdout\n{stdout}--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = stdout
         .lines()
         .find_map(|l| l.strip_prefix("SUMMARY "))
         .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_else(|| panic!("{label} printed no SUMMARY line (status {})\n{transcript}", out.status));
-    Run { success: out.status.success(), status: out.status, summary, transcript }
+        .unwrap_or_else(|| {
+            panic!(
+                "{label} printed no SUMMARY line (status {})\n{transcript}",
+                out.status
+            )
+        });
+    Run {
+        success: out.status.success(),
+        status: out.status,
+        summary,
+        transcript,
+    }
 }
 
 fn python(var: &str, file: &str, plan: &Value) -> tokio::process::Command {
@@ -327,28 +390,48 @@ fn python(var: &str, file: &str, plan: &Value) -> tokio::process::Command {
 
 /// Runs `tests/peers/py_client.py` (`mcp==2.3.0`, 2026-07-28: discover, lists, calls) with `plan`.
 pub(crate) async fn py_client(plan: &Value) -> Run {
-    run_client("tests/peers/py_client.py", python("SLUICE_PY2", "py_client.py", plan)).await
+    run_client(
+        "tests/peers/py_client.py",
+        python("SLUICE_PY2", "py_client.py", plan),
+    )
+    .await
 }
 
 /// Runs `tests/peers/py2_bridge_client.py` (`mcp==2.3.0`, 2026-07-28: rounds of bridge A) with `plan`.
 pub(crate) async fn py2_bridge_client(plan: &Value) -> Run {
-    run_client("tests/peers/py2_bridge_client.py", python("SLUICE_PY2", "py2_bridge_client.py", plan)).await
+    run_client(
+        "tests/peers/py2_bridge_client.py",
+        python("SLUICE_PY2", "py2_bridge_client.py", plan),
+    )
+    .await
 }
 
 /// Runs `tests/peers/py2_auto_client.py` (`mcp==2.3.0`, mode `auto`) with `plan`.
 pub(crate) async fn py2_auto_client(plan: &Value) -> Run {
-    run_client("tests/peers/py2_auto_client.py", python("SLUICE_PY2", "py2_auto_client.py", plan)).await
+    run_client(
+        "tests/peers/py2_auto_client.py",
+        python("SLUICE_PY2", "py2_auto_client.py", plan),
+    )
+    .await
 }
 
 /// Runs `tests/peers/py1_client.py` (`mcp==1.30.0`, 2025-11-25) with `plan`.
 pub(crate) async fn py1_client(plan: &Value) -> Run {
-    run_client("tests/peers/py1_client.py", python("SLUICE_PY1", "py1_client.py", plan)).await
+    run_client(
+        "tests/peers/py1_client.py",
+        python("SLUICE_PY1", "py1_client.py", plan),
+    )
+    .await
 }
 
 /// Runs `tests/peers/py_sse_client.py` (the 2024-11-05 HTTP+SSE transport, `sse_client`) on the
 /// Python SDK in `var` (`SLUICE_PY1`: `mcp==1.30.0`, or `SLUICE_PY2`: `mcp==2.3.0`) with `plan`.
 pub(crate) async fn py_sse_client(var: &str, plan: &Value) -> Run {
-    run_client(&format!("tests/peers/py_sse_client.py ({var})"), python(var, "py_sse_client.py", plan)).await
+    run_client(
+        &format!("tests/peers/py_sse_client.py ({var})"),
+        python(var, "py_sse_client.py", plan),
+    )
+    .await
 }
 
 /// What a run of the MCP Inspector's CLI printed.
@@ -365,32 +448,55 @@ pub(crate) struct Inspected {
 /// its catalog file in this run's scratch directory (never the user's home).
 pub(crate) async fn inspector(args: &[&str]) -> Inspected {
     let mut cmd = tokio::process::Command::new(peer_env("SLUICE_NODE22"));
-    cmd.arg(peer_env("SLUICE_INSPECTOR")).arg("--cli").args(args).env("MCP_CATALOG_PATH", scratch().join("inspector-catalog.json"));
+    cmd.arg(peer_env("SLUICE_INSPECTOR"))
+        .arg("--cli")
+        .args(args)
+        .env("MCP_CATALOG_PATH", scratch().join("inspector-catalog.json"));
     let run = cmd.stdin(Stdio::null()).kill_on_drop(true).output();
     let out = tokio::time::timeout(CLIENT_RUN, run)
         .await
         .unwrap_or_else(|_| panic!("the Inspector did not finish within {CLIENT_RUN:?}"))
         .unwrap_or_else(|e| panic!("start the Inspector: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let transcript = format!("--- inspector {args:?} ({})\n{stdout}--- stderr\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    Inspected { success: out.status.success(), stdout, transcript }
+    let transcript = format!(
+        "--- inspector {args:?} ({})\n{stdout}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Inspected {
+        success: out.status.success(),
+        stdout,
+        transcript,
+    }
 }
 
 /// Runs `tests/peers/ts1_client.cjs` (`@modelcontextprotocol/sdk@1.32.2`, 2025-11-25) with `plan`.
 pub(crate) async fn ts1_client(plan: &Value) -> Run {
     let mut cmd = tokio::process::Command::new(peer_env("SLUICE_NODE22"));
-    cmd.env("NODE_PATH", peer_env("SLUICE_TS_SDK1")).arg(script("ts1_client.cjs")).arg(plan.to_string());
+    cmd.env("NODE_PATH", peer_env("SLUICE_TS_SDK1"))
+        .arg(script("ts1_client.cjs"))
+        .arg(plan.to_string());
     run_client("tests/peers/ts1_client.cjs", cmd).await
 }
 
 /// Runs tests/peers/hold_connections.py (any python3) against `addr`, opening `count` idle
 /// connections from a separate process; gives the process (holding its connections until its
 /// stdin closes) and its report lines up to `HELD`.
-pub(crate) fn hold_connections(addr: std::net::SocketAddr, count: usize) -> (std::process::Child, Vec<String>) {
+pub(crate) fn hold_connections(
+    addr: std::net::SocketAddr,
+    count: usize,
+) -> (std::process::Child, Vec<String>) {
     let script = script("hold_connections.py");
     let mut child = Command::new("python3")
         .arg(&script)
-        .args(["--port", &addr.port().to_string(), "--count", &count.to_string(), "--settle-ms", "500"])
+        .args([
+            "--port",
+            &addr.port().to_string(),
+            "--count",
+            &count.to_string(),
+            "--settle-ms",
+            "500",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

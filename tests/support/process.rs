@@ -17,8 +17,11 @@ use tokio::io::AsyncReadExt;
 
 /// A fresh scratch directory for one test.
 pub(crate) fn scratch(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hostile-{name}-{}-{nanos}", std::process::id()));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hostile-{name}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create a scratch directory");
     dir
 }
@@ -142,8 +145,10 @@ async fn drained(tasks: impl IntoIterator<Item = tokio::task::JoinHandle<()>>) {
 
 /// stdout, a newline, then stderr, colours stripped.
 fn joined(out: &Mutex<Vec<u8>>, err: &Mutex<Vec<u8>>) -> String {
-    let (out, err) =
-        (String::from_utf8_lossy(&out.lock().unwrap()).into_owned(), String::from_utf8_lossy(&err.lock().unwrap()).into_owned());
+    let (out, err) = (
+        String::from_utf8_lossy(&out.lock().unwrap()).into_owned(),
+        String::from_utf8_lossy(&err.lock().unwrap()).into_owned(),
+    );
     strip_ansi(&format!("{out}\n{err}"))
 }
 
@@ -179,7 +184,10 @@ impl Sluice {
                 s.ready().await;
                 s
             }
-            Err(e) => panic!("sluice did not start (exit {:?}):\n{}\nconfig:\n{config}", e.code, e.output),
+            Err(e) => panic!(
+                "sluice did not start (exit {:?}):\n{}\nconfig:\n{config}",
+                e.code, e.output
+            ),
         }
     }
 
@@ -189,15 +197,28 @@ impl Sluice {
     }
 
     /// The same, with more arguments after `serve --config FILE` (the quick flags).
-    pub(crate) async fn spawn_with(config: &str, env: &Env, args: &[String]) -> Result<Sluice, Exited> {
+    pub(crate) async fn spawn_with(
+        config: &str,
+        env: &Env,
+        args: &[String],
+    ) -> Result<Sluice, Exited> {
         // The default listen address is a fixed port: tests run in parallel.
-        let port_0 = config.lines().any(|l| l.starts_with("listen = \"") && l.ends_with(":0\""));
-        assert!(port_0, "a test's config must listen on port 0 (listen = \"127.0.0.1:0\"):\n{config}");
+        let port_0 = config
+            .lines()
+            .any(|l| l.starts_with("listen = \"") && l.ends_with(":0\""));
+        assert!(
+            port_0,
+            "a test's config must listen on port 0 (listen = \"127.0.0.1:0\"):\n{config}"
+        );
         let dir = scratch("serve");
         let path = dir.join("sluice.toml");
         std::fs::write(&path, config).expect("write the config");
         let mut cmd = env.command();
-        cmd.args(["serve", "--config"]).arg(&path).args(args).env("RUST_LOG", "trace").env("NO_COLOR", "1");
+        cmd.args(["serve", "--config"])
+            .arg(&path)
+            .args(args)
+            .env("RUST_LOG", "trace")
+            .env("NO_COLOR", "1");
         env.apply(&mut cmd);
         let mut child = cmd
             .stdin(Stdio::null())
@@ -208,11 +229,22 @@ impl Sluice {
             .expect("start the sluice binary");
         let pid = child.id().expect("its pid");
         // Two buffers, so a line on one pipe is never cut by a chunk of the other.
-        let (out, err) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let (out, err) = (
+            Arc::new(Mutex::new(Vec::new())),
+            Arc::new(Mutex::new(Vec::new())),
+        );
         let line = Arc::new(tokio::sync::Notify::new());
         let readers = [
-            collect(child.stdout.take().expect("stdout"), out.clone(), line.clone()),
-            collect(child.stderr.take().expect("stderr"), err.clone(), line.clone()),
+            collect(
+                child.stdout.take().expect("stdout"),
+                out.clone(),
+                line.clone(),
+            ),
+            collect(
+                child.stderr.take().expect("stderr"),
+                err.clone(),
+                line.clone(),
+            ),
         ];
         let output = || joined(&out, &err);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -220,9 +252,20 @@ impl Sluice {
             let notified = line.notified();
             let text = output();
             if let Some(l) = text.lines().find(|l| l.contains("sluice listening")) {
-                let addr = l.split("addr=").nth(1).and_then(|r| r.split_whitespace().next()).expect("addr= in the listening line");
+                let addr = l
+                    .split("addr=")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .expect("addr= in the listening line");
                 let addr = addr.to_owned();
-                return Ok(Sluice { child, pid, addr, dir, out, err });
+                return Ok(Sluice {
+                    child,
+                    pid,
+                    addr,
+                    dir,
+                    out,
+                    err,
+                });
             }
             tokio::select! {
                 _ = notified => {}
@@ -267,7 +310,11 @@ impl Sluice {
                     return;
                 }
             }
-            assert!(Instant::now() < deadline, "sluice was not ready within 10 s:\n{}", self.output());
+            assert!(
+                Instant::now() < deadline,
+                "sluice was not ready within 10 s:\n{}",
+                self.output()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -283,7 +330,11 @@ impl Sluice {
                     return;
                 }
             }
-            assert!(Instant::now() < deadline, "sluice was not ready within 10 s:\n{}", self.output());
+            assert!(
+                Instant::now() < deadline,
+                "sluice was not ready within 10 s:\n{}",
+                self.output()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -297,7 +348,11 @@ impl Sluice {
     pub(crate) async fn logged(&self, needle: &str, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.output().matches(needle).count() < n {
-            assert!(Instant::now() < deadline, "sluice did not log {needle:?} {n} time(s) within 10 s:\n{}", self.output());
+            assert!(
+                Instant::now() < deadline,
+                "sluice did not log {needle:?} {n} time(s) within 10 s:\n{}",
+                self.output()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -309,7 +364,8 @@ impl Sluice {
 
     /// Its user + system CPU time so far (/proc/<pid>/stat, in 10 ms ticks).
     pub(crate) fn cpu_time(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).expect("read /proc/<pid>/stat");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .expect("read /proc/<pid>/stat");
         // Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
         let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
         let f: Vec<&str> = rest.split_whitespace().collect();
@@ -319,7 +375,8 @@ impl Sluice {
 
     /// Its resident set size (VmRSS), in bytes.
     pub(crate) fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).expect("read /proc/<pid>/status");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .expect("read /proc/<pid>/status");
         let kb: u64 = status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -332,10 +389,17 @@ impl Sluice {
     /// Starts a `/healthz` prober (one probe every 50 ms).
     pub(crate) fn prober(&self) -> Prober {
         let url = self.at("/healthz");
-        let (stop, worst, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(Vec::new())));
+        let (stop, worst, failed) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(Mutex::new(Vec::new())),
+        );
         let (s, w, f) = (stop.clone(), worst.clone(), failed.clone());
         let task = tokio::spawn(async move {
-            let h = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("reqwest client");
+            let h = reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("reqwest client");
             while !s.load(Ordering::Relaxed) {
                 let started = Instant::now();
                 let r = h.get(&url).send().await;
@@ -349,18 +413,33 @@ impl Sluice {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        Prober { stop, worst, failed, task }
+        Prober {
+            stop,
+            worst,
+            failed,
+            task,
+        }
     }
 
     /// Sends it `SIG<name>` (e.g. "TERM").
     pub(crate) async fn signal(&self, name: &str) {
-        let sent = tokio::process::Command::new("kill").arg(format!("-{name}")).arg(self.pid.to_string()).status().await;
+        let sent = tokio::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid.to_string())
+            .status()
+            .await;
         assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {}", self.pid);
     }
 
     /// Waits (at most `within`) until it exits; gives its status and everything it wrote.
-    pub(crate) async fn exit_within(&mut self, within: Duration) -> Option<(std::process::ExitStatus, String)> {
-        let status = tokio::time::timeout(within, self.child.wait()).await.ok()?.expect("wait for sluice");
+    pub(crate) async fn exit_within(
+        &mut self,
+        within: Duration,
+    ) -> Option<(std::process::ExitStatus, String)> {
+        let status = tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()?
+            .expect("wait for sluice");
         self.drained().await;
         Some((status, self.output()))
     }
@@ -368,7 +447,9 @@ impl Sluice {
     /// Waits (at most 2 s) until both pipe readers reached the end.
     async fn drained(&self) {
         let deadline = Instant::now() + Duration::from_secs(2);
-        while (Arc::strong_count(&self.out) > 1 || Arc::strong_count(&self.err) > 1) && Instant::now() < deadline {
+        while (Arc::strong_count(&self.out) > 1 || Arc::strong_count(&self.err) > 1)
+            && Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -377,7 +458,10 @@ impl Sluice {
     /// as they arrived.
     pub(crate) async fn terminate(mut self) -> String {
         self.signal("TERM").await;
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
             let _ = self.child.start_kill();
             let _ = self.child.wait().await;
         }
@@ -394,7 +478,10 @@ impl Sluice {
                 if let Some(at) = out.find(&form) {
                     let line = out[..at].rfind('\n').map_or(0, |i| i + 1);
                     let end = out[at..].find('\n').map_or(out.len(), |i| at + i);
-                    panic!("the canary {c:?} leaked into sluice's output:\n{}", &out[line..end.min(line + 2000)]);
+                    panic!(
+                        "the canary {c:?} leaked into sluice's output:\n{}",
+                        &out[line..end.min(line + 2000)]
+                    );
                 }
             }
         }
@@ -417,7 +504,10 @@ impl Prober {
         let failed = self.failed.lock().unwrap().clone();
         assert!(failed.is_empty(), "/healthz probes failed: {failed:?}");
         let worst = Duration::from_micros(self.worst.load(Ordering::Relaxed));
-        assert!(worst < limit, "the slowest /healthz probe took {worst:?}, more than {limit:?}");
+        assert!(
+            worst < limit,
+            "the slowest /healthz probe took {worst:?}, more than {limit:?}"
+        );
     }
 }
 
@@ -442,7 +532,11 @@ pub(crate) async fn check(config: &str, env: &Env) -> Run {
 /// Runs `sluice check --config <path>`.
 pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
     let mut cmd = env.command();
-    cmd.args(["check", "--config"]).arg(path).env("NO_COLOR", "1").stdin(Stdio::null()).kill_on_drop(true);
+    cmd.args(["check", "--config"])
+        .arg(path)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     env.apply(&mut cmd);
     let out = tokio::time::timeout(Duration::from_secs(20), cmd.output())
         .await
@@ -460,5 +554,7 @@ pub(crate) async fn check_file(path: &std::path::Path, env: &Env) -> Run {
 /// Hold the guard for the whole test.
 pub(crate) async fn measured() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
-    LOCK.get_or_init(|| tokio::sync::Mutex::new(())).lock().await
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+        .lock()
+        .await
 }

@@ -8,7 +8,10 @@ use serde_json::{json, Value};
 
 /// An HTTP client whose requests fail the test after 20 s.
 pub(crate) fn http() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(20)).build().expect("reqwest client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("reqwest client")
 }
 
 /// A request body for `method` with `params` (the `_meta` envelope added, declaring `caps`).
@@ -31,7 +34,10 @@ pub(crate) fn request(
     let method = body["method"].as_str().unwrap_or("");
     let mut h = HeaderMap::new();
     let mut set = |k: &str, v: &str| {
-        h.insert(HeaderName::from_bytes(k.as_bytes()).expect("header name"), HeaderValue::from_str(v).expect("header value"));
+        h.insert(
+            HeaderName::from_bytes(k.as_bytes()).expect("header name"),
+            HeaderValue::from_str(v).expect("header value"),
+        );
     };
     set("content-type", "application/json");
     set("accept", "application/json, text/event-stream");
@@ -60,7 +66,12 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Answer {
 }
 
 /// POSTs `body` (mirrored headers, bearer `key`) and reads the answer.
-pub(crate) async fn call(http: &reqwest::Client, url: &str, body: &Value, key: Option<&str>) -> Answer {
+pub(crate) async fn call(
+    http: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    key: Option<&str>,
+) -> Answer {
     send(request(http, url, body, key, &[])).await
 }
 
@@ -85,7 +96,12 @@ impl Answer {
 
     /// Asserts an HTTP status and JSON-RPC error code; gives `error.data`.
     pub(crate) fn refused(&self, status: u16, code: i64, what: &str) -> Value {
-        assert_eq!((self.status, self.code()), (status, Some(code)), "{what}: expected HTTP {status} with {code}, got {}", cut(&self.text));
+        assert_eq!(
+            (self.status, self.code()),
+            (status, Some(code)),
+            "{what}: expected HTTP {status} with {code}, got {}",
+            cut(&self.text)
+        );
         self.msg["error"]["data"].clone()
     }
 
@@ -96,12 +112,18 @@ impl Answer {
 
     /// The result's `requestState` (Sluice's), failing the test without one.
     pub(crate) fn state(&self) -> String {
-        self.msg["result"]["requestState"].as_str().unwrap_or_else(|| panic!("no requestState in {}", cut(&self.text))).to_owned()
+        self.msg["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no requestState in {}", cut(&self.text)))
+            .to_owned()
     }
 
     /// The result's `inputRequests`.
     pub(crate) fn input_requests(&self) -> serde_json::Map<String, Value> {
-        self.msg["result"]["inputRequests"].as_object().cloned().unwrap_or_default()
+        self.msg["result"]["inputRequests"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Whether the answer is an `input_required` result.
@@ -127,12 +149,23 @@ pub(crate) fn cut(s: &str) -> String {
 pub(crate) async fn first(resp: reqwest::Response) -> Answer {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let sse = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("text/event-stream"));
+    let sse = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"));
     if !sse {
         return read(resp).await;
     }
-    let msg = Events::of(resp).next(Duration::from_secs(10)).await.unwrap_or(Value::Null);
-    Answer { status, headers, text: format!("(an SSE stream, first message) {msg}"), msg }
+    let msg = Events::of(resp)
+        .next(Duration::from_secs(10))
+        .await
+        .unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        text: format!("(an SSE stream, first message) {msg}"),
+        msg,
+    }
 }
 
 /// Reads an answer.
@@ -140,9 +173,19 @@ pub(crate) async fn read(resp: reqwest::Response) -> Answer {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let text = resp.text().await.expect("read sluice's answer");
-    let json_text = text.lines().rev().find_map(|l| l.strip_prefix("data:")).map(str::trim).unwrap_or(&text);
+    let json_text = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .unwrap_or(&text);
     let msg = serde_json::from_str(json_text).unwrap_or(Value::Null);
-    Answer { status, headers, msg, text }
+    Answer {
+        status,
+        headers,
+        msg,
+        text,
+    }
 }
 
 /// Reads an SSE response message by message.
@@ -154,7 +197,10 @@ pub(crate) struct Events {
 impl Events {
     /// Reads `resp`'s body as SSE.
     pub(crate) fn of(resp: reqwest::Response) -> Events {
-        Events { body: Box::pin(resp.bytes_stream()), buf: String::new() }
+        Events {
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
     }
 
     /// The next JSON-RPC message (comments and non-JSON data skipped); None when the stream
@@ -165,7 +211,11 @@ impl Events {
             loop {
                 while let Some(end) = self.buf.find("\n\n") {
                     let block: String = self.buf.drain(..end + 2).collect();
-                    let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.trim_start()).collect();
+                    let data: Vec<&str> = block
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(|d| d.trim_start())
+                        .collect();
                     if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
                         return Some(v);
                     }

@@ -9,12 +9,18 @@ pub(crate) use super::rpc::{cut, first, read, Answer, Events};
 
 /// An HTTP client whose requests fail after 30 s.
 pub(crate) fn http() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("reqwest client")
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("reqwest client")
 }
 
 /// An HTTP client whose requests fail after `limit`.
 pub(crate) fn http_with(limit: Duration) -> reqwest::Client {
-    reqwest::Client::builder().timeout(limit).build().expect("reqwest client")
+    reqwest::Client::builder()
+        .timeout(limit)
+        .build()
+        .expect("reqwest client")
 }
 
 /// The `_meta` envelope declaring `caps`, as JSON text.
@@ -30,7 +36,11 @@ pub(crate) fn all_caps() -> Value {
 /// A raw `tools/call` body: `args` and `extra` (more params members, e.g.
 /// `"inputResponses":{…},"requestState":"…"`, or "") are written as given.
 pub(crate) fn tool_body(id: u64, name: &str, args: &str, extra: &str, caps: &Value) -> String {
-    let extra = if extra.is_empty() { String::new() } else { format!(",{extra}") };
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(",{extra}")
+    };
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{},"arguments":{args}{extra},"_meta":{}}}}}"#,
         json!(name),
@@ -75,13 +85,33 @@ pub(crate) async fn post(
 }
 
 /// A `tools/call` of `name` with raw `args` and `extra` params, declaring `caps`.
-pub(crate) async fn call(http: &reqwest::Client, url: &str, id: u64, name: &str, args: &str, extra: &str, key: Option<&str>) -> Answer {
-    post(http, url, "tools/call", Some(name), tool_body(id, name, args, extra, &all_caps()), key, &[]).await
+pub(crate) async fn call(
+    http: &reqwest::Client,
+    url: &str,
+    id: u64,
+    name: &str,
+    args: &str,
+    extra: &str,
+    key: Option<&str>,
+) -> Answer {
+    post(
+        http,
+        url,
+        "tools/call",
+        Some(name),
+        tool_body(id, name, args, extra, &all_caps()),
+        key,
+        &[],
+    )
+    .await
 }
 
 /// The params members of a retry: `inputResponses` and the echoed `requestState`.
 pub(crate) fn retry(responses: &Value, state: &str) -> String {
-    format!(r#""inputResponses":{responses},"requestState":{}"#, json!(state))
+    format!(
+        r#""inputResponses":{responses},"requestState":{}"#,
+        json!(state)
+    )
 }
 
 /// A sampling answer (`CreateMessageResult`).

@@ -66,13 +66,28 @@ impl Canaries {
         let nonce = format!(
             "{:x}{:x}",
             std::process::id(),
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
         );
-        Canaries(kinds.iter().map(|(slug, what)| Canary { what, text: format!("canary-{slug}-{nonce} \"q\"/é+&") }).collect())
+        Canaries(
+            kinds
+                .iter()
+                .map(|(slug, what)| Canary {
+                    what,
+                    text: format!("canary-{slug}-{nonce} \"q\"/é+&"),
+                })
+                .collect(),
+        )
     }
 
     fn get(&self, what: &str) -> String {
-        self.0.iter().find(|c| c.what == what).map(|c| c.text.clone()).unwrap_or_else(|| panic!("no canary {what}"))
+        self.0
+            .iter()
+            .find(|c| c.what == what)
+            .map(|c| c.text.clone())
+            .unwrap_or_else(|| panic!("no canary {what}"))
     }
 }
 
@@ -88,7 +103,13 @@ fn forms(c: &str) -> Vec<(&'static str, String)> {
         (
             "JSON-escaped (ASCII only)",
             c.chars()
-                .map(|ch| if ch.is_ascii() { ch.to_string() } else { format!("\\u{:04x}", ch as u32) })
+                .map(|ch| {
+                    if ch.is_ascii() {
+                        ch.to_string()
+                    } else {
+                        format!("\\u{:04x}", ch as u32)
+                    }
+                })
                 .collect::<String>()
                 .replace('"', "\\\""),
         ),
@@ -112,7 +133,9 @@ fn forms(c: &str) -> Vec<(&'static str, String)> {
 fn percent(s: &str, plus_for_space: bool) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             b' ' if plus_for_space => "+".into(),
             _ => format!("%{b:02X}"),
         })
@@ -195,56 +218,100 @@ const CAPS: fn() -> Value = || json!({"sampling": {}, "elicitation": {"form": {}
 /// Every sealed value the client was handed (requestState, Mcp-Session-Id): none may be logged.
 static TOKENS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-async fn modern_call(h: &reqwest::Client, url: &str, name: &str, args: Value, answer: impl Fn(&str, &Value) -> Value) -> String {
-    let mut b = body(1, "tools/call", json!({"name": name, "arguments": args}), CAPS());
+async fn modern_call(
+    h: &reqwest::Client,
+    url: &str,
+    name: &str,
+    args: Value,
+    answer: impl Fn(&str, &Value) -> Value,
+) -> String {
+    let mut b = body(
+        1,
+        "tools/call",
+        json!({"name": name, "arguments": args}),
+        CAPS(),
+    );
     let mut extra: Vec<(String, String)> = Vec::new();
     if let Some(region) = args.get("region").and_then(Value::as_str) {
-        extra.push(("mcp-param-region".into(), sluice::mcp::headers::encode(region).into_owned()));
+        extra.push((
+            "mcp-param-region".into(),
+            sluice::mcp::headers::encode(region).into_owned(),
+        ));
     }
     for _round in 0..4 {
-        let hdrs: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let hdrs: Vec<(&str, &str)> = extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let a = send(request(h, url, &b, None, &hdrs)).await;
         assert_eq!(a.status, 200, "{name}: {}", a.text);
         let result = &a.msg["result"];
         if result["resultType"] == "complete" {
             assert_ne!(result["isError"], true, "{name}: {}", a.text);
-            return result["content"][0]["text"].as_str().unwrap_or("").to_owned();
+            return result["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
         }
         assert_eq!(result["resultType"], "input_required", "{name}: {}", a.text);
         let responses: serde_json::Map<String, Value> = result["inputRequests"]
             .as_object()
             .unwrap()
             .iter()
-            .map(|(k, req)| (k.clone(), answer(req["method"].as_str().unwrap_or(""), &req["params"])))
+            .map(|(k, req)| {
+                (
+                    k.clone(),
+                    answer(req["method"].as_str().unwrap_or(""), &req["params"]),
+                )
+            })
             .collect();
         b["params"]["inputResponses"] = Value::Object(responses);
         b["params"]["requestState"] = result["requestState"].clone();
-        TOKENS.lock().unwrap().push(result["requestState"].as_str().unwrap_or("").to_owned());
+        TOKENS
+            .lock()
+            .unwrap()
+            .push(result["requestState"].as_str().unwrap_or("").to_owned());
     }
     panic!("{name}: more than 4 rounds");
 }
 
 /// A 2025-11-25 client (bridge B): initialize, then `tools/call name(args)`, answering the
 /// server→client requests on the POST's SSE stream from `answer`; gives the result text.
-async fn legacy_client_call(h: &reqwest::Client, url: &str, name: &str, args: Value, answer: impl Fn(&str, &Value) -> Value) -> String {
+async fn legacy_client_call(
+    h: &reqwest::Client,
+    url: &str,
+    name: &str,
+    args: Value,
+    answer: impl Fn(&str, &Value) -> Value,
+) -> String {
     let mut c = Legacy::with(h, url, None);
-    c.initialize(json!({"sampling": {}, "elicitation": {}})).await;
+    c.initialize(json!({"sampling": {}, "elicitation": {}}))
+        .await;
     TOKENS.lock().unwrap().push(c.sid());
-    let mut sse = c.stream(1, "tools/call", json!({"name": name, "arguments": args})).await;
+    let mut sse = c
+        .stream(1, "tools/call", json!({"name": name, "arguments": args}))
+        .await;
     assert_eq!(sse.status, 200);
     loop {
         let msg = sse.next_message().await;
         if let Some(method) = msg["method"].as_str() {
             if msg.get("id").is_some() {
                 let reply = json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer(method, &msg["params"])});
-                assert_eq!(c.post(&reply).await.status(), 202, "{name}: the answer to {method}");
+                assert_eq!(
+                    c.post(&reply).await.status(),
+                    202,
+                    "{name}: the answer to {method}"
+                );
             }
             continue;
         }
         if msg["id"] == 1 {
             assert!(msg.get("error").is_none(), "{name}: {msg}");
             assert_ne!(msg["result"]["isError"], true, "{name}: {msg}");
-            return msg["result"]["content"][0]["text"].as_str().unwrap_or("").to_owned();
+            return msg["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
         }
     }
 }
@@ -284,7 +351,12 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
     let up = modern(&c).await;
     let legacy = peers::own_py1("canary-py1").await;
     let config = Gateway::new()
-        .timeouts(&[("connect_ms", 1000), ("response_ms", 10_000), ("refresh_ms", 60_000), ("shutdown_ms", 1000)])
+        .timeouts(&[
+            ("connect_ms", 1000),
+            ("response_ms", 10_000),
+            ("refresh_ms", 60_000),
+            ("shutdown_ms", 1000),
+        ])
         .set("audit", "sink", "stderr")
         .upstream("alpha", &up.url())
         .upstream("legacy", &legacy.url);
@@ -305,14 +377,45 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
     assert!(t.contains(&c.get("modern tool result")), "{t}");
     // Modern upstream: a round (elicitation, sampling with a system prompt, its requestState) and the answers.
     let answer = |method: &str, _: &Value| match method {
-        "elicitation/create" => json!({"action": "accept", "content": {"answer": c.get("modern elicitation answer")}}),
-        _ => json!({"role": "assistant", "content": {"type": "text", "text": c.get("modern sampling answer")}, "model": "m"}),
+        "elicitation/create" => {
+            json!({"action": "accept", "content": {"answer": c.get("modern elicitation answer")}})
+        }
+        _ => {
+            json!({"role": "assistant", "content": {"type": "text", "text": c.get("modern sampling answer")}, "model": "m"})
+        }
     };
-    let t = modern_call(&h, &url, "alpha__ask", json!({"question": c.get("modern tool argument")}), answer).await;
-    assert!(t.contains(&c.get("modern elicitation answer")) && t.contains(&c.get("modern sampling answer")), "{t}");
+    let t = modern_call(
+        &h,
+        &url,
+        "alpha__ask",
+        json!({"question": c.get("modern tool argument")}),
+        answer,
+    )
+    .await;
+    assert!(
+        t.contains(&c.get("modern elicitation answer"))
+            && t.contains(&c.get("modern sampling answer")),
+        "{t}"
+    );
     // Resource contents.
-    let a = call(&h, &url, &body(2, "resources/read", json!({"uri": "mock://alpha/doc"}), json!({})), None).await;
-    assert_eq!(a.msg["result"]["contents"][0]["text"], json!(c.get("resource contents")), "{}", a.text);
+    let a = call(
+        &h,
+        &url,
+        &body(
+            2,
+            "resources/read",
+            json!({"uri": "mock://alpha/doc"}),
+            json!({}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(
+        a.msg["result"]["contents"][0]["text"],
+        json!(c.get("resource contents")),
+        "{}",
+        a.text
+    );
 
     // Hostile upstream shapes and refused requests (issue 10): nothing of them is logged.
     let t = modern_call(
@@ -324,40 +427,121 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
     )
     .await;
     assert_eq!(t, "escaped done");
-    let a = call(&h, &url, &body(3, "tools/call", json!({"name": "alpha__malformed", "arguments": {"question": "q"}}), CAPS()), None).await;
-    assert_eq!((a.status, a.msg["error"]["code"].as_i64()), (502, Some(-32603)), "{}", a.text);
-    let a = call(&h, &url, &body(4, "tools/call", json!({"name": "alpha__erroring", "arguments": {"question": "q"}}), CAPS()), None).await;
-    assert_eq!(a.msg["error"]["code"].as_i64(), Some(-32603), "an undefined code is mapped: {}", a.text);
-    let a = call(&h, &url, &body(5, "x/unknown", json!({"p": c.get("unknown method param")}), CAPS()), None).await;
+    let a = call(
+        &h,
+        &url,
+        &body(
+            3,
+            "tools/call",
+            json!({"name": "alpha__malformed", "arguments": {"question": "q"}}),
+            CAPS(),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.msg["error"]["code"].as_i64()),
+        (502, Some(-32603)),
+        "{}",
+        a.text
+    );
+    let a = call(
+        &h,
+        &url,
+        &body(
+            4,
+            "tools/call",
+            json!({"name": "alpha__erroring", "arguments": {"question": "q"}}),
+            CAPS(),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(
+        a.msg["error"]["code"].as_i64(),
+        Some(-32603),
+        "an undefined code is mapped: {}",
+        a.text
+    );
+    let a = call(
+        &h,
+        &url,
+        &body(
+            5,
+            "x/unknown",
+            json!({"p": c.get("unknown method param")}),
+            CAPS(),
+        ),
+        None,
+    )
+    .await;
     assert_eq!(a.status, 404, "{}", a.text);
     let deep = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "alpha__locate", "arguments":
         {"note": c.get("too deep body"), "pad": (0..70).fold(json!(1), |v, _| json!([v]))}}});
     let a = send(request(&h, &url, &deep, None, &[])).await;
-    assert_eq!((a.status, a.msg["error"]["code"].as_i64()), (400, Some(-32600)), "{}", a.text);
+    assert_eq!(
+        (a.status, a.msg["error"]["code"].as_i64()),
+        (400, Some(-32600)),
+        "{}",
+        a.text
+    );
 
     // Bridge A: a sampling ask with a system prompt, and an elicitation; each answer comes
     // back in the tool's result.
     let asked = Arc::new(Mutex::new(Vec::<String>::new()));
-    let answers = |seen: Arc<Mutex<Vec<String>>>, c: Arc<Canaries>, elicited: &'static str, sampled: &'static str| {
+    let answers = |seen: Arc<Mutex<Vec<String>>>,
+                   c: Arc<Canaries>,
+                   elicited: &'static str,
+                   sampled: &'static str| {
         move |method: &str, params: &Value| {
             seen.lock().unwrap().push(params.to_string());
             match method {
-                "elicitation/create" => json!({"action": "accept", "content": {"answer": c.get(elicited)}}),
-                _ => json!({"role": "assistant", "content": {"type": "text", "text": c.get(sampled)}, "model": "m"}),
+                "elicitation/create" => {
+                    json!({"action": "accept", "content": {"answer": c.get(elicited)}})
+                }
+                _ => {
+                    json!({"role": "assistant", "content": {"type": "text", "text": c.get(sampled)}, "model": "m"})
+                }
             }
         }
     };
-    let a = answers(asked.clone(), c.clone(), "bridge A elicitation answer", "bridge A sampling answer");
-    let args = json!({"text": c.get("bridge A tool argument"), "system": c.get("bridge A system prompt")});
+    let a = answers(
+        asked.clone(),
+        c.clone(),
+        "bridge A elicitation answer",
+        "bridge A sampling answer",
+    );
+    let args =
+        json!({"text": c.get("bridge A tool argument"), "system": c.get("bridge A system prompt")});
     let t = modern_call(&h, &url, "legacy__sample_system", args, a).await;
     assert!(t.contains(&c.get("bridge A sampling answer")), "{t}");
-    let a = answers(asked.clone(), c.clone(), "bridge A elicitation answer", "bridge A sampling answer");
-    let t = modern_call(&h, &url, "legacy__elicit", json!({"question": c.get("bridge A elicitation message")}), a).await;
+    let a = answers(
+        asked.clone(),
+        c.clone(),
+        "bridge A elicitation answer",
+        "bridge A sampling answer",
+    );
+    let t = modern_call(
+        &h,
+        &url,
+        "legacy__elicit",
+        json!({"question": c.get("bridge A elicitation message")}),
+        a,
+    )
+    .await;
     assert!(t.contains(&c.get("bridge A elicitation answer")), "{t}");
     let asked_text = asked.lock().unwrap().join("\n");
-    for what in ["bridge A tool argument", "bridge A system prompt", "bridge A elicitation message"] {
+    for what in [
+        "bridge A tool argument",
+        "bridge A system prompt",
+        "bridge A elicitation message",
+    ] {
         assert!(
-            asked_text.contains(&serde_json::to_string(&c.get(what)).unwrap()[1..].trim_end_matches('"').to_owned()),
+            asked_text.contains(
+                &serde_json::to_string(&c.get(what)).unwrap()[1..]
+                    .trim_end_matches('"')
+                    .to_owned()
+            ),
             "the client was asked with the {what}: {asked_text}"
         );
     }
@@ -365,11 +549,30 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
     // Bridge B: a 2025-11-25 client calls the modern round tool; the asks come as real
     // server->client requests on its POST's SSE stream.
     let b_seen = Arc::new(Mutex::new(Vec::<String>::new()));
-    let a = answers(b_seen.clone(), c.clone(), "bridge B elicitation answer", "bridge B sampling answer");
-    let t = legacy_client_call(&h, &url, "alpha__ask", json!({"question": c.get("bridge B tool argument")}), a).await;
-    assert!(t.contains(&c.get("bridge B elicitation answer")) && t.contains(&c.get("bridge B sampling answer")), "{t}");
+    let a = answers(
+        b_seen.clone(),
+        c.clone(),
+        "bridge B elicitation answer",
+        "bridge B sampling answer",
+    );
+    let t = legacy_client_call(
+        &h,
+        &url,
+        "alpha__ask",
+        json!({"question": c.get("bridge B tool argument")}),
+        a,
+    )
+    .await;
+    assert!(
+        t.contains(&c.get("bridge B elicitation answer"))
+            && t.contains(&c.get("bridge B sampling answer")),
+        "{t}"
+    );
     let b_text = b_seen.lock().unwrap().join("\n");
-    assert!(b_text.contains("canary-modern-system") && b_text.contains("canary-modern-elicit-msg"), "bridge B relayed the asks: {b_text}");
+    assert!(
+        b_text.contains("canary-modern-system") && b_text.contains("canary-modern-elicit-msg"),
+        "bridge B relayed the asks: {b_text}"
+    );
 
     let output = sluice.terminate().await;
     drop(legacy);
@@ -381,36 +584,71 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
         .filter(|l| l.starts_with('{') && l.contains("\"client_era\""))
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l}: {e}")))
         .collect();
-    let has = |f: &dyn Fn(&Value) -> bool, what: &str| assert!(records.iter().any(f), "no audit record {what} in {records:#?}");
+    let has = |f: &dyn Fn(&Value) -> bool, what: &str| {
+        assert!(
+            records.iter().any(f),
+            "no audit record {what} in {records:#?}"
+        )
+    };
     has(
-        &|r| r["method"] == "tools/call" && r["name"] == "alpha__locate" && r["upstream"] == "alpha" && r["status"] == 200,
+        &|r| {
+            r["method"] == "tools/call"
+                && r["name"] == "alpha__locate"
+                && r["upstream"] == "alpha"
+                && r["status"] == 200
+        },
         "for alpha__locate",
     );
     has(
-        &|r| r["name"] == "alpha__ask" && r["input_keys"] == json!(["answer=elicitation/create", "llm=sampling/createMessage"]),
+        &|r| {
+            r["name"] == "alpha__ask"
+                && r["input_keys"]
+                    == json!(["answer=elicitation/create", "llm=sampling/createMessage"])
+        },
         "with alpha__ask's input keys",
     );
-    has(&|r| r["name"] == "alpha__ask" && r["round"] == 1 && r["status"] == 200, "for alpha__ask's retry (round 1)");
-    has(&|r| r["method"] == "resources/read" && r["name"] == "mock://alpha/doc", "for the resource read");
+    has(
+        &|r| r["name"] == "alpha__ask" && r["round"] == 1 && r["status"] == 200,
+        "for alpha__ask's retry (round 1)",
+    );
+    has(
+        &|r| r["method"] == "resources/read" && r["name"] == "mock://alpha/doc",
+        "for the resource read",
+    );
     has(
         &|r| {
             r["name"] == "legacy__sample_system"
                 && r["upstream_era"] == "legacy"
-                && r["input_keys"]
-                    .as_array()
-                    .is_some_and(|k| k.len() == 1 && k[0].as_str().unwrap_or("").ends_with("=sampling/createMessage"))
+                && r["input_keys"].as_array().is_some_and(|k| {
+                    k.len() == 1
+                        && k[0]
+                            .as_str()
+                            .unwrap_or("")
+                            .ends_with("=sampling/createMessage")
+                })
         },
         "with legacy__sample_system's input key",
     );
     has(
         &|r| {
             r["name"] == "legacy__elicit"
-                && r["input_keys"].as_array().is_some_and(|k| k.iter().any(|k| k.as_str().unwrap_or("").ends_with("=elicitation/create")))
+                && r["input_keys"].as_array().is_some_and(|k| {
+                    k.iter()
+                        .any(|k| k.as_str().unwrap_or("").ends_with("=elicitation/create"))
+                })
         },
         "with legacy__elicit's input key",
     );
-    has(&|r| r["client_era"] == "legacy" && r["method"] == "initialize", "for bridge B's initialize");
-    has(&|r| r["client_era"] == "legacy" && r["method"] == "tools/call" && r["name"] == "alpha__ask", "for bridge B's tools/call");
+    has(
+        &|r| r["client_era"] == "legacy" && r["method"] == "initialize",
+        "for bridge B's initialize",
+    );
+    has(
+        &|r| {
+            r["client_era"] == "legacy" && r["method"] == "tools/call" && r["name"] == "alpha__ask"
+        },
+        "for bridge B's tools/call",
+    );
     assert!(output.contains(" TRACE "), "RUST_LOG=trace was in effect");
 
     // No canary in any form, anywhere in the output.
@@ -421,17 +659,32 @@ async fn no_canary_reaches_sluices_output_on_any_path() {
                 let line_start = output[..at].rfind('\n').map_or(0, |i| i + 1);
                 let line_end = output[at..].find('\n').map_or(output.len(), |i| at + i);
                 let line: String = output[line_start..line_end].chars().take(400).collect();
-                leaks.push(format!("canary {:?} ({}) leaked into sluice's output as {form}:\n  {line}", canary.text, canary.what));
+                leaks.push(format!(
+                    "canary {:?} ({}) leaked into sluice's output as {form}:\n  {line}",
+                    canary.text, canary.what
+                ));
                 break;
             }
         }
     }
     let tokens = TOKENS.lock().unwrap().clone();
-    assert!(tokens.len() >= 4, "the client was handed requestStates and a session id: {tokens:?}");
+    assert!(
+        tokens.len() >= 4,
+        "the client was handed requestStates and a session id: {tokens:?}"
+    );
     for t in &tokens {
-        assert!(t.len() >= 16 && !output.contains(t.as_str()), "a sealed value the client was handed is in sluice's output: {t}");
+        assert!(
+            t.len() >= 16 && !output.contains(t.as_str()),
+            "a sealed value the client was handed is in sluice's output: {t}"
+        );
     }
-    assert!(leaks.is_empty(), "{} of {} canaries leaked:\n{}", leaks.len(), c.0.len(), leaks.join("\n"));
+    assert!(
+        leaks.is_empty(),
+        "{} of {} canaries leaked:\n{}",
+        leaks.len(),
+        c.0.len(),
+        leaks.join("\n")
+    );
     eprintln!(
         "canary: {} canaries in {} forms each, {} bytes of output, {} audit records: none leaked",
         c.0.len(),

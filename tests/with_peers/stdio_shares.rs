@@ -29,7 +29,13 @@ fn py1(tag: &str, keys: &[(&str, i64)]) -> Upstream {
     let py = peer_env("SLUICE_PY1").display().to_string();
     let mut u = Upstream::stdio(
         "py1",
-        &[py, script("py1_upstream.py").display().to_string(), "--stdio".into(), "--events".into(), events.display().to_string()],
+        &[
+            py,
+            script("py1_upstream.py").display().to_string(),
+            "--stdio".into(),
+            "--events".into(),
+            events.display().to_string(),
+        ],
     );
     for (k, v) in keys {
         u = u.key(k, *v);
@@ -56,23 +62,51 @@ fn ask(key: &str, text: &str) -> Call {
 
 /// Sends `call`; gives the status, `Retry-After` and the JSON-RPC message.
 async fn send(call: &Call, url: &str, extra: Value) -> (u16, Option<String>, Value) {
-    let resp = call.request(&http(), url, extra).send().await.expect("POST to sluice");
+    let resp = call
+        .request(&http(), url, extra)
+        .send()
+        .await
+        .expect("POST to sluice");
     let status = resp.status().as_u16();
-    let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap_or("").to_owned());
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap_or("").to_owned());
     let text = resp.text().await.expect("a body");
-    let json = text.lines().rev().find_map(|l| l.strip_prefix("data:")).map(str::trim).unwrap_or(&text).to_owned();
-    (status, retry_after, serde_json::from_str(&json).unwrap_or_else(|e| panic!("not JSON ({e}): {text}")))
+    let json = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .unwrap_or(&text)
+        .to_owned();
+    (
+        status,
+        retry_after,
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("not JSON ({e}): {text}")),
+    )
 }
 
 /// Asserts a full pool's answer: 503, `Retry-After: 1`, `-31020`, `data.limit` = `limit`, and a
 /// message naming the upstream and `limit = max`.
 fn assert_full(status: u16, retry_after: Option<String>, msg: &Value, limit: &str, max: usize) {
-    assert_eq!((status, msg["error"]["code"].as_i64()), (503, Some(-31020)), "{msg}");
-    assert_eq!(retry_after.as_deref(), Some("1"), "Retry-After on a full pool: {msg}");
+    assert_eq!(
+        (status, msg["error"]["code"].as_i64()),
+        (503, Some(-31020)),
+        "{msg}"
+    );
+    assert_eq!(
+        retry_after.as_deref(),
+        Some("1"),
+        "Retry-After on a full pool: {msg}"
+    );
     assert_eq!(msg["error"]["data"]["limit"], limit, "{msg}");
     assert_eq!(msg["error"]["data"]["upstream"], "py1", "{msg}");
     let text = msg["error"]["message"].as_str().unwrap_or("");
-    assert!(text.contains("stdio upstream \"py1\"") && text.contains(&format!("{limit} = {max}")), "{msg}");
+    assert!(
+        text.contains("stdio upstream \"py1\"") && text.contains(&format!("{limit} = {max}")),
+        "{msg}"
+    );
     assert!(!text.contains("not MCP"), "{msg}");
 }
 
@@ -85,8 +119,17 @@ async fn park(call: &Call, url: &str) -> (String, String) {
 
 /// Answers a parked call's ask; asserts its result.
 async fn answer(call: &Call, url: &str, (state, key): (String, String), text: &str) {
-    let done = call.send(&http(), url, retry(json!({key: sample("fine", "m")}), &state)).await;
-    assert_eq!(done.text(), format!("ask_once[{text}] via post: fine (model=m)"));
+    let done = call
+        .send(
+            &http(),
+            url,
+            retry(json!({key: sample("fine", "m")}), &state),
+        )
+        .await;
+    assert_eq!(
+        done.text(),
+        format!("ask_once[{text}] via post: fine (model=m)")
+    );
 }
 
 /// Sends `call` until it parks: each try before a process is free is a full pool's 503
@@ -100,8 +143,17 @@ async fn park_once_freed(call: &Call, url: &str, what: &str, max: usize) -> (Str
             return false;
         }
         assert_eq!(msg["result"]["resultType"], "input_required", "{msg}");
-        let key = msg["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned()).expect("one ask");
-        *round.lock().unwrap() = Some((msg["result"]["requestState"].as_str().expect("a requestState").to_owned(), key));
+        let key = msg["result"]["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .expect("one ask");
+        *round.lock().unwrap() = Some((
+            msg["result"]["requestState"]
+                .as_str()
+                .expect("a requestState")
+                .to_owned(),
+            key,
+        ));
         true
     })
     .await;
@@ -110,7 +162,8 @@ async fn park_once_freed(call: &Call, url: &str, what: &str, max: usize) -> (Str
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and_another_principal_is_served() {
+async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and_another_principal_is_served(
+) {
     // max_processes = 4: under [auth] one principal's share is a quarter of it, one process.
     let gw = gateway(py1("share", &[("max_processes", 4)])).await;
     let url = gw.url();
@@ -121,8 +174,19 @@ async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and
     // a 503 until park_ms has passed), so she never holds more than her share.
     let second = ask(ALICE_KEY, "a1").id(json!(1));
     let second_round = park(&second, &url).await;
-    let (status, _, msg) = send(&first, &url, retry(json!({first_round.1.clone(): sample("late", "m")}), &first_round.0)).await;
-    assert_eq!(status, 400, "the cancelled exchange's retry is refused: {msg}");
+    let (status, _, msg) = send(
+        &first,
+        &url,
+        retry(
+            json!({first_round.1.clone(): sample("late", "m")}),
+            &first_round.0,
+        ),
+    )
+    .await;
+    assert_eq!(
+        status, 400,
+        "the cancelled exchange's retry is refused: {msg}"
+    );
     assert_eq!(msg["error"]["data"]["reason"], "unknown_exchange", "{msg}");
     // Bob is served while alice's second call stays parked: his call parks and completes.
     let bob = ask(BOB_KEY, "b");
@@ -133,11 +197,14 @@ async fn one_principals_parked_calls_hold_only_its_share_of_a_stdio_upstream_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_principal_whose_share_serves_a_running_call_is_refused_503_naming_max_processes_per_principal() {
+async fn a_principal_whose_share_serves_a_running_call_is_refused_503_naming_max_processes_per_principal(
+) {
     let gw = gateway(py1("share-busy", &[("max_processes", 4)])).await;
     let url = gw.url();
     // Alice's slow call runs upstream: her one process is leased, nothing of hers is parked.
-    let started = peers::scratch().join("stdio-shares-share-busy").join("slow-a");
+    let started = peers::scratch()
+        .join("stdio-shares-share-busy")
+        .join("slow-a");
     let slow = Call::new("py1__slow", json!({"ms": 60_000, "tag": "slow-a"})).token(ALICE_KEY);
     let running = {
         let url = url.clone();
@@ -154,8 +221,13 @@ async fn a_principal_whose_share_serves_a_running_call_is_refused_503_naming_max
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_every_process_serving_parked_calls_a_third_principal_gets_503_naming_max_processes_and_is_served_once_one_is_answered() {
-    let gw = gateway(py1("pool", &[("max_processes", 2), ("max_processes_per_principal", 1)])).await;
+async fn with_every_process_serving_parked_calls_a_third_principal_gets_503_naming_max_processes_and_is_served_once_one_is_answered(
+) {
+    let gw = gateway(py1(
+        "pool",
+        &[("max_processes", 2), ("max_processes_per_principal", 1)],
+    ))
+    .await;
     let url = gw.url();
     let (alice, bob, carol) = (ask(ALICE_KEY, "a"), ask(BOB_KEY, "b"), ask(CAROL_KEY, "c"));
     let alice_round = park(&alice, &url).await;
@@ -165,15 +237,20 @@ async fn with_every_process_serving_parked_calls_a_third_principal_gets_503_nami
     // Alice's call is answered: her process is idle again (its lease is given back just after
     // the answer is sent), and carol's call gets it.
     answer(&alice, &url, alice_round, "a").await;
-    let carol_round = park_once_freed(&carol, &url, "carol's call gets alice's freed process", 2).await;
+    let carol_round =
+        park_once_freed(&carol, &url, "carol's call gets alice's freed process", 2).await;
     answer(&carol, &url, carol_round, "c").await;
     gw.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_calls_refused_503_max_processes() {
+async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_calls_refused_503_max_processes(
+) {
     // One process, probed every 100 ms: alice's parked call holds it through several probes.
-    let up = py1("probed", &[("max_processes", 1), ("max_processes_per_principal", 1)]);
+    let up = py1(
+        "probed",
+        &[("max_processes", 1), ("max_processes_per_principal", 1)],
+    );
     let gw = Gateway::bridge(keys::BRIDGE_A)
         .named("stdio_shares_probed.toml")
         .top("prefix", "always")
@@ -186,7 +263,13 @@ async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_cal
     let url = gw.url();
     let alice = ask(ALICE_KEY, "a");
     let alice_round = park(&alice, &url).await;
-    let py1 = gw.gateway.upstreams.iter().find(|u| u.name == "py1").expect("py1").clone();
+    let py1 = gw
+        .gateway
+        .upstreams
+        .iter()
+        .find(|u| u.name == "py1")
+        .expect("py1")
+        .clone();
     let mut probed = py1.health.probed.subscribe();
     for _ in 0..3 {
         tokio::time::timeout(std::time::Duration::from_secs(20), probed.changed())
@@ -194,14 +277,24 @@ async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_cal
             .expect("a probe within 20 s")
             .expect("the upstream is still there");
         let s = py1.status();
-        assert!(s.healthy, "a probe that found its one process in use marked it down: {:?}", s.error);
+        assert!(
+            s.healthy,
+            "a probe that found its one process in use marked it down: {:?}",
+            s.error
+        );
     }
     // Bob is told the pool is full (503 -31020 naming max_processes), not that py1 is down.
     let bob = ask(BOB_KEY, "b");
     let (status, retry_after, msg) = send(&bob, &url, json!({})).await;
     assert_full(status, retry_after, &msg, "max_processes", 1);
     answer(&alice, &url, alice_round, "a").await;
-    let bob_round = park_once_freed(&bob, &url, "bob's call gets the process alice's answer freed", 1).await;
+    let bob_round = park_once_freed(
+        &bob,
+        &url,
+        "bob's call gets the process alice's answer freed",
+        1,
+    )
+    .await;
     answer(&bob, &url, bob_round, "b").await;
     drop(probed);
     drop(py1);

@@ -32,11 +32,22 @@ struct Fwd {
     host: HeaderValue,
 }
 
-const HOP_BY_HOP: &[&str] =
-    &["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length"];
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
 
 fn status(s: StatusCode) -> Response<Body> {
-    Response::builder().status(s).body(Full::new(Bytes::new()).boxed()).unwrap_or_default()
+    Response::builder()
+        .status(s)
+        .body(Full::new(Bytes::new()).boxed())
+        .unwrap_or_default()
 }
 
 impl Fwd {
@@ -50,7 +61,11 @@ impl Fwd {
             headers.remove(*h);
         }
         headers.insert(http::header::HOST, self.host.clone());
-        let Ok(mut up) = Request::builder().method(parts.method).uri(self.to.clone()).body(Full::new(bytes)) else {
+        let Ok(mut up) = Request::builder()
+            .method(parts.method)
+            .uri(self.to.clone())
+            .body(Full::new(bytes))
+        else {
             return Ok(status(StatusCode::BAD_GATEWAY));
         };
         *up.headers_mut() = headers;
@@ -72,18 +87,29 @@ impl Fwd {
 /// Runs the forwarder in front of `to`; prints `LISTENING <port>`.
 pub(crate) async fn serve(to: &str) -> Result<(), String> {
     let to: Uri = to.parse().map_err(|e| format!("--to {to:?}: {e}"))?;
-    let host = HeaderValue::from_str(to.authority().map(|a| a.as_str()).unwrap_or("")).map_err(|e| e.to_string())?;
+    let host = HeaderValue::from_str(to.authority().map(|a| a.as_str()).unwrap_or(""))
+        .map_err(|e| e.to_string())?;
     let mut conn = HttpConnector::new();
     conn.set_connect_timeout(Some(Duration::from_secs(2)));
     conn.set_nodelay(true);
-    let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(256).build(conn);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(256)
+        .build(conn);
     let fwd = Fwd { client, to, host };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| e.to_string())?;
-    println!("LISTENING {}", listener.local_addr().map_err(|e| e.to_string())?.port());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "LISTENING {}",
+        listener.local_addr().map_err(|e| e.to_string())?.port()
+    );
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let fwd = fwd.clone();
         let svc = service_fn(move |req| fwd.clone().handle(req));

@@ -26,7 +26,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "sluice-bench", about = "Sluice's benchmark: direct vs a do-nothing forwarder vs Sluice, bridge A, micro, memory")]
+#[command(
+    name = "sluice-bench",
+    about = "Sluice's benchmark: direct vs a do-nothing forwarder vs Sluice, bridge A, micro, memory"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -105,16 +108,30 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(o) => run::run(o).await,
         Command::Profile(o) => profile::run(o).await,
-        Command::Micro { only, batch_ms } => micro::run(5, std::time::Duration::from_millis(batch_ms), only.as_deref()).map(|ms| {
+        Command::Micro { only, batch_ms } => micro::run(
+            5,
+            std::time::Duration::from_millis(batch_ms),
+            only.as_deref(),
+        )
+        .map(|ms| {
             for m in ms {
-                println!("{:<28} {:>8.0} ns/op ({:.0}–{:.0})", m.name, m.ns.0, m.ns.1, m.ns.2);
+                println!(
+                    "{:<28} {:>8.0} ns/op ({:.0}–{:.0})",
+                    m.name, m.ns.0, m.ns.1, m.ns.2
+                );
             }
         }),
-        Command::ModernUpstream { names, parent_stdin } => {
+        Command::ModernUpstream {
+            names,
+            parent_stdin,
+        } => {
             exit_with_parent(parent_stdin);
             mocks::modern(names).await
         }
-        Command::LegacyUpstream { http2, parent_stdin } => {
+        Command::LegacyUpstream {
+            http2,
+            parent_stdin,
+        } => {
             exit_with_parent(parent_stdin);
             mocks::legacy(http2).await
         }
@@ -123,7 +140,12 @@ async fn main() -> ExitCode {
             exit_with_parent(parent_stdin);
             forwarder::serve(&to).await
         }
-        Command::Hold { url, n, http2, parent_stdin } => {
+        Command::Hold {
+            url,
+            n,
+            http2,
+            parent_stdin,
+        } => {
             exit_with_parent(parent_stdin);
             memory::hold(&url, n, http2).await
         }

@@ -18,12 +18,21 @@ use sluice::upstream::client::{Answer, HttpClient};
 async fn hold_one(c: &HttpClient, url: &Uri, id: u64) -> Result<Vec<Answer>, String> {
     let s = crate::bridge::open(c, url).await?;
     let mut h = HeaderMap::new();
-    h.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-    h.insert("mcp-protocol-version", HeaderValue::from_static("2025-11-25"));
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2025-11-25"),
+    );
     if let Some(sid) = &s.sid {
         h.insert("mcp-session-id", sid.clone());
     }
-    let (_, get) = c.send(Method::GET, "legacy", url, h, Bytes::new(), None).await.map_err(|e| e.to_string())?;
+    let (_, get) = c
+        .send(Method::GET, "legacy", url, h, Bytes::new(), None)
+        .await
+        .map_err(|e| e.to_string())?;
     let (call, _) = crate::bridge::call_until_ask(c, url, &s, id).await?;
     Ok(vec![get, Answer::Sse(call)])
 }
@@ -40,8 +49,11 @@ pub(crate) async fn hold(url: &str, n: usize, http2: bool) -> Result<(), String>
     let mut held = hold_one(&c, &url, 0).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = crate::procs::rss_kib(pid).unwrap_or(0);
-    let results: Vec<Result<Vec<Answer>, String>> =
-        futures_util::stream::iter(0..n).map(|i| hold_one(&c, &url, 1 + i as u64)).buffer_unordered(64).collect().await;
+    let results: Vec<Result<Vec<Answer>, String>> = futures_util::stream::iter(0..n)
+        .map(|i| hold_one(&c, &url, 1 + i as u64))
+        .buffer_unordered(64)
+        .collect()
+        .await;
     let mut ok = 0;
     for r in results {
         held.extend(r?);
@@ -56,7 +68,12 @@ pub(crate) async fn hold(url: &str, n: usize, http2: bool) -> Result<(), String>
 }
 
 /// Parks `n` exchanges in Sluice (each call answered `input_required`, never retried); gives how many parked.
-pub(crate) async fn park(c: &HttpClient, url: &Uri, n: usize, first_id: u64) -> Result<usize, String> {
+pub(crate) async fn park(
+    c: &HttpClient,
+    url: &Uri,
+    n: usize,
+    first_id: u64,
+) -> Result<usize, String> {
     let results: Vec<Result<(String, String), String>> = futures_util::stream::iter(0..n)
         .map(|i| crate::bridge::start_round(c, url, first_id + i as u64))
         .buffer_unordered(64)

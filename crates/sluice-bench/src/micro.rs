@@ -27,7 +27,12 @@ pub(crate) struct Micro {
 /// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`), when the kernel
 /// says: on a machine shared with other work, wall time would count their turns too.
 fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn time(batches: usize, batch: Duration, mut f: impl FnMut()) -> (f64, f64, f64) {
@@ -55,11 +60,22 @@ fn time(batches: usize, batch: Duration, mut f: impl FnMut()) -> (f64, f64, f64)
 }
 
 /// Runs the micro benchmarks (those whose name contains `only`, when given).
-pub(crate) fn run(batches: usize, batch: Duration, only: Option<&str>) -> Result<Vec<Micro>, String> {
+pub(crate) fn run(
+    batches: usize,
+    batch: Duration,
+    only: Option<&str>,
+) -> Result<Vec<Micro>, String> {
     let want = |name: &str| only.is_none_or(|o| name.contains(o));
-    let all: [(&str, Bench); 4] =
-        [(SEAL_OPEN, seal_open), (PARSE_VALIDATE, parse_validate), (PARAMS_DIGEST, params_digest), (STAMP, stamp)];
-    all.into_iter().filter(|(name, _)| want(name)).map(|(_, bench)| bench(batches, batch)).collect()
+    let all: [(&str, Bench); 4] = [
+        (SEAL_OPEN, seal_open),
+        (PARSE_VALIDATE, parse_validate),
+        (PARAMS_DIGEST, params_digest),
+        (STAMP, stamp),
+    ];
+    all.into_iter()
+        .filter(|(name, _)| want(name))
+        .map(|(_, bench)| bench(batches, batch))
+        .collect()
 }
 
 type Bench = fn(usize, Duration) -> Result<Micro, String>;
@@ -92,7 +108,8 @@ fn seal_open(batches: usize, batch: Duration) -> Result<Micro, String> {
         pending: None,
     };
     let token = keys.seal(&sealed);
-    keys.open(&token, "local", call, "sample", &digest, now).map_err(|e| format!("open failed: {e}"))?;
+    keys.open(&token, "local", call, "sample", &digest, now)
+        .map_err(|e| format!("open failed: {e}"))?;
     Ok(Micro {
         name: SEAL_OPEN,
         what: "`Keys::seal` then `Keys::open` (HMAC-SHA256, base64url, JSON payload)",
@@ -124,7 +141,8 @@ fn parse_validate(batches: usize, batch: Duration) -> Result<Micro, String> {
 /// The digest of the canonical params, bound into the seal of every forwarded call's round
 /// (computed whether or not the upstream asks for a round).
 fn params_digest(batches: usize, batch: Duration) -> Result<Micro, String> {
-    let env = Envelope::parse(Bytes::from(crate::wire::tools_call(1, "echo"))).map_err(|e| e.to_string())?;
+    let env = Envelope::parse(Bytes::from(crate::wire::tools_call(1, "echo")))
+        .map_err(|e| e.to_string())?;
     Ok(Micro {
         name: PARAMS_DIGEST,
         what: "`state::params_digest` of the call's params (canonical JSON, SHA-256)",
@@ -145,7 +163,15 @@ fn stamp(batches: usize, batch: Duration) -> Result<Micro, String> {
         name: STAMP,
         what: "`respond::finish` of the mock's ~1.2 KiB `tools/call` result",
         ns: time(batches, batch, || {
-            let _ = black_box(sluice::respond::finish("1", &Method::ToolsCall, "alpha", StatusCode::OK, black_box(&answer), None, &info));
+            let _ = black_box(sluice::respond::finish(
+                "1",
+                &Method::ToolsCall,
+                "alpha",
+                StatusCode::OK,
+                black_box(&answer),
+                None,
+                &info,
+            ));
         }),
     })
 }

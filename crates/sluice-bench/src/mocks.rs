@@ -64,7 +64,9 @@ fn rpc(status: StatusCode, id: &str, member: &str, value: &str) -> Response<Body
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
-    tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
 /// Serves HTTP/1.1 (or HTTP/2 only, with no limit on concurrent streams) on `listener` with
@@ -76,17 +78,23 @@ where
 {
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let handle = handle.clone();
             tokio::spawn(async move {
                 let io = TokioIo::new(stream);
                 if http2 {
-                    let mut b = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+                    let mut b = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    );
                     b.max_concurrent_streams(None);
                     let _ = b.serve_connection(io, service_fn(handle)).await;
                 } else {
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service_fn(handle)).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service_fn(handle))
+                        .await;
                 }
             });
         }
@@ -105,16 +113,21 @@ struct Modern {
 
 impl Modern {
     fn new(name: &str) -> Modern {
-        let meta = json!({"io.modelcontextprotocol/serverInfo": {"name": name, "version": "1.0.0"}});
+        let meta =
+            json!({"io.modelcontextprotocol/serverInfo": {"name": name, "version": "1.0.0"}});
         let discover = json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
             "resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "_meta": meta});
         let tools = json!({"tools": [{"name": "echo", "description": "Echo a text (answers a fixed ~1 KiB text)",
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}],
             "resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "_meta": meta});
         let echo = json!({"content": [{"type": "text", "text": crate::wire::arg_text()}], "resultType": "complete", "_meta": meta});
-        let initialize =
-            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": name, "version": "1.0.0"}});
-        Modern { discover: discover.to_string(), initialize: initialize.to_string(), tools: tools.to_string(), echo: echo.to_string() }
+        let initialize = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": name, "version": "1.0.0"}});
+        Modern {
+            discover: discover.to_string(),
+            initialize: initialize.to_string(),
+            tools: tools.to_string(),
+            echo: echo.to_string(),
+        }
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
@@ -122,23 +135,42 @@ impl Modern {
             return Ok(full(StatusCode::BAD_REQUEST, None, Bytes::new()));
         };
         let Ok(w) = serde_json::from_slice::<Wire<'_>>(&body) else {
-            return Ok(rpc(StatusCode::BAD_REQUEST, "null", "error", r#"{"code":-32700,"message":"parse error"}"#));
+            return Ok(rpc(
+                StatusCode::BAD_REQUEST,
+                "null",
+                "error",
+                r#"{"code":-32700,"message":"parse error"}"#,
+            ));
         };
         let Some(id) = w.id.map(RawValue::get) else {
             return Ok(full(StatusCode::ACCEPTED, None, Bytes::new()));
         };
         Ok(match (w.method.as_deref(), w.params.and_then(|p| p.name)) {
-            (Some("tools/call"), Some(n)) if n == "echo" => rpc(StatusCode::OK, id, "result", &self.echo),
-            (Some("tools/call"), _) => rpc(StatusCode::OK, id, "error", r#"{"code":-32602,"message":"unknown tool"}"#),
+            (Some("tools/call"), Some(n)) if n == "echo" => {
+                rpc(StatusCode::OK, id, "result", &self.echo)
+            }
+            (Some("tools/call"), _) => rpc(
+                StatusCode::OK,
+                id,
+                "error",
+                r#"{"code":-32602,"message":"unknown tool"}"#,
+            ),
             (Some("server/discover"), _) => rpc(StatusCode::OK, id, "result", &self.discover),
             (Some("initialize"), _) => rpc(StatusCode::OK, id, "result", &self.initialize),
             // `mcp-proxy` lists these whatever the capabilities say.
             (Some("resources/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"resources":[]}"#),
-            (Some("resources/templates/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"resourceTemplates":[]}"#),
+            (Some("resources/templates/list"), _) => {
+                rpc(StatusCode::OK, id, "result", r#"{"resourceTemplates":[]}"#)
+            }
             (Some("prompts/list"), _) => rpc(StatusCode::OK, id, "result", r#"{"prompts":[]}"#),
             (Some("ping"), _) => rpc(StatusCode::OK, id, "result", "{}"),
             (Some("tools/list"), _) => rpc(StatusCode::OK, id, "result", &self.tools),
-            _ => rpc(StatusCode::NOT_FOUND, id, "error", r#"{"code":-32601,"message":"method not found"}"#),
+            _ => rpc(
+                StatusCode::NOT_FOUND,
+                id,
+                "error",
+                r#"{"code":-32601,"message":"method not found"}"#,
+            ),
         })
     }
 }
@@ -148,7 +180,13 @@ pub(crate) async fn modern(names: Vec<String>) -> Result<(), String> {
     let mut ports = Vec::new();
     for name in names {
         let listener = bind(([127, 0, 0, 1], 0).into()).await?;
-        ports.push(listener.local_addr().map_err(|e| e.to_string())?.port().to_string());
+        ports.push(
+            listener
+                .local_addr()
+                .map_err(|e| e.to_string())?
+                .port()
+                .to_string(),
+        );
         let m = Arc::new(Modern::new(&name));
         serve(listener, false, move |req| m.clone().handle(req));
     }
@@ -166,7 +204,9 @@ struct Legacy {
     pending: Mutex<HashMap<String, tokio::sync::oneshot::Sender<()>>>,
 }
 
-fn sse(stream: impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static) -> Response<Body> {
+fn sse(
+    stream: impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static,
+) -> Response<Body> {
     Response::builder()
         .header(http::header::CONTENT_TYPE, "text/event-stream")
         .header(http::header::CACHE_CONTROL, "no-cache")
@@ -185,7 +225,12 @@ impl Legacy {
             return Ok(full(StatusCode::BAD_REQUEST, None, Bytes::new()));
         };
         let Ok(w) = serde_json::from_slice::<Wire<'_>>(&body) else {
-            return Ok(rpc(StatusCode::BAD_REQUEST, "null", "error", r#"{"code":-32700,"message":"parse error"}"#));
+            return Ok(rpc(
+                StatusCode::BAD_REQUEST,
+                "null",
+                "error",
+                r#"{"code":-32700,"message":"parse error"}"#,
+            ));
         };
         let (id, method) = match (w.id.map(RawValue::get), w.method.as_deref()) {
             (Some(id), None) => {
@@ -214,9 +259,16 @@ impl Legacy {
                     "inputSchema": {"type": "object", "properties": {}}}]});
                 rpc(StatusCode::OK, &id, "result", &tools.to_string())
             }
-            "tools/call" if w.params.and_then(|p| p.name).as_deref() == Some("sample") => self.sample(&id),
+            "tools/call" if w.params.and_then(|p| p.name).as_deref() == Some("sample") => {
+                self.sample(&id)
+            }
             "ping" => rpc(StatusCode::OK, &id, "result", "{}"),
-            _ => rpc(StatusCode::NOT_FOUND, &id, "error", r#"{"code":-32601,"message":"method not found"}"#),
+            _ => rpc(
+                StatusCode::NOT_FOUND,
+                &id,
+                "error",
+                r#"{"code":-32601,"message":"method not found"}"#,
+            ),
         })
     }
 

@@ -27,7 +27,11 @@ impl Drop for Proc {
         if let Some(f) = &self.pid_file {
             if let Ok(text) = std::fs::read_to_string(f) {
                 let me = self.child.id().to_string();
-                let kept: String = text.lines().filter(|l| l.trim() != me).map(|l| format!("{l}\n")).collect();
+                let kept: String = text
+                    .lines()
+                    .filter(|l| l.trim() != me)
+                    .map(|l| format!("{l}\n"))
+                    .collect();
                 let _ = std::fs::write(f, kept);
             }
         }
@@ -52,16 +56,29 @@ impl Env {
         envs: &[(&str, &str)],
         read_stdout: bool,
     ) -> Result<Proc, String> {
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
+            .map_err(|e| e.to_string())?;
         let mut cmd = Command::new(program);
-        cmd.args(args).stdin(Stdio::piped()).stderr(log.try_clone().map_err(|e| e.to_string())?);
-        cmd.stdout(if read_stdout { Stdio::piped() } else { Stdio::from(log) });
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stderr(log.try_clone().map_err(|e| e.to_string())?);
+        cmd.stdout(if read_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::from(log)
+        });
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
         if let Some(f) = &self.pid_file {
-            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(f) {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+            {
                 let _ = writeln!(f, "{}", child.id());
             }
         }
@@ -77,7 +94,13 @@ impl Env {
             });
             rx
         });
-        Ok(Proc { name: name.to_owned(), child, stdin, lines, pid_file: self.pid_file.clone() })
+        Ok(Proc {
+            name: name.to_owned(),
+            child,
+            stdin,
+            lines,
+            pid_file: self.pid_file.clone(),
+        })
     }
 }
 
@@ -99,14 +122,22 @@ impl Proc {
                         return Ok(rest.trim().to_owned());
                     }
                 }
-                Err(_) => return Err(format!("{} printed no {prefix:?} line within {within:?} (see its log)", self.name)),
+                Err(_) => {
+                    return Err(format!(
+                        "{} printed no {prefix:?} line within {within:?} (see its log)",
+                        self.name
+                    ))
+                }
             }
         }
     }
 
     /// Asks the process to stop (SIGTERM) and waits up to `within` for it to exit; true if it did.
     pub(crate) fn terminate(&mut self, within: Duration) -> bool {
-        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
         self.wait_exit(within)
     }
 
@@ -131,17 +162,25 @@ impl Proc {
 /// The resident set size of a process in KiB (`VmRSS`).
 pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok())
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Every descendant of `pid` (children, their children, ...), from the parent pids in /proc.
 pub(crate) fn descendants(pid: u32) -> Vec<u32> {
     let mut parent = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
         // After the parenthesized command name: the state, then the parent's pid.
-        if let Some(pp) = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok()) {
+        if let Some(pp) = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok())
+        {
             parent.push((p, pp));
         }
     }
@@ -164,16 +203,37 @@ pub(crate) fn free_port() -> Result<u16, String> {
 
 /// The client the benchmark's own Rust loops use: Sluice's pooled upstream client.
 pub(crate) fn client() -> HttpClient {
-    HttpClient::new(Duration::from_secs(2), Duration::from_secs(30), 16 << 20, 4 << 20, Duration::from_secs(24 * 3600))
+    HttpClient::new(
+        Duration::from_secs(2),
+        Duration::from_secs(30),
+        16 << 20,
+        4 << 20,
+        Duration::from_secs(24 * 3600),
+    )
 }
 
 /// Waits until `GET base/readyz` answers 200.
 pub(crate) async fn wait_ready(c: &HttpClient, base: &str, within: Duration) -> Result<(), String> {
-    let url: Uri = format!("{base}/readyz").parse().map_err(|e| format!("{e}"))?;
+    let url: Uri = format!("{base}/readyz")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        let got = c.send(http::Method::GET, "sluice", &url, Default::default(), bytes::Bytes::new(), None).await;
-        if let Ok((_, Answer::Json(http::StatusCode::OK, _) | Answer::Status(http::StatusCode::OK, _))) = got {
+        let got = c
+            .send(
+                http::Method::GET,
+                "sluice",
+                &url,
+                Default::default(),
+                bytes::Bytes::new(),
+                None,
+            )
+            .await;
+        if let Ok((
+            _,
+            Answer::Json(http::StatusCode::OK, _) | Answer::Status(http::StatusCode::OK, _),
+        )) = got
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -189,7 +249,11 @@ pub(crate) fn stats(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let n = s.len();
-    let med = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    let med = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
     (med, s[0], s[n - 1])
 }
 

@@ -57,12 +57,28 @@ pub(crate) struct Opts {
 
 async fn drive(c: &HttpClient, url: &str, n: usize, t: Target) -> Result<(), String> {
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
-    let (name, bearer) = if t == Target::SluiceProd { ("alpha__echo", Some(wire::API_KEY)) } else { ("echo", None) };
+    let (name, bearer) = if t == Target::SluiceProd {
+        ("alpha__echo", Some(wire::API_KEY))
+    } else {
+        ("echo", None)
+    };
     for i in 0..n {
         let body = wire::bytes(wire::tools_call(i as u64 + 1, name));
-        match c.post("target", &uri, wire::authed_headers(name, bearer), body, None).await.map_err(|e| e.to_string())? {
+        match c
+            .post(
+                "target",
+                &uri,
+                wire::authed_headers(name, bearer),
+                body,
+                None,
+            )
+            .await
+            .map_err(|e| e.to_string())?
+        {
             Answer::Json(http::StatusCode::OK, _) => {}
-            Answer::Json(s, b) | Answer::Status(s, b) => return Err(format!("{url}: HTTP {s}: {}", String::from_utf8_lossy(&b))),
+            Answer::Json(s, b) | Answer::Status(s, b) => {
+                return Err(format!("{url}: HTTP {s}: {}", String::from_utf8_lossy(&b)))
+            }
             Answer::Sse(_) => return Err(format!("{url}: unexpected SSE")),
         }
     }
@@ -73,7 +89,10 @@ fn callgrind_total(file: &Path) -> Result<u64, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     // `totals:` counts what was collected; `summary:` (first in the file) is 0 when counting
     // started off.
-    let line = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).map(str::to_owned));
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key).map(str::to_owned))
+    };
     line("totals:")
         .or_else(|| line("summary:"))
         .as_deref()
@@ -115,7 +134,15 @@ async fn start(
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let upstream = &upstreams[0];
     let (program, mut args) = match t {
-        Target::Forwarder => (me, vec!["forwarder".to_owned(), "--to".into(), upstream.to_owned(), "--parent-stdin".into()]),
+        Target::Forwarder => (
+            me,
+            vec![
+                "forwarder".to_owned(),
+                "--to".into(),
+                upstream.to_owned(),
+                "--parent-stdin".into(),
+            ],
+        ),
         Target::Sluice | Target::SluiceProd => {
             let port = procs::free_port()?;
             let cfg = env.dir.join(format!("{}-{tag}.toml", t.name()));
@@ -123,7 +150,9 @@ async fn start(
             if t == Target::SluiceProd {
                 // As in `run`: API keys, the audit log to a file, the default policy.
                 let key = sluice::auth::api_keys::hash_key(wire::API_KEY);
-                let beta = upstreams.get(1).ok_or("production-like needs a second upstream")?;
+                let beta = upstreams
+                    .get(1)
+                    .ok_or("production-like needs a second upstream")?;
                 let audit = env.dir.join(format!("audit-{tag}.log"));
                 let _ = std::fs::remove_file(&audit);
                 text.push_str(&format!(
@@ -134,7 +163,14 @@ async fn start(
                 text.push_str("\n[audit]\nenabled = false\n");
             }
             std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
-            (o.sluice.clone(), vec!["serve".to_owned(), "--config".into(), cfg.display().to_string()])
+            (
+                o.sluice.clone(),
+                vec![
+                    "serve".to_owned(),
+                    "--config".into(),
+                    cfg.display().to_string(),
+                ],
+            )
         }
     };
     let (program, args) = if wrapper.is_empty() {
@@ -145,13 +181,33 @@ async fn start(
         w.append(&mut args);
         (PathBuf::from(&wrapper[0]), w)
     };
-    let mut p = env.spawn(&format!("{}-{tag}", t.name()), &program, &args, &[("RUST_LOG", "info")], t == Target::Forwarder)?;
+    let mut p = env.spawn(
+        &format!("{}-{tag}", t.name()),
+        &program,
+        &args,
+        &[("RUST_LOG", "info")],
+        t == Target::Forwarder,
+    )?;
     let url = match t {
-        Target::Forwarder => format!("http://127.0.0.1:{}/mcp", p.line("LISTENING", Duration::from_secs(60))?),
+        Target::Forwarder => format!(
+            "http://127.0.0.1:{}/mcp",
+            p.line("LISTENING", Duration::from_secs(60))?
+        ),
         Target::Sluice | Target::SluiceProd => {
-            let cfg = std::fs::read_to_string(env.dir.join(format!("{}-{tag}.toml", t.name()))).map_err(|e| e.to_string())?;
-            let port = cfg.split('"').nth(1).and_then(|a| a.rsplit(':').next()).unwrap_or("0").to_owned();
-            procs::wait_ready(c, &format!("http://127.0.0.1:{port}"), Duration::from_secs(60)).await?;
+            let cfg = std::fs::read_to_string(env.dir.join(format!("{}-{tag}.toml", t.name())))
+                .map_err(|e| e.to_string())?;
+            let port = cfg
+                .split('"')
+                .nth(1)
+                .and_then(|a| a.rsplit(':').next())
+                .unwrap_or("0")
+                .to_owned();
+            procs::wait_ready(
+                c,
+                &format!("http://127.0.0.1:{port}"),
+                Duration::from_secs(60),
+            )
+            .await?;
             format!("http://127.0.0.1:{port}/mcp")
         }
     };
@@ -167,10 +223,24 @@ fn stop(p: &mut Proc, t: Target) -> bool {
 
 /// Sluice in front of a fresh legacy mock under massif with `n` exchanges parked; gives the
 /// peak snapshot's (`mem_heap_B`, `mem_heap_extra_B`).
-async fn massif_parked(env: &Env, o: &Opts, c: &HttpClient, n: usize) -> Result<(u64, u64), String> {
+async fn massif_parked(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    n: usize,
+) -> Result<(u64, u64), String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut legacy = env.spawn(&format!("legacy-upstream-{n}"), &me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
-    let legacy_url = format!("http://127.0.0.1:{}/mcp", legacy.line("LISTENING", Duration::from_secs(10))?);
+    let mut legacy = env.spawn(
+        &format!("legacy-upstream-{n}"),
+        &me,
+        &["legacy-upstream".into(), "--parent-stdin".into()],
+        &[],
+        true,
+    )?;
+    let legacy_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        legacy.line("LISTENING", Duration::from_secs(10))?
+    );
     let port = procs::free_port()?;
     let cfg = env.dir.join(format!("sluice-massif-{n}.toml"));
     let cap = n + 64;
@@ -192,7 +262,13 @@ async fn massif_parked(env: &Env, o: &Opts, c: &HttpClient, n: usize) -> Result<
         "--config".into(),
         cfg.display().to_string(),
     ];
-    let mut p = env.spawn(&format!("sluice-massif-{n}"), Path::new("valgrind"), &args, &[("RUST_LOG", "warn")], false)?;
+    let mut p = env.spawn(
+        &format!("sluice-massif-{n}"),
+        Path::new("valgrind"),
+        &args,
+        &[("RUST_LOG", "warn")],
+        false,
+    )?;
     let base = format!("http://127.0.0.1:{port}");
     procs::wait_ready(c, &base, Duration::from_secs(60)).await?;
     let url: Uri = format!("{base}/mcp").parse().map_err(|e| format!("{e}"))?;
@@ -229,17 +305,28 @@ fn tool(cmd: &str, args: &[&str]) -> Option<String> {
 
 /// Turns callgrind's counting on or off in process `pid` (`callgrind_control -i`).
 fn instrument(pid: u32, on: &str) -> Result<(), String> {
-    let out =
-        Command::new("callgrind_control").args(["-i", on, &pid.to_string()]).output().map_err(|e| format!("callgrind_control: {e}"))?;
+    let out = Command::new("callgrind_control")
+        .args(["-i", on, &pid.to_string()])
+        .output()
+        .map_err(|e| format!("callgrind_control: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("callgrind_control -i {on} {pid}: {}", String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "callgrind_control -i {on} {pid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
 /// Instructions per call (callgrind) of the forwarder and both Sluices.
-async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
+async fn instructions(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    upstreams: &[String],
+    md: &mut String,
+) -> Result<(), String> {
     let warm = (o.requests / 10).max(50);
     let mut per_request = Vec::new();
     if Command::new("valgrind").arg("--version").output().is_ok() {
@@ -251,7 +338,11 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String],
                 "--instr-atstart=no".into(),
                 format!("--callgrind-out-file={}", out.display()),
             ];
-            eprintln!("callgrind: {} for {} calls after {warm}", t.name(), o.requests);
+            eprintln!(
+                "callgrind: {} for {} calls after {warm}",
+                t.name(),
+                o.requests
+            );
             let (mut p, url) = start(env, o, t, upstreams, &wrapper, c, "cg").await?;
             drive(c, &url, warm, t).await?;
             // Counted from here: start-up (a clock's calibration, first connections) is not.
@@ -266,11 +357,18 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String],
             let big = out.display().to_string();
             for (kind, flag) in [("inclusive", "--inclusive=yes"), ("self", "--inclusive=no")] {
                 if let Some(text) = tool("callgrind_annotate", &[flag, "--threshold=99", &big]) {
-                    let _ = std::fs::write(o.dir.join(format!("annotate-{}-{kind}.txt", t.name())), text);
+                    let _ = std::fs::write(
+                        o.dir.join(format!("annotate-{}-{kind}.txt", t.name())),
+                        text,
+                    );
                 }
             }
         }
-        let _ = writeln!(md, "#### Instructions per call (callgrind; {} calls after {warm}, one connection)\n", o.requests);
+        let _ = writeln!(
+            md,
+            "#### Instructions per call (callgrind; {} calls after {warm}, one connection)\n",
+            o.requests
+        );
         let _ = writeln!(md, "| target | instructions per call |\n|---|---|");
         for (t, per) in &per_request {
             let _ = writeln!(md, "| {} | {:.0} |", t.name(), per);
@@ -285,7 +383,11 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String],
                 p - f
             );
         }
-        let _ = writeln!(md, "Annotations: `{}/annotate-<target>-<inclusive|self>.txt`.\n", o.dir.display());
+        let _ = writeln!(
+            md,
+            "Annotations: `{}/annotate-<target>-<inclusive|self>.txt`.\n",
+            o.dir.display()
+        );
     } else {
         let _ = writeln!(md, "valgrind not found: no instruction counts.\n");
     }
@@ -296,7 +398,11 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String],
 /// The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
 async fn parked_heap(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> Result<(), String> {
     if !o.heap_sluice.exists() {
-        let _ = writeln!(md, "No heap profile: `{}` is missing (build it with `--features system-alloc`).\n", o.heap_sluice.display());
+        let _ = writeln!(
+            md,
+            "No heap profile: `{}` is missing (build it with `--features system-alloc`).\n",
+            o.heap_sluice.display()
+        );
         return Ok(());
     }
     if Command::new("valgrind").arg("--version").output().is_ok() {
@@ -321,8 +427,18 @@ async fn parked_heap(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> Re
 }
 
 /// A sampled profile under load, where perf can sample.
-async fn sampled(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
-    let perf_ok = tool("perf", &["record", "-e", "cpu-clock", "-o", "/dev/null", "true"]).is_some_and(|t| !t.contains("not supported"));
+async fn sampled(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    upstreams: &[String],
+    md: &mut String,
+) -> Result<(), String> {
+    let perf_ok = tool(
+        "perf",
+        &["record", "-e", "cpu-clock", "-o", "/dev/null", "true"],
+    )
+    .is_some_and(|t| !t.contains("not supported"));
     if perf_ok {
         let script = o.dir.join("call-echo.lua");
         std::fs::write(&script, wire::wrk_script("echo", None)).map_err(|e| e.to_string())?;
@@ -335,11 +451,35 @@ async fn sampled(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
             let data_s = data.display().to_string();
             let rec = std::thread::spawn(move || {
                 Command::new("timeout")
-                    .args(["60", "perf", "record", "-e", "cpu-clock", "-F", "2999", "-p", &pid, "-o", &data_s, "--", "sleep", &secs])
+                    .args([
+                        "60",
+                        "perf",
+                        "record",
+                        "-e",
+                        "cpu-clock",
+                        "-F",
+                        "2999",
+                        "-p",
+                        &pid,
+                        "-o",
+                        &data_s,
+                        "--",
+                        "sleep",
+                        &secs,
+                    ])
                     .output()
             });
             let load = Command::new("timeout")
-                .args(["60", "wrk", "-t1", "-c16", &format!("-d{}s", o.secs), "-s", &script.display().to_string(), &url])
+                .args([
+                    "60",
+                    "wrk",
+                    "-t1",
+                    "-c16",
+                    &format!("-d{}s", o.secs),
+                    "-s",
+                    &script.display().to_string(),
+                    &url,
+                ])
                 .output();
             let _ = rec.join();
             drop(p);
@@ -348,14 +488,30 @@ async fn sampled(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
             }
             let d = data.display().to_string();
             for (kind, sort) in [("dso", "dso"), ("symbols", "dso,sym")] {
-                if let Some(text) =
-                    tool("perf", &["report", "-i", &d, "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.7"])
-                {
-                    let _ = std::fs::write(o.dir.join(format!("perf-{}-{kind}.txt", t.name())), text);
+                if let Some(text) = tool(
+                    "perf",
+                    &[
+                        "report",
+                        "-i",
+                        &d,
+                        "--stdio",
+                        "--no-children",
+                        "--sort",
+                        sort,
+                        "--percent-limit",
+                        "0.7",
+                    ],
+                ) {
+                    let _ =
+                        std::fs::write(o.dir.join(format!("perf-{}-{kind}.txt", t.name())), text);
                 }
             }
         }
-        let _ = writeln!(md, "Sampled profiles (`perf record -e cpu-clock`): `{}/perf-<target>-<dso|symbols>.txt`.", o.dir.display());
+        let _ = writeln!(
+            md,
+            "Sampled profiles (`perf record -e cpu-clock`): `{}/perf-<target>-<dso|symbols>.txt`.",
+            o.dir.display()
+        );
     } else {
         let _ = writeln!(md, "perf cannot sample here: no sampled profile.");
     }
@@ -365,18 +521,32 @@ async fn sampled(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
 /// Runs the profile; writes `<dir>/profile.md`.
 pub(crate) async fn run(o: Opts) -> Result<(), String> {
     std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
-    let env = Env { dir: o.dir.clone(), pid_file: o.pid_file.clone() };
+    let env = Env {
+        dir: o.dir.clone(),
+        pid_file: o.pid_file.clone(),
+    };
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let c = procs::client();
     let mut mock = env.spawn(
         "modern-upstream",
         &me,
-        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
+        &[
+            "modern-upstream",
+            "--name",
+            "alpha",
+            "--name",
+            "beta",
+            "--parent-stdin",
+        ]
+        .map(String::from),
         &[],
         true,
     )?;
     let ports = mock.line("LISTENING", Duration::from_secs(10))?;
-    let upstreams: Vec<String> = ports.split_whitespace().map(|p| format!("http://127.0.0.1:{p}/mcp")).collect();
+    let upstreams: Vec<String> = ports
+        .split_whitespace()
+        .map(|p| format!("http://127.0.0.1:{p}/mcp"))
+        .collect();
     let mut md = String::new();
 
     if o.bridge_only {

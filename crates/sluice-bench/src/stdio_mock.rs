@@ -14,16 +14,28 @@ pub(crate) async fn serve() -> Result<(), String> {
     let mut out = tokio::io::stdout();
     let text = crate::wire::arg_text();
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
-        let (Some(id), Some(method)) = (msg.get("id").cloned(), msg["method"].as_str()) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(id), Some(method)) = (msg.get("id").cloned(), msg["method"].as_str()) else {
+            continue;
+        };
         let answer = match method {
-            "initialize" => json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25",
-                "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-stdio", "version": "1"}}}),
+            "initialize" => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-stdio", "version": "1"}}})
+            }
             "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-            "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "echo", "description": "Echo a text",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}}),
-            "tools/call" => json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}}),
-            _ => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
+            "tools/list" => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "echo", "description": "Echo a text",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}})
+            }
+            "tools/call" => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+            }
+            _ => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})
+            }
         };
         let mut bytes = answer.to_string().into_bytes();
         bytes.push(b'\n');

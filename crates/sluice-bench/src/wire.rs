@@ -10,9 +10,14 @@ pub(crate) const ARGS_BYTES: usize = 1024;
 
 /// The text of the `text` argument: the sentence repeated until `arguments` is [`ARGS_BYTES`].
 pub(crate) fn arg_text() -> String {
-    let sentence = "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. ";
+    let sentence =
+        "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. ";
     let overhead = r#"{"text":""}"#.len();
-    sentence.chars().cycle().take(ARGS_BYTES - overhead).collect()
+    sentence
+        .chars()
+        .cycle()
+        .take(ARGS_BYTES - overhead)
+        .collect()
 }
 
 /// The `_meta` envelope of a modern request; `caps` are the declared client capabilities.
@@ -43,9 +48,18 @@ pub(crate) fn authed_headers(name: &str, bearer: Option<&str>) -> HeaderMap {
 /// The headers a modern client mirrors for a `tools/call` of `name`.
 pub(crate) fn modern_headers(name: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
-    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-    h.insert("mcp-protocol-version", HeaderValue::from_static("2026-07-28"));
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    h.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static("2026-07-28"),
+    );
     h.insert("mcp-method", HeaderValue::from_static("tools/call"));
     if let Ok(v) = HeaderValue::from_str(name) {
         h.insert("mcp-name", v);
@@ -57,7 +71,9 @@ pub(crate) fn modern_headers(name: &str) -> HeaderMap {
 /// and, when done, prints `BENCH requests=… duration_us=… errors=… p50_us=… p99_us=…`.
 pub(crate) fn wrk_script(name: &str, bearer: Option<&str>) -> String {
     let body = tools_call(1, name);
-    let auth = bearer.map(|b| format!("wrk.headers[\"Authorization\"] = \"Bearer {b}\"\n")).unwrap_or_default();
+    let auth = bearer
+        .map(|b| format!("wrk.headers[\"Authorization\"] = \"Bearer {b}\"\n"))
+        .unwrap_or_default();
     format!(
         r#"wrk.method = "POST"
 wrk.body = [==[{body}]==]
@@ -90,11 +106,17 @@ pub(crate) struct WrkRun {
 pub(crate) fn parse_wrk(out: &str) -> Option<WrkRun> {
     let line = out.lines().find(|l| l.starts_with("BENCH "))?;
     let field = |k: &str| -> Option<f64> {
-        line.split_whitespace().find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).and_then(|v| v.parse().ok())
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
     };
     let (requests, duration) = (field("requests")?, field("duration_us")?);
     Some(WrkRun {
-        rps: if duration > 0.0 { requests / (duration / 1e6) } else { 0.0 },
+        rps: if duration > 0.0 {
+            requests / (duration / 1e6)
+        } else {
+            0.0
+        },
         p50_us: field("p50_us")?,
         p99_us: field("p99_us")?,
         errors: field("errors")? as u64,
@@ -115,7 +137,13 @@ mod tests {
     fn the_call_carries_1_kib_of_arguments_and_wrk_lines_parse() {
         let v: Value = serde_json::from_str(&tools_call(1, "echo")).unwrap();
         assert_eq!(v["params"]["arguments"].to_string().len(), ARGS_BYTES);
-        let r = parse_wrk("noise\nBENCH requests=1000 duration_us=2000000 errors=0 p50_us=70 p99_us=210\n").unwrap();
-        assert_eq!((r.rps, r.p50_us, r.p99_us, r.errors), (500.0, 70.0, 210.0, 0));
+        let r = parse_wrk(
+            "noise\nBENCH requests=1000 duration_us=2000000 errors=0 p50_us=70 p99_us=210\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (r.rps, r.p50_us, r.p99_us, r.errors),
+            (500.0, 70.0, 210.0, 0)
+        );
     }
 }

@@ -47,16 +47,23 @@ pub fn decode(raw: &HeaderValue) -> Result<Cow<'_, str>, DecodeError> {
 
 /// [`decode`] for a value already known to be ASCII text.
 pub fn decode_str(text: &str) -> Result<Cow<'_, str>, DecodeError> {
-    if !text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+    if !text
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
         return Err(DecodeError::NotAscii);
     }
     let text = text.trim_matches([' ', '\t']);
-    let inner = text.strip_prefix(SENTINEL_START).and_then(|rest| rest.strip_suffix(SENTINEL_END));
+    let inner = text
+        .strip_prefix(SENTINEL_START)
+        .and_then(|rest| rest.strip_suffix(SENTINEL_END));
     match inner {
         None => Ok(Cow::Borrowed(text)),
         Some(b64) => {
             let bytes = STANDARD.decode(b64).map_err(|_| DecodeError::BadBase64)?;
-            String::from_utf8(bytes).map(Cow::Owned).map_err(|_| DecodeError::NotUtf8)
+            String::from_utf8(bytes)
+                .map(Cow::Owned)
+                .map_err(|_| DecodeError::NotUtf8)
         }
     }
 }
@@ -71,7 +78,10 @@ pub fn encode(value: &str) -> std::borrow::Cow<'_, str> {
     if plain {
         std::borrow::Cow::Borrowed(value)
     } else {
-        std::borrow::Cow::Owned(format!("{SENTINEL_START}{}{SENTINEL_END}", STANDARD.encode(value)))
+        std::borrow::Cow::Owned(format!(
+            "{SENTINEL_START}{}{SENTINEL_END}",
+            STANDARD.encode(value)
+        ))
     }
 }
 
@@ -82,7 +92,10 @@ mod tests {
 
     #[test]
     fn sentinel_values_decode_and_plain_values_stay_literal() {
-        assert_eq!(decode_str("=?base64?SGVsbG8sIOS4lueVjA==?=").unwrap(), "Hello, 世界");
+        assert_eq!(
+            decode_str("=?base64?SGVsbG8sIOS4lueVjA==?=").unwrap(),
+            "Hello, 世界"
+        );
         assert_eq!(decode_str("  echo \t").unwrap(), "echo");
         assert_eq!(decode_str("=?base64?abc").unwrap(), "=?base64?abc");
         assert_eq!(decode_str("abc?=").unwrap(), "abc?=");
@@ -90,8 +103,14 @@ mod tests {
 
     #[test]
     fn bad_base64_padding_or_alphabet_is_refused() {
-        assert_eq!(decode_str("=?base64?SGVsbG8?="), Err(DecodeError::BadBase64));
-        assert_eq!(decode_str("=?base64?SGVs*G8=?="), Err(DecodeError::BadBase64));
+        assert_eq!(
+            decode_str("=?base64?SGVsbG8?="),
+            Err(DecodeError::BadBase64)
+        );
+        assert_eq!(
+            decode_str("=?base64?SGVs*G8=?="),
+            Err(DecodeError::BadBase64)
+        );
         assert_eq!(decode_str("=?base64?//79?="), Err(DecodeError::NotUtf8));
     }
 
@@ -99,7 +118,10 @@ mod tests {
     fn encode_matches_the_spec_examples() {
         assert_eq!(encode("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
         assert_eq!(encode(" padded "), "=?base64?IHBhZGRlZCA=?=");
-        assert_eq!(encode("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=");
+        assert_eq!(
+            encode("=?base64?literal?="),
+            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+        );
         assert_eq!(encode("get_weather"), "get_weather");
     }
 

@@ -11,7 +11,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-pub use super::message::{decode_object, decode_object_str, error_body, notification_body, push_json_str, result_body, Incoming, RpcError};
+pub use super::message::{
+    decode_object, decode_object_str, error_body, notification_body, push_json_str, result_body,
+    Incoming, RpcError,
+};
 use super::raw::Params;
 pub use super::raw::RawObject;
 
@@ -141,46 +144,76 @@ impl Envelope {
     /// [`Envelope::parse`] of a body whose nesting the caller has already bounded with
     /// [`nests_deeper_than`] (the pipeline checks it once, for both eras).
     pub fn parse_prechecked(body: Bytes) -> Result<Self, FrameError> {
-        let text = std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
+        let text =
+            std::str::from_utf8(&body).map_err(|_| FrameError::NotJson("not UTF-8".into()))?;
         let first = text.trim_start().as_bytes().first().copied();
         if first == Some(b'[') {
             // Still make sure it is JSON, so that a broken array is a parse error.
-            serde_json::from_str::<&RawValue>(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
-            return Err(FrameError::NotRequest("batches are not supported: send one request per POST"));
+            serde_json::from_str::<&RawValue>(text)
+                .map_err(|e| FrameError::NotJson(e.to_string()))?;
+            return Err(FrameError::NotRequest(
+                "batches are not supported: send one request per POST",
+            ));
         }
         let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => FrameError::NotRequest("not a JSON-RPC 2.0 request object"),
+            serde_json::error::Category::Data => {
+                FrameError::NotRequest("not a JSON-RPC 2.0 request object")
+            }
             _ => FrameError::NotJson(e.to_string()),
         })?;
-        let version = wire.jsonrpc.map(|v| serde_json::from_str::<std::borrow::Cow<'_, str>>(v.get()));
+        let version = wire
+            .jsonrpc
+            .map(|v| serde_json::from_str::<std::borrow::Cow<'_, str>>(v.get()));
         if !matches!(version, Some(Ok(v)) if v == "2.0") {
             return Err(FrameError::NotRequest("\"jsonrpc\" must be \"2.0\""));
         }
         let Some(method) = wire.method else {
             return Err(if wire.result.is_some() || wire.error.is_some() {
-                FrameError::NotRequest("JSON-RPC responses cannot be POSTed to a 2026-07-28 endpoint")
+                FrameError::NotRequest(
+                    "JSON-RPC responses cannot be POSTed to a 2026-07-28 endpoint",
+                )
             } else {
                 FrameError::NotRequest("a request needs a string \"method\"")
             });
         };
         let id = match wire.id {
             None => None,
-            Some(raw) if matches!(raw.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9') => Some(raw.to_owned()),
-            Some(_) => return Err(FrameError::NotRequest("\"id\" must be a string or a number")),
+            Some(raw) if matches!(raw.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9') => {
+                Some(raw.to_owned())
+            }
+            Some(_) => {
+                return Err(FrameError::NotRequest(
+                    "\"id\" must be a string or a number",
+                ))
+            }
         };
         let (params, members) = match wire.params {
             None => (false, Vec::new()),
-            Some(Params::Other) => return Err(FrameError::NotRequest("\"params\" must be an object")),
+            Some(Params::Other) => {
+                return Err(FrameError::NotRequest("\"params\" must be an object"))
+            }
             Some(Params::Object(obj)) => {
                 if obj.has_repeats() {
-                    return Err(FrameError::NotRequest("a \"params\" member is repeated: send each member once"));
+                    return Err(FrameError::NotRequest(
+                        "a \"params\" member is repeated: send each member once",
+                    ));
                 }
-                let members = obj.0.into_iter().map(|(k, v)| (k.into_owned(), range_of(text, v.get()))).collect();
+                let members = obj
+                    .0
+                    .into_iter()
+                    .map(|(k, v)| (k.into_owned(), range_of(text, v.get())))
+                    .collect();
                 (true, members)
             }
         };
         let method = super::method::Method::parse(&method);
-        Ok(Envelope { body, id, method, params, members })
+        Ok(Envelope {
+            body,
+            id,
+            method,
+            params,
+            members,
+        })
     }
 
     /// The body exactly as received.
@@ -192,7 +225,10 @@ impl Envelope {
     /// past its request (a parked exchange's): the received body is a slice of the connection's
     /// read buffer, and holding it would hold that whole buffer.
     pub fn detached(&self) -> Envelope {
-        Envelope { body: Bytes::copy_from_slice(&self.body), ..self.clone() }
+        Envelope {
+            body: Bytes::copy_from_slice(&self.body),
+            ..self.clone()
+        }
     }
 
     /// Whether this is a notification (no `id`).
@@ -207,12 +243,16 @@ impl Envelope {
 
     /// The raw JSON text of the top-level `params` member `key`.
     pub fn param(&self, key: &str) -> Option<&str> {
-        self.members.iter().find(|(k, _)| k == key).map(|(_, r)| self.slice(r))
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, r)| self.slice(r))
     }
 
     /// `params[key]` when it is a JSON string.
     pub fn param_str(&self, key: &str) -> Option<Result<String, ()>> {
-        self.param(key).map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
+        self.param(key)
+            .map(|raw| serde_json::from_str::<String>(raw).map_err(|_| ()))
     }
 
     /// [`Envelope::param_str`] without a copy when the string has no escapes.
@@ -221,13 +261,19 @@ impl Envelope {
         match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
             // Validated JSON: a string without a backslash holds no escapes and no raw quote.
             Some(inner) if !inner.contains('\\') => Some(Ok(std::borrow::Cow::Borrowed(inner))),
-            _ => Some(serde_json::from_str::<String>(raw).map(std::borrow::Cow::Owned).map_err(|_| ())),
+            _ => Some(
+                serde_json::from_str::<String>(raw)
+                    .map(std::borrow::Cow::Owned)
+                    .map_err(|_| ()),
+            ),
         }
     }
 
     /// The top-level `params` members in body order, as raw JSON text.
     pub fn members(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.members.iter().map(|(k, r)| (k.as_str(), self.slice(r)))
+        self.members
+            .iter()
+            .map(|(k, r)| (k.as_str(), self.slice(r)))
     }
 
     /// The request id as JSON text (`null` when it is a notification).
@@ -248,7 +294,11 @@ impl Envelope {
     }
 
     /// [`Envelope::rewrite_params`] with another request id (`None`: a notification).
-    pub fn rewrite(&self, id: Option<&str>, mut edit: impl FnMut(&str, &str) -> Option<Option<String>>) -> Bytes {
+    pub fn rewrite(
+        &self,
+        id: Option<&str>,
+        mut edit: impl FnMut(&str, &str) -> Option<Option<String>>,
+    ) -> Bytes {
         let mut out = String::with_capacity(self.body.len() + 64);
         out.push_str("{\"jsonrpc\":\"2.0\"");
         if let Some(id) = id {

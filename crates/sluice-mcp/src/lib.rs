@@ -30,7 +30,19 @@ pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Numeric severity of a log level name.
 pub fn level_rank(level: &str) -> Option<u8> {
-    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].iter().position(|l| *l == level).map(|p| p as u8)
+    [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ]
+    .iter()
+    .position(|l| *l == level)
+    .map(|p| p as u8)
 }
 
 /// `text` without whitespace outside strings; every token keeps its bytes. Upstream JSON is
@@ -104,7 +116,10 @@ mod tests {
             compact_json("{\n  \"a b\": [1.50, \"x\\\" \\n y\"],\r\n\t\"c\": null }"),
             "{\"a b\":[1.50,\"x\\\" \\n y\"],\"c\":null}"
         );
-        assert!(matches!(compact_json("{\"k\":\"v w\"}"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            compact_json("{\"k\":\"v w\"}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
         assert_eq!(compact_json("[\"a\\\\\", \"b c\" ]"), "[\"a\\\\\",\"b c\"]");
         assert_eq!(compact_json("\"unterminated \\"), "\"unterminated \\");
     }

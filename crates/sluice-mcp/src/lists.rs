@@ -24,7 +24,12 @@ pub enum ListKind {
 
 impl ListKind {
     /// All kinds, in a fixed order.
-    pub const ALL: [ListKind; 4] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates];
+    pub const ALL: [ListKind; 4] = [
+        ListKind::Tools,
+        ListKind::Prompts,
+        ListKind::Resources,
+        ListKind::Templates,
+    ];
 
     /// The list method.
     pub fn method(self) -> Method {
@@ -98,7 +103,9 @@ impl Change {
             Method::ResourcesListChanged => Some(Change::Resources),
             Method::ResourcesUpdated => {
                 let p: Value = serde_json::from_str(params?).ok()?;
-                p.get("uri").and_then(Value::as_str).map(|u| Change::Updated(u.to_owned()))
+                p.get("uri")
+                    .and_then(Value::as_str)
+                    .map(|u| Change::Updated(u.to_owned()))
             }
             _ => None,
         }

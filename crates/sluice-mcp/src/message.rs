@@ -36,18 +36,24 @@ pub fn error_body(id: &str, code: i64, message: &str, data: Option<&Value>) -> B
         err.insert("data".into(), d.clone());
     }
     let err = Value::Object(err).to_string();
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"))
+    Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{err}}}"
+    ))
 }
 
 /// A JSON-RPC result body around already-serialized result JSON.
 pub fn result_body(id: &str, result: &str) -> Bytes {
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"))
+    Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"
+    ))
 }
 
 /// A JSON-RPC notification body.
 pub fn notification_body(method: &super::method::Method, params: &Value) -> Bytes {
     let m = Value::String(method.as_str().to_owned());
-    Bytes::from(format!("{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"))
+    Bytes::from(format!(
+        "{{\"jsonrpc\":\"2.0\",\"method\":{m},\"params\":{params}}}"
+    ))
 }
 
 /// One message an upstream (or a peer) sent: a response, a request or a notification.
@@ -106,7 +112,11 @@ pub fn decode_object_str<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ser
 }
 
 fn is_object(text: &[u8]) -> bool {
-    matches!(text.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')), Some(b'{'))
+    matches!(
+        text.iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')),
+        Some(b'{')
+    )
 }
 
 fn not_object() -> serde_json::Error {
@@ -136,14 +146,21 @@ mod tests {
 
     #[test]
     fn a_message_is_one_json_object_never_an_array_of_its_fields() {
-        let m = Incoming::parse(br#" {"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#).expect("an object");
+        let m = Incoming::parse(br#" {"jsonrpc":"2.0","id":"sluice-r1-4","result":{}}"#)
+            .expect("an object");
         assert!(m.is_response());
         // serde_json alone reads these as an Incoming (its fields, in order): refused.
-        for body in [r#"["sluice-r1-4",null,null,{},null]"#, r#" [null,"ping",{},null,null]"#, r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#]
-        {
+        for body in [
+            r#"["sluice-r1-4",null,null,{},null]"#,
+            r#" [null,"ping",{},null,null]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+        ] {
             assert!(Incoming::parse_str(body).is_err(), "{body}");
             assert!(Incoming::parse_str(body).is_err(), "{body}");
         }
-        assert!(serde_json::from_str::<Incoming>(r#"["sluice-r1-4",null,null,{},null]"#).is_ok(), "what the check is for");
+        assert!(
+            serde_json::from_str::<Incoming>(r#"["sluice-r1-4",null,null,{},null]"#).is_ok(),
+            "what the check is for"
+        );
     }
 }

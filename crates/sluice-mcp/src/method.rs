@@ -92,16 +92,28 @@ const NAMES: &[(Method, &str)] = &[
     (Method::Progress, "notifications/progress"),
     (Method::LogMessage, "notifications/message"),
     (Method::ToolsListChanged, "notifications/tools/list_changed"),
-    (Method::PromptsListChanged, "notifications/prompts/list_changed"),
-    (Method::ResourcesListChanged, "notifications/resources/list_changed"),
+    (
+        Method::PromptsListChanged,
+        "notifications/prompts/list_changed",
+    ),
+    (
+        Method::ResourcesListChanged,
+        "notifications/resources/list_changed",
+    ),
     (Method::ResourcesUpdated, "notifications/resources/updated"),
-    (Method::SubscriptionsAcknowledged, "notifications/subscriptions/acknowledged"),
+    (
+        Method::SubscriptionsAcknowledged,
+        "notifications/subscriptions/acknowledged",
+    ),
 ];
 
 impl Method {
     /// The method a (decoded) name names.
     pub fn parse(name: &str) -> Method {
-        NAMES.iter().find(|(_, n)| *n == name).map_or_else(|| Method::Other(name.to_owned()), |(m, _)| m.clone())
+        NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map_or_else(|| Method::Other(name.to_owned()), |(m, _)| m.clone())
     }
 
     /// Its name on the wire.
@@ -129,12 +141,18 @@ impl Method {
 
     /// Whether it may be answered `input_required` (2026-07-28: only these three).
     pub fn may_ask(&self) -> bool {
-        matches!(self, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead)
+        matches!(
+            self,
+            Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead
+        )
     }
 
     /// Whether it is an ask a server makes of the client (what an input request may carry).
     pub fn is_ask(&self) -> bool {
-        matches!(self, Method::SamplingCreateMessage | Method::ElicitationCreate | Method::RootsList)
+        matches!(
+            self,
+            Method::SamplingCreateMessage | Method::ElicitationCreate | Method::RootsList
+        )
     }
 
     /// The server capability that serves it on the modern front door (`Some(None)`: served
@@ -144,7 +162,9 @@ impl Method {
             Method::ServerDiscover | Method::SubscriptionsListen => Some(None),
             Method::ToolsList | Method::ToolsCall => Some(Some("tools")),
             Method::PromptsList | Method::PromptsGet => Some(Some("prompts")),
-            Method::ResourcesList | Method::ResourcesRead | Method::ResourcesTemplatesList => Some(Some("resources")),
+            Method::ResourcesList | Method::ResourcesRead | Method::ResourcesTemplatesList => {
+                Some(Some("resources"))
+            }
             Method::CompletionComplete => Some(Some("completions")),
             _ => None,
         }
@@ -183,6 +203,10 @@ mod tests {
         }
         let other = Method::parse("x/made-up");
         assert_eq!((other.as_str(), other.known()), ("x/made-up", None));
-        assert_eq!(Method::parse("Tools/Call"), Method::Other("Tools/Call".into()), "names are case-sensitive");
+        assert_eq!(
+            Method::parse("Tools/Call"),
+            Method::Other("Tools/Call".into()),
+            "names are case-sensitive"
+        );
     }
 }

@@ -65,7 +65,10 @@ impl Exact {
                 // Saturates far beyond any exponent that could matter (values stay exact in
                 // their digits; only the comparison of absurd scales is coarse, and both sides
                 // saturate alike).
-                exp = exp.saturating_mul(10).saturating_add(i64::from(b[i] - b'0')).min(1 << 60);
+                exp = exp
+                    .saturating_mul(10)
+                    .saturating_add(i64::from(b[i] - b'0'))
+                    .min(1 << 60);
                 i += 1;
             }
             if i == s {
@@ -86,7 +89,11 @@ impl Exact {
         digits.truncate(digits.len() - trail);
         exp = exp.saturating_add(trail as i64);
         if digits.is_empty() {
-            return Some(Exact { neg: false, digits, exp: 0 });
+            return Some(Exact {
+                neg: false,
+                digits,
+                exp: 0,
+            });
         }
         Some(Exact { neg, digits, exp })
     }
@@ -149,7 +156,11 @@ pub fn decimal_integer(text: &str) -> Option<Exact> {
     }
     // Leading zeros are allowed in a header's decimal; the JSON grammar is not.
     let trimmed = digits.trim_start_matches('0');
-    let canonical = if trimmed.is_empty() { "0".to_owned() } else { format!("{}{trimmed}", if text.starts_with('-') { "-" } else { "" }) };
+    let canonical = if trimmed.is_empty() {
+        "0".to_owned()
+    } else {
+        format!("{}{trimmed}", if text.starts_with('-') { "-" } else { "" })
+    };
     Exact::parse(&canonical)
 }
 
@@ -190,7 +201,9 @@ mod tests {
 
     #[test]
     fn only_json_number_text_is_read() {
-        for bad in ["", "-", "01", "1.", ".5", "1e", "1e+", "+1", "0x10", "1 ", "NaN", "\"1\""] {
+        for bad in [
+            "", "-", "01", "1.", ".5", "1e", "1e+", "+1", "0x10", "1 ", "NaN", "\"1\"",
+        ] {
             assert!(Exact::parse(bad).is_none(), "{bad:?}");
         }
         assert_eq!(decimal_integer("042"), Some(e("42")));

@@ -16,13 +16,21 @@ impl<'a> RawObject<'a> {
     /// The raw value of the last member named `key` (the one JSON parsers that keep the last
     /// of repeated keys would read).
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.get())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.get())
     }
 
     /// Whether a key appears more than once (linear: pairwise for a few members, hashed above).
     pub fn has_repeats(&self) -> bool {
         if self.0.len() <= 16 {
-            return self.0.iter().enumerate().any(|(i, (k, _))| self.0[..i].iter().any(|(seen, _)| seen == k));
+            return self
+                .0
+                .iter()
+                .enumerate()
+                .any(|(i, (k, _))| self.0[..i].iter().any(|(seen, _)| seen == k));
         }
         let mut seen = std::collections::HashSet::with_capacity(self.0.len());
         !self.0.iter().all(|(k, _)| seen.insert(k.as_ref()))
@@ -33,8 +41,10 @@ impl<'a> RawObject<'a> {
         if !self.has_repeats() {
             return self;
         }
-        let mut at: std::collections::HashMap<std::borrow::Cow<'a, str>, usize> = std::collections::HashMap::new();
-        let mut out: Vec<(std::borrow::Cow<'a, str>, &'a RawValue)> = Vec::with_capacity(self.0.len());
+        let mut at: std::collections::HashMap<std::borrow::Cow<'a, str>, usize> =
+            std::collections::HashMap::new();
+        let mut out: Vec<(std::borrow::Cow<'a, str>, &'a RawValue)> =
+            Vec::with_capacity(self.0.len());
         for (k, v) in self.0.drain(..) {
             match at.get(&k) {
                 Some(&i) => out[i].1 = v,
@@ -109,10 +119,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Params<'a> {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("any JSON value")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Params<'de>, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<Params<'de>, A::Error> {
                 ObjectVisitor.visit_map(m).map(Params::Object)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Params<'de>, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Params<'de>, A::Error> {
                 while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
                 Ok(Params::Other)
             }

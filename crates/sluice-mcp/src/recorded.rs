@@ -51,7 +51,13 @@ pub fn token(s: &str) -> &str {
 
 /// A JSON-RPC id (its JSON text) as a record may keep it: an integer, or a string token.
 pub fn id(json: &str) -> &str {
-    if !json.is_empty() && json.len() <= MAX_TOKEN && json.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-')) {
+    if !json.is_empty()
+        && json.len() <= MAX_TOKEN
+        && json
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-'))
+    {
         return json;
     }
     match json.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
@@ -65,7 +71,8 @@ pub fn name(s: &str, uri: bool) -> String {
     if uri {
         return self::uri(s);
     }
-    let ok = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '-' | '@' | '+' | '~');
+    let ok =
+        |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '-' | '@' | '+' | '~');
     let s = head(s);
     if !s.is_empty() && s.chars().count() <= MAX_NAME && s.chars().all(ok) {
         s.to_owned()
@@ -86,13 +93,18 @@ pub fn uri(s: &str) -> String {
     // some reader parses otherwise (`https:/\user@host`): only the scheme then.
     let whole = rest;
     let rest = rest.split(['?', '#']).next().unwrap_or("");
-    if rest.chars().any(|c| c == '\\' || c.is_whitespace() || c.is_control()) {
+    if rest
+        .chars()
+        .any(|c| c == '\\' || c.is_whitespace() || c.is_control())
+    {
         return bare();
     }
     let file = scheme.eq_ignore_ascii_case("file");
     // An `@` anywhere (even past a `#`) is user info some reader finds (`https://a:1/2@h`), and an
     // authority that does not end within what is read may be one.
-    if whole.contains('@') || (cut_short && rest.strip_prefix("//").is_some_and(|h| !h.contains('/'))) {
+    if whole.contains('@')
+        || (cut_short && rest.strip_prefix("//").is_some_and(|h| !h.contains('/')))
+    {
         return bare();
     }
     let (host, path) = match rest.strip_prefix("//") {
@@ -136,7 +148,8 @@ fn split_scheme(s: &str) -> Option<(&str, &str)> {
     let (scheme, rest) = s.split_once(':')?;
     let mut chars = scheme.chars();
     let first = chars.next()?;
-    let ok = first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let ok = first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     (ok && scheme.len() <= MAX_SCHEME).then_some((scheme, rest))
 }
 
@@ -145,9 +158,12 @@ fn split_scheme(s: &str) -> Option<(&str, &str)> {
 fn is_host(s: &str) -> bool {
     let (host, port) = match s.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
-            Some((addr, after)) if addr.parse::<std::net::Ipv6Addr>().is_ok() => {
-                (addr, after.strip_prefix(':').or(if after.is_empty() { None } else { Some("x") }))
-            }
+            Some((addr, after)) if addr.parse::<std::net::Ipv6Addr>().is_ok() => (
+                addr,
+                after
+                    .strip_prefix(':')
+                    .or(if after.is_empty() { None } else { Some("x") }),
+            ),
             _ => return false,
         },
         None => match s.split_once(':') {
@@ -155,9 +171,13 @@ fn is_host(s: &str) -> bool {
             None => (s, None),
         },
     };
-    let name_ok =
-        !host.is_empty() && (s.starts_with('[') || host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')));
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let name_ok = !host.is_empty()
+        && (s.starts_with('[')
+            || host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')));
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
     name_ok && port_ok
 }
 
@@ -173,10 +193,18 @@ mod tests {
         assert_eq!(uri("https://host:8443/x/y"), "https://host:8443/x/y");
         assert_eq!(uri("https://[::1]:8080/x"), "https://[::1]:8080/x");
         assert_eq!(uri("https://host/a%20b/~c"), "https://host/a%20b/~c");
-        assert_eq!(uri("https://host/a;jsessionid=SECRET/b;v=1"), "https://host/a/b");
+        assert_eq!(
+            uri("https://host/a;jsessionid=SECRET/b;v=1"),
+            "https://host/a/b"
+        );
         assert_eq!(uri("HTTPS://Host/x"), "HTTPS://Host/x");
         assert_eq!(uri(&"n".repeat(500)), OTHER);
-        assert_eq!(uri(&format!("https://h/{}", "e".repeat(500))).chars().count(), MAX_CHARS);
+        assert_eq!(
+            uri(&format!("https://h/{}", "e".repeat(500)))
+                .chars()
+                .count(),
+            MAX_CHARS
+        );
         assert_eq!(uri("https://h/x\u{202e}fdp.exe"), "https://h/x");
         assert_eq!(uri("https://h/caf\u{e9}"), "https://h/caf");
     }
@@ -227,7 +255,11 @@ mod tests {
             assert!(uri(&long).len() <= MAX_CHARS);
         }
         // 100 reads of a 4 MiB URI: bounded by MAX_READ, far under a second even unoptimised.
-        assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 
     #[test]
@@ -236,7 +268,13 @@ mod tests {
         assert_eq!(name("weather:get", false), "weather:get");
         assert_eq!(name("天气", false), "天气");
         assert_eq!(name(&"t".repeat(128), false).len(), 128);
-        for sent in ["the password is hunter2", "a\u{2028}b", "x\u{202e}y", "", &"t".repeat(129)] {
+        for sent in [
+            "the password is hunter2",
+            "a\u{2028}b",
+            "x\u{202e}y",
+            "",
+            &"t".repeat(129),
+        ] {
             assert_eq!(name(sent, false), OTHER, "{sent:?}");
         }
     }
@@ -245,12 +283,18 @@ mod tests {
     fn an_unknown_method_an_id_or_a_key_is_kept_only_when_it_reads_as_a_token() {
         assert_eq!(method(&Method::ToolsCall), "tools/call");
         assert_eq!(method(&Method::parse("x-acme/op.v2")), "x-acme/op.v2");
-        assert_eq!(method(&Method::parse("please summarise: the secret is 42")), OTHER);
+        assert_eq!(
+            method(&Method::parse("please summarise: the secret is 42")),
+            OTHER
+        );
         assert_eq!(method(&Method::parse("a\nERROR forged")), OTHER);
         assert_eq!(method(&Method::parse(&"m".repeat(65))), OTHER);
         assert_eq!(method(&Method::parse("")), OTHER);
         assert_eq!((id("42"), id("-7"), id("\"req-1\"")), ("42", "-7", "req-1"));
-        assert_eq!((id("\"the secret is 42\""), id("1.5"), id("null")), (OTHER, OTHER, OTHER));
+        assert_eq!(
+            (id("\"the secret is 42\""), id("1.5"), id("null")),
+            (OTHER, OTHER, OTHER)
+        );
         assert_eq!((token("ask_1"), token("a b")), ("ask_1", OTHER));
     }
 }

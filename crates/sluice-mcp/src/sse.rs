@@ -59,7 +59,13 @@ struct Partial {
 impl Reader {
     /// A reader that refuses events over `max` bytes.
     pub fn new(max: usize) -> Self {
-        Reader { buf: Vec::new(), searched: 0, event: Partial::default(), max, work: 0 }
+        Reader {
+            buf: Vec::new(),
+            searched: 0,
+            event: Partial::default(),
+            max,
+            work: 0,
+        }
     }
 
     /// Feeds a chunk; returns the events it completed.
@@ -120,7 +126,10 @@ impl Partial {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
             self.last_id.clone_from(&self.id_buffer);
-            let done = self.data.take().map(|data| Event { name: std::mem::take(&mut self.name), data });
+            let done = self.data.take().map(|data| Event {
+                name: std::mem::take(&mut self.name),
+                data,
+            });
             self.name.clear();
             return done;
         }
@@ -142,7 +151,9 @@ impl Partial {
             },
             "event" => self.name = value.to_owned(),
             // An id holding NUL is ignored; an empty one clears the buffer (the SSE rules).
-            "id" if !value.contains('\0') => self.id_buffer = Some(value.to_owned()).filter(|v| !v.is_empty()),
+            "id" if !value.contains('\0') => {
+                self.id_buffer = Some(value.to_owned()).filter(|v| !v.is_empty())
+            }
             "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
                 if let Ok(ms) = value.parse() {
                     self.retry_ms = Some(ms); // one too large to be a number leaves the last
@@ -178,9 +189,20 @@ mod tests {
     #[test]
     fn events_split_across_chunks_are_joined_and_ids_dropped() {
         let mut r = Reader::new(1024);
-        assert!(r.push(b"id: 1\nretry: 100\nevent: message\nda").unwrap().is_empty());
-        let ev = r.push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n").unwrap();
-        assert_eq!(ev, vec![Event { name: "message".into(), data: "{\"a\":1}".into() }]);
+        assert!(r
+            .push(b"id: 1\nretry: 100\nevent: message\nda")
+            .unwrap()
+            .is_empty());
+        let ev = r
+            .push(b"ta: {\"a\":1}\r\n\r\n: keepalive\n\ndata: x\n")
+            .unwrap();
+        assert_eq!(
+            ev,
+            vec![Event {
+                name: "message".into(),
+                data: "{\"a\":1}".into()
+            }]
+        );
         assert_eq!(r.push(b"\n").unwrap()[0].data, "x");
     }
 
@@ -188,16 +210,34 @@ mod tests {
     fn the_last_id_and_retry_outlive_their_events_and_bad_ones_are_ignored() {
         let mut r = Reader::new(1024);
         assert_eq!((r.last_id(), r.retry_ms()), (None, None));
-        r.push(b"id: 7\nretry: 250\ndata: \n\ndata: {}\n\n").unwrap();
-        assert_eq!((r.last_id(), r.retry_ms()), (Some("7"), Some(250)), "kept after an event without an id");
-        r.push(b"id: a\0b\nretry: 1s\nretry: -5\ndata: x\n\n").unwrap();
-        assert_eq!((r.last_id(), r.retry_ms()), (Some("7"), Some(250)), "an id with NUL and a retry not all digits are ignored");
+        r.push(b"id: 7\nretry: 250\ndata: \n\ndata: {}\n\n")
+            .unwrap();
+        assert_eq!(
+            (r.last_id(), r.retry_ms()),
+            (Some("7"), Some(250)),
+            "kept after an event without an id"
+        );
+        r.push(b"id: a\0b\nretry: 1s\nretry: -5\ndata: x\n\n")
+            .unwrap();
+        assert_eq!(
+            (r.last_id(), r.retry_ms()),
+            (Some("7"), Some(250)),
+            "an id with NUL and a retry not all digits are ignored"
+        );
         r.push(b"id\ndata: y\n\n").unwrap();
         assert_eq!(r.last_id(), None, "an empty id clears it");
         r.push(b"id: 9\ndata: {\"cut\": ").unwrap();
-        assert_eq!(r.last_id(), None, "an event not yet ended is not received: its id does not count");
+        assert_eq!(
+            r.last_id(),
+            None,
+            "an event not yet ended is not received: its id does not count"
+        );
         r.push(b"1}\n\nretry: 99999999999999999999999\n").unwrap();
-        assert_eq!((r.last_id(), r.retry_ms()), (Some("9"), Some(250)), "dispatched; an overflowing retry leaves the last");
+        assert_eq!(
+            (r.last_id(), r.retry_ms()),
+            (Some("9"), Some(250)),
+            "dispatched; an overflowing retry leaves the last"
+        );
     }
 
     #[test]
@@ -210,7 +250,13 @@ mod tests {
     fn a_priming_event_comes_out_with_empty_data() {
         let mut r = Reader::new(64);
         let ev = r.push(b"id: 0\nretry: 1000\ndata: \n\n").unwrap();
-        assert_eq!(ev, vec![Event { name: String::new(), data: String::new() }]);
+        assert_eq!(
+            ev,
+            vec![Event {
+                name: String::new(),
+                data: String::new()
+            }]
+        );
     }
 
     #[test]
@@ -225,7 +271,12 @@ mod tests {
         }
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].data.len(), 128 << 10);
-        assert!(r.scanned() <= 2 * body.len() as u64, "{} bytes examined for {} pushed", r.scanned(), body.len());
+        assert!(
+            r.scanned() <= 2 * body.len() as u64,
+            "{} bytes examined for {} pushed",
+            r.scanned(),
+            body.len()
+        );
     }
 
     #[test]
@@ -233,8 +284,14 @@ mod tests {
         let line = b": a comment longer than sixteen bytes\n";
         assert_eq!(Reader::new(16).push(line), Err(TooLarge(16)), "whole");
         let mut r = Reader::new(16);
-        let split = line.iter().map(|b| r.push(std::slice::from_ref(b))).find(Result::is_err);
+        let split = line
+            .iter()
+            .map(|b| r.push(std::slice::from_ref(b)))
+            .find(Result::is_err);
         assert_eq!(split, Some(Err(TooLarge(16))), "a byte at a time");
-        assert!(Reader::new(16).push(b": sixteen bytes.\n").is_ok(), "exactly the bound");
+        assert!(
+            Reader::new(16).push(b": sixteen bytes.\n").is_ok(),
+            "exactly the bound"
+        );
     }
 }

@@ -34,7 +34,11 @@ struct Entry {
 impl Store {
     /// Every session held and used within `idle` of `now`.
     pub(super) fn all(&self, now: Instant, idle: Duration) -> Vec<Arc<LegacySession>> {
-        self.by_id.values().filter(|e| now.saturating_duration_since(e.used) < idle).map(|e| e.session.clone()).collect()
+        self.by_id
+            .values()
+            .filter(|e| now.saturating_duration_since(e.used) < idle)
+            .map(|e| e.session.clone())
+            .collect()
     }
 
     /// Sessions held.
@@ -52,21 +56,41 @@ impl Store {
         let stamp = self.tick();
         let id: Arc<str> = Arc::from(session.id.as_str());
         self.by_use.insert(stamp, id.clone());
-        self.by_principal.entry(session.principal.clone()).or_default().insert(stamp, id.clone());
-        if let Some(old) = self.by_id.insert(id, Entry { session, stamp, used: now }) {
+        self.by_principal
+            .entry(session.principal.clone())
+            .or_default()
+            .insert(stamp, id.clone());
+        if let Some(old) = self.by_id.insert(
+            id,
+            Entry {
+                session,
+                stamp,
+                used: now,
+            },
+        ) {
             self.unlink(&old.session.principal, old.stamp); // ids are random: never in practice
         }
     }
 
     /// The session `id` names, marked used `now`; `None` (and removed) when idle for `idle`.
-    pub(super) fn touch(&mut self, id: &str, now: Instant, idle: Duration) -> Option<Arc<LegacySession>> {
+    pub(super) fn touch(
+        &mut self,
+        id: &str,
+        now: Instant,
+        idle: Duration,
+    ) -> Option<Arc<LegacySession>> {
         let used = self.by_id.get(id)?.used;
         if now.saturating_duration_since(used) >= idle {
             self.remove(id);
             return None;
         }
         let stamp = self.tick();
-        let Store { by_id, by_use, by_principal, .. } = self;
+        let Store {
+            by_id,
+            by_use,
+            by_principal,
+            ..
+        } = self;
         let e = by_id.get_mut(id)?;
         let key = by_use.remove(&e.stamp).unwrap_or_else(|| Arc::from(id));
         by_use.insert(stamp, key.clone());
@@ -104,7 +128,11 @@ impl Store {
 
     /// Removes `principal`'s least recently used session.
     pub(super) fn evict_oldest_of(&mut self, principal: &str) {
-        let id = self.by_principal.get(principal).and_then(|own| own.first_key_value()).map(|(_, id)| id.clone());
+        let id = self
+            .by_principal
+            .get(principal)
+            .and_then(|own| own.first_key_value())
+            .map(|(_, id)| id.clone());
         if let Some(id) = id {
             self.remove(&id);
         }

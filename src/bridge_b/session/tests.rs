@@ -1,8 +1,15 @@
 use super::*;
 use crate::state::Key;
 
-fn limits(max: usize, per_principal: usize, subscriptions: usize, idle: Duration) -> crate::config::Bridge {
-    let mut b = crate::config::Config::from_toml("", "t", &Default::default()).expect("default config").bridge;
+fn limits(
+    max: usize,
+    per_principal: usize,
+    subscriptions: usize,
+    idle: Duration,
+) -> crate::config::Bridge {
+    let mut b = crate::config::Config::from_toml("", "t", &Default::default())
+        .expect("default config")
+        .bridge;
     b.max_client_sessions = max;
     b.max_client_sessions_per_principal = per_principal;
     b.max_subscriptions_per_session = subscriptions;
@@ -41,7 +48,10 @@ fn a_thousand_initializes_by_one_principal_leave_another_principals_session() {
     let alice: Vec<_> = (0..1000).map(|_| open(&s, "alice")).collect();
     assert!(s.get(&bob.id, "bob").is_some(), "bob's session survived");
     assert_eq!(s.len(), 17, "alice holds her 16, bob his one");
-    assert!(alice[..984].iter().all(|a| s.get(&a.id, "alice").is_none()), "alice's oldest went");
+    assert!(
+        alice[..984].iter().all(|a| s.get(&a.id, "alice").is_none()),
+        "alice's oldest went"
+    );
     assert!(alice[984..].iter().all(|a| s.get(&a.id, "alice").is_some()));
 }
 
@@ -49,7 +59,10 @@ fn a_thousand_initializes_by_one_principal_leave_another_principals_session() {
 fn the_cap_per_principal_evicts_that_principals_least_recently_used() {
     let s = Sessions::new(&limits(100, 2, 8, HOUR), Keys::random());
     let (a1, a2) = (open(&s, "alice"), open(&s, "alice"));
-    assert!(s.get(&a1.id, "alice").is_some(), "a1 used: a2 is now the oldest");
+    assert!(
+        s.get(&a1.id, "alice").is_some(),
+        "a1 used: a2 is now the oldest"
+    );
     let a3 = open(&s, "alice");
     assert!(s.get(&a2.id, "alice").is_none());
     assert!(s.get(&a1.id, "alice").is_some() && s.get(&a3.id, "alice").is_some());
@@ -61,7 +74,10 @@ fn the_global_cap_evicts_the_least_recently_used_of_all() {
     let (a, b) = (open(&s, "alice"), open(&s, "bob"));
     assert!(s.get(&a.id, "alice").is_some());
     let c = open(&s, "carol");
-    assert!(s.get(&b.id, "bob").is_none(), "bob's was the least recently used");
+    assert!(
+        s.get(&b.id, "bob").is_none(),
+        "bob's was the least recently used"
+    );
     assert!(s.get(&a.id, "alice").is_some() && s.get(&c.id, "carol").is_some());
     assert_eq!(s.len(), 2);
 }
@@ -89,7 +105,11 @@ fn subscriptions_are_a_set_capped_per_session() {
     assert!(a.subscribe("mock://1").is_ok(), "held already");
     let err = a.subscribe("mock://3").unwrap_err();
     assert_eq!(err, TooManySubscriptions(2));
-    assert!(err.to_string().contains("bridge.max_subscriptions_per_session"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("bridge.max_subscriptions_per_session"),
+        "{err}"
+    );
     a.unsubscribe("mock://1");
     assert!(a.subscribe("mock://3").is_ok());
     assert!(a.is_subscribed("mock://3") && !a.is_subscribed("mock://1"));
@@ -102,8 +122,14 @@ async fn a_request_to_the_client_is_forgotten_when_its_wait_times_out() {
     let a = open(&s, "alice");
     let waited = tokio::time::timeout(Duration::from_secs(5), a.expect("\"sluice-1\"")).await;
     assert!(waited.is_err(), "no answer");
-    assert!(a.pending.lock().unwrap().is_empty(), "the timed-out request is gone");
-    assert!(!a.deliver("\"sluice-1\"", Value::Null), "a late answer finds nothing");
+    assert!(
+        a.pending.lock().unwrap().is_empty(),
+        "the timed-out request is gone"
+    );
+    assert!(
+        !a.deliver("\"sluice-1\"", Value::Null),
+        "a late answer finds nothing"
+    );
     let answered = a.expect("\"sluice-2\"");
     assert!(a.deliver("\"sluice-2\"", Value::Bool(true)));
     assert_eq!(answered.await.unwrap(), Value::Bool(true));
@@ -127,10 +153,19 @@ fn ids_are_tagged_with_the_state_keys_so_replicas_sharing_them_accept_each_other
     let rotated = Sessions::new(&cfg, ring(vec![key(2, 9), key(1, 7)]));
     assert!(rotated.genuine(&id, "alice"));
     let new_id = open(&rotated, "alice").id.clone();
-    assert!(!a.genuine(&new_id, "alice"), "the old ring does not hold key 2");
+    assert!(
+        !a.genuine(&new_id, "alice"),
+        "the old ring does not hold key 2"
+    );
     // Other keys, or the old key dropped: not genuine.
-    assert!(!Sessions::new(&cfg, ring(vec![key(1, 8)])).genuine(&id, "alice"), "same key id, another secret");
-    assert!(!Sessions::new(&cfg, ring(vec![key(2, 9)])).genuine(&id, "alice"), "key 1 retired");
+    assert!(
+        !Sessions::new(&cfg, ring(vec![key(1, 8)])).genuine(&id, "alice"),
+        "same key id, another secret"
+    );
+    assert!(
+        !Sessions::new(&cfg, ring(vec![key(2, 9)])).genuine(&id, "alice"),
+        "key 1 retired"
+    );
     // The key id byte is covered: moved to another id the tag no longer matches.
     let mut raw = URL_SAFE_NO_PAD.decode(&id[3..]).expect("base64url");
     raw[0] = 2;
@@ -147,6 +182,10 @@ async fn all_gives_only_the_sessions_not_idle_past_their_time() {
     tokio::time::advance(Duration::from_secs(61)).await;
     let new = open(&s, "alice");
     let ids: Vec<String> = s.all().iter().map(|x| x.id.clone()).collect();
-    assert_eq!(ids, vec![new.id.clone()], "the idle-expired one is not given (it would be written back)");
+    assert_eq!(
+        ids,
+        vec![new.id.clone()],
+        "the idle-expired one is not given (it would be written back)"
+    );
     assert_ne!(old.id, new.id);
 }

@@ -106,15 +106,29 @@ return 1
 impl Shared {
     /// Charges one sampling ask of `tokens` tokens (none: a call quota) to `key`, once; a charge
     /// that gets no answer in time is refunded, off the request path, on the same connection.
-    pub async fn charge(&self, key: &str, sampling: Rate, token_rate: Rate, tokens: u64) -> Result<Charged, Unavailable> {
+    pub async fn charge(
+        &self,
+        key: &str,
+        sampling: Rate,
+        token_rate: Rate,
+        tokens: u64,
+    ) -> Result<Charged, Unavailable> {
         // One hash tag for all three: the scripts' keys share a slot behind a Redis Cluster.
         let token = crate::state::nonce();
-        let keys = [format!("sluice:b:{{{key}}}:s"), format!("sluice:b:{{{key}}}:t"), format!("sluice:b:{{{key}}}:a:{token}")];
+        let keys = [
+            format!("sluice:b:{{{key}}}:s"),
+            format!("sluice:b:{{{key}}}:t"),
+            format!("sluice:b:{{{key}}}:a:{token}"),
+        ];
         let got: Result<(i64, i64), Unavailable> = self
             .run("charge", async |c| {
                 let mut inv = CHARGE.key(&keys[0]);
                 inv.key(&keys[1]).key(&keys[2]);
-                inv.arg(sampling.interval_us).arg(sampling.burst).arg(token_rate.interval_us).arg(token_rate.burst).arg(tokens);
+                inv.arg(sampling.interval_us)
+                    .arg(sampling.burst)
+                    .arg(token_rate.interval_us)
+                    .arg(token_rate.burst)
+                    .arg(tokens);
                 inv.arg(ATTEMPT_MS).invoke_async(c).await
             })
             .await;
@@ -142,7 +156,10 @@ impl Shared {
     /// lost connection: the charge then finds its attempt refunded and changes nothing).
     fn refund(&self, keys: [String; 3]) {
         let Ok(permit) = self.settling.clone().try_acquire_owned() else {
-            tracing::warn!(limit = super::single_use::MAX_SETTLING, "too many charges settling at once: this one stays counted");
+            tracing::warn!(
+                limit = super::single_use::MAX_SETTLING,
+                "too many charges settling at once: this one stays counted"
+            );
             return;
         };
         let (conn, timeout) = (self.conn.get().cloned(), self.timeout);
@@ -151,7 +168,12 @@ impl Shared {
         tokio::spawn(async move {
             let mut wait = timeout;
             while std::time::Instant::now() < until {
-                let refund = redis::cmd("EVAL").arg(REFUND).arg(3).arg(&keys[..]).arg(ATTEMPT_MS).to_owned();
+                let refund = redis::cmd("EVAL")
+                    .arg(REFUND)
+                    .arg(3)
+                    .arg(&keys[..])
+                    .arg(ATTEMPT_MS)
+                    .to_owned();
                 match tokio::time::timeout(timeout, refund.query_async::<i64>(&mut conn)).await {
                     Ok(Ok(_)) | Err(_) => break,
                     Ok(Err(e)) if e.is_timeout() => break,

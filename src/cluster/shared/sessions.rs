@@ -65,12 +65,23 @@ pub enum Renewed {
 
 /// A session's record key, its principal's set of sessions, and the idle time in ms (at least 1).
 fn keys(sid: &str, principal: &str, idle: Duration) -> (String, String, u64) {
-    (format!("sluice:s:{sid}"), format!("sluice:sp:{principal}"), idle.as_millis().max(1) as u64)
+    (
+        format!("sluice:s:{sid}"),
+        format!("sluice:sp:{principal}"),
+        idle.as_millis().max(1) as u64,
+    )
 }
 
 impl Shared {
     /// Writes a new session's record and ends the principal's oldest past `cap`.
-    pub async fn open_session(&self, sid: &str, principal: &str, record: &str, idle: Duration, cap: usize) -> Result<u64, Unavailable> {
+    pub async fn open_session(
+        &self,
+        sid: &str,
+        principal: &str,
+        record: &str,
+        idle: Duration,
+        cap: usize,
+    ) -> Result<u64, Unavailable> {
         let (k, set, ms) = keys(sid, principal, idle);
         self.run("open session", async |c| {
             let mut inv = self.open_session.key(&k);
@@ -82,7 +93,13 @@ impl Shared {
 
     /// Renews a held session's record (`ended`: the tombstone's value) and its place among its
     /// principal's sessions.
-    pub async fn renew(&self, sid: &str, principal: &str, ended: &str, idle: Duration) -> Result<Renewed, Unavailable> {
+    pub async fn renew(
+        &self,
+        sid: &str,
+        principal: &str,
+        ended: &str,
+        idle: Duration,
+    ) -> Result<Renewed, Unavailable> {
         let (k, set, ms) = keys(sid, principal, idle);
         let got: i64 = self
             .run("renew", async |c| {
@@ -99,7 +116,13 @@ impl Shared {
     }
 
     /// Writes a held session's lost record back, never over a record or a tombstone.
-    pub async fn restore_session(&self, sid: &str, principal: &str, record: &str, idle: Duration) -> Result<bool, Unavailable> {
+    pub async fn restore_session(
+        &self,
+        sid: &str,
+        principal: &str,
+        record: &str,
+        idle: Duration,
+    ) -> Result<bool, Unavailable> {
         let (k, set, ms) = keys(sid, principal, idle);
         let got: i64 = self
             .run("restore session", async |c| {

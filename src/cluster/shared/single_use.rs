@@ -93,11 +93,26 @@ fn key(nonce: &str) -> String {
 impl Shared {
     /// Claims the single use of the state with `nonce` (expiring at `expires_ms`); a claim that
     /// gets no answer within the timeout is settled as `timed_out` says, off the request path.
-    pub async fn consume(&self, nonce: &str, expires_ms: u64, now_ms: u64, timed_out: TimedOut) -> Result<Consumed, Unavailable> {
+    pub async fn consume(
+        &self,
+        nonce: &str,
+        expires_ms: u64,
+        now_ms: u64,
+        timed_out: TimedOut,
+    ) -> Result<Consumed, Unavailable> {
         let ttl = expires_ms.saturating_sub(now_ms).max(1);
         let (k, token) = (key(nonce), crate::state::nonce());
-        let got: Result<i64, Unavailable> =
-            self.run("consume", async |c| CLAIM.key(&k).arg(&token).arg(ttl).arg(LEASE_MS).invoke_async(c).await).await;
+        let got: Result<i64, Unavailable> = self
+            .run("consume", async |c| {
+                CLAIM
+                    .key(&k)
+                    .arg(&token)
+                    .arg(ttl)
+                    .arg(LEASE_MS)
+                    .invoke_async(c)
+                    .await
+            })
+            .await;
         match got {
             Ok(1) => {
                 self.settle(k, token, "u", expires_ms);
@@ -106,7 +121,16 @@ impl Shared {
             Ok(2) => Ok(Consumed::Settling),
             Ok(_) => Ok(Consumed::Used),
             Err(e) => {
-                self.settle(k, token, if timed_out == TimedOut::Release { "free" } else { "u" }, expires_ms);
+                self.settle(
+                    k,
+                    token,
+                    if timed_out == TimedOut::Release {
+                        "free"
+                    } else {
+                        "u"
+                    },
+                    expires_ms,
+                );
                 Err(e)
             }
         }
@@ -117,7 +141,10 @@ impl Shared {
     /// that timed out was sent (the connection is kept) and lands after the claim.
     fn settle(&self, k: String, token: String, how: &'static str, expires_ms: u64) {
         let Ok(permit) = self.settling.clone().try_acquire_owned() else {
-            tracing::warn!(limit = MAX_SETTLING, "too many single-use claims settling at once: this one is left to its lease");
+            tracing::warn!(
+                limit = MAX_SETTLING,
+                "too many single-use claims settling at once: this one is left to its lease"
+            );
             return;
         };
         let (conn, timeout) = (self.conn.get().cloned(), self.timeout);
@@ -129,7 +156,14 @@ impl Shared {
                 if left == 0 {
                     break;
                 }
-                let settle = redis::cmd("EVAL").arg(SETTLE).arg(1).arg(&k).arg(&token).arg(how).arg(left).to_owned();
+                let settle = redis::cmd("EVAL")
+                    .arg(SETTLE)
+                    .arg(1)
+                    .arg(&k)
+                    .arg(&token)
+                    .arg(how)
+                    .arg(left)
+                    .to_owned();
                 match tokio::time::timeout(timeout, settle.query_async::<i64>(&mut conn)).await {
                     Ok(Ok(_)) | Err(_) => break,
                     Ok(Err(e)) if e.is_timeout() => break,

@@ -115,11 +115,19 @@ fn judge(w: &str) -> (String, u8) {
     let dashes = w.len() - w.trim_start_matches('-').len();
     let name = &w[dashes..];
     // `--token`, `-k`: the next word is its value.
-    if (1..=2).contains(&dashes) && !name.is_empty() && !name.contains(['=', ':']) && flag_names_secret(name, dashes) {
+    if (1..=2).contains(&dashes)
+        && !name.is_empty()
+        && !name.contains(['=', ':'])
+        && flag_names_secret(name, dashes)
+    {
         return (w.to_owned(), 1);
     }
     // `-pX`: a short secret flag with its value attached.
-    if dashes == 1 && name.len() > 1 && name.starts_with(SECRET_SHORT_FLAGS) && !name.contains(['=', ':']) {
+    if dashes == 1
+        && name.len() > 1
+        && name.starts_with(SECRET_SHORT_FLAGS)
+        && !name.contains(['=', ':'])
+    {
         return (format!("{}{REDACTED}", &w[..2]), 0);
     }
     if w.contains("://") {
@@ -131,7 +139,10 @@ fn judge(w: &str) -> (String, u8) {
             return (w.to_owned(), 1);
         }
     }
-    if TOKEN_PREFIXES.iter().any(|p| w.starts_with(p) && w.len() >= p.len() + 8) {
+    if TOKEN_PREFIXES
+        .iter()
+        .any(|p| w.starts_with(p) && w.len() >= p.len() + 8)
+    {
         return (REDACTED.to_owned(), 0);
     }
     if w.contains(['=', ';', '&', ',']) || w.contains(':') {
@@ -142,12 +153,15 @@ fn judge(w: &str) -> (String, u8) {
 
 /// Whether a flag's name (without its dashes) names a secret.
 fn flag_names_secret(name: &str, dashes: usize) -> bool {
-    (dashes == 1 && name.len() == 1 && name.starts_with(SECRET_SHORT_FLAGS)) || (name.len() > 1 && secret_name(name))
+    (dashes == 1 && name.len() == 1 && name.starts_with(SECRET_SHORT_FLAGS))
+        || (name.len() > 1 && secret_name(name))
 }
 
 /// Letters, digits, `-` and `_`: what a header, flag or variable name is made of.
 fn header_name(n: &str) -> bool {
-    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+    !n.is_empty()
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
 }
 
 /// A word of `;`, `&` or `,` separated parts, each `NAME=VALUE`, `NAME:VALUE` or
@@ -180,7 +194,9 @@ fn part(p: &str) -> (String, u8) {
         (Some(e), Some(c)) => Some(e.min(c)),
         (e, c) => e.or(c),
     };
-    let Some(i) = split else { return (p.to_owned(), 0) };
+    let Some(i) = split else {
+        return (p.to_owned(), 0);
+    };
     let (name, value) = (&p[..i], &p[i + 1..]);
     let bare = name.trim_start_matches('-');
     if header_name(bare) && secret_name(bare) {
@@ -189,7 +205,10 @@ fn part(p: &str) -> (String, u8) {
             return (p.to_owned(), 1);
         }
         let scheme = SCHEMES.contains(&value.to_ascii_lowercase().as_str());
-        return (format!("{name}{}{REDACTED}", &p[i..i + 1]), u8::from(scheme));
+        return (
+            format!("{name}{}{REDACTED}", &p[i..i + 1]),
+            u8::from(scheme),
+        );
     }
     if value.is_empty() {
         return (p.to_owned(), 0);
@@ -211,10 +230,16 @@ fn json_pairs(s: &str) -> std::borrow::Cow<'_, str> {
         let escaped = rest[..open].ends_with('\\');
         let quote = if escaped { "\\\"" } else { "\"" };
         let after_open = &rest[open + 1..];
-        let Some(close) = after_open.find(quote) else { break };
+        let Some(close) = after_open.find(quote) else {
+            break;
+        };
         let key = &after_open[..close];
         let after_key = &after_open[close + quote.len()..];
-        let value_start = after_key.trim_start().strip_prefix(':').map(str::trim_start).and_then(|v| v.strip_prefix(quote));
+        let value_start = after_key
+            .trim_start()
+            .strip_prefix(':')
+            .map(str::trim_start)
+            .and_then(|v| v.strip_prefix(quote));
         match value_start {
             Some(v) if secret_name(key) && !key.contains(char::is_whitespace) => {
                 let end = string_end(v, escaped).unwrap_or(v.len());

@@ -16,10 +16,16 @@ use super::super::{AuthConfig, ConfigError, StateConfig, UpstreamConfig};
 
 /// Environment variables that configure Sluice's own OTLP exporter's headers (credentials):
 /// secrets whatever the config says.
-const OTLP_HEADERS: [&str; 2] = ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"];
+const OTLP_HEADERS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+];
 
 /// Checks `inherit` entries (`NAME`, or `PREFIX*`); `bad` words the refusal.
-pub(in crate::config) fn check_patterns(inherit: &[String], bad: impl Fn(String) -> ConfigError) -> Result<(), ConfigError> {
+pub(in crate::config) fn check_patterns(
+    inherit: &[String],
+    bad: impl Fn(String) -> ConfigError,
+) -> Result<(), ConfigError> {
     for p in inherit {
         let name = p.strip_suffix('*').unwrap_or(p);
         if name.is_empty() {
@@ -36,8 +42,19 @@ pub(in crate::config) fn check_patterns(inherit: &[String], bad: impl Fn(String)
 
 /// Writes each `--env [UPSTREAM:]NAME[=VALUE]` into the stdio upstreams given by `--upstream`
 /// (`flagged`, by name, those of `raw` with a command): the one it names, else every one.
-pub(in crate::config) fn env_flags(flags: &[String], flagged: &[&str], raw: &mut [RawUpstream]) -> Result<(), ConfigError> {
-    let stdio: Vec<&str> = flagged.iter().copied().filter(|n| raw.iter().any(|u| u.name.get_ref() == n && u.command.is_some())).collect();
+pub(in crate::config) fn env_flags(
+    flags: &[String],
+    flagged: &[&str],
+    raw: &mut [RawUpstream],
+) -> Result<(), ConfigError> {
+    let stdio: Vec<&str> = flagged
+        .iter()
+        .copied()
+        .filter(|n| {
+            raw.iter()
+                .any(|u| u.name.get_ref() == n && u.command.is_some())
+        })
+        .collect();
     for flag in flags {
         if stdio.is_empty() {
             return Err(ConfigError(format!(
@@ -47,10 +64,12 @@ pub(in crate::config) fn env_flags(flags: &[String], flagged: &[&str], raw: &mut
         }
         let (target, rest) = split_flag(flag, &stdio);
         let var = env_flag(rest, flag)?;
-        for up in raw
-            .iter_mut()
-            .filter(|u| u.command.is_some() && target.map_or(stdio.contains(&u.name.get_ref().as_str()), |t| u.name.get_ref() == t))
-        {
+        for up in raw.iter_mut().filter(|u| {
+            u.command.is_some()
+                && target.map_or(stdio.contains(&u.name.get_ref().as_str()), |t| {
+                    u.name.get_ref() == t
+                })
+        }) {
             match var {
                 (name, Some(value)) => drop(up.env.insert(name.to_owned(), value.to_owned())),
                 (name, None) => up.inherit.push(name.to_owned()),
@@ -66,7 +85,10 @@ fn env_flag<'a>(rest: &'a str, flag: &str) -> Result<(&'a str, Option<&'a str>),
         Some((var, value)) => {
             check_name(var, flag)?;
             if value.contains('\0') {
-                return Err(ConfigError(format!("--env {:?}: the value holds a NUL byte", shown(flag))));
+                return Err(ConfigError(format!(
+                    "--env {:?}: the value holds a NUL byte",
+                    shown(flag)
+                )));
             }
             Ok((var, Some(value)))
         }
@@ -86,7 +108,10 @@ fn env_flag<'a>(rest: &'a str, flag: &str) -> Result<(&'a str, Option<&'a str>),
 fn split_flag<'a>(flag: &'a str, stdio: &[&'a str]) -> (Option<&'a str>, &'a str) {
     let head = flag.split('=').next().unwrap_or(flag);
     match head.split_once(':') {
-        Some((up, _)) if stdio.contains(&up) => (stdio.iter().copied().find(|s| *s == up), &flag[up.len() + 1..]),
+        Some((up, _)) if stdio.contains(&up) => (
+            stdio.iter().copied().find(|s| *s == up),
+            &flag[up.len() + 1..],
+        ),
         _ => (None, flag),
     }
 }
@@ -98,7 +123,10 @@ fn shown(flag: &str) -> &str {
 
 fn check_name(var: &str, flag: &str) -> Result<(), ConfigError> {
     if var.is_empty() || var.contains(['\0', '*']) {
-        return Err(ConfigError(format!("--env {:?}: expected [UPSTREAM:]NAME or [UPSTREAM:]NAME=VALUE", shown(flag))));
+        return Err(ConfigError(format!(
+            "--env {:?}: expected [UPSTREAM:]NAME or [UPSTREAM:]NAME=VALUE",
+            shown(flag)
+        )));
     }
     Ok(())
 }
@@ -113,7 +141,10 @@ pub(in crate::config) fn secrets(
     cluster_var: Option<String>,
     upstreams: &[UpstreamConfig],
 ) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = OTLP_HEADERS.iter().map(|v| ((*v).to_owned(), "Sluice's OTLP exporter".to_owned())).collect();
+    let mut out: Vec<(String, String)> = OTLP_HEADERS
+        .iter()
+        .map(|v| ((*v).to_owned(), "Sluice's OTLP exporter".to_owned()))
+        .collect();
     let mut named = |var: Option<&String>, key: String| {
         if let Some(v) = var.filter(|v| !v.is_empty()) {
             out.push((v.clone(), key));
@@ -121,17 +152,26 @@ pub(in crate::config) fn secrets(
     };
     named(state.key_env.as_ref(), "state.key_env".into());
     named(auth.api_keys_env.as_ref(), "auth.api_keys_env".into());
-    named(auth.jwt.as_ref().and_then(|j| j.hs256_secret_env.as_ref()), "auth.jwt.hs256_secret_env".into());
+    named(
+        auth.jwt.as_ref().and_then(|j| j.hs256_secret_env.as_ref()),
+        "auth.jwt.hs256_secret_env".into(),
+    );
     named(cluster_var.as_ref(), "cluster.redis_url".into());
     for u in upstreams {
-        named(u.bearer_token_env.as_ref(), format!("upstream {:?} bearer_token_env", u.name));
+        named(
+            u.bearer_token_env.as_ref(),
+            format!("upstream {:?} bearer_token_env", u.name),
+        );
     }
     out
 }
 
 /// Gives every stdio upstream the secrets it never inherits; refuses one whose `inherit` names
 /// one of them outright (a pattern that merely matches one is fine: the secret is left out).
-pub(in crate::config) fn keep_secrets(upstreams: &mut [UpstreamConfig], secrets: &[(String, String)]) -> Result<(), String> {
+pub(in crate::config) fn keep_secrets(
+    upstreams: &mut [UpstreamConfig],
+    secrets: &[(String, String)],
+) -> Result<(), String> {
     for u in upstreams.iter_mut() {
         let Some(s) = u.stdio.as_mut() else { continue };
         if let Some((var, key)) = secrets.iter().find(|(var, _)| s.inherit.contains(var)) {
@@ -154,8 +194,14 @@ mod tests {
         let ups = ["x", "y"];
         assert_eq!(split_flag("x:A=1", &ups), (Some("x"), "A=1"));
         assert_eq!(split_flag("A=x:1", &ups), (None, "A=x:1"));
-        assert_eq!(split_flag("npm_config_//reg/:_authToken=t", &ups), (None, "npm_config_//reg/:_authToken=t"));
-        assert_eq!(split_flag("y:npm_config_//reg/:_authToken", &ups), (Some("y"), "npm_config_//reg/:_authToken"));
+        assert_eq!(
+            split_flag("npm_config_//reg/:_authToken=t", &ups),
+            (None, "npm_config_//reg/:_authToken=t")
+        );
+        assert_eq!(
+            split_flag("y:npm_config_//reg/:_authToken", &ups),
+            (Some("y"), "npm_config_//reg/:_authToken")
+        );
         assert_eq!(shown("x:TOKEN=s3cret"), "x:TOKEN");
     }
 

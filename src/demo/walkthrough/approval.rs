@@ -41,7 +41,10 @@ pub(super) async fn run(c: &Client, s: &mut Steps, alpha: &Seen) {
     let yes = approve(true, state);
     let a = c.call(54, TOOL, args(), elicit(), yes.clone()).await;
     let r = &a.body["result"];
-    let text = r.pointer("/content/0/text").and_then(Value::as_str).unwrap_or("");
+    let text = r
+        .pointer("/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     s.check(
         "calling again and answering approve: true runs the tool: alpha deletes the branch, its first delete_branch call",
         keys == ["sluice_approval"]
@@ -68,7 +71,9 @@ pub(super) async fn run(c: &Client, s: &mut Steps, alpha: &Seen) {
 /// be asked, so the call is refused.
 async fn unaskable(c: &Client, s: &mut Steps, deletes: &impl Fn() -> usize) {
     let list = c.send(49, &Method::ToolsList, json!({})).await;
-    let annotations = list.tool(TOOL).map_or(Value::Null, |t| t["annotations"].clone());
+    let annotations = list
+        .tool(TOOL)
+        .map_or(Value::Null, |t| t["annotations"].clone());
     let a = c.call(50, TOOL, args(), json!({}), json!({})).await;
     s.check(
         "alpha__delete_branch is listed with annotations.destructiveHint; called without the elicitation capability it gets -32021, HTTP 400: the policy's approval cannot be asked",
@@ -82,7 +87,10 @@ async fn asked(c: &Client, s: &mut Steps, deletes: &impl Fn() -> usize) {
     let first = c.call(51, TOOL, args(), elicit(), json!({})).await;
     let (keys, state) = first.round();
     let ask = &first.body["result"]["inputRequests"]["sluice_approval"];
-    let message = ask.pointer("/params/message").and_then(Value::as_str).unwrap_or("");
+    let message = ask
+        .pointer("/params/message")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     s.check(
         "calling it gets an approval round first: input_required keyed sluice_approval, a form naming alpha and delete_branch; alpha was not called",
         first.status == 200
@@ -102,10 +110,17 @@ async fn asked(c: &Client, s: &mut Steps, deletes: &impl Fn() -> usize) {
         ),
     );
 
-    let a = c.call(52, TOOL, args(), elicit(), approve(false, state)).await;
+    let a = c
+        .call(52, TOOL, args(), elicit(), approve(false, state))
+        .await;
     s.check(
         "answering approve: false gets -31015 with HTTP 400; alpha was still not called",
         a.status == 400 && a.error_code() == Some(-31015) && a.body["id"] == 52 && deletes() == 0,
-        format!("HTTP {} error={}; alpha's delete_branch calls: {}", a.status, a.body["error"], deletes()),
+        format!(
+            "HTTP {} error={}; alpha's delete_branch calls: {}",
+            a.status,
+            a.body["error"],
+            deletes()
+        ),
     );
 }

@@ -69,10 +69,20 @@ pub(super) fn legacy_listing(list: &Answer, s: &mut Steps) {
 
 /// A prefixed `tools/call` reaches its upstream under the tool's own name.
 pub(super) async fn routing(c: &Client, s: &mut Steps) {
-    let a = c.call(4, "alpha__add", json!({"a": 2, "b": 3}), json!({"elicitation": {}}), json!({})).await;
+    let a = c
+        .call(
+            4,
+            "alpha__add",
+            json!({"a": 2, "b": 3}),
+            json!({"elicitation": {}}),
+            json!({}),
+        )
+        .await;
     s.check(
         "tools/call alpha__add is routed to alpha as `add`",
-        a.status == 200 && a.body.pointer("/result/content/0/text") == Some(&json!("5")) && a.body["result"]["resultType"] == "complete",
+        a.status == 200
+            && a.body.pointer("/result/content/0/text") == Some(&json!("5"))
+            && a.body["result"]["resultType"] == "complete",
         format!("HTTP {} result={}", a.status, a.body["result"]["content"]),
     );
 }
@@ -81,7 +91,12 @@ pub(super) async fn routing(c: &Client, s: &mut Steps) {
 /// unsupported version, a handshake-era method.
 pub(super) async fn refusals(c: &Client, s: &mut Steps) {
     let list = Method::ToolsList;
-    let a = c.post(&headers(&list), &json!({"jsonrpc": "2.0", "id": 5, "method": list.as_str(), "params": {}})).await;
+    let a = c
+        .post(
+            &headers(&list),
+            &json!({"jsonrpc": "2.0", "id": 5, "method": list.as_str(), "params": {}}),
+        )
+        .await;
     s.check(
         "a request without _meta gets -32602 and HTTP 400",
         a.status == 400 && a.error_code() == Some(-32602) && a.body["id"] == 5,
@@ -91,7 +106,16 @@ pub(super) async fn refusals(c: &Client, s: &mut Steps) {
     let call = Method::ToolsCall;
     let mut hh = headers(&call);
     hh.push(("mcp-name", "beta__add"));
-    let a = c.post(&hh, &request(6, &call, json!({"name": "alpha__add", "arguments": {"a": 1, "b": 1}}))).await;
+    let a = c
+        .post(
+            &hh,
+            &request(
+                6,
+                &call,
+                json!({"name": "alpha__add", "arguments": {"a": 1, "b": 1}}),
+            ),
+        )
+        .await;
     s.check(
         "an Mcp-Name header that disagrees with the body gets -32020 and HTTP 400",
         a.status == 400 && a.error_code() == Some(-32020),
@@ -100,13 +124,22 @@ pub(super) async fn refusals(c: &Client, s: &mut Steps) {
 
     let mut body = request(7, &list, json!({}));
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1900-01-01".into();
-    let a = c.post(&[("mcp-protocol-version", "1900-01-01"), ("mcp-method", list.as_str())], &body).await;
+    let a = c
+        .post(
+            &[
+                ("mcp-protocol-version", "1900-01-01"),
+                ("mcp-method", list.as_str()),
+            ],
+            &body,
+        )
+        .await;
     s.check(
         "an unsupported version gets -32022 with exactly data {supported, requested}, HTTP 400",
         a.status == 400
             && a.error_code() == Some(-32022)
             && a.body["id"] == 7
-            && a.body.pointer("/error/data") == Some(&json!({"supported": ["2026-07-28"], "requested": "1900-01-01"})),
+            && a.body.pointer("/error/data")
+                == Some(&json!({"supported": ["2026-07-28"], "requested": "1900-01-01"})),
         format!("HTTP {} error={}", a.status, a.body["error"]),
     );
 

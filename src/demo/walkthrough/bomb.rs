@@ -32,7 +32,11 @@ async fn settled(seen: &Seen, event: &str, n: usize) -> usize {
 /// Runs the steps of the loop bomb.
 pub(super) async fn run(c: &Client, s: &mut Steps, repo: &Seen) {
     let a = rounds(c, s).await;
-    let message = a.body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+    let message = a
+        .body
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     s.check(
         &format!("the retry answering round {MAX_ROUNDS} gets -31010 with HTTP 400, its message naming the limit"),
         a.status == 400
@@ -63,14 +67,24 @@ async fn rounds(c: &Client, s: &mut Steps) -> Answer {
     let mut states: Vec<String> = Vec::new();
     for (i, idea) in IDEAS.iter().enumerate() {
         let (keys, state) = a.round();
-        let is_round = a.status == 200 && a.body["result"]["resultType"] == "input_required" && keys == ["next"] && !state.is_empty();
-        rounds.push(format!("round {}: HTTP {} resultType={} inputRequests={keys:?}", i + 1, a.status, a.body["result"]["resultType"]));
+        let is_round = a.status == 200
+            && a.body["result"]["resultType"] == "input_required"
+            && keys == ["next"]
+            && !state.is_empty();
+        rounds.push(format!(
+            "round {}: HTTP {} resultType={} inputRequests={keys:?}",
+            i + 1,
+            a.status,
+            a.body["result"]["resultType"]
+        ));
         if !is_round || states.contains(&state) {
             break;
         }
         states.push(state.clone());
         let answer = json!({"inputResponses": {"next": sampled(idea)}, "requestState": state});
-        a = c.call(41 + i as u64, TOOL, args.clone(), caps(), answer).await;
+        a = c
+            .call(41 + i as u64, TOOL, args.clone(), caps(), answer)
+            .await;
     }
     s.check(
         &format!(

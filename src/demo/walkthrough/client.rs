@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 
 use crate::mcp::method::Method;
 
-type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+>;
 
 /// The protocol version the walkthrough speaks.
 pub(super) const VERSION: &str = "2026-07-28";
@@ -33,7 +36,10 @@ impl Answer {
 
     /// The tool named `name` in a `tools/list` result.
     pub(super) fn tool(&self, name: &str) -> Option<&Value> {
-        self.body.pointer("/result/tools").and_then(Value::as_array).and_then(|t| t.iter().find(|t| t["name"] == name))
+        self.body
+            .pointer("/result/tools")
+            .and_then(Value::as_array)
+            .and_then(|t| t.iter().find(|t| t["name"] == name))
     }
 
     /// The tool names of a `tools/list` result, in order.
@@ -41,14 +47,21 @@ impl Answer {
         self.body
             .pointer("/result/tools")
             .and_then(Value::as_array)
-            .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// An `input_required` round: its input keys and its requestState.
     pub(super) fn round(&self) -> (Vec<String>, String) {
         let r = &self.body["result"];
-        let keys = r["inputRequests"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let keys = r["inputRequests"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
         (keys, r["requestState"].as_str().unwrap_or("").to_owned())
     }
 }
@@ -67,7 +80,10 @@ pub(super) fn request(id: u64, method: &Method, mut params: Value) -> Value {
 
 /// The headers a modern client mirrors for `method`.
 pub(super) fn headers(method: &Method) -> Vec<(&'static str, &str)> {
-    vec![("mcp-protocol-version", VERSION), ("mcp-method", method.as_str())]
+    vec![
+        ("mcp-protocol-version", VERSION),
+        ("mcp-method", method.as_str()),
+    ]
 }
 
 /// What the client's model answers to a sampling request.
@@ -84,7 +100,10 @@ pub(super) struct Client {
 impl Client {
     /// A client of the gateway at `url`.
     pub(super) fn new(url: &str) -> Client {
-        Client { http: hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http(), url: url.to_owned() }
+        Client {
+            http: hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http(),
+            url: url.to_owned(),
+        }
     }
 
     /// POSTs `body` with `headers` (and the content type and accept headers).
@@ -96,25 +115,55 @@ impl Client {
             b = b.header(*k, *v);
         }
         let Ok(req) = b.body(Full::new(Bytes::from(body.to_string()))) else {
-            return Answer { status: 0, len: 0, body: Value::Null };
+            return Answer {
+                status: 0,
+                len: 0,
+                body: Value::Null,
+            };
         };
         let Ok(resp) = self.http.request(req).await else {
-            return Answer { status: 0, len: 0, body: Value::Null };
+            return Answer {
+                status: 0,
+                len: 0,
+                body: Value::Null,
+            };
         };
         let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).next_back().map(str::to_owned).unwrap_or_else(|| text.to_string());
-        Answer { status, len: bytes.len(), body: serde_json::from_str(&last).unwrap_or(Value::Null) }
+        let last = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .next_back()
+            .map(str::to_owned)
+            .unwrap_or_else(|| text.to_string());
+        Answer {
+            status,
+            len: bytes.len(),
+            body: serde_json::from_str(&last).unwrap_or(Value::Null),
+        }
     }
 
     /// Sends a request of `method` with `params`, its `_meta` and its mirrored headers.
     pub(super) async fn send(&self, id: u64, method: &Method, params: Value) -> Answer {
-        self.post(&headers(method), &request(id, method, params)).await
+        self.post(&headers(method), &request(id, method, params))
+            .await
     }
 
     /// A `tools/call` of `tool` with `arguments`, declaring `caps`, with `extra` params members.
-    pub(super) async fn call(&self, id: u64, tool: &str, arguments: Value, caps: Value, extra: Value) -> Answer {
+    pub(super) async fn call(
+        &self,
+        id: u64,
+        tool: &str,
+        arguments: Value,
+        caps: Value,
+        extra: Value,
+    ) -> Answer {
         let method = Method::ToolsCall;
         let mut params = json!({"name": tool, "arguments": arguments, "_meta": meta_with(caps)});
         if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
@@ -122,6 +171,10 @@ impl Client {
         }
         let mut h = headers(&method);
         h.push(("mcp-name", tool));
-        self.post(&h, &json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": params})).await
+        self.post(
+            &h,
+            &json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": params}),
+        )
+        .await
     }
 }

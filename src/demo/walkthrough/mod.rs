@@ -29,7 +29,11 @@ impl Steps {
     fn check(&mut self, what: &str, held: bool, detail: String) {
         self.n += 1;
         self.ok &= held;
-        println!("\n{}. {what}\n   {detail}\n   {}", self.n, if held { "✓ held" } else { "✗ FAILED" });
+        println!(
+            "\n{}. {what}\n   {detail}\n   {}",
+            self.n,
+            if held { "✓ held" } else { "✗ FAILED" }
+        );
     }
 }
 

@@ -24,7 +24,8 @@ const SUMMARY: &str = "tinykv is a small in-memory key-value store spoken to ove
 
 /// A `tools/call` of the tool for `audience` declaring `caps`, with `extra` params members.
 async fn summarize_call(c: &Client, id: u64, caps: Value, audience: &str, extra: Value) -> Answer {
-    c.call(id, TOOL, json!({"audience": audience}), caps, extra).await
+    c.call(id, TOOL, json!({"audience": audience}), caps, extra)
+        .await
 }
 
 fn sampling() -> Value {
@@ -34,8 +35,15 @@ fn sampling() -> Value {
 /// The method and the first line of the prompt of the round's ask keyed `key`.
 fn first_line(a: &Answer, key: &str) -> String {
     let ask = &a.body["result"]["inputRequests"][key];
-    let prompt = ask.pointer("/params/messages/0/content/text").and_then(Value::as_str).unwrap_or("");
-    format!("{} \"{}…\"", ask["method"].as_str().unwrap_or("?"), prompt.lines().next().unwrap_or(""))
+    let prompt = ask
+        .pointer("/params/messages/0/content/text")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    format!(
+        "{} \"{}…\"",
+        ask["method"].as_str().unwrap_or("?"),
+        prompt.lines().next().unwrap_or("")
+    )
 }
 
 /// Runs the steps of the two-round tool.
@@ -94,7 +102,8 @@ async fn first_round(c: &Client, s: &mut Steps) -> Answer {
 /// gives the second round (returned).
 async fn second_round(c: &Client, s: &mut Steps, first: &Answer) -> Answer {
     let (_, state1) = first.round();
-    let answer1 = json!({"inputResponses": {"pick_files": sampled(PICKED)}, "requestState": state1});
+    let answer1 =
+        json!({"inputResponses": {"pick_files": sampled(PICKED)}, "requestState": state1});
     let a = summarize_call(c, 22, sampling(), "investors", answer1.clone()).await;
     s.check(
         "a retry that changes `audience` fails the state check: -32602 with data.reason request_changed, HTTP 400",
@@ -126,7 +135,8 @@ async fn second_round(c: &Client, s: &mut Steps, first: &Answer) -> Answer {
 /// params (to replay).
 async fn result(c: &Client, s: &mut Steps, retry1: &Answer) -> (Answer, Value) {
     let (_, state2) = retry1.round();
-    let answer2 = json!({"inputResponses": {"summarize": sampled(SUMMARY)}, "requestState": state2});
+    let answer2 =
+        json!({"inputResponses": {"summarize": sampled(SUMMARY)}, "requestState": state2});
     let last = summarize_call(c, 24, sampling(), AUDIENCE, answer2.clone()).await;
     let r = &last.body["result"];
     let files = json!(["README.md", "src/server.rs", "src/store.rs"]);
@@ -150,7 +160,11 @@ async fn wrong_files(c: &Client, s: &mut Steps) {
     let wrong = r#"["README.md", "secrets.txt", "LICENSE"]"#;
     let answer = json!({"inputResponses": {"pick_files": sampled(wrong)}, "requestState": state});
     let a = summarize_call(c, 27, sampling(), AUDIENCE, answer).await;
-    let text = a.body.pointer("/result/content/0/text").and_then(Value::as_str).unwrap_or("");
+    let text = a
+        .body
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     s.check(
         "a round-1 answer naming a file the repository lacks is refused by the tool; Sluice relays its tool error",
         bad.body["result"]["resultType"] == "input_required"

@@ -11,15 +11,21 @@ fn reference(template: &str, uri: &str) -> bool {
             let Some(close) = template[open..].find('}').map(|c| open + c) else {
                 return template == uri;
             };
-            let (lit, var, rest) = (&template[..open], &template[open + 1..close], &template[close + 1..]);
+            let (lit, var, rest) = (
+                &template[..open],
+                &template[open + 1..close],
+                &template[close + 1..],
+            );
             let Some(tail) = uri.strip_prefix(lit) else {
                 return false;
             };
             let reserved = var.starts_with('+') || var.starts_with('#');
-            (1..=tail.len()).filter(|&i| tail.is_char_boundary(i)).any(|i| {
-                let (value, after) = tail.split_at(i);
-                (reserved || !value.contains(['/', '?', '#'])) && reference(rest, after)
-            })
+            (1..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| {
+                    let (value, after) = tail.split_at(i);
+                    (reserved || !value.contains(['/', '?', '#'])) && reference(rest, after)
+                })
         }
     }
 }
@@ -30,9 +36,18 @@ fn bound(template: &str, uri: &str) -> u64 {
 
 #[test]
 fn templates_match_their_uris_only() {
-    assert!(matches("test://template/{id}/data", "test://template/42/data"));
-    assert!(!matches("test://template/{id}/data", "test://template/4/2/data"));
-    assert!(!matches("test://template/{id}/data", "test://template//data"));
+    assert!(matches(
+        "test://template/{id}/data",
+        "test://template/42/data"
+    ));
+    assert!(!matches(
+        "test://template/{id}/data",
+        "test://template/4/2/data"
+    ));
+    assert!(!matches(
+        "test://template/{id}/data",
+        "test://template//data"
+    ));
     assert!(matches("file:///{+path}", "file:///a/b.txt"));
     assert!(matches("test://static-text", "test://static-text"));
 }
@@ -77,11 +92,19 @@ fn a_mebibyte_uri_takes_linear_steps_against_many_reserved_variables() {
         ("x{+a}y{+b}z", &with_x, true),
         ("x{+a}y{+b}z", &format!("x{long}"), false),
         ("{a}{b}{c}{d}aaaa", long.as_str(), true),
-        (&format!("{{+a}}{}b", "a".repeat(4096)), long.as_str(), false),
+        (
+            &format!("{{+a}}{}b", "a".repeat(4096)),
+            long.as_str(),
+            false,
+        ),
     ] {
         let (got, steps) = matches_counting(t, u);
         assert_eq!(got, want, "{t:.20}");
-        assert!(steps <= bound(t, u), "{t:.20}: {steps} steps over a {}-byte uri", u.len());
+        assert!(
+            steps <= bound(t, u),
+            "{t:.20}: {steps} steps over a {}-byte uri",
+            u.len()
+        );
     }
 }
 

@@ -28,13 +28,19 @@ pub struct Bridged {
 impl Bridged {
     /// Everything Sluice's own sessions declare (for lists, so servers that register tools only
     /// for sampling clients list them all).
-    pub const LISTING: Bridged =
-        Bridged { sampling: true, sampling_tools: false, elicitation_form: true, elicitation_url: true, roots: true };
+    pub const LISTING: Bridged = Bridged {
+        sampling: true,
+        sampling_tools: false,
+        elicitation_form: true,
+        elicitation_url: true,
+        roots: true,
+    };
 
     /// The bridged subset of a capability object (members with a `null` value are absent).
     pub fn from_capabilities(caps: &Map<String, Value>) -> Bridged {
         let get = |k: &str| caps.get(k).filter(|v| !v.is_null());
-        let has = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).is_some_and(|m| !m.is_null());
+        let has =
+            |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).is_some_and(|m| !m.is_null());
         let (sampling, elicitation) = (get("sampling"), get("elicitation"));
         let form = has(elicitation, "form");
         let url = has(elicitation, "url");
@@ -49,18 +55,30 @@ impl Bridged {
 
     /// The same, from a JSON value (not an object: nothing bridged).
     pub fn from_value(caps: &Value) -> Bridged {
-        caps.as_object().map(Bridged::from_capabilities).unwrap_or_default()
+        caps.as_object()
+            .map(Bridged::from_capabilities)
+            .unwrap_or_default()
     }
 
     /// The legacy `ClientCapabilities` declaring exactly this set.
     pub fn to_legacy(self) -> Value {
         let mut caps = Map::new();
         if self.sampling {
-            caps.insert("sampling".into(), if self.sampling_tools { json!({"tools": {}}) } else { json!({}) });
+            caps.insert(
+                "sampling".into(),
+                if self.sampling_tools {
+                    json!({"tools": {}})
+                } else {
+                    json!({})
+                },
+            );
         }
         if self.elicitation_form || self.elicitation_url {
             let mut modes = Map::new();
-            for (on, mode) in [(self.elicitation_form, "form"), (self.elicitation_url, "url")] {
+            for (on, mode) in [
+                (self.elicitation_form, "form"),
+                (self.elicitation_url, "url"),
+            ] {
                 if on {
                     modes.insert(mode.into(), json!({}));
                 }
@@ -83,9 +101,17 @@ mod tests {
         let a = json!({"sampling": {"x": "random-1"}, "elicitation": {}, "roots": {"listChanged": true}, "experimental": {"y": 1}});
         let b = json!({"sampling": {"context": {}, "x": [2, 3]}, "elicitation": {"form": {"z": 0}}, "roots": {}});
         assert_eq!(Bridged::from_value(&a), Bridged::from_value(&b));
-        assert_eq!(Bridged::from_value(&a).to_legacy(), json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}}));
+        assert_eq!(
+            Bridged::from_value(&a).to_legacy(),
+            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}})
+        );
         let c = json!({"sampling": {"tools": {"q": 1}}, "elicitation": {"url": {}}});
-        let want = Bridged { sampling: true, sampling_tools: true, elicitation_url: true, ..Default::default() };
+        let want = Bridged {
+            sampling: true,
+            sampling_tools: true,
+            elicitation_url: true,
+            ..Default::default()
+        };
         assert_eq!(Bridged::from_value(&c), want);
     }
 
@@ -101,8 +127,15 @@ mod tests {
             };
             assert_eq!(Bridged::from_value(&b.to_legacy()), b, "{bits:05b}");
         }
-        let junk = json!({"sampling": {"secret": "x".repeat(64)}, "elicitation": null, "roots": null});
-        assert_eq!(Bridged::from_value(&junk).to_legacy(), json!({"sampling": {}}));
-        assert_eq!(Bridged::from_value(&json!("not an object")), Bridged::default());
+        let junk =
+            json!({"sampling": {"secret": "x".repeat(64)}, "elicitation": null, "roots": null});
+        assert_eq!(
+            Bridged::from_value(&junk).to_legacy(),
+            json!({"sampling": {}})
+        );
+        assert_eq!(
+            Bridged::from_value(&json!("not an object")),
+            Bridged::default()
+        );
     }
 }

@@ -49,7 +49,13 @@ impl ListChanged {
     pub(super) async fn report(&self, upstream: &Arc<Upstream>, change: Change) {
         if let Some(tx) = &self.0 {
             let at = Instant::now();
-            let _ = tx.send(Announced { upstream: upstream.clone(), change, at }).await;
+            let _ = tx
+                .send(Announced {
+                    upstream: upstream.clone(),
+                    change,
+                    at,
+                })
+                .await;
         }
     }
 }

@@ -35,7 +35,12 @@ impl Channel {
     }
 
     /// Sends request `id` and waits up to `timeout` for its response (JSON text).
-    pub async fn request(&self, id: u64, body: Bytes, timeout: Duration) -> Result<String, UpstreamError> {
+    pub async fn request(
+        &self,
+        id: u64,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<String, UpstreamError> {
         match self {
             Channel::Stdio(p) => p.request(id, body, timeout).await,
             Channel::Sse(l) => l.pending.request(id, timeout, l.send(&body)).await,

@@ -19,15 +19,22 @@ pub(super) fn initialize_body(caps: super::Bridged) -> Value {
 }
 
 /// An `initialize` answer read: the negotiated version (as a header value) and the result.
-pub(super) fn initialized(upstream: &str, answer: &[u8]) -> Result<(HeaderValue, Value), UpstreamError> {
+pub(super) fn initialized(
+    upstream: &str,
+    answer: &[u8],
+) -> Result<(HeaderValue, Value), UpstreamError> {
     let bad = |why: String| UpstreamError::Protocol(upstream.to_owned(), why);
-    let msg = Incoming::parse(answer).map_err(|_| bad("initialize answer is not JSON-RPC".into()))?;
+    let msg =
+        Incoming::parse(answer).map_err(|_| bad("initialize answer is not JSON-RPC".into()))?;
     let result: Value = match (msg.result, msg.error) {
         (Some(r), _) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
         (_, Some(e)) => return Err(bad(format!("initialize failed with error {}", e.code))),
         _ => return Err(bad("initialize answer has no result".into())),
     };
-    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-11-25");
+    let version = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("2025-11-25");
     let version = HeaderValue::from_str(version).map_err(|_| bad("bad protocolVersion".into()))?;
     Ok((version, result))
 }

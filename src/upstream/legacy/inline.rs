@@ -44,19 +44,23 @@ impl Source {
             Source::Lines(l) => match l.next().await? {
                 Ok(Line::Text(line)) => Some(Ok(line)),
                 Ok(Line::TooLong) | Err(LinesCodecError::MaxLineLengthExceeded) => {
-                    Some(Err(Fault::TooLong(format!("it wrote a stdout line over {max} bytes (limits.max_response_bytes)"))))
+                    Some(Err(Fault::TooLong(format!(
+                        "it wrote a stdout line over {max} bytes (limits.max_response_bytes)"
+                    ))))
                 }
                 Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    Some(Err(Fault::Garbage("it wrote a stdout line that is not UTF-8 text".into())))
+                    Some(Err(Fault::Garbage(
+                        "it wrote a stdout line that is not UTF-8 text".into(),
+                    )))
                 }
                 Err(LinesCodecError::Io(_)) => None,
             },
             Source::Sse(s) => match s.next().await {
                 Ok(Some(data)) => Some(Ok(data)),
                 Ok(None) => None,
-                Err(UpstreamError::TooLarge(..)) => {
-                    Some(Err(Fault::TooLong(format!("it sent an SSE event over {max} bytes (limits.max_sse_event_bytes)"))))
-                }
+                Err(UpstreamError::TooLarge(..)) => Some(Err(Fault::TooLong(format!(
+                    "it sent an SSE event over {max} bytes (limits.max_sse_event_bytes)"
+                )))),
                 Err(_) => None,
             },
         }
@@ -89,14 +93,33 @@ pub(super) async fn open(up: Arc<Upstream>, o: Open<'_>) -> Result<Arc<Session>,
     let (tx, rx) = crate::upstream::queue::bounded(256, o.max_event);
     let leased = Arc::new(AtomicBool::new(false));
     let channel = o.channel;
-    let reader = Reader { up: up.clone(), channel: channel.clone(), tx, leased: leased.clone(), on_list_changed: o.on_list_changed };
+    let reader = Reader {
+        up: up.clone(),
+        channel: channel.clone(),
+        tx,
+        leased: leased.clone(),
+        on_list_changed: o.on_list_changed,
+    };
     let task = tokio::spawn(reader.run(o.source)).abort_handle();
     // Until the session exists, dropping this future (the client went away mid-handshake)
     // ends the channel and its reader: nothing is left running unowned.
-    let mut guard = Opening { task: Some(task), channel: channel.clone() };
+    let mut guard = Opening {
+        task: Some(task),
+        channel: channel.clone(),
+    };
     let (version, init) = handshake(&channel, &up, o.caps, o.handshake).await?;
     let task = guard.task.take().expect("the reader task, taken once");
-    Ok(Arc::new(Session::over_channel(up, version, init, o.principal, o.caps, rx, leased, channel, task)))
+    Ok(Arc::new(Session::over_channel(
+        up,
+        version,
+        init,
+        o.principal,
+        o.caps,
+        rx,
+        leased,
+        channel,
+        task,
+    )))
 }
 
 /// A channel being opened: ended with its reader unless the handshake completed.
@@ -109,7 +132,8 @@ impl Drop for Opening {
     fn drop(&mut self) {
         if let Some(t) = self.task.take() {
             t.abort();
-            self.channel.end("its initialize handshake failed or was abandoned");
+            self.channel
+                .end("its initialize handshake failed or was abandoned");
         }
     }
 }
@@ -165,7 +189,12 @@ impl Reader {
             };
             // A response to a request of Sluice's own (the handshake, a list) goes to its waiter;
             // any other, the call's own answer among them, is routed like every message.
-            let line = match msg.id.as_ref().and_then(|i| whole_number(i.get())).filter(|_| msg.is_response()) {
+            let line = match msg
+                .id
+                .as_ref()
+                .and_then(|i| whole_number(i.get()))
+                .filter(|_| msg.is_response())
+            {
                 Some(id) => match self.channel.complete(id, line) {
                     Ok(()) => continue,
                     Err(line) => line,
@@ -203,7 +232,8 @@ impl Reader {
     /// Ends the session for a protocol error and marks the upstream unhealthy, saying why.
     fn fault(&self, why: &str) {
         tracing::warn!(upstream = %self.up.name, reason = %crate::escape::Escaped(why), "upstream broke the protocol on its session's stream; the session is ended");
-        self.up.mark_failed(&format!("upstream '{}': {why}", self.up.name));
+        self.up
+            .mark_failed(&format!("upstream '{}': {why}", self.up.name));
         self.channel.end(why);
     }
 }
@@ -211,5 +241,9 @@ impl Reader {
 /// A JSON-RPC id as a whole number (`7` and `7.0` alike, as the exchange decodes them).
 fn whole_number(raw: &str) -> Option<u64> {
     let n: serde_json::Number = serde_json::from_str(raw).ok()?;
-    n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f)).map(|f| f as u64))
+    n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f))
+            .map(|f| f as u64)
+    })
 }

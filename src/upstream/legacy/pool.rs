@@ -58,7 +58,10 @@ pub struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.session.up.leases.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.session
+            .up
+            .leases
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         self.session.set_leased(false);
         self.pool.give_back(self.session.clone());
     }
@@ -85,10 +88,27 @@ impl Pool {
     /// An empty pool bounded by `bridge.max_sessions`, `max_sessions_per_principal` (not for
     /// `exempt`) and `session_idle_ms`.
     /// `grace` bounds the end of a stdio session's process (`timeouts.shutdown_ms`).
-    pub fn new(client: HttpClient, cfg: &crate::config::Bridge, exempt: &'static str, grace: Duration) -> Arc<Pool> {
-        let caps = Caps { max: cfg.max_sessions, per_principal: cfg.max_sessions_per_principal, per_upstream: None };
+    pub fn new(
+        client: HttpClient,
+        cfg: &crate::config::Bridge,
+        exempt: &'static str,
+        grace: Duration,
+    ) -> Arc<Pool> {
+        let caps = Caps {
+            max: cfg.max_sessions,
+            per_principal: cfg.max_sessions_per_principal,
+            per_upstream: None,
+        };
         let slots = Mutex::new(Slots::default());
-        Arc::new(Pool { client, slots, caps, exempt, idle_ttl: cfg.session_idle, returned: tokio::sync::Notify::new(), grace })
+        Arc::new(Pool {
+            client,
+            slots,
+            caps,
+            exempt,
+            idle_ttl: cfg.session_idle,
+            returned: tokio::sync::Notify::new(),
+            grace,
+        })
     }
 
     /// How many sessions are open (idle and leased).
@@ -105,20 +125,35 @@ impl Pool {
         caps: &Value,
         on_list_changed: ListChanged,
     ) -> Result<Lease, UpstreamError> {
-        let key =
-            Key { principal: principal.to_owned(), upstream: up.name.clone(), instance: up.instance, caps: Bridged::from_value(caps) };
+        let key = Key {
+            principal: principal.to_owned(),
+            upstream: up.name.clone(),
+            instance: up.instance,
+            caps: Bridged::from_value(caps),
+        };
         let session = self.take_or_open(up, &key, on_list_changed).await?;
         session.discard_queued();
         session.set_leased(true);
-        session.up.leases.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Ok(Lease { session, pool: self.clone() })
+        session
+            .up
+            .leases
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(Lease {
+            session,
+            pool: self.clone(),
+        })
     }
 
     /// An idle session of `key`, else a new one. Sluice's own requests to a stdio upstream that
     /// already has a process of Sluice's wait for it to be given back (within
     /// `timeouts.response_ms`, then a new one is started): a list refresh that a list change
     /// set off during a probe does not start a second server.
-    async fn take_or_open(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+    async fn take_or_open(
+        &self,
+        up: &Arc<Upstream>,
+        key: &Key,
+        on_list_changed: ListChanged,
+    ) -> Result<Arc<Session>, UpstreamError> {
         let deadline = Instant::now() + self.client.response_timeout();
         loop {
             // Armed before looking, so a session given back in between is not missed.
@@ -129,7 +164,11 @@ impl Pool {
                 return Ok(s);
             }
             let own = up.stdio.is_some() && key.principal == self.exempt;
-            let busy = own && self.slots.lock().is_ok_and(|s| s.held_of(&key.principal, key.instance) > 0);
+            let busy = own
+                && self
+                    .slots
+                    .lock()
+                    .is_ok_and(|s| s.held_of(&key.principal, key.instance) > 0);
             if !busy || tokio::time::timeout_at(deadline, returned).await.is_err() {
                 return self.open(up, key, on_list_changed).await;
             }
@@ -151,22 +190,49 @@ impl Pool {
     }
 
     /// Reserves room (closing an idle session when a cap says so) and opens a session.
-    async fn open(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+    async fn open(
+        &self,
+        up: &Arc<Upstream>,
+        key: &Key,
+        on_list_changed: ListChanged,
+    ) -> Result<Arc<Session>, UpstreamError> {
         let exempt = key.principal == self.exempt;
         // A stdio upstream's sessions are its processes: one principal holds at most its share.
-        let caps = Caps { per_upstream: up.stdio.as_ref().map(|s| s.cfg.max_processes_per_principal), ..self.caps };
-        let reserved =
-            self.slots.lock().map_err(|_| UpstreamError::Closed(up.name.clone()))?.reserve(&key.principal, key.instance, exempt, caps);
-        let max_processes = up.stdio.as_ref().map_or(usize::MAX, |s| s.cfg.max_processes);
+        let caps = Caps {
+            per_upstream: up.stdio.as_ref().map(|s| s.cfg.max_processes_per_principal),
+            ..self.caps
+        };
+        let reserved = self
+            .slots
+            .lock()
+            .map_err(|_| UpstreamError::Closed(up.name.clone()))?
+            .reserve(&key.principal, key.instance, exempt, caps);
+        let max_processes = up
+            .stdio
+            .as_ref()
+            .map_or(usize::MAX, |s| s.cfg.max_processes);
         let closed = reserved.map_err(|r| UpstreamError::Full(r.full(&up.name, max_processes)))?;
-        let mut slot = Reservation { pool: self, key, opened: false };
+        let mut slot = Reservation {
+            pool: self,
+            key,
+            opened: false,
+        };
         if let Some(s) = closed {
             s.close(&self.client).await;
         }
         let s = match (&up.stdio, up.is_sse()) {
             (Some(spec), _) => self.open_stdio(up, spec, key, on_list_changed).await?,
             (None, true) => self.open_sse(up, key, on_list_changed).await?,
-            (None, false) => Session::open(&self.client, up.clone(), key.caps, &key.principal, on_list_changed).await?,
+            (None, false) => {
+                Session::open(
+                    &self.client,
+                    up.clone(),
+                    key.caps,
+                    &key.principal,
+                    on_list_changed,
+                )
+                .await?
+            }
         };
         slot.opened = true;
         Ok(s)
@@ -188,7 +254,12 @@ impl Pool {
         };
         let (proc, lines) = started;
         let channel = super::channel::Channel::Stdio(proc.clone());
-        let mut open = self.inline(channel, super::inline::Source::Lines(lines), key, on_list_changed);
+        let mut open = self.inline(
+            channel,
+            super::inline::Source::Lines(lines),
+            key,
+            on_list_changed,
+        );
         open.handshake = spec.cfg.start;
         let opened = super::inline::open(up.clone(), open).await;
         match &opened {
@@ -217,7 +288,11 @@ impl Pool {
     /// session is ended for it; else refused at once, naming `max_processes` (Sluice's own
     /// probes and lists too: every process in use is no sign of a server down, and the catalog
     /// keeps what it knew, `Spec::saturated`).
-    async fn place(&self, up: &Upstream, spec: &crate::upstream::stdio::Spec) -> Result<OwnedSemaphorePermit, UpstreamError> {
+    async fn place(
+        &self,
+        up: &Upstream,
+        spec: &crate::upstream::stdio::Spec,
+    ) -> Result<OwnedSemaphorePermit, UpstreamError> {
         if let Some(slot) = spec.slot() {
             return Ok(slot);
         }
@@ -226,20 +301,41 @@ impl Pool {
                 return Ok(slot);
             }
         }
-        let victim = self.slots.lock().ok().and_then(|mut s| s.close_oldest_of(&up.name));
+        let victim = self
+            .slots
+            .lock()
+            .ok()
+            .and_then(|mut s| s.close_oldest_of(&up.name));
         if let Some(victim) = victim {
             victim.close(&self.client).await;
             drop(victim);
-            return spec.slot_within(self.grace).await.ok_or_else(|| spec.full());
+            return spec
+                .slot_within(self.grace)
+                .await
+                .ok_or_else(|| spec.full());
         }
         Err(spec.full())
     }
 
     /// A 2024-11-05 HTTP+SSE session: its own GET stream, initialized.
-    async fn open_sse(&self, up: &Arc<Upstream>, key: &Key, on_list_changed: ListChanged) -> Result<Arc<Session>, UpstreamError> {
+    async fn open_sse(
+        &self,
+        up: &Arc<Upstream>,
+        key: &Key,
+        on_list_changed: ListChanged,
+    ) -> Result<Arc<Session>, UpstreamError> {
         let (link, stream) = super::sse::connect(&self.client, up).await?;
         let channel = super::channel::Channel::Sse(link);
-        super::inline::open(up.clone(), self.inline(channel, super::inline::Source::Sse(stream), key, on_list_changed)).await
+        super::inline::open(
+            up.clone(),
+            self.inline(
+                channel,
+                super::inline::Source::Sse(stream),
+                key,
+                on_list_changed,
+            ),
+        )
+        .await
     }
 
     fn inline<'a>(
@@ -274,9 +370,17 @@ impl Pool {
             tokio::spawn(async move { s.close(&client).await });
             return;
         }
-        let key = Key { principal: s.principal.clone(), upstream: s.up.name.clone(), instance: s.up.instance, caps: s.caps };
+        let key = Key {
+            principal: s.principal.clone(),
+            upstream: s.up.name.clone(),
+            instance: s.up.instance,
+            caps: s.caps,
+        };
         // A stdio process costs a whole server: its own idle time, within the bridge's.
-        let idle = s.up.stdio.as_ref().map_or(self.idle_ttl, |spec| spec.cfg.idle.min(self.idle_ttl));
+        let idle =
+            s.up.stdio
+                .as_ref()
+                .map_or(self.idle_ttl, |spec| spec.cfg.idle.min(self.idle_ttl));
         if let Ok(mut slots) = self.slots.lock() {
             slots.put(key, s, Instant::now() + idle);
         }
@@ -286,7 +390,11 @@ impl Pool {
     /// Ends sessions idle past their idle time (`all`: every idle session, at shutdown).
     pub async fn sweep(&self, all: bool) {
         let now = (!all).then(Instant::now);
-        let expired = self.slots.lock().map(|mut s| s.expire(now)).unwrap_or_default();
+        let expired = self
+            .slots
+            .lock()
+            .map(|mut s| s.expire(now))
+            .unwrap_or_default();
         for s in expired {
             s.close(&self.client).await;
         }
@@ -295,7 +403,11 @@ impl Pool {
     /// Ends the idle sessions of an upstream a reload retired (leased ones end when their call
     /// gives them back).
     pub async fn retire(&self, up: &Upstream) {
-        let idle = self.slots.lock().map(|mut s| s.expire_instance(up.instance)).unwrap_or_default();
+        let idle = self
+            .slots
+            .lock()
+            .map(|mut s| s.expire_instance(up.instance))
+            .unwrap_or_default();
         for s in idle {
             s.close(&self.client).await;
         }

@@ -17,13 +17,35 @@ const LAST_EVENT_ID: http::HeaderName = http::HeaderName::from_static("last-even
 impl Session {
     /// `GET`s the session's stream from `from.last_id`; `stream_timeout` bounds each message as
     /// on the POST it takes up.
-    pub async fn resume(&self, client: &HttpClient, from: &Resume, stream_timeout: std::time::Duration) -> Result<Answer, UpstreamError> {
-        let id = HeaderValue::from_str(&from.last_id)
-            .map_err(|_| UpstreamError::Protocol(self.up.name.clone(), "its SSE event id is not a usable Last-Event-ID header".into()))?;
+    pub async fn resume(
+        &self,
+        client: &HttpClient,
+        from: &Resume,
+        stream_timeout: std::time::Duration,
+    ) -> Result<Answer, UpstreamError> {
+        let id = HeaderValue::from_str(&from.last_id).map_err(|_| {
+            UpstreamError::Protocol(
+                self.up.name.clone(),
+                "its SSE event id is not a usable Last-Event-ID header".into(),
+            )
+        })?;
         let mut headers = self.headers();
-        headers.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
         headers.remove(http::header::CONTENT_TYPE);
         headers.insert(LAST_EVENT_ID, id);
-        client.send(Method::GET, &self.up.name, &self.up.uri, headers, Bytes::new(), Some(stream_timeout)).await.map(|(_, a)| a)
+        client
+            .send(
+                Method::GET,
+                &self.up.name,
+                &self.up.uri,
+                headers,
+                Bytes::new(),
+                Some(stream_timeout),
+            )
+            .await
+            .map(|(_, a)| a)
     }
 }

@@ -60,8 +60,14 @@ impl Drop for Session {
 fn base_headers(up: &Upstream, version: &HeaderValue, sid: Option<&HeaderValue>) -> HeaderMap {
     let mut h = HeaderMap::new();
     h.insert(http::header::HOST, up.host.clone());
-    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(http::header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
     h.insert(crate::mcp::headers::PROTOCOL_VERSION, version.clone());
     if let Some(s) = sid {
         h.insert(crate::mcp::headers::SESSION_ID, s.clone());
@@ -84,13 +90,29 @@ impl Session {
         let init = super::handshake::initialize_body(caps);
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
-        let (resp_headers, answer) =
-            client.send(Method::POST, &up.name, &up.uri, headers, Bytes::from(init.to_string()), Some(client.response_timeout())).await?;
+        let (resp_headers, answer) = client
+            .send(
+                Method::POST,
+                &up.name,
+                &up.uri,
+                headers,
+                Bytes::from(init.to_string()),
+                Some(client.response_timeout()),
+            )
+            .await?;
         let sid = resp_headers.get(crate::mcp::headers::SESSION_ID).cloned();
         let (_, body) = crate::upstream::client::final_message(answer, &up.name).await?;
         let (version, result) = super::handshake::initialized(&up.name, &body)?;
         let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});
-        client.post(&up.name, &up.uri, base_headers(&up, &version, sid.as_ref()), Bytes::from(note.to_string()), None).await?;
+        client
+            .post(
+                &up.name,
+                &up.uri,
+                base_headers(&up, &version, sid.as_ref()),
+                Bytes::from(note.to_string()),
+                None,
+            )
+            .await?;
         // Bounded by bytes: a parked call does not read it, and an upstream must not fill
         // Sluice's memory on the GET stream meanwhile.
         let (tx, rx) = crate::upstream::queue::bounded(256, client.max_event_bytes());
@@ -99,8 +121,18 @@ impl Session {
         // right after the first call is not lost; a server slow to answer it is waited for only
         // up to the connect timeout.
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let session = SessionRef { client: client.clone(), up: up.clone(), version: version.clone(), sid: sid.clone() };
-        let reader = GetReader { session, tx, leased: leased.clone(), on_list_changed };
+        let session = SessionRef {
+            client: client.clone(),
+            up: up.clone(),
+            version: version.clone(),
+            sid: sid.clone(),
+        };
+        let reader = GetReader {
+            session,
+            tx,
+            leased: leased.clone(),
+            on_list_changed,
+        };
         let get_task = tokio::spawn(reader.run(ready_tx)).abort_handle();
         let _ = tokio::time::timeout(client.connect_timeout(), ready_rx).await;
         Ok(Arc::new(Session {
@@ -209,17 +241,41 @@ impl Session {
             c.send(&body).await?;
             return Ok(Answer::Status(http::StatusCode::ACCEPTED, Bytes::new()));
         }
-        client.post(&self.up.name, &self.up.uri, self.headers(), body, stream_timeout).await
+        client
+            .post(
+                &self.up.name,
+                &self.up.uri,
+                self.headers(),
+                body,
+                stream_timeout,
+            )
+            .await
     }
 
     /// Sends request `id` (its `body`) and gives its response (JSON text): a request of
     /// Sluice's own, outside any client's call.
-    pub async fn request(&self, client: &HttpClient, id: u64, body: Bytes, timeout: std::time::Duration) -> Result<Bytes, UpstreamError> {
+    pub async fn request(
+        &self,
+        client: &HttpClient,
+        id: u64,
+        body: Bytes,
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, UpstreamError> {
         if let Some(c) = &self.channel {
             return c.request(id, body, timeout).await.map(Bytes::from);
         }
-        let answer = client.post(&self.up.name, &self.up.uri, self.headers(), body, Some(timeout)).await?;
-        crate::upstream::client::final_message(answer, &self.up.name).await.map(|(_, b)| b)
+        let answer = client
+            .post(
+                &self.up.name,
+                &self.up.uri,
+                self.headers(),
+                body,
+                Some(timeout),
+            )
+            .await?;
+        crate::upstream::client::final_message(answer, &self.up.name)
+            .await
+            .map(|(_, b)| b)
     }
 
     /// Answers a server request with a result or an error (JSON text).
@@ -232,8 +288,7 @@ impl Session {
 
     /// Sends `notifications/cancelled` for an upstream request id.
     pub async fn cancel(&self, client: &HttpClient, request_id: u64, reason: &str) {
-        let body =
-            json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(), "params": {"requestId": request_id, "reason": reason}});
+        let body = json!({"jsonrpc": "2.0", "method": McpMethod::Cancelled.as_str(), "params": {"requestId": request_id, "reason": reason}});
         let _ = self.post(client, Bytes::from(body.to_string()), None).await;
     }
 
@@ -250,7 +305,16 @@ impl Session {
     pub async fn close(&self, client: &HttpClient) {
         self.end_channel("its session was closed");
         if self.sid.is_some() {
-            let _ = client.send(Method::DELETE, &self.up.name, &self.up.uri, self.headers(), Bytes::new(), None).await;
+            let _ = client
+                .send(
+                    Method::DELETE,
+                    &self.up.name,
+                    &self.up.uri,
+                    self.headers(),
+                    Bytes::new(),
+                    None,
+                )
+                .await;
         }
         self.get_task.abort();
     }
@@ -265,9 +329,15 @@ async fn open_get_stream(
     sid: Option<&HeaderValue>,
 ) -> Option<crate::upstream::client::SseStream> {
     let mut headers = base_headers(up, version, sid);
-    headers.insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.remove(http::header::CONTENT_TYPE);
-    match client.send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None).await {
+    match client
+        .send(Method::GET, &up.name, &up.uri, headers, Bytes::new(), None)
+        .await
+    {
         Ok((_, Answer::Sse(stream))) => Some(stream),
         _ => None,
     }
@@ -290,7 +360,13 @@ impl GetReader {
             let s = &self.session;
             // Boxed, so the opening request's future is freed once the stream is open: this task
             // lives as long as the session.
-            let stream = Box::pin(open_get_stream(&s.client, &s.up, &s.version, s.sid.as_ref())).await;
+            let stream = Box::pin(open_get_stream(
+                &s.client,
+                &s.up,
+                &s.version,
+                s.sid.as_ref(),
+            ))
+            .await;
             if let Some(r) = ready.take() {
                 let _ = r.send(());
             }
@@ -360,7 +436,13 @@ pub(super) fn route(msg: &Incoming, leased: &AtomicBool, upstream: &str) -> Rout
         _ if leased.load(Ordering::Acquire) => Route::ToCall,
         (Some(m), Some(id)) => {
             tracing::warn!(upstream = %upstream, method = m.known().unwrap_or("other"), "upstream asked something outside any call; refused");
-            Route::Reply(id.get().to_owned(), Err((-32600, "no call is in progress on this session to route the request to")))
+            Route::Reply(
+                id.get().to_owned(),
+                Err((
+                    -32600,
+                    "no call is in progress on this session to route the request to",
+                )),
+            )
         }
         _ => Route::Drop,
     }
@@ -376,7 +458,16 @@ struct SessionRef {
 impl SessionRef {
     async fn reply(&self, id: &str, outcome: Result<&str, (i64, &str)>) {
         let body = reply_body(id, outcome);
-        let _ = self.client.post(&self.up.name, &self.up.uri, base_headers(&self.up, &self.version, self.sid.as_ref()), body, None).await;
+        let _ = self
+            .client
+            .post(
+                &self.up.name,
+                &self.up.uri,
+                base_headers(&self.up, &self.version, self.sid.as_ref()),
+                body,
+                None,
+            )
+            .await;
     }
 }
 
@@ -384,6 +475,9 @@ impl SessionRef {
 pub fn reply_body(id: &str, outcome: Result<&str, (i64, &str)>) -> Bytes {
     Bytes::from(match outcome {
         Ok(result) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}"),
-        Err((code, msg)) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{}}}", json!({"code": code, "message": msg})),
+        Err((code, msg)) => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{}}}",
+            json!({"code": code, "message": msg})
+        ),
     })
 }

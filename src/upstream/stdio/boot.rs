@@ -74,7 +74,9 @@ impl Boot {
         if self.done.load(Ordering::Acquire) {
             return Vec::new();
         }
-        let Ok(mut t) = self.tail.lock() else { return Vec::new() };
+        let Ok(mut t) = self.tail.lock() else {
+            return Vec::new();
+        };
         let partial = std::mem::take(&mut t.partial);
         if !partial.is_empty() {
             t.push(&partial);
@@ -91,12 +93,15 @@ impl Tail {
                 self.push(&line);
             }
             let room = BYTES.saturating_sub(self.partial.len());
-            self.partial.extend_from_slice(&piece[..piece.len().min(room)]);
+            self.partial
+                .extend_from_slice(&piece[..piece.len().min(room)]);
         }
     }
 
     fn push(&mut self, line: &[u8]) {
-        let line = String::from_utf8_lossy(line).trim_end_matches('\r').to_owned();
+        let line = String::from_utf8_lossy(line)
+            .trim_end_matches('\r')
+            .to_owned();
         if line.trim().is_empty() {
             return;
         }
@@ -149,7 +154,10 @@ mod tests {
         assert_eq!(got.last().map(String::as_str), Some("no newline yet"));
         b.completed();
         b.keep(b"after the handshake\n");
-        assert!(b.lines(Duration::ZERO).await.is_empty(), "nothing is kept once the handshake completed");
+        assert!(
+            b.lines(Duration::ZERO).await.is_empty(),
+            "nothing is kept once the handshake completed"
+        );
     }
 
     #[tokio::test]
@@ -160,7 +168,11 @@ mod tests {
         b.keep(&[b'y'; 3000]);
         b.keep(b"\n");
         let got = b.lines(Duration::ZERO).await;
-        assert!(got.iter().map(String::len).sum::<usize>() <= BYTES, "{:?}", got.iter().map(String::len).collect::<Vec<_>>());
+        assert!(
+            got.iter().map(String::len).sum::<usize>() <= BYTES,
+            "{:?}",
+            got.iter().map(String::len).collect::<Vec<_>>()
+        );
         assert_eq!(got, ["short".to_owned(), "y".repeat(3000)]);
     }
 }

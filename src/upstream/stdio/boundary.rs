@@ -55,8 +55,11 @@ pub fn harden() -> Result<(), String> {
 /// left open without close-on-exec): Sluice uses none, and each would reach every process it
 /// starts. Its own are all close-on-exec (std and tokio open them so).
 fn close_inherited() {
-    let listed =
-        std::fs::read_dir("/proc/self/fd").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).collect());
+    let listed = std::fs::read_dir("/proc/self/fd").map(|d| {
+        d.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .collect()
+    });
     let fds: Vec<i32> = listed.unwrap_or_default();
     // The listing's own descriptor is among them, closed already (EBADF).
     for fd in fds.into_iter().filter(|&fd| fd > 2) {
@@ -94,14 +97,20 @@ impl Credentials {
         let euid = unistd::geteuid().as_raw();
         let caps = std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|h| u64::from_str_radix(h.trim(), 16).ok()))
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("CapEff:"))
+                    .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+            })
             .unwrap_or(if euid == 0 { u64::MAX } else { 0 });
         Credentials {
             uid: unistd::getuid().as_raw(),
             euid,
             gid: unistd::getgid().as_raw(),
             egid: unistd::getegid().as_raw(),
-            groups: unistd::getgroups().map(|g| g.iter().map(|g| g.as_raw()).collect()).unwrap_or_default(),
+            groups: unistd::getgroups()
+                .map(|g| g.iter().map(|g| g.as_raw()).collect())
+                .unwrap_or_default(),
             cap_setuid: caps & capabilities::CAP_SETUID != 0,
             cap_setgid: caps & capabilities::CAP_SETGID != 0,
             cap_kill: caps & capabilities::CAP_KILL != 0,
@@ -112,7 +121,11 @@ impl Credentials {
 
 /// Whether Sluice, as `me`, can start upstream `name`'s processes as its `user` and `group`:
 /// an error saying what is missing and what to do, or a warning when they would run as root.
-pub fn check_run_as(name: &str, cfg: &StdioConfig, me: &Credentials) -> Result<Option<String>, String> {
+pub fn check_run_as(
+    name: &str,
+    cfg: &StdioConfig,
+    me: &Credentials,
+) -> Result<Option<String>, String> {
     let who = format!("Sluice runs as uid {} gid {}", me.euid, me.egid);
     let switch_uid = cfg.uid().filter(|&u| u != me.uid || u != me.euid);
     let switch_gid = cfg.gid().filter(|&g| g != me.gid || g != me.egid);
@@ -141,7 +154,10 @@ pub fn check_run_as(name: &str, cfg: &StdioConfig, me: &Credentials) -> Result<O
     }
     if let (Some(gid), None) = (switch_gid, switch_uid) {
         if !me.cap_setgid {
-            let shown = cfg.group.as_ref().map_or_else(|| gid.to_string(), |g| g.written.clone());
+            let shown = cfg
+                .group
+                .as_ref()
+                .map_or_else(|| gid.to_string(), |g| g.written.clone());
             return Err(format!(
                 "upstream '{name}': group = {shown:?} (gid {gid}): {who} without CAP_SETGID, so it cannot start a process in another group; run Sluice as root (or with CAP_SETGID), or remove group"
             ));

@@ -42,8 +42,13 @@ pub const NETWORK_PREFIXES: [&str; 4] = ["PIP_", "npm_config_", "NPM_CONFIG_", "
 pub const XDG_PREFIX: &str = "XDG_";
 
 /// The variables of `from` (Sluice's environment) a process of `cfg` starts with.
-pub fn inherited(cfg: &StdioConfig, from: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
-    from.into_iter().filter(|(k, _)| k.to_str().is_some_and(|k| passes(cfg, k))).collect()
+pub fn inherited(
+    cfg: &StdioConfig,
+    from: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    from.into_iter()
+        .filter(|(k, _)| k.to_str().is_some_and(|k| passes(cfg, k)))
+        .collect()
 }
 
 /// Whether variable `name` of Sluice's goes to a process of `cfg`.
@@ -82,7 +87,10 @@ mod tests {
 
     fn names(c: &StdioConfig, env: &[&str]) -> Vec<String> {
         let env = env.iter().map(|k| (OsString::from(k), OsString::from("v")));
-        inherited(c, env).into_iter().map(|(k, _)| k.into_string().unwrap_or_default()).collect()
+        inherited(c, env)
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap_or_default())
+            .collect()
     }
 
     const SLUICES: [&str; 12] = [
@@ -103,17 +111,34 @@ mod tests {
     #[test]
     fn the_network_and_package_runner_settings_are_inherited_by_default_and_nothing_else() {
         let got = names(&cfg(true, &[], &[]), &SLUICES);
-        assert_eq!(got, SLUICES[..9].iter().chain(&SLUICES[11..]).map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            SLUICES[..9]
+                .iter()
+                .chain(&SLUICES[11..])
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn a_variable_the_config_names_as_a_secret_is_never_inherited_whatever_pattern_it_matches() {
-        let c = cfg(true, &["SLUICE_*", "AWS_SECRET_ACCESS_KEY"], &["SLUICE_STATE_KEYS", "npm_config_token_of_sluice", "HOME"]);
+        let c = cfg(
+            true,
+            &["SLUICE_*", "AWS_SECRET_ACCESS_KEY"],
+            &["SLUICE_STATE_KEYS", "npm_config_token_of_sluice", "HOME"],
+        );
         let got = names(&c, &SLUICES);
         for secret in ["SLUICE_STATE_KEYS", "npm_config_token_of_sluice", "HOME"] {
-            assert!(!got.contains(&secret.to_owned()), "{secret} passed: {got:?}");
+            assert!(
+                !got.contains(&secret.to_owned()),
+                "{secret} passed: {got:?}"
+            );
         }
-        assert!(got.contains(&"AWS_SECRET_ACCESS_KEY".to_owned()), "named in inherit: {got:?}");
+        assert!(
+            got.contains(&"AWS_SECRET_ACCESS_KEY".to_owned()),
+            "named in inherit: {got:?}"
+        );
     }
 
     #[test]
@@ -125,7 +150,12 @@ mod tests {
     #[test]
     fn with_a_user_the_xdg_directories_of_sluices_user_stay_out() {
         let mut c = cfg(true, &[], &[]);
-        c.user = Some(crate::config::RunUser { written: "nobody".into(), uid: 65534, gid: Some(65534), account: None });
+        c.user = Some(crate::config::RunUser {
+            written: "nobody".into(),
+            uid: 65534,
+            gid: Some(65534),
+            account: None,
+        });
         assert!(!names(&c, &SLUICES).contains(&"XDG_CACHE_HOME".to_owned()));
     }
 }

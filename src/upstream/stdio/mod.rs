@@ -81,7 +81,10 @@ struct Running(Mutex<Vec<(CancellationToken, CancellationToken)>>);
 impl Running {
     /// Whether a process was told to end and has not exited yet (its place is about to be free).
     fn ending(&self) -> bool {
-        self.0.lock().is_ok_and(|v| v.iter().any(|(stop, exited)| stop.is_cancelled() && !exited.is_cancelled()))
+        self.0.lock().is_ok_and(|v| {
+            v.iter()
+                .any(|(stop, exited)| stop.is_cancelled() && !exited.is_cancelled())
+        })
     }
 
     fn track(&self, p: &Proc) {
@@ -106,11 +109,17 @@ pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
     }
     if let Some(cwd) = &cfg.cwd {
         if !cwd.is_dir() {
-            return Err(format!("upstream '{name}': cwd {} is not a directory; create it or correct cwd", cwd.display()));
+            return Err(format!(
+                "upstream '{name}': cwd {} is not a directory; create it or correct cwd",
+                cwd.display()
+            ));
         }
     }
     if let crate::config::Stderr::File(path) = &cfg.stderr {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
         if !dir.is_dir() {
             return Err(format!(
                 "upstream '{name}': stderr file {}: its directory does not exist; create it or use stderr = \"drop\"",
@@ -131,7 +140,13 @@ pub fn preflight(name: &str, cfg: &StdioConfig) -> Result<(), String> {
 
 impl Spec {
     /// The spec of upstream `name`.
-    pub fn new(name: &str, cfg: StdioConfig, max_line: usize, write_timeout: Duration, grace: Duration) -> Spec {
+    pub fn new(
+        name: &str,
+        cfg: StdioConfig,
+        max_line: usize,
+        write_timeout: Duration,
+        grace: Duration,
+    ) -> Spec {
         let stderr = Arc::new(stderr::Sink::new(name, &cfg.stderr, cfg.stderr_max_bytes));
         let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_processes));
         Spec {
@@ -170,13 +185,19 @@ impl Spec {
 
     /// A place under `max_processes` within `wait` (after one was ended to make room).
     pub async fn slot_within(&self, wait: Duration) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        tokio::time::timeout(wait, self.slots.clone().acquire_owned()).await.ok()?.ok()
+        tokio::time::timeout(wait, self.slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// The error when every place is taken by a session in use: 503 with `Retry-After`, naming
     /// `max_processes` (Sluice's pool is full; the server did nothing wrong).
     pub fn full(&self) -> UpstreamError {
-        UpstreamError::Full(crate::shares::Full::pool(crate::shares::Pool::Processes(self.name.to_string()), self.cfg.max_processes))
+        UpstreamError::Full(crate::shares::Full::pool(
+            crate::shares::Pool::Processes(self.name.to_string()),
+            self.cfg.max_processes,
+        ))
     }
 
     fn is_closed(&self) -> bool {
@@ -184,11 +205,19 @@ impl Spec {
     }
 
     fn backing_off(&self) -> bool {
-        self.backoff.lock().ok().and_then(|b| b.not_before).is_some_and(|t| t > Instant::now())
+        self.backoff
+            .lock()
+            .ok()
+            .and_then(|b| b.not_before)
+            .is_some_and(|t| t > Instant::now())
     }
 
     /// Starts a process in `slot` (and spares after it), unless a failed start before says to wait.
-    pub fn start(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+    pub fn start(
+        &self,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        grace: Duration,
+    ) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         let started = self.start_alone_within(slot, grace);
         if started.is_ok() {
             self.refill(grace);
@@ -197,13 +226,23 @@ impl Spec {
     }
 
     /// Starts a process in `slot` and no spare (the one process of a 2026-07-28 server).
-    pub fn start_alone(&self, slot: tokio::sync::OwnedSemaphorePermit) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+    pub fn start_alone(
+        &self,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         self.start_alone_within(slot, self.grace)
     }
 
-    fn start_alone_within(&self, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+    fn start_alone_within(
+        &self,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        grace: Duration,
+    ) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         if self.is_closed() {
-            return Err(UpstreamError::Exited(self.name.to_string(), "Sluice is shutting down".into()));
+            return Err(UpstreamError::Exited(
+                self.name.to_string(),
+                "Sluice is shutting down".into(),
+            ));
         }
         if let Some(wait) = self
             .backoff
@@ -215,7 +254,10 @@ impl Spec {
         {
             return Err(UpstreamError::Unreachable(
                 self.name.to_string(),
-                format!("its last start failed; the next start is in {} ms", wait.as_millis().max(1)),
+                format!(
+                    "its last start failed; the next start is in {} ms",
+                    wait.as_millis().max(1)
+                ),
             ));
         }
         let started = Proc::spawn(self, slot, grace);
@@ -228,7 +270,9 @@ impl Spec {
     /// A start failed (the process did not start or its handshake did not succeed).
     pub fn failed(&self) {
         if let Ok(mut b) = self.backoff.lock() {
-            let wait = BACKOFF_FIRST.saturating_mul(1u32 << b.failures.min(16)).min(BACKOFF_MAX);
+            let wait = BACKOFF_FIRST
+                .saturating_mul(1u32 << b.failures.min(16))
+                .min(BACKOFF_MAX);
             b.failures = b.failures.saturating_add(1);
             b.not_before = Some(Instant::now() + wait);
         }
@@ -255,13 +299,17 @@ impl Spec {
     pub async fn log_failed_start(&self, why: &str, proc: &Proc) {
         let lines = proc.boot().lines(self.grace).await;
         let digest = boot::digest(&lines);
-        let repeated = self.last_failure.lock().is_ok_and(|mut l| l.replace(digest) == Some(digest));
+        let repeated = self
+            .last_failure
+            .lock()
+            .is_ok_and(|mut l| l.replace(digest) == Some(digest));
         boot::log_failed_start(&self.name, why, &lines, repeated);
     }
 
     /// At shutdown: no process starts from now on, and every running one is told to end.
     pub fn end_all_now(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Ok(mut spares) = self.spares.lock() {
             spares.clear();
         }
@@ -275,7 +323,12 @@ impl Spec {
     /// Waits until every process has exited (each is given `grace` in all; its supervisor
     /// kills one that outlives it), then until no orphan is left (within `grace` more).
     pub async fn wait_ended(&self) {
-        let all = self.running.0.lock().map(|v| v.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()).unwrap_or_default();
+        let all = self
+            .running
+            .0
+            .lock()
+            .map(|v| v.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>())
+            .unwrap_or_default();
         for exited in all {
             exited.cancelled().await;
         }
@@ -290,7 +343,11 @@ impl Spec {
 
     /// How many of its processes run now.
     pub fn running(&self) -> usize {
-        self.running.0.lock().map(|v| v.iter().filter(|(_, e)| !e.is_cancelled()).count()).unwrap_or(0)
+        self.running
+            .0
+            .lock()
+            .map(|v| v.iter().filter(|(_, e)| !e.is_cancelled()).count())
+            .unwrap_or(0)
     }
 }
 
@@ -303,7 +360,11 @@ mod tests {
     }
 
     /// `program` with no argument, run as Sluice, stderr dropped.
-    pub(super) fn config(program: &str, max_processes: usize, spare_processes: usize) -> StdioConfig {
+    pub(super) fn config(
+        program: &str,
+        max_processes: usize,
+        spare_processes: usize,
+    ) -> StdioConfig {
         StdioConfig {
             command: vec![program.to_owned()],
             env: Vec::new(),
@@ -324,7 +385,13 @@ mod tests {
     }
 
     fn spec_with(program: &str, max_processes: usize, spare_processes: usize) -> Spec {
-        Spec::new("nope", config(program, max_processes, spare_processes), 1 << 20, Duration::from_secs(5), Duration::from_secs(2))
+        Spec::new(
+            "nope",
+            config(program, max_processes, spare_processes),
+            1 << 20,
+            Duration::from_secs(5),
+            Duration::from_secs(2),
+        )
     }
 
     #[test]
@@ -334,10 +401,17 @@ mod tests {
         std::fs::create_dir_all(&d).expect("a scratch directory");
         let mut c = config("true", 1, 0);
         c.stderr = crate::config::Stderr::File(d.join("server.log"));
-        assert_eq!(preflight("up", &c), Ok(()), "no file yet: Sluice creates it");
+        assert_eq!(
+            preflight("up", &c),
+            Ok(()),
+            "no file yet: Sluice creates it"
+        );
         std::os::unix::fs::symlink(d.join("victim"), d.join("server.log")).expect("a symlink");
         let e = preflight("up", &c).expect_err("a symlink at the stderr path");
-        assert!(e.contains("upstream 'up'") && e.contains("symbolic link") && e.contains("remove it"), "{e}");
+        assert!(
+            e.contains("upstream 'up'") && e.contains("symbolic link") && e.contains("remove it"),
+            "{e}"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -345,40 +419,81 @@ mod tests {
     async fn a_failed_start_backs_off_doubling_and_says_when_it_tries_again() {
         let s = spec("/nonexistent/sluice-test-server");
         let grace = Duration::from_secs(1);
-        let first = s.start(s.slot().expect("a slot"), grace).err().expect("no such program").to_string();
-        assert!(first.contains("upstream 'nope' could not be started") && first.contains("check its command"), "{first}");
-        let waiting = s.start(s.slot().expect("the slot is free again"), grace).err().expect("backing off").to_string();
+        let first = s
+            .start(s.slot().expect("a slot"), grace)
+            .err()
+            .expect("no such program")
+            .to_string();
+        assert!(
+            first.contains("upstream 'nope' could not be started")
+                && first.contains("check its command"),
+            "{first}"
+        );
+        let waiting = s
+            .start(s.slot().expect("the slot is free again"), grace)
+            .err()
+            .expect("backing off")
+            .to_string();
         assert!(waiting.contains("next start is in 100 ms"), "{waiting}");
         tokio::time::advance(BACKOFF_FIRST).await;
-        assert!(s.start(s.slot().expect("slot"), grace).err().expect("still no program").to_string().contains("could not be started"));
-        let waiting = s.start(s.slot().expect("slot"), grace).err().expect("backing off").to_string();
+        assert!(s
+            .start(s.slot().expect("slot"), grace)
+            .err()
+            .expect("still no program")
+            .to_string()
+            .contains("could not be started"));
+        let waiting = s
+            .start(s.slot().expect("slot"), grace)
+            .err()
+            .expect("backing off")
+            .to_string();
         assert!(waiting.contains("next start is in 200 ms"), "{waiting}");
         s.succeeded();
-        assert!(s.start(s.slot().expect("slot"), grace).err().expect("no program").to_string().contains("could not be started"));
+        assert!(s
+            .start(s.slot().expect("slot"), grace)
+            .err()
+            .expect("no program")
+            .to_string()
+            .contains("could not be started"));
     }
 
     #[tokio::test]
     async fn a_process_holds_its_place_until_it_exits_and_end_all_waits_for_it() {
         let s = spec("cat");
-        let (proc, _lines) = s.start(s.slot().expect("a slot"), Duration::from_secs(2)).expect("cat starts");
+        let (proc, _lines) = s
+            .start(s.slot().expect("a slot"), Duration::from_secs(2))
+            .expect("cat starts");
         assert!(s.slot().is_none(), "max_processes = 1 is taken");
         assert_eq!(s.running(), 1);
         s.end_all().await;
         assert!(proc.is_done());
         assert_eq!(s.running(), 0);
-        assert!(s.slot().is_some(), "the place is free once the process exited");
-        assert!(proc.exit_error().to_string().contains("status 0"), "cat exits on end of input: {}", proc.exit_error());
+        assert!(
+            s.slot().is_some(),
+            "the place is free once the process exited"
+        );
+        assert!(
+            proc.exit_error().to_string().contains("status 0"),
+            "cat exits on end of input: {}",
+            proc.exit_error()
+        );
     }
 
     #[tokio::test]
     async fn spares_are_started_ahead_within_max_processes_and_taken_first() {
         let s = spec_with("cat", 2, 1);
         let grace = Duration::from_secs(2);
-        let (first, _l1) = s.start(s.slot().expect("a slot"), grace).expect("cat starts");
+        let (first, _l1) = s
+            .start(s.slot().expect("a slot"), grace)
+            .expect("cat starts");
         assert_eq!(s.running(), 2, "the process and one warm spare");
         let (spare, _l2) = s.take_spare(grace).expect("the spare");
         assert_ne!(spare.pid, first.pid);
-        assert_eq!(s.running(), 2, "no room for another spare under max_processes = 2");
+        assert_eq!(
+            s.running(),
+            2,
+            "no room for another spare under max_processes = 2"
+        );
         assert!(s.take_spare(grace).is_none());
         first.end("test");
         first.ended().await;
@@ -387,8 +502,14 @@ mod tests {
         assert_eq!(s.running(), 1, "no spare started into the freed place");
         spare.end("test");
         spare.ended().await;
-        let (_again, _l3) = s.start(s.slot().expect("a free place"), grace).expect("cat starts");
-        assert_eq!(s.running(), 2, "a start refills the spares within max_processes");
+        let (_again, _l3) = s
+            .start(s.slot().expect("a free place"), grace)
+            .expect("cat starts");
+        assert_eq!(
+            s.running(),
+            2,
+            "a start refills the spares within max_processes"
+        );
         assert!(s.take_spare(grace).is_some());
         s.end_all().await;
         assert_eq!(s.running(), 0);

@@ -123,20 +123,33 @@ impl Drop for Proc {
 
 impl Proc {
     /// Starts the process of `spec`; `slot` is its place under `max_processes`.
-    pub fn spawn(spec: &Spec, slot: tokio::sync::OwnedSemaphorePermit, grace: Duration) -> Result<(Arc<Proc>, Lines), UpstreamError> {
+    pub fn spawn(
+        spec: &Spec,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        grace: Duration,
+    ) -> Result<(Arc<Proc>, Lines), UpstreamError> {
         let cfg = &spec.cfg;
         let mut cmd = command(cfg);
         // stderr is always read: what it writes while it boots says why a start failed.
-        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         // Its own process group, so ending it ends what it started too (npx, uvx, sh -c).
         cmd.process_group(0);
         // A backstop only: the supervisor ends the child itself, gently first.
         cmd.kill_on_drop(true);
         // Registered as Sluice's own child as it is spawned: a sweep never takes it for an orphan.
-        let (mut child, registered) = super::reaper::spawn(&mut cmd)
-            .map_err(|e| UpstreamError::Start(spec.name.to_string(), format!("{:?}: {}", cfg.command[0], e.kind())))?;
+        let (mut child, registered) = super::reaper::spawn(&mut cmd).map_err(|e| {
+            UpstreamError::Start(
+                spec.name.to_string(),
+                format!("{:?}: {}", cfg.command[0], e.kind()),
+            )
+        })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(UpstreamError::Start(spec.name.to_string(), "its stdin or stdout could not be piped".into()));
+            return Err(UpstreamError::Start(
+                spec.name.to_string(),
+                "its stdin or stdout could not be piped".into(),
+            ));
         };
         let boot = Arc::new(super::boot::Boot::default());
         match child.stderr.take() {
@@ -155,7 +168,16 @@ impl Proc {
         spec.running.track(&proc);
         // The slot is the supervisor's: it is free again once the process has exited.
         let signals = (proc.stop.clone(), proc.pending.token());
-        tokio::spawn(supervise(Held { child, registered, slot }, Arc::downgrade(&proc), signals, grace));
+        tokio::spawn(supervise(
+            Held {
+                child,
+                registered,
+                slot,
+            },
+            Arc::downgrade(&proc),
+            signals,
+            grace,
+        ));
         Ok((proc, FramedRead::new(stdout, LineCodec::new(spec.max_line))))
     }
 
@@ -185,7 +207,10 @@ impl Proc {
         let stdin = g.as_mut().ok_or_else(gone)?;
         // A writer that gives up mid-line (its caller dropped) would leave half a line for the
         // next one to be glued to: the process is ended instead.
-        let mut cut = CutShort { proc: self, whole: false };
+        let mut cut = CutShort {
+            proc: self,
+            whole: false,
+        };
         let mut line = Vec::with_capacity(msg.len() + 1);
         line.extend_from_slice(msg);
         line.push(b'\n');
@@ -206,7 +231,12 @@ impl Proc {
     }
 
     /// Sends request `id` and waits up to `timeout` for its response (JSON text).
-    pub async fn request(&self, id: u64, body: Bytes, timeout: Duration) -> Result<String, UpstreamError> {
+    pub async fn request(
+        &self,
+        id: u64,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<String, UpstreamError> {
         self.pending.request(id, timeout, self.send(&body)).await
     }
 
@@ -280,8 +310,17 @@ struct Held {
 
 /// Owns the child: waits for it to exit, or ends it when asked (stdin closed, SIGTERM, SIGKILL);
 /// then ends what it left behind.
-async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (CancellationToken, CancellationToken), grace: Duration) {
-    let Held { mut child, registered, slot } = held;
+async fn supervise(
+    held: Held,
+    proc: std::sync::Weak<Proc>,
+    (stop, exited): (CancellationToken, CancellationToken),
+    grace: Duration,
+) {
+    let Held {
+        mut child,
+        registered,
+        slot,
+    } = held;
     let group = child.id().and_then(|p| i32::try_from(p).ok());
     let status = tokio::select! {
         s = child.wait() => s,
@@ -318,7 +357,13 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
     // What it started and left behind goes with it. Its group id cannot be reused while a
     // member of the group lives.
     if let Some(g) = group {
-        super::reaper::refused(g, nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGKILL));
+        super::reaper::refused(
+            g,
+            nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(g),
+                nix::sys::signal::Signal::SIGKILL,
+            ),
+        );
     }
     if let Some(p) = proc.upgrade() {
         p.pending.close(&format!("its process exited ({shown})"));
@@ -334,7 +379,10 @@ async fn supervise(held: Held, proc: std::sync::Weak<Proc>, (stop, exited): (Can
 /// so its pid, the group's id, is still its own.
 fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        super::reaper::refused(pid, nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig));
+        super::reaper::refused(
+            pid,
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig),
+        );
     }
 }
 

@@ -103,13 +103,17 @@ pub async fn sweep(within: Duration) -> usize {
         return 0;
     }
     let deadline = tokio::time::Instant::now() + within;
-    let Ok(_one) = tokio::time::timeout_at(deadline, SWEEPING.lock()).await else { return 0 };
+    let Ok(_one) = tokio::time::timeout_at(deadline, SWEEPING.lock()).await else {
+        return 0;
+    };
     // Before any kill, so no SIGCHLD of a victim is missed.
     let mut chld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
     let me = std::process::id() as i32;
     let (mut dying, mut ended) = (HashSet::new(), 0);
     let left = loop {
-        let found = tokio::task::spawn_blocking(move || orphans(me)).await.unwrap_or_default();
+        let found = tokio::task::spawn_blocking(move || orphans(me))
+            .await
+            .unwrap_or_default();
         for &pid in &found {
             // Our child, not yet reaped: its pid is still its own.
             if dying.insert(pid) {
@@ -165,16 +169,23 @@ pub(super) fn refused(pid: i32, sent: nix::Result<()>) {
 
 /// Whether the killed child `pid` has exited and is reaped now.
 fn reaped(pid: i32) -> bool {
-    !matches!(waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)), Ok(WaitStatus::StillAlive))
+    !matches!(
+        waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)),
+        Ok(WaitStatus::StillAlive)
+    )
 }
 
 /// Sluice's children it did not spawn, read under the registry's lock: one pass over /proc.
 fn orphans(me: i32) -> Vec<i32> {
     let m = managed();
     let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
         if pid == me || m.contains_key(&pid) {
             continue;
         }

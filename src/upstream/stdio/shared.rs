@@ -71,7 +71,11 @@ pub struct Shared {
 
 impl Default for Shared {
     fn default() -> Self {
-        Shared { live: Mutex::default(), starting: tokio::sync::Mutex::new(()), place: Arc::new(Semaphore::new(1)) }
+        Shared {
+            live: Mutex::default(),
+            starting: tokio::sync::Mutex::new(()),
+            place: Arc::new(Semaphore::new(1)),
+        }
     }
 }
 
@@ -103,11 +107,19 @@ struct Route {
 
 /// Writes one modern request to the upstream's shared process; gives its answer as a stream
 /// bounded by `stream_timeout` per message (by `start_ms` while the process has not spoken yet).
-pub async fn post(up: &Arc<Upstream>, client: &HttpClient, body: Bytes, stream_timeout: Option<Duration>) -> Result<Answer, UpstreamError> {
-    let spec = up.stdio.as_ref().ok_or_else(|| UpstreamError::Protocol(up.name.clone(), "it is not a stdio server".into()))?;
+pub async fn post(
+    up: &Arc<Upstream>,
+    client: &HttpClient,
+    body: Bytes,
+    stream_timeout: Option<Duration>,
+) -> Result<Answer, UpstreamError> {
+    let spec = up.stdio.as_ref().ok_or_else(|| {
+        UpstreamError::Protocol(up.name.clone(), "it is not a stdio server".into())
+    })?;
     let live = live(up, spec, client.max_event_bytes()).await?;
     let n = live.next.fetch_add(1, Ordering::Relaxed);
-    let (line, route_of, own) = rewrite(body, n).map_err(|why| UpstreamError::Protocol(up.name.clone(), why))?;
+    let (line, route_of, own) =
+        rewrite(body, n).map_err(|why| UpstreamError::Protocol(up.name.clone(), why))?;
     if !own {
         // A client's request: from now on its stderr may carry the client's content.
         live.proc.handshaken();
@@ -124,24 +136,35 @@ pub async fn post(up: &Arc<Upstream>, client: &HttpClient, body: Bytes, stream_t
             r.remove(&n);
         }
         return Err(match queued {
-            Err(_) => UpstreamError::Timeout(up.name.clone(), spec.write_timeout.as_millis() as u64),
+            Err(_) => {
+                UpstreamError::Timeout(up.name.clone(), spec.write_timeout.as_millis() as u64)
+            }
             _ => live.proc.exit_error(),
         });
     }
-    let guard = Cancel { live: live.clone(), id: n };
+    let guard = Cancel {
+        live: live.clone(),
+        id: n,
+    };
     let bound = match stream_timeout {
         Some(t) if live.booted.load(Ordering::Acquire) => t,
         Some(t) => t.max(spec.cfg.start),
         None => LISTEN_SILENCE,
     };
-    Ok(Answer::Sse(client.lines_stream(&up.name, lines::Answer::new(notes_rx, fin_rx, Box::new(guard)), Some(bound))))
+    Ok(Answer::Sse(client.lines_stream(
+        &up.name,
+        lines::Answer::new(notes_rx, fin_rx, Box::new(guard)),
+        Some(bound),
+    )))
 }
 
 /// Ends the shared process, if one runs, and waits for it: a server found not to be 2026-07-28
 /// was sent a request before `initialize`, and its 2025-11-25 sessions each get a process of
 /// their own (the first of them not held back by this one's end).
 pub async fn retire(spec: &Spec, why: &str) {
-    let Some(l) = spec.shared.live.lock().ok().and_then(|mut g| g.take()) else { return };
+    let Some(l) = spec.shared.live.lock().ok().and_then(|mut g| g.take()) else {
+        return;
+    };
     l.retired.store(true, Ordering::Release);
     l.proc.end(why);
     l.proc.ended().await;
@@ -149,8 +172,19 @@ pub async fn retire(spec: &Spec, why: &str) {
 }
 
 /// The running process, or a new one.
-async fn live(up: &Arc<Upstream>, spec: &Arc<Spec>, max_note: usize) -> Result<Arc<Live>, UpstreamError> {
-    let running = || spec.shared.live.lock().ok().and_then(|g| g.clone()).filter(|l| !l.proc.is_done());
+async fn live(
+    up: &Arc<Upstream>,
+    spec: &Arc<Spec>,
+    max_note: usize,
+) -> Result<Arc<Live>, UpstreamError> {
+    let running = || {
+        spec.shared
+            .live
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .filter(|l| !l.proc.is_done())
+    };
     if let Some(l) = running() {
         return Ok(l);
     }
@@ -160,7 +194,10 @@ async fn live(up: &Arc<Upstream>, spec: &Arc<Spec>, max_note: usize) -> Result<A
     }
     let place = tokio::time::timeout(spec.grace, spec.shared.place.clone().acquire_owned()).await;
     let Ok(Ok(place)) = place else {
-        return Err(UpstreamError::Exited(up.name.clone(), "its last process has not exited yet".into()));
+        return Err(UpstreamError::Exited(
+            up.name.clone(),
+            "its last process has not exited yet".into(),
+        ));
     };
     let (proc, lines) = spec.start_alone(place)?;
     let (writes, rx) = mpsc::channel(WRITES);
@@ -198,9 +235,14 @@ type RouteOf = Box<dyn FnOnce(mpsc::Sender<String>, oneshot::Sender<Final>) -> R
 /// one derived from `n`; every other member its own bytes), and how to route what answers it.
 /// Also whether it is `server/discover` (what Sluice's own probe asks; it carries no content).
 fn rewrite(body: Bytes, n: u64) -> Result<(Bytes, RouteOf, bool), String> {
-    let env = Envelope::parse(body).map_err(|_| "a request that is not a JSON-RPC request".to_owned())?;
+    let env =
+        Envelope::parse(body).map_err(|_| "a request that is not a JSON-RPC request".to_owned())?;
     let own = env.method == Method::ServerDiscover;
-    let id: Value = env.id.as_ref().and_then(|i| serde_json::from_str(i.get()).ok()).ok_or("a request without an id")?;
+    let id: Value = env
+        .id
+        .as_ref()
+        .and_then(|i| serde_json::from_str(i.get()).ok())
+        .ok_or("a request without an id")?;
     let listen = env.method == Method::SubscriptionsListen;
     let mut token = None;
     let line = env.rewrite(Some(&n.to_string()), |key, raw| {
@@ -209,10 +251,23 @@ fn rewrite(body: Bytes, n: u64) -> Result<(Bytes, RouteOf, bool), String> {
         }
         let mut meta: Map<String, Value> = serde_json::from_str(raw).ok()?;
         let t = meta.get_mut("progressToken")?;
-        token = Some(std::mem::replace(t, Value::from(format!("{TOKEN_PREFIX}{n}"))));
+        token = Some(std::mem::replace(
+            t,
+            Value::from(format!("{TOKEN_PREFIX}{n}")),
+        ));
         Some(Some(Value::Object(meta).to_string()))
     });
-    Ok((line, Box::new(move |notes, fin| Route { id, token, listen, notes, fin }), own))
+    Ok((
+        line,
+        Box::new(move |notes, fin| Route {
+            id,
+            token,
+            listen,
+            notes,
+            fin,
+        }),
+        own,
+    ))
 }
 
 /// Cancels its request when dropped before the request finished.
@@ -223,7 +278,13 @@ struct Cancel {
 
 impl Drop for Cancel {
     fn drop(&mut self) {
-        let open = self.live.routes.lock().ok().and_then(|mut r| r.remove(&self.id)).is_some();
+        let open = self
+            .live
+            .routes
+            .lock()
+            .ok()
+            .and_then(|mut r| r.remove(&self.id))
+            .is_some();
         if open && !self.live.proc.is_done() {
             let note = json!({"jsonrpc": "2.0", "method": Method::Cancelled.as_str(),
                 "params": {"requestId": self.id, "reason": "the client went away"}});
@@ -261,7 +322,10 @@ async fn read(up: Weak<Upstream>, spec: Arc<Spec>, live: Arc<Live>, mut lines: L
         }
     }
     // Its stdout ended: it exits (or is ended when it does not within its grace).
-    if tokio::time::timeout(spec.grace, live.proc.ended()).await.is_err() {
+    if tokio::time::timeout(spec.grace, live.proc.ended())
+        .await
+        .is_err()
+    {
         live.proc.end("it closed its stdout but kept running");
         live.proc.ended().await;
     }
@@ -278,11 +342,20 @@ async fn read(up: Weak<Upstream>, spec: Arc<Spec>, live: Arc<Live>, mut lines: L
     // A process that served and ended on its own (not retired, not at shutdown): the upstream
     // is down, told once with its exit status; its re-prober starts the next process
     // (`catalog::reprobe`). One that never answered is a failed start, which the probe tells.
-    let crashed = live.answered.load(Ordering::Acquire) && !live.retired.load(Ordering::Acquire) && !spec.is_closed();
-    if let Some(up) = up.upgrade().filter(|u| crashed && !u.retired.is_cancelled()) {
+    let crashed = live.answered.load(Ordering::Acquire)
+        && !live.retired.load(Ordering::Acquire)
+        && !spec.is_closed();
+    if let Some(up) = up
+        .upgrade()
+        .filter(|u| crashed && !u.retired.is_cancelled())
+    {
         up.mark_failed(&format!("upstream '{}' stopped: {why}", up.name));
     }
-    let routes = live.routes.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
+    let routes = live
+        .routes
+        .lock()
+        .map(|mut r| std::mem::take(&mut *r))
+        .unwrap_or_default();
     for (_, route) in routes {
         let _ = route.fin.send(Err(why.clone()));
     }
@@ -304,7 +377,9 @@ fn deliver(live: &Live, spec: &Spec, mut msg: Map<String, Value>) {
     match (method, msg.get("id").cloned()) {
         (None, Some(id)) if is_response => {
             let Some(n) = whole_number(&id) else { return };
-            let Some(route) = live.routes.lock().ok().and_then(|mut r| r.remove(&n)) else { return };
+            let Some(route) = live.routes.lock().ok().and_then(|mut r| r.remove(&n)) else {
+                return;
+            };
             if !live.answered.swap(true, Ordering::AcqRel) {
                 live.proc.handshaken();
                 spec.succeeded();
@@ -318,8 +393,10 @@ fn deliver(live: &Live, spec: &Spec, mut msg: Map<String, Value>) {
         (Some(m), Some(id)) => {
             let answer = match m {
                 Method::Ping => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-                _ => json!({"jsonrpc": "2.0", "id": id, "error": {"code": crate::mcp::jsonrpc::METHOD_NOT_FOUND,
-                    "message": "Sluice serves a 2026-07-28 stdio server no server-to-client requests but ping"}}),
+                _ => {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": crate::mcp::jsonrpc::METHOD_NOT_FOUND,
+                    "message": "Sluice serves a 2026-07-28 stdio server no server-to-client requests but ping"}})
+                }
             };
             // Never waits on stdin: with no room, the server's request goes unanswered.
             let _ = live.writes.try_send(Bytes::from(answer.to_string()));
@@ -334,18 +411,30 @@ fn notify(live: &Live, method: Method, mut msg: Map<String, Value>) {
     let params = msg.get("params");
     let meta = params.and_then(|p| p.get("_meta"));
     let by_token = || {
-        let t = params?.get("progressToken")?.as_str()?.strip_prefix(TOKEN_PREFIX)?;
+        let t = params?
+            .get("progressToken")?
+            .as_str()?
+            .strip_prefix(TOKEN_PREFIX)?;
         t.parse::<u64>().ok()
     };
     let target = match method {
         Method::Progress => by_token(),
-        Method::Cancelled => params.and_then(|p| p.get("requestId")).and_then(whole_number),
-        _ => meta.and_then(|m| m.get(crate::mcp::META_SUBSCRIPTION_ID)).and_then(whole_number),
+        Method::Cancelled => params
+            .and_then(|p| p.get("requestId"))
+            .and_then(whole_number),
+        _ => meta
+            .and_then(|m| m.get(crate::mcp::META_SUBSCRIPTION_ID))
+            .and_then(whole_number),
     };
-    let Ok(mut routes) = live.routes.lock() else { return };
+    let Ok(mut routes) = live.routes.lock() else {
+        return;
+    };
     let Some(n) = target else {
         // A list change that names no subscription goes to every listen (they are Sluice's own).
-        if matches!(method, Method::ToolsListChanged | Method::PromptsListChanged | Method::ResourcesListChanged) {
+        if matches!(
+            method,
+            Method::ToolsListChanged | Method::PromptsListChanged | Method::ResourcesListChanged
+        ) {
             let text = Value::Object(msg).to_string();
             for r in routes.values().filter(|r| r.listen) {
                 let _ = r.notes.try_send(text.clone());
@@ -388,5 +477,9 @@ fn restore_subscription(meta: &mut Value, n: u64, id: &Value) {
 
 /// A JSON-RPC id as a whole number (`7` and `7.0` alike).
 fn whole_number(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f)).map(|f| f as u64))
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f))
+            .map(|f| f as u64)
+    })
 }

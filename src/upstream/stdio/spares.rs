@@ -43,25 +43,45 @@ impl Spec {
     /// used, are told to end at once, and no spare is started again. Processes in use finish
     /// their calls (the reload's drain ends them).
     pub fn retire_spares(&self) {
-        self.retired.store(true, std::sync::atomic::Ordering::Release);
-        let spares = self.spares.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default();
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+        let spares = self
+            .spares
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
         for s in spares {
-            s.proc.end("its upstream was replaced or removed by a reload");
+            s.proc
+                .end("its upstream was replaced or removed by a reload");
         }
     }
 
     /// Starts spares until `spare_processes` run, while places are free and no start failed.
     pub(super) fn refill(&self, grace: Duration) {
-        let Ok(mut spares) = self.spares.lock() else { return };
+        let Ok(mut spares) = self.spares.lock() else {
+            return;
+        };
         spares.retain(|s| !s.proc.is_done());
         let retired = self.retired.load(Ordering::Acquire);
-        while spares.len() < self.cfg.spare_processes && !self.backing_off() && !self.is_closed() && !retired {
+        while spares.len() < self.cfg.spare_processes
+            && !self.backing_off()
+            && !self.is_closed()
+            && !retired
+        {
             let Some(slot) = self.slot() else { return };
             match Proc::spawn(self, slot, grace) {
                 Ok((proc, lines)) => {
                     let claimed = Arc::new(AtomicBool::new(false));
-                    tokio::spawn(end_unused(Arc::downgrade(&proc), claimed.clone(), self.cfg.idle));
-                    spares.push_back(Spare { proc, lines, claimed });
+                    tokio::spawn(end_unused(
+                        Arc::downgrade(&proc),
+                        claimed.clone(),
+                        self.cfg.idle,
+                    ));
+                    spares.push_back(Spare {
+                        proc,
+                        lines,
+                        claimed,
+                    });
                 }
                 Err(_) => return self.failed(),
             }
@@ -72,7 +92,9 @@ impl Spec {
 /// Ends a spare no session took within `idle` (`idle_ms`); it is not replaced until a session
 /// next starts. Returns once it has exited, or after `idle`.
 async fn end_unused(proc: Weak<Proc>, claimed: Arc<AtomicBool>, idle: Duration) {
-    let Some(ended) = proc.upgrade().map(|p| p.signals().1) else { return };
+    let Some(ended) = proc.upgrade().map(|p| p.signals().1) else {
+        return;
+    };
     tokio::select! {
         _ = ended.cancelled() => {}
         _ = tokio::time::sleep(idle) => {

@@ -44,9 +44,18 @@ impl Sink {
     pub fn new(upstream: &str, to: &Stderr, max: u64) -> Sink {
         let file = match to {
             Stderr::Drop => None,
-            Stderr::File(p) => Some(tokio::sync::Mutex::new(FileState { path: p.clone(), file: None, size: 0, warned: false })),
+            Stderr::File(p) => Some(tokio::sync::Mutex::new(FileState {
+                path: p.clone(),
+                file: None,
+                size: 0,
+                warned: false,
+            })),
         };
-        Sink { upstream: upstream.into(), file, max: max.max(1) }
+        Sink {
+            upstream: upstream.into(),
+            file,
+            max: max.max(1),
+        }
     }
 
     /// Reads `pipe` to its end into the sink, and into `boot` until the handshake completed.
@@ -59,7 +68,10 @@ impl Sink {
             };
             boot.keep(&buf[..n]);
             if let Some(f) = &self.file {
-                f.lock().await.write(&self.upstream, &buf[..n], self.max).await;
+                f.lock()
+                    .await
+                    .write(&self.upstream, &buf[..n], self.max)
+                    .await;
             }
         }
     }
@@ -71,12 +83,15 @@ impl FileState {
         if self.size + bytes.len() as u64 > max && self.file.is_some() {
             self.file = None;
             // When it cannot be rotated it is started again: it never grows past the bound.
-            truncate = tokio::fs::rename(&self.path, rotated(&self.path)).await.is_err();
+            truncate = tokio::fs::rename(&self.path, rotated(&self.path))
+                .await
+                .is_err();
         }
         if self.file.is_none() {
             let path = self.path.clone();
-            let opened =
-                tokio::task::spawn_blocking(move || open_own(&path, truncate)).await.unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            let opened = tokio::task::spawn_blocking(move || open_own(&path, truncate))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
             match opened {
                 Ok((f, size)) => {
                     self.size = size;
@@ -109,9 +124,18 @@ impl FileState {
 fn open_own(path: &Path, truncate: bool) -> std::io::Result<(std::fs::File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
     let flags = nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK;
-    let f = match std::fs::OpenOptions::new().append(true).create(true).custom_flags(flags).open(path) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Err(refused("it is a symbolic link")),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => return Err(refused("it is not a regular file")),
+    let f = match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(refused("it is a symbolic link"))
+        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
+            return Err(refused("it is not a regular file"))
+        }
         other => other?,
     };
     let meta = f.metadata()?;
@@ -134,7 +158,10 @@ pub fn check(meta: &std::fs::Metadata, euid: u32) -> Result<(), String> {
         return Err("it is not a regular file".into());
     }
     if meta.uid() != euid {
-        return Err(format!("it is owned by uid {}, not by Sluice's uid {euid}", meta.uid()));
+        return Err(format!(
+            "it is owned by uid {}, not by Sluice's uid {euid}",
+            meta.uid()
+        ));
     }
     if meta.nlink() != 1 {
         return Err(format!("it has {} hard links", meta.nlink()));
@@ -170,7 +197,12 @@ mod tests {
     }
 
     fn sink(path: &Path) -> FileState {
-        FileState { path: path.to_owned(), file: None, size: 0, warned: false }
+        FileState {
+            path: path.to_owned(),
+            file: None,
+            size: 0,
+            warned: false,
+        }
     }
 
     #[tokio::test]
@@ -182,9 +214,15 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &path).expect("a symlink at the sink path");
         let mut f = sink(&path);
         f.write("up", b"from the server\n", 1 << 20).await;
-        assert_eq!(std::fs::read_to_string(&victim).expect("the victim"), "precious\n");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("the victim"),
+            "precious\n"
+        );
         assert!(f.file.is_none() && f.warned, "the symlink was refused");
-        assert!(std::fs::symlink_metadata(&path).expect("still there").file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&path)
+            .expect("still there")
+            .file_type()
+            .is_symlink());
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -198,7 +236,10 @@ mod tests {
         let mut f = sink(&path);
         f.write("up", b"from the server\n", 1 << 20).await;
         f.write("up", &[b'x'; 64], 8).await;
-        assert_eq!(std::fs::read_to_string(&victim).expect("the victim"), "precious\n");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("the victim"),
+            "precious\n"
+        );
         assert!(f.file.is_none() && f.warned, "the hard link was refused");
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -211,15 +252,24 @@ mod tests {
         let path = d.join("server.log");
         let mut f = sink(&path);
         f.write("up", b"first line\n", 32).await;
-        assert!(f.file.is_some() && !f.warned, "Sluice's own file is written");
+        assert!(
+            f.file.is_some() && !f.warned,
+            "Sluice's own file is written"
+        );
         // While Sluice holds its file open, the path is swapped for a symlink and a non-empty
         // directory blocks the rotation: the file is then started again (truncated) in place.
         std::fs::remove_file(&path).expect("remove");
         std::os::unix::fs::symlink(&victim, &path).expect("plant a symlink");
         std::fs::create_dir_all(rotated(&path).join("x")).expect("block the rotation");
         f.write("up", &[b'y'; 40], 32).await;
-        assert_eq!(std::fs::read_to_string(&victim).expect("the victim"), "precious\n");
-        assert!(f.file.is_none() && f.warned, "the reopen refused the symlink");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("the victim"),
+            "precious\n"
+        );
+        assert!(
+            f.file.is_none() && f.warned,
+            "the reopen refused the symlink"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -27,7 +27,12 @@ async fn vault() -> crate::support::modern::Mock {
     Spec::raw("vault")
         .tools_json(json!([destructive("wipe")]))
         .fallback(|s| {
-            (s.tool() == "wipe").then(|| result(&s.id, r#"{"resultType":"complete","content":[{"type":"text","text":"wiped"}]}"#))
+            (s.tool() == "wipe").then(|| {
+                result(
+                    &s.id,
+                    r#"{"resultType":"complete","content":[{"type":"text","text":"wiped"}]}"#,
+                )
+            })
         })
         .start()
         .await
@@ -36,16 +41,29 @@ async fn vault() -> crate::support::modern::Mock {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_retry_replayed_five_times_is_refused_as_unknown_exchange_and_runs_once() {
     let up = vault().await;
-    let sluice = Sluice::start(&Gateway::hostile().policy(APPROVE_DESTRUCTIVE).upstream("vault", &up.url()).text()).await;
+    let sluice = Sluice::start(
+        &Gateway::hostile()
+            .policy(APPROVE_DESTRUCTIVE)
+            .upstream("vault", &up.url())
+            .text(),
+    )
+    .await;
     let (h, canary) = (http(), unique("arg"));
     let args = json!({"what": canary}).to_string();
     let first = call(&h, &sluice.url(), 1, "wipe", &args, "", None).await;
     let again = retry(&approve(), &first.state());
     let done = call(&h, &sluice.url(), 2, "wipe", &args, &again, None).await;
-    assert_eq!(done.msg["result"]["content"][0]["text"], "wiped", "{}", done.text);
+    assert_eq!(
+        done.msg["result"]["content"][0]["text"], "wiped",
+        "{}",
+        done.text
+    );
     for i in 0..5 {
         let replay = call(&h, &sluice.url(), 3 + i, "wipe", &args, &again, None).await;
-        assert_eq!(replay.refused(400, -32602, &format!("replay {i}"))["reason"], "unknown_exchange");
+        assert_eq!(
+            replay.refused(400, -32602, &format!("replay {i}"))["reason"],
+            "unknown_exchange"
+        );
     }
     assert_eq!(up.calls("wipe"), 1, "the approved tool ran exactly once");
     sluice.assert_no_leak(&[&canary]);
@@ -54,7 +72,13 @@ async fn an_approved_retry_replayed_five_times_is_refused_as_unknown_exchange_an
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_retry_sent_six_times_at_once_runs_the_tool_once() {
     let up = vault().await;
-    let sluice = Sluice::start(&Gateway::hostile().policy(APPROVE_DESTRUCTIVE).upstream("vault", &up.url()).text()).await;
+    let sluice = Sluice::start(
+        &Gateway::hostile()
+            .policy(APPROVE_DESTRUCTIVE)
+            .upstream("vault", &up.url())
+            .text(),
+    )
+    .await;
     let h = http();
     let first = call(&h, &sluice.url(), 1, "wipe", "{}", "", None).await;
     let again = retry(&approve(), &first.state());
@@ -71,7 +95,10 @@ async fn an_approved_retry_sent_six_times_at_once_runs_the_tool_once() {
         answers.iter().map(|a| &a.text).collect::<Vec<_>>()
     );
     for a in answers.iter().filter(|a| a.status != 200) {
-        assert_eq!(a.refused(400, -32602, "a concurrent replay")["reason"], "unknown_exchange");
+        assert_eq!(
+            a.refused(400, -32602, "a concurrent replay")["reason"],
+            "unknown_exchange"
+        );
     }
     assert_eq!(up.calls("wipe"), 1, "the approved tool ran exactly once");
 }
@@ -97,9 +124,16 @@ async fn a_modern_rounds_retry_replayed_is_refused_as_unknown_exchange() {
     let first = call(&h, &sluice.url(), 1, "ask", "{}", "", None).await;
     let again = retry(&json!({"llm": sample("an answer")}), &first.state());
     let done = call(&h, &sluice.url(), 2, "ask", "{}", &again, None).await;
-    assert_eq!(done.msg["result"]["content"][0]["text"], "thanks", "{}", done.text);
+    assert_eq!(
+        done.msg["result"]["content"][0]["text"], "thanks",
+        "{}",
+        done.text
+    );
     let replay = call(&h, &sluice.url(), 3, "ask", "{}", &again, None).await;
-    assert_eq!(replay.refused(400, -32602, "the round's retry used twice")["reason"], "unknown_exchange");
+    assert_eq!(
+        replay.refused(400, -32602, "the round's retry used twice")["reason"],
+        "unknown_exchange"
+    );
     assert_eq!(up.calls("ask"), 2, "the replay never reached the upstream");
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -129,46 +163,110 @@ async fn listen(h: &reqwest::Client, url: &str, id: u64, key: &str) -> Events {
         .expect("open a listen");
     assert_eq!(resp.status(), 200, "a listen for {key}");
     let mut ev = Events::of(resp);
-    let ack = ev.next(Duration::from_secs(10)).await.expect("an acknowledgement");
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    let ack = ev
+        .next(Duration::from_secs(10))
+        .await
+        .expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
     ev
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_needing_a_scope_is_invisible_to_a_principal_without_it() {
-    let open = Spec::raw("open").tools_json(json!([tool("open_t", &[])])).start().await;
-    let secret = Spec::raw("secret").tools_json(json!([tool("secret_t", &[])])).prompts_json(json!([{"name": "secret_p"}])).start().await;
+    let open = Spec::raw("open")
+        .tools_json(json!([tool("open_t", &[])]))
+        .start()
+        .await;
+    let secret = Spec::raw("secret")
+        .tools_json(json!([tool("secret_t", &[])]))
+        .prompts_json(json!([{"name": "secret_p"}]))
+        .start()
+        .await;
     let cfg = Gateway::hostile()
         .api_key(ApiKey::new(FULL, "full").scopes(&["s"]))
         .api_key(ApiKey::new(LIMITED, "limited").scopes(&[]))
         .upstream("open", &open.url())
-        .upstream_spec(Upstream::new("secret", &secret.url()).key("required_scopes", strings(&["s"])));
+        .upstream_spec(
+            Upstream::new("secret", &secret.url()).key("required_scopes", strings(&["s"])),
+        );
     let sluice = Sluice::start(&cfg.text()).await;
     let h = http();
     let list = |key: &'static str| {
         let (h, url) = (h.clone(), sluice.url());
-        async move { client::post(&h, &url, "tools/list", None, client::body(1, "tools/list", json!({}), &json!({})), Some(key), &[]).await }
+        async move {
+            client::post(
+                &h,
+                &url,
+                "tools/list",
+                None,
+                client::body(1, "tools/list", json!({}), &json!({})),
+                Some(key),
+                &[],
+            )
+            .await
+        }
     };
     let names = |a: &client::Answer| -> Vec<String> {
-        a.msg["result"]["tools"].as_array().unwrap_or(&vec![]).iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+        a.msg["result"]["tools"]
+            .as_array()
+            .unwrap_or(&vec![])
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
     };
     let (full, limited) = (list(FULL).await, list(LIMITED).await);
-    assert!(names(&full).iter().any(|n| n.contains("secret_t")), "full sees the scoped upstream's tools: {}", full.text);
-    assert!(!names(&limited).iter().any(|n| n.contains("secret")), "limited sees the scoped upstream's tools: {}", limited.text);
-    assert!(names(&limited).iter().any(|n| n.contains("open_t")), "{}", limited.text);
+    assert!(
+        names(&full).iter().any(|n| n.contains("secret_t")),
+        "full sees the scoped upstream's tools: {}",
+        full.text
+    );
+    assert!(
+        !names(&limited).iter().any(|n| n.contains("secret")),
+        "limited sees the scoped upstream's tools: {}",
+        limited.text
+    );
+    assert!(
+        names(&limited).iter().any(|n| n.contains("open_t")),
+        "{}",
+        limited.text
+    );
     for (who, a) in [("full", &full), ("limited", &limited)] {
-        assert_eq!(a.msg["result"]["cacheScope"], "private", "{who}'s tools/list depends on the principal: {}", a.text);
+        assert_eq!(
+            a.msg["result"]["cacheScope"], "private",
+            "{who}'s tools/list depends on the principal: {}",
+            a.text
+        );
     }
     let discover = |key: &'static str| {
         let (h, url) = (h.clone(), sluice.url());
         async move {
-            client::post(&h, &url, "server/discover", None, client::body(2, "server/discover", json!({}), &json!({})), Some(key), &[]).await
+            client::post(
+                &h,
+                &url,
+                "server/discover",
+                None,
+                client::body(2, "server/discover", json!({}), &json!({})),
+                Some(key),
+                &[],
+            )
+            .await
         }
     };
     let (d_full, d_limited) = (discover(FULL).await, discover(LIMITED).await);
-    assert!(d_full.msg["result"]["capabilities"].get("prompts").is_some(), "full is served prompts: {}", d_full.text);
     assert!(
-        d_limited.msg["result"]["capabilities"].get("prompts").is_none(),
+        d_full.msg["result"]["capabilities"]
+            .get("prompts")
+            .is_some(),
+        "full is served prompts: {}",
+        d_full.text
+    );
+    assert!(
+        d_limited.msg["result"]["capabilities"]
+            .get("prompts")
+            .is_none(),
         "limited is told of prompts only the scoped upstream serves: {}",
         d_limited.text
     );
@@ -180,13 +278,28 @@ async fn an_upstream_needing_a_scope_is_invisible_to_a_principal_without_it() {
     secret.listening(1).await;
     open.listening(1).await;
     secret.notify_method("notifications/tools/list_changed");
-    let got = l_full.next(Duration::from_secs(10)).await.expect("full's listen is open");
+    let got = l_full
+        .next(Duration::from_secs(10))
+        .await
+        .expect("full's listen is open");
     assert_eq!(got["method"], "notifications/tools/list_changed", "{got}");
     open.notify_method("notifications/resources/list_changed");
-    let got = l_full.next(Duration::from_secs(10)).await.expect("full's listen is open");
-    assert_eq!(got["method"], "notifications/resources/list_changed", "{got}");
-    let first = l_limited.next(Duration::from_secs(10)).await.expect("limited's listen is open");
-    assert_eq!(first["method"], "notifications/resources/list_changed", "limited received the scoped upstream's change: {first}");
+    let got = l_full
+        .next(Duration::from_secs(10))
+        .await
+        .expect("full's listen is open");
+    assert_eq!(
+        got["method"], "notifications/resources/list_changed",
+        "{got}"
+    );
+    let first = l_limited
+        .next(Duration::from_secs(10))
+        .await
+        .expect("limited's listen is open");
+    assert_eq!(
+        first["method"], "notifications/resources/list_changed",
+        "limited received the scoped upstream's change: {first}"
+    );
 }
 
 /// The audit records in `path`, once one for `method` arrived (10 s at most).
@@ -194,12 +307,22 @@ async fn audit_of(path: &std::path::Path, method: &str) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let recs: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        let hits: Vec<Value> = recs.iter().filter(|r| r["method"] == method).cloned().collect();
+        let recs: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let hits: Vec<Value> = recs
+            .iter()
+            .filter(|r| r["method"] == method)
+            .cloned()
+            .collect();
         if !hits.is_empty() {
             return hits;
         }
-        assert!(std::time::Instant::now() < deadline, "no audit record for {method} within 10 s: {recs:#?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit record for {method} within 10 s: {recs:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -217,19 +340,39 @@ async fn a_denied_ask_is_audited_with_the_decision_and_rule_for_both_eras() {
         })
         .start()
         .await;
-    let conf = Gateway::hostile().policy(DENY_SAMPLING).upstream("asker", &up.url());
+    let conf = Gateway::hostile()
+        .policy(DENY_SAMPLING)
+        .upstream("asker", &up.url());
     let sink = conf.file("audit.jsonl", "");
     let sluice = Sluice::start(&conf.set("audit", "sink", sink.as_str()).text()).await;
     let h = http();
     // A 2025-11-25 client (bridge B).
     let mut legacy = Legacy::with(&h, &sluice.url(), None);
     legacy.handshake(json!({"sampling": {}})).await;
-    let a = legacy.answer(1, "tools/call", json!({"name": "ask", "arguments": {}})).await;
-    assert_eq!(a.code(), Some(-31014), "the legacy client is refused by policy: {}", a.text);
+    let a = legacy
+        .answer(1, "tools/call", json!({"name": "ask", "arguments": {}}))
+        .await;
+    assert_eq!(
+        a.code(),
+        Some(-31014),
+        "the legacy client is refused by policy: {}",
+        a.text
+    );
     let recs = audit_of(std::path::Path::new(&sink), "tools/call").await;
-    let r = recs.iter().find(|r| r["client_era"] == "legacy").unwrap_or_else(|| panic!("no legacy tools/call record: {recs:#?}"));
-    assert_eq!((&r["status"], &r["error_code"]), (&json!(200), &json!(-31014)), "{r}");
-    assert_eq!((&r["decision"], &r["policy_rule"]), (&json!("deny"), &json!("no-sampling")), "bridge B's record: {r}");
+    let r = recs
+        .iter()
+        .find(|r| r["client_era"] == "legacy")
+        .unwrap_or_else(|| panic!("no legacy tools/call record: {recs:#?}"));
+    assert_eq!(
+        (&r["status"], &r["error_code"]),
+        (&json!(200), &json!(-31014)),
+        "{r}"
+    );
+    assert_eq!(
+        (&r["decision"], &r["policy_rule"]),
+        (&json!("deny"), &json!("no-sampling")),
+        "bridge B's record: {r}"
+    );
     // A modern client.
     let a = call(&h, &sluice.url(), 2, "ask", "{}", "", None).await;
     a.refused(400, -31014, "a modern client");
@@ -239,26 +382,55 @@ async fn a_denied_ask_is_audited_with_the_decision_and_rule_for_both_eras() {
         if let Some(r) = recs.into_iter().find(|r| r["client_era"] == "modern") {
             break r;
         }
-        assert!(std::time::Instant::now() < deadline, "no modern tools/call record");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no modern tools/call record"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!((&r["decision"], &r["policy_rule"]), (&json!("deny"), &json!("no-sampling")), "the modern record: {r}");
+    assert_eq!(
+        (&r["decision"], &r["policy_rule"]),
+        (&json!("deny"), &json!("no-sampling")),
+        "the modern record: {r}"
+    );
     sluice.assert_no_leak(&[&prompt]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_prints_no_credential_from_an_upstream_url_and_its_output_loads_again() {
-    let conf = Gateway::hostile().upstream("creds", "http://user:pa55word@127.0.0.1:9/mcp?token=t0ken&x=1");
+    let conf = Gateway::hostile().upstream(
+        "creds",
+        "http://user:pa55word@127.0.0.1:9/mcp?token=t0ken&x=1",
+    );
     let run = check(&conf.text(), &Env::new()).await;
     let said = format!("{}{}", run.stdout, run.stderr);
-    assert!(!said.contains("pa55word") && !said.contains("t0ken"), "check printed a credential:\n{said}");
+    assert!(
+        !said.contains("pa55word") && !said.contains("t0ken"),
+        "check printed a credential:\n{said}"
+    );
     assert_eq!(run.code, Some(0), "the config is valid:\n{said}");
     // Secrets print redacted (state keys as `ID:<redacted>`) and cannot load back; everything
     // else, the redacted URL included, must.
-    let printed = run.stdout.split_once(sluice::inspect::CONFIG_HEADER).map_or("", |(_, c)| c);
-    let loadable: String = printed.lines().filter(|l| !l.contains("<redacted>")).map(|l| format!("{l}\n")).collect();
-    assert!(loadable.contains("http://redacted@127.0.0.1:9/mcp?token=redacted"), "{loadable}");
+    let printed = run
+        .stdout
+        .split_once(sluice::inspect::CONFIG_HEADER)
+        .map_or("", |(_, c)| c);
+    let loadable: String = printed
+        .lines()
+        .filter(|l| !l.contains("<redacted>"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        loadable.contains("http://redacted@127.0.0.1:9/mcp?token=redacted"),
+        "{loadable}"
+    );
     let printed = conf.file("printed.toml", &loadable);
     let again = check_file(std::path::Path::new(&printed), &Env::new()).await;
-    assert_eq!(again.code, Some(0), "the printed config loads again:\n{}{}", again.stdout, again.stderr);
+    assert_eq!(
+        again.code,
+        Some(0),
+        "the printed config loads again:\n{}{}",
+        again.stdout,
+        again.stderr
+    );
 }

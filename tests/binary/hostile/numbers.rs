@@ -20,7 +20,9 @@ const MILLION: [&str; 4] = ["1e6", "1000000.0", "1E6", "10e5"];
 
 /// A sampling ask (key `llm`) with `maxTokens` written as `raw` (`None`: absent).
 fn ask(text: &str, raw: Option<&str>) -> String {
-    let tokens = raw.map(|r| format!(r#","maxTokens":{r}"#)).unwrap_or_default();
+    let tokens = raw
+        .map(|r| format!(r#","maxTokens":{r}"#))
+        .unwrap_or_default();
     format!(
         r#"{{"llm":{{"method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":{}}}}}]{tokens}}}}}}}"#,
         json!(text)
@@ -35,18 +37,36 @@ async fn tokens_upstream(prompt: &str) -> hostile::Mock {
         .tools_json(json!([tool("ask", &["mt"])]))
         .fallback(move |s| {
             if s.params.get("inputResponses").is_some() {
-                return Some(result(&s.id, r#"{"resultType":"complete","content":[{"type":"text","text":"answered"}]}"#));
+                return Some(result(
+                    &s.id,
+                    r#"{"resultType":"complete","content":[{"type":"text","text":"answered"}]}"#,
+                ));
             }
             let mt = s.params["arguments"]["mt"].as_str()?;
             let raw = (mt != "absent").then_some(mt);
-            Some(result(&s.id, &format!(r#"{{"resultType":"input_required","inputRequests":{},"requestState":"s"}}"#, ask(&prompt, raw))))
+            Some(result(
+                &s.id,
+                &format!(
+                    r#"{{"resultType":"input_required","inputRequests":{},"requestState":"s"}}"#,
+                    ask(&prompt, raw)
+                ),
+            ))
         })
         .start()
         .await
 }
 
 async fn ask_with(sluice: &Sluice, mt: &str) -> client::Answer {
-    call(&http(), &sluice.url(), 1, "ask", &json!({"mt": mt}).to_string(), "", None).await
+    call(
+        &http(),
+        &sluice.url(),
+        1,
+        "ask",
+        &json!({"mt": mt}).to_string(),
+        "",
+        None,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,7 +75,11 @@ async fn max_tokens_spelled_1e6_is_over_the_per_ask_cap_and_refused_with_31016()
     let up = tokens_upstream(&prompt).await;
     let sluice = Sluice::start(&Gateway::hostile().upstream("tokens", &up.url()).text()).await;
     for mt in MILLION {
-        ask_with(&sluice, mt).await.refused(400, -31016, &format!("maxTokens {mt} over max_tokens_per_ask 8192"));
+        ask_with(&sluice, mt).await.refused(
+            400,
+            -31016,
+            &format!("maxTokens {mt} over max_tokens_per_ask 8192"),
+        );
     }
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -68,12 +92,29 @@ async fn max_tokens_spelled_1e6_is_clamped_to_the_integer_8192() {
     let sluice = Sluice::start(&cfg.upstream("tokens", &up.url()).text()).await;
     for mt in MILLION {
         let a = ask_with(&sluice, mt).await;
-        assert!(a.is_input_required(), "maxTokens {mt}: the round reaches the client, clamped: {}", client::cut(&a.text));
+        assert!(
+            a.is_input_required(),
+            "maxTokens {mt}: the round reaches the client, clamped: {}",
+            client::cut(&a.text)
+        );
         let asked = &a.input_requests()["llm"]["params"]["maxTokens"];
-        assert!(asked.is_u64() && asked.as_u64() == Some(8192), "maxTokens {mt}: the client was asked for {asked}");
-        let at = a.text.find(r#""maxTokens":"#).map(|i| i + r#""maxTokens":"#.len()).expect("maxTokens in the answer");
-        let written: String = a.text[at..].chars().take_while(|c| !matches!(c, ',' | '}' | ' ')).collect();
-        assert_eq!(written, "8192", "maxTokens {mt}: written as the integer 8192");
+        assert!(
+            asked.is_u64() && asked.as_u64() == Some(8192),
+            "maxTokens {mt}: the client was asked for {asked}"
+        );
+        let at = a
+            .text
+            .find(r#""maxTokens":"#)
+            .map(|i| i + r#""maxTokens":"#.len())
+            .expect("maxTokens in the answer");
+        let written: String = a.text[at..]
+            .chars()
+            .take_while(|c| !matches!(c, ',' | '}' | ' '))
+            .collect();
+        assert_eq!(
+            written, "8192",
+            "maxTokens {mt}: written as the integer 8192"
+        );
     }
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -82,10 +123,16 @@ async fn max_tokens_spelled_1e6_is_clamped_to_the_integer_8192() {
 async fn max_tokens_spelled_1e6_counts_against_the_token_window() {
     let prompt = unique("prompt");
     let up = tokens_upstream(&prompt).await;
-    let cfg = Gateway::hostile().set("budget", "max_tokens_per_ask", 100000000).set("budget", "tokens_per_window", 200000);
+    let cfg = Gateway::hostile()
+        .set("budget", "max_tokens_per_ask", 100000000)
+        .set("budget", "tokens_per_window", 200000);
     let sluice = Sluice::start(&cfg.upstream("tokens", &up.url()).text()).await;
     for mt in MILLION {
-        ask_with(&sluice, mt).await.refused(400, -31013, &format!("maxTokens {mt} over tokens_per_window 200000"));
+        ask_with(&sluice, mt).await.refused(
+            400,
+            -31013,
+            &format!("maxTokens {mt} over tokens_per_window 200000"),
+        );
     }
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -96,10 +143,16 @@ async fn a_max_tokens_above_rule_matches_max_tokens_spelled_1e6() {
     let up = tokens_upstream(&prompt).await;
     let rule =
         "[[rule]]\nname = \"small-asks\"\nmatch = { method = [\"sampling/createMessage\"], max_tokens_above = 1000 }\neffect = \"deny\"\n";
-    let cfg = Gateway::hostile().set("budget", "max_tokens_per_ask", 100000000).set("budget", "tokens_per_window", 2000000000).policy(rule);
+    let cfg = Gateway::hostile()
+        .set("budget", "max_tokens_per_ask", 100000000)
+        .set("budget", "tokens_per_window", 2000000000)
+        .policy(rule);
     let sluice = Sluice::start(&cfg.upstream("tokens", &up.url()).text()).await;
     for mt in MILLION {
-        let data = ask_with(&sluice, mt).await.refused(400, -31014, &format!("maxTokens {mt} above 1000"));
+        let data =
+            ask_with(&sluice, mt)
+                .await
+                .refused(400, -31014, &format!("maxTokens {mt} above 1000"));
         assert_eq!(data["rule"], "small-asks", "maxTokens {mt}");
     }
     sluice.assert_no_leak(&[&prompt]);
@@ -116,7 +169,11 @@ async fn a_malformed_max_tokens_from_a_modern_upstream_is_a_502_naming_it() {
     for mt in MALFORMED {
         let a = ask_with(&sluice, mt).await;
         a.refused(502, -32603, &format!("maxTokens {mt}"));
-        assert!(a.message().contains("tokens"), "maxTokens {mt}: the message names the upstream: {}", a.text);
+        assert!(
+            a.message().contains("tokens"),
+            "maxTokens {mt}: the message names the upstream: {}",
+            a.text
+        );
     }
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -143,15 +200,37 @@ async fn a_malformed_max_tokens_from_a_legacy_upstream_is_answered_32602_and_the
     let sluice = Sluice::start(&Gateway::hostile().upstream("oldone", &up.url()).text()).await;
     let h = http();
     for (v, mt) in MALFORMED.iter().enumerate() {
-        let a = call(&h, &sluice.url(), 1, "ask", &json!({"v": v.to_string()}).to_string(), "", None).await;
-        assert_eq!(a.status, 200, "maxTokens {mt}: the call goes on: {}", client::cut(&a.text));
-        assert_eq!(a.msg["result"]["content"][0]["text"], "finished anyway", "maxTokens {mt}: {}", client::cut(&a.text));
+        let a = call(
+            &h,
+            &sluice.url(),
+            1,
+            "ask",
+            &json!({"v": v.to_string()}).to_string(),
+            "",
+            None,
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            200,
+            "maxTokens {mt}: the call goes on: {}",
+            client::cut(&a.text)
+        );
+        assert_eq!(
+            a.msg["result"]["content"][0]["text"],
+            "finished anyway",
+            "maxTokens {mt}: {}",
+            client::cut(&a.text)
+        );
         let replies = up.replies();
         let r = replies
             .iter()
             .find(|r| r["id"] == format!("ask-{v}"))
             .unwrap_or_else(|| panic!("maxTokens {mt}: no answer to the ask: {replies:?}"));
-        assert_eq!(r["error"]["code"], -32602, "maxTokens {mt}: the ask is answered with -32602: {r}");
+        assert_eq!(
+            r["error"]["code"], -32602,
+            "maxTokens {mt}: the ask is answered with -32602: {r}"
+        );
     }
     sluice.assert_no_leak(&[&prompt]);
 }
@@ -163,7 +242,12 @@ async fn counter() -> hostile::Mock {
     Spec::raw("counter")
         .tools_json(json!([t]))
         .fallback(|s| {
-            (s.tool() == "count").then(|| result(&s.id, r#"{"resultType":"complete","content":[{"type":"text","text":"counted"}]}"#))
+            (s.tool() == "count").then(|| {
+                result(
+                    &s.id,
+                    r#"{"resultType":"complete","content":[{"type":"text","text":"counted"}]}"#,
+                )
+            })
         })
         .start()
         .await
@@ -178,7 +262,16 @@ async fn mcp_param_integers_are_compared_exactly_and_written_in_decimal() {
         let (h, url) = (h.clone(), sluice.url());
         async move {
             let b = client::tool_body(1, "count", &format!(r#"{{"n":{body}}}"#), "", &json!({}));
-            client::post(&h, &url, "tools/call", Some("count"), b, None, &[("mcp-param-n", header)]).await
+            client::post(
+                &h,
+                &url,
+                "tools/call",
+                Some("count"),
+                b,
+                None,
+                &[("mcp-param-n", header)],
+            )
+            .await
         }
     };
     let mut wrong = Vec::new();
@@ -192,9 +285,17 @@ async fn mcp_param_integers_are_compared_exactly_and_written_in_decimal() {
         let before = up.calls("count");
         let a = send(body, header).await;
         let reached = up.calls("count") - before;
-        let ok = if accepted { a.status == 200 && reached == 1 } else { a.status == 400 && a.code() == Some(-32020) && reached == 0 };
+        let ok = if accepted {
+            a.status == 200 && reached == 1
+        } else {
+            a.status == 400 && a.code() == Some(-32020) && reached == 0
+        };
         if !ok {
-            let want = if accepted { "accepted and forwarded" } else { "400 -32020, not forwarded" };
+            let want = if accepted {
+                "accepted and forwarded"
+            } else {
+                "400 -32020, not forwarded"
+            };
             wrong.push(format!(
                 "body {body} with Mcp-Param-N: {header}: want {want}; got HTTP {} (forwarded {reached}): {}",
                 a.status, a.text

@@ -70,7 +70,14 @@ type Handler = Arc<dyn Fn(&Seen) -> Option<Reply> + Send + Sync>;
 const MEMBERS: [&str; 4] = ["tools", "prompts", "resources", "resourceTemplates"];
 
 fn list_index(method: &str) -> Option<usize> {
-    ["tools/list", "prompts/list", "resources/list", "resources/templates/list"].iter().position(|m| *m == method)
+    [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ]
+    .iter()
+    .position(|m| *m == method)
 }
 
 /// What the mock serves.
@@ -95,7 +102,9 @@ pub(crate) struct Spec {
 
 /// Each item of a JSON array, as text.
 fn items(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().map(Value::to_string).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| a.iter().map(Value::to_string).collect())
+        .unwrap_or_default()
 }
 
 impl Spec {
@@ -257,14 +266,19 @@ impl Spec {
 
     /// A handler for what discover, the lists and listen leave; `None` falls through to the
     /// default answers ([`Spec::new`]) or -32601.
-    pub(crate) fn fallback(mut self, f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static) -> Self {
+    pub(crate) fn fallback(
+        mut self,
+        f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static,
+    ) -> Self {
         self.fallback = Some(Arc::new(f));
         self
     }
 
     /// Binds 127.0.0.1:0 and serves until the [`Mock`] is dropped.
     pub(crate) async fn start(self) -> Mock {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the mock upstream");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the mock upstream");
         let addr = listener.local_addr().expect("mock address");
         let stop = CancellationToken::new();
         let state = Arc::new(State {
@@ -286,7 +300,9 @@ impl Spec {
                 let (st, token) = (st.clone(), token.clone());
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| serve::handle(st.clone(), req));
-                    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+                    let builder = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    );
                     let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
                     tokio::select! { _ = conn => {}, _ = token.cancelled() => {} }
                 });
@@ -299,7 +315,12 @@ impl Spec {
 /// A mock named `server` listing `tools` and `resources` (JSON arrays of descriptors, with the
 /// server's `_meta`, capabilities `tools` and `resources`), every other request answered by
 /// `handler`.
-pub(crate) async fn start(server: &str, tools: Value, resources: Value, handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Mock {
+pub(crate) async fn start(
+    server: &str,
+    tools: Value,
+    resources: Value,
+    handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
+) -> Mock {
     Spec::raw(server)
         .caps(json!({"tools": {}, "resources": {}}))
         .list_meta(true)
@@ -332,7 +353,11 @@ impl Mock {
 
     /// Requests received with `method`, in order.
     pub(crate) fn seen(&self, method: &str) -> Vec<Seen> {
-        self.state.seen.lock().map(|s| s.iter().filter(|x| x.method == method).cloned().collect()).unwrap_or_default()
+        self.state
+            .seen
+            .lock()
+            .map(|s| s.iter().filter(|x| x.method == method).cloned().collect())
+            .unwrap_or_default()
     }
 
     /// How many requests with `method` arrived.
@@ -342,12 +367,17 @@ impl Mock {
 
     /// The last request with `method`.
     pub(crate) fn last(&self, method: &str) -> Seen {
-        self.seen(method).pop().unwrap_or_else(|| panic!("the mock saw no {method}"))
+        self.seen(method)
+            .pop()
+            .unwrap_or_else(|| panic!("the mock saw no {method}"))
     }
 
     /// How many `tools/call`s of `tool` it received.
     pub(crate) fn calls(&self, tool: &str) -> usize {
-        self.seen("tools/call").iter().filter(|s| s.tool() == tool).count()
+        self.seen("tools/call")
+            .iter()
+            .filter(|s| s.tool() == tool)
+            .count()
     }
 
     /// Replaces the tool list.
@@ -393,10 +423,17 @@ impl Mock {
     /// Waits (at most [`WAIT`]) until at least `n` listen streams are open to it.
     pub(crate) async fn listening(&self, n: usize) {
         let mut rx = self.state.listening.subscribe();
-        let name = self.state.spec.lock().map(|s| s.server.clone()).unwrap_or_default();
+        let name = self
+            .state
+            .spec
+            .lock()
+            .map(|s| s.server.clone())
+            .unwrap_or_default();
         tokio::time::timeout(WAIT, rx.wait_for(|open| *open >= n))
             .await
-            .unwrap_or_else(|_| panic!("fewer than {n} listen streams opened to upstream {name} within {WAIT:?}"))
+            .unwrap_or_else(|_| {
+                panic!("fewer than {n} listen streams opened to upstream {name} within {WAIT:?}")
+            })
             .expect("listen counter");
     }
 

@@ -51,8 +51,14 @@ impl Noted {
                 changed.await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(2), wait).await.is_err() {
-            panic!("the mock upstream did not see {event:?} within 2 s; it saw {:?}", self.events());
+        if tokio::time::timeout(Duration::from_secs(2), wait)
+            .await
+            .is_err()
+        {
+            panic!(
+                "the mock upstream did not see {event:?} within 2 s; it saw {:?}",
+                self.events()
+            );
         }
     }
 }
@@ -113,5 +119,9 @@ pub(crate) async fn noted() -> Noted {
         .start()
         .await;
     let _ = meta;
-    Noted { mock, events, changed }
+    Noted {
+        mock,
+        events,
+        changed,
+    }
 }

@@ -63,34 +63,67 @@ impl From<Sse> for Reply {
 
 /// SSE text chunks written `every` apart; `hang` keeps the stream open afterwards.
 pub(crate) fn sse(chunks: Vec<String>, every: Duration, hang: bool) -> Reply {
-    let chunks = chunks.into_iter().enumerate().map(|(i, c)| (if i == 0 { Duration::ZERO } else { every }, Bytes::from(c))).collect();
-    Reply::Sse(Sse { chunks, hang, on_close: None })
+    let chunks = chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (if i == 0 { Duration::ZERO } else { every }, Bytes::from(c)))
+        .collect();
+    Reply::Sse(Sse {
+        chunks,
+        hang,
+        on_close: None,
+    })
 }
 
 /// An SSE answer of these body chunks, in order, one HTTP chunk each.
 pub(crate) fn chunked(chunks: Vec<Bytes>) -> Reply {
-    Reply::Sse(Sse { chunks: chunks.into_iter().map(|c| (Duration::ZERO, c)).collect(), hang: false, on_close: None })
+    Reply::Sse(Sse {
+        chunks: chunks.into_iter().map(|c| (Duration::ZERO, c)).collect(),
+        hang: false,
+        on_close: None,
+    })
 }
 
 /// An SSE stream of JSON-RPC messages, each after its pause (the request's id is not filled
 /// in: write it into the messages).
 pub(crate) fn stream(events: Vec<(Duration, Value)>) -> Reply {
-    Reply::Sse(Sse { chunks: events.into_iter().map(|(p, m)| (p, Bytes::from(ev(&m)))).collect(), hang: false, on_close: None })
+    Reply::Sse(Sse {
+        chunks: events
+            .into_iter()
+            .map(|(p, m)| (p, Bytes::from(ev(&m))))
+            .collect(),
+        hang: false,
+        on_close: None,
+    })
 }
 
 /// An SSE answer sending these chunks, then held open until Sluice drops it.
 pub(crate) fn held(chunks: Vec<String>) -> Sse {
-    Sse { chunks: chunks.into_iter().map(|c| (Duration::ZERO, Bytes::from(c))).collect(), hang: true, on_close: None }
+    Sse {
+        chunks: chunks
+            .into_iter()
+            .map(|c| (Duration::ZERO, Bytes::from(c)))
+            .collect(),
+        hang: true,
+        on_close: None,
+    }
 }
 
 /// A JSON-RPC result body for `id`, HTTP 200.
 pub(crate) fn ok(id: &Value, result: Value) -> Reply {
-    Reply::Json(200, json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
+    Reply::Json(
+        200,
+        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+    )
 }
 
 /// A JSON-RPC error body for `id`, with the HTTP status.
 pub(crate) fn err(status: u16, id: &Value, code: i64, message: &str) -> Reply {
-    Reply::Json(status, json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string())
+    Reply::Json(
+        status,
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            .to_string(),
+    )
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<raw>}` as written (no re-encoding), HTTP 200.
@@ -106,7 +139,11 @@ pub(crate) fn result_text(id: impl std::fmt::Display, raw: &str) -> String {
 /// A JSON-RPC error answer, HTTP 200.
 pub(crate) fn error(id: impl std::fmt::Display, code: i64, message: &str) -> Reply {
     let id: Value = serde_json::from_str(&id.to_string()).unwrap_or(Value::Null);
-    Reply::Json(200, json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string())
+    Reply::Json(
+        200,
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            .to_string(),
+    )
 }
 
 /// One SSE event carrying `msg` on one data line.
@@ -121,7 +158,10 @@ pub(crate) fn event(data: &str) -> String {
 
 /// `bytes` cut into chunks of `size` bytes (the last may be shorter).
 pub(crate) fn chunks(bytes: &[u8], size: usize) -> Vec<Bytes> {
-    bytes.chunks(size.max(1)).map(Bytes::copy_from_slice).collect()
+    bytes
+        .chunks(size.max(1))
+        .map(Bytes::copy_from_slice)
+        .collect()
 }
 
 /// A plain tool descriptor, as text.
@@ -131,7 +171,10 @@ pub(crate) fn tool(name: &str) -> String {
 
 /// A tool descriptor with string arguments.
 pub(crate) fn tool_args(name: &str, args: &[&str]) -> Value {
-    let props: serde_json::Map<String, Value> = args.iter().map(|a| ((*a).to_owned(), json!({"type": "string"}))).collect();
+    let props: serde_json::Map<String, Value> = args
+        .iter()
+        .map(|a| ((*a).to_owned(), json!({"type": "string"})))
+        .collect();
     json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object", "properties": props}})
 }
 

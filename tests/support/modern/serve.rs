@@ -55,12 +55,18 @@ impl Drop for CloseGuard {
 }
 
 fn plain(status: u16, ctype: &str, body: impl Into<Bytes>) -> http::Response<Body> {
-    http::Response::builder().status(status).header("content-type", ctype).body(Full::new(body.into()).boxed()).expect("a response")
+    http::Response::builder()
+        .status(status)
+        .header("content-type", ctype)
+        .body(Full::new(body.into()).boxed())
+        .expect("a response")
 }
 
 fn sse_body(rx: mpsc::Receiver<Bytes>, guard: Option<CloseGuard>) -> http::Response<Body> {
     let stream = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), (rx, guard)))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), (rx, guard)))
     });
     http::Response::builder()
         .header("content-type", "text/event-stream")
@@ -68,18 +74,26 @@ fn sse_body(rx: mpsc::Receiver<Bytes>, guard: Option<CloseGuard>) -> http::Respo
         .expect("an SSE response")
 }
 
-pub(super) async fn handle(st: Arc<State>, req: http::Request<hyper::body::Incoming>) -> Result<http::Response<Body>, Infallible> {
+pub(super) async fn handle(
+    st: Arc<State>,
+    req: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<Body>, Infallible> {
     if req.method() != http::Method::POST {
         return Ok(plain(405, "text/plain", Bytes::new()));
     }
     let (parts, body) = req.into_parts();
-    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     let body = String::from_utf8_lossy(&body).into_owned();
     let Ok(msg) = serde_json::from_str::<Value>(&body) else {
         return Ok(plain(
             400,
             "application/json",
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse"}}).to_string(),
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse"}})
+                .to_string(),
         ));
     };
     // Subscribed before the request is recorded, so a test that saw the listen never misses
@@ -118,7 +132,11 @@ pub(super) async fn handle(st: Arc<State>, req: http::Request<hyper::body::Incom
     if let Some(reply) = fallback.and_then(|h| h(&seen)) {
         return Ok(respond(&st, &seen, reply).await);
     }
-    let reply = st.spec.lock().map(|s| default_reply(&s, &seen)).unwrap_or(Reply::Hang);
+    let reply = st
+        .spec
+        .lock()
+        .map(|s| default_reply(&s, &seen))
+        .unwrap_or(Reply::Hang);
     Ok(respond(&st, &seen, reply).await)
 }
 
@@ -184,9 +202,17 @@ fn respond<'a>(
 
 /// A listen stream: the acknowledgement, then each notification the test sends, until Sluice
 /// closes it or the mock stops.
-fn listen(st: &Arc<State>, seen: &Seen, mut notes: broadcast::Receiver<Note>) -> http::Response<Body> {
+fn listen(
+    st: &Arc<State>,
+    seen: &Seen,
+    mut notes: broadcast::Receiver<Note>,
+) -> http::Response<Body> {
     let id = seen.id.clone();
-    let filter = seen.params.get("notifications").cloned().unwrap_or(json!({}));
+    let filter = seen
+        .params
+        .get("notifications")
+        .cloned()
+        .unwrap_or(json!({}));
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}, "notifications": filter}});
     let (tx, rx) = mpsc::channel(64);
@@ -228,14 +254,23 @@ fn listed(s: &Spec, seen: &Seen) -> Option<Reply> {
     let id = &seen.id;
     if let Some(i) = list_index(&seen.method) {
         let items = &s.lists[i];
-        let start: usize = seen.params["cursor"].as_str().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let start: usize = seen.params["cursor"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         let end = s.page.map_or(items.len(), |n| (start + n).min(items.len()));
-        let mut r = format!("{{\"{}\":[{}]", MEMBERS[i], items[start.min(end)..end].join(","));
+        let mut r = format!(
+            "{{\"{}\":[{}]",
+            MEMBERS[i],
+            items[start.min(end)..end].join(",")
+        );
         if end < items.len() {
             r.push_str(&format!(",\"nextCursor\":\"{end}\""));
         }
         if let Some((ttl, scope)) = s.hints {
-            r.push_str(&format!(",\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\""));
+            r.push_str(&format!(
+                ",\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\""
+            ));
             if s.list_meta {
                 r.push_str(&format!(",\"_meta\":{}", server_meta(s)));
             }
@@ -292,7 +327,10 @@ fn default_reply(s: &Spec, seen: &Seen) -> Reply {
             id,
             json!({"resultType": "complete", "contents": [{"uri": p["uri"], "text": format!("{} read {}", s.server, p["uri"].as_str().unwrap_or(""))}], "ttlMs": 1000, "cacheScope": "public"}),
         ),
-        "completion/complete" => ok(id, json!({"resultType": "complete", "completion": {"values": [format!("{} completes", s.server)]}})),
+        "completion/complete" => ok(
+            id,
+            json!({"resultType": "complete", "completion": {"values": [format!("{} completes", s.server)]}}),
+        ),
         _ => err(404, id, -32601, "method not found"),
     }
 }

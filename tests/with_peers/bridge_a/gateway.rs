@@ -18,7 +18,11 @@ impl Default for Bridge {
     fn default() -> Self {
         // Parked exchanges live 10 s (the Python client answers in well under a second); idle
         // sessions 60 s, so a test can count the sessions a call leaves behind.
-        Bridge { gather_ms: 20, park_ms: 10_000, session_idle_ms: 60_000 }
+        Bridge {
+            gather_ms: 20,
+            park_ms: 10_000,
+            session_idle_ms: 60_000,
+        }
     }
 }
 
@@ -29,13 +33,25 @@ pub(crate) async fn start(upstreams: &[(&str, &str)], bridge: Bridge) -> sluice:
 }
 
 /// [`start`] with more config (`[auth]`…).
-pub(crate) async fn start_with(upstreams: &[(&str, &str)], bridge: Bridge, more: impl FnOnce(Gateway) -> Gateway) -> sluice::Running {
+pub(crate) async fn start_with(
+    upstreams: &[(&str, &str)],
+    bridge: Bridge,
+    more: impl FnOnce(Gateway) -> Gateway,
+) -> sluice::Running {
     config(upstreams, bridge, more).start().await
 }
 
 /// The config [`start_with`] starts (a reload test builds the next one the same way).
-pub(crate) fn config(upstreams: &[(&str, &str)], bridge: Bridge, more: impl FnOnce(Gateway) -> Gateway) -> Gateway {
-    let Bridge { gather_ms, park_ms, session_idle_ms } = bridge;
+pub(crate) fn config(
+    upstreams: &[(&str, &str)],
+    bridge: Bridge,
+    more: impl FnOnce(Gateway) -> Gateway,
+) -> Gateway {
+    let Bridge {
+        gather_ms,
+        park_ms,
+        session_idle_ms,
+    } = bridge;
     let mut g = Gateway::bridge(keys::BRIDGE_A)
         .named("bridge_a.toml")
         .bridge_key("gather_ms", gather_ms)

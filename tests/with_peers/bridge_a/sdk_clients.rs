@@ -9,11 +9,17 @@ use crate::support::rmcp_client;
 
 /// The methods the Python client's callbacks served for call `i` of its plan, in order.
 fn asked(summary: &Value, i: usize) -> Vec<String> {
-    summary["calls"][i]["asked"].as_array().into_iter().flatten().map(|a| a["method"].as_str().unwrap_or("?").to_owned()).collect()
+    summary["calls"][i]["asked"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| a["method"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_client_completes_two_round_sampling_on_post_and_get_streams_elicitation_and_roots_on_mcp_1_30() {
+async fn python_client_completes_two_round_sampling_on_post_and_get_streams_elicitation_and_roots_on_mcp_1_30(
+) {
     let py1 = peers::py1().await;
     let gw = gateway::start(&[("py1", &py1.url)], gateway::Bridge::default()).await;
     let plan = json!({
@@ -32,8 +38,17 @@ async fn python_client_completes_two_round_sampling_on_post_and_get_streams_elic
             {"name": "roots", "arguments": {"tag": "sdk-py-roots"}, "expect": ["roots: alpha=file:///work/alpha, beta=file:///work/beta"]},
         ],
     });
-    let Run { status, summary, transcript, .. } = peers::py2_bridge_client(&plan).await;
-    assert!(status.success(), "the Python client's checks failed: {:#}\n{transcript}", summary["failures"]);
+    let Run {
+        status,
+        summary,
+        transcript,
+        ..
+    } = peers::py2_bridge_client(&plan).await;
+    assert!(
+        status.success(),
+        "the Python client's checks failed: {:#}\n{transcript}",
+        summary["failures"]
+    );
     assert_eq!(summary["protocol_version"], "2026-07-28", "{transcript}");
     // Each ask reached the client's callbacks once, one round each (two rounds for the two samplings).
     let sampling = "sampling/createMessage";
@@ -42,36 +57,55 @@ async fn python_client_completes_two_round_sampling_on_post_and_get_streams_elic
     assert_eq!(asked(&summary, 2), ["elicitation/create"], "{transcript}");
     assert_eq!(asked(&summary, 3), ["roots/list"], "{transcript}");
     for tag in ["sdk-py-post", "sdk-py-get", "sdk-py-elicit", "sdk-py-roots"] {
-        assert_eq!(py1.events(tag), ["start", "done"], "upstream events for {tag}");
+        assert_eq!(
+            py1.events(tag),
+            ["start", "done"],
+            "upstream events for {tag}"
+        );
     }
-    assert_eq!(gw.gateway.bridge.parked.len(), 0, "nothing stays parked after complete calls");
+    assert_eq!(
+        gw.gateway.bridge.parked.len(),
+        0,
+        "nothing stays parked after complete calls"
+    );
     gw.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_client_completes_two_round_sampling_on_post_and_get_streams_elicitation_and_roots_on_mcp_1_30() {
+async fn rmcp_client_completes_two_round_sampling_on_post_and_get_streams_elicitation_and_roots_on_mcp_1_30(
+) {
     let py1 = peers::py1().await;
     let gw = gateway::start(&[("py1", &py1.url)], gateway::Bridge::default()).await;
     let asked = rmcp_client::Asked::default();
     let client = rmcp_client::connect(&gw.url(), asked.clone(), true).await;
     let info = client.peer().peer_info().expect("discover result");
-    assert_eq!(info.protocol_version, rmcp::model::ProtocolVersion::V_2026_07_28);
+    assert_eq!(
+        info.protocol_version,
+        rmcp::model::ProtocolVersion::V_2026_07_28
+    );
 
     let first = "ECHO-RS[pick files for gamma] (model=fake-llm-rs)";
-    let expect_two =
-        |tool: &str| format!("{tool}[gamma] first: {first} | second: ECHO-RS[summarize gamma given {first}] (model=fake-llm-rs)");
+    let expect_two = |tool: &str| {
+        format!("{tool}[gamma] first: {first} | second: ECHO-RS[summarize gamma given {first}] (model=fake-llm-rs)")
+    };
     for (tool, args, expect, want_asked) in [
         (
             "two_rounds",
             json!({"topic": "gamma", "tag": "sdk-rs-post"}),
             expect_two("two_rounds"),
-            vec!["sampling: pick files for gamma".to_owned(), format!("sampling: summarize gamma given {first}")],
+            vec![
+                "sampling: pick files for gamma".to_owned(),
+                format!("sampling: summarize gamma given {first}"),
+            ],
         ),
         (
             "two_rounds_get",
             json!({"topic": "gamma", "tag": "sdk-rs-get"}),
             expect_two("two_rounds_get"),
-            vec!["sampling: pick files for gamma".to_owned(), format!("sampling: summarize gamma given {first}")],
+            vec![
+                "sampling: pick files for gamma".to_owned(),
+                format!("sampling: summarize gamma given {first}"),
+            ],
         ),
         (
             "elicit",
@@ -79,16 +113,36 @@ async fn rmcp_client_completes_two_round_sampling_on_post_and_get_streams_elicit
             "elicit[merge?]: accept yes-from-rust".to_owned(),
             vec!["elicitation: merge?".to_owned()],
         ),
-        ("roots", json!({"tag": "sdk-rs-roots"}), "roots: rs=file:///work/rs-root".to_owned(), vec!["roots".to_owned()]),
+        (
+            "roots",
+            json!({"tag": "sdk-rs-roots"}),
+            "roots: rs=file:///work/rs-root".to_owned(),
+            vec!["roots".to_owned()],
+        ),
     ] {
         let (text, is_error) = rmcp_client::call(&client, tool, args).await;
-        assert!(!is_error && text == expect, "{tool} answered {text:?} (isError {is_error}); expected {expect:?}");
-        assert_eq!(asked.take(), want_asked, "what {tool} asked the rmcp client");
+        assert!(
+            !is_error && text == expect,
+            "{tool} answered {text:?} (isError {is_error}); expected {expect:?}"
+        );
+        assert_eq!(
+            asked.take(),
+            want_asked,
+            "what {tool} asked the rmcp client"
+        );
     }
     for tag in ["sdk-rs-post", "sdk-rs-get", "sdk-rs-elicit", "sdk-rs-roots"] {
-        assert_eq!(py1.events(tag), ["start", "done"], "upstream events for {tag}");
+        assert_eq!(
+            py1.events(tag),
+            ["start", "done"],
+            "upstream events for {tag}"
+        );
     }
-    assert_eq!(gw.gateway.bridge.parked.len(), 0, "nothing stays parked after complete calls");
+    assert_eq!(
+        gw.gateway.bridge.parked.len(),
+        0,
+        "nothing stays parked after complete calls"
+    );
     let _ = client.cancel().await;
     gw.stop().await;
 }
@@ -96,7 +150,11 @@ async fn rmcp_client_completes_two_round_sampling_on_post_and_get_streams_elicit
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_clients_complete_server_everything_sampling_and_elicitation_tools() {
     let everything = peers::everything().await;
-    let gw = gateway::start(&[("everything", &everything.url)], gateway::Bridge::default()).await;
+    let gw = gateway::start(
+        &[("everything", &everything.url)],
+        gateway::Bridge::default(),
+    )
+    .await;
     // server-everything registers these tools only for sessions whose initialize declared the
     // capability: Sluice declares what each request declares, so both clients declare sampling
     // and elicitation (and not roots: server-everything would ask for roots on its own 350 ms
@@ -113,23 +171,52 @@ async fn sdk_clients_complete_server_everything_sampling_and_elicitation_tools()
             ]},
         ],
     });
-    let Run { status, summary, transcript, .. } = peers::py2_bridge_client(&plan).await;
-    assert!(status.success(), "the Python client's checks failed: {:#}\n{transcript}", summary["failures"]);
-    assert_eq!(asked(&summary, 0), ["sampling/createMessage"], "{transcript}");
+    let Run {
+        status,
+        summary,
+        transcript,
+        ..
+    } = peers::py2_bridge_client(&plan).await;
+    assert!(
+        status.success(),
+        "the Python client's checks failed: {:#}\n{transcript}",
+        summary["failures"]
+    );
+    assert_eq!(
+        asked(&summary, 0),
+        ["sampling/createMessage"],
+        "{transcript}"
+    );
     assert_eq!(asked(&summary, 1), ["elicitation/create"], "{transcript}");
 
     // The rmcp client through the same Sluice: a sampling and an elicitation round too.
     let asked = rmcp_client::Asked::default();
     let client = rmcp_client::connect(&gw.url(), asked.clone(), false).await;
-    let (text, is_error) = rmcp_client::call(&client, "trigger-sampling-request", json!({"prompt": "rs-q", "maxTokens": 20})).await;
-    assert!(!is_error && text.contains("ECHO-RS[Resource trigger-sampling-request context: rs-q]"), "{text}");
-    let (text, is_error) = rmcp_client::call(&client, "trigger-elicitation-request", json!({})).await;
+    let (text, is_error) = rmcp_client::call(
+        &client,
+        "trigger-sampling-request",
+        json!({"prompt": "rs-q", "maxTokens": 20}),
+    )
+    .await;
+    assert!(
+        !is_error && text.contains("ECHO-RS[Resource trigger-sampling-request context: rs-q]"),
+        "{text}"
+    );
+    let (text, is_error) =
+        rmcp_client::call(&client, "trigger-elicitation-request", json!({})).await;
     assert!(!is_error && text.contains("yes-from-rust"), "{text}");
     assert_eq!(
         asked.take(),
-        ["sampling: Resource trigger-sampling-request context: rs-q", "elicitation: Please provide inputs for the following fields:"]
+        [
+            "sampling: Resource trigger-sampling-request context: rs-q",
+            "elicitation: Please provide inputs for the following fields:"
+        ]
     );
-    assert_eq!(gw.gateway.bridge.parked.len(), 0, "nothing stays parked after complete calls");
+    assert_eq!(
+        gw.gateway.bridge.parked.len(),
+        0,
+        "nothing stays parked after complete calls"
+    );
     let _ = client.cancel().await;
     gw.stop().await;
 }

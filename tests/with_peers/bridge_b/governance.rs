@@ -14,7 +14,9 @@ use crate::support::peers::{self, scratch_file};
 const MAX_ROUNDS: usize = 2;
 
 fn governed(audit: &std::path::Path) -> Gateway {
-    Gateway::bridge_b().budget("max_rounds", MAX_ROUNDS as i64).audit_to(audit)
+    Gateway::bridge_b()
+        .budget("max_rounds", MAX_ROUNDS as i64)
+        .audit_to(audit)
 }
 
 /// The audit file's records (one JSON object a line), once at least `n` were written.
@@ -31,19 +33,29 @@ async fn records(path: &std::path::Path, n: usize) -> Vec<Value> {
         if recs.len() >= n {
             return recs;
         }
-        assert!(std::time::Instant::now() < deadline, "fewer than {n} audit records within 2 s: {recs:#?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fewer than {n} audit records within 2 s: {recs:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_round_cap_ends_a_loop_bomb_with_31010_in_the_legacy_clients_stream_and_audit_says_legacy() {
+async fn the_round_cap_ends_a_loop_bomb_with_31010_in_the_legacy_clients_stream_and_audit_says_legacy(
+) {
     let audit = scratch_file("audit-raw.jsonl");
     let m = modern::noted().await;
     let gw = governed(&audit).upstream("mock", &m.url()).start().await;
     let mut c = Legacy::new(&gw.url());
     c.initialize(json!({"sampling": {}})).await;
-    let mut sse = c.stream(5, "tools/call", json!({"name": "mock__forever", "arguments": {"topic": "bomb"}})).await;
+    let mut sse = c
+        .stream(
+            5,
+            "tools/call",
+            json!({"name": "mock__forever", "arguments": {"topic": "bomb"}}),
+        )
+        .await;
     assert_eq!(sse.status, 200);
     let mut asks = 0;
     let last = loop {
@@ -57,20 +69,50 @@ async fn the_round_cap_ends_a_loop_bomb_with_31010_in_the_legacy_clients_stream_
         let answered = c.post(&json!({"jsonrpc": "2.0", "id": msg["id"], "result": sample(&format!("idea {asks}"))})).await;
         assert_eq!(answered.status(), 202);
     };
-    assert_eq!(asks, MAX_ROUNDS, "the client is asked exactly max_rounds times");
+    assert_eq!(
+        asks, MAX_ROUNDS,
+        "the client is asked exactly max_rounds times"
+    );
     assert_eq!(last["id"], 5, "{last}");
     assert_eq!(last["error"]["code"], -31010, "{last}");
-    assert!(last["error"]["message"].as_str().unwrap_or("").contains(&MAX_ROUNDS.to_string()), "the message names the limit: {last}");
-    sse.ends_within(Duration::from_secs(2)).await.expect("the stream ends after the error");
-    assert_eq!(m.count("tools/call forever"), MAX_ROUNDS, "the capped retry never reached the upstream: {:?}", m.events());
-    assert_eq!(m.count("forever answered 1"), MAX_ROUNDS - 1, "each retry carried the client's answer: {:?}", m.events());
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&MAX_ROUNDS.to_string()),
+        "the message names the limit: {last}"
+    );
+    sse.ends_within(Duration::from_secs(2))
+        .await
+        .expect("the stream ends after the error");
+    assert_eq!(
+        m.count("tools/call forever"),
+        MAX_ROUNDS,
+        "the capped retry never reached the upstream: {:?}",
+        m.events()
+    );
+    assert_eq!(
+        m.count("forever answered 1"),
+        MAX_ROUNDS - 1,
+        "each retry carried the client's answer: {:?}",
+        m.events()
+    );
 
     // initialize, notifications/initialized, tools/call, and one POSTed answer per round.
     let recs = records(&audit, 3 + MAX_ROUNDS).await;
-    assert!(recs.iter().all(|r| r["client_era"] == "legacy"), "every record of a legacy client says so: {recs:#?}");
-    let call = recs.iter().find(|r| r["method"] == "tools/call").unwrap_or_else(|| panic!("no tools/call record: {recs:#?}"));
+    assert!(
+        recs.iter().all(|r| r["client_era"] == "legacy"),
+        "every record of a legacy client says so: {recs:#?}"
+    );
+    let call = recs
+        .iter()
+        .find(|r| r["method"] == "tools/call")
+        .unwrap_or_else(|| panic!("no tools/call record: {recs:#?}"));
     assert_eq!(call["status"], 200, "{call}");
-    assert!(recs.iter().any(|r| r["method"] == "initialize"), "the initialize record: {recs:#?}");
+    assert!(
+        recs.iter().any(|r| r["method"] == "initialize"),
+        "the initialize record: {recs:#?}"
+    );
     gw.stop().await;
 }
 
@@ -87,9 +129,22 @@ async fn the_python_1_30_client_gets_the_31010_error_and_modern_clients_stay_mod
         ],
     });
     let run = peers::py1_client(&plan).await;
-    assert!(run.success, "{:#}\n{}", run.summary["failures"], run.transcript);
-    assert_eq!(run.summary["asked"].as_array().unwrap().len(), MAX_ROUNDS, "{}", run.transcript);
-    assert_eq!(run.summary["calls"][0]["error"]["code"], -31010, "{}", run.transcript);
+    assert!(
+        run.success,
+        "{:#}\n{}",
+        run.summary["failures"], run.transcript
+    );
+    assert_eq!(
+        run.summary["asked"].as_array().unwrap().len(),
+        MAX_ROUNDS,
+        "{}",
+        run.transcript
+    );
+    assert_eq!(
+        run.summary["calls"][0]["error"]["code"], -31010,
+        "{}",
+        run.transcript
+    );
 
     // A modern request on the same gateway is audited as modern.
     let modern = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
@@ -110,18 +165,41 @@ async fn the_python_1_30_client_gets_the_31010_error_and_modern_clients_stay_mod
         // Wait for the modern record (the last one written).
         let mut recs = recs;
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while !recs.iter().any(|r| r["client_era"] == "modern") && std::time::Instant::now() < deadline {
+        while !recs.iter().any(|r| r["client_era"] == "modern")
+            && std::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
             recs = records(&audit, 1).await;
         }
         recs
     };
-    let modern: Vec<_> = recs.iter().filter(|r| r["client_era"] == "modern").collect();
-    assert_eq!(modern.len(), 1, "only the modern tools/list is modern: {recs:#?}");
+    let modern: Vec<_> = recs
+        .iter()
+        .filter(|r| r["client_era"] == "modern")
+        .collect();
+    assert_eq!(
+        modern.len(),
+        1,
+        "only the modern tools/list is modern: {recs:#?}"
+    );
     assert_eq!(modern[0]["method"], "tools/list");
-    let legacy_methods: Vec<_> = recs.iter().filter(|r| r["client_era"] == "legacy").filter_map(|r| r["method"].as_str()).collect();
-    for method in ["initialize", "notifications/initialized", "ping", "logging/setLevel", "tools/list", "tools/call"] {
-        assert!(legacy_methods.contains(&method), "no legacy record for {method}: {recs:#?}");
+    let legacy_methods: Vec<_> = recs
+        .iter()
+        .filter(|r| r["client_era"] == "legacy")
+        .filter_map(|r| r["method"].as_str())
+        .collect();
+    for method in [
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "logging/setLevel",
+        "tools/list",
+        "tools/call",
+    ] {
+        assert!(
+            legacy_methods.contains(&method),
+            "no legacy record for {method}: {recs:#?}"
+        );
     }
     gw.stop().await;
 }

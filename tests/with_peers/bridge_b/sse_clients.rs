@@ -16,7 +16,12 @@ use crate::support::peers;
 async fn gateway() -> sluice::Running {
     let (py2, py1) = tokio::join!(peers::py2(), peers::py1());
     let py = Upstream::new("py", &py2.url).key("era", "2026-07-28");
-    Gateway::bridge_b().two_keys().upstream_spec(py).upstream("py1", &py1.url).start().await
+    Gateway::bridge_b()
+        .two_keys()
+        .upstream_spec(py)
+        .upstream("py1", &py1.url)
+        .start()
+        .await
 }
 
 fn sse_url(gw: &sluice::Running) -> String {
@@ -44,29 +49,76 @@ fn plan(url: &str, token: Option<&str>, tag: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sse_clients_list_and_call_through_sluice_with_their_sampling_answered_mid_call() {
+async fn the_python_sse_clients_list_and_call_through_sluice_with_their_sampling_answered_mid_call()
+{
     let gw = gateway().await;
     for (var, tag) in [("SLUICE_PY1", "sse1"), ("SLUICE_PY2", "sse2")] {
         let run = peers::py_sse_client(var, &plan(&sse_url(&gw), Some(ALICE_KEY), tag)).await;
-        assert!(run.success, "{var}: {:#}\n{}", run.summary["failures"], run.transcript);
+        assert!(
+            run.success,
+            "{var}: {:#}\n{}",
+            run.summary["failures"], run.transcript
+        );
         assert_eq!(run.summary["server_name"], "sluice", "{}", run.transcript);
-        let tools: Vec<&str> = run.summary["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-        assert!(tools.contains(&"py__ask_llm") && tools.contains(&"py1__two_rounds"), "{tools:?}");
-        let asked: Vec<&str> = run.summary["asked"].as_array().unwrap().iter().filter_map(|a| a["prompt"].as_str()).collect();
-        assert_eq!(asked.len(), 3, "one bridge B round and two bridge A rounds reached the callback: {asked:?}");
+        let tools: Vec<&str> = run.summary["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            tools.contains(&"py__ask_llm") && tools.contains(&"py1__two_rounds"),
+            "{tools:?}"
+        );
+        let asked: Vec<&str> = run.summary["asked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["prompt"].as_str())
+            .collect();
+        assert_eq!(
+            asked.len(),
+            3,
+            "one bridge B round and two bridge A rounds reached the callback: {asked:?}"
+        );
         assert_eq!(asked[0], format!("{tag}-llm"));
-        assert_eq!(run.summary["elicited"], json!([format!("{tag} ok?")]), "the 2025-11-25 upstream's elicitation reached the callback");
+        assert_eq!(
+            run.summary["elicited"],
+            json!([format!("{tag} ok?")]),
+            "the 2025-11-25 upstream's elicitation reached the callback"
+        );
         // The transport on the wire: one GET stream, every message a POST answered 202.
         let http = run.summary["http"].as_array().unwrap();
         assert_eq!(http[0]["verb"], "GET", "{}", run.transcript);
-        assert!(http[0]["content_type"].as_str().unwrap().starts_with("text/event-stream"), "{}", run.transcript);
-        assert!(http[1..].iter().all(|h| h["verb"] == "POST" && h["status"] == 202), "{}", run.transcript);
+        assert!(
+            http[0]["content_type"]
+                .as_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "{}",
+            run.transcript
+        );
+        assert!(
+            http[1..]
+                .iter()
+                .all(|h| h["verb"] == "POST" && h["status"] == 202),
+            "{}",
+            run.transcript
+        );
     }
 
     // Without a key the stream is not opened.
     let anonymous = peers::py_sse_client("SLUICE_PY1", &plan(&sse_url(&gw), None, "anon")).await;
-    assert!(!anonymous.success && anonymous.summary["calls"] == json!([]), "{}", anonymous.transcript);
-    assert_eq!(anonymous.summary["http"][0]["status"], 401, "{}", anonymous.transcript);
+    assert!(
+        !anonymous.success && anonymous.summary["calls"] == json!([]),
+        "{}",
+        anonymous.transcript
+    );
+    assert_eq!(
+        anonymous.summary["http"][0]["status"], 401,
+        "{}",
+        anonymous.transcript
+    );
     gw.stop().await;
 }
 
@@ -75,25 +127,59 @@ async fn the_inspector_cli_lists_and_calls_over_sse_with_an_api_key() {
     let gw = gateway().await;
     let url = sse_url(&gw);
     let auth = format!("Authorization: Bearer {ALICE_KEY}");
-    let listed = peers::inspector(&[&url, "--transport", "sse", "--header", &auth, "--method", "tools/list"]).await;
+    let listed = peers::inspector(&[
+        &url,
+        "--transport",
+        "sse",
+        "--header",
+        &auth,
+        "--method",
+        "tools/list",
+    ])
+    .await;
     assert!(listed.success, "{}", listed.transcript);
-    let tools: Value =
-        serde_json::from_str(&listed.stdout).unwrap_or_else(|e| panic!("tools/list is not JSON ({e}): {}", listed.transcript));
-    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"py__echo") && names.contains(&"py1__two_rounds"), "{names:?}");
+    let tools: Value = serde_json::from_str(&listed.stdout)
+        .unwrap_or_else(|e| panic!("tools/list is not JSON ({e}): {}", listed.transcript));
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"py__echo") && names.contains(&"py1__two_rounds"),
+        "{names:?}"
+    );
 
-    let args =
-        ["--transport", "sse", "--header", &auth, "--method", "tools/call", "--tool-name", "py__echo", "--tool-arg", "text=via-inspector"];
+    let args = [
+        "--transport",
+        "sse",
+        "--header",
+        &auth,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "py__echo",
+        "--tool-arg",
+        "text=via-inspector",
+    ];
     let called = peers::inspector(&[&[url.as_str()][..], &args[..]].concat()).await;
     assert!(called.success, "{}", called.transcript);
-    let result: Value =
-        serde_json::from_str(&called.stdout).unwrap_or_else(|e| panic!("tools/call is not JSON ({e}): {}", called.transcript));
+    let result: Value = serde_json::from_str(&called.stdout)
+        .unwrap_or_else(|e| panic!("tools/call is not JSON ({e}): {}", called.transcript));
     assert_eq!(result["content"][0]["text"], "via-inspector", "{result}");
 
     // Another principal's key gets its own session; no key, none at all.
-    let bob =
-        peers::inspector(&[&url, "--transport", "sse", "--header", &format!("Authorization: Bearer {BOB_KEY}"), "--method", "tools/list"])
-            .await;
+    let bob = peers::inspector(&[
+        &url,
+        "--transport",
+        "sse",
+        "--header",
+        &format!("Authorization: Bearer {BOB_KEY}"),
+        "--method",
+        "tools/list",
+    ])
+    .await;
     assert!(bob.success, "{}", bob.transcript);
     let anonymous = peers::inspector(&[&url, "--transport", "sse", "--method", "tools/list"]).await;
     assert!(!anonymous.success, "no key: {}", anonymous.transcript);

@@ -19,7 +19,11 @@ pub(crate) const BOB: &str = "bob-governance-key-9876543210";
 /// Starts Sluice in front of `upstreams` (name, url) with the `[budget]` keys `budget` sets
 /// and the shipped `policies` (file names under policies/, passed as `--policy` would). Waits
 /// until every upstream is healthy.
-pub(crate) async fn start(upstreams: &[(&str, &str)], budget: impl FnOnce(Gateway) -> Gateway, policies: &[&str]) -> sluice::Running {
+pub(crate) async fn start(
+    upstreams: &[(&str, &str)],
+    budget: impl FnOnce(Gateway) -> Gateway,
+    policies: &[&str],
+) -> sluice::Running {
     let mut g = Gateway::bridge(keys::GOVERNANCE)
         .named("governance.toml")
         .api_key(ApiKey::new(ALICE, "alice").groups(&["eng"]))
@@ -67,12 +71,24 @@ pub(crate) fn decline() -> Value {
 /// boolean field) and gives its message.
 pub(crate) fn approval_message(reply: &Reply) -> String {
     let reqs = reply.input_requests();
-    assert_eq!(reqs.keys().collect::<Vec<_>>(), ["sluice_approval"], "expected only the approval round: {}", reply.msg);
+    assert_eq!(
+        reqs.keys().collect::<Vec<_>>(),
+        ["sluice_approval"],
+        "expected only the approval round: {}",
+        reply.msg
+    );
     let req = &reqs["sluice_approval"];
     assert_eq!(req["method"], "elicitation/create", "{}", reply.msg);
     assert_eq!(req["params"]["mode"], "form", "{}", reply.msg);
-    assert_eq!(req["params"]["requestedSchema"]["properties"]["approve"]["type"], "boolean", "{}", reply.msg);
-    req["params"]["message"].as_str().expect("an approval message").to_owned()
+    assert_eq!(
+        req["params"]["requestedSchema"]["properties"]["approve"]["type"], "boolean",
+        "{}",
+        reply.msg
+    );
+    req["params"]["message"]
+        .as_str()
+        .expect("an approval message")
+        .to_owned()
 }
 
 /// Asserts an HTTP status and JSON-RPC error code; gives `error.data`.
@@ -161,7 +177,10 @@ pub(crate) async fn modern_mock() -> e2e::Mock {
 
 /// How many `tools/call` of `tool` the mock received.
 pub(crate) fn calls_of(mock: &e2e::Mock, tool: &str) -> Vec<Seen> {
-    mock.seen("tools/call").into_iter().filter(|s| s.params["name"] == tool).collect()
+    mock.seen("tools/call")
+        .into_iter()
+        .filter(|s| s.params["name"] == tool)
+        .collect()
 }
 
 /// Waits (at most 2 s) until the py1 upstream recorded, under `tag`, one of `ends`; gives all it

@@ -14,7 +14,8 @@ pub(crate) const TOOLS: [&str; 2] = ["shout", "count"];
 
 /// Starts it on 127.0.0.1, port 0.
 pub(crate) async fn start() -> Mock {
-    let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    let schema =
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
     let tools = json!({"tools": [
         {"name": "shout", "description": "Upper-case the text", "inputSchema": schema},
         {"name": "count", "description": "Count the characters", "inputSchema": schema},
@@ -22,9 +23,17 @@ pub(crate) async fn start() -> Mock {
     Spec::raw("bare")
         .on(move |s| {
             let text = |t: String| ok(&s.id, json!({"content": [{"type": "text", "text": t}]}));
-            let arg = s.params.pointer("/arguments/text").and_then(Value::as_str).unwrap_or("").to_owned();
+            let arg = s
+                .params
+                .pointer("/arguments/text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             Some(match s.method.as_str() {
-                "server/discover" => ok(&s.id, json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}})),
+                "server/discover" => ok(
+                    &s.id,
+                    json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}),
+                ),
                 "tools/list" => ok(&s.id, tools.clone()),
                 "tools/call" => match s.tool() {
                     "shout" => text(arg.to_uppercase()),

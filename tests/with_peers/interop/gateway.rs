@@ -19,8 +19,18 @@ pub(crate) async fn start(upstreams: &[(&str, String)]) -> sluice::Running {
 /// POSTs one modern request (id 7, declaring sampling and form elicitation) to `url` with
 /// matching headers; returns the HTTP status and the JSON-RPC message (the last `data:` line of
 /// an SSE answer).
-pub(crate) async fn post(url: &str, method: &str, name: Option<&str>, params: Value) -> (u16, Value) {
-    let body = rpc::body(7, method, params, json!({"sampling": {}, "elicitation": {"form": {}}}));
+pub(crate) async fn post(
+    url: &str,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+) -> (u16, Value) {
+    let body = rpc::body(
+        7,
+        method,
+        params,
+        json!({"sampling": {}, "elicitation": {"form": {}}}),
+    );
     let mut req = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
@@ -30,7 +40,17 @@ pub(crate) async fn post(url: &str, method: &str, name: Option<&str>, params: Va
     if let Some(n) = name {
         req = req.header("mcp-name", n);
     }
-    let a = rpc::read(req.body(body.to_string()).send().await.expect("POST to sluice")).await;
-    assert!(!a.msg.is_null(), "sluice answered {method} with non-JSON: {}", a.text);
+    let a = rpc::read(
+        req.body(body.to_string())
+            .send()
+            .await
+            .expect("POST to sluice"),
+    )
+    .await;
+    assert!(
+        !a.msg.is_null(),
+        "sluice answered {method} with non-JSON: {}",
+        a.text
+    );
     (a.status, a.msg)
 }

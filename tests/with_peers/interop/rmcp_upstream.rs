@@ -13,11 +13,14 @@ use std::sync::Arc;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams, Implementation,
-    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, Implementation, InputRequest, InputRequests, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::{session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -65,8 +68,16 @@ impl ServerHandler for Upstream {
             .with_server_info(Implementation::new("interop-rmcp-upstream", "1.0.0"))
     }
 
-    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let string_arg = |name: &str| schema(json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]}));
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let string_arg = |name: &str| {
+            schema(
+                json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]}),
+            )
+        };
         Ok(ListToolsResult::with_all_items(vec![
             Tool::new("reverse", "Reverse the text", string_arg("text")),
             Tool::new(
@@ -76,20 +87,39 @@ impl ServerHandler for Upstream {
                     json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
                 ),
             ),
-            Tool::new("confirm", "Ask the user to confirm (one input_required round)", string_arg("question")),
+            Tool::new(
+                "confirm",
+                "Ask the user to confirm (one input_required round)",
+                string_arg("question"),
+            ),
         ]))
     }
 
-    async fn call_tool(&self, req: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let args = req.arguments.clone().unwrap_or_default();
-        let int =
-            |k: &str| args.get(k).and_then(Value::as_i64).ok_or_else(|| ErrorData::invalid_params(format!("{k} must be an integer"), None));
-        let string = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let int = |k: &str| {
+            args.get(k)
+                .and_then(Value::as_i64)
+                .ok_or_else(|| ErrorData::invalid_params(format!("{k} must be an integer"), None))
+        };
+        let string = |k: &str| {
+            args.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         match req.name.as_ref() {
             "reverse" => Ok(text(string("text").chars().rev().collect())),
             "multiply" => Ok(text((int("a")? * int("b")?).to_string())),
             "confirm" => confirm(&req, &string("question")),
-            other => Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+            other => Err(ErrorData::invalid_params(
+                format!("unknown tool {other}"),
+                None,
+            )),
         }
     }
 }
@@ -109,13 +139,21 @@ fn confirm(req: &CallToolRequestParams, question: &str) -> Result<CallToolRespon
         return Ok(InputRequiredResult::new(Some(requests), Some(CONFIRM_STATE.into())).into());
     };
     if req.request_state.as_deref() != Some(CONFIRM_STATE) {
-        return Err(ErrorData::invalid_params(format!("requestState not echoed: {:?}", req.request_state), None));
+        return Err(ErrorData::invalid_params(
+            format!("requestState not echoed: {:?}", req.request_state),
+            None,
+        ));
     }
-    let reply = responses.get("answer").ok_or_else(|| ErrorData::invalid_params("inputResponses.answer is missing", None))?;
+    let reply = responses
+        .get("answer")
+        .ok_or_else(|| ErrorData::invalid_params("inputResponses.answer is missing", None))?;
     let answer = reply.pointer("/content/answer").and_then(Value::as_str);
     match (reply.get("action").and_then(Value::as_str), answer) {
         (Some("accept"), Some(a)) => Ok(text(format!("confirmed: {a} (asked: {question})"))),
-        _ => Ok(CallToolResult::error(vec![ContentBlock::text(format!("not confirmed: {reply}"))]).into()),
+        _ => Ok(
+            CallToolResult::error(vec![ContentBlock::text(format!("not confirmed: {reply}"))])
+                .into(),
+        ),
     }
 }
 
@@ -138,7 +176,9 @@ async fn serve(h2_only: bool) -> RmcpUpstream {
         .with_cancellation_token(stop.child_token());
     let service: StreamableHttpService<Upstream, LocalSessionManager> =
         StreamableHttpService::new(|| Ok(Upstream), Default::default(), config);
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.expect("rmcp upstream: bind 127.0.0.1:0");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("rmcp upstream: bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("rmcp upstream: local address");
     let token = stop.clone();
     let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -155,9 +195,16 @@ async fn serve(h2_only: bool) -> RmcpUpstream {
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {
                     let mut service = service.clone();
-                    async move { Ok::<_, Infallible>(tower::Service::call(&mut service, req).await.unwrap_or_else(|e| match e {})) }
+                    async move {
+                        Ok::<_, Infallible>(
+                            tower::Service::call(&mut service, req)
+                                .await
+                                .unwrap_or_else(|e| match e {}),
+                        )
+                    }
                 });
-                let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 if h2_only {
                     builder = builder.http2_only();
                 }
@@ -166,5 +213,9 @@ async fn serve(h2_only: bool) -> RmcpUpstream {
             });
         }
     });
-    RmcpUpstream { addr, accepted, stop }
+    RmcpUpstream {
+        addr,
+        accepted,
+        stop,
+    }
 }

@@ -22,9 +22,13 @@ use crate::procs::{self, Env, Proc};
 /// Voluntary and involuntary context switches of every thread of `pid` so far.
 fn switches(pid: u32) -> (u64, u64) {
     let mut sum = (0, 0);
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return sum };
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return sum;
+    };
     for t in dir.flatten() {
-        let Ok(text) = std::fs::read_to_string(t.path().join("status")) else { continue };
+        let Ok(text) = std::fs::read_to_string(t.path().join("status")) else {
+            continue;
+        };
         for l in text.lines() {
             if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:") {
                 sum.0 += v.trim().parse::<u64>().unwrap_or(0);
@@ -44,26 +48,65 @@ fn p50(v: &[Duration]) -> f64 {
 /// Starts the legacy mock; gives it and its URL.
 fn legacy(env: &Env, tag: &str) -> Result<(Proc, String), String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut p = env.spawn(&format!("legacy-upstream-{tag}"), &me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
-    let url = format!("http://127.0.0.1:{}/mcp", p.line("LISTENING", Duration::from_secs(10))?);
+    let mut p = env.spawn(
+        &format!("legacy-upstream-{tag}"),
+        &me,
+        &["legacy-upstream".into(), "--parent-stdin".into()],
+        &[],
+        true,
+    )?;
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        p.line("LISTENING", Duration::from_secs(10))?
+    );
     Ok((p, url))
 }
 
 /// Sluice with `run`'s bridge A config in front of `legacy_url`, under `wrapper` when given.
-async fn sluice(env: &Env, o: &Opts, c: &HttpClient, legacy_url: &str, wrapper: &[String], tag: &str) -> Result<(Proc, Uri), String> {
+async fn sluice(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    legacy_url: &str,
+    wrapper: &[String],
+    tag: &str,
+) -> Result<(Proc, Uri), String> {
     let port = procs::free_port()?;
     let cfg = env.dir.join(format!("sluice-round-{tag}.toml"));
-    let text = format!("listen = \"127.0.0.1:{port}\"\n{}", crate::run::bridge_a::config(64, legacy_url));
+    let text = format!(
+        "listen = \"127.0.0.1:{port}\"\n{}",
+        crate::run::bridge_a::config(64, legacy_url)
+    );
     std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
-    let cmd = ["serve".to_owned(), "--config".into(), cfg.display().to_string()];
+    let cmd = [
+        "serve".to_owned(),
+        "--config".into(),
+        cfg.display().to_string(),
+    ];
     let (program, args): (PathBuf, Vec<String>) = match wrapper.split_first() {
-        Some((w, rest)) => (w.into(), rest.iter().cloned().chain([o.sluice.display().to_string()]).chain(cmd).collect()),
+        Some((w, rest)) => (
+            w.into(),
+            rest.iter()
+                .cloned()
+                .chain([o.sluice.display().to_string()])
+                .chain(cmd)
+                .collect(),
+        ),
         None => (o.sluice.clone(), cmd.to_vec()),
     };
-    let p = env.spawn(&format!("sluice-round-{tag}"), &program, &args, &[("RUST_LOG", "info")], false)?;
+    let p = env.spawn(
+        &format!("sluice-round-{tag}"),
+        &program,
+        &args,
+        &[("RUST_LOG", "info")],
+        false,
+    )?;
     let base = format!("http://127.0.0.1:{port}");
     procs::wait_ready(c, &base, Duration::from_secs(60)).await?;
-    Ok((p, format!("{base}/mcp").parse().map_err(|e| format!("{e}"))?))
+    Ok((
+        p,
+        format!("{base}/mcp").parse().map_err(|e| format!("{e}"))?,
+    ))
 }
 
 /// Instructions per round under callgrind.
@@ -73,7 +116,11 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> R
     for rounds in [warm, warm + n] {
         let (mut mock, url) = legacy(env, &format!("cg{rounds}"))?;
         let out = o.dir.join(format!("callgrind-round-{rounds}.out"));
-        let wrapper = ["valgrind".to_owned(), "--tool=callgrind".into(), format!("--callgrind-out-file={}", out.display())];
+        let wrapper = [
+            "valgrind".to_owned(),
+            "--tool=callgrind".into(),
+            format!("--callgrind-out-file={}", out.display()),
+        ];
         eprintln!("callgrind: sluice (bridge A) for {rounds} rounds");
         let (mut p, su) = sluice(env, o, c, &url, &wrapper, &format!("cg{rounds}")).await?;
         crate::bridge::via_sluice(c, &su, 0, rounds).await?;
@@ -84,7 +131,11 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> R
         totals.push(callgrind_total(&out)?);
     }
     let per = (totals[1] as f64 - totals[0] as f64) / n as f64;
-    let big = o.dir.join(format!("callgrind-round-{}.out", warm + n)).display().to_string();
+    let big = o
+        .dir
+        .join(format!("callgrind-round-{}.out", warm + n))
+        .display()
+        .to_string();
     for (kind, flag) in [("inclusive", "--inclusive=yes"), ("self", "--inclusive=no")] {
         if let Some(text) = tool("callgrind_annotate", &[flag, "--threshold=99", &big]) {
             let _ = std::fs::write(o.dir.join(format!("annotate-round-{kind}.txt")), text);
@@ -101,7 +152,13 @@ async fn instructions(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> R
 }
 
 /// Context switches per round (direct and through Sluice) and per plain call, outside valgrind.
-async fn wakeups(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
+async fn wakeups(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    upstreams: &[String],
+    md: &mut String,
+) -> Result<(), String> {
     let n = 500;
     let (mock, url) = legacy(env, "cs")?;
     let lu: Uri = url.parse().map_err(|e| format!("{e}"))?;
@@ -116,7 +173,8 @@ async fn wakeups(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
     let (s1, m3) = (switches(p.pid()), switches(mock.pid()));
     drop((p, mock));
     // A plain call through Sluice for scale: the same count per call of `echo`.
-    let (mut plain, plain_url) = super::start(env, o, super::Target::Sluice, upstreams, &[], c, "cs").await?;
+    let (mut plain, plain_url) =
+        super::start(env, o, super::Target::Sluice, upstreams, &[], c, "cs").await?;
     super::drive(c, &plain_url, 50, super::Target::Sluice).await?;
     let q0 = switches(plain.pid());
     let t0 = std::time::Instant::now();
@@ -124,7 +182,9 @@ async fn wakeups(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
     let plain_mean = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
     let q1 = switches(plain.pid());
     let _ = super::stop(&mut plain, super::Target::Sluice);
-    let per = |a: (u64, u64), b: (u64, u64)| ((b.0 - a.0) as f64 / n as f64, (b.1 - a.1) as f64 / n as f64);
+    let per = |a: (u64, u64), b: (u64, u64)| {
+        ((b.0 - a.0) as f64 / n as f64, (b.1 - a.1) as f64 / n as f64)
+    };
     let (d, s, sm, q) = (per(m0, m1), per(s0, s1), per(m2, m3), per(q0, q1));
     let _ = writeln!(
         md,
@@ -154,7 +214,13 @@ async fn wakeups(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: 
 }
 
 /// The bridge A part of the profile.
-pub(super) async fn run(env: &Env, o: &Opts, c: &HttpClient, upstreams: &[String], md: &mut String) -> Result<(), String> {
+pub(super) async fn run(
+    env: &Env,
+    o: &Opts,
+    c: &HttpClient,
+    upstreams: &[String],
+    md: &mut String,
+) -> Result<(), String> {
     if Command::new("valgrind").arg("--version").output().is_ok() {
         instructions(env, o, c, md).await?;
     }

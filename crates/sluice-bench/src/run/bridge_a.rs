@@ -41,12 +41,31 @@ pub(crate) fn config(cap: usize, legacy_url: &str) -> String {
 pub(crate) async fn measure(b: &Bench<'_>) -> Result<Bridged, String> {
     let (env, me, c, plan) = (&b.env, &b.me, &b.c, b.plan);
     b.log("bridge A: legacy mock and Sluice");
-    let mut legacy = env.spawn("legacy-upstream", me, &["legacy-upstream".into(), "--parent-stdin".into()], &[], true)?;
-    let legacy_url = format!("http://127.0.0.1:{}/mcp", legacy.line("LISTENING", Duration::from_secs(10))?);
+    let mut legacy = env.spawn(
+        "legacy-upstream",
+        me,
+        &["legacy-upstream".into(), "--parent-stdin".into()],
+        &[],
+        true,
+    )?;
+    let legacy_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        legacy.line("LISTENING", Duration::from_secs(10))?
+    );
     let cap = plan.parked + 256;
-    let (bridge, bridge_url) = start_sluice(env, &b.o.sluice, "sluice-bridge", config(cap, &legacy_url), c).await?;
+    let (bridge, bridge_url) = start_sluice(
+        env,
+        &b.o.sluice,
+        "sluice-bridge",
+        config(cap, &legacy_url),
+        c,
+    )
+    .await?;
     let idle = rss_kib(bridge.pid()).unwrap_or(0);
-    let (lu, bu): (Uri, Uri) = (legacy_url.parse().map_err(|e| format!("{e}"))?, bridge_url.parse().map_err(|e| format!("{e}"))?);
+    let (lu, bu): (Uri, Uri) = (
+        legacy_url.parse().map_err(|e| format!("{e}"))?,
+        bridge_url.parse().map_err(|e| format!("{e}"))?,
+    );
     let chunks = plan.runs.max(5);
     let per = (plan.rounds / chunks).max(1);
     let (direct, sluice, first) = rounds(c, &lu, &bu, chunks, per).await?;
@@ -60,15 +79,37 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Bridged, String> {
     drop((bridge, legacy));
     let hold = baseline(b, false).await?;
     let hold_h2 = baseline(b, true).await?;
-    Ok(Bridged { chunks, per, direct, sluice, first, idle, before_park, after_park, parked, hold, hold_h2 })
+    Ok(Bridged {
+        chunks,
+        per,
+        direct,
+        sluice,
+        first,
+        idle,
+        before_park,
+        after_park,
+        parked,
+        hold,
+        hold_h2,
+    })
 }
 
 type Chunks = Vec<Vec<f64>>;
 
 /// `chunks` chunks of `per` rounds per side, the side that goes first alternating.
-async fn rounds(c: &HttpClient, lu: &Uri, bu: &Uri, chunks: usize, per: usize) -> Result<(Chunks, Chunks, Chunks), String> {
+async fn rounds(
+    c: &HttpClient,
+    lu: &Uri,
+    bu: &Uri,
+    chunks: usize,
+    per: usize,
+) -> Result<(Chunks, Chunks, Chunks), String> {
     let (mut direct, mut sluice, mut first) = (Vec::new(), Vec::new(), Vec::new());
-    let us = |v: &[Duration]| v.iter().map(|d| d.as_secs_f64() * 1e6).collect::<Vec<f64>>();
+    let us = |v: &[Duration]| {
+        v.iter()
+            .map(|d| d.as_secs_f64() * 1e6)
+            .collect::<Vec<f64>>()
+    };
     for k in 0..chunks {
         let warm = if k == 0 { 20 } else { 2 };
         if k % 2 == 0 {
@@ -87,24 +128,40 @@ async fn rounds(c: &HttpClient, lu: &Uri, bu: &Uri, chunks: usize, per: usize) -
 /// The connections-only baseline: `hold` opens as many upstream connections (over HTTP/2: streams
 /// of one connection) as the parked exchanges held, and reports its own RSS before and after.
 async fn baseline(b: &Bench<'_>, http2: bool) -> Result<(f64, f64, f64), String> {
-    b.log(&format!("memory: the connections-only baseline{}", if http2 { " over HTTP/2" } else { "" }));
+    b.log(&format!(
+        "memory: the connections-only baseline{}",
+        if http2 { " over HTTP/2" } else { "" }
+    ));
     let (env, me) = (&b.env, &b.me);
     let tag = if http2 { "-h2" } else { "" };
     let mut args = vec!["legacy-upstream".to_owned(), "--parent-stdin".into()];
-    let mut hold = vec!["hold".to_owned(), "--n".into(), b.plan.parked.to_string(), "--parent-stdin".into()];
+    let mut hold = vec![
+        "hold".to_owned(),
+        "--n".into(),
+        b.plan.parked.to_string(),
+        "--parent-stdin".into(),
+    ];
     if http2 {
         args.push("--http2".into());
         hold.push("--http2".into());
     }
     let mut legacy2 = env.spawn(&format!("legacy-upstream-2{tag}"), me, &args, &[], true)?;
-    let legacy2_url = format!("http://127.0.0.1:{}/mcp", legacy2.line("LISTENING", Duration::from_secs(10))?);
+    let legacy2_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        legacy2.line("LISTENING", Duration::from_secs(10))?
+    );
     hold.extend(["--url".into(), legacy2_url]);
     let mut holder = env.spawn(&format!("hold{tag}"), me, &hold, &[], true)?;
     let held = holder.line("HOLD", Duration::from_secs(120))?;
     drop((holder, legacy2));
-    let held: Vec<f64> = held.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    let held: Vec<f64> = held
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
     match held.as_slice() {
         [before, after, n, ..] => Ok((*before, *after, n.max(1.0))),
-        _ => Err(format!("hold printed {held:?}, not its RSS before, after and count")),
+        _ => Err(format!(
+            "hold printed {held:?}, not its RSS before, after and count"
+        )),
     }
 }

@@ -66,20 +66,36 @@ pub(crate) async fn wrk(script: &Path, url: &str, conns: u32, secs: u64) -> Resu
         script.display().to_string(),
         url.to_owned(),
     ];
-    let out = tokio::task::spawn_blocking(move || std::process::Command::new("timeout").args(&args).output())
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot run wrk: {e}"))?;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("timeout").args(&args).output()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("cannot run wrk: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    wire::parse_wrk(&text).ok_or_else(|| format!("wrk printed no result for {url}: {text}{}", String::from_utf8_lossy(&out.stderr)))
+    wire::parse_wrk(&text).ok_or_else(|| {
+        format!(
+            "wrk printed no result for {url}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 /// One call through a path, checked: HTTP 200 and the mock's full text back.
-pub(crate) async fn sanity(c: &HttpClient, url: &str, name: &str, bearer: Option<&str>) -> Result<(), String> {
+pub(crate) async fn sanity(
+    c: &HttpClient,
+    url: &str,
+    name: &str,
+    bearer: Option<&str>,
+) -> Result<(), String> {
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let body = wire::bytes(wire::tools_call(7, name));
-    let v = crate::bridge::post_json(c, &uri, wire::authed_headers(name, bearer), body).await.map_err(|e| format!("{url}: {e}"))?;
-    let ok = v["id"] == 7 && v["result"]["resultType"] == "complete" && v["result"]["content"][0]["text"] == wire::arg_text().as_str();
+    let v = crate::bridge::post_json(c, &uri, wire::authed_headers(name, bearer), body)
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    let ok = v["id"] == 7
+        && v["result"]["resultType"] == "complete"
+        && v["result"]["content"][0]["text"] == wire::arg_text().as_str();
     if ok {
         Ok(())
     } else {
@@ -93,17 +109,35 @@ fn sluice_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> 
     Ok(p)
 }
 
-pub(crate) async fn start_sluice(env: &Env, bin: &Path, name: &str, text: String, c: &HttpClient) -> Result<(Proc, String), String> {
+pub(crate) async fn start_sluice(
+    env: &Env,
+    bin: &Path,
+    name: &str,
+    text: String,
+    c: &HttpClient,
+) -> Result<(Proc, String), String> {
     let port = procs::free_port()?;
-    let cfg = sluice_config(&env.dir, name, &format!("listen = \"127.0.0.1:{port}\"\n{text}"))?;
-    let p = env.spawn(name, bin, &["serve".into(), "--config".into(), cfg.display().to_string()], &[("RUST_LOG", "info")], false)?;
+    let cfg = sluice_config(
+        &env.dir,
+        name,
+        &format!("listen = \"127.0.0.1:{port}\"\n{text}"),
+    )?;
+    let p = env.spawn(
+        name,
+        bin,
+        &["serve".into(), "--config".into(), cfg.display().to_string()],
+        &[("RUST_LOG", "info")],
+        false,
+    )?;
     let base = format!("http://127.0.0.1:{port}");
     procs::wait_ready(c, &base, Duration::from_secs(20)).await?;
     Ok((p, format!("{base}/mcp")))
 }
 
 fn first_port(s: &str) -> Result<Vec<u16>, String> {
-    s.split_whitespace().map(|p| p.parse::<u16>().map_err(|e| e.to_string())).collect()
+    s.split_whitespace()
+        .map(|p| p.parse::<u16>().map_err(|e| e.to_string()))
+        .collect()
 }
 
 /// The production-like config: two upstreams federated behind API-key authentication, the audit
@@ -123,23 +157,58 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let mut mock = env.spawn(
         "modern-upstream",
         me,
-        &["modern-upstream", "--name", "alpha", "--name", "beta", "--parent-stdin"].map(String::from),
+        &[
+            "modern-upstream",
+            "--name",
+            "alpha",
+            "--name",
+            "beta",
+            "--parent-stdin",
+        ]
+        .map(String::from),
         &[],
         true,
     )?;
     let ports = first_port(&mock.line("LISTENING", Duration::from_secs(10))?)?;
-    let (alpha, beta) = (format!("http://127.0.0.1:{}/mcp", ports[0]), format!("http://127.0.0.1:{}/mcp", ports[1]));
-    let mut fwd = env.spawn("forwarder", me, &["forwarder".into(), "--to".into(), alpha.clone(), "--parent-stdin".into()], &[], true)?;
-    let fwd_url = format!("http://127.0.0.1:{}/mcp", fwd.line("LISTENING", Duration::from_secs(10))?);
+    let (alpha, beta) = (
+        format!("http://127.0.0.1:{}/mcp", ports[0]),
+        format!("http://127.0.0.1:{}/mcp", ports[1]),
+    );
+    let mut fwd = env.spawn(
+        "forwarder",
+        me,
+        &[
+            "forwarder".into(),
+            "--to".into(),
+            alpha.clone(),
+            "--parent-stdin".into(),
+        ],
+        &[],
+        true,
+    )?;
+    let fwd_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        fwd.line("LISTENING", Duration::from_secs(10))?
+    );
     // Plain: one upstream, no authentication, no audit log (the default policy applies).
-    let plain_cfg = format!("\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n");
+    let plain_cfg = format!(
+        "\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n"
+    );
     let audit_file = o.dir.join("audit-prod.log");
     let _ = std::fs::remove_file(&audit_file);
     let (plain, plain_url) = start_sluice(env, &o.sluice, "sluice-plain", plain_cfg, c).await?;
-    let (prod, prod_url) = start_sluice(env, &o.sluice, "sluice-prod", prod_config(&audit_file, &alpha, &beta), c).await?;
+    let (prod, prod_url) = start_sluice(
+        env,
+        &o.sluice,
+        "sluice-prod",
+        prod_config(&audit_file, &alpha, &beta),
+        c,
+    )
+    .await?;
     // Defaults: nothing but the upstream, so the audit log is on and goes to stderr (its log file).
     let defaults_cfg = format!("\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n");
-    let (defaults, defaults_url) = start_sluice(env, &o.sluice, "sluice-defaults", defaults_cfg, c).await?;
+    let (defaults, defaults_url) =
+        start_sluice(env, &o.sluice, "sluice-defaults", defaults_cfg, c).await?;
     let idle_plain = rss_kib(plain.pid()).unwrap_or(0);
     let idle_prod = rss_kib(prod.pid()).unwrap_or(0);
 
@@ -147,20 +216,42 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     for (label, url, name, bearer) in [
         ("direct to the mock upstream", alpha.clone(), "echo", None),
         ("do-nothing forwarder", fwd_url.clone(), "echo", None),
-        ("Sluice plain (one upstream, no auth)", plain_url.clone(), "echo", None),
-        ("Sluice production-like (two upstreams federated, API-key auth)", prod_url.clone(), "alpha__echo", Some(wire::API_KEY)),
-        ("Sluice with its defaults (one upstream, audit log to stderr)", defaults_url.clone(), "echo", None),
+        (
+            "Sluice plain (one upstream, no auth)",
+            plain_url.clone(),
+            "echo",
+            None,
+        ),
+        (
+            "Sluice production-like (two upstreams federated, API-key auth)",
+            prod_url.clone(),
+            "alpha__echo",
+            Some(wire::API_KEY),
+        ),
+        (
+            "Sluice with its defaults (one upstream, audit log to stderr)",
+            defaults_url.clone(),
+            "echo",
+            None,
+        ),
     ] {
         sanity(c, &url, name, bearer).await?;
         let script = o.dir.join(format!("call-{}.lua", paths.len()));
         std::fs::write(&script, wire::wrk_script(name, bearer)).map_err(|e| e.to_string())?;
-        paths.push(Path4 { label: label.to_owned(), url, script, tput: Vec::new(), lat: Vec::new() });
+        paths.push(Path4 {
+            label: label.to_owned(),
+            url,
+            script,
+            tput: Vec::new(),
+            lat: Vec::new(),
+        });
     }
     let peer = match &o.mcp_proxy {
         Some(bin) => Some(super::peer::start(b, bin, &alpha, &mut paths).await?),
         None => None,
     };
-    let cluster = super::cluster::start(b, &|audit| prod_config(audit, &alpha, &beta), &mut paths).await?;
+    let cluster =
+        super::cluster::start(b, &|audit| prod_config(audit, &alpha, &beta), &mut paths).await?;
     let warm_prod = rotate(b, &mut paths).await?;
     let loaded_plain = rss_kib(plain.pid()).unwrap_or(0);
     let loaded_prod = rss_kib(prod.pid()).unwrap_or(0);
@@ -179,11 +270,28 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let defaults_records = count_audit(&o.dir.join("sluice-defaults.log"));
     // The audit log proves it was on; it is large, so only its record count is kept.
     // wrk counts completed calls; the sanity call adds one.
-    let prod_requests: u64 = 1 + warm_prod + paths[3].tput.iter().chain(paths[3].lat.iter()).map(|w| w.requests).sum::<u64>();
-    let audit_records =
-        std::fs::File::open(&audit_file).map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64).unwrap_or(0);
+    let prod_requests: u64 = 1
+        + warm_prod
+        + paths[3]
+            .tput
+            .iter()
+            .chain(paths[3].lat.iter())
+            .map(|w| w.requests)
+            .sum::<u64>();
+    let audit_records = std::fs::File::open(&audit_file)
+        .map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64)
+        .unwrap_or(0);
     let _ = std::fs::remove_file(&audit_file);
-    Ok(Web { paths, idle_plain, idle_prod, loaded_plain, loaded_prod, prod_requests, audit_records, defaults_records })
+    Ok(Web {
+        paths,
+        idle_plain,
+        idle_prod,
+        loaded_plain,
+        loaded_prod,
+        prod_requests,
+        audit_records,
+        defaults_records,
+    })
 }
 
 /// A warm-up of each path, then the runs, rotated; gives the production-like warm-up's count.
@@ -194,9 +302,17 @@ async fn rotate(b: &Bench<'_>, paths: &mut [Path4]) -> Result<u64, String> {
         warm_requests.push(wrk(&p.script, &p.url, 16, 1).await?.requests);
     }
     let n = paths.len();
-    for (conns, what) in [(16u32, "throughput, 16 connections"), (1, "latency, 1 connection")] {
+    for (conns, what) in [
+        (16u32, "throughput, 16 connections"),
+        (1, "latency, 1 connection"),
+    ] {
         for r in 0..b.plan.runs {
-            b.log(&format!("{what}: run {}/{} ({} s per path)", r + 1, b.plan.runs, b.plan.secs));
+            b.log(&format!(
+                "{what}: run {}/{} ({} s per path)",
+                r + 1,
+                b.plan.runs,
+                b.plan.secs
+            ));
             for k in 0..n {
                 let p = &mut paths[(k + r) % n];
                 let w = wrk(&p.script, &p.url, conns, b.plan.secs).await?;

@@ -73,7 +73,11 @@ pub(crate) struct Plan {
 
 impl Plan {
     fn of(o: &Opts) -> Plan {
-        let (runs, secs, parked, rounds, batch) = if o.smoke { (1, 1, 200, 50, 50) } else { (5, 5, 2000, 500, 300) };
+        let (runs, secs, parked, rounds, batch) = if o.smoke {
+            (1, 1, 200, 50, 50)
+        } else {
+            (5, 5, 2000, 500, 300)
+        };
         Plan {
             runs: o.runs.unwrap_or(runs).max(1),
             secs: o.secs.unwrap_or(secs).max(1),
@@ -108,7 +112,10 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     let b = Bench {
         o: &o,
         plan: &plan,
-        env: Env { dir: o.dir.clone(), pid_file: o.pid_file.clone() },
+        env: Env {
+            dir: o.dir.clone(),
+            pid_file: o.pid_file.clone(),
+        },
         me: std::env::current_exe().map_err(|e| e.to_string())?,
         c: procs::client(),
         started: Instant::now(),
@@ -122,7 +129,11 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     let web = http::measure(&b).await?;
     let bridge = bridge_a::measure(&b).await?;
     // 5. Scale: federation, parked exchanges, client sessions, idle connections.
-    let scale = if o.no_scale { scale::Scale::default() } else { scale::measure(&b).await? };
+    let scale = if o.no_scale {
+        scale::Scale::default()
+    } else {
+        scale::measure(&b).await?
+    };
     // 6. The table.
     let md = report::render(&b, &load_before, &web, &bridge, &scale, &micro);
     println!("{md}");

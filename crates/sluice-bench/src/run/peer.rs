@@ -29,8 +29,13 @@ fn config(port: u16, alpha: &str) -> String {
 /// One call through it, checked like Sluice's: the mock's full text back.
 async fn call(c: &HttpClient, uri: &Uri) -> Result<(), String> {
     let body = Bytes::from(wire::tools_call(7, NAME));
-    let a = c.post("mcp-proxy", uri, wire::modern_headers(NAME), body, None).await.map_err(|e| e.to_string())?;
-    let (status, msg) = final_message(a, "mcp-proxy").await.map_err(|e| e.to_string())?;
+    let a = c
+        .post("mcp-proxy", uri, wire::modern_headers(NAME), body, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (status, msg) = final_message(a, "mcp-proxy")
+        .await
+        .map_err(|e| e.to_string())?;
     let v: Value = serde_json::from_slice(&msg).map_err(|e| format!("HTTP {status}: {e}"))?;
     if v["result"]["content"][0]["text"] == wire::arg_text().as_str() {
         Ok(())
@@ -40,11 +45,22 @@ async fn call(c: &HttpClient, uri: &Uri) -> Result<(), String> {
 }
 
 /// Starts `mcp-proxy` in front of `alpha`, waits until a call goes through, adds its path.
-pub(crate) async fn start(b: &Bench<'_>, bin: &Path, alpha: &str, paths: &mut Vec<Path4>) -> Result<Proc, String> {
+pub(crate) async fn start(
+    b: &Bench<'_>,
+    bin: &Path,
+    alpha: &str,
+    paths: &mut Vec<Path4>,
+) -> Result<Proc, String> {
     let port = procs::free_port()?;
     let cfg = b.o.dir.join("mcp-proxy.toml");
     std::fs::write(&cfg, config(port, alpha)).map_err(|e| e.to_string())?;
-    let p = b.env.spawn("mcp-proxy", bin, &["--config".into(), cfg.display().to_string()], &[("RUST_LOG", "warn")], false)?;
+    let p = b.env.spawn(
+        "mcp-proxy",
+        bin,
+        &["--config".into(), cfg.display().to_string()],
+        &[("RUST_LOG", "warn")],
+        false,
+    )?;
     // It serves MCP at the root.
     let url = format!("http://127.0.0.1:{port}/");
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
@@ -53,7 +69,9 @@ pub(crate) async fn start(b: &Bench<'_>, bin: &Path, alpha: &str, paths: &mut Ve
         match call(&b.c, &uri).await {
             Ok(()) => break,
             Err(e) if Instant::now() > deadline => {
-                return Err(format!("mcp-proxy did not answer a call within 30 s: {e} (see mcp-proxy.log)"))
+                return Err(format!(
+                    "mcp-proxy did not answer a call within 30 s: {e} (see mcp-proxy.log)"
+                ))
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
@@ -61,7 +79,14 @@ pub(crate) async fn start(b: &Bench<'_>, bin: &Path, alpha: &str, paths: &mut Ve
     let script = b.o.dir.join(format!("call-{}.lua", paths.len()));
     std::fs::write(&script, wire::wrk_script(NAME, None)).map_err(|e| e.to_string())?;
     // It prints no version; `scripts/bench.sh` installs 0.6.0.
-    let label = "mcp-proxy (crates.io, `protocol-2026-07-28`; peer gateway, one HTTP backend)".to_owned();
-    paths.push(Path4 { label, url, script, tput: Vec::new(), lat: Vec::new() });
+    let label =
+        "mcp-proxy (crates.io, `protocol-2026-07-28`; peer gateway, one HTTP backend)".to_owned();
+    paths.push(Path4 {
+        label,
+        url,
+        script,
+        tput: Vec::new(),
+        lat: Vec::new(),
+    });
     Ok(p)
 }

@@ -11,13 +11,28 @@ use crate::micro::Micro;
 use crate::procs::{percentile, stats};
 
 /// The whole table.
-pub(crate) fn render(b: &Bench<'_>, load_before: &str, web: &Web, bridge: &Bridged, scale: &Scale, micro: &[Micro]) -> String {
+pub(crate) fn render(
+    b: &Bench<'_>,
+    load_before: &str,
+    web: &Web,
+    bridge: &Bridged,
+    scale: &Scale,
+    micro: &[Micro],
+) -> String {
     let (o, plan) = (b.o, b.plan);
     let mut md = String::new();
-    let mode = if o.smoke { "smoke (1 short run each: figures are indicative only)" } else { "full" };
+    let mode = if o.smoke {
+        "smoke (1 short run each: figures are indicative only)"
+    } else {
+        "full"
+    };
     let _ = writeln!(md, "### Run of {} UTC, {mode}\n", chrono_like_now());
     let _ = writeln!(md, "- Machine: {}", machine());
-    let _ = writeln!(md, "- Load average (1, 5, 15 min) before: {load_before}; after: {}", loadavg());
+    let _ = writeln!(
+        md,
+        "- Load average (1, 5, 15 min) before: {load_before}; after: {}",
+        loadavg()
+    );
     let _ = writeln!(
         md,
         "- Per path: {} run(s) of {} s at 16 connections and {} run(s) of {} s at 1 connection (`wrk -t1`), paths rotated every run; medians with (min–max) over runs.\n",
@@ -36,11 +51,20 @@ pub(crate) fn render(b: &Bench<'_>, load_before: &str, web: &Web, bridge: &Bridg
     let _ = writeln!(md, "#### Micro (in-process timed loops; CPU ns per operation, median (min–max) of {} batches)\n", plan.micro_batches);
     let _ = writeln!(md, "| operation | ns/op | what |\n|---|---|---|");
     for m in micro {
-        let _ = writeln!(md, "| {} | {:.0} ({:.0}–{:.0}) | {} |", m.name, m.ns.0, m.ns.1, m.ns.2, m.what);
+        let _ = writeln!(
+            md,
+            "| {} | {:.0} ({:.0}–{:.0}) | {} |",
+            m.name, m.ns.0, m.ns.1, m.ns.2, m.what
+        );
     }
     let own_per_kib = memory_table(&mut md, web, bridge);
     let per = |h: (f64, f64, f64)| (h.1 - h.0) / h.2;
-    let call_growth = super::report_scale::render(&mut md, scale, (per(bridge.hold), per(bridge.hold_h2)), super::scale::nofile());
+    let call_growth = super::report_scale::render(
+        &mut md,
+        scale,
+        (per(bridge.hold), per(bridge.hold_h2)),
+        super::scale::nofile(),
+    );
     let j = Judged {
         sealopen_ns: micro.first().map_or(f64::NAN, |m| m.ns.0),
         own_per_kib,
@@ -50,7 +74,11 @@ pub(crate) fn render(b: &Bench<'_>, load_before: &str, web: &Web, bridge: &Bridg
         call_growth,
     };
     targets(&mut md, o.smoke, &f, &j);
-    let _ = writeln!(md, "\nTotal time {:.0} s.", b.started.elapsed().as_secs_f64());
+    let _ = writeln!(
+        md,
+        "\nTotal time {:.0} s.",
+        b.started.elapsed().as_secs_f64()
+    );
     md
 }
 
@@ -73,10 +101,18 @@ pub(crate) const DEFAULTS: usize = 4;
 impl Figures {
     fn of(web: &Web) -> Figures {
         let col = |q: &dyn Fn(&crate::wire::WrkRun) -> f64, lat: bool| -> Vec<Vec<f64>> {
-            web.paths.iter().map(|p| if lat { &p.lat } else { &p.tput }.iter().map(q).collect()).collect()
+            web.paths
+                .iter()
+                .map(|p| if lat { &p.lat } else { &p.tput }.iter().map(q).collect())
+                .collect()
         };
         let tput = col(&|w| w.rps, false);
-        Figures { rps: tput.iter().map(|v| med(v)).collect(), p50: col(&|w| w.p50_us, true), p99: col(&|w| w.p99_us, true), tput }
+        Figures {
+            rps: tput.iter().map(|v| med(v)).collect(),
+            p50: col(&|w| w.p50_us, true),
+            p99: col(&|w| w.p99_us, true),
+            tput,
+        }
     }
 
     /// Median latency added over the forwarder by path `i`.
@@ -91,7 +127,10 @@ impl Figures {
 }
 
 fn http_table(md: &mut String, web: &Web, f: &Figures) {
-    let _ = writeln!(md, "#### HTTP: stateless `tools/call`, ~1 KiB arguments, HTTP/1.1 keep-alive, loopback\n");
+    let _ = writeln!(
+        md,
+        "#### HTTP: stateless `tools/call`, ~1 KiB arguments, HTTP/1.1 keep-alive, loopback\n"
+    );
     let _ = writeln!(md, "| path | throughput at 16 conns (req/s) | vs direct | vs forwarder | p50 at 1 conn (µs) | p99 at 1 conn (µs) |");
     let _ = writeln!(md, "|---|---|---|---|---|---|");
     for (i, p) in web.paths.iter().enumerate() {
@@ -101,12 +140,21 @@ fn http_table(md: &mut String, web: &Web, f: &Figures) {
             p.label,
             spread(&f.tput[i], 0),
             f.rps[i] / f.rps[DIRECT],
-            if i == DIRECT { "—".to_owned() } else { format!("{:.2}", f.ratio(i)) },
+            if i == DIRECT {
+                "—".to_owned()
+            } else {
+                format!("{:.2}", f.ratio(i))
+            },
             spread(&f.p50[i], 0),
             spread(&f.p99[i], 0)
         );
     }
-    let errors: u64 = web.paths.iter().flat_map(|p| p.tput.iter().chain(p.lat.iter())).map(|w| w.errors).sum();
+    let errors: u64 = web
+        .paths
+        .iter()
+        .flat_map(|p| p.tput.iter().chain(p.lat.iter()))
+        .map(|w| w.errors)
+        .sum();
     let _ = writeln!(
         md,
         "\nSocket or non-2xx errors over all wrk runs: {errors}. Audit records written by the production-like Sluice: {}, for {} calls wrk counted as answered (warm-up included; calls in flight when a wrk run ends are audited but not counted). Audit records the Sluice with its defaults wrote to stderr: {}.\n",
@@ -132,7 +180,9 @@ fn http_table(md: &mut String, web: &Web, f: &Figures) {
 /// The `[cluster]` rows against the production-like one, when they ran.
 fn cluster_ratios(md: &mut String, web: &Web, f: &Figures) {
     let at = |needle: &str| web.paths.iter().position(|p| p.label.contains(needle));
-    let (Some(one), Some(two)) = (at("+ [cluster] (Redis)"), at("behind HAProxy")) else { return };
+    let (Some(one), Some(two)) = (at("+ [cluster] (Redis)"), at("behind HAProxy")) else {
+        return;
+    };
     let _ = writeln!(
         md,
         "`[cluster]`: production-like with Redis / production-like **{:.2}** (p50 at 1 connection {:+.0} µs); two replicas behind HAProxy / one production-like replica **{:.2}** (p50 {:+.0} µs; HAProxy, both replicas and wrk share the machine's cores).\n",
@@ -145,15 +195,30 @@ fn cluster_ratios(md: &mut String, web: &Web, f: &Figures) {
 
 /// Writes the bridge A table; gives the p50 Sluice adds per round (µs).
 fn bridge_table(md: &mut String, b: &Bridged) -> f64 {
-    let p = |chunks: &[Vec<f64>], q: f64| chunks.iter().map(|v| percentile(v, q)).collect::<Vec<f64>>();
-    let (d50, s50, d99, s99) = (p(&b.direct, 50.0), p(&b.sluice, 50.0), p(&b.direct, 99.0), p(&b.sluice, 99.0));
+    let p = |chunks: &[Vec<f64>], q: f64| {
+        chunks
+            .iter()
+            .map(|v| percentile(v, q))
+            .collect::<Vec<f64>>()
+    };
+    let (d50, s50, d99, s99) = (
+        p(&b.direct, 50.0),
+        p(&b.sluice, 50.0),
+        p(&b.direct, 99.0),
+        p(&b.sluice, 99.0),
+    );
     let _ = writeln!(
         md,
         "#### Bridge A: one sampling round against the fast legacy mock ({} chunks of {} rounds per side, alternating; `gather_ms = 0`)\n",
         b.chunks, b.per
     );
     let _ = writeln!(md, "| path | p50 (µs) | p99 (µs) |\n|---|---|---|");
-    let _ = writeln!(md, "| direct: call, ask, answer, result on one 2025-11-25 session | {} | {} |", spread(&d50, 0), spread(&d99, 0));
+    let _ = writeln!(
+        md,
+        "| direct: call, ask, answer, result on one 2025-11-25 session | {} | {} |",
+        spread(&d50, 0),
+        spread(&d99, 0)
+    );
     let _ = writeln!(
         md,
         "| through Sluice: `tools/call` → `input_required`, retry with `inputResponses` → result | {} | {} |",
@@ -161,9 +226,18 @@ fn bridge_table(md: &mut String, b: &Bridged) -> f64 {
         spread(&s99, 0)
     );
     let (f50, f99) = (p(&b.first, 50.0), p(&b.first, 99.0));
-    let _ =
-        writeln!(md, "| of which the first request (to `input_required`, exchange parked) | {} | {} |", spread(&f50, 0), spread(&f99, 0));
-    let _ = writeln!(md, "| **added by Sluice** | **{:+.0}** | **{:+.0}** |\n", med(&s50) - med(&d50), med(&s99) - med(&d99));
+    let _ = writeln!(
+        md,
+        "| of which the first request (to `input_required`, exchange parked) | {} | {} |",
+        spread(&f50, 0),
+        spread(&f99, 0)
+    );
+    let _ = writeln!(
+        md,
+        "| **added by Sluice** | **{:+.0}** | **{:+.0}** |\n",
+        med(&s50) - med(&d50),
+        med(&s99) - med(&d99)
+    );
     med(&s50) - med(&d50)
 }
 
@@ -176,9 +250,21 @@ fn memory_table(md: &mut String, web: &Web, b: &Bridged) -> f64 {
     let own_per = total_per - conn_per;
     let _ = writeln!(md, "\n#### Memory (VmRSS)\n");
     let _ = writeln!(md, "| figure | value |\n|---|---|");
-    let _ = writeln!(md, "| Sluice plain, idle (probed, before any call) | {:.1} MiB |", mib(web.idle_plain));
-    let _ = writeln!(md, "| Sluice production-like, idle | {:.1} MiB |", mib(web.idle_prod));
-    let _ = writeln!(md, "| Sluice bridge A config, idle | {:.1} MiB |", mib(b.idle));
+    let _ = writeln!(
+        md,
+        "| Sluice plain, idle (probed, before any call) | {:.1} MiB |",
+        mib(web.idle_plain)
+    );
+    let _ = writeln!(
+        md,
+        "| Sluice production-like, idle | {:.1} MiB |",
+        mib(web.idle_prod)
+    );
+    let _ = writeln!(
+        md,
+        "| Sluice bridge A config, idle | {:.1} MiB |",
+        mib(b.idle)
+    );
     let _ = writeln!(
         md,
         "| Sluice plain / production-like after the load runs | {:.1} / {:.1} MiB |",
@@ -194,7 +280,11 @@ fn memory_table(md: &mut String, web: &Web, b: &Bridged) -> f64 {
         total_per
     );
     let _ = writeln!(md, "| of which upstream connections (2 per exchange, measured by `hold`) | {:.1} KiB per exchange |", conn_per);
-    let _ = writeln!(md, "| of which Sluice's own state (the difference) | **{:.1} KiB per exchange** |", own_per);
+    let _ = writeln!(
+        md,
+        "| of which Sluice's own state (the difference) | **{:.1} KiB per exchange** |",
+        own_per
+    );
     let (h2_before, h2_after, h2_n) = b.hold_h2;
     let _ = writeln!(
         md,
@@ -218,7 +308,10 @@ pub(crate) struct Judged {
 
 fn targets(md: &mut String, smoke: bool, f: &Figures, j: &Judged) {
     let idle_mib = j.idle_plain_kib as f64 / 1024.0;
-    let _ = writeln!(md, "\n#### Targets (issue 14, and issue 7's that still stand)\n");
+    let _ = writeln!(
+        md,
+        "\n#### Targets (issue 14, and issue 7's that still stand)\n"
+    );
     let _ = writeln!(md, "| target | measured | verdict |\n|---|---|---|");
     // A tail of milliseconds going direct is the machine's scheduling noise, not anyone's work:
     // then the p99 difference says nothing and is not judged.
@@ -227,20 +320,59 @@ fn targets(md: &mut String, smoke: bool, f: &Figures, j: &Judged) {
     let (plain, prod, defaults) = (f.ratio(PLAIN), f.ratio(PROD), f.ratio(DEFAULTS));
     let (p50, p99) = (f.added(PLAIN, &f.p50), f.added(PLAIN, &f.p99));
     let rows: [(&str, String, bool); 10] = [
-        ("plain throughput ≥ 0.90 × forwarder", format!("{plain:.2}"), plain >= 0.90),
-        ("production-like throughput ≥ 0.80 × forwarder", format!("{prod:.2}"), prod >= 0.80),
-        ("defaults (audit to stderr) throughput ≥ 0.85 × forwarder", format!("{defaults:.2}"), defaults >= 0.85),
-        ("plain added p50 ≤ +15 µs", format!("{p50:+.0} µs"), p50 <= 15.0),
-        ("plain added p99 ≤ +100 µs", format!("{p99:+.0} µs"), p99 <= 100.0 && !tail_noise),
-        ("seal + open ≤ 2 µs", format!("{:.2} µs", j.sealopen_ns / 1000.0), j.sealopen_ns <= 2000.0),
-        ("Sluice's own state per parked exchange ≤ 4 KiB", format!("{:.1} KiB", j.own_per_kib), j.own_per_kib <= 4.0),
+        (
+            "plain throughput ≥ 0.90 × forwarder",
+            format!("{plain:.2}"),
+            plain >= 0.90,
+        ),
+        (
+            "production-like throughput ≥ 0.80 × forwarder",
+            format!("{prod:.2}"),
+            prod >= 0.80,
+        ),
+        (
+            "defaults (audit to stderr) throughput ≥ 0.85 × forwarder",
+            format!("{defaults:.2}"),
+            defaults >= 0.85,
+        ),
+        (
+            "plain added p50 ≤ +15 µs",
+            format!("{p50:+.0} µs"),
+            p50 <= 15.0,
+        ),
+        (
+            "plain added p99 ≤ +100 µs",
+            format!("{p99:+.0} µs"),
+            p99 <= 100.0 && !tail_noise,
+        ),
+        (
+            "seal + open ≤ 2 µs",
+            format!("{:.2} µs", j.sealopen_ns / 1000.0),
+            j.sealopen_ns <= 2000.0,
+        ),
+        (
+            "Sluice's own state per parked exchange ≤ 4 KiB",
+            format!("{:.1} KiB", j.own_per_kib),
+            j.own_per_kib <= 4.0,
+        ),
         (
             "bridge A added per sampling round, p50 ≤ +150 µs",
-            format!("{:+.0} µs (two do-nothing hops: {:+.0} µs)", j.bridge_added_p50_us, j.two_hops_us),
+            format!(
+                "{:+.0} µs (two do-nothing hops: {:+.0} µs)",
+                j.bridge_added_p50_us, j.two_hops_us
+            ),
             j.bridge_added_p50_us <= 150.0,
         ),
-        ("a call's p50 does not grow with the upstreams (most / fewest ≤ 1.25)", format!("{:.2}", j.call_growth), j.call_growth <= 1.25),
-        ("idle RSS ≤ 20 MiB", format!("{idle_mib:.1} MiB"), idle_mib <= 20.0),
+        (
+            "a call's p50 does not grow with the upstreams (most / fewest ≤ 1.25)",
+            format!("{:.2}", j.call_growth),
+            j.call_growth <= 1.25,
+        ),
+        (
+            "idle RSS ≤ 20 MiB",
+            format!("{idle_mib:.1} MiB"),
+            idle_mib <= 20.0,
+        ),
     ];
     for (t, m, ok) in rows {
         let v = if smoke {
@@ -257,20 +389,45 @@ fn targets(md: &mut String, smoke: bool, f: &Figures, j: &Judged) {
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())))
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<u64>().ok())
+        })
         .map(|k| format!("{:.0} GiB", k as f64 / 1048576.0))
         .unwrap_or_default();
-    let rustc = std::process::Command::new("rustc").arg("-V").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let rustc = std::process::Command::new("rustc")
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let wrk = std::process::Command::new("wrk")
         .arg("-v")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").split(" [").next().unwrap_or("").trim().to_owned());
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .split(" [")
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        });
     format!(
         "{cpu}, {cores} cores, {mem}, Linux {}; {}; {}",
         kernel.trim(),
@@ -280,7 +437,9 @@ fn machine() -> String {
 }
 
 pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn spread(v: &[f64], digits: usize) -> String {
@@ -306,7 +465,10 @@ fn verdict(ok: bool) -> &'static str {
 
 /// `YYYY-MM-DD HH:MM` (UTC) without a date crate.
 fn chrono_like_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86400, secs % 86400);
     // Civil from days (Howard Hinnant's algorithm).
     let z = days as i64 + 719468;
@@ -318,5 +480,9 @@ fn chrono_like_now() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
 }

@@ -68,7 +68,11 @@ fn parked(md: &mut String, s: &Scale, (conn_per_kib, h2_per_kib): (f64, f64), no
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for p in &s.parked {
         let per = (p.after_kib as f64 - p.before_kib as f64) / p.n.max(1) as f64;
-        let (wire, base) = if p.http2 { ("HTTP/2 (`http2 = true`)", h2_per_kib) } else { ("HTTP/1.1", conn_per_kib) };
+        let (wire, base) = if p.http2 {
+            ("HTTP/2 (`http2 = true`)", h2_per_kib)
+        } else {
+            ("HTTP/1.1", conn_per_kib)
+        };
         let _ = writeln!(
             md,
             "| {wire} | {} | {}{} | {:.1} → {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
@@ -94,7 +98,10 @@ fn parked(md: &mut String, s: &Scale, (conn_per_kib, h2_per_kib): (f64, f64), no
 }
 
 fn clients(md: &mut String, s: &Scale) {
-    let _ = writeln!(md, "\n#### Scale: 2025-11-25 client sessions (bridge B) and idle client connections\n");
+    let _ = writeln!(
+        md,
+        "\n#### Scale: 2025-11-25 client sessions (bridge B) and idle client connections\n"
+    );
     let _ = writeln!(md, "| 2025-11-25 sessions | RSS before → after (MiB) | per session (KiB) | opened per second (32 at a time) | a call's p50 on one of them (µs) |");
     let _ = writeln!(md, "|---|---|---|---|---|");
     for x in &s.sessions {
@@ -133,8 +140,15 @@ fn stdio(md: &mut String, s: &Scale) {
     let _ = writeln!(md, "| client sessions, one after another (a call each) | processes under Sluice after | RSS of Sluice (MiB) | RSS of those processes (MiB) | per session (ms) |");
     let _ = writeln!(md, "|---|---|---|---|---|");
     for x in &s.stdio {
-        let _ =
-            writeln!(md, "| {} | {} | {:.1} | {:.1} | {:.1} |", x.n, x.processes, mib(x.sluice_kib), mib(x.children_kib), x.per_session_ms);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} | {:.1} |",
+            x.n,
+            x.processes,
+            mib(x.sluice_kib),
+            mib(x.children_kib),
+            x.per_session_ms
+        );
     }
     let _ = writeln!(
         md,

@@ -49,7 +49,9 @@ pub(crate) struct Parked {
 fn fed_config(ports: &[u16]) -> String {
     let mut s = String::from("\n[audit]\nenabled = false\n");
     for (i, p) in ports.iter().enumerate() {
-        s.push_str(&format!("\n[[upstream]]\nname = \"u{i}\"\nurl = \"http://127.0.0.1:{p}/mcp\"\n"));
+        s.push_str(&format!(
+            "\n[[upstream]]\nname = \"u{i}\"\nurl = \"http://127.0.0.1:{p}/mcp\"\n"
+        ));
     }
     s
 }
@@ -59,14 +61,22 @@ fn list_body(id: u64) -> Bytes {
 }
 
 /// One modern request; gives its time and the answer's JSON.
-async fn timed(c: &HttpClient, url: &Uri, method: &'static str, name: &str, body: Bytes) -> Result<(f64, Value), String> {
+async fn timed(
+    c: &HttpClient,
+    url: &Uri,
+    method: &'static str,
+    name: &str,
+    body: Bytes,
+) -> Result<(f64, Value), String> {
     let mut h = wire::modern_headers(name);
     h.insert("mcp-method", http::HeaderValue::from_static(method));
     if name.is_empty() {
         h.remove("mcp-name");
     }
     let t0 = Instant::now();
-    let v = crate::bridge::post_json(c, url, h, body).await.map_err(|e| format!("{method}: {e}"))?;
+    let v = crate::bridge::post_json(c, url, h, body)
+        .await
+        .map_err(|e| format!("{method}: {e}"))?;
     Ok((t0.elapsed().as_secs_f64() * 1e6, v))
 }
 
@@ -84,14 +94,24 @@ async fn federate(b: &Bench<'_>, n: usize, calls: usize) -> Result<Fed, String> 
         .map(|p| p.parse().map_err(|e| format!("{e}")))
         .collect::<Result<_, _>>()?;
     let t0 = Instant::now();
-    let (sluice, url) = start_sluice(env, &b.o.sluice, &format!("sluice-fed-{n}"), fed_config(&ports), c).await?;
+    let (sluice, url) = start_sluice(
+        env,
+        &b.o.sluice,
+        &format!("sluice-fed-{n}"),
+        fed_config(&ports),
+        c,
+    )
+    .await?;
     let ready_ms = t0.elapsed().as_secs_f64() * 1e3;
     let idle_kib = rss_kib(sluice.pid()).unwrap_or(0);
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let (list_first_us, v) = timed(c, &uri, "tools/list", "", list_body(1)).await?;
     let tools = v["result"]["tools"].as_array().map_or(0, Vec::len);
     if tools != n {
-        return Err(format!("{n} upstreams federated {tools} tools (expected one per upstream): {}", v["result"]["tools"]));
+        return Err(format!(
+            "{n} upstreams federated {tools} tools (expected one per upstream): {}",
+            v["result"]["tools"]
+        ));
     }
     let mut warm = Vec::new();
     for i in 0..20 {
@@ -101,7 +121,14 @@ async fn federate(b: &Bench<'_>, n: usize, calls: usize) -> Result<Fed, String> 
     let mut lat = Vec::with_capacity(calls);
     for i in 0..calls + 20 {
         let name = format!("u{}__echo", (i * 7919) % n);
-        let (us, v) = timed(c, &uri, "tools/call", &name, wire::bytes(wire::tools_call(100 + i as u64, &name))).await?;
+        let (us, v) = timed(
+            c,
+            &uri,
+            "tools/call",
+            &name,
+            wire::bytes(wire::tools_call(100 + i as u64, &name)),
+        )
+        .await?;
         if v["result"]["resultType"] != "complete" {
             return Err(format!("call of {name} with {n} upstreams ended in {v}"));
         }
@@ -111,14 +138,27 @@ async fn federate(b: &Bench<'_>, n: usize, calls: usize) -> Result<Fed, String> 
     }
     let after_kib = rss_kib(sluice.pid()).unwrap_or(0);
     drop((sluice, mock));
-    Ok(Fed { n, ready_ms, idle_kib, list_first_us, list_warm_us: stats(&warm).0, tools, call_p50_us: stats(&lat).0, after_kib })
+    Ok(Fed {
+        n,
+        ready_ms,
+        idle_kib,
+        list_first_us,
+        list_warm_us: stats(&warm).0,
+        tools,
+        call_p50_us: stats(&lat).0,
+        after_kib,
+    })
 }
 
 /// The open-files limit of this process (children inherit it).
 pub(crate) fn nofile() -> usize {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
         .unwrap_or(1024)
 }
 
@@ -136,17 +176,32 @@ async fn park(b: &Bench<'_>, asked: usize, idle: Duration, http2: bool) -> Resul
     let (env, me, c) = (&b.env, &b.me, &b.c);
     // Over HTTP/1.1 two upstream connections per exchange in Sluice and in the mock, and some to
     // spare; over HTTP/2 one connection.
-    let n = if http2 { asked } else { asked.min(nofile().saturating_sub(600) / 2).max(1) };
+    let n = if http2 {
+        asked
+    } else {
+        asked.min(nofile().saturating_sub(600) / 2).max(1)
+    };
     let tag = if http2 { "-h2" } else { "" };
     let mut args = vec!["legacy-upstream".to_owned(), "--parent-stdin".into()];
     if http2 {
         args.push("--http2".into());
     }
     let mut legacy = env.spawn(&format!("scale-legacy-{asked}{tag}"), me, &args, &[], true)?;
-    let legacy_url = format!("http://127.0.0.1:{}/mcp", legacy.line("LISTENING", Duration::from_secs(10))?);
+    let legacy_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        legacy.line("LISTENING", Duration::from_secs(10))?
+    );
     // The upstream's table is the config's last: a key appended is its.
-    let cfg = super::bridge_a::config(n + 256, &legacy_url) + if http2 { "http2 = true\n" } else { "" };
-    let (sluice, url) = start_sluice(env, &b.o.sluice, &format!("sluice-park-{asked}{tag}"), cfg, c).await?;
+    let cfg =
+        super::bridge_a::config(n + 256, &legacy_url) + if http2 { "http2 = true\n" } else { "" };
+    let (sluice, url) = start_sluice(
+        env,
+        &b.o.sluice,
+        &format!("sluice-park-{asked}{tag}"),
+        cfg,
+        c,
+    )
+    .await?;
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     crate::memory::park(c, &uri, 16, 1).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -160,7 +215,15 @@ async fn park(b: &Bench<'_>, asked: usize, idle: Duration, http2: bool) -> Resul
     tokio::time::sleep(idle).await;
     let idle_cpu_ms_per_s = (cpu_ms(sluice.pid()).unwrap_or(0.0) - cpu0) / idle.as_secs_f64();
     drop((sluice, legacy));
-    Ok(Parked { asked, n: got, before_kib, after_kib, idle_cpu_ms_per_s, park_s, http2 })
+    Ok(Parked {
+        asked,
+        n: got,
+        before_kib,
+        after_kib,
+        idle_cpu_ms_per_s,
+        park_s,
+        http2,
+    })
 }
 
 /// Sizes of the scale part (smoke: small ones, same code).
@@ -207,7 +270,11 @@ pub(crate) struct Scale {
 
 pub(crate) async fn measure(b: &Bench<'_>) -> Result<Scale, String> {
     let s = sizes(b.o.smoke);
-    let (calls, idle) = if b.o.smoke { (50, Duration::from_millis(500)) } else { (300, Duration::from_secs(5)) };
+    let (calls, idle) = if b.o.smoke {
+        (50, Duration::from_millis(500))
+    } else {
+        (300, Duration::from_secs(5))
+    };
     let mut fed = Vec::new();
     for &n in s.upstreams {
         b.log(&format!("scale: federating {n} upstreams"));
@@ -234,8 +301,16 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Scale, String> {
     }
     let mut stdio = Vec::new();
     for &n in s.stdio {
-        b.log(&format!("scale: {n} client sessions of one principal to a stdio server"));
+        b.log(&format!(
+            "scale: {n} client sessions of one principal to a stdio server"
+        ));
         stdio.push(super::stdio::stdio_sessions(b, n).await?);
     }
-    Ok(Scale { fed, parked, sessions, conns, stdio })
+    Ok(Scale {
+        fed,
+        parked,
+        sessions,
+        conns,
+        stdio,
+    })
 }

@@ -32,8 +32,17 @@ pub(crate) struct Conns {
 }
 
 async fn start_mock(b: &Bench<'_>, tag: &str) -> Result<(crate::procs::Proc, String), String> {
-    let mut mock = b.env.spawn(tag, &b.me, &["modern-upstream", "--name", "alpha", "--parent-stdin"].map(String::from), &[], true)?;
-    let url = format!("http://127.0.0.1:{}/mcp", mock.line("LISTENING", Duration::from_secs(10))?);
+    let mut mock = b.env.spawn(
+        tag,
+        &b.me,
+        &["modern-upstream", "--name", "alpha", "--parent-stdin"].map(String::from),
+        &[],
+        true,
+    )?;
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        mock.line("LISTENING", Duration::from_secs(10))?
+    );
     Ok((mock, url))
 }
 
@@ -46,14 +55,19 @@ pub(crate) async fn sessions(b: &Bench<'_>, n: usize, calls: usize) -> Result<Se
     let cfg = format!(
         "\n[audit]\nenabled = false\n\n[bridge]\nmax_client_sessions = {cap}\nmax_client_sessions_per_principal = {cap}\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n"
     );
-    let (sluice, url) = start_sluice(&b.env, &b.o.sluice, &format!("sluice-sessions-{n}"), cfg, c).await?;
+    let (sluice, url) =
+        start_sluice(&b.env, &b.o.sluice, &format!("sluice-sessions-{n}"), cfg, c).await?;
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let first = crate::bridge::open(c, &uri).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before_kib = rss_kib(sluice.pid()).unwrap_or(0);
     let t0 = Instant::now();
     let opened: Vec<Result<crate::bridge::LegacySession, String>> =
-        futures_util::stream::iter(0..n).map(|_| crate::bridge::open(c, &uri)).buffer_unordered(32).collect().await;
+        futures_util::stream::iter(0..n)
+            .map(|_| crate::bridge::open(c, &uri))
+            .buffer_unordered(32)
+            .collect()
+            .await;
     let open_s = t0.elapsed().as_secs_f64();
     let mut held = Vec::with_capacity(n);
     for s in opened {
@@ -71,10 +85,18 @@ pub(crate) async fn sessions(b: &Bench<'_>, n: usize, calls: usize) -> Result<Se
             "params": {"name": "echo", "arguments": {"text": crate::wire::arg_text()}}});
         let t = Instant::now();
         let a = c
-            .post("sluice", &uri, crate::bridge::legacy_headers(first.sid.as_ref()), Bytes::from(body.to_string()), None)
+            .post(
+                "sluice",
+                &uri,
+                crate::bridge::legacy_headers(first.sid.as_ref()),
+                Bytes::from(body.to_string()),
+                None,
+            )
             .await
             .map_err(|e| e.to_string())?;
-        let (_, msg) = final_message(a, "sluice").await.map_err(|e| e.to_string())?;
+        let (_, msg) = final_message(a, "sluice")
+            .await
+            .map_err(|e| e.to_string())?;
         let v: Value = serde_json::from_slice(&msg).map_err(|e| e.to_string())?;
         if v["result"]["content"][0]["text"] != crate::wire::arg_text().as_str() {
             return Err(format!("a call on a 2025-11-25 session ended in {v}"));
@@ -84,14 +106,24 @@ pub(crate) async fn sessions(b: &Bench<'_>, n: usize, calls: usize) -> Result<Se
         }
     }
     drop((sluice, mock, held));
-    Ok(Sessions { n, before_kib, after_kib, open_s, call_p50_us: stats(&lat).0 })
+    Ok(Sessions {
+        n,
+        before_kib,
+        after_kib,
+        open_s,
+        call_p50_us: stats(&lat).0,
+    })
 }
 
 /// One keep-alive connection that has made one request (`GET /healthz`) and stays open.
 async fn idle_conn(addr: std::net::SocketAddr) -> Result<tokio::net::TcpStream, String> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
     let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 512];
     let mut got = Vec::new();
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -102,7 +134,10 @@ async fn idle_conn(addr: std::net::SocketAddr) -> Result<tokio::net::TcpStream, 
         got.extend_from_slice(&buf[..k]);
     }
     if !got.starts_with(b"HTTP/1.1 200") {
-        return Err(format!("GET /healthz answered {}", String::from_utf8_lossy(&got)));
+        return Err(format!(
+            "GET /healthz answered {}",
+            String::from_utf8_lossy(&got)
+        ));
     }
     Ok(s)
 }
@@ -114,17 +149,28 @@ pub(crate) async fn conns(b: &Bench<'_>, n: usize) -> Result<Conns, String> {
         "\n[audit]\nenabled = false\n\n[limits]\nmax_connections = {}\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n",
         n + 64
     );
-    let (sluice, url) = start_sluice(&b.env, &b.o.sluice, &format!("sluice-conns-{n}"), cfg, &b.c).await?;
-    let addr: std::net::SocketAddr =
-        url.trim_start_matches("http://").trim_end_matches("/mcp").parse().map_err(|e| format!("{url}: {e}"))?;
+    let (sluice, url) =
+        start_sluice(&b.env, &b.o.sluice, &format!("sluice-conns-{n}"), cfg, &b.c).await?;
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .map_err(|e| format!("{url}: {e}"))?;
     let warm = idle_conn(addr).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before_kib = rss_kib(sluice.pid()).unwrap_or(0);
-    let opened: Vec<Result<tokio::net::TcpStream, String>> =
-        futures_util::stream::iter(0..n).map(|_| idle_conn(addr)).buffer_unordered(64).collect().await;
+    let opened: Vec<Result<tokio::net::TcpStream, String>> = futures_util::stream::iter(0..n)
+        .map(|_| idle_conn(addr))
+        .buffer_unordered(64)
+        .collect()
+        .await;
     let held = opened.into_iter().collect::<Result<Vec<_>, String>>()?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after_kib = rss_kib(sluice.pid()).unwrap_or(0);
     drop((sluice, mock, held, warm));
-    Ok(Conns { n, before_kib, after_kib })
+    Ok(Conns {
+        n,
+        before_kib,
+        after_kib,
+    })
 }

@@ -34,25 +34,41 @@ pub(crate) async fn stdio_sessions(b: &Bench<'_>, n: usize) -> Result<StdioSessi
         "\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"notes\"\ncommand = [{:?}, \"stdio-upstream\"]\nera = \"2025-11-25\"\n",
         b.me.display().to_string()
     );
-    let (sluice, url) = start_sluice(&b.env, &b.o.sluice, &format!("sluice-stdio-{n}"), cfg, c).await?;
+    let (sluice, url) =
+        start_sluice(&b.env, &b.o.sluice, &format!("sluice-stdio-{n}"), cfg, c).await?;
     let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
     let t0 = Instant::now();
     for i in 0..n {
         let s = crate::bridge::open(c, &uri).await?;
         let h = || crate::bridge::legacy_headers(s.sid.as_ref());
         let body = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}});
-        let a = c.post("sluice", &uri, h(), Bytes::from(body.to_string()), None).await.map_err(|e| e.to_string())?;
-        let (_, msg) = final_message(a, "sluice").await.map_err(|e| e.to_string())?;
+        let a = c
+            .post("sluice", &uri, h(), Bytes::from(body.to_string()), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (_, msg) = final_message(a, "sluice")
+            .await
+            .map_err(|e| e.to_string())?;
         let v: Value = serde_json::from_slice(&msg).map_err(|e| e.to_string())?;
         if v["result"]["content"][0]["text"] != crate::wire::arg_text().as_str() {
-            return Err(format!("a call to the stdio server on client session {i} ended in {v}"));
+            return Err(format!(
+                "a call to the stdio server on client session {i} ended in {v}"
+            ));
         }
-        c.send(Method::DELETE, "sluice", &uri, h(), Bytes::new(), None).await.map_err(|e| e.to_string())?;
+        c.send(Method::DELETE, "sluice", &uri, h(), Bytes::new(), None)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     let per_session_ms = t0.elapsed().as_secs_f64() * 1e3 / n.max(1) as f64;
     let tree = descendants(sluice.pid());
     let children_kib = tree.iter().filter_map(|p| rss_kib(*p)).sum();
     let sluice_kib = rss_kib(sluice.pid()).unwrap_or(0);
     drop(sluice);
-    Ok(StdioSessions { n, processes: tree.len(), sluice_kib, children_kib, per_session_ms })
+    Ok(StdioSessions {
+        n,
+        processes: tree.len(),
+        sluice_kib,
+        children_kib,
+        per_session_ms,
+    })
 }

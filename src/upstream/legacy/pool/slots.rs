@@ -47,7 +47,9 @@ impl Refused {
     pub(crate) fn full(self, upstream: &str, max_processes: usize) -> crate::shares::Full {
         use crate::shares::{Full, Pool};
         match self {
-            Refused::Share(n) => Full::share_of(Pool::Processes(upstream.to_owned()), n, max_processes),
+            Refused::Share(n) => {
+                Full::share_of(Pool::Processes(upstream.to_owned()), n, max_processes)
+            }
             Refused::Principal(n) => Full::share(Pool::Sessions, n),
             Refused::Global(n) => Full::pool(Pool::Sessions, n),
         }
@@ -86,7 +88,14 @@ struct Held {
 
 impl<S> Default for Slots<S> {
     fn default() -> Self {
-        Slots { stamp: 0, idle: BTreeMap::new(), by_deadline: BTreeSet::new(), by_key: HashMap::new(), held: HashMap::new(), open: 0 }
+        Slots {
+            stamp: 0,
+            idle: BTreeMap::new(),
+            by_deadline: BTreeSet::new(),
+            by_key: HashMap::new(),
+            held: HashMap::new(),
+            open: 0,
+        }
     }
 }
 
@@ -108,7 +117,11 @@ impl<S> Slots<S> {
         let stamp = self.stamp;
         self.by_deadline.insert((deadline, stamp));
         self.by_key.entry(key.clone()).or_default().insert(stamp);
-        self.held.entry(key.principal.clone()).or_default().idle.insert(stamp);
+        self.held
+            .entry(key.principal.clone())
+            .or_default()
+            .idle
+            .insert(stamp);
         self.idle.insert(stamp, (key, s, deadline));
     }
 
@@ -116,13 +129,29 @@ impl<S> Slots<S> {
     /// per principal); gives the idle session closed to make room (the principal's own oldest of
     /// that upstream when it holds its share of it, else its own oldest when it is at its cap,
     /// else the oldest of all when Sluice is at its cap), or why there is no room.
-    pub(crate) fn reserve(&mut self, principal: &str, instance: u64, exempt: bool, caps: Caps) -> Result<Option<S>, Refused> {
-        let (held, of_upstream) = self.held.get(principal).map_or((0, 0), |h| (h.open, h.by_instance.get(&instance).copied().unwrap_or(0)));
+    pub(crate) fn reserve(
+        &mut self,
+        principal: &str,
+        instance: u64,
+        exempt: bool,
+        caps: Caps,
+    ) -> Result<Option<S>, Refused> {
+        let (held, of_upstream) = self.held.get(principal).map_or((0, 0), |h| {
+            (h.open, h.by_instance.get(&instance).copied().unwrap_or(0))
+        });
         let share = caps.per_upstream.filter(|_| !exempt);
         let victim = if let Some(share) = share.filter(|s| of_upstream >= *s) {
-            Some(self.close_idle(self.oldest_idle_of(principal, instance).ok_or(Refused::Share(share))?))
+            Some(
+                self.close_idle(
+                    self.oldest_idle_of(principal, instance)
+                        .ok_or(Refused::Share(share))?,
+                ),
+            )
         } else if !exempt && held >= caps.per_principal {
-            let oldest = self.held.get(principal).and_then(|h| h.idle.first().copied());
+            let oldest = self
+                .held
+                .get(principal)
+                .and_then(|h| h.idle.first().copied());
             Some(self.close_idle(oldest.ok_or(Refused::Principal(caps.per_principal))?))
         } else if self.open >= caps.max {
             let oldest = self.idle.first_key_value().map(|(stamp, _)| *stamp);
@@ -141,7 +170,11 @@ impl<S> Slots<S> {
     /// (a scan of its idle sessions, at most its cap).
     fn oldest_idle_of(&self, principal: &str, instance: u64) -> Option<u64> {
         let h = self.held.get(principal)?;
-        h.idle.iter().copied().find(|stamp| self.idle.get(stamp).is_some_and(|(k, _, _)| k.instance == instance))
+        h.idle.iter().copied().find(|stamp| {
+            self.idle
+                .get(stamp)
+                .is_some_and(|(k, _, _)| k.instance == instance)
+        })
     }
 
     /// One of `principal`'s open sessions of upstream `instance` is gone (closed, broken, or
@@ -180,21 +213,37 @@ impl<S> Slots<S> {
 
     /// How many sessions `principal` holds open (idle or leased) of upstream `instance`.
     pub(crate) fn held_of(&self, principal: &str, instance: u64) -> usize {
-        self.held.get(principal).and_then(|h| h.by_instance.get(&instance)).copied().unwrap_or(0)
+        self.held
+            .get(principal)
+            .and_then(|h| h.by_instance.get(&instance))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Removes and gives every idle session of one upstream instance (a reload retired it);
     /// they count as closed.
     pub(crate) fn expire_instance(&mut self, instance: u64) -> Vec<S> {
-        let stamps: Vec<u64> = self.idle.iter().filter(|(_, (k, _, _))| k.instance == instance).map(|(s, _)| *s).collect();
-        stamps.into_iter().filter_map(|stamp| self.close_idle(stamp)).collect()
+        let stamps: Vec<u64> = self
+            .idle
+            .iter()
+            .filter(|(_, (k, _, _))| k.instance == instance)
+            .map(|(s, _)| *s)
+            .collect();
+        stamps
+            .into_iter()
+            .filter_map(|stamp| self.close_idle(stamp))
+            .collect()
     }
 
     /// Closes the least recently used idle session of `upstream` (a stdio upstream at its
     /// `max_processes`), counted closed. O(idle sessions): this is the rare path of a stdio
     /// upstream whose every process is taken.
     pub(crate) fn close_oldest_of(&mut self, upstream: &str) -> Option<S> {
-        let stamp = self.idle.iter().find(|(_, (k, _, _))| k.upstream == upstream).map(|(s, _)| *s)?;
+        let stamp = self
+            .idle
+            .iter()
+            .find(|(_, (k, _, _))| k.upstream == upstream)
+            .map(|(s, _)| *s)?;
         self.close_idle(stamp)
     }
 

@@ -78,7 +78,11 @@ pub fn warning(held: u64, needed: u64, inherited: u64) -> Option<String> {
         ));
     }
     if extra != 0 {
-        let keep = if needed == 0 { "none".to_owned() } else { listed(needed) };
+        let keep = if needed == 0 {
+            "none".to_owned()
+        } else {
+            listed(needed)
+        };
         parts.push(format!(
             "Sluice holds capabilities this config does not need: {}; none passes to a process it starts, but a flaw in Sluice could use them; start it with only what it needs (here {keep}: systemd CapabilityBoundingSet= and AmbientCapabilities=, docker --cap-drop=ALL --cap-add=…, or an unprivileged user)",
             listed(extra)
@@ -116,14 +120,24 @@ fn listed(mask: u64) -> String {
 fn names(mask: u64) -> Vec<String> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        let mut known: Vec<caps::Capability> = caps::all().into_iter().filter(|c| mask & c.bitmask() != 0).collect();
+        let mut known: Vec<caps::Capability> = caps::all()
+            .into_iter()
+            .filter(|c| mask & c.bitmask() != 0)
+            .collect();
         known.sort_by_key(|c| c.index());
         let named: u64 = known.iter().fold(0, |m, c| m | c.bitmask());
         let mut out: Vec<String> = known.iter().map(|c| c.to_string()).collect();
         // Bits newer than the crate's list, by number.
-        out.extend((0..64).filter(|b| (mask & !named) & (1u64 << b) != 0).map(|b| format!("capability {b}")));
+        out.extend(
+            (0..64)
+                .filter(|b| (mask & !named) & (1u64 << b) != 0)
+                .map(|b| format!("capability {b}")),
+        );
         out
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    (0..64).filter(|b| mask & (1u64 << b) != 0).map(|b| format!("capability {b}")).collect()
+    (0..64)
+        .filter(|b| mask & (1u64 << b) != 0)
+        .map(|b| format!("capability {b}"))
+        .collect()
 }
