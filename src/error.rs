@@ -96,43 +96,18 @@ impl GatewayError {
     }
 
     /// HTTP status, JSON-RPC code and data. One exhaustive match: a new variant does not
-    /// compile until it is mapped here.
+    /// compile until it is mapped here (a body's and validation's refusals through the
+    /// exhaustive matches of `classify_frame` and `classify_validate`).
     pub fn classify(&self) -> (StatusCode, i64, Option<Value>) {
         match self {
-            GatewayError::Frame(FrameError::NotJson(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None)
-            }
-            GatewayError::Frame(FrameError::NotRequest(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None)
-            }
-            GatewayError::Frame(FrameError::TooDeep(max)) => (
-                StatusCode::BAD_REQUEST,
-                jsonrpc::INVALID_REQUEST,
-                Some(json!({"maxDepth": max})),
-            ),
+            GatewayError::Frame(e) => classify_frame(e),
             // Sluice's own -32602 answers are 400 (the spec fixes it for _meta; we keep it uniform).
             GatewayError::InvalidParams(_, data) => (
                 StatusCode::BAD_REQUEST,
                 jsonrpc::INVALID_PARAMS,
                 data.clone(),
             ),
-            GatewayError::Validate(ValidateError::Meta(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None)
-            }
-            GatewayError::Validate(ValidateError::Headers(_)) => {
-                (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None)
-            }
-            GatewayError::Validate(ValidateError::Version {
-                requested,
-                supported,
-            }) => (
-                StatusCode::BAD_REQUEST,
-                jsonrpc::UNSUPPORTED_VERSION,
-                Some(json!({"supported": supported, "requested": requested})),
-            ),
-            GatewayError::Validate(ValidateError::Method(_)) => {
-                (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None)
-            }
+            GatewayError::Validate(e) => classify_validate(e),
             GatewayError::UnknownTarget(_, data) => (
                 StatusCode::BAD_REQUEST,
                 jsonrpc::INVALID_PARAMS,
@@ -184,5 +159,36 @@ impl GatewayError {
                 (status, code, Some(data))
             }
         }
+    }
+}
+
+/// [`GatewayError::classify`] of an unreadable body: one exhaustive match on [`FrameError`].
+fn classify_frame(e: &FrameError) -> (StatusCode, i64, Option<Value>) {
+    match e {
+        FrameError::NotJson(_) => (StatusCode::BAD_REQUEST, jsonrpc::PARSE_ERROR, None),
+        FrameError::NotRequest(_) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, None),
+        FrameError::TooDeep(max) => (
+            StatusCode::BAD_REQUEST,
+            jsonrpc::INVALID_REQUEST,
+            Some(json!({"maxDepth": max})),
+        ),
+    }
+}
+
+/// [`GatewayError::classify`] of a validation refusal: one exhaustive match on
+/// [`ValidateError`].
+fn classify_validate(e: &ValidateError) -> (StatusCode, i64, Option<Value>) {
+    match e {
+        ValidateError::Meta(_) => (StatusCode::BAD_REQUEST, jsonrpc::INVALID_PARAMS, None),
+        ValidateError::Headers(_) => (StatusCode::BAD_REQUEST, jsonrpc::HEADER_MISMATCH, None),
+        ValidateError::Version {
+            requested,
+            supported,
+        } => (
+            StatusCode::BAD_REQUEST,
+            jsonrpc::UNSUPPORTED_VERSION,
+            Some(json!({"supported": supported, "requested": requested})),
+        ),
+        ValidateError::Method(_) => (StatusCode::NOT_FOUND, jsonrpc::METHOD_NOT_FOUND, None),
     }
 }

@@ -147,58 +147,13 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         }
     }
     match cmd {
-        Command::Serve { config, quick } => {
-            let cfg = Config::load(config.as_deref(), &quick.overrides())?;
-            let otel = sluice::telemetry::init("info", cfg.telemetry.as_ref())
-                .map_err(anyhow::Error::msg)?;
-            if cfg.upstreams.is_empty() {
-                anyhow::bail!(
-                    "no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL"
-                );
-            }
-            let listener = sluice::server::bind(cfg.listen)
-                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
-            // With port 0 in the config, log (and use) the port actually bound.
-            let mut cfg = cfg;
-            cfg.listen = listener.local_addr().unwrap_or(cfg.listen);
-            let gw = sluice::gateway::Generation::new(cfg).map_err(anyhow::Error::msg)?;
-            // Read again, from the same file and flags, on SIGHUP.
-            let _ = gw.rt.live.source.set(sluice::config::Source {
-                path: config,
-                overrides: quick.overrides(),
-            });
-            sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
-            tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
-            sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
-            if let Some(otel) = otel {
-                otel.shutdown().await;
-            }
-            Ok(std::process::ExitCode::SUCCESS)
-        }
+        Command::Serve { config, quick } => serve(config, quick).await,
         Command::Check {
             config,
             quick,
             principal,
             groups,
-        } => {
-            // Exactly what `serve` reads before it listens, and a reload before it applies:
-            // upstreams, credentials, keys, policies, files. The verdict comes first.
-            let checked = sluice::inspect::check(
-                config.as_deref(),
-                &quick.overrides(),
-                principal.as_deref(),
-                &groups,
-            )
-            .await;
-            print!("{}", checked.text);
-            match checked.refused {
-                Some(e) => {
-                    eprintln!("sluice: {e}");
-                    Ok(std::process::ExitCode::from(2))
-                }
-                None => Ok(std::process::ExitCode::SUCCESS),
-            }
-        }
+        } => check(config, quick, principal, groups).await,
         Command::Schema => {
             println!("{:#}", sluice::config::schema());
             Ok(std::process::ExitCode::SUCCESS)
@@ -217,5 +172,61 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         } => sluice::demo::run(walkthrough, listen)
             .await
             .map_err(anyhow::Error::msg),
+    }
+}
+
+/// `sluice serve`: loads the config, binds its listener and serves until a shutdown signal
+/// (reading the config again, from the same file and flags, on SIGHUP).
+async fn serve(config: Option<PathBuf>, quick: Quick) -> anyhow::Result<std::process::ExitCode> {
+    let cfg = Config::load(config.as_deref(), &quick.overrides())?;
+    let otel =
+        sluice::telemetry::init("info", cfg.telemetry.as_ref()).map_err(anyhow::Error::msg)?;
+    if cfg.upstreams.is_empty() {
+        anyhow::bail!("no upstreams: add [[upstream]] to the config or pass --upstream NAME=URL");
+    }
+    let listener = sluice::server::bind(cfg.listen)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+    // With port 0 in the config, log (and use) the port actually bound.
+    let mut cfg = cfg;
+    cfg.listen = listener.local_addr().unwrap_or(cfg.listen);
+    let gw = sluice::gateway::Generation::new(cfg).map_err(anyhow::Error::msg)?;
+    // Read again, from the same file and flags, on SIGHUP.
+    let _ = gw.rt.live.source.set(sluice::config::Source {
+        path: config,
+        overrides: quick.overrides(),
+    });
+    sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
+    tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
+    sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
+    if let Some(otel) = otel {
+        otel.shutdown().await;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `sluice check`: prints the verdict, warnings and effective config (with `--principal`, what
+/// that principal would see); exit status 2 when refused.
+async fn check(
+    config: Option<PathBuf>,
+    quick: Quick,
+    principal: Option<String>,
+    groups: Vec<String>,
+) -> anyhow::Result<std::process::ExitCode> {
+    // Exactly what `serve` reads before it listens, and a reload before it applies:
+    // upstreams, credentials, keys, policies, files. The verdict comes first.
+    let checked = sluice::inspect::check(
+        config.as_deref(),
+        &quick.overrides(),
+        principal.as_deref(),
+        &groups,
+    )
+    .await;
+    print!("{}", checked.text);
+    match checked.refused {
+        Some(e) => {
+            eprintln!("sluice: {e}");
+            Ok(std::process::ExitCode::from(2))
+        }
+        None => Ok(std::process::ExitCode::SUCCESS),
     }
 }

@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::audit::record::Record;
 use crate::mcp::method::Method;
@@ -166,106 +166,57 @@ impl Metrics {
     /// Registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        let r = &mut registry;
         let duration = Family::<OpLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
         });
-        registry.register(
+        r.register(
             "mcp_server_operation_duration_seconds",
             "Duration of MCP requests served by Sluice",
             duration.clone(),
         );
-        let requests = Family::<OpLabels, Counter>::default();
-        registry.register(
+        let requests: Family<OpLabels, Counter> = registered(
+            r,
             "sluice_requests",
             "MCP requests by method, upstream and outcome",
-            requests.clone(),
         );
-        let rounds = Counter::default();
-        registry.register(
+        let rounds: Counter = registered(
+            r,
             "sluice_input_rounds",
             "input_required rounds answered to clients",
-            rounds.clone(),
         );
-        let refusals = Family::<KindLabels, Counter>::default();
-        registry.register(
+        let refusals: Family<KindLabels, Counter> = registered(
+            r,
             "sluice_refusals",
             "Requests refused by governance or authentication, by code",
-            refusals.clone(),
         );
-        let upstream_errors = Family::<KindLabels, Counter>::default();
-        registry.register(
+        let upstream_errors: Family<KindLabels, Counter> = registered(
+            r,
             "sluice_upstream_errors",
             "Requests failed by an upstream (502/504), by upstream",
-            upstream_errors.clone(),
         );
-        let parked = Gauge::default();
-        registry.register(
-            "sluice_parked_exchanges",
-            "Exchanges parked waiting for a client's answers",
-            parked.clone(),
-        );
-        let sessions = Gauge::default();
-        registry.register(
-            "sluice_legacy_sessions",
-            "Open sessions with legacy upstreams",
-            sessions.clone(),
-        );
-        let audit_dropped = Gauge::default();
-        registry.register(
-            "sluice_audit_dropped",
-            "Audit records dropped because the audit channel was full",
-            audit_dropped.clone(),
-        );
-        let in_flight = Gauge::default();
-        registry.register(
-            "sluice_requests_in_flight",
-            "MCP requests in progress (until their response head)",
-            in_flight.clone(),
-        );
-        let upstream_events = Family::<UpstreamLabels, Counter>::default();
-        registry.register(
+        let (parked, sessions, audit_dropped, in_flight) = register_gauges(r);
+        let upstream_events: Family<UpstreamLabels, Counter> = registered(
+            r,
             "sluice_upstream_resilience",
             "Per upstream: endpoints ejected and readmitted by their breakers, requests shed past max_in_flight, failed fast with every breaker open, retried on another endpoint",
-            upstream_events.clone(),
         );
-        let endpoints_out = Family::<NameLabels, Gauge>::default();
-        registry.register(
+        let endpoints_out: Family<NameLabels, Gauge> = registered(
+            r,
             "sluice_upstream_endpoints_out",
             "Per upstream: endpoints whose breaker is open (or on trial) now",
-            endpoints_out.clone(),
         );
-        let (health_changes, healthy) = register_health(&mut registry);
-        let reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "sluice_config_reloads",
-            "Config reloads (SIGHUP) by result: applied, failed",
-            reloads.clone(),
-        );
-        let reload_ok = Gauge::default();
-        reload_ok.set(1);
-        registry.register(
-            "sluice_config_last_reload_successful",
-            "1 when the last config reload was applied (or none was tried), 0 when it failed and the previous config is serving",
-            reload_ok.clone(),
-        );
-        let generation = Gauge::default();
-        generation.set(1);
-        registry.register(
-            "sluice_config_generation",
-            "The config generation serving: 1 at start, one more per applied reload",
-            generation.clone(),
-        );
-        let trace_spans = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let (health_changes, healthy) = register_health(r);
+        let (reloads, reload_ok, generation) = register_reloads(r);
+        let trace_spans: Family<ResultLabels, Counter> = registered(
+            r,
             "sluice_trace_spans",
             "Spans sent to the OTLP endpoint by result: exported, failed (their batch failed); 0 without [telemetry]",
-            trace_spans.clone(),
         );
-        let cluster = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let cluster: Family<ResultLabels, Counter> = registered(
+            r,
             "sluice_cluster_events",
             "[cluster] events by result (docs/operations.md)",
-            cluster.clone(),
         );
         Metrics {
             cluster,
@@ -430,23 +381,78 @@ impl Metrics {
     }
 }
 
+/// Registers a new metric of type `M` (at its default) as `name`, described by `help`; gives
+/// it back to be kept.
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// Registers the gauges of what is held now: parked exchanges, legacy sessions, audit records
+/// dropped and MCP requests in progress.
+fn register_gauges(registry: &mut Registry) -> (Gauge, Gauge, Gauge, Gauge) {
+    let parked = registered(
+        registry,
+        "sluice_parked_exchanges",
+        "Exchanges parked waiting for a client's answers",
+    );
+    let sessions = registered(
+        registry,
+        "sluice_legacy_sessions",
+        "Open sessions with legacy upstreams",
+    );
+    let audit_dropped = registered(
+        registry,
+        "sluice_audit_dropped",
+        "Audit records dropped because the audit channel was full",
+    );
+    let in_flight = registered(
+        registry,
+        "sluice_requests_in_flight",
+        "MCP requests in progress (until their response head)",
+    );
+    (parked, sessions, audit_dropped, in_flight)
+}
+
 /// Registers the upstream health metrics: changes told (to down, to up) and healthy now.
 fn register_health(
     registry: &mut Registry,
 ) -> (Family<HealthLabels, Counter>, Family<NameLabels, Gauge>) {
-    let changes = Family::<HealthLabels, Counter>::default();
-    registry.register(
+    let changes = registered(
+        registry,
         "sluice_upstream_health_changes",
         "Per upstream: changes of its health, to down or to up (each also one log line)",
-        changes.clone(),
     );
-    let healthy = Family::<NameLabels, Gauge>::default();
-    registry.register(
+    let healthy = registered(
+        registry,
         "sluice_upstream_healthy",
         "Per upstream: 1 when it is healthy now, else 0",
-        healthy.clone(),
     );
     (changes, healthy)
+}
+
+/// Registers the config reload metrics: reloads by result, whether the last one was applied
+/// (1 until one fails) and the generation serving (1 at start).
+fn register_reloads(registry: &mut Registry) -> (Family<ResultLabels, Counter>, Gauge, Gauge) {
+    let reloads = registered(
+        registry,
+        "sluice_config_reloads",
+        "Config reloads (SIGHUP) by result: applied, failed",
+    );
+    let reload_ok: Gauge = registered(
+        registry,
+        "sluice_config_last_reload_successful",
+        "1 when the last config reload was applied (or none was tried), 0 when it failed and the previous config is serving",
+    );
+    reload_ok.set(1);
+    let generation: Gauge = registered(
+        registry,
+        "sluice_config_generation",
+        "The config generation serving: 1 at start, one more per applied reload",
+    );
+    generation.set(1);
+    (reloads, reload_ok, generation)
 }
 
 impl Default for Metrics {

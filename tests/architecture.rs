@@ -346,17 +346,7 @@ fn no_function_is_over_80_lines() {
         let mut i = 0;
         while i < lines.len() {
             let l = lines[i].trim_start();
-            let is_fn = [
-                "fn ",
-                "pub fn ",
-                "pub(crate) fn ",
-                "pub(super) fn ",
-                "async fn ",
-                "pub async fn ",
-                "pub(crate) async fn ",
-            ]
-            .iter()
-            .any(|p| l.starts_with(p));
+            let is_fn = declares_fn(l);
             if !is_fn {
                 i += 1;
                 continue;
@@ -400,6 +390,52 @@ fn no_function_is_over_80_lines() {
         "functions over 80 lines:\n{}",
         long.join("\n")
     );
+}
+
+/// Whether a line (its indent trimmed) starts a function: `fn`, after any visibility
+/// (`pub`, `pub(crate)`, `pub(super)`, `pub(in …)`) and qualifiers (`const`, `async`, `unsafe`).
+fn declares_fn(line: &str) -> bool {
+    let mut rest = line;
+    if let Some(r) = rest.strip_prefix("pub") {
+        rest = match r.strip_prefix('(') {
+            Some(inner) => match inner.find(')') {
+                Some(end) => &inner[end + 1..],
+                None => return false,
+            },
+            None => r,
+        };
+        rest = match rest.strip_prefix(' ') {
+            Some(r) => r,
+            None => return false,
+        };
+    }
+    for q in ["const ", "async ", "unsafe "] {
+        rest = rest.strip_prefix(q).unwrap_or(rest);
+    }
+    rest.starts_with("fn ")
+}
+
+#[test]
+fn a_function_is_found_whatever_its_visibility_and_qualifiers() {
+    for yes in [
+        "fn a()",
+        "pub fn a()",
+        "pub(super) async fn a()",
+        "pub(in crate::x) fn a()",
+        "pub(crate) const fn a()",
+        "async fn a()",
+    ] {
+        assert!(declares_fn(yes), "{yes}");
+    }
+    for no in [
+        "// fn a()",
+        "let fnx = 1;",
+        "publish(fn_a)",
+        "pub struct Fn;",
+        "fnord()",
+    ] {
+        assert!(!declares_fn(no), "{no}");
+    }
 }
 
 /// A line with its char literals (`'"'`, `b'{'`, `'\\''`) blanked, so their quotes and braces

@@ -11,9 +11,12 @@ use serde_json::Value;
 use super::{AuthError, Principal};
 use crate::config::JwtConfig;
 
+/// A verification key: its `kid` (from a JWKS), the key, and the algorithm it verifies.
+type Key = (Option<String>, DecodingKey, Algorithm);
+
 /// A verifier for the configured issuer and keys.
 pub struct JwtVerifier {
-    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
+    keys: Vec<Key>,
     validation: Validation,
     principal_claim: String,
     groups_claim: String,
@@ -28,64 +31,12 @@ impl JwtVerifier {
                 "auth.jwt.issuer is empty: name the issuer whose tokens are accepted".into(),
             );
         }
-        if let Some(var) = &cfg.hs256_secret_env {
-            let secret = std::env::var(var).map_err(|_| {
-                format!(
-                    "auth.jwt: environment variable {} is not set",
-                    crate::escape::shown_var(var)
-                )
-            })?;
-            check_secret(
-                secret.as_bytes(),
-                &format!("the environment variable {var}"),
-            )?;
-            keys.push((
-                None,
-                DecodingKey::from_secret(secret.as_bytes())
-                    .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
-                Algorithm::HS256,
-            ));
-        }
-        if let Some(path) = &cfg.hs256_secret_file {
-            let secret =
-                std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
-            let secret = secret.trim_ascii();
-            check_secret(secret, path)?;
-            keys.push((
-                None,
-                DecodingKey::from_secret(secret)
-                    .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
-                Algorithm::HS256,
-            ));
-        }
+        hs256_keys(cfg, &mut keys)?;
         for path in &cfg.public_keys {
-            let pem =
-                std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
-            let key = DecodingKey::from_rsa_pem(&pem)
-                .map(|k| (k, Algorithm::RS256))
-                .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (k, Algorithm::ES256)))
-                .map_err(|_| format!("auth.jwt: {path} is not an RSA or EC public key in PEM"))?;
-            keys.push((None, key.0, key.1));
+            keys.push(pem_key(path)?);
         }
         if let Some(path) = &cfg.jwks_file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
-            let set: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&text)
-                .map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
-            if set.keys.is_empty() {
-                return Err(format!(
-                    "auth.jwt: {path} holds no key; add the issuer's keys or remove jwks_file"
-                ));
-            }
-            for jwk in &set.keys {
-                let alg = match jwk.common.key_algorithm.map(|a| format!("{a:?}")) {
-                    Some(a) if a == "ES256" => Algorithm::ES256,
-                    _ => Algorithm::RS256,
-                };
-                let key = DecodingKey::from_jwk(jwk)
-                    .map_err(|e| format!("auth.jwt: a key in {path} is unusable: {e}"))?;
-                keys.push((jwk.common.key_id.clone(), key, alg));
-            }
+            jwks_keys(path, &mut keys)?;
         }
         if keys.is_empty() {
             return Err(
@@ -93,18 +44,7 @@ impl JwtVerifier {
                     .into(),
             );
         }
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.algorithms = Vec::new();
-        for k in &keys {
-            if !validation.algorithms.contains(&k.2) {
-                validation.algorithms.push(k.2);
-            }
-        }
-        validation.leeway = cfg.leeway_ms / 1000;
-        validation.set_issuer(&[&cfg.issuer]);
-        validation.set_audience(&[cfg.audience.as_deref().unwrap_or(resource)]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.validate_nbf = true;
+        let validation = validation(cfg, &keys, resource);
         Ok(JwtVerifier {
             keys,
             validation,
@@ -161,6 +101,94 @@ impl JwtVerifier {
             scopes,
         })
     }
+}
+
+/// The HS256 secrets: from `hs256_secret_env`, then from `hs256_secret_file` (trimmed), each
+/// long enough.
+fn hs256_keys(cfg: &JwtConfig, keys: &mut Vec<Key>) -> Result<(), String> {
+    if let Some(var) = &cfg.hs256_secret_env {
+        let secret = std::env::var(var).map_err(|_| {
+            format!(
+                "auth.jwt: environment variable {} is not set",
+                crate::escape::shown_var(var)
+            )
+        })?;
+        check_secret(
+            secret.as_bytes(),
+            &format!("the environment variable {var}"),
+        )?;
+        keys.push((
+            None,
+            DecodingKey::from_secret(secret.as_bytes())
+                .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
+            Algorithm::HS256,
+        ));
+    }
+    if let Some(path) = &cfg.hs256_secret_file {
+        let secret =
+            std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+        let secret = secret.trim_ascii();
+        check_secret(secret, path)?;
+        keys.push((
+            None,
+            DecodingKey::from_secret(secret)
+                .map_err(|e| format!("auth.jwt: bad HS256 secret: {e}"))?,
+            Algorithm::HS256,
+        ));
+    }
+    Ok(())
+}
+
+/// One public key from a PEM file: RSA (RS256), else EC (ES256).
+fn pem_key(path: &str) -> Result<Key, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+    let key = DecodingKey::from_rsa_pem(&pem)
+        .map(|k| (k, Algorithm::RS256))
+        .or_else(|_| DecodingKey::from_ec_pem(&pem).map(|k| (k, Algorithm::ES256)))
+        .map_err(|_| format!("auth.jwt: {path} is not an RSA or EC public key in PEM"))?;
+    Ok((None, key.0, key.1))
+}
+
+/// Every key of a JWKS file, with its `kid`: ES256 when it says so, else RS256. Refuses a file
+/// that holds no key.
+fn jwks_keys(path: &str, keys: &mut Vec<Key>) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("auth.jwt: cannot read {path}: {e}"))?;
+    let set: jsonwebtoken::jwk::JwkSet =
+        serde_json::from_str(&text).map_err(|e| format!("auth.jwt: {path} is not a JWKS: {e}"))?;
+    if set.keys.is_empty() {
+        return Err(format!(
+            "auth.jwt: {path} holds no key; add the issuer's keys or remove jwks_file"
+        ));
+    }
+    for jwk in &set.keys {
+        let alg = match jwk.common.key_algorithm.map(|a| format!("{a:?}")) {
+            Some(a) if a == "ES256" => Algorithm::ES256,
+            _ => Algorithm::RS256,
+        };
+        let key = DecodingKey::from_jwk(jwk)
+            .map_err(|e| format!("auth.jwt: a key in {path} is unusable: {e}"))?;
+        keys.push((jwk.common.key_id.clone(), key, alg));
+    }
+    Ok(())
+}
+
+/// What a token must satisfy: one of the keys' algorithms, the issuer, the audience (the
+/// configured one, else Sluice's `resource` URL), `exp`, `nbf`, within the leeway.
+fn validation(cfg: &JwtConfig, keys: &[Key], resource: &str) -> Validation {
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.algorithms = Vec::new();
+    for k in keys {
+        if !validation.algorithms.contains(&k.2) {
+            validation.algorithms.push(k.2);
+        }
+    }
+    validation.leeway = cfg.leeway_ms / 1000;
+    validation.set_issuer(&[&cfg.issuer]);
+    validation.set_audience(&[cfg.audience.as_deref().unwrap_or(resource)]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation.validate_nbf = true;
+    validation
 }
 
 /// An HS256 secret shorter than the hash (RFC 7518 §3.2) is guessable; an empty one signs for anyone.

@@ -7,6 +7,7 @@
 //! messages when asked for) as they come. Answers `ping` and refuses asks it cannot bridge
 //! with an error reply upstream.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use super::Bridge;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
-use crate::upstream::legacy::Lease;
+use crate::upstream::legacy::{Lease, Session};
 
 /// What the client-facing side receives from a round.
 pub enum Event {
@@ -347,92 +348,114 @@ impl Live {
         }
         let mut ask = ask;
         let raw = params;
-        match crate::policy::ask::judge(
-            &br.governor,
-            &self.info.ctx,
-            &ask.method,
-            raw,
-            &mut ask.params,
-        )
-        .await
-        {
-            crate::policy::ask::AskVerdict::Allow => {}
-            crate::policy::ask::AskVerdict::Malformed(why) => {
-                // The upstream's mistake: that ask fails, its call goes on.
-                tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %crate::escape::Escaped(&why), "upstream sent a malformed ask; answered with an error");
-                session
-                    .reply(
-                        &br.client,
-                        &ask.id,
-                        Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why)),
-                    )
-                    .await;
-                return None;
-            }
-            crate::policy::ask::AskVerdict::Approve(rule) => ask.approval = Some(rule),
-            crate::policy::ask::AskVerdict::Deny(_) => {
-                // This ask only: the upstream hears "rejected" and its call goes on.
-                match ask.method {
-                    Method::ElicitationCreate => {
-                        session
-                            .reply(&br.client, &ask.id, Ok(r#"{"action":"decline"}"#))
-                            .await
-                    }
-                    _ => {
-                        session
-                            .reply(
-                                &br.client,
-                                &ask.id,
-                                Err((-1, "User rejected the request (gateway policy)")),
-                            )
-                            .await
-                    }
-                }
-                return None;
-            }
-            crate::policy::ask::AskVerdict::Refuse(r) => {
-                session
-                    .reply(
-                        &br.client,
-                        &ask.id,
-                        Err((-1, "refused by the gateway's budget")),
-                    )
-                    .await;
-                return Some(Outcome::Refused(r));
-            }
+        if let ControlFlow::Break(out) = judge(br, &session, &self.info.ctx, &mut ask, raw).await {
+            return out;
         }
         // An ask that needs approval is never answered by a pre-supplied response.
         if let Some(answer) = supplied.remove(&ask.key).filter(|_| ask.approval.is_none()) {
-            // The same size bound as an answer to a round.
-            let max = br
-                .governor
-                .budgets
-                .limits(&self.info.ctx.upstream, &self.info.ctx.groups)
-                .max_input_response_bytes;
-            let size = answer.to_string().len();
-            if size > max {
-                session
-                    .reply(
-                        &br.client,
-                        &ask.id,
-                        Err((-1, "the answer was refused by the gateway (too large)")),
-                    )
-                    .await;
-                return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
-                    "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
-                    ask.key
-                ))));
-            }
-            return match asks::validate(&ask.method, &answer) {
-                Ok(result) => {
-                    session.reply(&br.client, &ask.id, Ok(&result)).await;
-                    None
-                }
-                Err(why) => Some(Outcome::BadAnswer(why)),
-            };
+            return self.answer_supplied(br, &session, &ask, &answer).await;
         }
         self.asks.push(ask);
         None
+    }
+
+    /// A pre-supplied answer to `ask` (given without a requestState): refused over the size
+    /// bound of an answer to a round, else checked and sent upstream as the ask's response.
+    async fn answer_supplied(
+        &self,
+        br: &Bridge,
+        session: &Session,
+        ask: &Ask,
+        answer: &Value,
+    ) -> Option<Outcome> {
+        // The same size bound as an answer to a round.
+        let max = br
+            .governor
+            .budgets
+            .limits(&self.info.ctx.upstream, &self.info.ctx.groups)
+            .max_input_response_bytes;
+        let size = answer.to_string().len();
+        if size > max {
+            session
+                .reply(
+                    &br.client,
+                    &ask.id,
+                    Err((-1, "the answer was refused by the gateway (too large)")),
+                )
+                .await;
+            return Some(Outcome::Refused(crate::policy::Refusal::TooLarge(format!(
+                "inputResponses[{:?}] is {size} bytes, over budget.max_input_response_bytes ({max})",
+                ask.key
+            ))));
+        }
+        match asks::validate(&ask.method, answer) {
+            Ok(result) => {
+                session.reply(&br.client, &ask.id, Ok(&result)).await;
+                None
+            }
+            Err(why) => Some(Outcome::BadAnswer(why)),
+        }
+    }
+}
+
+/// Judges an ask by policy and budgets: it goes on (`Continue`, marked for approval when a
+/// rule asks for it), or is answered upstream here (`Break`): a malformed or denied ask fails
+/// alone and the call goes on (`None`); a refused one ends the call (its outcome).
+async fn judge(
+    br: &Bridge,
+    session: &Session,
+    ctx: &crate::policy::ask::AskCtx,
+    ask: &mut Ask,
+    raw: Option<&str>,
+) -> ControlFlow<Option<Outcome>> {
+    match crate::policy::ask::judge(&br.governor, ctx, &ask.method, raw, &mut ask.params).await {
+        crate::policy::ask::AskVerdict::Allow => ControlFlow::Continue(()),
+        crate::policy::ask::AskVerdict::Malformed(why) => {
+            // The upstream's mistake: that ask fails, its call goes on.
+            tracing::warn!(upstream = %session.up.name, method = ask.method.known().unwrap_or("other"), reason = %crate::escape::Escaped(&why), "upstream sent a malformed ask; answered with an error");
+            session
+                .reply(
+                    &br.client,
+                    &ask.id,
+                    Err((crate::mcp::jsonrpc::INVALID_PARAMS, &why)),
+                )
+                .await;
+            ControlFlow::Break(None)
+        }
+        crate::policy::ask::AskVerdict::Approve(rule) => {
+            ask.approval = Some(rule);
+            ControlFlow::Continue(())
+        }
+        crate::policy::ask::AskVerdict::Deny(_) => {
+            // This ask only: the upstream hears "rejected" and its call goes on.
+            match ask.method {
+                Method::ElicitationCreate => {
+                    session
+                        .reply(&br.client, &ask.id, Ok(r#"{"action":"decline"}"#))
+                        .await
+                }
+                _ => {
+                    session
+                        .reply(
+                            &br.client,
+                            &ask.id,
+                            Err((-1, "User rejected the request (gateway policy)")),
+                        )
+                        .await
+                }
+            }
+            ControlFlow::Break(None)
+        }
+        crate::policy::ask::AskVerdict::Refuse(r) => {
+            session
+                .reply(
+                    &br.client,
+                    &ask.id,
+                    Err((-1, "refused by the gateway's budget")),
+                )
+                .await;
+            ControlFlow::Break(Some(Outcome::Refused(r)))
+        }
     }
 }
 

@@ -124,6 +124,9 @@ pub(super) async fn url_elicitations(
     Some(Ok(out))
 }
 
+/// Parks a live exchange for the client's retry: its round sealed, its asks (or the approval
+/// that comes first) sent as an `input_required` result; refused, and the upstream's call
+/// cancelled, past the principal's or the table's cap of parked exchanges.
 pub(super) async fn park(
     br: &Arc<Bridge>,
     mut live: Live,
@@ -134,61 +137,24 @@ pub(super) async fn park(
     let asks = std::mem::take(&mut live.asks);
     let round = live.round + 1;
     let park_for = br.limits.bridge.park;
-    let bound = Bound {
-        principal: live.info.principal.clone(),
-        method: live.info.method.to_string(),
-        name: live.info.name.clone(),
-        digest: live.info.digest.clone(),
-        upstream: up.name.clone(),
-    };
-    let sealed = Sealed::issue(
-        Kind::Bridge,
-        bound,
-        round,
-        state::now_ms() + park_for.as_millis() as u64,
-        &br.limits.replica,
-    );
-    // The park handle is the state's nonce: taking the exchange once is its single use.
-    let handle = sealed.handle.clone().unwrap_or_default();
-    let token = br.keys.seal(&sealed);
-    up.hold_until(sealed.expires_ms); // a reload's drain waits for its answer
-                                      // An approval round comes first when a rule wants one for any of these asks.
+    let (handle, token) = seal_round(br, &live, round, up);
+    // An approval round comes first when a rule wants one for any of these asks.
     let approving = asks.iter().any(|a| a.approval.is_some());
-    let requests = match asks.iter().find(|a| a.approval.is_some()) {
-        Some(a) => {
-            let shape =
-                crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string()))
-                    .unwrap_or_default();
-            let msg = crate::policy::approval::for_ask(
-                &up.name,
-                live.info.ctx.tool.as_deref(),
-                &a.method,
-                &shape,
-                a.approval.as_deref().unwrap_or(""),
-            );
-            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
-        }
-        None => asks::input_requests(&asks),
-    };
+    let requests = round_requests(&asks, &live, up);
     let info = live.info.clone();
     let limits = br
         .governor
         .budgets
         .limits(&up.name, &info.ctx.groups)
         .clone();
-    let over = if br.parked.count_for(&info.principal) >= limits.max_parked_per_principal {
+    let max = limits.max_parked_per_principal;
+    let over = if br.parked.count_for(&info.principal) >= max {
         Some(crate::policy::Refusal::ParkedCap {
-            limit: limits.max_parked_per_principal,
+            limit: max,
             per_principal: true,
         })
     } else {
-        shared_place(
-            br,
-            &info.principal,
-            &handle,
-            limits.max_parked_per_principal,
-        )
-        .await
+        shared_place(br, &info.principal, &handle, max).await
     };
     let parked = Parked {
         live: if reissue { None } else { Some(live) },
@@ -202,29 +168,7 @@ pub(super) async fn park(
     let handle_copy = handle.clone();
     let refused = match over {
         Some(r) => Some((r, Box::new(parked))),
-        None => br
-            .parked
-            .insert_capped(
-                handle,
-                parked,
-                std::time::Instant::now() + park_for,
-                limits.max_parked_per_principal,
-            )
-            .err()
-            .map(|(back, mine)| {
-                let limit = if mine {
-                    limits.max_parked_per_principal
-                } else {
-                    br.parked.capacity()
-                };
-                (
-                    crate::policy::Refusal::ParkedCap {
-                        limit,
-                        per_principal: mine,
-                    },
-                    back,
-                )
-            }),
+        None => place(br, handle, parked, park_for, max),
     };
     if let Some((refusal, back)) = refused {
         br.release(&back.info.principal, &handle_copy);
@@ -242,6 +186,75 @@ pub(super) async fn park(
         StatusCode::OK,
         jsonrpc::result_body(id, &result.to_string()),
     )
+}
+
+/// Seals the next round of a live exchange (bound to its principal, method, name, arguments
+/// and upstream, valid for `bridge.park_ms`); gives its park handle (the state's nonce: taking
+/// the exchange once is its single use) and the sealed token.
+fn seal_round(br: &Bridge, live: &Live, round: u32, up: &Upstream) -> (String, String) {
+    let bound = Bound {
+        principal: live.info.principal.clone(),
+        method: live.info.method.to_string(),
+        name: live.info.name.clone(),
+        digest: live.info.digest.clone(),
+        upstream: up.name.clone(),
+    };
+    let sealed = Sealed::issue(
+        Kind::Bridge,
+        bound,
+        round,
+        state::now_ms() + br.limits.bridge.park.as_millis() as u64,
+        &br.limits.replica,
+    );
+    let handle = sealed.handle.clone().unwrap_or_default();
+    let token = br.keys.seal(&sealed);
+    // A reload's drain waits for its answer.
+    up.hold_until(sealed.expires_ms);
+    (handle, token)
+}
+
+/// The round's `inputRequests`: the asks, or the approval a rule wants for one of them first.
+fn round_requests(asks: &[asks::Ask], live: &Live, up: &Upstream) -> Value {
+    match asks.iter().find(|a| a.approval.is_some()) {
+        Some(a) => {
+            let shape =
+                crate::policy::shape::AskShape::read(&a.method, Some(&a.params.to_string()))
+                    .unwrap_or_default();
+            let msg = crate::policy::approval::for_ask(
+                &up.name,
+                live.info.ctx.tool.as_deref(),
+                &a.method,
+                &shape,
+                a.approval.as_deref().unwrap_or(""),
+            );
+            json!({crate::policy::approval::KEY: crate::policy::approval::request(&msg)})
+        }
+        None => asks::input_requests(asks),
+    }
+}
+
+/// Puts the exchange in the park table until `park_for` passes; gives it back with the
+/// refusal when the table or the principal's share of it is full.
+fn place(
+    br: &Bridge,
+    handle: String,
+    parked: Parked,
+    park_for: std::time::Duration,
+    max: usize,
+) -> Option<(crate::policy::Refusal, Box<Parked>)> {
+    br.parked
+        .insert_capped(handle, parked, std::time::Instant::now() + park_for, max)
+        .err()
+        .map(|(back, mine)| {
+            let limit = if mine { max } else { br.parked.capacity() };
+            (
+                crate::policy::Refusal::ParkedCap {
+                    limit,
+                    per_principal: mine,
+                },
+                back,
+            )
+        })
 }
 
 /// Turns a round's events into the client's reply: JSON when the final body comes first, SSE

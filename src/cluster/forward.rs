@@ -99,26 +99,7 @@ impl Cluster {
         let uri: http::Uri = format!("{}{PATH}", url.trim_end_matches('/'))
             .parse()
             .map_err(|_| gone())?;
-        let mut headers: HeaderMap = f
-            .headers
-            .iter()
-            .filter(|(k, _)| super::peer::carried(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let signed = super::peer::Forwarded {
-            from: self.id(),
-            to: owner.as_str(),
-            method: &f.method,
-            path: PATH,
-            body: &f.body,
-        };
-        super::peer::sign(
-            keys,
-            &signed,
-            f.principal,
-            crate::state::now_ms(),
-            &mut headers,
-        );
+        let headers = self.signed_headers(keys, owner.as_str(), &f);
         let sent = client
             .send(f.method, "replica", &uri, headers, f.body, None)
             .await;
@@ -152,6 +133,32 @@ impl Cluster {
             Answer::Status(status, body) => Reply::Json(status, body),
             Answer::Sse(stream) => Reply::Sse(relay(stream, f.id.to_owned()).into()),
         })
+    }
+
+    /// The headers a forward to `owner` goes with: the client's [`super::peer::carried`] ones,
+    /// then the peer head signed over them, the request and its body, at this moment.
+    fn signed_headers(&self, keys: &crate::state::Keys, owner: &str, f: &Forward<'_>) -> HeaderMap {
+        let mut headers: HeaderMap = f
+            .headers
+            .iter()
+            .filter(|(k, _)| super::peer::carried(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let signed = super::peer::Forwarded {
+            from: self.id(),
+            to: owner,
+            method: &f.method,
+            path: PATH,
+            body: &f.body,
+        };
+        super::peer::sign(
+            keys,
+            &signed,
+            f.principal,
+            crate::state::now_ms(),
+            &mut headers,
+        );
+        headers
     }
 }
 

@@ -117,37 +117,9 @@ async fn handle(
             "method not allowed: replicas forward POST only\n",
         );
     }
-    let refused = |e: super::peer::PeerError| {
-        match e {
-            super::peer::PeerError::OtherVersion => {
-                tracing::error!(reason = %e, "internal listener refused a forward")
-            }
-            _ => tracing::warn!(reason = %e, "internal listener refused a forward"),
-        }
-        plain(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized: not a forward signed with this cluster's state keys for this replica\n",
-        )
-    };
     // The head is verified before a byte of the body is read: its tag binds the body's length
     // and digest, so who cannot sign costs no body read (the connection closes unread).
-    let now = crate::state::now_ms();
-    let head = super::peer::verify(
-        &gw.bridge.keys,
-        req.headers(),
-        c.id(),
-        req.method(),
-        super::forward::PATH,
-        now,
-    );
-    let verified = match head {
-        Ok(v)
-            if !c
-                .peer_nonces
-                .consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) =>
-        {
-            return refused(super::peer::PeerError::Replayed)
-        }
+    let verified = match verify_head(&gw.bridge.keys, &c, &req) {
         Ok(v) => v,
         Err(e) => return refused(e),
     };
@@ -181,6 +153,50 @@ async fn handle(
     })
     .await;
     Ok(audited(guard, reply).into_response())
+}
+
+/// The 401 answer to a forward whose head or body did not verify, logged with the reason (an
+/// error when the sender runs another version, a warning otherwise).
+fn refused(e: super::peer::PeerError) -> Result<Response<Body>, Infallible> {
+    match e {
+        super::peer::PeerError::OtherVersion => {
+            tracing::error!(reason = %e, "internal listener refused a forward")
+        }
+        _ => tracing::warn!(reason = %e, "internal listener refused a forward"),
+    }
+    plain(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized: not a forward signed with this cluster's state keys for this replica\n",
+    )
+}
+
+/// Verifies a forward's head for this replica, now, then consumes its nonce: a nonce seen
+/// before is a replay.
+fn verify_head(
+    keys: &crate::state::Keys,
+    c: &super::Cluster,
+    req: &Request<hyper::body::Incoming>,
+) -> Result<super::peer::Verified, super::peer::PeerError> {
+    let now = crate::state::now_ms();
+    let head = super::peer::verify(
+        keys,
+        req.headers(),
+        c.id(),
+        req.method(),
+        super::forward::PATH,
+        now,
+    );
+    match head {
+        Ok(v)
+            if !c
+                .peer_nonces
+                .consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) =>
+        {
+            Err(super::peer::PeerError::Replayed)
+        }
+        Ok(v) => Ok(v),
+        Err(e) => Err(e),
+    }
 }
 
 /// Why a signed forward's body was not taken.

@@ -77,65 +77,15 @@ pub(super) fn cluster(
     max_connections: usize,
 ) -> Result<Option<Cluster>, Invalid> {
     let Some(raw) = raw else { return Ok(None) };
-    // "${VAR}": a URL with a password comes from a secret, not the config file.
-    let redis_url = expand("redis_url", raw.redis_url.unwrap_or_default())?;
-    if redis_url.trim().is_empty() {
-        return Err(Invalid("[cluster] needs redis_url (e.g. \"redis://127.0.0.1:6379\"); remove the table for a single replica".into()));
-    }
-    if !["redis://", "redis+unix://", "unix://"]
-        .iter()
-        .any(|s| redis_url.starts_with(s))
-    {
-        return Err(Invalid(format!(
-            "cluster.redis_url {:?} must be a redis:// URL (or redis+unix:///path/to/redis.sock)",
-            super::redact_url(&redis_url)
-        )));
-    }
+    let redis_url = redis_url(raw.redis_url)?;
     let id = expand("id", raw.id.unwrap_or_default())?;
     if !crate::cluster::replica::is_valid(&id) {
         return Err(Invalid(format!(
             "cluster.id {id:?}: every replica needs its own id of 1 to 64 letters, digits, '.', '_' or '-' (e.g. \"sluice-1\", or \"${{HOSTNAME}}\")"
         )));
     }
-    let text = raw.listen.ok_or_else(|| {
-        Invalid(
-            "[cluster] needs listen, the internal listener's IP:PORT (e.g. \"0.0.0.0:9100\")"
-                .into(),
-        )
-    })?;
-    let listen: SocketAddr = text.parse().map_err(|_| {
-        Invalid(format!(
-            "cluster.listen = {text:?}: expected IP:PORT, e.g. 0.0.0.0:9100"
-        ))
-    })?;
-    let advertise_url = raw
-        .advertise_url
-        .map(|u| expand("advertise_url", u))
-        .transpose()?;
-    match &advertise_url {
-        Some(u) => {
-            let shown = super::redact_url(u);
-            let uri: http::Uri = u
-                .parse()
-                .map_err(|_| Invalid(format!("cluster.advertise_url {shown:?} is not a URL")))?;
-            if uri.scheme_str() != Some("http")
-                || uri.host().is_none_or(str::is_empty)
-                || uri.port().is_none()
-            {
-                return Err(Invalid(format!(
-                    "cluster.advertise_url {shown:?} must be http://host:port (the internal listener as other replicas reach it)"
-                )));
-            }
-        }
-        None if listen.ip().is_unspecified()
-            || listen.port() == 0 && !listen.ip().is_loopback() =>
-        {
-            return Err(Invalid(format!(
-                "cluster.listen = {listen} does not tell other replicas where to come: set cluster.advertise_url (e.g. \"http://${{POD_IP}}:9100\")"
-            )));
-        }
-        None => {}
-    }
+    let listen = listen(raw.listen)?;
+    let advertise_url = advertise_url(raw.advertise_url, listen)?;
     let ms = raw.redis_timeout_ms.unwrap_or(500);
     if ms == 0 || ms > 60_000 {
         return Err(Invalid(format!(
@@ -160,15 +110,85 @@ pub(super) fn cluster(
         id,
         advertise_url,
         listen,
-        on_redis_error: match raw.on_redis_error.as_deref() {
-            None | Some("closed") => OnRedisError::Closed,
-            Some("local") => OnRedisError::Local,
-            Some(other) => {
-                return Err(Invalid(format!(
-                    "cluster.on_redis_error = {other:?}: expected \"closed\" or \"local\""
-                )))
-            }
-        },
+        on_redis_error: on_redis_error(raw.on_redis_error.as_deref())?,
         redis_timeout: Duration::from_millis(ms),
     }))
+}
+
+/// `redis_url`, read from the environment when `${VAR}`: set, and a `redis://` URL (or
+/// `redis+unix://`, `unix://`).
+fn redis_url(raw: Option<String>) -> Result<String, Invalid> {
+    // "${VAR}": a URL with a password comes from a secret, not the config file.
+    let redis_url = expand("redis_url", raw.unwrap_or_default())?;
+    if redis_url.trim().is_empty() {
+        return Err(Invalid("[cluster] needs redis_url (e.g. \"redis://127.0.0.1:6379\"); remove the table for a single replica".into()));
+    }
+    if !["redis://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|s| redis_url.starts_with(s))
+    {
+        return Err(Invalid(format!(
+            "cluster.redis_url {:?} must be a redis:// URL (or redis+unix:///path/to/redis.sock)",
+            super::redact_url(&redis_url)
+        )));
+    }
+    Ok(redis_url)
+}
+
+/// `listen`, the internal listener: given, and IP:PORT.
+fn listen(raw: Option<String>) -> Result<SocketAddr, Invalid> {
+    let text = raw.ok_or_else(|| {
+        Invalid(
+            "[cluster] needs listen, the internal listener's IP:PORT (e.g. \"0.0.0.0:9100\")"
+                .into(),
+        )
+    })?;
+    text.parse().map_err(|_| {
+        Invalid(format!(
+            "cluster.listen = {text:?}: expected IP:PORT, e.g. 0.0.0.0:9100"
+        ))
+    })
+}
+
+/// `advertise_url`, read from the environment when `${VAR}`: `http://host:port`, and required
+/// when `listen` does not tell other replicas where to come (a wildcard address, or port 0 off
+/// loopback).
+fn advertise_url(raw: Option<String>, listen: SocketAddr) -> Result<Option<String>, Invalid> {
+    let advertise_url = raw.map(|u| expand("advertise_url", u)).transpose()?;
+    match &advertise_url {
+        Some(u) => {
+            let shown = super::redact_url(u);
+            let uri: http::Uri = u
+                .parse()
+                .map_err(|_| Invalid(format!("cluster.advertise_url {shown:?} is not a URL")))?;
+            if uri.scheme_str() != Some("http")
+                || uri.host().is_none_or(str::is_empty)
+                || uri.port().is_none()
+            {
+                return Err(Invalid(format!(
+                    "cluster.advertise_url {shown:?} must be http://host:port (the internal listener as other replicas reach it)"
+                )));
+            }
+        }
+        None if listen.ip().is_unspecified()
+            || listen.port() == 0 && !listen.ip().is_loopback() =>
+        {
+            return Err(Invalid(format!(
+                "cluster.listen = {listen} does not tell other replicas where to come: set cluster.advertise_url (e.g. \"http://${{POD_IP}}:9100\")"
+            )));
+        }
+        None => {}
+    }
+    Ok(advertise_url)
+}
+
+/// `on_redis_error`: `closed` (the default) or `local`.
+fn on_redis_error(raw: Option<&str>) -> Result<OnRedisError, Invalid> {
+    match raw {
+        None | Some("closed") => Ok(OnRedisError::Closed),
+        Some("local") => Ok(OnRedisError::Local),
+        Some(other) => Err(Invalid(format!(
+            "cluster.on_redis_error = {other:?}: expected \"closed\" or \"local\""
+        ))),
+    }
 }

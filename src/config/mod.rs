@@ -37,6 +37,8 @@ mod upstream;
 mod cluster_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
 
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
@@ -201,43 +203,16 @@ impl Config {
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
             format!("http://{listen}{path}")
         });
-        // Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
-        if !auth.configured() && !listen.ip().is_loopback() {
-            return Err(ConfigError(format!(
-                "{origin}: listen = {listen} is not loopback but [auth] configures no API keys and no JWT: anyone could call through; add [auth] or listen on 127.0.0.1"
-            )));
-        }
+        open_listener(listen, &auth, origin)?;
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
         bridge
             .apart_from(&path)
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
         let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback())
             .map_err(|e| src.refuse(e))?;
-        let metrics = MetricsConfig::from(raw.metrics);
-        // Across sections: `/metrics` can only require the auth `[auth]` configures.
-        if metrics.require_auth && !auth.configured() {
-            return Err(ConfigError(format!(
-                "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
-            )));
-        }
-        // Across sections: readiness cannot need more healthy upstreams than there are.
-        metrics
-            .check_upstreams(upstreams.len())
-            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-        let explicit_replica = raw.state.replica.clone();
-        let mut state = StateConfig::try_from(raw.state).map_err(|e| src.refuse(e))?;
-        let cluster_var = raw.cluster.as_ref().and_then(|c| {
-            c.redis_url
-                .as_deref()?
-                .strip_prefix("${")?
-                .strip_suffix('}')
-                .map(str::to_owned)
-        });
-        let cluster =
-            cluster::cluster(raw.cluster, limits.max_connections).map_err(|e| src.refuse(e))?;
-        if let Some(c) = &cluster {
-            join_cluster(&mut state, explicit_replica, c, origin)?;
-        }
+        let metrics = metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
+        let (state, cluster, cluster_var) =
+            state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
@@ -320,7 +295,61 @@ fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, Config
     Ok(path)
 }
 
-// === impl Overrides ===
+/// Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
+fn open_listener(listen: SocketAddr, auth: &AuthConfig, origin: &str) -> Result<(), ConfigError> {
+    if !auth.configured() && !listen.ip().is_loopback() {
+        return Err(ConfigError(format!(
+            "{origin}: listen = {listen} is not loopback but [auth] configures no API keys and no JWT: anyone could call through; add [auth] or listen on 127.0.0.1"
+        )));
+    }
+    Ok(())
+}
+
+/// `[metrics]`, checked against `[auth]` and the number of upstreams.
+fn metrics_config(
+    raw: raw::RawMetrics,
+    auth: &AuthConfig,
+    upstreams: usize,
+    origin: &str,
+) -> Result<MetricsConfig, ConfigError> {
+    let metrics = MetricsConfig::from(raw);
+    // Across sections: `/metrics` can only require the auth `[auth]` configures.
+    if metrics.require_auth && !auth.configured() {
+        return Err(ConfigError(format!(
+            "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
+        )));
+    }
+    // Across sections: readiness cannot need more healthy upstreams than there are.
+    metrics
+        .check_upstreams(upstreams)
+        .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+    Ok(metrics)
+}
+
+/// `[state]` and `[cluster]`, the replica joined to its cluster; with the variable a `${VAR}`
+/// `cluster.redis_url` names (a secret no stdio server inherits).
+/// `max_connections`: `limits.max_connections`, the pool the internal listener's share is of.
+fn state_and_cluster(
+    raw_state: raw::RawState,
+    raw_cluster: Option<raw::RawCluster>,
+    max_connections: usize,
+    src: Origin<'_>,
+) -> Result<(StateConfig, Option<Cluster>, Option<String>), ConfigError> {
+    let explicit_replica = raw_state.replica.clone();
+    let mut state = StateConfig::try_from(raw_state).map_err(|e| src.refuse(e))?;
+    let cluster_var = raw_cluster.as_ref().and_then(|c| {
+        c.redis_url
+            .as_deref()?
+            .strip_prefix("${")?
+            .strip_suffix('}')
+            .map(str::to_owned)
+    });
+    let cluster = cluster::cluster(raw_cluster, max_connections).map_err(|e| src.refuse(e))?;
+    if let Some(c) = &cluster {
+        join_cluster(&mut state, explicit_replica, c, src.name)?;
+    }
+    Ok((state, cluster, cluster_var))
+}
 
 /// Across sections: replicas open each other's sealed values, so they need the same configured
 /// keys; the id written into sealed state is the cluster's.
@@ -343,6 +372,8 @@ fn join_cluster(
     state.replica = c.id.clone();
     Ok(())
 }
+
+// === impl Overrides ===
 
 impl Overrides {
     /// Writes the flags into the file's values: `--listen` and `--no-prefix` replace, and

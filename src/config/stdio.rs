@@ -149,6 +149,24 @@ const DEFAULT_MAX_PROCESSES: usize = 4;
 const DEFAULT_IDLE_MS: u64 = 60_000;
 const MAX_IDLE_MS: u64 = 86_400_000;
 
+/// `stderr`: `"drop"` (the default) or `"file:PATH"`.
+fn stderr(
+    written: Option<&str>,
+    bad: impl Fn(String) -> ConfigError,
+) -> Result<Stderr, ConfigError> {
+    Ok(match written {
+        None | Some("drop") => Stderr::Drop,
+        Some(s) => match s.strip_prefix("file:") {
+            Some(p) if !p.trim().is_empty() => Stderr::File(PathBuf::from(p)),
+            _ => {
+                return Err(bad(format!(
+                    "stderr = {s:?}: expected \"drop\" or \"file:PATH\""
+                )))
+            }
+        },
+    })
+}
+
 /// Refuses a stdio upstream whose stderr file is the audit sink or Sluice's own output: a
 /// server's stderr may carry content.
 pub(super) fn stderr_apart(
@@ -250,6 +268,49 @@ impl RawStdio {
     /// Checks the keys of upstream `name` (`at` names the line or the flag in errors).
     pub(super) fn check(self, name: &str, at: &str) -> Result<StdioConfig, ConfigError> {
         let bad = |what: String| ConfigError(format!("{at}: upstream {name:?}: {what}"));
+        self.check_command(bad)?;
+        let stderr = stderr(self.stderr.as_deref(), bad)?;
+        inherit::check_patterns(&self.inherit, bad)?;
+        let (max_processes, share, spare_processes) = self.processes(bad)?;
+        let stderr_max_bytes = self.stderr_max_bytes.unwrap_or(10 << 20);
+        if stderr_max_bytes == 0 {
+            return Err(bad(
+                "stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into(),
+            ));
+        }
+        let start_ms = self.start_ms.unwrap_or(30_000);
+        if !(1..=MAX_START_MS).contains(&start_ms) {
+            return Err(bad(format!("start_ms = {start_ms}: give 1 to {MAX_START_MS} (how long its server may take to boot)")));
+        }
+        let idle_ms = self.idle_ms.unwrap_or(DEFAULT_IDLE_MS);
+        if !(1..=MAX_IDLE_MS).contains(&idle_ms) {
+            return Err(bad(format!(
+                "idle_ms = {idle_ms}: give 1 to {MAX_IDLE_MS} (how long an unused process is kept)"
+            )));
+        }
+        let (user, group) = self.run_as(bad)?;
+        Ok(StdioConfig {
+            command: self.command,
+            env: self.env,
+            inherit_env: self.inherit_env.unwrap_or(true),
+            inherit: self.inherit,
+            secret_env: Vec::new(),
+            idle: std::time::Duration::from_millis(idle_ms),
+            cwd: self.cwd.map(PathBuf::from),
+            stderr,
+            stderr_max_bytes,
+            max_processes,
+            max_processes_per_principal: share,
+            spare_processes,
+            start: std::time::Duration::from_millis(start_ms),
+            user,
+            group,
+        })
+    }
+
+    /// Refuses an empty command or program, a NUL in the command, and an `env` name that is
+    /// empty or holds `=` or NUL (or a value holding NUL).
+    fn check_command(&self, bad: impl Fn(String) -> ConfigError) -> Result<(), ConfigError> {
         match self.command.first() {
             None => return Err(bad("command is empty: give the program and its arguments, e.g. [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\"]".into())),
             Some(p) if p.trim().is_empty() => return Err(bad("command's program (its first item) is empty".into())),
@@ -267,18 +328,15 @@ impl RawStdio {
                 "env name {k:?} is not a usable variable name (empty, or holding '=' or NUL)"
             )));
         }
-        let stderr = match self.stderr.as_deref() {
-            None | Some("drop") => Stderr::Drop,
-            Some(s) => match s.strip_prefix("file:") {
-                Some(p) if !p.trim().is_empty() => Stderr::File(PathBuf::from(p)),
-                _ => {
-                    return Err(bad(format!(
-                        "stderr = {s:?}: expected \"drop\" or \"file:PATH\""
-                    )))
-                }
-            },
-        };
-        inherit::check_patterns(&self.inherit, bad)?;
+        Ok(())
+    }
+
+    /// `max_processes`, `max_processes_per_principal` (of it) and `spare_processes` (at most
+    /// it), each defaulted and bounded.
+    fn processes(
+        &self,
+        bad: impl Fn(String) -> ConfigError,
+    ) -> Result<(usize, usize, usize), ConfigError> {
         let max_processes = self.max_processes.unwrap_or(DEFAULT_MAX_PROCESSES);
         if max_processes == 0 || max_processes > MAX_PROCESSES {
             return Err(bad(format!(
@@ -304,22 +362,15 @@ impl RawStdio {
                 self.spare_processes.unwrap_or(0)
             )));
         }
-        let stderr_max_bytes = self.stderr_max_bytes.unwrap_or(10 << 20);
-        if stderr_max_bytes == 0 {
-            return Err(bad(
-                "stderr_max_bytes = 0: give a size, or stderr = \"drop\"".into(),
-            ));
-        }
-        let start_ms = self.start_ms.unwrap_or(30_000);
-        if !(1..=MAX_START_MS).contains(&start_ms) {
-            return Err(bad(format!("start_ms = {start_ms}: give 1 to {MAX_START_MS} (how long its server may take to boot)")));
-        }
-        let idle_ms = self.idle_ms.unwrap_or(DEFAULT_IDLE_MS);
-        if !(1..=MAX_IDLE_MS).contains(&idle_ms) {
-            return Err(bad(format!(
-                "idle_ms = {idle_ms}: give 1 to {MAX_IDLE_MS} (how long an unused process is kept)"
-            )));
-        }
+        Ok((max_processes, share, spare_processes))
+    }
+
+    /// The `user` and `group` its processes run as, resolved in the user database (the group
+    /// first: a user's primary group is not needed when one is given).
+    fn run_as(
+        &self,
+        bad: impl Fn(String) -> ConfigError + Copy,
+    ) -> Result<(Option<RunUser>, Option<RunGroup>), ConfigError> {
         let group = self
             .group
             .as_ref()
@@ -332,23 +383,7 @@ impl RawStdio {
             .map(|u| run_as::resolve_user(u, group.is_some()))
             .transpose()
             .map_err(bad)?;
-        Ok(StdioConfig {
-            command: self.command,
-            env: self.env,
-            inherit_env: self.inherit_env.unwrap_or(true),
-            inherit: self.inherit,
-            secret_env: Vec::new(),
-            idle: std::time::Duration::from_millis(idle_ms),
-            cwd: self.cwd.map(PathBuf::from),
-            stderr,
-            stderr_max_bytes,
-            max_processes,
-            max_processes_per_principal: share,
-            spare_processes,
-            start: std::time::Duration::from_millis(start_ms),
-            user,
-            group,
-        })
+        Ok((user, group))
     }
 
     /// `stdio:COMMAND ARGS` (or `stdio@USER:COMMAND ARGS`, run as USER) of `--upstream`, given

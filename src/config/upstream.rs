@@ -197,25 +197,7 @@ impl UpstreamConfig {
         src: Origin<'_>,
         one_principal: bool,
     ) -> Result<(UpstreamConfig, Vec<String>), ConfigError> {
-        let name = u.name.get_ref().clone();
-        if !is_name(&name) {
-            return Err(ConfigError(format!(
-                "{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]",
-                src.at(u.name.span())
-            )));
-        }
-        if name.contains(separator) {
-            return Err(ConfigError(format!(
-                "{}: upstream name {name:?} contains the prefix separator {separator:?}: rename it or set another `separator`",
-                src.at(u.name.span())
-            )));
-        }
-        if before.iter().any(|x| x.name == name) {
-            return Err(ConfigError(format!(
-                "{}: upstream name {name:?} is used twice",
-                src.at(u.name.span())
-            )));
-        }
+        let name = checked_name(&u, separator, before, src)?;
         let at = src.at(u.name.span());
         let resilience = resilience(&mut u, &name, &at, one_principal)?;
         let (url, stdio) = transport(&mut u, &name, src, one_principal)?;
@@ -223,37 +205,7 @@ impl UpstreamConfig {
         if resilience.urls.is_empty() && !url.is_empty() {
             resilience.urls = vec![url.clone()];
         }
-        if u.transport == Transport::Sse && stdio.is_some() {
-            return Err(ConfigError(format!(
-                "{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command"
-            )));
-        }
-        if u.http2 == Some(true) && stdio.is_some() {
-            return Err(ConfigError(format!(
-                "{at}: upstream {name:?}: http2 is for a url, not a command; remove it"
-            )));
-        }
-        let userinfo = |url: &str| {
-            url.parse::<http::Uri>()
-                .ok()
-                .and_then(|x| x.authority().map(|a| a.as_str().contains('@')))
-                .unwrap_or(false)
-        };
-        if u.http2 == Some(true) && resilience.urls.iter().any(|x| userinfo(x)) {
-            return Err(ConfigError(format!(
-                "{at}: upstream {name:?}: credentials in a URL with http2 = true: HTTP/2 would send them as the host; put them in headers"
-            )));
-        }
-        if u.http2 == Some(true) && u.headers.keys().any(|h| h.eq_ignore_ascii_case("host")) {
-            return Err(ConfigError(format!(
-                "{at}: upstream {name:?}: a Host header with http2 = true: over HTTP/2 the host is the URL's (:authority); put it in the url, or remove http2"
-            )));
-        }
-        if u.transport == Transport::Sse && u.era == Era::Modern {
-            return Err(ConfigError(format!(
-                "{at}: upstream {name:?}: a transport = \"sse\" server speaks 2024-11-05 (served as 2025-11-25); use era = \"auto\" or \"2025-11-25\""
-            )));
-        }
+        transport_fits(&u, &resilience.urls, stdio.is_some(), &name, &at)?;
         if let Some((header, _)) = u
             .headers
             .iter()
@@ -279,6 +231,78 @@ impl UpstreamConfig {
         };
         Ok((upstream, u.required_scopes))
     }
+}
+
+/// Its name, checked: usable, without the separator, and not one an upstream `before` it has.
+fn checked_name(
+    u: &RawUpstream,
+    separator: &str,
+    before: &[UpstreamConfig],
+    src: Origin<'_>,
+) -> Result<String, ConfigError> {
+    let name = u.name.get_ref().clone();
+    if !is_name(&name) {
+        return Err(ConfigError(format!(
+            "{}: upstream name {name:?}: expected one or more of [A-Za-z0-9_.-]",
+            src.at(u.name.span())
+        )));
+    }
+    if name.contains(separator) {
+        return Err(ConfigError(format!(
+            "{}: upstream name {name:?} contains the prefix separator {separator:?}: rename it or set another `separator`",
+            src.at(u.name.span())
+        )));
+    }
+    if before.iter().any(|x| x.name == name) {
+        return Err(ConfigError(format!(
+            "{}: upstream name {name:?} is used twice",
+            src.at(u.name.span())
+        )));
+    }
+    Ok(name)
+}
+
+/// Refuses `transport = "sse"` or `http2` next to a command, `http2` with credentials in a URL
+/// (`urls`) or a Host header, and `transport = "sse"` with `era = "2026-07-28"`.
+fn transport_fits(
+    u: &RawUpstream,
+    urls: &[String],
+    stdio: bool,
+    name: &str,
+    at: &str,
+) -> Result<(), ConfigError> {
+    if u.transport == Transport::Sse && stdio {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: transport = \"sse\" is for a url, not a command"
+        )));
+    }
+    if u.http2 == Some(true) && stdio {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: http2 is for a url, not a command; remove it"
+        )));
+    }
+    let userinfo = |url: &str| {
+        url.parse::<http::Uri>()
+            .ok()
+            .and_then(|x| x.authority().map(|a| a.as_str().contains('@')))
+            .unwrap_or(false)
+    };
+    if u.http2 == Some(true) && urls.iter().any(|x| userinfo(x)) {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: credentials in a URL with http2 = true: HTTP/2 would send them as the host; put them in headers"
+        )));
+    }
+    if u.http2 == Some(true) && u.headers.keys().any(|h| h.eq_ignore_ascii_case("host")) {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: a Host header with http2 = true: over HTTP/2 the host is the URL's (:authority); put it in the url, or remove http2"
+        )));
+    }
+    if u.transport == Transport::Sse && u.era == Era::Modern {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: a transport = \"sse\" server speaks 2024-11-05 (served as 2025-11-25); use era = \"auto\" or \"2025-11-25\""
+        )));
+    }
+    Ok(())
 }
 
 /// Its resilience keys, checked (`resilience.rs`); the first of its `urls` becomes its `url`.

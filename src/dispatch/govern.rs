@@ -274,20 +274,14 @@ pub struct ModernRetry {
     pub declined: Vec<String>,
 }
 
-/// Opens a modern retry's state and enforces the round cap.
-pub async fn modern_retry(
-    gw: &Arc<Generation>,
+/// A modern retry's `inputResponses`, each within `budget.max_input_response_bytes` (as for a
+/// legacy upstream: an oversized answer never goes up).
+fn input_responses(
+    gw: &Generation,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
-) -> Result<Result<ModernRetry, Reply>, GatewayError> {
-    let fresh = ModernRetry {
-        round: 0,
-        restore: None,
-        had_state: false,
-        declined: Vec::new(),
-    };
-    // Bytes per input response, as for a legacy upstream: an oversized answer never goes up.
+) -> Result<Map<String, Value>, GatewayError> {
     let max_bytes = gw
         .governor
         .budgets
@@ -305,6 +299,23 @@ pub async fn modern_retry(
             ))));
         }
     }
+    Ok(responses)
+}
+
+/// Opens a modern retry's state and enforces the round cap.
+pub async fn modern_retry(
+    gw: &Arc<Generation>,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+) -> Result<Result<ModernRetry, Reply>, GatewayError> {
+    let fresh = ModernRetry {
+        round: 0,
+        restore: None,
+        had_state: false,
+        declined: Vec::new(),
+    };
+    let responses = input_responses(gw, env, t, principal)?;
     let Some(sealed) = open_state(gw, env, t, principal)? else {
         return Ok(Ok(fresh));
     };

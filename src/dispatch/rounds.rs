@@ -96,6 +96,26 @@ pub async fn wrap(
     Ok(out)
 }
 
+/// One input request's method (an ask's) and params, as written and decoded.
+fn read_ask<'a>(req: &RawObject<'a>) -> Result<(Method, Option<&'a str>, Value), RoundError> {
+    let protocol = |m: &str| RoundError::Protocol(m.to_owned());
+    let method = req
+        .get("method")
+        .and_then(text)
+        .map(|m| Method::parse(&m))
+        .ok_or_else(|| protocol("an input request has no method"))?;
+    if !method.is_ask() {
+        return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
+    }
+    let raw_params = req.get("params");
+    let params: Value = match raw_params {
+        Some(p) => serde_json::from_str(p)
+            .map_err(|_| protocol("an input request's params are not JSON"))?,
+        None => Value::Object(Map::new()),
+    };
+    Ok((method, raw_params, params))
+}
+
 /// Judges each input request; gives the `inputRequests` the client is shown (an approval round
 /// instead when a rule wants one, the asks then held in the seal).
 async fn judge_requests(
@@ -122,20 +142,7 @@ async fn judge_requests(
     for (key, req) in &requests.0 {
         let req: RawObject<'_> = serde_json::from_str(req.get())
             .map_err(|_| protocol("an input request is not an object"))?;
-        let method = req
-            .get("method")
-            .and_then(text)
-            .map(|m| Method::parse(&m))
-            .ok_or_else(|| protocol("an input request has no method"))?;
-        if !method.is_ask() {
-            return Err(protocol("an input request names a method other than sampling/createMessage, elicitation/create or roots/list"));
-        }
-        let raw_params = req.get("params");
-        let mut params: Value = match raw_params {
-            Some(p) => serde_json::from_str(p)
-                .map_err(|_| protocol("an input request's params are not JSON"))?,
-            None => Value::Object(Map::new()),
-        };
+        let (method, raw_params, mut params) = read_ask(&req)?;
         let keep = |params: Value| {
             let mut r = Map::new();
             r.insert("method".into(), Value::String(method.as_str().to_owned()));

@@ -177,6 +177,56 @@ async fn healthy(gw: &Generation, up: &Upstream, kind: ListKind) -> Result<(), G
     super::available::up_now(gw, up, what.as_str()).await
 }
 
+/// Refuses a name or URI longer than a request head could mirror in `Mcp-Name`.
+fn mirrorable(gw: &Generation, member: &str, text: &str) -> Result<(), GatewayError> {
+    let max = gw.cfg.limits.max_header_bytes;
+    if text.len() > max {
+        return Err(GatewayError::InvalidParams(
+            format!("{member} is longer than {max} bytes (limits.max_header_bytes)"),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// A prefixed name's target: the upstream its prefix names, if the principal may reach it and
+/// sees the item there.
+async fn prefixed(
+    gw: &Arc<Generation>,
+    kind: ListKind,
+    public: &str,
+    principal: &Principal,
+    what: &str,
+) -> Result<Target, GatewayError> {
+    let (prefix, own) = gw.names.split(public);
+    let up = prefix
+        .and_then(|p| gw.upstream(p))
+        .ok_or_else(|| unknown(what, public))?;
+    // The scope first: a principal without it learns the same of a name that exists and
+    // of one that does not.
+    gw.auth.authorize_upstream(principal, &up.name)?;
+    healthy(gw, up, kind).await?;
+    let mut table = up.list(kind);
+    // A hidden name takes the unknown name's path, refresh included.
+    let seen = |t: &crate::route::table::ListTable| {
+        t.by_key(own)
+            .filter(|i| shown(gw, principal, up, kind, own, i.hints))
+            .cloned()
+    };
+    if seen(&table).is_none() {
+        table = Box::pin(gw.refresh_missed(up, kind)).await;
+    }
+    let item = seen(&table).ok_or_else(|| unknown(what, public))?;
+    Ok(Target {
+        up: up.clone(),
+        own: own.to_owned(),
+        renamed: true,
+        headers: item.headers.clone(),
+        uri: false,
+    })
+}
+
+/// The target of a tool or prompt name, as the principal sees it.
 async fn named(
     gw: &Arc<Generation>,
     kind: ListKind,
@@ -191,42 +241,9 @@ async fn named(
     // A name longer than a request head could mirror in Mcp-Name is not one a modern client
     // can send; refused before any table, rule or quota looks at it (bridge B's requests carry
     // no Mcp-Name), which bounds the globs' work on every path.
-    if public.len() > gw.cfg.limits.max_header_bytes {
-        return Err(GatewayError::InvalidParams(
-            format!(
-                "params.name is longer than {} bytes (limits.max_header_bytes)",
-                gw.cfg.limits.max_header_bytes
-            ),
-            None,
-        ));
-    }
-    let (prefix, own) = gw.names.split(public);
+    mirrorable(gw, "params.name", public)?;
     if gw.names.prefixed() {
-        let up = prefix
-            .and_then(|p| gw.upstream(p))
-            .ok_or_else(|| unknown(what, public))?;
-        // The scope first: a principal without it learns the same of a name that exists and
-        // of one that does not.
-        gw.auth.authorize_upstream(principal, &up.name)?;
-        healthy(gw, up, kind).await?;
-        let mut table = up.list(kind);
-        // A hidden name takes the unknown name's path, refresh included.
-        let seen = |t: &crate::route::table::ListTable| {
-            t.by_key(own)
-                .filter(|i| shown(gw, principal, up, kind, own, i.hints))
-                .cloned()
-        };
-        if seen(&table).is_none() {
-            table = Box::pin(gw.refresh_missed(up, kind)).await;
-        }
-        let item = seen(&table).ok_or_else(|| unknown(what, public))?;
-        return Ok(Target {
-            up: up.clone(),
-            own: own.to_owned(),
-            renamed: true,
-            headers: item.headers.clone(),
-            uri: false,
-        });
+        return prefixed(gw, kind, public, principal, what).await;
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
     let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
@@ -301,15 +318,7 @@ async fn by_uri(
 ) -> Result<Target, GatewayError> {
     // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
     // on the modern wire; refusing it bounds template matching on every path.
-    if u.len() > gw.cfg.limits.max_header_bytes {
-        return Err(GatewayError::InvalidParams(
-            format!(
-                "params.uri is longer than {} bytes (limits.max_header_bytes)",
-                gw.cfg.limits.max_header_bytes
-            ),
-            None,
-        ));
-    }
+    mirrorable(gw, "params.uri", u)?;
     let mut found = find_uri(gw, u, principal);
     if found.is_none() {
         for up in gw.reachable(principal) {
@@ -350,8 +359,6 @@ pub async fn forward(
     let elicitation = meta.capabilities.contains_key("elicitation");
     let make_seal = || super::govern::next_seal(gw, env, t, principal, retry.round, elicitation);
     let sealable = env.method.may_ask();
-    let own_json = Value::String(t.own.clone()).to_string();
-    let restore = retry.had_state || !retry.declined.is_empty();
     // With tracing on, the upstream is told this call's span (headers and `_meta`).
     let transport = if t.up.stdio.is_some() { "pipe" } else { "tcp" };
     let span = crate::telemetry::trace::upstream_call(
@@ -362,43 +369,7 @@ pub async fn forward(
         transport,
     );
     let trace = crate::telemetry::trace::Carrier::of(&span);
-    let body = match (t.renamed, &env.method) {
-        (false, _) if !restore && trace.is_none() => env.body().clone(),
-        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| match k {
-            "ref" => {
-                let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
-                r.insert("name".into(), Value::String(t.own.clone()));
-                Some(Some(Value::Object(r).to_string()))
-            }
-            "_meta" => trace.as_ref().and_then(|c| c.put_meta(Some(raw))).map(Some),
-            _ => None,
-        }),
-        (renamed, _) => {
-            let declined = &retry.declined;
-            let mut out = env.rewrite_params(|k, raw| match k {
-                "name" if renamed => Some(Some(own_json.clone())),
-                // The upstream's own state goes back byte for byte (or none, if it gave none).
-                "requestState" if retry.had_state => Some(retry.restore.clone()),
-                "inputResponses" if !declined.is_empty() => {
-                    let mut m: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
-                    for k in declined {
-                        m.insert(k.clone(), serde_json::json!({"action": "decline"}));
-                    }
-                    Some(Some(Value::Object(m).to_string()))
-                }
-                "_meta" => trace.as_ref().and_then(|c| c.put_meta(Some(raw))).map(Some),
-                _ => None,
-            });
-            if !declined.is_empty() && env.param("inputResponses").is_none() {
-                let m: Map<String, Value> = declined
-                    .iter()
-                    .map(|k| (k.clone(), serde_json::json!({"action": "decline"})))
-                    .collect();
-                out = splice_member(&out, "inputResponses", &Value::Object(m).to_string());
-            }
-            out
-        }
-    };
+    let body = upstream_body(env, t, &retry, trace.as_ref());
     let is_read = env.method == Method::ResourcesRead;
     // One principal holds at most its share of the upstream's max_in_flight.
     let share = t.up.balancer.share(&t.up.name, principal.id())?;
@@ -423,6 +394,56 @@ pub async fn forward(
             sealable.then_some(&make_seal as MakeSeal<'_>)
         )
     )
+}
+
+/// The request as the upstream gets it: the client's bytes untouched when nothing must change;
+/// else the name made the upstream's own, the upstream's state restored, declined asks
+/// answered, the span's trace context in `_meta`.
+fn upstream_body(
+    env: &Envelope,
+    t: &Target,
+    retry: &super::govern::ModernRetry,
+    trace: Option<&crate::telemetry::trace::Carrier>,
+) -> bytes::Bytes {
+    let restore = retry.had_state || !retry.declined.is_empty();
+    match (t.renamed, &env.method) {
+        (false, _) if !restore && trace.is_none() => env.body().clone(),
+        (true, Method::CompletionComplete) => env.rewrite_params(|k, raw| match k {
+            "ref" => {
+                let mut r: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+                r.insert("name".into(), Value::String(t.own.clone()));
+                Some(Some(Value::Object(r).to_string()))
+            }
+            "_meta" => trace.and_then(|c| c.put_meta(Some(raw))).map(Some),
+            _ => None,
+        }),
+        (renamed, _) => {
+            let own_json = Value::String(t.own.clone()).to_string();
+            let declined = &retry.declined;
+            let mut out = env.rewrite_params(|k, raw| match k {
+                "name" if renamed => Some(Some(own_json.clone())),
+                // The upstream's own state goes back byte for byte (or none, if it gave none).
+                "requestState" if retry.had_state => Some(retry.restore.clone()),
+                "inputResponses" if !declined.is_empty() => {
+                    let mut m: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+                    for k in declined {
+                        m.insert(k.clone(), serde_json::json!({"action": "decline"}));
+                    }
+                    Some(Some(Value::Object(m).to_string()))
+                }
+                "_meta" => trace.and_then(|c| c.put_meta(Some(raw))).map(Some),
+                _ => None,
+            });
+            if !declined.is_empty() && env.param("inputResponses").is_none() {
+                let m: Map<String, Value> = declined
+                    .iter()
+                    .map(|k| (k.clone(), serde_json::json!({"action": "decline"})))
+                    .collect();
+                out = splice_member(&out, "inputResponses", &Value::Object(m).to_string());
+            }
+            out
+        }
+    }
 }
 
 /// Adds a `params` member to a serialized request (it ends with `}}`).

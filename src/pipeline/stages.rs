@@ -85,23 +85,7 @@ pub async fn run(
     dispatch::available::check(gw, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
-        // What the client named is recorded only now that it names something served.
-        let named = env
-            .method
-            .name_member()
-            .and_then(|m| env.param_str(m))
-            .and_then(Result::ok);
-        if let Some(n) = &named {
-            trace::named(&tracing::Span::current(), &env.method, n, t.uri);
-        }
-        crate::audit::note(|r| {
-            r.upstream = Some(t.up.name.clone());
-            r.upstream_era = Some(t.up.status().wire.name());
-            if r.full {
-                r.name = named;
-            }
-        });
-        gw.auth.authorize_upstream(principal, &t.up.name)?;
+        served(gw, &env, t, principal)?;
     }
     // A request Sluice built itself mirrors its annotated arguments into Mcp-Param-* headers.
     let headers = match (&target, client_headers) {
@@ -134,6 +118,33 @@ pub async fn run(
     }
     // Dispatch.
     dispatch::dispatch(gw, &ctx).await
+}
+
+/// A target that is served: what the client named recorded (only now that it names something
+/// served) in the span and the audit record, and the principal's scope for its upstream checked.
+fn served(
+    gw: &Generation,
+    env: &Envelope,
+    t: &crate::dispatch::target::Target,
+    principal: &Principal,
+) -> Result<(), GatewayError> {
+    let named = env
+        .method
+        .name_member()
+        .and_then(|m| env.param_str(m))
+        .and_then(Result::ok);
+    if let Some(n) = &named {
+        trace::named(&tracing::Span::current(), &env.method, n, t.uri);
+    }
+    crate::audit::note(|r| {
+        r.upstream = Some(t.up.name.clone());
+        r.upstream_era = Some(t.up.status().wire.name());
+        if r.full {
+            r.name = named;
+        }
+    });
+    gw.auth.authorize_upstream(principal, &t.up.name)?;
+    Ok(())
 }
 
 /// The client's answer for a stage error: a challenge for authentication, a refusal (noted in

@@ -60,6 +60,38 @@ impl Balancer {
         }
     }
 
+    /// One try on endpoint `i` (its `Host`, counted in progress while it runs). The headers
+    /// are taken when no other endpoint could need them for a retry.
+    async fn send(
+        &self,
+        name: &str,
+        client: &HttpClient,
+        i: usize,
+        headers: &mut HeaderMap,
+        body: &Bytes,
+        stream_timeout: Option<Duration>,
+    ) -> Result<Answer, UpstreamError> {
+        let ep = self.endpoints.get(i);
+        if let Some(host) = &ep.host {
+            headers.insert(http::header::HOST, host.clone());
+        }
+        let sent = if self.endpoints.len() > 1 {
+            headers.clone()
+        } else {
+            std::mem::take(headers)
+        };
+        let pending = Pending {
+            endpoints: &self.endpoints,
+            i,
+            done: false,
+        };
+        let got = client
+            .post(name, &ep.uri, sent, body.clone(), stream_timeout)
+            .await;
+        pending.done();
+        got
+    }
+
     /// Sends the request as the module says.
     pub async fn post(
         &self,
@@ -103,24 +135,9 @@ impl Balancer {
                 (Err(_), Some(got)) => return got,
                 (Err(r), None) => return Err(self.refused(name, r)),
             };
-            let ep = self.endpoints.get(i);
-            if let Some(host) = &ep.host {
-                headers.insert(http::header::HOST, host.clone());
-            }
-            let sent = if several {
-                headers.clone()
-            } else {
-                std::mem::take(&mut headers)
-            };
-            let pending = Pending {
-                endpoints: &self.endpoints,
-                i,
-                done: false,
-            };
-            let got = client
-                .post(name, &ep.uri, sent, body.clone(), stream_timeout)
+            let got = self
+                .send(name, client, i, &mut headers, &body, stream_timeout)
                 .await;
-            pending.done();
             let answered = answered(&got);
             self.note(name, i, self.endpoints.record(i, answered));
             // A gateway's 502-504, even with a JSON-RPC body, did not come from the server: an

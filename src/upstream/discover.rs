@@ -102,6 +102,55 @@ pub enum Probe {
     Failed(Status),
 }
 
+/// What an error answer to `server/discover` says of the upstream: a recognized modern error
+/// means a modern server (digest §8.1); anything else a 2025-11-25 one.
+fn error_verdict(up: &Upstream, code: i64, http_status: http::StatusCode) -> Probe {
+    use crate::mcp::jsonrpc::{
+        HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
+    };
+    match code {
+        UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH => Probe::Modern(failed(
+            up,
+            format!(
+                "upstream '{}' is modern but refused server/discover with {} (does it support {}?)",
+                up.name,
+                code,
+                crate::mcp::version::MODERN
+            ),
+        )),
+        METHOD_NOT_FOUND if http_status == http::StatusCode::NOT_FOUND => Probe::Modern(failed(
+            up,
+            format!(
+                "upstream '{}' is modern but does not implement server/discover",
+                up.name
+            ),
+        )),
+        code => Probe::NotModern(format!(
+            "upstream '{}' answered server/discover with error {code} (HTTP {http_status})",
+            up.name
+        )),
+    }
+}
+
+impl Discovered {
+    /// What a `server/discover` result says (absent members: none, 0, private).
+    fn from_result(result: &Map<String, Value>) -> Discovered {
+        Discovered {
+            capabilities: result
+                .get("capabilities")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            instructions: result
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
+            public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
+        }
+    }
+}
+
 /// Probes an upstream with `server/discover`; a modern verdict is recorded.
 pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: DualEra) -> Probe {
     let headers = modern_headers(&up.modern_base, Method::ServerDiscover.as_str(), None);
@@ -132,49 +181,21 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
     };
     let msg = match Incoming::parse(&body) {
         Ok(m) => m,
-        Err(_) => return Probe::NotModern(format!(
+        Err(_) => {
+            return Probe::NotModern(format!(
             "upstream '{}' answered server/discover with HTTP {http_status} and no JSON-RPC body",
             up.name
-        )),
+        ))
+        }
     };
     if let Some(err) = msg.error {
-        use crate::mcp::jsonrpc::{
-            HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
-        };
-        // A recognized modern error means a modern server (digest §8.1); anything else is legacy.
-        return match err.code {
-            UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH => Probe::Modern(failed(
-                up,
-                format!(
-                    "upstream '{}' is modern but refused server/discover with {} (does it support {}?)",
-                    up.name,
-                    err.code,
-                    crate::mcp::version::MODERN
-                ),
-            )),
-            METHOD_NOT_FOUND if http_status == http::StatusCode::NOT_FOUND => {
-                Probe::Modern(failed(up, format!("upstream '{}' is modern but does not implement server/discover", up.name)))
-            }
-            code => Probe::NotModern(format!("upstream '{}' answered server/discover with error {code} (HTTP {http_status})", up.name)),
-        };
+        return error_verdict(up, err.code, http_status);
     }
     let result: Map<String, Value> = msg
         .result
         .and_then(|r| serde_json::from_str(r.get()).ok())
         .unwrap_or_default();
-    let discovered = Discovered {
-        capabilities: result
-            .get("capabilities")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        ttl_ms: result.get("ttlMs").and_then(Value::as_u64).unwrap_or(0),
-        public: result.get("cacheScope").and_then(Value::as_str) == Some("public"),
-    };
+    let discovered = Discovered::from_result(&result);
     // Whether it speaks 2025-11-25 too is `link.rs`'s to re-check; until then its answer stands.
     let status = Status {
         probed: true,

@@ -206,47 +206,8 @@ impl Upstream {
                 .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?,
         };
         let host = host_of(&cfg.name, &uri)?;
-        let mut extra = HeaderMap::new();
-        for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
-            let mut value = HeaderValue::from_str(v)
-                .map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
-            value.set_sensitive(true);
-            extra.insert(name, value);
-        }
-        if let Some(var) = &cfg.bearer_token_env {
-            let token = std::env::var(var).map_err(|_| {
-                format!(
-                    "upstream '{}': environment variable {} is not set",
-                    cfg.name,
-                    crate::escape::shown_var(var)
-                )
-            })?;
-            if token.trim().is_empty() {
-                return Err(format!(
-                    "upstream '{}': environment variable {var} (bearer_token_env) is empty",
-                    cfg.name
-                ));
-            }
-            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
-            value.set_sensitive(true);
-            extra.insert(http::header::AUTHORIZATION, value);
-        }
-        let mut endpoints = Vec::new();
-        for url in &cfg.resilience.urls {
-            let u: Uri = url
-                .parse()
-                .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
-            // A configured Host header is the upstream's own, for every URL.
-            let host = if extra.contains_key(http::header::HOST) {
-                None
-            } else {
-                Some(host_of(&cfg.name, &u)?)
-            };
-            endpoints.push((u.clone(), host, crate::config::redact_url(url)));
-        }
+        let extra = extra_headers(cfg)?;
+        let endpoints = endpoints_of(cfg, &extra)?;
         let balancer =
             balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let modern_base = client::modern_base(&host, &extra);
@@ -390,6 +351,62 @@ fn host_of(name: &str, uri: &Uri) -> Result<HeaderValue, String> {
         (None, _) => String::new(),
     };
     HeaderValue::from_str(&host).map_err(|_| format!("upstream '{name}': bad host"))
+}
+
+/// The headers of an upstream's config (`headers`, and `bearer_token_env`'s token as
+/// `Authorization`), each marked sensitive.
+fn extra_headers(cfg: &UpstreamConfig) -> Result<HeaderMap, String> {
+    let mut extra = HeaderMap::new();
+    for (k, v) in &cfg.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("upstream '{}': bad header name {k:?}", cfg.name))?;
+        let mut value = HeaderValue::from_str(v)
+            .map_err(|_| format!("upstream '{}': bad value for header {k:?}", cfg.name))?;
+        value.set_sensitive(true);
+        extra.insert(name, value);
+    }
+    if let Some(var) = &cfg.bearer_token_env {
+        let token = std::env::var(var).map_err(|_| {
+            format!(
+                "upstream '{}': environment variable {} is not set",
+                cfg.name,
+                crate::escape::shown_var(var)
+            )
+        })?;
+        if token.trim().is_empty() {
+            return Err(format!(
+                "upstream '{}': environment variable {var} (bearer_token_env) is empty",
+                cfg.name
+            ));
+        }
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| format!("upstream '{}': {var} is not a valid token", cfg.name))?;
+        value.set_sensitive(true);
+        extra.insert(http::header::AUTHORIZATION, value);
+    }
+    Ok(extra)
+}
+
+/// Each of an upstream's URLs with its `Host` (none when the config sets one for all) and its
+/// redacted form, for its balancer.
+fn endpoints_of(
+    cfg: &UpstreamConfig,
+    extra: &HeaderMap,
+) -> Result<Vec<(Uri, Option<HeaderValue>, String)>, String> {
+    let mut endpoints = Vec::new();
+    for url in &cfg.resilience.urls {
+        let u: Uri = url
+            .parse()
+            .map_err(|e| format!("upstream '{}': bad url: {e}", cfg.name))?;
+        // A configured Host header is the upstream's own, for every URL.
+        let host = if extra.contains_key(http::header::HOST) {
+            None
+        } else {
+            Some(host_of(&cfg.name, &u)?)
+        };
+        endpoints.push((u.clone(), host, crate::config::redact_url(url)));
+    }
+    Ok(endpoints)
 }
 
 #[cfg(test)]

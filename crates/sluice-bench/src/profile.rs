@@ -20,6 +20,8 @@ use sluice::upstream::client::{Answer, HttpClient};
 use crate::procs::{self, Env, Proc};
 use crate::wire;
 
+mod heap;
+mod perf;
 mod round;
 
 /// Options of `profile`.
@@ -131,56 +133,8 @@ async fn start(
     c: &HttpClient,
     tag: &str,
 ) -> Result<(Proc, String), String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let upstream = &upstreams[0];
-    let (program, mut args) = match t {
-        Target::Forwarder => (
-            me,
-            vec![
-                "forwarder".to_owned(),
-                "--to".into(),
-                upstream.to_owned(),
-                "--parent-stdin".into(),
-            ],
-        ),
-        Target::Sluice | Target::SluiceProd => {
-            let port = procs::free_port()?;
-            let cfg = env.dir.join(format!("{}-{tag}.toml", t.name()));
-            let mut text = format!("listen = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{upstream}\"\n");
-            if t == Target::SluiceProd {
-                // As in `run`: API keys, the audit log to a file, the default policy.
-                let key = sluice::auth::api_keys::hash_key(wire::API_KEY);
-                let beta = upstreams
-                    .get(1)
-                    .ok_or("production-like needs a second upstream")?;
-                let audit = env.dir.join(format!("audit-{tag}.log"));
-                let _ = std::fs::remove_file(&audit);
-                text.push_str(&format!(
-                    "\n[[upstream]]\nname = \"beta\"\nurl = \"{beta}\"\n\n[[auth.api_keys]]\nsha256 = \"{key}\"\nprincipal = \"bench\"\n\n[audit]\nsink = \"{}\"\n",
-                    audit.display()
-                ));
-            } else {
-                text.push_str("\n[audit]\nenabled = false\n");
-            }
-            std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
-            (
-                o.sluice.clone(),
-                vec![
-                    "serve".to_owned(),
-                    "--config".into(),
-                    cfg.display().to_string(),
-                ],
-            )
-        }
-    };
-    let (program, args) = if wrapper.is_empty() {
-        (program, args)
-    } else {
-        let mut w = wrapper[1..].to_vec();
-        w.push(program.display().to_string());
-        w.append(&mut args);
-        (PathBuf::from(&wrapper[0]), w)
-    };
+    let (program, args) = command(env, o, t, upstreams, tag)?;
+    let (program, args) = wrapped(wrapper, program, args);
     let mut p = env.spawn(
         &format!("{}-{tag}", t.name()),
         &program,
@@ -188,11 +142,100 @@ async fn start(
         &[("RUST_LOG", "info")],
         t == Target::Forwarder,
     )?;
-    let url = match t {
-        Target::Forwarder => format!(
+    let url = url_of(env, t, &mut p, c, tag).await?;
+    Ok((p, url))
+}
+
+/// The program and arguments that start target `t`; for a Sluice, writes its config first
+/// (`<dir>/<target>-<tag>.toml`).
+fn command(
+    env: &Env,
+    o: &Opts,
+    t: Target,
+    upstreams: &[String],
+    tag: &str,
+) -> Result<(PathBuf, Vec<String>), String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let upstream = &upstreams[0];
+    match t {
+        Target::Forwarder => Ok((
+            me,
+            vec![
+                "forwarder".to_owned(),
+                "--to".into(),
+                upstream.to_owned(),
+                "--parent-stdin".into(),
+            ],
+        )),
+        Target::Sluice | Target::SluiceProd => {
+            let text = sluice_config(env, t, upstreams, tag)?;
+            let cfg = env.dir.join(format!("{}-{tag}.toml", t.name()));
+            std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
+            Ok((
+                o.sluice.clone(),
+                vec![
+                    "serve".to_owned(),
+                    "--config".into(),
+                    cfg.display().to_string(),
+                ],
+            ))
+        }
+    }
+}
+
+/// A Sluice target's config on a free port: plain (one upstream, no audit log) or
+/// production-like (a second upstream, an API key, the audit log to `<dir>/audit-<tag>.log`,
+/// emptied first).
+fn sluice_config(env: &Env, t: Target, upstreams: &[String], tag: &str) -> Result<String, String> {
+    let upstream = &upstreams[0];
+    let port = procs::free_port()?;
+    let mut text = format!(
+        "listen = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{upstream}\"\n"
+    );
+    if t == Target::SluiceProd {
+        // As in `run`: API keys, the audit log to a file, the default policy.
+        let key = sluice::auth::api_keys::hash_key(wire::API_KEY);
+        let beta = upstreams
+            .get(1)
+            .ok_or("production-like needs a second upstream")?;
+        let audit = env.dir.join(format!("audit-{tag}.log"));
+        let _ = std::fs::remove_file(&audit);
+        text.push_str(&format!(
+            "\n[[upstream]]\nname = \"beta\"\nurl = \"{beta}\"\n\n[[auth.api_keys]]\nsha256 = \"{key}\"\nprincipal = \"bench\"\n\n[audit]\nsink = \"{}\"\n",
+            audit.display()
+        ));
+    } else {
+        text.push_str("\n[audit]\nenabled = false\n");
+    }
+    Ok(text)
+}
+
+/// `program args` run under `wrapper` (its first word the program) when one is given.
+fn wrapped(wrapper: &[String], program: PathBuf, mut args: Vec<String>) -> (PathBuf, Vec<String>) {
+    if wrapper.is_empty() {
+        (program, args)
+    } else {
+        let mut w = wrapper[1..].to_vec();
+        w.push(program.display().to_string());
+        w.append(&mut args);
+        (PathBuf::from(&wrapper[0]), w)
+    }
+}
+
+/// The URL of a started target, once it listens: the port the forwarder prints, or the one in
+/// a Sluice's config once it answers.
+async fn url_of(
+    env: &Env,
+    t: Target,
+    p: &mut Proc,
+    c: &HttpClient,
+    tag: &str,
+) -> Result<String, String> {
+    match t {
+        Target::Forwarder => Ok(format!(
             "http://127.0.0.1:{}/mcp",
             p.line("LISTENING", Duration::from_secs(60))?
-        ),
+        )),
         Target::Sluice | Target::SluiceProd => {
             let cfg = std::fs::read_to_string(env.dir.join(format!("{}-{tag}.toml", t.name())))
                 .map_err(|e| e.to_string())?;
@@ -208,10 +251,9 @@ async fn start(
                 Duration::from_secs(60),
             )
             .await?;
-            format!("http://127.0.0.1:{port}/mcp")
+            Ok(format!("http://127.0.0.1:{port}/mcp"))
         }
-    };
-    Ok((p, url))
+    }
 }
 
 fn stop(p: &mut Proc, t: Target) -> bool {
@@ -219,83 +261,6 @@ fn stop(p: &mut Proc, t: Target) -> bool {
         Target::Forwarder => p.close_stdin(Duration::from_secs(60)),
         Target::Sluice | Target::SluiceProd => p.terminate(Duration::from_secs(60)),
     }
-}
-
-/// Sluice in front of a fresh legacy mock under massif with `n` exchanges parked; gives the
-/// peak snapshot's (`mem_heap_B`, `mem_heap_extra_B`).
-async fn massif_parked(
-    env: &Env,
-    o: &Opts,
-    c: &HttpClient,
-    n: usize,
-) -> Result<(u64, u64), String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut legacy = env.spawn(
-        &format!("legacy-upstream-{n}"),
-        &me,
-        &["legacy-upstream".into(), "--parent-stdin".into()],
-        &[],
-        true,
-    )?;
-    let legacy_url = format!(
-        "http://127.0.0.1:{}/mcp",
-        legacy.line("LISTENING", Duration::from_secs(10))?
-    );
-    let port = procs::free_port()?;
-    let cfg = env.dir.join(format!("sluice-massif-{n}.toml"));
-    let cap = n + 64;
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen = \"127.0.0.1:{port}\"\n[audit]\nenabled = false\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\n\
-             max_parked_per_principal = {cap}\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_sessions_per_principal = {cap}\nmax_parked = {cap}\n\n\
-             [[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n"
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let out = o.dir.join(format!("massif-{n}.out"));
-    let args = vec![
-        "--tool=massif".to_owned(),
-        format!("--massif-out-file={}", out.display()),
-        o.heap_sluice.display().to_string(),
-        "serve".into(),
-        "--config".into(),
-        cfg.display().to_string(),
-    ];
-    let mut p = env.spawn(
-        &format!("sluice-massif-{n}"),
-        Path::new("valgrind"),
-        &args,
-        &[("RUST_LOG", "warn")],
-        false,
-    )?;
-    let base = format!("http://127.0.0.1:{port}");
-    procs::wait_ready(c, &base, Duration::from_secs(60)).await?;
-    let url: Uri = format!("{base}/mcp").parse().map_err(|e| format!("{e}"))?;
-    // One full round first (warms the session pool and the runtime), then park n.
-    crate::bridge::via_sluice(c, &url, 0, 1).await?;
-    crate::memory::park(c, &url, n, 1_000_000).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    if !p.terminate(Duration::from_secs(120)) {
-        return Err("sluice under massif did not exit".into());
-    }
-    let _ = legacy.close_stdin(Duration::from_secs(5));
-    let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    if let Some(t) = tool("ms_print", &[&out.display().to_string()]) {
-        let _ = std::fs::write(o.dir.join(format!("massif-{n}.txt")), t);
-    }
-    // Snapshots are blocks of `key=value` lines; the peak one says `heap_tree=peak`.
-    let mut cur = (0u64, 0u64);
-    for l in text.lines() {
-        if let Some(v) = l.strip_prefix("mem_heap_B=") {
-            cur.0 = v.parse().unwrap_or(0);
-        } else if let Some(v) = l.strip_prefix("mem_heap_extra_B=") {
-            cur.1 = v.parse().unwrap_or(0);
-        } else if l == "heap_tree=peak" {
-            return Ok(cur);
-        }
-    }
-    Err(format!("{}: no peak snapshot", out.display()))
 }
 
 fn tool(cmd: &str, args: &[&str]) -> Option<String> {
@@ -395,129 +360,6 @@ async fn instructions(
     Ok(())
 }
 
-/// The heap of parked exchanges (massif): where Sluice's own state per exchange goes.
-async fn parked_heap(env: &Env, o: &Opts, c: &HttpClient, md: &mut String) -> Result<(), String> {
-    if !o.heap_sluice.exists() {
-        let _ = writeln!(
-            md,
-            "No heap profile: `{}` is missing (build it with `--features system-alloc`).\n",
-            o.heap_sluice.display()
-        );
-        return Ok(());
-    }
-    if Command::new("valgrind").arg("--version").output().is_ok() {
-        let (small, large) = (o.parked / 5, o.parked);
-        let mut peaks = Vec::new();
-        for n in [small, large] {
-            eprintln!("massif: sluice (bridge A) with {n} parked exchanges");
-            peaks.push(massif_parked(env, o, c, n).await?);
-        }
-        let heap = (peaks[1].0 as f64 - peaks[0].0 as f64) / (large - small) as f64;
-        let extra = (peaks[1].1 as f64 - peaks[0].1 as f64) / (large - small) as f64;
-        let _ = writeln!(
-            md,
-            "#### Heap per parked exchange (massif peak with {large} parked minus peak with {small}, over the difference)\n\n\
-             | figure | bytes per exchange |\n|---|---|\n| heap requested (`mem_heap_B`) | {heap:.0} |\n| allocator overhead (`mem_heap_extra_B`) | {extra:.0} |\n\n\
-             Allocation tree at the peak: `{}/massif-{large}.txt` (ms_print).\n",
-            o.dir.display()
-        );
-    }
-
-    Ok(())
-}
-
-/// A sampled profile under load, where perf can sample.
-async fn sampled(
-    env: &Env,
-    o: &Opts,
-    c: &HttpClient,
-    upstreams: &[String],
-    md: &mut String,
-) -> Result<(), String> {
-    let perf_ok = tool(
-        "perf",
-        &["record", "-e", "cpu-clock", "-o", "/dev/null", "true"],
-    )
-    .is_some_and(|t| !t.contains("not supported"));
-    if perf_ok {
-        let script = o.dir.join("call-echo.lua");
-        std::fs::write(&script, wire::wrk_script("echo", None)).map_err(|e| e.to_string())?;
-        for t in [Target::Forwarder, Target::Sluice] {
-            eprintln!("perf: {} under wrk -c16 for {} s", t.name(), o.secs);
-            let (p, url) = start(env, o, t, upstreams, &[], c, "perf").await?;
-            let data = o.dir.join(format!("perf-{}.data", t.name()));
-            let pid = p.pid().to_string();
-            let secs = o.secs.to_string();
-            let data_s = data.display().to_string();
-            let rec = std::thread::spawn(move || {
-                Command::new("timeout")
-                    .args([
-                        "60",
-                        "perf",
-                        "record",
-                        "-e",
-                        "cpu-clock",
-                        "-F",
-                        "2999",
-                        "-p",
-                        &pid,
-                        "-o",
-                        &data_s,
-                        "--",
-                        "sleep",
-                        &secs,
-                    ])
-                    .output()
-            });
-            let load = Command::new("timeout")
-                .args([
-                    "60",
-                    "wrk",
-                    "-t1",
-                    "-c16",
-                    &format!("-d{}s", o.secs),
-                    "-s",
-                    &script.display().to_string(),
-                    &url,
-                ])
-                .output();
-            let _ = rec.join();
-            drop(p);
-            if let Ok(out) = load {
-                let _ = std::fs::write(o.dir.join(format!("wrk-{}.txt", t.name())), &out.stdout);
-            }
-            let d = data.display().to_string();
-            for (kind, sort) in [("dso", "dso"), ("symbols", "dso,sym")] {
-                if let Some(text) = tool(
-                    "perf",
-                    &[
-                        "report",
-                        "-i",
-                        &d,
-                        "--stdio",
-                        "--no-children",
-                        "--sort",
-                        sort,
-                        "--percent-limit",
-                        "0.7",
-                    ],
-                ) {
-                    let _ =
-                        std::fs::write(o.dir.join(format!("perf-{}-{kind}.txt", t.name())), text);
-                }
-            }
-        }
-        let _ = writeln!(
-            md,
-            "Sampled profiles (`perf record -e cpu-clock`): `{}/perf-<target>-<dso|symbols>.txt`.",
-            o.dir.display()
-        );
-    } else {
-        let _ = writeln!(md, "perf cannot sample here: no sampled profile.");
-    }
-    Ok(())
-}
-
 /// Runs the profile; writes `<dir>/profile.md`.
 pub(crate) async fn run(o: Opts) -> Result<(), String> {
     std::fs::create_dir_all(&o.dir).map_err(|e| e.to_string())?;
@@ -556,8 +398,8 @@ pub(crate) async fn run(o: Opts) -> Result<(), String> {
     }
     if !o.instructions_only && !o.bridge_only {
         round::run(&env, &o, &c, &upstreams, &mut md).await?;
-        parked_heap(&env, &o, &c, &mut md).await?;
-        sampled(&env, &o, &c, &upstreams, &mut md).await?;
+        heap::parked_heap(&env, &o, &c, &mut md).await?;
+        perf::sampled(&env, &o, &c, &upstreams, &mut md).await?;
     }
     let _ = mock.close_stdin(Duration::from_secs(5));
     println!("{md}");

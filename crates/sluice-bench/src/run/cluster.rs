@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::http::{start_sluice, Path4};
+use super::http::{add_path, start_sluice, Path4};
 use super::Bench;
 use crate::procs::{self, Proc};
 use crate::wire;
@@ -46,6 +46,43 @@ pub(crate) async fn start(
         return Ok(None);
     };
     b.log("starting Redis, a clustered Sluice, and two replicas behind HAProxy");
+    let (redis, url) = start_redis(b, &redis_bin)?;
+    let mut procs = vec![redis];
+    let audit = |n: &str| b.o.dir.join(format!("audit-{n}.log"));
+    let (one, one_url) = start_sluice(
+        &b.env,
+        &b.o.sluice,
+        "sluice-cluster",
+        config(&prod(&audit("cluster")), "c0", &url),
+        &b.c,
+    )
+    .await?;
+    procs.push(one);
+    let backends = start_replicas(b, prod, &url, &mut procs).await?;
+    let (haproxy, port) = spawn_haproxy(b, &haproxy_bin, &backends)?;
+    procs.push(haproxy);
+    let lb_url = format!("http://127.0.0.1:{port}/mcp");
+    procs::wait_ready(
+        &b.c,
+        &format!("http://127.0.0.1:{port}"),
+        Duration::from_secs(20),
+    )
+    .await?;
+    for (label, url) in [
+        ("Sluice production-like + [cluster] (Redis)", one_url),
+        (
+            "two production-like + [cluster] replicas behind HAProxy (round robin)",
+            lb_url,
+        ),
+    ] {
+        let (name, bearer) = ("alpha__echo", Some(wire::API_KEY));
+        add_path(&b.c, &b.o.dir, paths, label, url, name, bearer).await?;
+    }
+    Ok(Some(Held { _procs: procs }))
+}
+
+/// Starts Redis on a Unix socket only, nothing saved; gives it and its URL.
+fn start_redis(b: &Bench<'_>, redis_bin: &Path) -> Result<(Proc, String), String> {
     let socket =
         std::env::temp_dir().join(format!("sluice-bench-redis-{}.sock", std::process::id()));
     let args: Vec<String> = [
@@ -61,31 +98,31 @@ pub(crate) async fn start(
     .map(|s| s.to_string())
     .chain([socket.display().to_string()])
     .collect();
-    let mut redis = b.env.spawn("redis", &redis_bin, &args, &[], true)?;
+    let mut redis = b.env.spawn("redis", redis_bin, &args, &[], true)?;
     wait_line(
         &mut redis,
         "ready to accept connections",
         Duration::from_secs(10),
     )?;
-    let url = format!("redis+unix://{}", socket.display());
-    let mut procs = vec![redis];
+    Ok((redis, format!("redis+unix://{}", socket.display())))
+}
+
+/// Starts the two clustered replicas `c1` and `c2` on Redis at `redis`, adding them to `procs`;
+/// gives their addresses (`host:port`) for HAProxy.
+async fn start_replicas(
+    b: &Bench<'_>,
+    prod: &dyn Fn(&Path) -> String,
+    redis: &str,
+    procs: &mut Vec<Proc>,
+) -> Result<Vec<String>, String> {
     let audit = |n: &str| b.o.dir.join(format!("audit-{n}.log"));
-    let (one, one_url) = start_sluice(
-        &b.env,
-        &b.o.sluice,
-        "sluice-cluster",
-        config(&prod(&audit("cluster")), "c0", &url),
-        &b.c,
-    )
-    .await?;
-    procs.push(one);
     let mut backends = Vec::new();
     for id in ["c1", "c2"] {
         let (p, u) = start_sluice(
             &b.env,
             &b.o.sluice,
             &format!("sluice-{id}"),
-            config(&prod(&audit(id)), id, &url),
+            config(&prod(&audit(id)), id, redis),
             &b.c,
         )
         .await?;
@@ -96,58 +133,43 @@ pub(crate) async fn start(
         );
         procs.push(p);
     }
+    Ok(backends)
+}
+
+/// Starts HAProxy with the deployed config on a free port, round robin over `backends`; gives
+/// it and the port.
+fn spawn_haproxy(
+    b: &Bench<'_>,
+    haproxy_bin: &Path,
+    backends: &[String],
+) -> Result<(Proc, u16), String> {
     let port = procs::free_port()?;
+    let cfg_path = b.o.dir.join("haproxy.cfg");
+    std::fs::write(&cfg_path, haproxy_config(port, backends)).map_err(|e| e.to_string())?;
+    let p = b.env.spawn(
+        "haproxy",
+        haproxy_bin,
+        &["-db".into(), "-f".into(), cfg_path.display().to_string()],
+        &[],
+        false,
+    )?;
+    Ok((p, port))
+}
+
+/// `deploy/haproxy.cfg` bound to `127.0.0.1:<port>`, its servers replaced by `backends`.
+fn haproxy_config(port: u16, backends: &[String]) -> String {
     let servers: String = backends
         .iter()
         .enumerate()
         .map(|(i, a)| format!("    server sluice-{} {a}\n", i + 1))
         .collect();
-    let cfg = HAPROXY_CFG
+    HAPROXY_CFG
         .replace("bind :8080", &format!("bind 127.0.0.1:{port}"))
         .split("    server sluice-")
         .next()
         .unwrap_or("")
         .to_owned()
-        + &servers;
-    let cfg_path = b.o.dir.join("haproxy.cfg");
-    std::fs::write(&cfg_path, cfg).map_err(|e| e.to_string())?;
-    procs.push(b.env.spawn(
-        "haproxy",
-        &haproxy_bin,
-        &["-db".into(), "-f".into(), cfg_path.display().to_string()],
-        &[],
-        false,
-    )?);
-    let lb_url = format!("http://127.0.0.1:{port}/mcp");
-    procs::wait_ready(
-        &b.c,
-        &format!("http://127.0.0.1:{port}"),
-        Duration::from_secs(20),
-    )
-    .await?;
-    for (label, url) in [
-        ("Sluice production-like + [cluster] (Redis)", one_url),
-        (
-            "two production-like + [cluster] replicas behind HAProxy (round robin)",
-            lb_url,
-        ),
-    ] {
-        super::http::sanity(&b.c, &url, "alpha__echo", Some(wire::API_KEY)).await?;
-        let script = b.o.dir.join(format!("call-{}.lua", paths.len()));
-        std::fs::write(
-            &script,
-            wire::wrk_script("alpha__echo", Some(wire::API_KEY)),
-        )
-        .map_err(|e| e.to_string())?;
-        paths.push(Path4 {
-            label: label.to_owned(),
-            url,
-            script,
-            tput: Vec::new(),
-            lat: Vec::new(),
-        });
-    }
-    Ok(Some(Held { _procs: procs }))
+        + &servers
 }
 
 /// Waits for a stdout line containing `needle` (any case).

@@ -154,49 +154,12 @@ fn prod_config(audit_file: &Path, alpha: &str, beta: &str) -> String {
 pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     let (env, me, c, o) = (&b.env, &b.me, &b.c, b.o);
     b.log("starting the modern mock upstream, the forwarder and two Sluices");
-    let mut mock = env.spawn(
-        "modern-upstream",
-        me,
-        &[
-            "modern-upstream",
-            "--name",
-            "alpha",
-            "--name",
-            "beta",
-            "--parent-stdin",
-        ]
-        .map(String::from),
-        &[],
-        true,
-    )?;
-    let ports = first_port(&mock.line("LISTENING", Duration::from_secs(10))?)?;
-    let (alpha, beta) = (
-        format!("http://127.0.0.1:{}/mcp", ports[0]),
-        format!("http://127.0.0.1:{}/mcp", ports[1]),
-    );
-    let mut fwd = env.spawn(
-        "forwarder",
-        me,
-        &[
-            "forwarder".into(),
-            "--to".into(),
-            alpha.clone(),
-            "--parent-stdin".into(),
-        ],
-        &[],
-        true,
-    )?;
-    let fwd_url = format!(
-        "http://127.0.0.1:{}/mcp",
-        fwd.line("LISTENING", Duration::from_secs(10))?
-    );
-    // Plain: one upstream, no authentication, no audit log (the default policy applies).
-    let plain_cfg = format!(
-        "\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n"
-    );
+    let (mock, alpha, beta) = start_mock(env, me)?;
+    let (fwd, fwd_url) = start_forwarder(env, me, &alpha)?;
     let audit_file = o.dir.join("audit-prod.log");
     let _ = std::fs::remove_file(&audit_file);
-    let (plain, plain_url) = start_sluice(env, &o.sluice, "sluice-plain", plain_cfg, c).await?;
+    let (plain, plain_url) =
+        start_sluice(env, &o.sluice, "sluice-plain", plain_config(&alpha), c).await?;
     let (prod, prod_url) = start_sluice(
         env,
         &o.sluice,
@@ -205,47 +168,19 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
         c,
     )
     .await?;
-    // Defaults: nothing but the upstream, so the audit log is on and goes to stderr (its log file).
-    let defaults_cfg = format!("\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n");
-    let (defaults, defaults_url) =
-        start_sluice(env, &o.sluice, "sluice-defaults", defaults_cfg, c).await?;
+    let (defaults, defaults_url) = start_sluice(
+        env,
+        &o.sluice,
+        "sluice-defaults",
+        defaults_config(&alpha),
+        c,
+    )
+    .await?;
     let idle_plain = rss_kib(plain.pid()).unwrap_or(0);
     let idle_prod = rss_kib(prod.pid()).unwrap_or(0);
 
-    let mut paths = Vec::new();
-    for (label, url, name, bearer) in [
-        ("direct to the mock upstream", alpha.clone(), "echo", None),
-        ("do-nothing forwarder", fwd_url.clone(), "echo", None),
-        (
-            "Sluice plain (one upstream, no auth)",
-            plain_url.clone(),
-            "echo",
-            None,
-        ),
-        (
-            "Sluice production-like (two upstreams federated, API-key auth)",
-            prod_url.clone(),
-            "alpha__echo",
-            Some(wire::API_KEY),
-        ),
-        (
-            "Sluice with its defaults (one upstream, audit log to stderr)",
-            defaults_url.clone(),
-            "echo",
-            None,
-        ),
-    ] {
-        sanity(c, &url, name, bearer).await?;
-        let script = o.dir.join(format!("call-{}.lua", paths.len()));
-        std::fs::write(&script, wire::wrk_script(name, bearer)).map_err(|e| e.to_string())?;
-        paths.push(Path4 {
-            label: label.to_owned(),
-            url,
-            script,
-            tput: Vec::new(),
-            lat: Vec::new(),
-        });
-    }
+    let urls = [&alpha, &fwd_url, &plain_url, &prod_url, &defaults_url];
+    let mut paths = base_paths(c, &o.dir, urls).await?;
     let peer = match &o.mcp_proxy {
         Some(bin) => Some(super::peer::start(b, bin, &alpha, &mut paths).await?),
         None => None,
@@ -269,19 +204,8 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
     }
     let defaults_records = count_audit(&o.dir.join("sluice-defaults.log"));
     // The audit log proves it was on; it is large, so only its record count is kept.
-    // wrk counts completed calls; the sanity call adds one.
-    let prod_requests: u64 = 1
-        + warm_prod
-        + paths[3]
-            .tput
-            .iter()
-            .chain(paths[3].lat.iter())
-            .map(|w| w.requests)
-            .sum::<u64>();
-    let audit_records = std::fs::File::open(&audit_file)
-        .map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64)
-        .unwrap_or(0);
-    let _ = std::fs::remove_file(&audit_file);
+    let prod_requests = prod_requests(warm_prod, &paths[3]);
+    let audit_records = count_lines(&audit_file);
     Ok(Web {
         paths,
         idle_plain,
@@ -292,6 +216,135 @@ pub(crate) async fn measure(b: &Bench<'_>) -> Result<Web, String> {
         audit_records,
         defaults_records,
     })
+}
+
+/// Starts the modern mock with two servers, `alpha` and `beta`; gives it and their URLs.
+fn start_mock(env: &Env, me: &Path) -> Result<(Proc, String, String), String> {
+    let mut mock = env.spawn(
+        "modern-upstream",
+        me,
+        &[
+            "modern-upstream",
+            "--name",
+            "alpha",
+            "--name",
+            "beta",
+            "--parent-stdin",
+        ]
+        .map(String::from),
+        &[],
+        true,
+    )?;
+    let ports = first_port(&mock.line("LISTENING", Duration::from_secs(10))?)?;
+    let (alpha, beta) = (
+        format!("http://127.0.0.1:{}/mcp", ports[0]),
+        format!("http://127.0.0.1:{}/mcp", ports[1]),
+    );
+    Ok((mock, alpha, beta))
+}
+
+/// Starts the do-nothing forwarder in front of `alpha`; gives it and its URL.
+fn start_forwarder(env: &Env, me: &Path, alpha: &str) -> Result<(Proc, String), String> {
+    let mut fwd = env.spawn(
+        "forwarder",
+        me,
+        &[
+            "forwarder".into(),
+            "--to".into(),
+            alpha.to_owned(),
+            "--parent-stdin".into(),
+        ],
+        &[],
+        true,
+    )?;
+    let fwd_url = format!(
+        "http://127.0.0.1:{}/mcp",
+        fwd.line("LISTENING", Duration::from_secs(10))?
+    );
+    Ok((fwd, fwd_url))
+}
+
+/// Plain: one upstream, no authentication, no audit log (the default policy applies).
+fn plain_config(alpha: &str) -> String {
+    format!("\n[audit]\nenabled = false\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n")
+}
+
+/// Defaults: nothing but the upstream, so the audit log is on and goes to stderr (its log file).
+fn defaults_config(alpha: &str) -> String {
+    format!("\n[[upstream]]\nname = \"alpha\"\nurl = \"{alpha}\"\n")
+}
+
+/// The paths every run measures, in this order: the mock, the forwarder, and the plain,
+/// production-like and defaults Sluices at `urls`.
+async fn base_paths(c: &HttpClient, dir: &Path, urls: [&String; 5]) -> Result<Vec<Path4>, String> {
+    let [alpha, fwd, plain, prod, defaults] = urls;
+    let mut paths = Vec::new();
+    for (label, url, name, bearer) in [
+        ("direct to the mock upstream", alpha, "echo", None),
+        ("do-nothing forwarder", fwd, "echo", None),
+        ("Sluice plain (one upstream, no auth)", plain, "echo", None),
+        (
+            "Sluice production-like (two upstreams federated, API-key auth)",
+            prod,
+            "alpha__echo",
+            Some(wire::API_KEY),
+        ),
+        (
+            "Sluice with its defaults (one upstream, audit log to stderr)",
+            defaults,
+            "echo",
+            None,
+        ),
+    ] {
+        add_path(c, dir, &mut paths, label, url.clone(), name, bearer).await?;
+    }
+    Ok(paths)
+}
+
+/// Checks one call through `url` ([`sanity`]), writes its wrk script (`<dir>/call-<n>.lua`)
+/// and adds it to `paths`.
+pub(crate) async fn add_path(
+    c: &HttpClient,
+    dir: &Path,
+    paths: &mut Vec<Path4>,
+    label: &str,
+    url: String,
+    name: &str,
+    bearer: Option<&str>,
+) -> Result<(), String> {
+    sanity(c, &url, name, bearer).await?;
+    let script = dir.join(format!("call-{}.lua", paths.len()));
+    std::fs::write(&script, wire::wrk_script(name, bearer)).map_err(|e| e.to_string())?;
+    paths.push(Path4 {
+        label: label.to_owned(),
+        url,
+        script,
+        tput: Vec::new(),
+        lat: Vec::new(),
+    });
+    Ok(())
+}
+
+/// Calls answered by the production-like Sluice: those wrk counted on its path, warm-up
+/// included, and the sanity call.
+fn prod_requests(warm_prod: u64, prod: &Path4) -> u64 {
+    1 + warm_prod
+        + prod
+            .tput
+            .iter()
+            .chain(prod.lat.iter())
+            .map(|w| w.requests)
+            .sum::<u64>()
+}
+
+/// Lines in a log (the production-like Sluice's audit log: one record a line); the log is
+/// removed after.
+fn count_lines(log: &Path) -> u64 {
+    let n = std::fs::File::open(log)
+        .map(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).count() as u64)
+        .unwrap_or(0);
+    let _ = std::fs::remove_file(log);
+    n
 }
 
 /// A warm-up of each path, then the runs, rotated; gives the production-like warm-up's count.

@@ -1,0 +1,299 @@
+//! The loader's tests of `[[upstream]]` and `--upstream`: what a name, a URL, a stdio command
+//! or a transport is refused with (the exact message, with the file and the line, or the flag),
+//! what an upstream defaults to, and that a printed upstream loads back with its secrets hidden.
+
+use super::*;
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, "sluice.toml", &Overrides::default())
+}
+
+fn refused(text: &str) -> String {
+    load(text).unwrap_err().0
+}
+
+fn flags(over: Overrides) -> Result<Config, ConfigError> {
+    Config::from_toml("", "sluice.toml", &over)
+}
+
+// === [[upstream]] ===
+
+#[test]
+fn an_upstream_name_holding_the_separator_is_refused_with_its_line() {
+    let err = load("[[upstream]]\nname = \"a__b\"\nurl = \"http://127.0.0.1:1/mcp\"\n")
+        .unwrap_err()
+        .0;
+    assert!(
+        err.starts_with("sluice.toml:2:") && err.contains("separator"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_upstream_flag_needs_name_equals_url() {
+    let err = flags(Overrides {
+        upstreams: vec!["nope".into()],
+        ..Default::default()
+    })
+    .unwrap_err()
+    .0;
+    assert_eq!(err, "--upstream \"nope\": expected NAME=URL or NAME=stdio:COMMAND, e.g. --upstream weather=http://127.0.0.1:9000/mcp");
+    let err = flags(Overrides {
+        upstreams: vec!["a b=http://127.0.0.1:1/".into()],
+        ..Default::default()
+    })
+    .unwrap_err()
+    .0;
+    assert_eq!(
+        err,
+        "--upstream: upstream name \"a b\": expected one or more of [A-Za-z0-9_.-]"
+    );
+}
+
+#[test]
+fn upstream_names_and_urls_are_checked_with_their_lines() {
+    let err = refused("\n[[upstream]]\nname = \"a b\"\nurl = \"http://127.0.0.1:1/mcp\"\n");
+    assert_eq!(
+        err,
+        "sluice.toml:3: upstream name \"a b\": expected one or more of [A-Za-z0-9_.-]"
+    );
+    let two =
+        "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:2/mcp\"\n";
+    assert_eq!(
+        refused(two),
+        "sluice.toml:5: upstream name \"a\" is used twice"
+    );
+    let err = refused("[[upstream]]\nname = \"a\"\nurl = \"https://u:pw@h/mcp\"\n");
+    assert_eq!(
+        err,
+        "sluice.toml:3: upstream \"a\" url \"https://redacted@h/mcp\": expected an http:// URL"
+    );
+    let err = refused("separator = \"-\"\n[[upstream]]\nname = \"a-b\"\nurl = \"http://h/mcp\"\n");
+    assert_eq!(err, "sluice.toml:3: upstream name \"a-b\" contains the prefix separator \"-\": rename it or set another `separator`");
+}
+
+#[test]
+fn upstream_defaults_and_scopes_are_collected_for_auth() {
+    let c = load(
+        "[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nrequired_scopes = [\"s\"]\n\
+         [[upstream]]\nname = \"b\"\nurl = \"http://h/b\"\nera = \"2025-11-25\"\ncache_ttl_ms = 5\ncache_scope = \"public\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.upstreams[0].era,
+            c.upstreams[0].cache_ttl_ms,
+            c.upstreams[0].cache_scope
+        ),
+        (Era::Auto, 0, CacheScope::Private)
+    );
+    assert_eq!(
+        (
+            c.upstreams[1].era,
+            c.upstreams[1].cache_ttl_ms,
+            c.upstreams[1].cache_scope
+        ),
+        (Era::Legacy, 5, CacheScope::Public)
+    );
+    assert_eq!(
+        c.auth.upstream_scopes,
+        [("a".to_owned(), vec!["s".to_owned()])]
+    );
+    assert!(c.prefixed());
+}
+
+// === stdio upstreams ===
+
+#[test]
+fn a_stdio_upstream_is_read_printed_and_loaded_back() {
+    let text = "[[upstream]]\nname = \"files\"\ncommand = [\"npx\", \"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv\", \"postgresql://u:pa55@db/x\"]\nenv = { TOKEN = \"s3cret\" }\ncwd = \"/srv\"\nstderr = \"file:/tmp/files.log\"\nmax_processes = 3\n";
+    let c = load(text).unwrap();
+    let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
+    assert_eq!(
+        s.command,
+        [
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/srv",
+            "postgresql://u:pa55@db/x"
+        ]
+    );
+    assert_eq!((s.max_processes, s.stderr_max_bytes), (3, 10 << 20));
+    assert_eq!(
+        s.start,
+        std::time::Duration::from_secs(30),
+        "a server's boot is given 30 s by default"
+    );
+    assert_eq!(s.stderr, Stderr::File("/tmp/files.log".into()));
+    assert_eq!(c.upstreams[0].url, "");
+    let printed = c.redacted();
+    assert!(
+        !printed.contains("s3cret") && !format!("{c:?}").contains("s3cret"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains("pa55") && !format!("{c:?}").contains("pa55"),
+        "{printed}"
+    );
+    let again = Config::from_toml(&printed, "printed", &Overrides::default())
+        .expect("the printed config loads again");
+    assert_eq!(again.redacted(), printed);
+    assert_eq!(
+        again.upstreams[0].stdio.as_ref().map(|s| s.stderr.clone()),
+        Some(Stderr::File("/tmp/files.log".into()))
+    );
+    // A stdio server may be named 2026-07-28 (it is then only probed with server/discover).
+    let modern = load("[[upstream]]\nname = \"m\"\ncommand = [\"x\"]\nera = \"2026-07-28\"\n")
+        .expect("a modern stdio upstream");
+    assert_eq!(modern.upstreams[0].era, crate::config::Era::Modern);
+}
+
+#[test]
+fn a_stdio_upstream_is_refused_when_it_mixes_transports_or_bounds() {
+    let up = |rest: &str| refused(&format!("[[upstream]]\nname = \"f\"\n{rest}\n"));
+    assert!(
+        up("url = \"http://127.0.0.1:1/\"\ncommand = [\"x\"]").contains("has both url and command")
+    );
+    assert!(up("era = \"auto\"").contains("has neither url nor command"));
+    assert!(up("command = []").contains("command is empty"));
+    assert!(up("command = [\"x\"]\nheaders = { A = \"b\" }")
+        .contains("a stdio upstream takes its credentials in env"));
+    assert!(
+        up("command = [\"x\"]\nstderr = \"syslog\"").contains("expected \"drop\" or \"file:PATH\"")
+    );
+    assert!(
+        up("command = [\"x\"]\nmax_processes = 0").contains("max_processes = 0: give 1 to 4096")
+    );
+    assert!(up("command = [\"x\"]\nmax_processes = 100000").contains("give 1 to 4096"));
+    let sink =
+        refused("[audit]\nsink = \"/var/log/a.log\"\n[[upstream]]\nname = \"f\"\ncommand = [\"x\"]\nstderr = \"file:/var/log/a.log\"\n");
+    assert!(
+        sink.contains("is the audit log or Sluice's own output"),
+        "{sink}"
+    );
+    assert!(up("command = [\"x\"]\nstderr = \"file:/dev/stderr\"").contains("Sluice's own output"));
+    assert!(
+        up("command = [\"x\"]\nenv = { \"A=B\" = \"c\" }").contains("not a usable variable name")
+    );
+    assert!(
+        up("url = \"http://127.0.0.1:1/\"\nmax_processes = 2").contains("are for a stdio upstream")
+    );
+    assert!(up("url = \"http://127.0.0.1:1/\"\nstart_ms = 2").contains("are for a stdio upstream"));
+    assert!(up("command = [\"x\"]\nstart_ms = 0").contains("start_ms = 0: give 1 to 600000"));
+    assert!(up("command = [\"x\"]\nstart_ms = 600001").contains("give 1 to 600000"));
+    let slow = load("[[upstream]]\nname = \"f\"\ncommand = [\"x\"]\nstart_ms = 90000\n").unwrap();
+    assert_eq!(
+        slow.upstreams[0].stdio.as_ref().map(|s| s.start),
+        Some(std::time::Duration::from_secs(90))
+    );
+    assert!(
+        slow.redacted().contains("start_ms = 90000"),
+        "{}",
+        slow.redacted()
+    );
+}
+
+#[test]
+fn the_upstream_flag_takes_a_stdio_command_split_like_a_shell_without_one() {
+    let c = flags(Overrides {
+        upstreams: vec!["fs=stdio:node 'my server.js' \"/srv/a b\" $HOME".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let s = c.upstreams[0].stdio.as_ref().expect("a stdio upstream");
+    assert_eq!(s.command, ["node", "my server.js", "/srv/a b", "$HOME"]);
+    let e = flags(Overrides {
+        upstreams: vec!["fs=stdio:node 'open s3cret".into()],
+        ..Default::default()
+    })
+    .unwrap_err()
+    .0;
+    assert!(e.contains("unclosed quote") && !e.contains("s3cret"), "{e}");
+    let e = flags(Overrides {
+        upstreams: vec!["fs=stdio:".into()],
+        ..Default::default()
+    })
+    .unwrap_err()
+    .0;
+    assert!(e.contains("command is empty"), "{e}");
+}
+
+#[test]
+fn an_upstreams_transport_is_auto_unless_named_and_printed_only_when_named() {
+    let up = |rest: &str| {
+        load(&format!(
+            "[[upstream]]\nname = \"u\"\nurl = \"http://127.0.0.1:1/mcp\"\n{rest}\n"
+        ))
+    };
+    let auto = up("").unwrap();
+    assert_eq!(auto.upstreams[0].transport, crate::config::Transport::Auto);
+    assert!(
+        !auto.redacted().contains("transport"),
+        "{}",
+        auto.redacted()
+    );
+    for (named, t) in [
+        ("streamable-http", crate::config::Transport::StreamableHttp),
+        ("sse", crate::config::Transport::Sse),
+    ] {
+        let c = up(&format!("transport = \"{named}\"")).unwrap();
+        assert_eq!(c.upstreams[0].transport, t);
+        assert!(
+            c.redacted().contains(&format!("transport = \"{named}\"")),
+            "{}",
+            c.redacted()
+        );
+    }
+    assert!(up("transport = \"websocket\"").is_err());
+}
+
+#[test]
+fn http2_is_per_host_for_urls_only_and_printed_when_set() {
+    let c = load(
+        "[[upstream]]\nname = \"a\"\nurl = \"http://h:81/mcp\"\nhttp2 = true\n\
+         [[upstream]]\nname = \"b\"\nurls = [\"http://h:82/b\", \"http://h:83/b\"]\nhttp2 = true\n\
+         [[upstream]]\nname = \"c\"\nurl = \"http://h:84/c\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.upstreams.iter().map(|u| u.http2).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    let hosts: Vec<(String, bool)> = c
+        .http_versions()
+        .iter()
+        .map(|(a, h2)| (a.to_string(), *h2))
+        .collect();
+    let want = [
+        ("h:81", true),
+        ("h:82", true),
+        ("h:83", true),
+        ("h:84", false),
+    ];
+    assert_eq!(hosts, want.map(|(a, h2)| (a.to_owned(), h2)));
+    assert!(c.redacted().contains("http2 = true"));
+    assert_eq!(
+        load(&c.redacted()).unwrap().http_versions(),
+        c.http_versions()
+    );
+    let err = refused("[[upstream]]\nname = \"a\"\ncommand = [\"srv\"]\nhttp2 = true\n");
+    assert_eq!(
+        err,
+        "sluice.toml:2: upstream \"a\": http2 is for a url, not a command; remove it"
+    );
+    let err = refused("[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nhttp2 = true\nheaders = { HOST = \"v.example\" }\n");
+    assert!(err.contains("a Host header with http2 = true"), "{err}");
+    let err = refused("[[upstream]]\nname = \"a\"\nurl = \"http://u:pw@h/mcp\"\nhttp2 = true\n");
+    assert!(
+        err.contains("credentials in a URL with http2 = true") && !err.contains("pw"),
+        "{err}"
+    );
+    // One host and port, one HTTP version: the pool is per host (and port, and userinfo).
+    let err =
+        refused("[[upstream]]\nname = \"a\"\nurl = \"http://h:81/a\"\nhttp2 = true\n[[upstream]]\nname = \"b\"\nurl = \"http://h:81/b\"\n");
+    assert!(
+        err.contains("upstreams \"a\" and \"b\" share h:81 but not http2"),
+        "{err}"
+    );
+}
