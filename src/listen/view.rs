@@ -28,15 +28,6 @@ pub(crate) struct Views {
     seen: HashMap<(String, ListKind), (Instant, u64)>,
 }
 
-fn kinds(c: &Change) -> &'static [ListKind] {
-    match c {
-        Change::Tools => &[ListKind::Tools],
-        Change::Prompts => &[ListKind::Prompts],
-        Change::Resources => &[ListKind::Resources, ListKind::Templates],
-        Change::Updated(_) => &[],
-    }
-}
-
 impl Views {
     /// The views at the listen's start, for every upstream the principal reaches.
     pub(crate) fn start(gw: &Generation, p: &Principal) -> Views {
@@ -95,7 +86,7 @@ impl Views {
             return gw.governor.shows(&Viewer::of(p), &change.upstream, &item);
         }
         let mut changed = false;
-        for kind in kinds(&change.change) {
+        for kind in change.change.kinds() {
             changed |= self.look(gw, p, &change.upstream, *kind, Some(change.announced));
         }
         changed
