@@ -5,14 +5,16 @@
 //! target and the headers to forward; gives them to routing, policy and dispatch. Refuses
 //! nothing.
 
+pub mod target;
+
 use std::borrow::Cow;
 
 use http::HeaderMap;
 
 use crate::auth::Principal;
-use crate::dispatch::target::Target;
 use crate::mcp::jsonrpc::Envelope;
 use crate::validate::Meta;
+pub use target::Target;
 
 /// One request as the stages after validation see it.
 pub struct RequestCtx<'a> {

@@ -28,7 +28,9 @@ pub mod edge;
 pub mod error;
 pub mod escape;
 pub mod gateway;
+pub mod handoff;
 pub mod inspect;
+pub mod internal;
 pub mod link;
 pub mod listen;
 /// The protocol model, a crate of its own (`crates/sluice-mcp`): named here as `crate::mcp`.

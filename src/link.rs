@@ -29,8 +29,8 @@
 
 use std::sync::Arc;
 
+use crate::ctx::target::Target;
 use crate::ctx::RequestCtx;
-use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Generation;
 use crate::respond::Reply;

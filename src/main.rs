@@ -195,7 +195,7 @@ async fn serve(config: Option<PathBuf>, quick: Quick) -> anyhow::Result<std::pro
         path: config,
         overrides: quick.overrides(),
     });
-    sluice::cluster::internal::start(&gw).map_err(anyhow::Error::msg)?;
+    sluice::internal::start(&gw).map_err(anyhow::Error::msg)?;
     tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
     sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
     if let Some(otel) = otel {

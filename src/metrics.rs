@@ -470,6 +470,12 @@ impl Drop for InFlight {
     }
 }
 
+impl crate::audit::Observer for Metrics {
+    fn observe(&self, r: &Record, took: Duration) {
+        Metrics::observe(self, r, took);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -247,7 +247,7 @@ fn the_stages_below_the_front_name_no_gateway() {
         "ctx",
         "dispatch::forward",
         "dispatch::rounds",
-        "dispatch::target",
+        "handoff",
         "edge",
         "error",
         "metrics",

@@ -187,12 +187,19 @@ async fn write_batches(
     }
 }
 
+/// What counts each finished record (the metrics, `metrics.rs`): the audit log hands it the
+/// record it writes, so the counts and the log never disagree; it names no counter of its own.
+pub trait Observer: Send + Sync {
+    /// Counts one finished request, `took` being the time to its response head.
+    fn observe(&self, r: &Record, took: std::time::Duration);
+}
+
 /// Owns one request's record; emits it exactly once, in [`AuditGuard::finish`] or in `Drop`.
 pub struct AuditGuard {
     audit: Audit,
     /// `None`: the record is written but not counted (a forward served here: the replica the
     /// client talked to counts the request).
-    metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<dyn Observer>>,
     record: Arc<Mutex<Record>>,
     started: Instant,
     /// When the response head went out (a streamed answer is emitted later, when it ends).
@@ -233,9 +240,9 @@ impl StreamAudit {
 
 impl AuditGuard {
     /// A record for a request that just arrived.
-    pub fn new(audit: &Audit, metrics: &Arc<crate::metrics::Metrics>, bytes_in: u64) -> AuditGuard {
+    pub fn new(audit: &Audit, metrics: Arc<dyn Observer>, bytes_in: u64) -> AuditGuard {
         let mut guard = AuditGuard::unmetered(audit, bytes_in);
-        guard.metrics = Some(metrics.clone());
+        guard.metrics = Some(metrics);
         guard
     }
 

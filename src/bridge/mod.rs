@@ -32,8 +32,8 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::auth::Principal;
+use crate::ctx::target::Target;
 use crate::ctx::RequestCtx;
-use crate::dispatch::target::Target;
 use crate::error::GatewayError;
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
@@ -198,7 +198,7 @@ async fn to_owner(
         .as_ref()
         .filter(|c| sealed.owner != c.id())?;
     crate::audit::note(|r| r.owner = Some(sealed.owner.clone()));
-    let f = crate::cluster::forward::Forward {
+    let f = crate::handoff::Forward {
         owner: &sealed.owner,
         method: http::Method::POST,
         headers: &ctx.headers,

@@ -20,7 +20,7 @@ use super::park::Parked;
 use super::run::{conclude, run, On};
 use super::{asks, state_error, Bridge};
 use crate::auth::Principal;
-use crate::dispatch::target::Target;
+use crate::ctx::target::Target;
 use crate::error::GatewayError;
 use crate::respond::Reply;
 use crate::state::{self, Sealed, StateError};

@@ -311,7 +311,7 @@ async fn answered(
     let (Some(owner), Some(c)) = (shared::waiting_elsewhere(gw, id), &gw.governor.cluster) else {
         return Reply::Accepted;
     };
-    let f = crate::cluster::forward::Forward {
+    let f = crate::handoff::Forward {
         owner: owner.as_str(),
         method: http::Method::POST,
         headers,

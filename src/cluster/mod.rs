@@ -1,20 +1,17 @@
-//! Replicas that behave as one (`[cluster]`): what they share in Redis, and the internal
-//! listener over which a continuation reaches the replica that owns it.
+//! Replicas that behave as one (`[cluster]`): what they share in Redis, and who they are.
 //!
 //! Takes the `[cluster]` settings; gives [`Cluster`]: the shared store ([`shared`]), this
 //! replica's id and internal URL, the fail mode while Redis is unreachable, the signed headers
-//! one replica sends another ([`peer`]), the grammar every replica name meets before use
-//! ([`replica`]), the forward of a request to its owner ([`forward`]), what the owner may serve
-//! ([`gate`]) and the internal listener that serves such forwards ([`internal`]). Refuses,
-//! through the caller, a governed request while Redis is unreachable under `on_redis_error =
-//! "closed"` ([`Refusal::SharedState`](crate::policy::Refusal::SharedState)); under `"local"`
-//! it counts the fallback and the caller uses its per-process state.
+//! one replica sends another ([`peer`]) and the grammar every replica name meets before use
+//! ([`replica`], declared with the config that checks `cluster.id`). The forward of a request
+//! to its owner is [`handoff`](crate::handoff), the listener that serves such forwards and
+//! what the owner may serve [`internal`](crate::internal): both use this store, it names
+//! neither. Refuses, through the caller, a governed request while Redis is unreachable under
+//! `on_redis_error = "closed"` (`Refusal::SharedState` in `policy`); under `"local"` it counts
+//! the fallback and the caller uses its per-process state.
 
-pub mod forward;
-pub mod gate;
-pub mod internal;
 pub mod peer;
-pub mod replica;
+pub use crate::config::replica;
 pub mod shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -79,7 +79,7 @@ pub(super) fn cluster(
     let Some(raw) = raw else { return Ok(None) };
     let redis_url = redis_url(raw.redis_url)?;
     let id = expand("id", raw.id.unwrap_or_default())?;
-    if !crate::cluster::replica::is_valid(&id) {
+    if !super::replica::is_valid(&id) {
         return Err(Invalid(format!(
             "cluster.id {id:?}: every replica needs its own id of 1 to 64 letters, digits, '.', '_' or '-' (e.g. \"sluice-1\", or \"${{HOSTNAME}}\")"
         )));

@@ -27,6 +27,7 @@ mod raw;
 mod raw_governance;
 mod raw_upstream;
 mod redact;
+pub mod replica;
 mod resilience;
 mod stdio;
 mod telemetry;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::target::Target;
 use crate::auth::Principal;
+use crate::ctx::target::Target;
 use crate::error::GatewayError;
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};

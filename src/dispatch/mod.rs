@@ -22,8 +22,7 @@ use crate::mcp::method::Method;
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 
-pub mod target;
-pub use target::Target;
+pub use crate::ctx::target::Target;
 
 /// Answers a validated request.
 pub async fn dispatch(gw: &Arc<Generation>, ctx: &RequestCtx<'_>) -> Result<Reply, GatewayError> {

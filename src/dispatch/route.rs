@@ -10,8 +10,8 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::forward::{forward as send, Call, MakeSeal};
-pub use super::target::Target;
 use crate::auth::Principal;
+pub use crate::ctx::target::Target;
 use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::gateway::Generation;

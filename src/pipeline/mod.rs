@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use http::request::Parts;
 
+pub mod admit;
 pub mod stages;
 
 use crate::edge;
@@ -25,12 +26,12 @@ use crate::mcp::jsonrpc::Envelope;
 use crate::respond::Reply;
 use crate::telemetry::trace::RequestTrace;
 
-/// Runs one request through the pipeline, admitted by `admission` (`service/admit.rs`).
+/// Runs one request through the pipeline, admitted by `admission` (`admit.rs`).
 pub async fn run(
     gw: &Arc<Generation>,
     parts: Parts,
     body: hyper::body::Incoming,
-    admission: &crate::service::admit::Admission,
+    admission: &crate::pipeline::admit::Admission,
 ) -> Reply {
     // Edge first: nothing about the body matters if the caller may not talk to us.
     if let Err(r) = edge::check_origin(
@@ -118,7 +119,7 @@ fn refuse_full(id: &str, full: crate::shares::Full) -> Reply {
     Reply::error(id, &GatewayError::Full(full))
 }
 
-/// A request another replica forwarded (`cluster/internal.rs`): its principal was
+/// A request another replica forwarded (`internal/mod.rs`): its principal was
 /// authenticated there and its headers signed with the state keys; everything after
 /// authentication runs here as for a client of this replica's own.
 pub async fn run_forwarded(

@@ -125,7 +125,7 @@ pub async fn run(
 fn served(
     gw: &Generation,
     env: &Envelope,
-    t: &crate::dispatch::target::Target,
+    t: &crate::ctx::target::Target,
     principal: &Principal,
 ) -> Result<(), GatewayError> {
     let named = env

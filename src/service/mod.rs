@@ -11,7 +11,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
-pub mod admit;
 pub mod stack;
 
 use crate::gateway::{Generation, Live};

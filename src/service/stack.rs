@@ -39,7 +39,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// runs on the generation current when the request arrives.
 pub fn endpoint(gw: &Generation) -> Endpoint {
     let deadline = gw.cfg.timeouts.request;
-    let admission = super::admit::Admission::new(gw.cfg.limits.max_in_flight);
+    let admission = crate::pipeline::admit::Admission::new(gw.cfg.limits.max_in_flight);
     let live = gw.rt.live.clone();
     let pipeline = tower::service_fn(move |req: Request<Incoming>| {
         let (live, admission) = (live.clone(), admission.clone());
@@ -124,7 +124,7 @@ where
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let guard = AuditGuard::new(&self.layer.audit, &self.layer.metrics, bytes_in);
+        let guard = AuditGuard::new(&self.layer.audit, self.layer.metrics.clone(), bytes_in);
         let run = crate::audit::scope(guard.record(), self.inner.call(req));
         Box::pin(async move {
             let reply = answer_edge_errors(run.await).unwrap_or_else(|never| match never {});

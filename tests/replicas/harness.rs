@@ -289,7 +289,7 @@ impl Cluster {
             .nth(1)
             .and_then(|r| r.split_whitespace().next())
             .expect("internal=ADDR");
-        format!("http://{addr}{}", sluice::cluster::forward::PATH)
+        format!("http://{addr}{}", sluice::handoff::PATH)
     }
 
     /// The index of replica `id` (`r1` is 0).

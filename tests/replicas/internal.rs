@@ -37,7 +37,7 @@ pub(crate) fn signed(
         from,
         to,
         method,
-        path: sluice::cluster::forward::PATH,
+        path: sluice::handoff::PATH,
         body,
     };
     sluice::cluster::peer::sign(keys, &f, principal, sluice::state::now_ms(), &mut h);

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::mpsc;
 
-use super::Cluster;
 use crate::auth::Principal;
+use crate::cluster::Cluster;
 use crate::error::GatewayError;
 use crate::mcp::sse;
 use crate::respond::Reply;
@@ -57,7 +57,7 @@ pub struct Forward<'a> {
     pub owner: &'a str,
     /// The client's HTTP method.
     pub method: http::Method,
-    /// The client's headers (only [`super::peer::carried`] ones go on).
+    /// The client's headers (only [`crate::cluster::peer::carried`] ones go on).
     pub headers: &'a HeaderMap,
     /// The principal this replica authenticated.
     pub principal: &'a Principal,
@@ -77,7 +77,7 @@ impl Cluster {
     ) -> Result<Reply, GatewayError> {
         let count = |i: usize| self.forwarded[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Used as a Redis key, a lookup and a log field: only a name that meets the grammar.
-        let Some(owner) = super::replica::ReplicaId::parse(f.owner) else {
+        let Some(owner) = crate::config::replica::ReplicaId::parse(f.owner) else {
             count(1);
             tracing::warn!("a continuation names an owner that is not a replica id; not forwarded");
             return Err(gone());
@@ -135,23 +135,23 @@ impl Cluster {
         })
     }
 
-    /// The headers a forward to `owner` goes with: the client's [`super::peer::carried`] ones,
+    /// The headers a forward to `owner` goes with: the client's [`crate::cluster::peer::carried`] ones,
     /// then the peer head signed over them, the request and its body, at this moment.
     fn signed_headers(&self, keys: &crate::state::Keys, owner: &str, f: &Forward<'_>) -> HeaderMap {
         let mut headers: HeaderMap = f
             .headers
             .iter()
-            .filter(|(k, _)| super::peer::carried(k))
+            .filter(|(k, _)| crate::cluster::peer::carried(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let signed = super::peer::Forwarded {
+        let signed = crate::cluster::peer::Forwarded {
             from: self.id(),
             to: owner,
             method: &f.method,
             path: PATH,
             body: &f.body,
         };
-        super::peer::sign(
+        crate::cluster::peer::sign(
             keys,
             &signed,
             f.principal,

@@ -2,8 +2,8 @@
 //!
 //! Takes connections on `cluster.listen`, bounded as the public listener's are (idle ones
 //! closed, and `cluster.max_connections_per_source` per source); gives, for a `POST` of
-//! [`PATH`](super::forward::PATH) whose peer head verifies and whose request
-//! [`gate`](super::gate) admits (a retry of a bridge A round parked here, an answer to this
+//! [`PATH`](crate::handoff::PATH) whose peer head verifies and whose request
+//! [`gate`] admits (a retry of a bridge A round parked here, an answer to this
 //! replica's own request to a 2025-11-25 client), the answer this replica gives its own
 //! clients, run on the current generation with the principal the entry replica authenticated,
 //! and an audit record with `forwarded_from` naming the entry replica (not counted in this
@@ -19,6 +19,8 @@
 //! principal's state, an answer to another replica's request), and a continuation of its own
 //! whose state expired or whose exchange is gone (`-32602` with `data.reason`). Stops
 //! accepting when `stop` is cancelled.
+
+pub mod gate;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -104,7 +106,7 @@ async fn handle(
     let Some(c) = gw.governor.cluster.clone() else {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     };
-    if req.uri().path() != super::forward::PATH {
+    if req.uri().path() != crate::handoff::PATH {
         return plain(
             StatusCode::NOT_FOUND,
             "not found: the internal listener serves only forwarded continuations\n",
@@ -129,7 +131,7 @@ async fn handle(
         Err(Unread::Reply(r)) => return Ok(r.into_response()),
         Err(Unread::Peer(e)) => return refused(e),
     };
-    let super::peer::Verified {
+    let crate::cluster::peer::Verified {
         from, principal, ..
     } = verified;
     // A verified forward: its connection is a replica's, never closed to make room.
@@ -143,10 +145,10 @@ async fn handle(
             r.principal = Some(principal.id.clone());
         });
         // Decided on the decoded request before the pipeline sees the body.
-        match super::gate::admit(&gw, &parts.headers, &bytes, &principal) {
+        match gate::admit(&gw, &parts.headers, &bytes, &principal) {
             Ok(what) => {
                 tracing::debug!(from = %from, principal = ?principal.id, ?what, "continuation forwarded by another replica");
-                super::forward::as_forwarded(crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await
+                crate::handoff::as_forwarded(crate::pipeline::run_forwarded(&gw, parts, principal, bytes)).await
             }
             Err(refusal) => not_served(&from, &principal, refusal),
         }
@@ -157,9 +159,9 @@ async fn handle(
 
 /// The 401 answer to a forward whose head or body did not verify, logged with the reason (an
 /// error when the sender runs another version, a warning otherwise).
-fn refused(e: super::peer::PeerError) -> Result<Response<Body>, Infallible> {
+fn refused(e: crate::cluster::peer::PeerError) -> Result<Response<Body>, Infallible> {
     match e {
-        super::peer::PeerError::OtherVersion => {
+        crate::cluster::peer::PeerError::OtherVersion => {
             tracing::error!(reason = %e, "internal listener refused a forward")
         }
         _ => tracing::warn!(reason = %e, "internal listener refused a forward"),
@@ -174,25 +176,27 @@ fn refused(e: super::peer::PeerError) -> Result<Response<Body>, Infallible> {
 /// before is a replay.
 fn verify_head(
     keys: &crate::state::Keys,
-    c: &super::Cluster,
+    c: &crate::cluster::Cluster,
     req: &Request<hyper::body::Incoming>,
-) -> Result<super::peer::Verified, super::peer::PeerError> {
+) -> Result<crate::cluster::peer::Verified, crate::cluster::peer::PeerError> {
     let now = crate::state::now_ms();
-    let head = super::peer::verify(
+    let head = crate::cluster::peer::verify(
         keys,
         req.headers(),
         c.id(),
         req.method(),
-        super::forward::PATH,
+        crate::handoff::PATH,
         now,
     );
     match head {
         Ok(v)
-            if !c
-                .peer_nonces
-                .consume_evicting(&v.nonce, now + 2 * super::peer::SKEW, now) =>
+            if !c.peer_nonces.consume_evicting(
+                &v.nonce,
+                now + 2 * crate::cluster::peer::SKEW,
+                now,
+            ) =>
         {
-            Err(super::peer::PeerError::Replayed)
+            Err(crate::cluster::peer::PeerError::Replayed)
         }
         Ok(v) => Ok(v),
         Err(e) => Err(e),
@@ -204,7 +208,7 @@ enum Unread {
     /// Too large, late, or not as declared: answered as the public listener would.
     Reply(Reply),
     /// Not the body the head signed.
-    Peer(super::peer::PeerError),
+    Peer(crate::cluster::peer::PeerError),
 }
 
 /// Reads exactly the body the verified head signed: refused unread when that length is over
@@ -213,7 +217,7 @@ enum Unread {
 async fn read_signed(
     h: &http::HeaderMap,
     body: hyper::body::Incoming,
-    v: &super::peer::Verified,
+    v: &crate::cluster::peer::Verified,
     cfg: &crate::config::Config,
 ) -> Result<bytes::Bytes, Unread> {
     if v.length > cfg.limits.max_body_bytes {
@@ -234,7 +238,7 @@ async fn read_signed(
     match crate::edge::read_body_within(h, body, v.length, cfg.timeouts.body_read).await {
         Ok(b) => v.check_body(&b).map(|()| b).map_err(Unread::Peer),
         Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            Err(Unread::Peer(super::peer::PeerError::BadBody))
+            Err(Unread::Peer(crate::cluster::peer::PeerError::BadBody))
         }
         Err(r) => Err(Unread::Reply(r)),
     }
@@ -242,17 +246,17 @@ async fn read_signed(
 
 /// The answer to a forward the gate refused, logged (fixed text, the principal escaped).
 fn not_served(
-    from: &super::replica::ReplicaId,
+    from: &crate::config::replica::ReplicaId,
     principal: &crate::auth::Principal,
-    refusal: super::gate::Refused,
+    refusal: gate::Refused,
 ) -> Reply {
     match refusal {
-        super::gate::Refused::NotOwned(why) => {
+        gate::Refused::NotOwned(why) => {
             tracing::warn!(from = %from, principal = ?principal.id, why, "internal listener refused a forward: not a continuation this replica owns");
             crate::audit::note(|r| r.decision = Some("refused"));
             Reply::Plain(StatusCode::FORBIDDEN, NOT_OWNED)
         }
-        super::gate::Refused::Gone(id, e) => {
+        gate::Refused::Gone(id, e) => {
             tracing::debug!(from = %from, reason = e.reason(), "a forwarded continuation's state is no longer usable");
             Reply::error(
                 &id,
