@@ -1,6 +1,6 @@
 //! Background work tied to the gateway's shutdown: the first probe and the periodic re-probe
 //! and refresh of the healthy upstreams (a down one has its own re-prober, `catalog::reprobe`), one listen stream per modern upstream, the
-//! list changes 2025-11-25 sessions announce (`catalog::legacy::report_changes`), the sweepers of parked exchanges and
+//! list changes 2025-11-25 sessions announce (`catalog::changes::report_changes`), the sweepers of parked exchanges and
 //! idle sessions, budget upkeep, and the config reload on SIGHUP.
 //!
 //! Takes the gateway; gives the task handles. Each task works on the generation current when
@@ -15,8 +15,9 @@ use crate::gateway::{Generation, Live};
 pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
     let gw = gw.clone();
     if let Some(rx) = gw.rt.live.take_changes() {
-        tokio::spawn(crate::catalog::legacy::report_changes(
-            Arc::downgrade(&gw.rt.live),
+        let live: Arc<dyn crate::catalog::Current> = gw.rt.live.clone();
+        tokio::spawn(crate::catalog::changes::report_changes(
+            Arc::downgrade(&live),
             rx,
         ));
     }
@@ -30,9 +31,9 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
         gw.rt.shutdown.clone(),
     ));
     tokio::spawn(async move {
-        gw.probe_all().await;
-        for up in &gw.upstreams {
-            tokio::spawn(crate::listen::upstream_listen(gw.clone(), up.clone()));
+        gw.catalog.probe_all().await;
+        for up in &gw.catalog.upstreams {
+            tokio::spawn(crate::listen::upstream_listen(gw.reach.clone(), up.clone()));
         }
         let (live, shutdown) = (gw.rt.live.clone(), gw.rt.shutdown.clone());
         drop(gw);
@@ -53,8 +54,8 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
             // The generation current after the pause: one a reload made meanwhile included.
             let Some(gw) = live.get() else { return };
             // A down upstream is its re-prober's (catalog/reprobe.rs): probed sooner than this.
-            for up in gw.upstreams.iter().filter(|u| u.status().healthy) {
-                gw.check(up).await;
+            for up in gw.catalog.upstreams.iter().filter(|u| u.status().healthy) {
+                gw.catalog.check(up).await;
             }
         }
     })

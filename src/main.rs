@@ -196,7 +196,7 @@ async fn serve(config: Option<PathBuf>, quick: Quick) -> anyhow::Result<std::pro
         overrides: quick.overrides(),
     });
     sluice::internal::start(&gw).map_err(anyhow::Error::msg)?;
-    tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.upstreams.len(), "sluice listening");
+    tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.catalog.upstreams.len(), "sluice listening");
     sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
     if let Some(otel) = otel {
         otel.shutdown().await;

@@ -127,21 +127,10 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     // From here the client speaks HTTP/2 to the new config's `http2` hosts too (added only: a
     // host already spoken to keeps its version, so nothing here needs undoing).
     let next = old.next(cfg)?;
-    let fresh: Vec<Arc<Upstream>> = next
-        .upstreams
-        .iter()
-        .filter(|u| !kept(old, u))
-        .cloned()
-        .collect();
-    let gone: Vec<Arc<Upstream>> = old
-        .upstreams
-        .iter()
-        .filter(|u| !kept(&next, u))
-        .cloned()
-        .collect();
+    let (fresh, gone) = (not_in(&next, old), not_in(old, &next));
     // Probed (and their lists fetched) before they take traffic; an unhealthy one is kept
     // unhealthy and probed again on the refresh, as at startup.
-    next.probe_each(&fresh).await;
+    next.catalog.probe_each(&fresh).await;
     if old.rt.shutdown.is_cancelled() {
         end_processes(&fresh).await;
         return Err("Sluice is shutting down: the reload was not applied".into());
@@ -162,7 +151,10 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
         old.revoked.cancel();
     }
     for up in &fresh {
-        tokio::spawn(crate::listen::upstream_listen(next.clone(), up.clone()));
+        tokio::spawn(crate::listen::upstream_listen(
+            next.reach.clone(),
+            up.clone(),
+        ));
     }
     announce(old, &next, &fresh, &gone);
     let applied = Applied {
@@ -187,6 +179,12 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     };
     tokio::spawn(drain(old.clone(), gone));
     Ok(applied)
+}
+
+/// The upstreams of `a` that `b` does not hold (a new one of the same name included).
+fn not_in(a: &Generation, b: &Generation) -> Vec<Arc<Upstream>> {
+    let held = a.catalog.upstreams.iter();
+    held.filter(|u| !kept(b, u)).cloned().collect()
 }
 
 /// Whether `gw` holds this very upstream (not only one of its name).
@@ -252,7 +250,7 @@ fn announce(old: &Generation, next: &Generation, fresh: &[Arc<Upstream>], gone: 
     let everyone = renamed || next.governor.has_visibility() || old.governor.has_visibility();
     let mut names: Vec<&str> = fresh.iter().chain(gone).map(|u| u.name.as_str()).collect();
     if everyone {
-        names.extend(next.upstreams.iter().map(|u| u.name.as_str()));
+        names.extend(next.catalog.upstreams.iter().map(|u| u.name.as_str()));
     }
     names.sort_unstable();
     names.dedup();

@@ -13,7 +13,6 @@
 mod notify;
 mod relay;
 mod resume;
-pub mod session;
 pub mod shared;
 pub mod sse;
 
@@ -25,12 +24,12 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
+pub use crate::client_sessions::{LegacySession, Sessions};
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
 use crate::mcp::{headers as mh, version};
 use crate::respond::Reply;
-pub use session::{LegacySession, Sessions};
 
 /// Whether a request is for the handshake era: no modern `MCP-Protocol-Version` and no modern
 /// `_meta` keys, and either `initialize`, a session id, or a JSON-RPC response.
@@ -326,7 +325,7 @@ async fn answered(
 
 /// What a legacy `initialize` settles: the version answered (the one asked for when Sluice
 /// knows it, else 2025-11-25), the capabilities in their modern form, the clientInfo.
-fn handshake_of(v: &Value) -> session::Handshake {
+fn handshake_of(v: &Value) -> crate::client_sessions::Handshake {
     let asked = v
         .pointer("/params/protocolVersion")
         .and_then(Value::as_str)
@@ -341,7 +340,7 @@ fn handshake_of(v: &Value) -> session::Handshake {
         .pointer("/params/clientInfo")
         .cloned()
         .unwrap_or(Value::Null);
-    session::Handshake {
+    crate::client_sessions::Handshake {
         version: version.to_owned(),
         caps,
         client_info,
@@ -351,8 +350,12 @@ fn handshake_of(v: &Value) -> session::Handshake {
 /// The `InitializeResult` for `version`: the upstreams' discovery (the families they serve,
 /// plus `logging`), Sluice's serverInfo, the instructions.
 fn initialize_result(gw: &Generation, principal: &Principal, version: &str) -> String {
-    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(gw, principal))
-        .unwrap_or(Value::Null);
+    let discovered: Value = serde_json::from_str(&crate::dispatch::discover::result(
+        &gw.reach,
+        &gw.rt.server_info,
+        principal,
+    ))
+    .unwrap_or(Value::Null);
     let mut server_caps = discovered
         .get("capabilities")
         .cloned()
@@ -367,7 +370,7 @@ fn initialize_result(gw: &Generation, principal: &Principal, version: &str) -> S
 
 async fn initialize(gw: &Arc<Generation>, principal: &Principal, v: &Value, id: &str) -> Reply {
     let h = handshake_of(v);
-    crate::dispatch::discover::first_probes(gw, principal).await;
+    crate::dispatch::discover::first_probes(&gw.reach, principal).await;
     let s = gw
         .rt
         .legacy_sessions

@@ -19,8 +19,8 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::LegacySession;
 use crate::auth::Principal;
+use crate::catalog::hub::Published;
 use crate::gateway::Generation;
-use crate::listen::hub::Published;
 
 /// The views and the subscription, taken when the stream opens (before its answer goes out).
 pub(super) struct Watch {
@@ -34,7 +34,7 @@ impl Watch {
     /// With visibility rules, only changes to what this principal sees (listen/view.rs); the
     /// views are taken before subscribing, so no change falls between them.
     pub(super) fn start(gw: &Arc<Generation>, principal: &Principal) -> Watch {
-        let views = crate::listen::view::Views::start(gw, principal);
+        let views = crate::listen::view::Views::start(&gw.reach, principal);
         let changes = gw.rt.hub.subscribe();
         Watch {
             gw: gw.clone(),
@@ -68,7 +68,7 @@ impl Watch {
                 _ = tx.closed() => break,
                 _ = s.ended.cancelled() => break,
                 // At shutdown, or once a reload changed who may authenticate.
-                _ = crate::listen::ended(&gw, &revoked) => break,
+                _ = crate::listen::ended(&gw.reach, &revoked) => break,
                 _ = async {
                     match tick.as_mut() {
                         Some(t) => t.tick().await,
@@ -88,7 +88,7 @@ impl Watch {
             let change = match change {
                 Ok(p)
                     if !gw.auth.may_reach(&principal, &p.upstream)
-                        || !views.tell(&gw, &principal, &p) =>
+                        || !views.tell(&gw.reach, &principal, &p) =>
                 {
                     continue
                 }

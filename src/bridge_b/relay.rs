@@ -1,4 +1,4 @@
-//! A 2025-11-25 client's request relayed through the stages (`pipeline::stages`) with its
+//! A 2025-11-25 client's request relayed through the stages (`stages`) with its
 //! `_meta` filled from the session; its `input_required` rounds turned into real server→client
 //! requests on the POST's SSE stream, and the client's POSTed answers sent back with the
 //! byte-exact `requestState`, until complete, an error, or the round cap.
@@ -15,8 +15,8 @@ use http::StatusCode;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::session::LegacySession;
 use crate::auth::Principal;
+use crate::client_sessions::LegacySession;
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
@@ -151,7 +151,7 @@ pub(super) async fn forward(
             Ok(e) => e,
             Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
         };
-        let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
+        let reply = crate::stages::run_internal(gw, env, principal).await;
         return match messages(reply, &tx, false).await {
             // On an SSE stream, as the official SDK servers answer by default (every 2025-11-25
             // client accepts one: the edge refuses an Accept without it).
@@ -222,7 +222,7 @@ async fn rounds(
                 return jsonrpc::error_body(id, jsonrpc::INVALID_REQUEST, &e.to_string(), None)
             }
         };
-        let reply = crate::pipeline::stages::run_internal(gw, env, principal).await;
+        let reply = crate::stages::run_internal(gw, env, principal).await;
         let msg = match messages(reply, tx, !s.is_sse()).await {
             Ok(m) => m,
             Err(r) => {

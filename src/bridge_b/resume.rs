@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use super::session::{Detached, LegacySession};
+use crate::client_sessions::{Detached, LegacySession};
 use crate::respond::Reply;
 
 /// The version whose clients take a stream up with `Last-Event-ID`.

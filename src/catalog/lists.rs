@@ -20,14 +20,14 @@ use crate::upstream::Upstream;
 
 /// Fetches all pages of one list from one upstream.
 pub async fn fetch(
-    gw: &std::sync::Arc<crate::gateway::Generation>,
+    catalog: &super::Catalog,
     up: &std::sync::Arc<Upstream>,
     kind: ListKind,
 ) -> Result<ListTable, String> {
     let (names, max_pages, max_items) = (
-        &gw.names,
-        gw.cfg.limits.max_list_pages,
-        gw.cfg.limits.max_list_items,
+        &catalog.names,
+        catalog.limits.max_list_pages,
+        catalog.limits.max_list_items,
     );
     let own_hints = crate::link::gives_cache_hints(&up.status());
     let started = Instant::now();
@@ -40,7 +40,7 @@ pub async fn fetch(
         if let Some(c) = cursor.take() {
             extra.insert("cursor".into(), c);
         }
-        let result = gw.request(up, &kind.method(), extra).await?;
+        let result = catalog.link.request(up, &kind.method(), extra).await?;
         let page: IndexMap<String, Box<RawValue>> =
             serde_json::from_str(result.get()).map_err(|_| {
                 format!(

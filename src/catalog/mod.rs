@@ -6,22 +6,108 @@
 //! be probed or listed is marked unhealthy with a reason that names it, and the others serve
 //! (a stdio upstream whose every process serves calls is busy, not down: what it was stands).
 
-pub mod legacy;
+pub mod changes;
+pub mod hub;
 pub mod lists;
+pub mod reach;
 pub mod reprobe;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crate::gateway::Generation;
+use tokio_util::sync::CancellationToken;
+
+use crate::link::Link;
+use crate::route::names::Names;
 use crate::route::table::{ListKind, ListTable};
 use crate::upstream::Upstream;
+use hub::Hub;
+pub use reach::Reach;
 
-impl Generation {
+/// Where the generation serving now is found, as the stages see one ([`Reach`]): the
+/// gateway's `Live` (which this module cannot name: it is above every stage), so a task or a
+/// stream that outlives a reload works on the current one.
+pub trait Current: Send + Sync {
+    /// The catalog, scopes and rules of the generation serving now (`None` once serving ended).
+    fn reach(&self) -> Option<Arc<Reach>>;
+}
+
+/// One config generation's upstreams and what Sluice knows of them, with what it takes to
+/// learn more: the stages' handle on the upstreams.
+pub struct Catalog {
+    /// The upstreams in configured order (that order is the order of federated lists).
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// The name prefix codec.
+    pub names: Names,
+    /// How Sluice speaks to them.
+    pub link: Link,
+    /// Listen streams: list-changed and resource-updated fan-out (one for the process).
+    pub hub: Arc<Hub>,
+    /// Cancelled on shutdown: the re-probers end with it.
+    pub shutdown: CancellationToken,
+    /// Set once every upstream has been probed (one for the process).
+    ready: Arc<tokio::sync::watch::Sender<bool>>,
+    /// This generation's `[timeouts]` (the re-probers' pauses, the waits for a probe, the
+    /// pace of upstream listen streams).
+    pub timeouts: crate::config::Timeouts,
+    /// This generation's `[limits]` (list pages and items, the longest name a head mirrors).
+    pub limits: crate::config::Limits,
+    /// The generation serving now.
+    current: Weak<dyn Current>,
+}
+
+/// What a [`Catalog`] is made of besides its upstreams and names (the process's parts).
+pub struct Parts {
+    /// How Sluice speaks to upstreams.
+    pub link: Link,
+    /// The listen hub.
+    pub hub: Arc<Hub>,
+    /// The shutdown token.
+    pub shutdown: CancellationToken,
+    /// Readiness.
+    pub ready: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Where the current catalog is found.
+    pub current: Weak<dyn Current>,
+}
+
+impl Catalog {
+    /// The catalog of `upstreams` under `cfg`'s names, limits and timeouts.
+    pub fn new(cfg: &crate::config::Config, upstreams: Vec<Arc<Upstream>>, parts: Parts) -> Self {
+        Catalog {
+            upstreams,
+            names: Names::new(cfg.prefixed(), &cfg.separator),
+            link: parts.link,
+            hub: parts.hub,
+            shutdown: parts.shutdown,
+            ready: parts.ready,
+            timeouts: cfg.timeouts.clone(),
+            limits: cfg.limits.clone(),
+            current: parts.current,
+        }
+    }
+
+    /// The catalog serving now (`self` once serving ended).
+    pub fn latest(self: &Arc<Self>) -> Arc<Catalog> {
+        self.current
+            .upgrade()
+            .and_then(|c| c.reach())
+            .map_or_else(|| self.clone(), |r| r.catalog.clone())
+    }
+
+    /// The upstream called `name`.
+    pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+
+    /// Whether any healthy upstream advertises the server capability `cap`.
+    pub fn serves(&self, cap: &str) -> bool {
+        self.upstreams.iter().any(|u| u.serves(cap))
+    }
+
     /// Probes every upstream and fetches the tables of the healthy ones.
     pub async fn probe_all(self: &Arc<Self>) {
         self.probe_each(&self.upstreams).await;
-        self.rt.ready.send_replace(true);
+        self.ready.send_replace(true);
     }
 
     /// Probes each of `ups` and fetches the lists of those found healthy, all at once; starts
@@ -39,7 +125,7 @@ impl Generation {
     pub async fn check(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
         let _one = up.health.probing.lock().await;
         up.health.probe_started();
-        let status = self.probe(up).await;
+        let status = self.link.probe(up).await;
         // A stdio upstream whose every process serves calls keeps its lists as they are.
         if status.healthy && !busy(up) {
             for kind in ListKind::ALL {

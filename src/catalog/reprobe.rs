@@ -13,56 +13,56 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::gateway::Generation;
+use super::Catalog;
 use crate::upstream::health::{REPROBE_FIRST, REPROBE_GAP};
 use crate::upstream::Upstream;
 
 /// Starts `up`'s re-prober (once per upstream).
-pub fn start(gw: &Arc<Generation>, up: &Arc<Upstream>) {
+pub fn start(catalog: &Arc<Catalog>, up: &Arc<Upstream>) {
     if !up
         .health
         .reprober
         .swap(true, std::sync::atomic::Ordering::AcqRel)
     {
-        tokio::spawn(run(gw.clone(), up.clone()));
+        tokio::spawn(run(catalog.clone(), up.clone()));
     }
 }
 
-async fn run(mut gw: Arc<Generation>, up: Arc<Upstream>) {
+async fn run(mut catalog: Arc<Catalog>, up: Arc<Upstream>) {
     loop {
         // Until it goes down (or a call asks for a probe).
         tokio::select! {
-            _ = gw.rt.shutdown.cancelled() => return,
+            _ = catalog.shutdown.cancelled() => return,
             _ = up.retired.cancelled() => return,
             _ = up.health.wake.notified() => {}
         }
         let mut pause = REPROBE_FIRST;
         loop {
-            // The generation current now, when it holds this upstream (one a reload is about
-            // to make current probes it with its own).
-            let latest = gw.latest();
+            // The catalog current now, when it holds this upstream (one a reload is about to
+            // make current probes it with its own).
+            let latest = catalog.latest();
             if latest.upstreams.iter().any(|u| Arc::ptr_eq(u, &up)) {
-                gw = latest;
+                catalog = latest;
             }
             if up.status().healthy {
                 break;
             }
             tokio::select! {
-                _ = gw.rt.shutdown.cancelled() => return,
+                _ = catalog.shutdown.cancelled() => return,
                 _ = up.retired.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
                 // A call asked: at once, unless a probe started less than REPROBE_GAP ago.
                 _ = up.health.wake.notified() => {
                     tokio::select! {
-                        _ = gw.rt.shutdown.cancelled() => return,
+                        _ = catalog.shutdown.cancelled() => return,
                         _ = tokio::time::sleep(up.health.next_asked_probe()) => {}
                     }
                 }
             }
-            if gw.check(&up).await.healthy {
+            if catalog.check(&up).await.healthy {
                 break;
             }
-            pause = (pause * 2).min(gw.cfg.timeouts.refresh.max(REPROBE_FIRST));
+            pause = (pause * 2).min(catalog.timeouts.refresh.max(REPROBE_FIRST));
         }
     }
 }

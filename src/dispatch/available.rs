@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
 use crate::error::GatewayError;
-use crate::gateway::Generation;
 use crate::mcp::method::Method;
 use crate::upstream::error::Unavailable;
 use crate::upstream::Upstream;
@@ -21,22 +21,26 @@ use crate::validate::check_method;
 /// Refuses `method` as the module says; `also(cap)`: whether something else serves the family
 /// (a round's retry for an upstream a reload retired).
 pub async fn check(
-    gw: &Generation,
+    catalog: &Catalog,
     method: &Method,
     also: impl Fn(&str) -> bool,
 ) -> Result<(), GatewayError> {
-    let served = |cap: &str| gw.serves(cap) || also(cap);
+    let served = |cap: &str| catalog.serves(cap) || also(cap);
     let Err(not_served) = check_method(method, served) else {
         return Ok(());
     };
     let Some(Some(cap)) = method.capability() else {
         return Err(not_served.into());
     };
-    let could: Vec<&Arc<Upstream>> = gw.upstreams.iter().filter(|u| u.could_serve(cap)).collect();
+    let could: Vec<&Arc<Upstream>> = catalog
+        .upstreams
+        .iter()
+        .filter(|u| u.could_serve(cap))
+        .collect();
     if could.is_empty() {
         return Err(not_served.into());
     }
-    let t = &gw.cfg.timeouts;
+    let t = &catalog.timeouts;
     futures_util::future::join_all(
         could.iter().map(|up| {
             crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, t))
@@ -74,8 +78,8 @@ pub fn unavailable<'a>(what: &str, down: impl Iterator<Item = &'a Upstream>) -> 
 
 /// For a routed call: `Ok` when `up` is up, after a probe of it the call waits for when it is
 /// down (see the module); the 503 refusal naming it otherwise.
-pub async fn up_now(gw: &Generation, up: &Upstream, what: &str) -> Result<(), GatewayError> {
-    if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &gw.cfg.timeouts))
+pub async fn up_now(catalog: &Catalog, up: &Upstream, what: &str) -> Result<(), GatewayError> {
+    if crate::catalog::reprobe::revive(up, crate::catalog::reprobe::wait_for(up, &catalog.timeouts))
         .await
     {
         return Ok(());

@@ -8,20 +8,20 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::gateway::Generation;
+use crate::catalog::Reach;
 use crate::mcp::version;
 
 /// Waits for the first probe of every upstream `principal` may reach that was never probed
 /// (at most `timeouts.connect_ms` in all: a server still starting is then reported as it is),
 /// so a client's first `server/discover` or `initialize` right after Sluice starts sees the
 /// families its upstreams serve, not an empty set. Costs nothing once they all were probed.
-pub async fn first_probes(gw: &Generation, principal: &crate::auth::Principal) {
-    let fresh: Vec<_> = gw
+pub async fn first_probes(reach: &Reach, principal: &crate::auth::Principal) {
+    let fresh: Vec<_> = reach
         .reachable(principal)
         .filter(|u| !u.status().probed)
         .collect();
     if !fresh.is_empty() {
-        let within = gw.cfg.timeouts.connect;
+        let within = reach.catalog.timeouts.connect;
         futures_util::future::join_all(
             fresh
                 .iter()
@@ -32,12 +32,12 @@ pub async fn first_probes(gw: &Generation, principal: &crate::auth::Principal) {
 }
 
 /// The discover result JSON.
-pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
+pub fn result(reach: &Reach, server_info: &Value, principal: &crate::auth::Principal) -> String {
     let mut caps = Map::new();
     let mut ttl: Option<u64> = None;
     let mut public = true;
     let mut instructions = Vec::new();
-    let healthy: Vec<_> = gw
+    let healthy: Vec<_> = reach
         .reachable(principal)
         .filter(|u| u.status().healthy)
         .collect();
@@ -51,7 +51,7 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
         if let Some(i) = d
             .instructions
             .as_ref()
-            .filter(|_| !all_hidden(gw, principal, up))
+            .filter(|_| !all_hidden(reach, principal, up))
         {
             instructions.push(if healthy.len() > 1 {
                 format!("[{}] {i}", up.name)
@@ -87,16 +87,16 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
             }
         }
     }
-    if gw.governor.has_visibility() {
-        drop_hidden_families(gw, principal, &healthy, &mut caps);
+    if reach.governor.has_visibility() {
+        drop_hidden_families(reach, principal, &healthy, &mut caps);
     }
     let mut out = json!({
         "resultType": "complete",
         "supportedVersions": version::SUPPORTED_MODERN,
         "capabilities": caps,
         "ttlMs": ttl.unwrap_or(0),
-        "cacheScope": if public && !healthy.is_empty() && !gw.auth.scoped() && !gw.governor.has_visibility() { "public" } else { "private" },
-        "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info},
+        "cacheScope": if public && !healthy.is_empty() && !reach.auth.scoped() && !reach.governor.has_visibility() { "public" } else { "private" },
+        "_meta": {crate::mcp::META_SERVER_INFO: server_info},
     });
     if !instructions.is_empty() {
         out["instructions"] = instructions.join("\n\n").into();
@@ -107,7 +107,7 @@ pub fn result(gw: &Generation, principal: &crate::auth::Principal) -> String {
 /// With visibility rules loaded, leaves out every family of which the principal sees no item
 /// (whether hiding emptied it or it was empty: the two must look the same).
 fn drop_hidden_families(
-    gw: &Generation,
+    reach: &Reach,
     principal: &crate::auth::Principal,
     healthy: &[&std::sync::Arc<crate::upstream::Upstream>],
     caps: &mut Map<String, Value>,
@@ -118,7 +118,10 @@ fn drop_hidden_families(
         ("prompts", &[ListKind::Prompts]),
         ("resources", &[ListKind::Resources, ListKind::Templates]),
     ] {
-        if !healthy.iter().any(|up| sees_any(gw, principal, up, kinds)) {
+        if !healthy
+            .iter()
+            .any(|up| sees_any(reach, principal, up, kinds))
+        {
             caps.remove(family);
         }
     }
@@ -126,7 +129,7 @@ fn drop_hidden_families(
 
 /// Whether the principal sees any item of `up`'s `kinds` lists.
 fn sees_any(
-    gw: &Generation,
+    reach: &Reach,
     principal: &crate::auth::Principal,
     up: &crate::upstream::Upstream,
     kinds: &[crate::route::table::ListKind],
@@ -134,7 +137,8 @@ fn sees_any(
     let viewer = crate::policy::visibility::Viewer::of(principal);
     kinds.iter().any(|kind| {
         let table = up.list(*kind);
-        gw.governor
+        reach
+            .governor
             .shown(&viewer, &up.name, *kind, &table)
             .map_or(!table.items.is_empty(), |s| s.iter().any(|v| *v))
     })
@@ -143,11 +147,11 @@ fn sees_any(
 /// Whether `hide` rules hide every item the upstream lists from the principal (then its
 /// instructions, which may name them, are left out too).
 fn all_hidden(
-    gw: &Generation,
+    reach: &Reach,
     principal: &crate::auth::Principal,
     up: &crate::upstream::Upstream,
 ) -> bool {
     use crate::route::table::ListKind;
     let listed = ListKind::ALL.iter().any(|k| !up.list(*k).items.is_empty());
-    gw.governor.has_visibility() && listed && !sees_any(gw, principal, up, &ListKind::ALL)
+    reach.governor.has_visibility() && listed && !sees_any(reach, principal, up, &ListKind::ALL)
 }

@@ -5,14 +5,11 @@
 //! request once an approval was granted), an approval round to answer with, or a refusal:
 //! denied by a rule, approval declined, round cap reached, or a state that does not open.
 
-use std::sync::Arc;
-
 use serde_json::{json, Map, Value};
 
 use crate::auth::Principal;
 use crate::ctx::target::Target;
 use crate::error::GatewayError;
-use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
@@ -20,6 +17,21 @@ use crate::respond::Reply;
 use crate::route::table::ListKind;
 use crate::state::{self, Bound, Kind, Sealed, StateError};
 use crate::validate::Meta;
+
+/// What the policy stage takes: the governor (rules, quotas, budgets, single use), the keys
+/// that seal round states, and a round's timings.
+pub struct Policy<'a> {
+    /// Rules, quotas, budgets and consumed states.
+    pub governor: &'a crate::policy::Governor,
+    /// The keys round states are sealed and opened with.
+    pub keys: &'a crate::state::Keys,
+    /// `bridge.park_ms`: how long a round state stays good.
+    pub park: std::time::Duration,
+    /// This replica's id, the owner every state it seals names.
+    pub replica: &'a str,
+    /// Sluice's `serverInfo`, in the `_meta` of the rounds it answers itself.
+    pub server_info: &'a Value,
+}
 
 /// What the gate decided.
 pub enum Gate {
@@ -59,7 +71,7 @@ fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> B
 /// The state must also name the upstream the request routes to now: a state one upstream's
 /// round earned never carries its answers to another (one that started to list the same URI).
 pub fn open_state(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
@@ -69,8 +81,7 @@ pub fn open_state(
         Some(Err(())) => Err(state_error(StateError::Tampered)),
         Some(Ok(token)) => {
             let digest = state::params_digest(env.members());
-            gw.bridge
-                .keys
+            pol.keys
                 .open(
                     &token,
                     principal.id(),
@@ -93,12 +104,12 @@ pub fn open_state(
 
 /// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
 /// its exchange gone.
-async fn consume(gw: &Generation, sealed: &Sealed) -> Result<(), GatewayError> {
+async fn consume(pol: &Policy<'_>, sealed: &Sealed) -> Result<(), GatewayError> {
     let nonce = sealed
         .handle
         .as_deref()
         .ok_or_else(|| state_error(StateError::Tampered))?;
-    if gw
+    if pol
         .governor
         .consume_state(nonce, sealed.expires_ms)
         .await
@@ -121,7 +132,7 @@ fn annotations(t: &Target) -> (bool, bool) {
 
 /// Applies the rules to a tool call before it reaches the upstream.
 pub async fn gate(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     meta: &Meta,
     t: &Target,
@@ -131,7 +142,7 @@ pub async fn gate(
         return Ok(Gate::Go);
     }
     let (destructive, read_only) = annotations(t);
-    let rules = gw.governor.rules();
+    let rules = pol.governor.rules();
     let d = rules.judge(&Subject {
         principal: principal.id(),
         groups: &principal.groups,
@@ -153,7 +164,7 @@ pub async fn gate(
         });
     });
     if d.effect != Effect::Deny {
-        charge_quota(gw, env, t, principal).await?;
+        charge_quota(pol, env, t, principal).await?;
     }
     match d.effect {
         Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
@@ -161,7 +172,7 @@ pub async fn gate(
             rule,
             reason: d.reason.unwrap_or_else(|| "not allowed".into()),
         })),
-        Effect::Approve => approve(gw, env, meta, t, principal, rule).await,
+        Effect::Approve => approve(pol, env, meta, t, principal, rule).await,
     }
 }
 
@@ -169,12 +180,12 @@ pub async fn gate(
 /// that carries a `requestState` continues a call already counted (a state exists only for a
 /// counted call, is bound to it and is single use; a forged one is refused further on).
 async fn charge_quota(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
 ) -> Result<(), GatewayError> {
-    let quotas = &gw.governor.quotas;
+    let quotas = &pol.governor.quotas;
     if quotas.is_empty() || matches!(env.param_str("requestState"), Some(Ok(_))) {
         return Ok(());
     }
@@ -184,7 +195,7 @@ async fn charge_quota(
         upstream: &t.up.name,
         tool: &t.own,
     };
-    gw.governor.charge_quota(&call).await.map_err(|r| {
+    pol.governor.charge_quota(&call).await.map_err(|r| {
         if matches!(r, Refusal::Quota { .. }) {
             crate::audit::note(|rec| rec.decision = Some("quota"));
         }
@@ -193,25 +204,25 @@ async fn charge_quota(
 }
 
 async fn approve(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     meta: &Meta,
     t: &Target,
     principal: &Principal,
     rule: String,
 ) -> Result<Gate, GatewayError> {
-    if let Some(sealed) = open_state(gw, env, t, principal)? {
+    if let Some(sealed) = open_state(pol, env, t, principal)? {
         if sealed.kind != Kind::Approval {
             return Ok(Gate::Go); // a later round of a call that was approved before it started
         }
-        consume(gw, &sealed).await?;
+        consume(pol, &sealed).await?;
         let responses: Map<String, Value> = env
             .param("inputResponses")
             .and_then(|r| serde_json::from_str(r).ok())
             .unwrap_or_default();
         return match approval::granted(responses.get(approval::KEY)) {
             None => Ok(Gate::Answer(ask_approval(
-                gw,
+                pol,
                 env,
                 t,
                 principal,
@@ -235,11 +246,11 @@ async fn approve(
             json!({"elicitation": {}}),
         ));
     }
-    Ok(Gate::Answer(ask_approval(gw, env, t, principal, rule, 1)))
+    Ok(Gate::Answer(ask_approval(pol, env, t, principal, rule, 1)))
 }
 
 fn ask_approval(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
@@ -247,14 +258,14 @@ fn ask_approval(
     round: u32,
 ) -> Reply {
     let bound = bound(env, t, principal, state::params_digest(env.members()));
-    let expires = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
+    let expires = state::now_ms() + pol.park.as_millis() as u64;
     let sealed = Sealed {
         extra: Some(rule.clone()),
-        ..Sealed::issue(Kind::Approval, bound, round, expires, &gw.cfg.state.replica)
+        ..Sealed::issue(Kind::Approval, bound, round, expires, pol.replica)
     };
     let msg = approval::for_call(&t.up.name, &t.own, &rule);
     let result = json!({"resultType": "input_required", "inputRequests": {approval::KEY: approval::request(&msg)},
-        "requestState": gw.bridge.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
+        "requestState": pol.keys.seal(&sealed), "_meta": {crate::mcp::META_SERVER_INFO: pol.server_info}});
     Reply::Json(
         http::StatusCode::OK,
         jsonrpc::result_body(env.id_json(), &result.to_string()),
@@ -277,12 +288,12 @@ pub struct ModernRetry {
 /// A modern retry's `inputResponses`, each within `budget.max_input_response_bytes` (as for a
 /// legacy upstream: an oversized answer never goes up).
 fn input_responses(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
 ) -> Result<Map<String, Value>, GatewayError> {
-    let max_bytes = gw
+    let max_bytes = pol
         .governor
         .budgets
         .limits(&t.up.name, &principal.groups)
@@ -304,7 +315,7 @@ fn input_responses(
 
 /// Opens a modern retry's state and enforces the round cap.
 pub async fn modern_retry(
-    gw: &Arc<Generation>,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
@@ -315,16 +326,16 @@ pub async fn modern_retry(
         had_state: false,
         declined: Vec::new(),
     };
-    let responses = input_responses(gw, env, t, principal)?;
-    let Some(sealed) = open_state(gw, env, t, principal)? else {
+    let responses = input_responses(pol, env, t, principal)?;
+    let Some(sealed) = open_state(pol, env, t, principal)? else {
         return Ok(Ok(fresh));
     };
     if sealed.kind != Kind::Modern {
         // An approval round's state (the gate made the request fresh) is not a modern round.
         return Ok(Ok(fresh));
     }
-    consume(gw, &sealed).await?;
-    let max = gw
+    consume(pol, &sealed).await?;
+    let max = pol
         .governor
         .budgets
         .limits(&t.up.name, &principal.groups)
@@ -349,10 +360,10 @@ pub async fn modern_retry(
                 next.pending = None;
                 next.handle = Some(state::nonce());
                 next.round = sealed.round + 1;
-                next.expires_ms = state::now_ms() + gw.cfg.bridge.park.as_millis() as u64;
+                next.expires_ms = state::now_ms() + pol.park.as_millis() as u64;
                 let requests: Value = serde_json::from_str(&held).unwrap_or_else(|_| json!({}));
-                let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": gw.bridge.keys.seal(&next),
-                    "_meta": {crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
+                let result = json!({"resultType": "input_required", "inputRequests": requests, "requestState": pol.keys.seal(&next),
+                    "_meta": {crate::mcp::META_SERVER_INFO: pol.server_info}});
                 Ok(Err(Reply::Json(
                     http::StatusCode::OK,
                     jsonrpc::result_body(env.id_json(), &result.to_string()),
@@ -370,21 +381,21 @@ pub async fn modern_retry(
 
 /// The sealing template of the next modern round.
 pub fn next_seal(
-    gw: &Generation,
+    pol: &Policy<'_>,
     env: &Envelope,
     t: &Target,
     principal: &Principal,
     round: u32,
     elicitation: bool,
-) -> super::rounds::RoundSeal {
-    super::rounds::RoundSeal {
+) -> crate::forward::rounds::RoundSeal {
+    crate::forward::rounds::RoundSeal {
         // The digest is computed only if the upstream asks (see rounds::wrap).
         template: Sealed::issue(
             Kind::Modern,
             bound(env, t, principal, String::new()),
             round + 1,
-            state::now_ms() + gw.cfg.bridge.park.as_millis() as u64,
-            &gw.cfg.state.replica,
+            state::now_ms() + pol.park.as_millis() as u64,
+            pol.replica,
         ),
         ctx: crate::policy::ask::AskCtx {
             principal: principal.id().to_owned(),

@@ -6,20 +6,20 @@
 //! each list as one page and never issues cursors). Items a `hide` rule hides from the principal
 //! are left out (policy/visibility.rs).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::Instrument as _;
 
+use crate::catalog::Reach;
 use crate::error::GatewayError;
-use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{result_body, Envelope};
 use crate::respond::Reply;
 use crate::route::table::ListKind;
 
 /// Serves one federated list.
 pub async fn serve(
-    gw: &Arc<Generation>,
+    reach: &Reach,
+    server_info: &serde_json::Value,
     env: &Envelope,
     kind: ListKind,
     principal: &crate::auth::Principal,
@@ -38,11 +38,11 @@ pub async fn serve(
     let mut ttl = u64::MAX;
     // What a principal sees depends on its scopes once any upstream requires some, or on who
     // it is once any rule hides or shows items: never public then.
-    let mut public = !gw.auth.scoped() && !gw.governor.has_visibility();
+    let mut public = !reach.auth.scoped() && !reach.governor.has_visibility();
     let viewer = crate::policy::visibility::Viewer::of(principal);
     let mut seen = std::collections::HashSet::new();
     let mut any = false;
-    for up in gw
+    for up in reach
         .reachable(principal)
         .filter(|u| u.serves(kind.capability()))
     {
@@ -51,7 +51,7 @@ pub async fn serve(
         let cached = table.fresh_for(now).is_some();
         let span = crate::telemetry::trace::list_page(env.method.as_str(), &up.name, cached);
         if !cached {
-            table = gw.refresh(up, kind).instrument(span).await;
+            table = reach.catalog.refresh(up, kind).instrument(span).await;
             if !up.status().healthy {
                 continue;
             }
@@ -60,7 +60,7 @@ pub async fn serve(
         ttl = ttl.min(table.fresh_for(Instant::now()).unwrap_or(0));
         public &= table.public;
         // Judged once per visibility class and table (policy/visibility.rs), not per request.
-        let shown = gw.governor.shown(&viewer, &up.name, kind, &table);
+        let shown = reach.governor.shown(&viewer, &up.name, kind, &table);
         for (i, item) in table.items.iter().enumerate() {
             if shown.as_ref().is_some_and(|s| !s[i]) {
                 continue; // hidden from this principal: as if the upstream did not list it
@@ -76,7 +76,7 @@ pub async fn serve(
     }
     let scope = if public && any { "public" } else { "private" };
     let ttl = if ttl == u64::MAX { 0 } else { ttl };
-    let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: gw.rt.server_info});
+    let meta = serde_json::json!({crate::mcp::META_SERVER_INFO: server_info});
     out.push_str(&format!("],\"ttlMs\":{ttl},\"cacheScope\":\"{scope}\",\"resultType\":\"complete\",\"_meta\":{meta}}}"));
     Ok(Reply::Json(
         http::StatusCode::OK,

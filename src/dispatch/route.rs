@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::forward::{forward as send, Call, MakeSeal};
+use super::govern::Policy;
 use crate::auth::Principal;
+use crate::catalog::Reach;
 pub use crate::ctx::target::Target;
 use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
-use crate::gateway::Generation;
+use crate::forward::Forwarder;
+use crate::forward::{forward as send, Call, MakeSeal};
 use crate::mcp::jsonrpc::Envelope;
 use crate::mcp::method::Method;
 use crate::policy::visibility::{Listed, Viewer};
@@ -30,34 +32,48 @@ fn unknown(kind: &str, name: &str) -> GatewayError {
     )
 }
 
+/// What routing takes besides this generation's [`Reach`] while a reload's replaced
+/// generations drain: their reaches, the keys that open a round state, and how long a call that
+/// goes on with a retired upstream may hold it.
+pub struct Retired<'a> {
+    /// The draining generations' reaches, newest first.
+    pub reaches: Vec<Arc<Reach>>,
+    /// The keys round states are opened with.
+    pub keys: &'a crate::state::Keys,
+    /// `timeouts.request_ms`.
+    pub hold: std::time::Duration,
+}
+
 /// Resolves the target of a routed method; `Ok(None)` for methods that are not routed.
 ///
-/// While a reload's replaced generation drains, a round's retry that this config would route
-/// nowhere, or to another upstream than its round's, is routed as that generation would have,
-/// when its `requestState` opens (the MAC and every binding checked here, before anything else
-/// looks at the request) as the round of an upstream's call (not an approval round: no call
-/// starts on a removed upstream) and leads to the upstream the reload retired. Everything else
-/// is routed by this generation only.
+/// While a reload's replaced generation drains (`retired`), a round's retry that this config
+/// would route nowhere, or to another upstream than its round's, is routed as that generation
+/// would have, when its `requestState` opens (the MAC and every binding checked here, before
+/// anything else looks at the request) as the round of an upstream's call (not an approval
+/// round: no call starts on a removed upstream) and leads to the upstream the reload retired.
+/// Everything else is routed by this generation only.
 pub async fn resolve(
-    gw: &Arc<Generation>,
+    reach: &Reach,
+    retired: Option<Retired<'_>>,
     env: &Envelope,
     principal: &Principal,
 ) -> Result<Option<Target>, GatewayError> {
-    let current = resolve_in(gw, env, principal).await;
-    if !gw.rt.live.draining() || env.param("requestState").is_none() {
+    let current = resolve_in(reach, env, principal).await;
+    let Some(retired) = retired.filter(|_| env.param("requestState").is_some()) else {
         return current;
-    }
+    };
+    let keys = retired.keys;
     let Some(upstream) = (match &current {
-        Err(GatewayError::UnknownTarget(..)) => continuing(gw, env, principal),
-        Ok(Some(t)) => continuing(gw, env, principal).filter(|u| *u != t.up.name),
+        Err(GatewayError::UnknownTarget(..)) => continuing(keys, env, principal),
+        Ok(Some(t)) => continuing(keys, env, principal).filter(|u| *u != t.up.name),
         _ => None,
     }) else {
         return current;
     };
-    match Box::pin(on_retired(gw, env, principal, &upstream)).await {
+    match Box::pin(on_retired(&retired.reaches, env, principal, &upstream)).await {
         Some(t) => {
             // The call it goes on with may take the longest a request may: its upstream stays.
-            t.up.hold_until(crate::state::now_ms() + gw.cfg.timeouts.request.as_millis() as u64);
+            t.up.hold_until(crate::state::now_ms() + retired.hold.as_millis() as u64);
             Ok(Some(t))
         }
         None => current,
@@ -65,13 +81,11 @@ pub async fn resolve(
 }
 
 /// The upstream a continuation round state names, when the request carries one that opens.
-fn continuing(gw: &Generation, env: &Envelope, principal: &Principal) -> Option<String> {
+fn continuing(keys: &crate::state::Keys, env: &Envelope, principal: &Principal) -> Option<String> {
     let token = env.param_str("requestState")?.ok()?;
     let digest = crate::state::params_digest(env.members());
     let name = super::govern::bound_name(env);
-    let sealed = gw
-        .bridge
-        .keys
+    let sealed = keys
         .open(
             &token,
             principal.id(),
@@ -90,13 +104,13 @@ fn continuing(gw: &Generation, env: &Envelope, principal: &Principal) -> Option<
 
 /// The request routed by a draining generation to `upstream`, retired by a reload.
 async fn on_retired(
-    gw: &Generation,
+    reaches: &[Arc<Reach>],
     env: &Envelope,
     principal: &Principal,
     upstream: &str,
 ) -> Option<Target> {
-    for old in gw.rt.live.retired() {
-        if let Ok(Some(t)) = resolve_in(&old, env, principal).await {
+    for old in reaches {
+        if let Ok(Some(t)) = resolve_in(old, env, principal).await {
             if t.up.name == upstream && t.up.retired.is_cancelled() {
                 return Some(t);
             }
@@ -106,7 +120,7 @@ async fn on_retired(
 }
 
 async fn resolve_in(
-    gw: &Arc<Generation>,
+    reach: &Reach,
     env: &Envelope,
     principal: &Principal,
 ) -> Result<Option<Target>, GatewayError> {
@@ -117,14 +131,16 @@ async fn resolve_in(
                 .param_text("name")
                 .and_then(Result::ok)
                 .ok_or_else(|| bad("params.name must be the tool's name (a string)"))?;
-            named(gw, ListKind::Tools, &name, principal).await.map(Some)
+            named(reach, ListKind::Tools, &name, principal)
+                .await
+                .map(Some)
         }
         Method::PromptsGet => {
             let name = env
                 .param_text("name")
                 .and_then(Result::ok)
                 .ok_or_else(|| bad("params.name must be the prompt's name (a string)"))?;
-            named(gw, ListKind::Prompts, &name, principal)
+            named(reach, ListKind::Prompts, &name, principal)
                 .await
                 .map(Some)
         }
@@ -133,7 +149,7 @@ async fn resolve_in(
                 .param_str("uri")
                 .and_then(Result::ok)
                 .ok_or_else(|| bad("params.uri must be the resource's URI (a string)"))?;
-            by_uri(gw, &u, principal).await.map(Some)
+            by_uri(reach, &u, principal).await.map(Some)
         }
         Method::CompletionComplete => {
             let r: Value = env
@@ -141,8 +157,8 @@ async fn resolve_in(
                 .and_then(|r| serde_json::from_str(r).ok())
                 .ok_or_else(|| bad("params.ref must be a ref/prompt or ref/resource object"))?;
             match (r.get("type").and_then(Value::as_str), r.get("name").and_then(Value::as_str), r.get("uri").and_then(Value::as_str)) {
-                (Some("ref/prompt"), Some(n), _) => named(gw, ListKind::Prompts, n, principal).await.map(Some),
-                (Some("ref/resource"), _, Some(u)) => by_uri(gw, u, principal).await.map(Some),
+                (Some("ref/prompt"), Some(n), _) => named(reach, ListKind::Prompts, n, principal).await.map(Some),
+                (Some("ref/resource"), _, Some(u)) => by_uri(reach, u, principal).await.map(Some),
                 _ => Err(bad("params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}")),
             }
         }
@@ -153,14 +169,14 @@ async fn resolve_in(
 /// Whether `principal` sees the `kind` item `key` of `up` (`hide` and `show` rules): a hidden
 /// one is answered as an unknown one, so its existence does not leak.
 fn shown(
-    gw: &Generation,
+    reach: &Reach,
     principal: &Principal,
     up: &Upstream,
     kind: ListKind,
     key: &str,
     hints: ToolHints,
 ) -> bool {
-    gw.governor.shows(
+    reach.governor.shows(
         &Viewer::of(principal),
         &up.name,
         &Listed { kind, key, hints },
@@ -168,18 +184,18 @@ fn shown(
 }
 
 /// `Ok` when `up` is up (probed now when it is down: `available::up_now`), else 503.
-async fn healthy(gw: &Generation, up: &Upstream, kind: ListKind) -> Result<(), GatewayError> {
+async fn healthy(reach: &Reach, up: &Upstream, kind: ListKind) -> Result<(), GatewayError> {
     let what = match kind {
         ListKind::Tools => Method::ToolsCall,
         ListKind::Prompts => Method::PromptsGet,
         ListKind::Resources | ListKind::Templates => Method::ResourcesRead,
     };
-    super::available::up_now(gw, up, what.as_str()).await
+    super::available::up_now(&reach.catalog, up, what.as_str()).await
 }
 
 /// Refuses a name or URI longer than a request head could mirror in `Mcp-Name`.
-fn mirrorable(gw: &Generation, member: &str, text: &str) -> Result<(), GatewayError> {
-    let max = gw.cfg.limits.max_header_bytes;
+fn mirrorable(reach: &Reach, member: &str, text: &str) -> Result<(), GatewayError> {
+    let max = reach.catalog.limits.max_header_bytes;
     if text.len() > max {
         return Err(GatewayError::InvalidParams(
             format!("{member} is longer than {max} bytes (limits.max_header_bytes)"),
@@ -192,29 +208,29 @@ fn mirrorable(gw: &Generation, member: &str, text: &str) -> Result<(), GatewayEr
 /// A prefixed name's target: the upstream its prefix names, if the principal may reach it and
 /// sees the item there.
 async fn prefixed(
-    gw: &Arc<Generation>,
+    reach: &Reach,
     kind: ListKind,
     public: &str,
     principal: &Principal,
     what: &str,
 ) -> Result<Target, GatewayError> {
-    let (prefix, own) = gw.names.split(public);
+    let (prefix, own) = reach.catalog.names.split(public);
     let up = prefix
-        .and_then(|p| gw.upstream(p))
+        .and_then(|p| reach.upstream(p))
         .ok_or_else(|| unknown(what, public))?;
     // The scope first: a principal without it learns the same of a name that exists and
     // of one that does not.
-    gw.auth.authorize_upstream(principal, &up.name)?;
-    healthy(gw, up, kind).await?;
+    reach.auth.authorize_upstream(principal, &up.name)?;
+    healthy(reach, up, kind).await?;
     let mut table = up.list(kind);
     // A hidden name takes the unknown name's path, refresh included.
     let seen = |t: &crate::route::table::ListTable| {
         t.by_key(own)
-            .filter(|i| shown(gw, principal, up, kind, own, i.hints))
+            .filter(|i| shown(reach, principal, up, kind, own, i.hints))
             .cloned()
     };
     if seen(&table).is_none() {
-        table = Box::pin(gw.refresh_missed(up, kind)).await;
+        table = Box::pin(reach.catalog.refresh_missed(up, kind)).await;
     }
     let item = seen(&table).ok_or_else(|| unknown(what, public))?;
     Ok(Target {
@@ -228,7 +244,7 @@ async fn prefixed(
 
 /// The target of a tool or prompt name, as the principal sees it.
 async fn named(
-    gw: &Arc<Generation>,
+    reach: &Reach,
     kind: ListKind,
     public: &str,
     principal: &Principal,
@@ -241,26 +257,26 @@ async fn named(
     // A name longer than a request head could mirror in Mcp-Name is not one a modern client
     // can send; refused before any table, rule or quota looks at it (bridge B's requests carry
     // no Mcp-Name), which bounds the globs' work on every path.
-    mirrorable(gw, "params.name", public)?;
-    if gw.names.prefixed() {
-        return prefixed(gw, kind, public, principal, what).await;
+    mirrorable(reach, "params.name", public)?;
+    if reach.catalog.names.prefixed() {
+        return prefixed(reach, kind, public, principal, what).await;
     }
     // Unprefixed: only the upstreams the principal may reach are searched.
-    let reachable: Vec<&Arc<Upstream>> = gw.reachable(principal).collect();
+    let reachable: Vec<&Arc<Upstream>> = reach.reachable(principal).collect();
     let mut hidden = false;
     for pass in 0..2 {
         for up in &reachable {
             let table = if pass == 0 {
                 up.list(kind)
             } else {
-                Box::pin(gw.refresh_missed(up, kind)).await
+                Box::pin(reach.catalog.refresh_missed(up, kind)).await
             };
             if let Some(item) = table.by_key(public) {
-                if !shown(gw, principal, up, kind, public, item.hints) {
+                if !shown(reach, principal, up, kind, public, item.hints) {
                     hidden = true;
                     continue; // another upstream's item of that name may be the one it sees
                 }
-                healthy(gw, up, kind).await?;
+                healthy(reach, up, kind).await?;
                 return Ok(Target {
                     up: (*up).clone(),
                     own: public.to_owned(),
@@ -271,12 +287,12 @@ async fn named(
             }
         }
     }
-    match gw.upstreams.as_slice() {
+    match reach.catalog.upstreams.as_slice() {
         // One unprefixed upstream: it may serve names it does not list; let it answer. Not once
         // visibility rules are loaded: a hidden name would then be told from an unknown one.
-        [only] if !hidden && !gw.governor.has_visibility() => {
-            gw.auth.authorize_upstream(principal, &only.name)?;
-            healthy(gw, only, kind).await?;
+        [only] if !hidden && !reach.governor.has_visibility() => {
+            reach.auth.authorize_upstream(principal, &only.name)?;
+            healthy(reach, only, kind).await?;
             Ok(Target {
                 up: only.clone(),
                 own: public.to_owned(),
@@ -291,15 +307,16 @@ async fn named(
 
 /// The upstream that lists `u` (or a template matching it) as the principal sees it: a
 /// hidden resource, or a URI of a hidden template or one a `hide` rule names, is not found.
-fn find_uri(gw: &Generation, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
-    let seen =
-        |up: &Upstream, kind, key: &str| shown(gw, principal, up, kind, key, ToolHints::default());
-    let exact = gw.reachable(principal).find(|up| {
+fn find_uri(reach: &Reach, u: &str, principal: &Principal) -> Option<Arc<Upstream>> {
+    let seen = |up: &Upstream, kind, key: &str| {
+        shown(reach, principal, up, kind, key, ToolHints::default())
+    };
+    let exact = reach.reachable(principal).find(|up| {
         up.list(ListKind::Resources).by_key(u).is_some() && seen(up, ListKind::Resources, u)
     });
     exact
         .or_else(|| {
-            gw.reachable(principal).find(|up| {
+            reach.reachable(principal).find(|up| {
                 seen(up, ListKind::Resources, u)
                     && up
                         .list(ListKind::Templates)
@@ -311,21 +328,17 @@ fn find_uri(gw: &Generation, u: &str, principal: &Principal) -> Option<Arc<Upstr
         .cloned()
 }
 
-async fn by_uri(
-    gw: &Arc<Generation>,
-    u: &str,
-    principal: &Principal,
-) -> Result<Target, GatewayError> {
+async fn by_uri(reach: &Reach, u: &str, principal: &Principal) -> Result<Target, GatewayError> {
     // A URI longer than a request head could mirror in Mcp-Name is not one any client can send
     // on the modern wire; refusing it bounds template matching on every path.
-    mirrorable(gw, "params.uri", u)?;
-    let mut found = find_uri(gw, u, principal);
+    mirrorable(reach, "params.uri", u)?;
+    let mut found = find_uri(reach, u, principal);
     if found.is_none() {
-        for up in gw.reachable(principal) {
-            Box::pin(gw.refresh_missed(up, ListKind::Resources)).await;
-            Box::pin(gw.refresh_missed(up, ListKind::Templates)).await;
+        for up in reach.reachable(principal) {
+            Box::pin(reach.catalog.refresh_missed(up, ListKind::Resources)).await;
+            Box::pin(reach.catalog.refresh_missed(up, ListKind::Templates)).await;
         }
-        found = find_uri(gw, u, principal);
+        found = find_uri(reach, u, principal);
     }
     let up = found.ok_or_else(|| {
         GatewayError::UnknownTarget(
@@ -333,7 +346,7 @@ async fn by_uri(
             Some(json!({"uri": u})),
         )
     })?;
-    healthy(gw, &up, ListKind::Resources).await?;
+    healthy(reach, &up, ListKind::Resources).await?;
     Ok(Target {
         up,
         own: u.to_owned(),
@@ -344,20 +357,21 @@ async fn by_uri(
 }
 
 /// Forwards a routed request to a modern upstream with the upstream's own name (the era
-/// switch is `link::call`'s).
+/// switch is `link::Link::way`'s).
 pub async fn forward(
-    gw: &Arc<Generation>,
+    pol: &Policy<'_>,
+    forwarder: &Arc<Forwarder>,
     ctx: &RequestCtx<'_>,
     t: &Target,
 ) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) =
         (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
-    let retry = match super::govern::modern_retry(gw, env, t, principal).await? {
+    let retry = match super::govern::modern_retry(pol, env, t, principal).await? {
         Ok(r) => r,
         Err(reply) => return Ok(reply), // the held asks of an approved round
     };
     let elicitation = meta.capabilities.contains_key("elicitation");
-    let make_seal = || super::govern::next_seal(gw, env, t, principal, retry.round, elicitation);
+    let make_seal = || super::govern::next_seal(pol, env, t, principal, retry.round, elicitation);
     let sealable = env.method.may_ask();
     // With tracing on, the upstream is told this call's span (headers and `_meta`).
     let transport = if t.up.stdio.is_some() { "pipe" } else { "tcp" };
@@ -387,7 +401,7 @@ pub async fn forward(
     crate::telemetry::trace::traced!(
         span,
         send(
-            &gw.forwarder,
+            forwarder,
             &t.up,
             call,
             headers,

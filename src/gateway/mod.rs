@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::{Catalog, Reach};
 use crate::config::Config;
 use crate::route::names::Names;
 use crate::upstream::Upstream;
@@ -28,16 +29,17 @@ pub struct Generation {
     pub rt: Arc<Runtime>,
     /// The validated config.
     pub cfg: Config,
-    /// The upstreams in configured order (that order is the order of federated lists).
-    pub upstreams: Vec<Arc<Upstream>>,
-    /// The name prefix codec.
-    pub names: Names,
+    /// The upstreams, their names and what Sluice knows of them.
+    pub catalog: Arc<Catalog>,
+    /// The catalog under this generation's scopes and visibility rules: the handle routing,
+    /// lists, discovery and listen streams take.
+    pub reach: Arc<Reach>,
     /// Bridge A: legacy sessions, parked exchanges, sealing keys.
     pub bridge: Arc<crate::bridge::Bridge>,
     /// Forwarding to modern upstreams.
-    pub forwarder: Arc<crate::dispatch::forward::Forwarder>,
+    pub forwarder: Arc<crate::forward::Forwarder>,
     /// Authentication (API keys, JWT) and the resource metadata.
-    pub auth: crate::auth::Authenticator,
+    pub auth: Arc<crate::auth::Authenticator>,
     /// Approval rules and budgets.
     pub governor: Arc<crate::policy::Governor>,
     /// This generation's number: 1 at start, one more per applied reload.
@@ -145,7 +147,6 @@ impl Generation {
         } = preflight(&cfg)?;
         let rt = Runtime::new(&cfg, keys.clone());
         rt.client.record_versions(cfg.http_versions());
-        let names = Names::new(cfg.prefixed(), &cfg.separator);
         let governor = Arc::new(governor);
         let bridge = Arc::new(crate::bridge::Bridge::new(
             &cfg,
@@ -154,12 +155,23 @@ impl Generation {
             governor.clone(),
             rt.server_info.clone(),
         ));
-        let forwarder = Arc::new(crate::dispatch::forward::Forwarder {
+        let forwarder = Arc::new(crate::forward::Forwarder {
             client: rt.client.clone(),
             response: cfg.timeouts.response,
             keys,
             governor: governor.clone(),
             server_info_json: rt.server_info_json.clone(),
+        });
+        let catalog = Arc::new(Catalog::new(
+            &cfg,
+            upstreams,
+            catalog_parts(&rt, &bridge, &cfg),
+        ));
+        let auth = Arc::new(auth);
+        let reach = Arc::new(Reach {
+            catalog: catalog.clone(),
+            auth: auth.clone(),
+            governor: governor.clone(),
         });
         let gw = Arc::new(Generation {
             rt,
@@ -167,8 +179,8 @@ impl Generation {
             auth,
             bridge,
             forwarder,
-            upstreams,
-            names,
+            catalog,
+            reach,
             revoked: CancellationToken::new(),
             generation: 1,
             cfg,
@@ -194,7 +206,7 @@ impl Generation {
         // Tables hold public names: when names are spelled differently now (the prefix or the
         // separator changed, or `prefix = "auto"` and the number of upstreams), none is kept.
         let names = Names::new(cfg.prefixed(), &cfg.separator);
-        let renamed = names != self.names;
+        let renamed = names != self.catalog.names;
         let upstreams = upstreams
             .into_iter()
             .map(|fresh| match self.upstream(&fresh.name) {
@@ -204,17 +216,26 @@ impl Generation {
             .collect();
         let governor = Arc::new(self.governor.next(&cfg)?);
         self.rt.client.record_versions(cfg.http_versions());
+        let bridge = Arc::new(self.bridge.next(governor.clone()));
+        let parts = catalog_parts(&self.rt, &bridge, &cfg);
+        let catalog = Arc::new(Catalog::new(&cfg, upstreams, parts));
+        let auth = Arc::new(auth);
+        let reach = Arc::new(Reach {
+            catalog: catalog.clone(),
+            auth: auth.clone(),
+            governor: governor.clone(),
+        });
         Ok(Arc::new(Generation {
             rt: self.rt.clone(),
-            bridge: Arc::new(self.bridge.next(governor.clone())),
-            forwarder: Arc::new(crate::dispatch::forward::Forwarder {
+            catalog,
+            reach,
+            bridge,
+            forwarder: Arc::new(crate::forward::Forwarder {
                 governor: governor.clone(),
                 ..self.forwarder.as_ref().clone()
             }),
             governor,
             auth,
-            upstreams,
-            names,
             generation: self.generation + 1,
             revoked: if same_auth(&self.cfg.auth, &cfg.auth) {
                 self.revoked.clone()
@@ -230,33 +251,106 @@ impl Generation {
         self.rt.live.get().unwrap_or_else(|| self.clone())
     }
 
-    /// Whether any healthy upstream advertises the server capability `cap`.
-    pub fn serves(&self, cap: &str) -> bool {
-        self.upstreams.iter().any(|u| u.serves(cap))
+    /// The policy stage's handles on this generation.
+    pub fn policy(&self) -> crate::dispatch::Policy<'_> {
+        crate::dispatch::Policy {
+            governor: &self.governor,
+            keys: &self.bridge.keys,
+            park: self.cfg.bridge.park,
+            replica: &self.cfg.state.replica,
+            server_info: &self.rt.server_info,
+        }
     }
 
-    /// The upstreams `p` may reach (its scopes), in config order.
-    pub fn reachable<'a>(
-        &'a self,
-        p: &'a crate::auth::Principal,
-    ) -> impl Iterator<Item = &'a Arc<Upstream>> + 'a {
-        self.upstreams
-            .iter()
-            .filter(move |u| self.auth.may_reach(p, &u.name))
+    /// While a reload's replaced generations drain, what routing needs of them.
+    pub fn retired(&self) -> Option<crate::dispatch::route::Retired<'_>> {
+        let live = &self.rt.live;
+        live.draining().then(|| crate::dispatch::route::Retired {
+            reaches: live.retired().iter().map(|g| g.reach.clone()).collect(),
+            keys: &self.bridge.keys,
+            hold: self.cfg.timeouts.request,
+        })
     }
 
-    /// Whether an upstream `p` may reach serves `cap`.
-    pub fn serves_for(&self, p: &crate::auth::Principal, cap: &str) -> bool {
-        self.reachable(p).any(|u| u.serves(cap))
+    /// Dispatch's handles on this generation.
+    pub fn dispatcher(&self) -> crate::dispatch::Dispatcher<'_> {
+        crate::dispatch::Dispatcher {
+            reach: &self.reach,
+            policy: self.policy(),
+            forwarder: &self.forwarder,
+            bridge: &self.bridge,
+            revoked: &self.revoked,
+        }
     }
 
     /// The upstream called `name`.
     pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.upstreams.iter().find(|u| u.name == name)
+        self.catalog.upstream(name)
     }
 
     /// Whether Sluice has probed every upstream once.
     pub fn is_ready(&self) -> bool {
         *self.rt.ready.borrow()
+    }
+
+    /// At shutdown: parked exchanges cancelled upstream, idle legacy sessions ended (DELETE),
+    /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
+    pub async fn close_upstreams(&self) {
+        // A reload's retired upstreams still draining end with the rest.
+        let draining: Vec<Arc<Upstream>> = self
+            .rt
+            .live
+            .retired()
+            .iter()
+            .flat_map(|g| {
+                g.catalog
+                    .upstreams
+                    .iter()
+                    .filter(|u| u.retired.is_cancelled())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let stdio: Vec<_> = self
+            .catalog
+            .upstreams
+            .iter()
+            .chain(&draining)
+            .filter_map(|u| u.stdio.clone())
+            .collect();
+        // No process starts once shutdown began (a probe or a lease racing it included).
+        for spec in &stdio {
+            spec.end_all_now();
+        }
+        crate::bridge::shutdown(&self.bridge).await;
+        // Every upstream's processes end together, not one upstream after another.
+        for spec in &stdio {
+            spec.end_all_now();
+        }
+        for spec in &stdio {
+            spec.wait_ended().await;
+        }
+    }
+}
+
+/// The process's parts a generation's catalog is made of.
+fn catalog_parts(
+    rt: &Arc<Runtime>,
+    bridge: &crate::bridge::Bridge,
+    cfg: &Config,
+) -> crate::catalog::Parts {
+    let live: Arc<dyn crate::catalog::Current> = rt.live.clone();
+    crate::catalog::Parts {
+        link: crate::link::Link {
+            client: rt.client.clone(),
+            pool: bridge.pool.clone(),
+            changes: rt.changes.clone(),
+            response: cfg.timeouts.response,
+            cache: crate::link::Hints::of(cfg),
+        },
+        hub: rt.hub.clone(),
+        shutdown: rt.shutdown.clone(),
+        ready: rt.ready.clone(),
+        current: Arc::downgrade(&live),
     }
 }

@@ -14,8 +14,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Generation;
+use crate::catalog::hub::Hub;
 use crate::config::Config;
-use crate::listen::hub::Hub;
 use crate::upstream::client::HttpClient;
 use crate::upstream::discover;
 use crate::upstream::legacy::changes::ListChanged;
@@ -39,13 +39,13 @@ pub struct Runtime {
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Sessions of 2025-11-25 clients (bridge B).
-    pub legacy_sessions: Arc<crate::bridge_b::session::Sessions>,
+    pub legacy_sessions: Arc<crate::client_sessions::Sessions>,
     /// Open client streams, per principal and in total.
     pub streams: Arc<crate::streams::Streams>,
     /// The current generation (and the retired ones while they drain).
     pub live: Arc<Live>,
     /// Where 2025-11-25 sessions report their upstreams' list changes (read by
-    /// `catalog::legacy::report_changes`, one task for every generation).
+    /// `catalog::changes::report_changes`, one task for every generation).
     pub changes: ListChanged,
 }
 
@@ -73,7 +73,7 @@ impl Runtime {
                 cfg.audit.capacity,
             ),
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            legacy_sessions: Arc::new(crate::bridge_b::session::Sessions::new(&cfg.bridge, keys)),
+            legacy_sessions: Arc::new(crate::client_sessions::Sessions::new(&cfg.bridge, keys)),
             streams: crate::streams::Streams::new(
                 cfg.limits.max_streams,
                 cfg.limits.max_streams_per_principal,
@@ -101,6 +101,12 @@ pub struct Live {
     draining: std::sync::atomic::AtomicUsize,
     /// The receiving end of [`Runtime::changes`], until the background work takes it.
     changes: std::sync::Mutex<Option<Announcements>>,
+}
+
+impl crate::catalog::Current for Live {
+    fn reach(&self) -> Option<Arc<crate::catalog::Reach>> {
+        self.get().map(|g| g.reach.clone())
+    }
 }
 
 /// The list changes 2025-11-25 sessions announce, as the catalog's task reads them.

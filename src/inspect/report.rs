@@ -23,11 +23,12 @@ use crate::upstream::Upstream;
 
 /// Probes the upstreams and reports what `p` sees of each list and what each tool does.
 pub async fn report(gw: &Arc<Generation>, p: &Principal) -> String {
-    gw.probe_all().await;
+    gw.catalog.probe_all().await;
     let rules = gw.governor.rules();
     let mut out = String::new();
     let _ = writeln!(out, "principal {:?}, groups {:?}", p.id, p.groups);
     for up in gw
+        .catalog
         .upstreams
         .iter()
         .filter(|u| !gw.auth.may_reach(p, &u.name))
@@ -40,7 +41,7 @@ pub async fn report(gw: &Arc<Generation>, p: &Principal) -> String {
     }
     for kind in ListKind::ALL {
         let _ = writeln!(out, "{}", kind.name());
-        for up in gw.reachable(p) {
+        for up in gw.reach.reachable(p) {
             if !up.status().healthy {
                 let _ = writeln!(
                     out,

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::gateway::Generation;
+use crate::catalog::Reach;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::method::Method;
 use crate::mcp::sse;
@@ -24,36 +24,37 @@ use crate::route::table::ListKind;
 use crate::upstream::client::{modern_headers, Answer};
 use crate::upstream::{discover, Upstream};
 
-pub mod hub;
 pub(crate) mod view;
-pub use hub::{Change, Hub, Published, WantGuard, MAX_URI};
+pub use crate::catalog::hub::{Change, Hub, Published, WantGuard, MAX_URI};
 
-/// Keeps one listen stream open to `up` until shutdown.
-pub async fn upstream_listen(gw: Arc<Generation>, up: Arc<Upstream>) {
-    let mut gw = gw;
+/// Keeps one listen stream open to `up` until shutdown, on the current generation's [`Reach`]
+/// (its timeouts, and who may reach which upstream for the URIs it subscribes to).
+pub async fn upstream_listen(reach: Arc<Reach>, up: Arc<Upstream>) {
+    let mut reach = reach;
     loop {
         // Until shutdown, or a reload retires this upstream; on the current generation.
-        gw = gw.latest();
-        if gw.rt.shutdown.is_cancelled() || up.retired.is_cancelled() {
+        reach = reach.latest();
+        let catalog = reach.catalog.clone();
+        if catalog.shutdown.is_cancelled() || up.retired.is_cancelled() {
             return;
         }
         // Legacy upstreams report list changes on their sessions' GET streams instead.
         let status = up.status();
-        let mut pause = gw.cfg.timeouts.listen_retry;
+        let mut pause = catalog.timeouts.listen_retry;
         if status.healthy && crate::link::listens(&status) {
-            let uris = wanted_by(&gw, &up);
-            let once = listen_once(&gw, &up, &uris);
+            let uris = wanted_by(&reach, &up);
+            let once = listen_once(&catalog, &up, &uris);
             tokio::pin!(once);
             loop {
                 tokio::select! {
-                    _ = gw.rt.shutdown.cancelled() => return,
+                    _ = catalog.shutdown.cancelled() => return,
                     _ = up.retired.cancelled() => return,
                     // Re-subscribe only when this upstream's own URI set changed.
-                    _ = gw.hub_changed() => if wanted_by(&gw, &up) != uris { break },
+                    _ = catalog.hub.changed.notified() => if wanted_by(&reach, &up) != uris { break },
                     supported = &mut once => {
                         if !supported {
                             // No listen stream here (e.g. -32601): ask again at the refresh pace only.
-                            pause = gw.cfg.timeouts.refresh;
+                            pause = catalog.timeouts.refresh;
                         }
                         break;
                     }
@@ -61,7 +62,7 @@ pub async fn upstream_listen(gw: Arc<Generation>, up: Arc<Upstream>) {
             }
         }
         tokio::select! {
-            _ = gw.rt.shutdown.cancelled() => return,
+            _ = catalog.shutdown.cancelled() => return,
             _ = up.retired.cancelled() => return,
             _ = tokio::time::sleep(pause) => {}
         }
@@ -71,7 +72,7 @@ pub async fn upstream_listen(gw: Arc<Generation>, up: Arc<Upstream>) {
 /// Holds one upstream listen stream; `false` when the upstream does not offer one.
 /// The URIs `up` is to be told of: only for principals that may reach it, and only what it
 /// serves (a URI no upstream lists or matches goes to every upstream such a principal may reach).
-fn wanted_by(gw: &Generation, up: &Upstream) -> Vec<String> {
+fn wanted_by(reach: &Reach, up: &Upstream) -> Vec<String> {
     let lists = |o: &Upstream, u: &str| {
         o.list(ListKind::Resources).by_key(u).is_some()
             || o.list(ListKind::Templates)
@@ -79,12 +80,17 @@ fn wanted_by(gw: &Generation, up: &Upstream) -> Vec<String> {
                 .iter()
                 .any(|t| crate::route::uri::matches(&t.key, u))
     };
-    gw.rt.hub.wanted_where(|p, u| {
-        gw.auth.may_reach(p, &up.name) && (lists(up, u) || !gw.reachable(p).any(|o| lists(o, u)))
+    reach.catalog.hub.wanted_where(|p, u| {
+        reach.auth.may_reach(p, &up.name)
+            && (lists(up, u) || !reach.reachable(p).any(|o| lists(o, u)))
     })
 }
 
-async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) -> bool {
+async fn listen_once(
+    catalog: &Arc<crate::catalog::Catalog>,
+    up: &Arc<Upstream>,
+    uris: &[String],
+) -> bool {
     let mut filter = Map::new();
     for (key, cap) in [
         ("toolsListChanged", "tools"),
@@ -102,7 +108,9 @@ async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) 
     extra.insert("notifications".into(), Value::Object(filter));
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
     let headers = modern_headers(&up.modern_base, Method::SubscriptionsListen.as_str(), None);
-    let Ok(Answer::Sse(mut stream)) = up.post_modern(&gw.rt.client, headers, body, None).await
+    let Ok(Answer::Sse(mut stream)) = up
+        .post_modern(&catalog.link.client, headers, body, None)
+        .await
     else {
         return false;
     };
@@ -131,9 +139,9 @@ async fn listen_once(gw: &Arc<Generation>, up: &Arc<Upstream>, uris: &[String]) 
         };
         let announced = std::time::Instant::now();
         for kind in change.kinds() {
-            gw.invalidate(up, *kind).await;
+            catalog.invalidate(up, *kind).await;
         }
-        gw.rt.hub.publish(&up.name, change, announced);
+        catalog.hub.publish(&up.name, change, announced);
     }
     true
 }
@@ -224,45 +232,58 @@ impl Filter {
     }
 }
 
+/// What a client listen stream is answered with besides the changes: the credentials it was
+/// opened under, which a reload may revoke, and Sluice's `serverInfo` for its final result.
+pub struct Opened {
+    /// Cancelled when a reload changes who may authenticate.
+    pub revoked: tokio_util::sync::CancellationToken,
+    /// Sluice's `serverInfo`.
+    pub server_info: Value,
+}
+
 /// Runs one client listen: acknowledgement, then matching notifications, then on shutdown the
 /// listen result. Returns the SSE receiver for the response.
 pub fn client_listen(
-    gw: Arc<Generation>,
+    reach: Arc<Reach>,
+    opened: Opened,
     id: String,
     honoured: Filter,
     principal: crate::auth::Principal,
 ) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(64);
     // The views first, then the subscription: no change falls between them.
-    let mut views = view::Views::start(&gw, &principal);
-    let mut changes = gw.rt.hub.subscribe();
+    let mut views = view::Views::start(&reach, &principal);
+    let mut changes = reach.catalog.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
     let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(
         &Method::SubscriptionsAcknowledged,
         &ack,
     )));
-    let revoked = gw.revoked.clone();
+    let Opened {
+        revoked,
+        server_info,
+    } = opened;
     tokio::spawn(async move {
-        let mut gw = gw;
-        let _want = gw.hub_arc().want(&principal, &honoured.uris);
+        let mut reach = reach;
+        let _want = reach.catalog.hub.want(&principal, &honoured.uris);
         loop {
             let change = tokio::select! {
                 _ = tx.closed() => return,
                 // At shutdown, or once a reload changed who may authenticate: the listen result,
                 // and the client listens again (with credentials that hold).
-                _ = ended(&gw, &revoked) => {
-                    let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: gw.rt.server_info}});
+                _ = ended(&reach, &revoked) => {
+                    let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: server_info}});
                     let _ = tx.send(sse::frame(&jsonrpc::result_body(&id, &result.to_string()))).await;
                     return;
                 }
                 c = changes.recv() => c,
             };
-            gw = gw.latest(); // judged by the config serving now (a reload's included)
+            reach = reach.latest(); // judged by the config serving now (a reload's included)
             let change = match change {
                 Ok(p)
-                    if gw.auth.may_reach(&principal, &p.upstream)
-                        && views.tell(&gw, &principal, &p) =>
+                    if reach.auth.may_reach(&principal, &p.upstream)
+                        && views.tell(&reach, &principal, &p) =>
                 {
                     p.change
                 }
@@ -293,20 +314,10 @@ pub fn client_listen(
 
 /// Resolves at shutdown, or once a reload revoked the credentials of the generation `revoked`
 /// was taken from.
-pub(crate) async fn ended(gw: &Generation, revoked: &tokio_util::sync::CancellationToken) {
+pub(crate) async fn ended(reach: &Reach, revoked: &tokio_util::sync::CancellationToken) {
     tokio::select! {
-        _ = gw.rt.shutdown.cancelled() => {}
+        _ = reach.catalog.shutdown.cancelled() => {}
         _ = revoked.cancelled() => {}
-    }
-}
-
-impl Generation {
-    async fn hub_changed(&self) {
-        self.rt.hub.changed.notified().await
-    }
-
-    fn hub_arc(&self) -> Arc<Hub> {
-        self.rt.hub.clone()
     }
 }
 

@@ -1,7 +1,7 @@
 //! What one listener last saw of each upstream's lists, so that with `hide`/`show` rules a
 //! list-changed notification reaches it only when its own view changed.
 //!
-//! Takes the gateway's tables and the listener's principal (a modern listen stream's, or a
+//! Takes the generation's tables (its [`Reach`]) and the listener's principal (a modern listen stream's, or a
 //! 2025-11-25 client session's GET stream's); gives, per list change an upstream
 //! announced, whether to tell this listener. Without visibility rules every change is told.
 //! A change is held back only when the table was fetched after the upstream announced it and
@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use super::{Change, Published};
 use crate::auth::Principal;
-use crate::gateway::Generation;
+use crate::catalog::Reach;
 use crate::policy::visibility::{Listed, Viewer};
 use crate::route::table::{ListKind, ToolHints};
 
@@ -30,12 +30,12 @@ pub(crate) struct Views {
 
 impl Views {
     /// The views at the listen's start, for every upstream the principal reaches.
-    pub(crate) fn start(gw: &Generation, p: &Principal) -> Views {
+    pub(crate) fn start(reach: &Reach, p: &Principal) -> Views {
         let mut v = Views::default();
-        if gw.governor.has_visibility() {
-            for up in gw.reachable(p) {
+        if reach.governor.has_visibility() {
+            for up in reach.reachable(p) {
                 for kind in ListKind::ALL {
-                    v.look(gw, p, &up.name, kind, None);
+                    v.look(reach, p, &up.name, kind, None);
                 }
             }
         }
@@ -47,17 +47,17 @@ impl Views {
     /// change, and the listener is told).
     fn look(
         &mut self,
-        gw: &Generation,
+        reach: &Reach,
         p: &Principal,
         upstream: &str,
         kind: ListKind,
         announced: Option<Instant>,
     ) -> bool {
-        let Some(up) = gw.upstream(upstream) else {
+        let Some(up) = reach.upstream(upstream) else {
             return true;
         };
         let table = up.list(kind);
-        let shown = gw.governor.shown(&Viewer::of(p), upstream, kind, &table);
+        let shown = reach.governor.shown(&Viewer::of(p), upstream, kind, &table);
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for (i, item) in table.items.iter().enumerate() {
             if shown.as_ref().is_none_or(|s| s[i]) {
@@ -72,8 +72,8 @@ impl Views {
     }
 
     /// Whether to tell the listener of a change an upstream announced.
-    pub(crate) fn tell(&mut self, gw: &Generation, p: &Principal, change: &Published) -> bool {
-        if !gw.governor.has_visibility() {
+    pub(crate) fn tell(&mut self, reach: &Reach, p: &Principal, change: &Published) -> bool {
+        if !reach.governor.has_visibility() {
             return true;
         }
         if let Change::Updated(uri) = &change.change {
@@ -83,11 +83,13 @@ impl Views {
                 key: uri,
                 hints: ToolHints::default(),
             };
-            return gw.governor.shows(&Viewer::of(p), &change.upstream, &item);
+            return reach
+                .governor
+                .shows(&Viewer::of(p), &change.upstream, &item);
         }
         let mut changed = false;
         for kind in change.change.kinds() {
-            changed |= self.look(gw, p, &change.upstream, *kind, Some(change.announced));
+            changed |= self.look(reach, p, &change.upstream, *kind, Some(change.announced));
         }
         changed
     }

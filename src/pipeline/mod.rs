@@ -17,7 +17,6 @@ use std::sync::Arc;
 use http::request::Parts;
 
 pub mod admit;
-pub mod stages;
 
 use crate::edge;
 use crate::error::GatewayError;
@@ -65,7 +64,7 @@ pub async fn run(
         }
         Err(e) => {
             trace.refuse_parent();
-            return stages::challenge(gw, "null", e);
+            return crate::stages::challenge(gw, "null", e);
         }
     };
     // The principal's share before its body: a body held open costs its own share only.
@@ -225,7 +224,7 @@ async fn run_stages(
     }
     match crate::telemetry::trace::traced!(
         trace.span().clone(),
-        stages::run(gw, env, Some(headers), principal)
+        crate::stages::run(gw, env, Some(headers), principal)
     ) {
         Ok(reply) => {
             trace.outcome(reply.status().as_u16(), None);
@@ -236,7 +235,7 @@ async fn run_stages(
                 let (status, code, _) = e.classify();
                 trace.outcome(status.as_u16(), Some(code));
             }
-            stages::error_reply(gw, id, &method, e)
+            crate::stages::error_reply(gw, id, &method, e)
         }
     }
 }

@@ -119,7 +119,7 @@ fn metrics(gw: &Generation) -> Response<Body> {
     if let Some(c) = &gw.governor.cluster {
         gw.rt.metrics.cluster(c);
     }
-    for up in &gw.upstreams {
+    for up in &gw.catalog.upstreams {
         gw.rt.metrics.upstream(up);
     }
     Response::builder()
@@ -149,6 +149,7 @@ fn json_response(status: StatusCode, body: String) -> Response<Body> {
 
 fn readyz(gw: &Generation) -> Response<Body> {
     let upstreams: Vec<_> = gw
+        .catalog
         .upstreams
         .iter()
         .map(|u| {
@@ -168,8 +169,13 @@ fn readyz(gw: &Generation) -> Response<Body> {
     // Ready: every upstream probed once, and at least `metrics.min_healthy_upstreams` healthy
     // (by default 1): a replica with every upstream down takes no traffic it could not serve.
     let probed = gw.is_ready();
-    let healthy = gw.upstreams.iter().filter(|u| u.status().healthy).count();
-    let needed = gw.cfg.metrics.min_healthy(gw.upstreams.len());
+    let healthy = gw
+        .catalog
+        .upstreams
+        .iter()
+        .filter(|u| u.status().healthy)
+        .count();
+    let needed = gw.cfg.metrics.min_healthy(gw.catalog.upstreams.len());
     let ready = probed && healthy >= needed;
     let body = json!({"ready": ready, "probed": probed, "healthy": healthy, "min_healthy": needed, "upstreams": upstreams}).to_string();
     Response::builder()

@@ -196,7 +196,7 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
         .and_then(|r| serde_json::from_str(r.get()).ok())
         .unwrap_or_default();
     let discovered = Discovered::from_result(&result);
-    // Whether it speaks 2025-11-25 too is `link.rs`'s to re-check; until then its answer stands.
+    // Whether it speaks 2025-11-25 too is `link/`'s to re-check; until then its answer stands.
     let status = Status {
         probed: true,
         healthy: true,

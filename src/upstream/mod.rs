@@ -7,7 +7,7 @@
 //! and the bytes-bounded queue of a parked exchange (`queue`). Refuses nothing here: failures
 //! are recorded in [`Status`] and surfaced by the callers with the upstream's name.
 //!
-//! The operations on an upstream differ by [`Wire`]; `link.rs` is the one place that reads it
+//! The operations on an upstream differ by [`Wire`]; `link/` is the one place that reads it
 //! and tabulates each operation's module per wire.
 
 pub mod balance;
@@ -58,7 +58,7 @@ pub struct Status {
     /// What it speaks, as probed.
     pub wire: Wire,
     /// What a `Wire::Modern` upstream's 2025-11-25 side is (a dual-era server, such as the
-    /// Python or TypeScript SDK 2.x's), as its `initialize` answered: `link.rs` serves
+    /// Python or TypeScript SDK 2.x's), as its `initialize` answered: `link/` serves
     /// 2025-11-25 clients on that wire only when it keeps sessions.
     pub legacy: LegacySide,
     /// When `legacy` was last asked (it is asked again after [`LEGACY_RECHECK`]).
@@ -91,7 +91,7 @@ pub enum LegacySide {
 /// (a server can drop or gain an era on a redeploy).
 pub const LEGACY_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// The era an upstream speaks, as probed: what `link.rs`, Sluice's one era switch, reads.
+/// The era an upstream speaks, as probed: what `link/`, Sluice's one era switch, reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Wire {
     /// 2026-07-28, stateless: requests forwarded, rounds sealed, one listen stream.
@@ -134,7 +134,7 @@ pub struct Upstream {
     /// Its configured era.
     pub era: Era,
     /// How to start it, when it is a stdio server (its `uri` is then a placeholder no request
-    /// is sent to: `link.rs` speaks to it through its processes).
+    /// is sent to: `link/` speaks to it through its processes).
     pub stdio: Option<Arc<stdio::Spec>>,
     /// Whether it is a 2024-11-05 HTTP+SSE server (`transport = "sse"`, or found so by
     /// `transport = "auto"`): each session its own GET stream.

@@ -1,11 +1,9 @@
-//! Import circles in the module graph, and the ratchet on the known ones (issue 30).
+//! Import circles in the module graph (issues 11 and 30).
 //!
 //! Takes the graph `graph.rs` reads; gives its circles (strongly connected components of more
 //! than one node) among modules and among top-level folders (`gateway`, `bridge`, `upstream`:
 //! the first segment under `crate::`), each drawn with one example arrow per pair (the
-//! file:line that makes it), and compares them with `known_circles.txt`; refuses a circle that
-//! is new or larger than a listed one, and a listed circle that is gone or smaller (the list
-//! only shrinks: edit it in the same commit that cuts an arrow).
+//! file:line that makes it). Refuses nothing itself: the test refuses any circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -162,55 +160,4 @@ pub(crate) fn describe(level: &str, a: &Arrows, comps: &[BTreeSet<String>]) -> S
         }
     }
     s
-}
-
-/// The circles `known_circles.txt` lists for `level` (`modules` or `folders`): one a line,
-/// `level: a b c`, members sorted; `#` starts a comment.
-pub(crate) fn known(text: &str, level: &str) -> Vec<BTreeSet<String>> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let (l, members) = line.split_once(':').unwrap_or_else(|| {
-            panic!(
-                "known_circles.txt:{}: want `modules: a b …` or `folders: a b …`",
-                n + 1
-            )
-        });
-        if l.trim() == level {
-            out.push(members.split_whitespace().map(str::to_owned).collect());
-        }
-    }
-    out
-}
-
-/// What differs between the circles found and the ones listed: empty when they are the same.
-pub(crate) fn ratchet(
-    level: &str,
-    found: &[BTreeSet<String>],
-    listed: &[BTreeSet<String>],
-) -> Vec<String> {
-    let show = |c: &BTreeSet<String>| c.iter().cloned().collect::<Vec<_>>().join(" ");
-    let mut out = Vec::new();
-    for c in found.iter().filter(|c| !listed.contains(c)) {
-        match listed.iter().find(|k| k.is_superset(c)) {
-            Some(k) => out.push(format!(
-                "{level} circle shrank to `{}` (listed as `{}`): write the smaller one in tests/architecture/known_circles.txt",
-                show(c),
-                show(k)
-            )),
-            None => out.push(format!(
-                "new or larger {level} circle `{}`: cut one of its arrows (listed below); the known list only shrinks",
-                show(c)
-            )),
-        }
-    }
-    for k in listed.iter().filter(|k| {
-        !found.contains(k) && !found.iter().any(|c| k.is_superset(c) || c.is_superset(k))
-    }) {
-        out.push(format!("{level} circle `{}` is gone: remove its line from tests/architecture/known_circles.txt", show(k)));
-    }
-    out
 }

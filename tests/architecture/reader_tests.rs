@@ -1,4 +1,4 @@
-//! The graph reader and the ratchet, on small crates written here (issue 30): each way of
+//! The graph reader and the circles, on small crates written here (issue 30): each way of
 //! naming a module is read as an arrow to the right module, with the right line.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -206,38 +206,5 @@ fn a_circle_among_modules_and_a_cycle_among_folders_are_found_with_their_arrows(
     assert!(
         drawn.contains("b -> a (b -> a::y) at src/b.rs:1"),
         "{drawn}"
-    );
-}
-
-#[test]
-fn the_known_list_only_shrinks() {
-    let listed = circles::known(
-        "# a comment\nmodules: a b c # trailing\nfolders: x y\n",
-        "modules",
-    );
-    assert_eq!(listed, [set("a b c")]);
-    assert!(
-        circles::ratchet("modules", &[set("a b c")], &listed).is_empty(),
-        "the same circles pass"
-    );
-    let larger = circles::ratchet("modules", &[set("a b c d")], &listed);
-    assert!(
-        larger.len() == 1 && larger[0].starts_with("new or larger modules circle `a b c d`"),
-        "{larger:?}"
-    );
-    let new = circles::ratchet("modules", &[set("a b c"), set("e f")], &listed);
-    assert!(
-        new.len() == 1 && new[0].starts_with("new or larger modules circle `e f`"),
-        "{new:?}"
-    );
-    let shrank = circles::ratchet("modules", &[set("a b")], &listed);
-    assert!(
-        shrank.len() == 1 && shrank[0].starts_with("modules circle shrank to `a b`"),
-        "{shrank:?}"
-    );
-    let gone = circles::ratchet("modules", &[], &listed);
-    assert!(
-        gone.len() == 1 && gone[0].starts_with("modules circle `a b c` is gone"),
-        "{gone:?}"
     );
 }

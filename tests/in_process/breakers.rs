@@ -35,7 +35,7 @@ fn call(id: usize) -> Req {
 }
 
 fn breakers(s: &sluice::Running) -> Vec<&'static str> {
-    s.gateway.upstreams[0]
+    s.gateway.catalog.upstreams[0]
         .balancer
         .endpoints
         .states()

@@ -471,7 +471,7 @@ impl Gateway {
             .unwrap_or_else(|_| {
                 panic!("sluice probed its upstreams within {:?}", self.probe_within)
             });
-        for up in &running.gateway.upstreams {
+        for up in &running.gateway.catalog.upstreams {
             let s = up.status();
             if self.checks.healthy || self.checks.legacy {
                 assert!(

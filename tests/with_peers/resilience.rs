@@ -26,7 +26,7 @@ async fn simple(url: &str) -> Reply {
 }
 
 fn breakers(gw: &Running) -> Vec<&'static str> {
-    gw.gateway.upstreams[0]
+    gw.gateway.catalog.upstreams[0]
         .balancer
         .endpoints
         .states()

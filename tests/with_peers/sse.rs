@@ -101,7 +101,7 @@ async fn a_streamable_http_url_configured_as_sse_is_unhealthy_with_a_clear_reaso
         .unchecked()
         .start()
         .await;
-    let s = gw.gateway.upstreams[0].status();
+    let s = gw.gateway.catalog.upstreams[0].status();
     let why = s.error.clone().unwrap_or_default();
     assert!(
         !s.healthy && why.contains("upstream 'old'") && why.contains("2024-11-05 SSE endpoint"),
@@ -120,7 +120,10 @@ async fn an_sse_url_is_found_as_such_by_the_default_transport_and_not_by_streama
         .all_legacy()
         .start()
         .await;
-    assert!(gw.gateway.upstreams[0].is_sse(), "found to be HTTP+SSE");
+    assert!(
+        gw.gateway.catalog.upstreams[0].is_sse(),
+        "found to be HTTP+SSE"
+    );
     // Found so is no failure: no warning names it (issue 29: the failed 2025-11-25 handshake
     // before the stream was found was logged at warn).
     let warned = crate::support::logs::lines_with(&["WARN", "upstream=sseauto"]);
@@ -152,8 +155,8 @@ async fn an_sse_url_is_found_as_such_by_the_default_transport_and_not_by_streama
         .start()
         .await;
     let (s, sse) = (
-        gw.gateway.upstreams[0].status(),
-        gw.gateway.upstreams[0].is_sse(),
+        gw.gateway.catalog.upstreams[0].status(),
+        gw.gateway.catalog.upstreams[0].is_sse(),
     );
     assert!(!s.healthy && !sse, "{s:?}");
     gw.stop().await;

@@ -318,7 +318,7 @@ async fn a_killed_stdio_server_is_started_again_and_shutdown_leaves_no_process()
             .status();
     }
     // Sluice has seen them exit (a killed process is a zombie until its supervisor reaps it).
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");
@@ -394,6 +394,7 @@ async fn a_server_writing_garbage_or_an_oversized_line_to_stdout_is_marked_unhea
         .await;
     let status = |name: &str| {
         gw.gateway
+            .catalog
             .upstreams
             .iter()
             .find(|u| u.name == name)
@@ -513,7 +514,7 @@ async fn a_server_that_stops_reading_its_stdin_fails_the_call_within_the_respons
         "{reply:?}"
     );
     // The write gave up and ended that process: only Sluice's own session runs.
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");
@@ -536,7 +537,7 @@ async fn a_client_gone_during_a_sessions_handshake_leaves_no_process_behind() {
         .all_legacy()
         .start()
         .await;
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");
@@ -590,7 +591,7 @@ async fn a_server_slow_to_boot_is_given_start_ms_not_the_response_timeout() {
         .unchecked()
         .start()
         .await;
-    let status = gw.gateway.upstreams[0].status();
+    let status = gw.gateway.catalog.upstreams[0].status();
     let why = status.error.clone().unwrap_or_default();
     assert!(
         !status.healthy
@@ -598,7 +599,7 @@ async fn a_server_slow_to_boot_is_given_start_ms_not_the_response_timeout() {
             && why.contains("start_ms"),
         "{status:?}"
     );
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");

@@ -65,7 +65,7 @@ async fn an_mcp_2_3_server_over_stdio_is_one_process_for_every_principal_on_the_
         .upstream_spec(py2_stdio(&tag))
         .start()
         .await;
-    let status = gw.gateway.upstreams[0].status();
+    let status = gw.gateway.catalog.upstreams[0].status();
     assert_eq!(
         status.wire,
         Wire::Modern,
@@ -134,7 +134,7 @@ async fn an_mcp_2_3_server_over_stdio_is_one_process_for_every_principal_on_the_
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");
@@ -164,7 +164,7 @@ async fn a_2025_server_over_stdio_is_found_by_the_same_probe_and_its_probed_proc
         .upstream_spec(filesystem("files", &dir).key("spare_processes", 0))
         .start()
         .await;
-    let status = gw.gateway.upstreams[0].status();
+    let status = gw.gateway.catalog.upstreams[0].status();
     assert_eq!(
         status.wire,
         Wire::Legacy,
@@ -206,7 +206,7 @@ async fn a_hostile_modern_stdio_server_gets_ids_and_tokens_of_sluices_own_and_ca
         .upstream_spec(hostile(&log))
         .start()
         .await;
-    assert_eq!(gw.gateway.upstreams[0].status().wire, Wire::Modern);
+    assert_eq!(gw.gateway.catalog.upstreams[0].status().wire, Wire::Modern);
     let url = gw.url();
     let pid = || async {
         Call::new("h__pid", json!({}))
@@ -301,7 +301,7 @@ async fn a_hostile_modern_stdio_server_gets_ids_and_tokens_of_sluices_own_and_ca
         msg.contains("upstream 'h' stopped") && msg.contains("not JSON-RPC"),
         "{bad:?}"
     );
-    let why = gw.gateway.upstreams[0]
+    let why = gw.gateway.catalog.upstreams[0]
         .status()
         .error
         .clone()
@@ -311,7 +311,14 @@ async fn a_hostile_modern_stdio_server_gets_ids_and_tokens_of_sluices_own_and_ca
         "the reason, never the bytes: {why}"
     );
     // The next probe starts a new process and finds it healthy again.
-    assert!(gw.gateway.probe(&gw.gateway.upstreams[0]).await.healthy);
+    assert!(
+        gw.gateway
+            .catalog
+            .link
+            .probe(&gw.gateway.catalog.upstreams[0])
+            .await
+            .healthy
+    );
     assert_ne!(pid().await, first, "a new process serves the next call");
     gw.stop().await;
 }

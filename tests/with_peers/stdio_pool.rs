@@ -195,7 +195,7 @@ async fn an_idle_process_and_an_unused_spare_end_after_idle_ms() {
     // Alice's process, Sluice's own and the warm spare started when alice's began: each unused
     // for idle_ms, each ended (the spare is not replaced until a session next starts).
     // (A process that exited is a zombie, its command line empty, until Sluice reaps it.)
-    let spec = gw.gateway.upstreams[0]
+    let spec = gw.gateway.catalog.upstreams[0]
         .stdio
         .clone()
         .expect("a stdio upstream");

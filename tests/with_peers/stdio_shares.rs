@@ -265,6 +265,7 @@ async fn probes_that_find_every_process_in_use_leave_the_upstream_up_and_its_cal
     let alice_round = park(&alice, &url).await;
     let py1 = gw
         .gateway
+        .catalog
         .upstreams
         .iter()
         .find(|u| u.name == "py1")

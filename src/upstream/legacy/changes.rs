@@ -3,7 +3,7 @@
 //!
 //! Takes a [`Change`] a session's stream brought (its GET stream, a stdio process's stdout, a
 //! 2024-11-05 SSE stream); gives it, with its upstream and the time it arrived, to the channel
-//! the catalog's task reads (`catalog::legacy::report_changes`). Refuses nothing; a session of
+//! the catalog's task reads (`catalog::changes::report_changes`). Refuses nothing; a session of
 //! an upstream whose changes another stream reports (a dual-era upstream's listen stream) sends
 //! nowhere. The channel holds at most [`CAPACITY`] events: a session announcing faster than the
 //! catalog takes them waits, and its stream is read no faster.

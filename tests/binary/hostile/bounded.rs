@@ -62,7 +62,9 @@ async fn costed<T>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_cpu() {
+// The bound is wide: a debug build spends 60 to 120 ms reading the URI twice (its header and the
+// body, 1 MiB each) and forwarding the read; matching quadratic in the URI would spend minutes.
+async fn matching_a_1_mib_uri_against_resource_templates_costs_under_half_a_second_of_cpu() {
     let _measured = crate::support::process::measured().await;
     let templates = json!([
         {"uriTemplate": "test://{+a}{+b}{+c}/x", "name": "three"},
@@ -112,7 +114,7 @@ async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_c
         let (a, cpu) = costed(
             &sluice,
             what,
-            Some(Duration::from_millis(100)),
+            Some(Duration::from_millis(500)),
             Duration::from_secs(10),
             read(uri),
         )
@@ -128,7 +130,7 @@ async fn matching_a_1_mib_uri_against_resource_templates_costs_under_100_ms_of_c
             client::cut(&a.text)
         );
         assert!(
-            cpu < Duration::from_millis(100),
+            cpu < Duration::from_millis(500),
             "{what}: sluice spent {cpu:?} of CPU"
         );
     }

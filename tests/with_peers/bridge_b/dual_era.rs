@@ -19,7 +19,7 @@ async fn a_2025_client_gets_the_dual_era_servers_2025_style_sampling_and_a_moder
         .upstream("py", &py2.url)
         .start()
         .await;
-    let s = gw.gateway.upstreams[0].status();
+    let s = gw.gateway.catalog.upstreams[0].status();
     assert!(
         s.wire == sluice::upstream::Wire::Modern
             && s.legacy == sluice::upstream::LegacySide::Sessions,
@@ -117,7 +117,7 @@ async fn era_2026_07_28_keeps_every_client_on_the_modern_wire() {
     let up = crate::support::gateway::Upstream::new("py", &py2.url).key("era", "2026-07-28");
     let gw = Gateway::bridge_b().upstream_spec(up).start().await;
     assert!(
-        !gw.gateway.upstreams[0].status().legacy_too(),
+        !gw.gateway.catalog.upstreams[0].status().legacy_too(),
         "not asked: the config says 2026-07-28"
     );
     let plan = json!({"url": gw.url(), "calls": [
@@ -142,7 +142,7 @@ async fn a_server_that_ends_its_stream_mid_call_is_taken_up_for_each_era_of_clie
     let fx = peers::own_modern_fixture("fixture-resume").await;
     let gw = Gateway::bridge_b().upstream("fx", &fx.url).start().await;
     assert!(
-        gw.gateway.upstreams[0].status().legacy_too(),
+        gw.gateway.catalog.upstreams[0].status().legacy_too(),
         "the fixture is dual-era"
     );
 

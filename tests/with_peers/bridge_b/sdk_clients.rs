@@ -21,6 +21,7 @@ async fn both_upstreams() -> sluice::Running {
         .await;
     let legacy: Vec<_> = gw
         .gateway
+        .catalog
         .upstreams
         .iter()
         .map(|u| {

@@ -27,7 +27,7 @@ async fn a_2025_client_gets_the_sampling_round_of_a_server_stateless_on_2025_thr
         .upstream("ts", &ts2.url)
         .start()
         .await;
-    let s = gw.gateway.upstreams[0].status();
+    let s = gw.gateway.catalog.upstreams[0].status();
     assert!(
         s.wire == sluice::upstream::Wire::Modern
             && s.legacy == sluice::upstream::LegacySide::Stateless,

@@ -70,10 +70,10 @@ async fn without_http2_an_http2_only_server_is_unhealthy_and_its_tools_are_not_s
         .start()
         .await;
     crate::support::eventually("the probe to end", || {
-        gw.gateway.upstreams[0].status().probed
+        gw.gateway.catalog.upstreams[0].status().probed
     })
     .await;
-    let s = gw.gateway.upstreams[0].status();
+    let s = gw.gateway.catalog.upstreams[0].status();
     assert!(
         !s.healthy,
         "an HTTP/1.1 request to an HTTP/2-only server fails"

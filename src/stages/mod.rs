@@ -64,7 +64,10 @@ pub async fn run(
     })?;
     // Route. Looked up now because Mcp-Param-* checks need the tool's annotations; its own
     // errors (unknown name) wait until version and method have been checked.
-    let target = trace::traced!(trace::stage("route"), route::resolve(gw, &env, principal));
+    let target = trace::traced!(
+        trace::stage("route"),
+        route::resolve(&gw.reach, gw.retired(), &env, principal)
+    );
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         // The arguments are looked at only when the tool has annotated ones.
         if env.method == Method::ToolsCall && !t.headers.is_empty() {
@@ -79,10 +82,10 @@ pub async fn run(
     let retired_serves = |cap: &str| {
         gw.rt.live.draining()
             && env.param("requestState").is_some()
-            && gw.rt.live.retired().iter().any(|g| g.serves(cap))
+            && gw.rt.live.retired().iter().any(|g| g.catalog.serves(cap))
     };
     // A family only down upstreams serve: 503 naming them (probed first), not -32601.
-    dispatch::available::check(gw, &env.method, retired_serves).await?;
+    dispatch::available::check(&gw.catalog, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
         served(gw, &env, t, principal)?;
@@ -109,7 +112,7 @@ pub async fn run(
     if let Some(t) = &ctx.target {
         match trace::traced!(
             trace::stage("policy"),
-            govern::gate(gw, &ctx.env, &ctx.meta, t, principal)
+            govern::gate(&gw.policy(), &ctx.env, &ctx.meta, t, principal)
         )? {
             govern::Gate::Go => {}
             govern::Gate::Approved(fresh) => ctx.env = fresh,
@@ -117,7 +120,7 @@ pub async fn run(
         }
     }
     // Dispatch.
-    dispatch::dispatch(gw, &ctx).await
+    dispatch::dispatch(&gw.dispatcher(), &ctx).await
 }
 
 /// A target that is served: what the client named recorded (only now that it names something

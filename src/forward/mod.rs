@@ -7,6 +7,8 @@
 //! client that goes away drops the stream, which closes the upstream stream (modern
 //! cancellation).
 
+pub mod rounds;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,7 +16,6 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::rounds::RoundError;
 use crate::error::GatewayError;
 use crate::mcp::jsonrpc::RawObject;
 use crate::mcp::method::Method;
@@ -26,6 +27,7 @@ use crate::respond::{
 use crate::state::Keys;
 use crate::upstream::client::{modern_headers, Answer, HttpClient, SseStream, UpstreamError};
 use crate::upstream::Upstream;
+use rounds::RoundError;
 
 /// What forwarding uses, built once by the composition root: the upstream client and its
 /// answer timeout, the keys and governor that seal and judge a modern upstream's rounds, and
@@ -60,7 +62,7 @@ pub struct Call {
     pub log_level: Option<u8>,
     /// How to seal an `input_required` answer (tools/call, prompts/get, resources/read); `None`
     /// when built, filled by [`forward`] from its `make_seal` only when the answer may need it.
-    pub seal: Option<super::rounds::RoundSeal>,
+    pub seal: Option<rounds::RoundSeal>,
     /// The call's trace context, sent in place of the client's (`None`: tracing off, the
     /// client's `traceparent`, `tracestate` and `baggage` go through as they came).
     pub trace: Option<crate::telemetry::trace::Carrier>,
@@ -79,7 +81,7 @@ enum Msg {
 /// `resultType` is `input_required`, or before relaying an SSE answer (which may carry one
 /// later), so a plain JSON answer pays nothing for it. `None` for a method that may not
 /// return `input_required`.
-pub type MakeSeal<'a> = &'a (dyn Fn() -> super::rounds::RoundSeal + Sync);
+pub type MakeSeal<'a> = &'a (dyn Fn() -> rounds::RoundSeal + Sync);
 
 /// Sends the call and relays the answer.
 pub async fn forward(
@@ -213,7 +215,7 @@ async fn reply_for(
     call: &Call,
     status: StatusCode,
     fin: Final<'_>,
-    seal: impl FnOnce() -> Option<super::rounds::RoundSeal>,
+    seal: impl FnOnce() -> Option<rounds::RoundSeal>,
 ) -> Reply {
     let (id, method, info) = (&call.id, &call.method, &fw.server_info_json);
     let json = |(s, b): (StatusCode, Bytes)| Reply::Json(s, b);
@@ -223,7 +225,7 @@ async fn reply_for(
             let Some(seal) = seal() else {
                 return json(unexpected_result(id, &up.name));
             };
-            let wrapped = super::rounds::wrap(&fw.keys, &fw.governor, &seal, &m).await;
+            let wrapped = rounds::wrap(&fw.keys, &fw.governor, &seal, &m).await;
             if wrapped.is_ok() {
                 up.hold_until(seal.template.expires_ms); // a reload's drain waits for its answer
             }

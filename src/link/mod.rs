@@ -6,12 +6,12 @@
 //!
 //! | operation | `Wire::Modern` (2026-07-28, stateless) | `Wire::Legacy` (2025-11-25 sessions) |
 //! |---|---|---|
-//! | probe | `server/discover` (`upstream::discover::probe`) | `initialize` on a pooled session (`catalog::legacy::probe`) |
-//! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`catalog::legacy::internal_call`) |
-//! | call (a client's) | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
+//! | probe | `server/discover` (`upstream::discover::probe`) | `initialize` on a pooled session (`link::legacy::probe`) |
+//! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`link::legacy::internal_call`) |
+//! | call (a client's): the [`Way`] dispatch takes | bytes forwarded, rounds sealed (`dispatch::route::forward`) | parked and resumed, asks as rounds (`bridge::call`, bridge A) |
 //! | cache hints | the upstream's own `ttlMs`/`cacheScope` | the configured `cache_ttl_ms`/`cache_scope` |
 //! | a 2025-11-25 client's call | on the 2025-11-25 wire when the probe found both and that wire keeps sessions (`Status::legacy`); else as above, its rounds made requests by bridge B | as any call |
-//! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`upstream::legacy::changes`, to `catalog::legacy::report_changes`) |
+//! | list changes | one `subscriptions/listen` stream (`listen::upstream_listen`) | each session's GET stream (`upstream::legacy::changes`, to `catalog::changes::report_changes`) |
 //! | cancel | the connection closed | `notifications/cancelled` on the session (`bridge::exchange`) |
 //! | shut down | nothing held | idle sessions ended with DELETE (`bridge::shutdown`) |
 //!
@@ -23,53 +23,92 @@
 //! (`upstream::stdio::shared`, behind `Upstream::post_modern`): the probe asks it
 //! `server/discover` first, and a verdict of 2025-11-25 ends the process it asked.
 //!
-//! Takes an upstream (and, for a call, the request context and its target); gives the
-//! operation's result as its era does it. Refuses nothing itself: each arm's module refuses
-//! what it refuses.
+//! Takes an upstream and a [`Link`] (the client, bridge A's session pool, where sessions report
+//! list changes, the response timeout, the configured cache hints); gives the operation's result
+//! as its era does it, and for a client's call the [`Way`] it goes (the stage that serves it is
+//! dispatch's: this module is below every stage and calls none). Refuses nothing itself: each
+//! arm's module refuses what it refuses.
 
+mod legacy;
+
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::ctx::target::Target;
-use crate::ctx::RequestCtx;
-use crate::error::GatewayError;
-use crate::gateway::Generation;
-use crate::respond::Reply;
+use crate::upstream::client::HttpClient;
 use crate::upstream::legacy::changes::ListChanged;
+use crate::upstream::legacy::Pool;
 use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
 
-/// A client's routed call (`tools/call`, `prompts/get`, `resources/read`,
-/// `completion/complete`), served as the target's era serves it.
-pub async fn call(
-    gw: &Arc<Generation>,
-    ctx: &RequestCtx<'_>,
-    t: &Target,
-) -> Result<Reply, GatewayError> {
-    let status = t.up.status();
-    match status.wire {
-        // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on that
-        // wire: its tools that ask mid-call (the 2025 way) work as they would direct. One whose
-        // 2025-11-25 side is stateless could ask that client nothing there: the client stays on
-        // the modern wire below, where bridge B turns its rounds into real requests.
-        Wire::Modern if ctx.legacy_client && status.legacy == LegacySide::Sessions => {
-            crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
-            // Its listen stream already reports its list changes: the sessions' GET streams need not.
-            Box::pin(crate::bridge::call(
-                &gw.bridge,
-                ctx,
-                t,
-                ListChanged::nowhere(),
-            ))
-            .await
-        }
-        Wire::Modern => crate::dispatch::route::forward(gw, ctx, t).await,
-        Wire::Legacy => {
-            Box::pin(crate::bridge::call(
-                &gw.bridge,
-                ctx,
-                t,
-                gw.rt.changes.clone(),
-            ))
-            .await
+/// How Sluice speaks to its upstreams, the same for every stage that asks.
+#[derive(Clone)]
+pub struct Link {
+    /// The pooled upstream client.
+    pub client: HttpClient,
+    /// Bridge A's 2025-11-25 sessions (Sluice's own probes and list pages use them too).
+    pub pool: Arc<Pool>,
+    /// Where 2025-11-25 sessions report their upstreams' list changes.
+    pub changes: ListChanged,
+    /// `timeouts.response_ms`: Sluice's own requests on a 2025-11-25 session.
+    pub response: Duration,
+    /// Each upstream's configured cache hints (`cache_ttl_ms`, `cache_scope`), by name: what a
+    /// 2025-11-25 server, which gives none, is taken to say.
+    pub cache: HashMap<String, Hints>,
+}
+
+/// The cache hints configured for an upstream.
+#[derive(Clone, Copy, Debug)]
+pub struct Hints {
+    /// `cache_ttl_ms`.
+    pub ttl_ms: u64,
+    /// `cache_scope = "public"`.
+    pub public: bool,
+}
+
+impl Hints {
+    /// Every configured upstream's hints, by name.
+    pub fn of(cfg: &crate::config::Config) -> HashMap<String, Hints> {
+        cfg.upstreams
+            .iter()
+            .map(|u| {
+                let public = u.cache_scope == crate::config::CacheScope::Public;
+                (
+                    u.name.clone(),
+                    Hints {
+                        ttl_ms: u.cache_ttl_ms,
+                        public,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// The way a client's routed call goes, decided on the target's probed era.
+pub enum Way {
+    /// Bytes forwarded to the 2026-07-28 wire, rounds sealed (`dispatch::route::forward`).
+    Forward,
+    /// On a 2025-11-25 session, parked and resumed (`bridge::call`, bridge A); its session
+    /// reports list changes to the sender (nowhere when a listen stream already reports them).
+    Sessions(ListChanged),
+}
+
+impl Link {
+    /// The way a client's routed call (`tools/call`, `prompts/get`, `resources/read`,
+    /// `completion/complete`) goes; `legacy_client`: the client speaks 2025-11-25.
+    pub fn way(&self, status: &Status, legacy_client: bool) -> Way {
+        match status.wire {
+            // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on
+            // that wire: its tools that ask mid-call (the 2025 way) work as they would direct.
+            // One whose 2025-11-25 side is stateless could ask that client nothing there: the
+            // client stays on the modern wire, where bridge B turns its rounds into requests.
+            Wire::Modern if legacy_client && status.legacy == LegacySide::Sessions => {
+                crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
+                // Its listen stream already reports its list changes: the GET streams need not.
+                Way::Sessions(ListChanged::nowhere())
+            }
+            Wire::Modern => Way::Forward,
+            Wire::Legacy => Way::Sessions(self.changes.clone()),
         }
     }
 }
@@ -92,71 +131,34 @@ pub fn listens(status: &Status) -> bool {
     }
 }
 
-impl Generation {
+impl Link {
     /// One request Sluice makes for itself (a list page) in the upstream's own era.
     pub async fn request(
-        self: &Arc<Self>,
+        &self,
         up: &Arc<Upstream>,
         method: &crate::mcp::method::Method,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Box<serde_json::value::RawValue>, String> {
         match up.status().wire {
-            Wire::Modern => discover::call(&self.rt.client, up, method, extra).await,
-            Wire::Legacy => crate::catalog::legacy::internal_call(self, up, method, extra).await,
-        }
-    }
-
-    /// At shutdown: parked exchanges cancelled upstream, idle legacy sessions ended (DELETE),
-    /// then every stdio process ended and waited for (stdin closed, SIGTERM, SIGKILL).
-    pub async fn close_upstreams(&self) {
-        // A reload's retired upstreams still draining end with the rest.
-        let draining: Vec<Arc<Upstream>> = self
-            .rt
-            .live
-            .retired()
-            .iter()
-            .flat_map(|g| {
-                g.upstreams
-                    .iter()
-                    .filter(|u| u.retired.is_cancelled())
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let stdio: Vec<_> = self
-            .upstreams
-            .iter()
-            .chain(&draining)
-            .filter_map(|u| u.stdio.clone())
-            .collect();
-        // No process starts once shutdown began (a probe or a lease racing it included).
-        for spec in &stdio {
-            spec.end_all_now();
-        }
-        crate::bridge::shutdown(&self.bridge).await;
-        // Every upstream's processes end together, not one upstream after another.
-        for spec in &stdio {
-            spec.end_all_now();
-        }
-        for spec in &stdio {
-            spec.wait_ended().await;
+            Wire::Modern => discover::call(&self.client, up, method, extra).await,
+            Wire::Legacy => legacy::internal_call(self, up, method, extra).await,
         }
     }
 
     /// The 2025-11-25 probe; with `transport = "auto"`, when it fails, whether the URL is a
     /// 2024-11-05 HTTP+SSE endpoint (a `GET` there opens an event stream whose first event names
     /// an endpoint on its origin), and if so the probe again, on that transport.
-    async fn legacy_or_sse(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
-        let s = crate::catalog::legacy::probe(self, up).await;
+    async fn legacy_or_sse(&self, up: &Arc<Upstream>) -> Status {
+        let s = legacy::probe(self, up).await;
         if s.healthy || !up.detects_sse {
             return s;
         }
-        match crate::upstream::legacy::sse::connect(&self.rt.client, up).await {
+        match crate::upstream::legacy::sse::connect(&self.client, up).await {
             Ok(_) => {
                 // The probe's own stream is dropped here: its session is the next probe's.
                 tracing::info!(upstream = %up.name, "a 2024-11-05 HTTP+SSE server: its GET stream named an endpoint");
                 up.found_sse();
-                crate::catalog::legacy::probe(self, up).await
+                legacy::probe(self, up).await
             }
             Err(_) => s,
         }
@@ -164,7 +166,7 @@ impl Generation {
 
     /// Probes one upstream: `server/discover`, and `initialize` when the answer is not modern
     /// (or the upstream is configured as 2025-11-25). The probe decides the [`Wire`].
-    pub async fn probe(self: &Arc<Self>, up: &Arc<Upstream>) -> Status {
+    pub async fn probe(&self, up: &Arc<Upstream>) -> Status {
         // A 2024-11-05 HTTP+SSE server is spoken to on the 2025-11-25 wire, one session per GET
         // stream; a stdio server found 2025-11-25 once stays so (the verdict is the command's).
         let before = up.status();
@@ -177,7 +179,7 @@ impl Generation {
             || stdio_legacy
             || (up.stdio.is_some() && up.era == crate::config::Era::Legacy)
         {
-            return crate::catalog::legacy::probe(self, up).await;
+            return legacy::probe(self, up).await;
         }
         if up.era == crate::config::Era::Legacy {
             return self.legacy_or_sse(up).await;
@@ -186,7 +188,7 @@ impl Generation {
             Wire::Modern => (before.legacy, before.legacy_checked),
             Wire::Legacy => (LegacySide::None, None),
         };
-        match discover::probe(&self.rt.client, up, carried).await {
+        match discover::probe(&self.client, up, carried).await {
             discover::Probe::Modern(mut s) if s.healthy && up.era == crate::config::Era::Auto => {
                 // Does it speak 2025-11-25 too? Asked again every LEGACY_RECHECK: a redeploy can
                 // change it; meanwhile the last answer stands (discover::probe keeps it).
@@ -194,7 +196,7 @@ impl Generation {
                     .legacy_checked
                     .is_none_or(|t| t.elapsed() >= crate::upstream::LEGACY_RECHECK);
                 if due {
-                    s.legacy = crate::catalog::legacy::handshakes(self, up, s.legacy).await;
+                    s.legacy = legacy::handshakes(self, up, s.legacy).await;
                     s.legacy_checked = Some(std::time::Instant::now());
                     up.set_status(s.clone());
                 }
@@ -216,7 +218,7 @@ impl Generation {
                         "it is a 2025-11-25 server: the process that was probed is ended",
                     )
                     .await;
-                    return crate::catalog::legacy::probe(self, up).await;
+                    return legacy::probe(self, up).await;
                 }
                 self.legacy_or_sse(up).await
             }

@@ -1,58 +1,36 @@
-//! Handshake-era (2025-11-25) upstreams seen from the catalog: probing one with `initialize` on
-//! Sluice's own session, listing on that session, and the task that turns the list changes
-//! sessions announce into refreshes and listener notifications.
+//! 2025-11-25 upstreams as Sluice speaks to them for itself: the probe (`initialize` on its own
+//! session), the check of a modern upstream's 2025-11-25 side, and its own requests (list
+//! pages) on that session.
 //!
-//! Takes a legacy upstream; gives its status and the results of Sluice's own requests. Refuses
-//! nothing; a failed handshake marks the upstream unhealthy with a reason naming it.
+//! Takes a [`Link`] (the client, the session pool, where sessions report list changes) and an
+//! upstream; gives its status and the results of Sluice's own requests. Refuses nothing; a
+//! failed handshake marks the upstream unhealthy with a reason naming it.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
 
-use crate::gateway::Generation;
+use super::Link;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy;
-use crate::upstream::legacy::changes::{Announced, ListChanged};
+use crate::upstream::legacy::changes::ListChanged;
 use crate::upstream::{Discovered, LegacySide, Status, Upstream, Wire};
 
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
-/// The catalog's task that takes the list changes 2025-11-25 sessions announce
-/// ([`Announced`], from every session of every generation) to the caches and listeners. The
-/// generation current when a change arrives does the work (a pooled session outlives the one
-/// that opened it); a retired upstream's changes are dropped (its name may be its successor's
-/// now). Ends when no session or generation can send any more, or `live` is gone.
-pub async fn report_changes(live: Weak<crate::gateway::Live>, mut rx: mpsc::Receiver<Announced>) {
-    while let Some(a) = rx.recv().await {
-        if a.upstream.retired.is_cancelled() {
-            continue;
-        }
-        let Some(live) = live.upgrade() else { return };
-        let Some(gw) = live.get() else { continue };
-        tokio::spawn(async move {
-            for k in a.change.kinds() {
-                gw.invalidate(&a.upstream, *k).await;
-            }
-            gw.rt.hub.publish(&a.upstream.name, a.change, a.at);
-        });
-    }
-}
-
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
-pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
-    match gw
-        .bridge
+pub(super) async fn probe(link: &Link, up: &Arc<Upstream>) -> Status {
+    match link
         .pool
         .lease(
             up,
             INTERNAL,
             &legacy::all_capabilities(),
-            gw.rt.changes.clone(),
+            link.changes.clone(),
         )
         .await
     {
@@ -71,15 +49,15 @@ pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
                     "tools" | "prompts" | "resources" | "completions" | "logging"
                 )
             });
-            let cfg = gw.cfg.upstreams.iter().find(|u| u.name == up.name);
+            let cache = link.cache.get(&up.name);
             let discovered = Discovered {
                 capabilities: caps,
                 instructions: init
                     .get("instructions")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
-                ttl_ms: cfg.map_or(0, |c| c.cache_ttl_ms),
-                public: cfg.is_some_and(|c| c.cache_scope == crate::config::CacheScope::Public),
+                ttl_ms: cache.map_or(0, |c| c.ttl_ms),
+                public: cache.is_some_and(|c| c.public),
             };
             let s = Status {
                 probed: true,
@@ -126,10 +104,9 @@ pub async fn probe(gw: &Arc<Generation>, up: &Arc<Upstream>) -> Status {
 /// process itself) is [`LegacySide::Sessions`]; one without is [`LegacySide::Stateless`]. The
 /// session is closed at once: Sluice keeps no legacy session of its own to a modern upstream.
 /// `was`: the last answer (a line is logged only when the answer changes, not on each recheck).
-pub async fn handshakes(gw: &Arc<Generation>, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
+pub(super) async fn handshakes(link: &Link, up: &Arc<Upstream>, was: LegacySide) -> LegacySide {
     let quiet = ListChanged::nowhere();
-    match gw
-        .bridge
+    match link
         .pool
         .lease(up, INTERNAL, &legacy::all_capabilities(), quiet)
         .await
@@ -175,20 +152,19 @@ pub async fn handshakes(gw: &Arc<Generation>, up: &Arc<Upstream>, was: LegacySid
 }
 
 /// One request on Sluice's own session with a legacy upstream (lists); gives its `result`.
-pub async fn internal_call(
-    gw: &Arc<Generation>,
+pub(super) async fn internal_call(
+    link: &Link,
     up: &Arc<Upstream>,
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease = gw
-        .bridge
+    let lease = link
         .pool
         .lease(
             up,
             INTERNAL,
             &legacy::all_capabilities(),
-            gw.rt.changes.clone(),
+            link.changes.clone(),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -198,10 +174,10 @@ pub async fn internal_call(
     let bytes = lease
         .session
         .request(
-            &gw.rt.client,
+            &link.client,
             id,
             Bytes::from(body.to_string()),
-            gw.cfg.timeouts.response,
+            link.response,
         )
         .await
         .map_err(|e| e.to_string())?;
