@@ -169,7 +169,7 @@ fn retry_after(h: &HeaderMap) -> Option<u64> {
 }
 
 /// Relays the owner's events to the client; a stream that breaks ends with `owner_gone`.
-fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Receiver<Bytes> {
+fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Receiver<sse::Frame> {
     let (tx, rx) = mpsc::channel(64);
     crate::audit::spawn(async move {
         loop {
@@ -179,7 +179,7 @@ fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Re
             };
             match next {
                 Ok(Some(data)) => {
-                    if tx.send(sse::frame(data.as_bytes())).await.is_err() {
+                    if tx.send(sse::Frame::message(data.as_bytes())).await.is_err() {
                         return;
                     }
                 }
@@ -192,7 +192,7 @@ fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Re
                         &StateError::OwnerGone.to_string(),
                         data.as_ref(),
                     );
-                    let _ = tx.send(sse::frame(&body)).await;
+                    let _ = tx.send(sse::Frame::message(&body)).await;
                     return;
                 }
             }

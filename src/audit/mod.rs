@@ -221,19 +221,14 @@ impl StreamAudit {
         }
     }
 
-    /// Reads one SSE frame Sluice sends.
-    pub fn observe(&self, frame: &[u8]) {
+    /// Reads one SSE frame Sluice sends (`written`: its length on the wire).
+    pub fn observe(&self, frame: &crate::mcp::sse::Frame, written: usize) {
         let Ok(mut r) = self.0.record.lock() else {
             return;
         };
-        r.bytes_out += frame.len() as u64;
-        let Some(at) = memchr::memmem::find(frame, b"data: ") else {
-            return;
-        };
-        let data = &frame[at + 6..];
-        let data = &data[..memchr::memchr(b'\n', data).unwrap_or(data.len())];
-        if !data.is_empty() {
-            read_reply(&mut r, data);
+        r.bytes_out += written as u64;
+        if let Some(json) = frame.json().filter(|j| !j.is_empty()) {
+            read_reply(&mut r, json);
         }
     }
 }

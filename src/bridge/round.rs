@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -270,8 +269,8 @@ pub(super) async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream
         Some(first @ (Event::Relay(_) | Event::Resumed)) => {
             let (stx, srx) = mpsc::channel(64);
             let _ = stx.try_send(match first {
-                Event::Relay(b) => sse::frame(&b),
-                _ => Bytes::from_static(sse::RESUMED),
+                Event::Relay(b) => sse::Frame::message(&b),
+                _ => sse::Frame::Resumed,
             });
             crate::audit::spawn(async move {
                 loop {
@@ -283,7 +282,7 @@ pub(super) async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream
                     };
                     let (bytes, last) = match ev {
                         Event::Resumed => {
-                            if stx.send(Bytes::from_static(sse::RESUMED)).await.is_err() {
+                            if stx.send(sse::Frame::Resumed).await.is_err() {
                                 return;
                             }
                             continue;
@@ -293,7 +292,7 @@ pub(super) async fn reply_from(mut rx: mpsc::Receiver<Event>, id: &str, upstream
                         // Once streaming, a refusal travels in-stream.
                         Event::Reply(r) => (r.json_body().cloned().unwrap_or_default(), true),
                     };
-                    if stx.send(sse::frame(&bytes)).await.is_err() || last {
+                    if stx.send(sse::Frame::message(&bytes)).await.is_err() || last {
                         return;
                     }
                 }

@@ -96,7 +96,7 @@ pub async fn get(gw: &Arc<Generation>, headers: &HeaderMap, principal: &Principa
         ));
     }
     let (tx, rx) = mpsc::channel(64);
-    let _ = tx.try_send(Bytes::from_static(b": stream open\n\n"));
+    let _ = tx.try_send(crate::mcp::sse::Frame::Comment("stream open"));
     if let Ok(mut g) = s.get_stream.lock() {
         *g = Some(tx.clone());
     }

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
@@ -21,6 +20,7 @@ use super::LegacySession;
 use crate::auth::Principal;
 use crate::catalog::hub::Published;
 use crate::gateway::Generation;
+use crate::mcp::sse::Frame;
 
 /// The views and the subscription, taken when the stream opens (before its answer goes out).
 pub(super) struct Watch {
@@ -50,7 +50,7 @@ impl Watch {
     pub(super) async fn run(
         self,
         s: Arc<LegacySession>,
-        tx: mpsc::Sender<Bytes>,
+        tx: mpsc::Sender<Frame>,
         keep_alive: Option<Duration>,
     ) {
         let Watch {
@@ -76,7 +76,7 @@ impl Watch {
                     }
                 } => {
                     // Never waits: a full queue has something to send already.
-                    let closed = matches!(tx.try_send(Bytes::from_static(b": keep-alive\n\n")), Err(mpsc::error::TrySendError::Closed(_)));
+                    let closed = matches!(tx.try_send(Frame::Comment("keep-alive")), Err(mpsc::error::TrySendError::Closed(_)));
                     if closed || gw.rt.legacy_sessions.get(&s.id, &s.principal).is_none() {
                         break;
                     }
@@ -109,7 +109,7 @@ impl Watch {
                 Err(_) => break,
             };
             if tx
-                .send(crate::mcp::sse::frame(msg.to_string().as_bytes()))
+                .send(Frame::message(msg.to_string().as_bytes()))
                 .await
                 .is_err()
             {

@@ -20,6 +20,7 @@ use crate::client_sessions::LegacySession;
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
+use crate::mcp::sse::Frame;
 use crate::mcp::version;
 use crate::respond::Reply;
 
@@ -66,7 +67,7 @@ fn modern_body(
 /// the 2024-11-05 transport, whose one stream carries the session).
 async fn messages(
     reply: Reply,
-    relay: &mpsc::Sender<Bytes>,
+    relay: &mpsc::Sender<Frame>,
     resumes: bool,
 ) -> Result<Value, Reply> {
     match reply {
@@ -75,21 +76,19 @@ async fn messages(
         }
         Reply::Sse(mut rx) => {
             while let Some(frame) = rx.recv().await {
-                if frame == crate::mcp::sse::RESUMED {
-                    if resumes {
+                let json = match frame {
+                    Frame::Resumed if resumes => {
                         let _ = relay.send(frame).await; // the client's stream ends here too (resume.rs)
+                        continue;
                     }
-                    continue;
-                }
-                let text = String::from_utf8_lossy(&frame);
-                let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: ")) else {
-                    continue;
+                    Frame::Message { json, .. } => json,
+                    _ => continue,
                 };
-                let Ok(msg) = serde_json::from_str::<Value>(data) else {
+                let Ok(msg) = serde_json::from_slice::<Value>(&json) else {
                     continue;
                 };
                 if msg.get("method").is_some() && msg.get("id").is_none() {
-                    let _ = relay.send(crate::mcp::sse::frame(data.as_bytes())).await;
+                    let _ = relay.send(Frame::Message { json, id: None }).await;
                     continue;
                 }
                 return Ok(msg);
@@ -105,7 +104,7 @@ async fn messages(
 
 /// An SSE stream of one message (already whole: it takes no place among the open streams).
 fn one_event(msg: Bytes) -> Reply {
-    Reply::Sse(crate::respond::SseBody::one(crate::mcp::sse::frame(&msg)))
+    Reply::Sse(crate::respond::SseBody::one(Frame::message(&msg)))
 }
 
 /// A final message for the legacy client: its own id, and no modern stamping.
@@ -146,7 +145,7 @@ pub(super) async fn forward(
     if !streamed {
         // Nothing reads what this request's notifications would be relayed on: a closed channel,
         // so relaying them fails at once instead of filling it and stopping the call.
-        let (tx, _) = mpsc::channel::<Bytes>(1);
+        let (tx, _) = mpsc::channel::<Frame>(1);
         let env = match Envelope::parse(modern_body(&s, &method, &params, None)) {
             Ok(e) => e,
             Err(e) => return Reply::error(&id, &crate::error::GatewayError::from(e)),
@@ -159,7 +158,7 @@ pub(super) async fn forward(
             Err(r) => r,
         };
     }
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let (tx, rx) = mpsc::channel::<Frame>(64);
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Ok(mut m) = s.inflight.lock() {
         m.insert(id.clone(), cancel.clone());
@@ -181,7 +180,7 @@ pub(super) async fn forward(
             _ = tx.closed() => None,
         };
         if let Some(bytes) = out {
-            let _ = tx.send(crate::mcp::sse::frame(&bytes)).await;
+            let _ = tx.send(Frame::message(&bytes)).await;
         }
         if let Ok(mut m) = s.inflight.lock() {
             m.remove(&id);
@@ -204,7 +203,7 @@ async fn rounds(
     method: &Method,
     params: &Value,
     id: &str,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Frame>,
 ) -> Bytes {
     let max = gw.governor.budgets.limits("", &principal.groups).max_rounds;
     let mut extra: Option<(Map<String, Value>, Option<Value>)> = None;
@@ -274,7 +273,7 @@ async fn ask_client(
     gw: &Generation,
     s: &LegacySession,
     requests: &Map<String, Value>,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &mpsc::Sender<Frame>,
 ) -> Result<Map<String, Value>, String> {
     let mut waiting = Vec::new();
     for (key, req) in requests {
@@ -310,7 +309,7 @@ async fn ask_client(
         let request =
             json!({"jsonrpc": "2.0", "id": rid, "method": method.as_str(), "params": params});
         if tx
-            .send(crate::mcp::sse::frame(request.to_string().as_bytes()))
+            .send(Frame::message(request.to_string().as_bytes()))
             .await
             .is_err()
         {

@@ -15,10 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 use crate::client_sessions::{Detached, LegacySession};
+use crate::mcp::sse::Frame;
 use crate::respond::Reply;
 
 /// The version whose clients take a stream up with `Last-Event-ID`.
@@ -33,7 +33,7 @@ pub(super) fn open(
     s: Arc<LegacySession>,
     park: Duration,
     call: (String, Option<String>),
-    from: mpsc::Receiver<Bytes>,
+    from: mpsc::Receiver<Frame>,
 ) -> Reply {
     let n = s.next_stream.fetch_add(1, Ordering::Relaxed);
     let (to, rx) = mpsc::channel(64);
@@ -80,8 +80,11 @@ pub(super) fn take_up(s: &Arc<LegacySession>, park: Duration, id: &str) -> Optio
 }
 
 /// An event with id `N-K`, the reconnection time and no data (SEP-1699's priming event).
-fn priming(n: u64, k: u64) -> Bytes {
-    Bytes::from(format!("id: {n}-{k}\nretry: 1000\ndata: \n\n"))
+fn priming(n: u64, k: u64) -> Frame {
+    Frame::Priming {
+        id: format!("{n}-{k}"),
+        retry_ms: 1000,
+    }
 }
 
 /// `N-K` as numbers.
@@ -98,7 +101,7 @@ async fn pump(
     park: Duration,
     n: u64,
     mut d: Detached,
-    to: mpsc::Sender<Bytes>,
+    to: mpsc::Sender<Frame>,
 ) {
     loop {
         // A client gone (or its stream refused) ends the call now, not at its next event.
@@ -106,7 +109,7 @@ async fn pump(
             f = d.from.recv() => match f { Some(f) => f, None => return },
             _ = to.closed() => return,
         };
-        if frame == crate::mcp::sse::RESUMED {
+        if frame == Frame::Resumed {
             if s.version() != RESUMES {
                 continue; // an older client does not take streams up (SEP-1699 is 2025-11-25's)
             }
@@ -118,11 +121,15 @@ async fn pump(
                 }
             }
         }
+        let Frame::Message { json, .. } = frame else {
+            continue; // a comment: nothing the client reads, no id spent
+        };
         d.sent += 1;
-        let mut with_id = BytesMut::with_capacity(frame.len() + 24);
-        with_id.extend_from_slice(format!("id: {n}-{}\n", d.sent).as_bytes());
-        with_id.extend_from_slice(&frame);
-        if to.send(with_id.freeze()).await.is_err() {
+        let with_id = Frame::Message {
+            json,
+            id: Some(format!("{n}-{}", d.sent)),
+        };
+        if to.send(with_id).await.is_err() {
             return;
         }
     }
@@ -182,7 +189,7 @@ mod tests {
         };
         let mut out = Vec::new();
         while let Some(f) = body.recv().await {
-            out.push(String::from_utf8_lossy(&f).into_owned());
+            out.push(String::from_utf8_lossy(&f.write()).into_owned());
         }
         out
     }
@@ -198,16 +205,14 @@ mod tests {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(crate::mcp::sse::frame(
+        tx.send(Frame::message(
             b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}",
         ))
         .await
         .unwrap();
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
-            .await
-            .unwrap();
+        tx.send(Frame::Resumed).await.unwrap();
         // Written while no stream is attached: it waits for the GET.
-        tx.send(crate::mcp::sse::frame(
+        tx.send(Frame::message(
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
         ))
         .await
@@ -248,9 +253,7 @@ mod tests {
         let s = session();
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
-            .await
-            .unwrap();
+        tx.send(Frame::Resumed).await.unwrap();
         assert_eq!(
             frames(post).await.len(),
             1,
@@ -267,10 +270,8 @@ mod tests {
     async fn answered_on_its_post(s: &Arc<LegacySession>) {
         let (tx, rx) = mpsc::channel(64);
         let post = open(s.clone(), PARK, call(), rx);
-        tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
-            .await
-            .unwrap();
-        tx.send(crate::mcp::sse::frame(
+        tx.send(Frame::Resumed).await.unwrap();
+        tx.send(Frame::message(
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
         ))
         .await
@@ -290,9 +291,7 @@ mod tests {
         for _ in 0..MAX_DETACHED {
             let (tx, rx) = mpsc::channel(64);
             let post = open(s.clone(), PARK, call(), rx);
-            tx.send(Bytes::from_static(crate::mcp::sse::RESUMED))
-                .await
-                .unwrap();
+            tx.send(Frame::Resumed).await.unwrap();
             frames(post).await;
             writers.push(tx);
         }

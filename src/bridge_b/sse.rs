@@ -36,6 +36,7 @@ use crate::auth::Principal;
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
+use crate::mcp::sse::Frame;
 use crate::respond::{Reply, SseBody};
 
 /// What a request to the transport's path asks for.
@@ -114,10 +115,10 @@ pub fn open(gw: &Arc<Generation>, principal: &Principal) -> Reply {
         .open_sse(principal.id(), queue.clone());
     // A path on the stream's own origin (clients resolve it against the stream's URL); the id
     // is URL-safe as it stands (`s2.` and base64url).
-    let _ = tx.try_send(Bytes::from(format!(
-        "event: endpoint\ndata: {}?session_id={}\n\n",
-        gw.cfg.bridge.sse_path, s.id
-    )));
+    let _ = tx.try_send(Frame::Named {
+        event: "endpoint",
+        data: format!("{}?session_id={}", gw.cfg.bridge.sse_path, s.id),
+    });
     let watch = super::notify::Watch::start(gw, principal);
     let (sessions, lifetime) = (gw.rt.legacy_sessions.clone(), gw.cfg.bridge.sse_session_max);
     let keep_alive = KEEP_ALIVE
@@ -139,7 +140,7 @@ pub fn open(gw: &Arc<Generation>, principal: &Principal) -> Reply {
 }
 
 /// Moves the session's queued messages to its response body until the client goes away.
-async fn pump(mut queued: mpsc::Receiver<Bytes>, tx: mpsc::Sender<Bytes>) {
+async fn pump(mut queued: mpsc::Receiver<Frame>, tx: mpsc::Sender<Frame>) {
     loop {
         let frame = tokio::select! {
             f = queued.recv() => f,
@@ -196,7 +197,7 @@ fn session_of(
     gw: &Generation,
     query: Option<&str>,
     principal: &Principal,
-) -> Option<(Arc<LegacySession>, mpsc::Sender<Bytes>)> {
+) -> Option<(Arc<LegacySession>, mpsc::Sender<Frame>)> {
     let id = query?
         .split('&')
         .find_map(|kv| kv.strip_prefix("session_id="))?;
@@ -231,15 +232,15 @@ fn refused(principal: &Principal, id: &str, r: &crate::policy::Refusal) -> Reply
 
 /// Puts what a message was answered on the stream and answers the POST 202; a refusal of the
 /// POST itself (`Plain`: a bad header) stays its own answer, and a stream gone is 404.
-async fn send(stream: &mpsc::Sender<Bytes>, reply: Reply) -> Reply {
+async fn send(stream: &mpsc::Sender<Frame>, reply: Reply) -> Reply {
     let frames = match reply {
         Reply::Accepted => return Reply::Accepted,
         Reply::Plain(..) => return reply,
         Reply::Sse(mut body) => {
             let mut frames = Vec::new();
             while let Some(f) = body.recv().await {
-                if let Some(at) = memchr::memmem::find(&f, b"data: ") {
-                    note_error(&f[at + 6..]);
+                if let Some(json) = f.json() {
+                    note_error(json);
                 }
                 frames.push(f);
             }
@@ -248,7 +249,7 @@ async fn send(stream: &mpsc::Sender<Bytes>, reply: Reply) -> Reply {
         other => match other.json_body() {
             Some(b) if !b.is_empty() => {
                 note_error(b);
-                vec![crate::mcp::sse::frame(b)]
+                vec![Frame::message(b)]
             }
             _ => Vec::new(),
         },

@@ -29,13 +29,13 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use bytes::Bytes;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use store::Store;
 
+use crate::mcp::sse::Frame;
 use crate::state::{Keys, SHORT_TAG};
 
 /// One legacy client's session.
@@ -49,7 +49,7 @@ pub struct LegacySession {
     handshake: OnceLock<Handshake>,
     /// On the 2024-11-05 HTTP+SSE transport, its one stream: every answer, request and
     /// notification for the client goes there (`sse.rs`). `None` on Streamable HTTP.
-    pub sse_stream: Option<mpsc::Sender<Bytes>>,
+    pub sse_stream: Option<mpsc::Sender<Frame>>,
     /// Cancelled when the store lets go of the session (DELETE, eviction, expiry, its SSE
     /// stream closed): its GET stream ends with it.
     pub ended: tokio_util::sync::CancellationToken,
@@ -62,7 +62,7 @@ pub struct LegacySession {
     /// Client requests in progress, by id (JSON text), for `notifications/cancelled`.
     pub inflight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// The standalone GET stream, when open.
-    pub get_stream: Mutex<Option<mpsc::Sender<Bytes>>>,
+    pub get_stream: Mutex<Option<mpsc::Sender<Frame>>>,
     /// Resource URIs subscribed with `resources/subscribe`.
     subscriptions: Mutex<HashSet<String>>,
     max_subscriptions: usize,
@@ -88,7 +88,7 @@ static NO_CAPS: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 /// A call stream whose POST ended early, waiting for a `GET` to take it up (`resume.rs`).
 pub(super) struct Detached {
     /// What the call writes.
-    pub(super) from: mpsc::Receiver<Bytes>,
+    pub(super) from: mpsc::Receiver<Frame>,
     /// The number of the last event sent (its id's `K`).
     pub(super) sent: u64,
     /// The call's method and the name or URI it names, for the audit record of the `GET` that
@@ -308,7 +308,7 @@ impl Sessions {
 
     /// Creates a 2024-11-05 HTTP+SSE session, whose messages go to `stream` and whose
     /// handshake its first `initialize` settles; bounded and evicted as [`Sessions::create`].
-    pub fn open_sse(&self, principal: &str, stream: mpsc::Sender<Bytes>) -> Arc<LegacySession> {
+    pub fn open_sse(&self, principal: &str, stream: mpsc::Sender<Frame>) -> Arc<LegacySession> {
         self.hold(
             self.mint(principal),
             principal,
@@ -357,7 +357,7 @@ impl Sessions {
         id: String,
         principal: &str,
         handshake: OnceLock<Handshake>,
-        sse_stream: Option<mpsc::Sender<Bytes>>,
+        sse_stream: Option<mpsc::Sender<Frame>>,
     ) -> Arc<LegacySession> {
         let s = Arc::new(LegacySession {
             id,

@@ -154,7 +154,7 @@ pub async fn forward(
                 Msg::Final(reply) => return Ok(reply),
                 Msg::Relay(first) => {
                     let (tx, rx) = mpsc::channel(64);
-                    let _ = tx.try_send(sse::frame(&first));
+                    let _ = tx.try_send(sse::Frame::message(&first));
                     crate::audit::spawn(pump(fw.clone(), up.clone(), call, stream, tx));
                     return Ok(Reply::Sse(rx.into()));
                 }
@@ -168,7 +168,7 @@ async fn pump(
     up: Arc<Upstream>,
     call: Call,
     mut stream: SseStream,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<sse::Frame>,
 ) {
     loop {
         let next = tokio::select! {
@@ -179,12 +179,17 @@ async fn pump(
             Ok(Some(d)) => d,
             Ok(None) => {
                 let err = GatewayError::from(UpstreamError::Closed(up.name.clone()));
-                let _ = tx.send(sse::frame(&error_bytes(&call.id, &err))).await;
+                let _ = tx
+                    .send(sse::Frame::message(&error_bytes(&call.id, &err)))
+                    .await;
                 return;
             }
             Err(e) => {
                 let _ = tx
-                    .send(sse::frame(&error_bytes(&call.id, &GatewayError::from(e))))
+                    .send(sse::Frame::message(&error_bytes(
+                        &call.id,
+                        &GatewayError::from(e),
+                    )))
                     .await;
                 return;
             }
@@ -192,13 +197,15 @@ async fn pump(
         match classify(&fw, &up, &call, &data).await {
             Msg::Skip => {}
             Msg::Relay(b) => {
-                if tx.send(sse::frame(&b)).await.is_err() {
+                if tx.send(sse::Frame::message(&b)).await.is_err() {
                     return;
                 }
             }
             Msg::Final(reply) => {
                 let _ = tx
-                    .send(sse::frame(reply.json_body().map_or(&b""[..], |b| &b[..])))
+                    .send(sse::Frame::message(
+                        reply.json_body().map_or(&b""[..], |b| &b[..]),
+                    ))
                     .await;
                 return;
             }

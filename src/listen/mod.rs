@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc};
 
@@ -249,14 +248,14 @@ pub fn client_listen(
     id: String,
     honoured: Filter,
     principal: crate::auth::Principal,
-) -> mpsc::Receiver<Bytes> {
+) -> mpsc::Receiver<sse::Frame> {
     let (tx, rx) = mpsc::channel(64);
     // The views first, then the subscription: no change falls between them.
     let mut views = view::Views::start(&reach, &principal);
     let mut changes = reach.catalog.hub.subscribe();
     let sub_id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
     let ack = json!({"_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id}, "notifications": honoured.to_json()});
-    let _ = tx.try_send(sse::frame(&jsonrpc::notification_body(
+    let _ = tx.try_send(sse::Frame::message(&jsonrpc::notification_body(
         &Method::SubscriptionsAcknowledged,
         &ack,
     )));
@@ -274,7 +273,7 @@ pub fn client_listen(
                 // and the client listens again (with credentials that hold).
                 _ = ended(&reach, &revoked) => {
                     let result = json!({"resultType": "complete", "_meta": {crate::mcp::META_SUBSCRIPTION_ID: sub_id, crate::mcp::META_SERVER_INFO: server_info}});
-                    let _ = tx.send(sse::frame(&jsonrpc::result_body(&id, &result.to_string()))).await;
+                    let _ = tx.send(sse::Frame::message(&jsonrpc::result_body(&id, &result.to_string()))).await;
                     return;
                 }
                 c = changes.recv() => c,
@@ -297,7 +296,7 @@ pub fn client_listen(
                     json!({crate::mcp::META_SUBSCRIPTION_ID: sub_id}),
                 );
                 if tx
-                    .send(sse::frame(&jsonrpc::notification_body(
+                    .send(sse::Frame::message(&jsonrpc::notification_body(
                         &method,
                         &Value::Object(params),
                     )))

@@ -13,26 +13,27 @@ use tokio::sync::mpsc;
 
 use crate::error::GatewayError;
 use crate::mcp::jsonrpc;
+use crate::mcp::sse::Frame;
 
 /// The body type of every response Sluice writes.
 pub type Body = BoxBody<Bytes, Infallible>;
 
-/// The frames of an SSE answer, and what must live exactly as long as the stream: its place
-/// among the open streams and its audit record (emitted when the stream ends, with what its
-/// last message said).
+/// The frames of an SSE answer (typed: written as text only by [`Reply::into_response`]), and
+/// what must live exactly as long as the stream: its place among the open streams and its
+/// audit record (emitted when the stream ends, with what its last message said).
 pub struct SseBody {
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Frame>,
     permit: Option<crate::streams::StreamPermit>,
     audit: Option<crate::audit::StreamAudit>,
     /// Every frame is already queued and nothing writes more: it holds no open stream's place.
     complete: bool,
     /// Where the frames go instead of the response, which is then 202 with no body (a call on
     /// the 2024-11-05 HTTP+SSE transport, whose answers go on the session's one stream).
-    relay: Option<mpsc::Sender<Bytes>>,
+    relay: Option<mpsc::Sender<Frame>>,
 }
 
-impl From<mpsc::Receiver<Bytes>> for SseBody {
-    fn from(rx: mpsc::Receiver<Bytes>) -> Self {
+impl From<mpsc::Receiver<Frame>> for SseBody {
+    fn from(rx: mpsc::Receiver<Frame>) -> Self {
         SseBody {
             rx,
             permit: None,
@@ -45,7 +46,7 @@ impl From<mpsc::Receiver<Bytes>> for SseBody {
 
 impl SseBody {
     /// A stream of one message, already whole (an answer given on SSE rather than as JSON).
-    pub fn one(frame: Bytes) -> Self {
+    pub fn one(frame: Frame) -> Self {
         let (tx, rx) = mpsc::channel(1);
         let _ = tx.try_send(frame);
         SseBody {
@@ -63,10 +64,10 @@ impl SseBody {
     }
 
     /// The next frame.
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    pub async fn recv(&mut self) -> Option<Frame> {
         let frame = self.rx.recv().await;
         if let (Some(f), Some(a)) = (&frame, &self.audit) {
-            a.observe(f);
+            a.observe(f, f.wire_len());
         }
         frame
     }
@@ -87,12 +88,12 @@ impl SseBody {
     /// Sends the frames to `to` instead of the response (answered 202): the body keeps its
     /// place and its audit record until its last frame is sent, or `to` closes (which drops
     /// it, ending whatever writes it).
-    pub fn relay_to(&mut self, to: mpsc::Sender<Bytes>) {
+    pub fn relay_to(&mut self, to: mpsc::Sender<Frame>) {
         self.relay = Some(to);
     }
 
     /// Moves the frames to `to` until the body ends or `to` closes.
-    async fn relay(mut self, to: mpsc::Sender<Bytes>) {
+    async fn relay(mut self, to: mpsc::Sender<Frame>) {
         loop {
             let frame = tokio::select! {
                 f = self.recv() => f,
@@ -200,9 +201,12 @@ impl Reply {
                     .header(http::header::CACHE_CONTROL, "no-cache")
                     .header("x-accel-buffering", "no");
                 let stream = futures_util::stream::unfold(body, |mut body| async move {
-                    body.recv()
-                        .await
-                        .map(|frame| (Ok::<_, Infallible>(hyper::body::Frame::data(frame)), body))
+                    body.recv().await.map(|f| {
+                        (
+                            Ok::<_, Infallible>(hyper::body::Frame::data(f.write())),
+                            body,
+                        )
+                    })
                 });
                 StreamBody::new(stream).boxed()
             }

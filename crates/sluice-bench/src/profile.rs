@@ -122,6 +122,14 @@ impl Target {
     }
 }
 
+/// Under callgrind, glibc's `memcpy` never takes its `rep movsb` path. Callgrind counts every
+/// iteration of `rep movsb` as an instruction, and glibc chooses that path above 4 KiB by the
+/// two addresses (it avoids it when they alias within a page): the count of one 8 KB move of a
+/// request's future then swung by ~7k per call between builds with the same code (issue 30's
+/// run, `docs/benchmarks.md`). The vector loop's count follows the bytes moved, whatever the
+/// addresses. Only the counted runs are tuned; perf samples glibc as it ships.
+const NO_REP_MOVSB: &str = "glibc.cpu.x86_rep_movsb_threshold=100000000";
+
 /// Starts a target in front of `upstreams` (the second only for production-like), under
 /// `wrapper` (e.g. valgrind) when given; gives it and its URL.
 async fn start(
@@ -134,12 +142,18 @@ async fn start(
     tag: &str,
 ) -> Result<(Proc, String), String> {
     let (program, args) = command(env, o, t, upstreams, tag)?;
+    let counted = wrapper.first().is_some_and(|w| w == "valgrind");
     let (program, args) = wrapped(wrapper, program, args);
+    let vars: &[(&str, &str)] = if counted {
+        &[("RUST_LOG", "info"), ("GLIBC_TUNABLES", NO_REP_MOVSB)]
+    } else {
+        &[("RUST_LOG", "info")]
+    };
     let mut p = env.spawn(
         &format!("{}-{tag}", t.name()),
         &program,
         &args,
-        &[("RUST_LOG", "info")],
+        vars,
         t == Target::Forwarder,
     )?;
     let url = url_of(env, t, &mut p, c, tag).await?;

@@ -165,21 +165,103 @@ impl Partial {
     }
 }
 
-/// Sluice's own in-process mark, on a bridged call's stream, that the upstream ended its stream
-/// early and it was taken up again: bridge B ends its client's stream there too (an SSE comment,
-/// so any reader ignores it; no relayed message can equal it, as those are `event:` frames).
-pub const RESUMED: &[u8] = b": the upstream ended its stream early; taken up again\n\n";
+/// One frame of an SSE answer as Sluice's stages pass it along: typed until the edge writes it
+/// ([`Frame::write`]), so a stage that reads the stream (bridge B, the audit record) takes the
+/// message itself, never text it must cut out of a frame again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A JSON-RPC message: compact JSON on one line (see [`Frame::message`]), with the event id
+    /// a resumable stream gives it (bridge B's streams to 2025-11-25 clients).
+    Message {
+        /// The message.
+        json: Bytes,
+        /// The `id:` field, when the stream can be taken up again from it.
+        id: Option<String>,
+    },
+    /// The priming event of a resumable stream (SEP-1699): an id to take it up from, how soon
+    /// to retry, and no data.
+    Priming {
+        /// The `id:` field.
+        id: String,
+        /// The `retry:` field, in milliseconds.
+        retry_ms: u64,
+    },
+    /// An event of another name whose data is not a message (the 2024-11-05 transport's
+    /// `endpoint`); `data` holds no newline.
+    Named {
+        /// The `event:` field.
+        event: &'static str,
+        /// The `data:` field.
+        data: String,
+    },
+    /// A comment line every reader ignores (`: stream open`, keep-alives).
+    Comment(&'static str),
+    /// Sluice's own in-process mark, on a bridged call's stream, that the upstream ended its
+    /// stream early and it was taken up again: bridge B ends its client's stream there too.
+    /// Written (should it ever reach a client) as a comment.
+    Resumed,
+}
 
-/// One SSE frame carrying a compact JSON message on a single `data:` line.
-pub fn frame(json: &[u8]) -> Bytes {
-    // Relayed upstream messages may be pretty-printed: a raw newline would end the data line.
-    let compacted = std::str::from_utf8(json).map(super::compact_json);
-    let json = compacted.as_ref().map(|c| c.as_bytes()).unwrap_or(json);
-    let mut out = BytesMut::with_capacity(json.len() + 16);
-    out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(json);
-    out.extend_from_slice(b"\n\n");
-    out.freeze()
+/// The comment [`Frame::Resumed`] is written as.
+const RESUMED: &str = "the upstream ended its stream early; taken up again";
+
+impl Frame {
+    /// A message frame for `json` with no id; a pretty-printed message is compacted first (a
+    /// raw newline would end the data line).
+    pub fn message(json: &[u8]) -> Frame {
+        let compacted = std::str::from_utf8(json).map(super::compact_json);
+        let json = match compacted {
+            Ok(std::borrow::Cow::Owned(c)) => Bytes::from(c),
+            _ => Bytes::copy_from_slice(json),
+        };
+        Frame::Message { json, id: None }
+    }
+
+    /// The message a frame carries, if it carries one.
+    pub fn json(&self) -> Option<&Bytes> {
+        match self {
+            Frame::Message { json, .. } => Some(json),
+            _ => None,
+        }
+    }
+
+    /// How many bytes [`Frame::write`] gives, without writing it.
+    pub fn wire_len(&self) -> usize {
+        match self {
+            Frame::Message { json, id } => json.len() + 23 + id.as_ref().map_or(0, |i| i.len() + 5),
+            Frame::Priming { id, retry_ms } => id.len() + retry_ms.to_string().len() + 21,
+            Frame::Named { event, data } => event.len() + data.len() + 16,
+            Frame::Comment(c) => c.len() + 4,
+            Frame::Resumed => RESUMED.len() + 4,
+        }
+    }
+
+    /// The frame as it goes on the wire.
+    pub fn write(&self) -> Bytes {
+        match self {
+            Frame::Message { json, id } => {
+                let id_len = id.as_ref().map_or(0, |i| i.len() + 5);
+                let mut out = BytesMut::with_capacity(json.len() + id_len + 24);
+                if let Some(id) = id {
+                    out.extend_from_slice(b"id: ");
+                    out.extend_from_slice(id.as_bytes());
+                    out.extend_from_slice(b"\n");
+                }
+                out.extend_from_slice(b"event: message\ndata: ");
+                out.extend_from_slice(json);
+                out.extend_from_slice(b"\n\n");
+                out.freeze()
+            }
+            Frame::Priming { id, retry_ms } => {
+                Bytes::from(format!("id: {id}\nretry: {retry_ms}\ndata: \n\n"))
+            }
+            Frame::Named { event, data } => {
+                Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+            }
+            Frame::Comment(c) => Bytes::from(format!(": {c}\n\n")),
+            Frame::Resumed => Bytes::from(format!(": {RESUMED}\n\n")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -293,5 +375,51 @@ mod tests {
             Reader::new(16).push(b": sixteen bytes.\n").is_ok(),
             "exactly the bound"
         );
+    }
+
+    #[test]
+    fn frames_are_written_as_the_wire_has_them() {
+        let m = Frame::message(b"{\n  \"a\": 1\n}");
+        assert_eq!(m.json().map(|j| &j[..]), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(&m.write()[..], b"event: message\ndata: {\"a\":1}\n\n");
+        let with_id = Frame::Message {
+            json: Bytes::from_static(b"{}"),
+            id: Some("3-1".into()),
+        };
+        assert_eq!(
+            &with_id.write()[..],
+            b"id: 3-1\nevent: message\ndata: {}\n\n"
+        );
+        let priming = Frame::Priming {
+            id: "3-0".into(),
+            retry_ms: 1000,
+        };
+        assert_eq!(&priming.write()[..], b"id: 3-0\nretry: 1000\ndata: \n\n");
+        assert_eq!(
+            &Frame::Comment("stream open").write()[..],
+            b": stream open\n\n"
+        );
+        let named = Frame::Named {
+            event: "endpoint",
+            data: "/sse?session_id=x".into(),
+        };
+        assert_eq!(
+            &named.write()[..],
+            b"event: endpoint\ndata: /sse?session_id=x\n\n"
+        );
+        for f in [
+            &m,
+            &with_id,
+            &priming,
+            &named,
+            &Frame::Comment("x"),
+            &Frame::Resumed,
+        ] {
+            assert_eq!(f.wire_len(), f.write().len(), "{f:?}");
+        }
+        let resumed = Frame::Resumed.write();
+        assert!(resumed.starts_with(b": ") && resumed.ends_with(b"\n\n"));
+        let mut r = Reader::new(1024);
+        assert!(r.push(&resumed).unwrap().is_empty(), "a reader ignores it");
     }
 }
