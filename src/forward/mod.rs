@@ -114,7 +114,13 @@ pub async fn forward(
     // upstream that cannot be reached is down until its next probe (left out of lists); with
     // several, its other URLs (or its next trial) serve the next call.
     let answer = match up
-        .post_modern(&fw.client, headers, call.body.clone(), Some(t))
+        .post_modern(
+            &fw.client,
+            &call.method,
+            headers,
+            call.body.clone(),
+            Some(t),
+        )
         .await
     {
         Ok(a) => a,

@@ -108,7 +108,13 @@ async fn listen_once(
     let body = discover::internal_body(&Method::SubscriptionsListen, extra);
     let headers = modern_headers(&up.modern_base, Method::SubscriptionsListen.as_str(), None);
     let Ok(Answer::Sse(mut stream)) = up
-        .post_modern(&catalog.link.client, headers, body, None)
+        .post_modern(
+            &catalog.link.client,
+            &Method::SubscriptionsListen,
+            headers,
+            body,
+            None,
+        )
         .await
     else {
         return false;

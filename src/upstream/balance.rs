@@ -2,9 +2,9 @@
 //! budget: which endpoint takes it, what its outcome does to that endpoint's breaker, and
 //! whether it is tried once more elsewhere.
 //!
-//! Takes the request (headers, body, stream timeout) and the upstream's [`Endpoints`]; gives
-//! the first answer, holding the upstream's `max_in_flight` place for as long as the answer's
-//! stream is read. An outcome counts against its endpoint's breaker when it is no answer from
+//! Takes the request (its method, decided by the caller: never read back from a header, then
+//! headers, body, stream timeout) and the upstream's [`Endpoints`]; gives the first answer,
+//! holding the upstream's `max_in_flight` place for as long as the answer's stream is read. An outcome counts against its endpoint's breaker when it is no answer from
 //! the server: no connection, a timeout, or any HTTP 5xx without a JSON-RPC body (a JSON-RPC
 //! error under a 5xx is an answer). A request that could not be sent (no connection), and one
 //! whose method is idempotent (`server/discover`, the lists) that got no answer (those, or a
@@ -97,20 +97,17 @@ impl Balancer {
         &self,
         name: &str,
         client: &HttpClient,
+        method: &Method,
         mut headers: HeaderMap,
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<Answer, UpstreamError> {
-        let method = headers
-            .get(crate::mcp::headers::METHOD)
-            .and_then(|m| m.to_str().ok())
-            .map(Method::parse);
-        let idempotent = method.as_ref().is_some_and(idempotent);
+        let idempotent = idempotent(method);
         // Sluice's own requests (discovery, list pages, its listen stream that stays open for
         // good) take no place under max_in_flight: shedding load must not make the upstream
         // look down to its probe. Clients' lists are answered from Sluice's tables.
-        let own = idempotent || method == Some(Method::SubscriptionsListen);
-        let probe = method == Some(Method::ServerDiscover);
+        let own = idempotent || *method == Method::SubscriptionsListen;
+        let probe = *method == Method::ServerDiscover;
         let place = if own {
             None
         } else {

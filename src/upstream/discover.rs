@@ -63,7 +63,7 @@ pub async fn call(
     }
     let body = traced_body(method, extra, trace.as_ref());
     let answer = up
-        .post_modern(client, headers, body, Some(client_timeout(client)))
+        .post_modern(client, method, headers, body, Some(client_timeout(client)))
         .await
         .map_err(|e| e.to_string())?;
     let (_, body) = final_message(answer, &up.name)
@@ -166,7 +166,13 @@ pub async fn probe(client: &HttpClient, up: &std::sync::Arc<Upstream>, legacy: D
     };
     // A request that could not be sent (no process started, backing off, stdin full) is no answer.
     let answer = match up
-        .post_modern(client, headers, body, Some(client.response_timeout()))
+        .post_modern(
+            client,
+            &Method::ServerDiscover,
+            headers,
+            body,
+            Some(client.response_timeout()),
+        )
         .await
     {
         Ok(a) => a,

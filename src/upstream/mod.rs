@@ -265,6 +265,7 @@ impl Upstream {
     pub async fn post_modern(
         self: &Arc<Self>,
         client: &client::HttpClient,
+        method: &crate::mcp::method::Method,
         headers: HeaderMap,
         body: bytes::Bytes,
         stream_timeout: Option<std::time::Duration>,
@@ -273,7 +274,7 @@ impl Upstream {
             return stdio::shared::post(self, client, body, stream_timeout).await;
         }
         self.balancer
-            .post(&self.name, client, headers, body, stream_timeout)
+            .post(&self.name, client, method, headers, body, stream_timeout)
             .await
     }
 
