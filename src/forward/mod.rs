@@ -83,14 +83,9 @@ enum Msg {
 /// return `input_required`.
 pub type MakeSeal<'a> = &'a (dyn Fn() -> rounds::RoundSeal + Sync);
 
-/// Sends the call and relays the answer.
-pub async fn forward(
-    fw: &Arc<Forwarder>,
-    up: &Arc<Upstream>,
-    mut call: Call,
-    client_headers: &HeaderMap,
-    make_seal: Option<MakeSeal<'_>>,
-) -> Result<Reply, GatewayError> {
+/// The upstream's request headers: its own, the call's `Mcp-Method` and `Mcp-Name`, the
+/// client's `Mcp-Param-*` and trace context, and this call's span when tracing is on.
+fn upstream_headers(up: &Upstream, call: &Call, client_headers: &HeaderMap) -> HeaderMap {
     let mut headers = modern_headers(
         &up.modern_base,
         call.method.as_str(),
@@ -109,6 +104,18 @@ pub async fn forward(
     if let Some(c) = &call.trace {
         c.put_headers(&mut headers);
     }
+    headers
+}
+
+/// Sends the call and relays the answer.
+pub async fn forward(
+    fw: &Arc<Forwarder>,
+    up: &Arc<Upstream>,
+    mut call: Call,
+    client_headers: &HeaderMap,
+    make_seal: Option<MakeSeal<'_>>,
+) -> Result<Reply, GatewayError> {
+    let headers = upstream_headers(up, &call, client_headers);
     let t = fw.response;
     // A failure counts against the endpoint's breaker (`upstream::balance`). With one URL, an
     // upstream that cannot be reached is down until its next probe (left out of lists); with
