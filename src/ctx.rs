@@ -2,8 +2,8 @@
 //! pipeline instead of the whole gateway's view of it.
 //!
 //! Takes the authenticated principal, the parsed envelope, its decoded `_meta`, the routed
-//! target and the headers to forward; gives them to routing, policy and dispatch. Refuses
-//! nothing.
+//! target, the headers to forward, and what the policy stage decided (the call's way, a modern
+//! round's opened state); gives them to routing, policy and dispatch. Refuses nothing.
 
 pub mod target;
 
@@ -34,4 +34,9 @@ pub struct RequestCtx<'a> {
     /// that speaks both eras serves it on its 2025-11-25 wire, as it would serve that client
     /// direct.
     pub legacy_client: bool,
+    /// The way its target's era takes it, decided once by the policy stage (`None`: not routed).
+    pub way: Option<crate::link::Way>,
+    /// For a call forwarded to a 2026-07-28 upstream, its round state as the policy stage opened
+    /// it (round cap and answer sizes checked there).
+    pub retry: Option<crate::forward::rounds::Retry>,
 }

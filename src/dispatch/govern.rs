@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use crate::auth::Principal;
 use crate::ctx::target::Target;
 use crate::error::GatewayError;
+use crate::forward::rounds::Retry;
 use crate::mcp::jsonrpc::{self, Envelope};
 use crate::mcp::method::Method;
 use crate::policy::{approval, Effect, Refusal, Subject};
@@ -272,19 +273,6 @@ fn ask_approval(
     )
 }
 
-/// A modern upstream's retry: the round it answers, the upstream's own state to restore, and
-/// input keys Sluice answers itself.
-pub struct ModernRetry {
-    /// The round the client answers (0: a fresh request).
-    pub round: u32,
-    /// The upstream's `requestState` as raw JSON, when it gave one.
-    pub restore: Option<String>,
-    /// Whether the retry carried Sluice's state (its `requestState` must be replaced).
-    pub had_state: bool,
-    /// Keys to answer `{"action": "decline"}`.
-    pub declined: Vec<String>,
-}
-
 /// A modern retry's `inputResponses`, each within `budget.max_input_response_bytes` (as for a
 /// legacy upstream: an oversized answer never goes up).
 fn input_responses(
@@ -319,8 +307,8 @@ pub async fn modern_retry(
     env: &Envelope,
     t: &Target,
     principal: &Principal,
-) -> Result<Result<ModernRetry, Reply>, GatewayError> {
-    let fresh = ModernRetry {
+) -> Result<Result<Retry, Reply>, GatewayError> {
+    let fresh = Retry {
         round: 0,
         restore: None,
         had_state: false,
@@ -371,7 +359,7 @@ pub async fn modern_retry(
             }
         };
     }
-    Ok(Ok(ModernRetry {
+    Ok(Ok(Retry {
         round: sealed.round,
         restore: sealed.extra,
         had_state: true,

@@ -108,9 +108,11 @@ pub async fn dispatch(d: &Dispatcher<'_>, ctx: &RequestCtx<'_>) -> Result<Reply,
     }
 }
 
-/// A client's routed call, served the way the target's era takes it (`link/` decides).
+/// A client's routed call, served the way the policy stage found the target's era takes it
+/// (`link/` decides).
 async fn call(d: &Dispatcher<'_>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
-    match d.reach.catalog.link.way(&t.up.status(), ctx.legacy_client) {
+    let way = ctx.way.clone();
+    match way.unwrap_or_else(|| d.reach.catalog.link.way(&t.up.status(), ctx.legacy_client)) {
         Way::Forward => route::forward(&d.policy, d.forwarder, ctx, t).await,
         Way::Sessions(changes) => Box::pin(crate::bridge::call(d.bridge, ctx, t, changes)).await,
     }

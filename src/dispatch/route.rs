@@ -15,6 +15,7 @@ use crate::catalog::Reach;
 pub use crate::ctx::target::Target;
 use crate::ctx::RequestCtx;
 use crate::error::GatewayError;
+use crate::forward::rounds::Retry;
 use crate::forward::Forwarder;
 use crate::forward::{forward as send, Call, MakeSeal};
 use crate::mcp::jsonrpc::Envelope;
@@ -366,10 +367,9 @@ pub async fn forward(
 ) -> Result<Reply, GatewayError> {
     let (env, meta, headers, principal) =
         (&ctx.env, &ctx.meta, ctx.headers.as_ref(), ctx.principal);
-    let retry = match super::govern::modern_retry(pol, env, t, principal).await? {
-        Ok(r) => r,
-        Err(reply) => return Ok(reply), // the held asks of an approved round
-    };
+    // Opened, and its round cap checked, by the policy stage.
+    let fresh = Retry::default();
+    let retry = ctx.retry.as_ref().unwrap_or(&fresh);
     let elicitation = meta.capabilities.contains_key("elicitation");
     let make_seal = || super::govern::next_seal(pol, env, t, principal, retry.round, elicitation);
     let sealable = env.method.may_ask();
@@ -383,7 +383,7 @@ pub async fn forward(
         transport,
     );
     let trace = crate::telemetry::trace::Carrier::of(&span);
-    let body = upstream_body(env, t, &retry, trace.as_ref());
+    let body = upstream_body(env, t, retry, trace.as_ref());
     let is_read = env.method == Method::ResourcesRead;
     // One principal holds at most its share of the upstream's max_in_flight.
     let share = t.up.balancer.share(&t.up.name, principal.id())?;
@@ -416,7 +416,7 @@ pub async fn forward(
 fn upstream_body(
     env: &Envelope,
     t: &Target,
-    retry: &super::govern::ModernRetry,
+    retry: &Retry,
     trace: Option<&crate::telemetry::trace::Carrier>,
 ) -> bytes::Bytes {
     let restore = retry.had_state || !retry.declined.is_empty();

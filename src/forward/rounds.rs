@@ -20,6 +20,20 @@ use crate::policy::Refusal;
 use crate::state::Keys;
 use crate::state::Sealed;
 
+/// A modern upstream's retry, as the policy stage opened it: the round it answers, the
+/// upstream's own state to restore, and input keys Sluice answers itself.
+#[derive(Clone, Debug, Default)]
+pub struct Retry {
+    /// The round the client answers (0: a fresh request).
+    pub round: u32,
+    /// The upstream's `requestState` as raw JSON, when it gave one.
+    pub restore: Option<String>,
+    /// Whether the retry carried Sluice's state (its `requestState` must be replaced).
+    pub had_state: bool,
+    /// Keys to answer `{"action": "decline"}`.
+    pub declined: Vec<String>,
+}
+
 /// What sealing a modern round needs: the state template (with the next round number and a
 /// fresh nonce) and who asks for whom.
 #[derive(Clone)]

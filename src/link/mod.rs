@@ -85,6 +85,7 @@ impl Hints {
 }
 
 /// The way a client's routed call goes, decided on the target's probed era.
+#[derive(Clone)]
 pub enum Way {
     /// Bytes forwarded to the 2026-07-28 wire, rounds sealed (`dispatch::route::forward`).
     Forward,

@@ -107,20 +107,44 @@ pub async fn run(
         target,
         headers,
         legacy_client,
+        way: None,
+        retry: None,
     };
-    // Policy: a denied or not-yet-approved tool call never reaches the upstream.
-    if let Some(t) = &ctx.target {
-        match trace::traced!(
-            trace::stage("policy"),
-            govern::gate(&gw.policy(), &ctx.env, &ctx.meta, t, principal)
-        )? {
-            govern::Gate::Go => {}
-            govern::Gate::Approved(fresh) => ctx.env = fresh,
-            govern::Gate::Answer(reply) => return Ok(reply),
+    // Policy: only for a routed request.
+    if ctx.target.is_some() {
+        if let Some(reply) = trace::traced!(trace::stage("policy"), policy(gw, &mut ctx))? {
+            return Ok(reply);
         }
     }
     // Dispatch.
     dispatch::dispatch(&gw.dispatcher(), &ctx).await
+}
+
+/// The policy stage, entered once: the rules on a tool call (a denied or not-yet-approved call
+/// never reaches the upstream); then the way the target's era takes the call, and for one
+/// forwarded to a 2026-07-28 upstream its round state opened, the answers' sizes and the round
+/// cap checked (`govern::modern_retry`). Bridge A checks its own rounds' cap when it resumes a
+/// parked exchange. `Some(reply)`: answered here (a refusal, an approval round, or the held
+/// asks of an approved round).
+async fn policy(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Option<Reply>, GatewayError> {
+    let Some(t) = &ctx.target else {
+        return Ok(None);
+    };
+    let pol = gw.policy();
+    match govern::gate(&pol, &ctx.env, &ctx.meta, t, ctx.principal).await? {
+        govern::Gate::Go => {}
+        govern::Gate::Approved(fresh) => ctx.env = fresh,
+        govern::Gate::Answer(reply) => return Ok(Some(reply)),
+    }
+    let way = gw.catalog.link.way(&t.up.status(), ctx.legacy_client);
+    if matches!(way, crate::link::Way::Forward) {
+        match govern::modern_retry(&pol, &ctx.env, t, ctx.principal).await? {
+            Ok(retry) => ctx.retry = Some(retry),
+            Err(reply) => return Ok(Some(reply)),
+        }
+    }
+    ctx.way = Some(way);
+    Ok(None)
 }
 
 /// A target that is served: what the client named recorded (only now that it names something
