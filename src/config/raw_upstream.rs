@@ -75,7 +75,8 @@ pub(super) struct RawUpstream {
     pub(super) user: Option<super::stdio::run_as::RawId>,
     /// Its group: a name or a gid (default the user's primary group).
     pub(super) group: Option<super::stdio::run_as::RawId>,
-    /// Headers sent to this upstream only (redacted by `sluice check`).
+    /// Headers sent to this upstream only (redacted by `sluice check`). The protocol's own
+    /// (`Mcp-*`) are refused: Sluice sets them per request.
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
     /// Environment variable whose value is sent as `Authorization: Bearer` to this upstream.

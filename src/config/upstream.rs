@@ -206,6 +206,7 @@ impl UpstreamConfig {
             resilience.urls = vec![url.clone()];
         }
         transport_fits(&u, &resilience.urls, stdio.is_some(), &name, &at)?;
+        protocol_headers_unset(&u, &name, &at)?;
         if let Some((header, _)) = u
             .headers
             .iter()
@@ -260,6 +261,22 @@ fn checked_name(
         )));
     }
     Ok(name)
+}
+
+/// Refuses a configured header of the protocol's own (`Mcp-*`: `Mcp-Method`, `Mcp-Name`,
+/// `Mcp-Protocol-Version`, `Mcp-Session-Id`, `Mcp-Param-*`): Sluice sets them per request from
+/// what the request is, and a fixed one would misstate every request to the upstream.
+fn protocol_headers_unset(u: &RawUpstream, name: &str, at: &str) -> Result<(), ConfigError> {
+    let Some(h) = u
+        .headers
+        .keys()
+        .find(|h| h.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("mcp-")))
+    else {
+        return Ok(());
+    };
+    Err(ConfigError(format!(
+        "{at}: upstream {name:?}: headers sets {h:?}, a header of the MCP protocol that Sluice sets per request; remove it (headers are for credentials and the like)"
+    )))
 }
 
 /// Refuses `transport = "sse"` or `http2` next to a command, `http2` with credentials in a URL

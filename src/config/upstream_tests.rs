@@ -297,3 +297,22 @@ fn http2_is_per_host_for_urls_only_and_printed_when_set() {
         "{err}"
     );
 }
+
+#[test]
+fn a_configured_header_of_the_protocol_is_refused() {
+    for h in [
+        "Mcp-Method",
+        "mcp-name",
+        "MCP-Protocol-Version",
+        "Mcp-Param-Region",
+    ] {
+        let err = refused(&format!(
+            "[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nheaders = {{ {h:?} = \"tools/call\" }}\n"
+        ));
+        assert!(
+            err.starts_with("sluice.toml:2:") && err.contains("a header of the MCP protocol"),
+            "{h}: {err}"
+        );
+    }
+    assert!(load("[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nheaders = { \"X-Mcp-Tenant\" = \"t\" }\n").is_ok());
+}
