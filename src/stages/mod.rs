@@ -64,9 +64,11 @@ pub async fn run(
     })?;
     // Route. Looked up now because Mcp-Param-* checks need the tool's annotations; its own
     // errors (unknown name) wait until version and method have been checked.
+    // Only a round's retry may be routed by a generation a reload retired.
+    let retired = env.param("requestState").and_then(|_| gw.retired());
     let target = trace::traced!(
         trace::stage("route"),
-        route::resolve(&gw.reach, gw.retired(), &env, principal)
+        route::resolve(&gw.reach, retired, &env, principal)
     );
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         // The arguments are looked at only when the tool has annotated ones.
