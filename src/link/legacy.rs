@@ -22,21 +22,22 @@ use crate::upstream::{Discovered, LegacySide, Status, Upstream, Wire};
 /// The principal of Sluice's own sessions (lists, probes); never a client's.
 const INTERNAL: &str = crate::auth::INTERNAL_PRINCIPAL;
 
+/// A lease of Sluice's own session with `up`, whose list changes go to the catalog. It serves no
+/// call: asks on its GET stream are refused there.
+async fn own_session(link: &Link, up: &Arc<Upstream>) -> Result<legacy::Lease, UpstreamError> {
+    let caps = legacy::all_capabilities();
+    let lease = link
+        .pool
+        .lease(up, INTERNAL, &caps, link.changes.clone())
+        .await?;
+    lease.session.set_leased(false);
+    Ok(lease)
+}
+
 /// Probes a handshake-era upstream with `initialize` on Sluice's own session.
 pub(super) async fn probe(link: &Link, up: &Arc<Upstream>) -> Status {
-    match link
-        .pool
-        .lease(
-            up,
-            INTERNAL,
-            &legacy::all_capabilities(),
-            link.changes.clone(),
-        )
-        .await
-    {
+    match own_session(link, up).await {
         Ok(lease) => {
-            // Sluice's own sessions serve no call: asks on their GET stream are refused there.
-            lease.session.set_leased(false);
             let init = &lease.session.init;
             let mut caps = init
                 .get("capabilities")
@@ -158,17 +159,7 @@ pub(super) async fn internal_call(
     method: &Method,
     extra: Map<String, Value>,
 ) -> Result<Box<serde_json::value::RawValue>, String> {
-    let lease = link
-        .pool
-        .lease(
-            up,
-            INTERNAL,
-            &legacy::all_capabilities(),
-            link.changes.clone(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    lease.session.set_leased(false); // no call: asks on its GET stream are refused there
+    let lease = own_session(link, up).await.map_err(|e| e.to_string())?;
     let id = lease.session.next_id();
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": extra});
     let bytes = lease
