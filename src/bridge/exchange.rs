@@ -277,15 +277,7 @@ impl Live {
                     .await;
             }
             (Some(Method::LogMessage), None) => {
-                let level = msg
-                    .params
-                    .as_ref()
-                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-                let rank = level
-                    .as_ref()
-                    .and_then(|p| p.get("level"))
-                    .and_then(Value::as_str)
-                    .and_then(crate::mcp::level_rank);
+                let rank = crate::mcp::message_rank(msg.params.as_deref());
                 // A modern client gets the levels it asked for; a 2025-11-25 one that set no
                 // level gets what the server sends, as it would direct.
                 let wanted = match (self.info.log_level, rank) {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::error::GatewayError;
@@ -290,15 +289,7 @@ async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg
             let Some(want) = call.log_level else {
                 return Msg::Skip;
             };
-            let level = msg
-                .params
-                .as_ref()
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-            let rank = level
-                .as_ref()
-                .and_then(|p| p.get("level"))
-                .and_then(Value::as_str)
-                .and_then(crate::mcp::level_rank);
+            let rank = crate::mcp::message_rank(msg.params.as_deref());
             if rank.is_some_and(|r| r >= want) {
                 Msg::Relay(Bytes::copy_from_slice(data.as_bytes()))
             } else {

@@ -154,7 +154,7 @@ async fn handle(
         }
     })
     .await;
-    Ok(audited(guard, reply).into_response())
+    Ok(reply.audited(guard).into_response())
 }
 
 /// The 401 answer to a forward whose head or body did not verify, logged with the reason (an
@@ -271,20 +271,6 @@ fn not_served(
 
 /// The 403 body of a forward that is not a continuation this replica owns.
 const NOT_OWNED: &str = "forbidden: the internal listener serves only continuations this replica owns (a requestState it sealed for an exchange parked here, an answer to its own request to a 2025-11-25 client)\n";
-
-/// Completes the record: a stream's when it ends, any other answer's now.
-fn audited(guard: crate::audit::AuditGuard, reply: Reply) -> Reply {
-    match reply {
-        Reply::Sse(mut body) => {
-            body.audit(guard.into_stream());
-            Reply::Sse(body)
-        }
-        reply => {
-            guard.finish(reply.status(), reply.json_body());
-            reply
-        }
-    }
-}
 
 /// Binds `cluster.listen`, serves forwards on it and keeps this replica registered, until the
 /// gateway shuts down. Refuses (a startup error) a listener that cannot be bound.

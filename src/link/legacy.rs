@@ -12,7 +12,6 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::Link;
-use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy;
@@ -172,21 +171,5 @@ pub(super) async fn internal_call(
         )
         .await
         .map_err(|e| e.to_string())?;
-    let msg = Incoming::parse(&bytes).map_err(|_| {
-        format!(
-            "upstream '{}' answered {method} with something that is not JSON-RPC",
-            up.name
-        )
-    })?;
-    match (msg.result, msg.error) {
-        (Some(r), _) => Ok(r),
-        (_, Some(e)) => Err(format!(
-            "upstream '{}' answered {method} with error {}",
-            up.name, e.code
-        )),
-        _ => Err(format!(
-            "upstream '{}' answered {method} with neither result nor error",
-            up.name
-        )),
-    }
+    crate::upstream::discover::result_of(&bytes, &up.name, method)
 }

@@ -181,6 +181,21 @@ impl Reply {
         }
     }
 
+    /// The reply with its audit record completed: a stream's when it ends (what its last message
+    /// says), any other answer's now.
+    pub fn audited(self, guard: crate::audit::AuditGuard) -> Reply {
+        match self {
+            Reply::Sse(mut body) => {
+                body.audit(guard.into_stream());
+                Reply::Sse(body)
+            }
+            reply => {
+                guard.finish(reply.status(), reply.json_body());
+                reply
+            }
+        }
+    }
+
     /// Builds the hyper response.
     pub fn into_response(self) -> Response<Body> {
         let mut b = Response::builder().status(self.status());

@@ -128,17 +128,7 @@ where
         let run = crate::audit::scope(guard.record(), self.inner.call(req));
         Box::pin(async move {
             let reply = answer_edge_errors(run.await).unwrap_or_else(|never| match never {});
-            Ok(match reply {
-                // A stream's record is complete when the stream ends (what its last message says).
-                Reply::Sse(mut body) => {
-                    body.audit(guard.into_stream());
-                    Reply::Sse(body)
-                }
-                reply => {
-                    guard.finish(reply.status(), reply.json_body());
-                    reply
-                }
-            })
+            Ok(reply.audited(guard))
         })
     }
 }

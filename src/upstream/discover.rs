@@ -69,21 +69,27 @@ pub async fn call(
     let (_, body) = final_message(answer, &up.name)
         .await
         .map_err(|e| e.to_string())?;
-    let msg = Incoming::parse(&body).map_err(|_| {
-        format!(
-            "upstream '{}' answered {method} with something that is not JSON-RPC",
-            up.name
-        )
+    result_of(&body, &up.name, method)
+}
+
+/// The `result` of the answer to one of Sluice's own requests (either era); the error names the
+/// upstream, the method and what was wrong (not JSON-RPC, an error's code, neither member).
+pub fn result_of(
+    body: &[u8],
+    upstream: &str,
+    method: &Method,
+) -> Result<Box<serde_json::value::RawValue>, String> {
+    let msg = Incoming::parse(body).map_err(|_| {
+        format!("upstream '{upstream}' answered {method} with something that is not JSON-RPC")
     })?;
     match (msg.result, msg.error) {
         (Some(r), _) => Ok(r),
         (None, Some(e)) => Err(format!(
-            "upstream '{}' answered {method} with error {}",
-            up.name, e.code
+            "upstream '{upstream}' answered {method} with error {}",
+            e.code
         )),
         _ => Err(format!(
-            "upstream '{}' answered {method} with neither result nor error",
-            up.name
+            "upstream '{upstream}' answered {method} with neither result nor error"
         )),
     }
 }

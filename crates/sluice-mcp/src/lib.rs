@@ -45,6 +45,13 @@ pub fn level_rank(level: &str) -> Option<u8> {
     .map(|p| p as u8)
 }
 
+/// The severity of a `notifications/message`, read from its params' `level` (`None`: no params,
+/// not JSON, or no known level).
+pub fn message_rank(params: Option<&serde_json::value::RawValue>) -> Option<u8> {
+    let params = serde_json::from_str::<serde_json::Value>(params?.get()).ok()?;
+    params.get("level")?.as_str().and_then(level_rank)
+}
+
 /// `text` without whitespace outside strings; every token keeps its bytes. Upstream JSON is
 /// relayed through it so each body Sluice writes is one compact object and each SSE frame one
 /// `data:` line, however the upstream formatted its own. Strings are skipped with `memchr`, so
