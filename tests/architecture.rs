@@ -53,20 +53,26 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The product's sources (`src/`).
+/// The product crate's folder (`crates/sluice`).
+fn product() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/sluice")
+}
+
+/// The product's sources (`crates/sluice/src/`).
 fn sources() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk(&product().join("src"), &mut out);
+    out.sort();
+    out
+}
+
+/// Every crate's sources: the command's (`src/`) and each `crates/*/src/`.
+fn all_sources() -> Vec<PathBuf> {
     let mut out = Vec::new();
     walk(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut out,
     );
-    out.sort();
-    out
-}
-
-/// Every crate's sources: the product's and each `crates/*/src/`.
-fn all_sources() -> Vec<PathBuf> {
-    let mut out = sources();
     for c in members() {
         walk(&c.join("src"), &mut out);
     }
@@ -115,7 +121,7 @@ fn code(text: &str) -> String {
 fn graph() -> &'static graph::Graph {
     static GRAPH: std::sync::OnceLock<graph::Graph> = std::sync::OnceLock::new();
     GRAPH.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let dir = product();
         graph::read(Path::new("src/lib.rs"), &|p| {
             std::fs::read_to_string(dir.join(p)).ok()
         })
@@ -125,7 +131,7 @@ fn graph() -> &'static graph::Graph {
 
 #[test]
 fn the_module_tree_holds_every_source_file() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = product().join("src");
     let declared = &graph().files;
     let stray: Vec<String> = sources()
         .into_iter()
@@ -165,7 +171,7 @@ fn no_import_circle_joins_top_level_folders() {
 }
 
 /// The crates in the order their arrows go: each names only crates before it.
-const CRATES: [&str; 3] = ["sluice-mcp", "sluice", "sluice-bench"];
+const CRATES: [&str; 4] = ["sluice-mcp", "sluice", "sluice-cli", "sluice-bench"];
 
 /// The workspace crates a crate's manifest names (dependencies of every kind), by package name.
 fn crate_arrows(manifest: &Path) -> (String, Vec<String>) {
@@ -350,7 +356,7 @@ fn the_upstream_era_is_switched_on_only_in_link() {
         "Wire::Legacy)",
         ".wire {",
     ];
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = product().join("src");
     let mut found = Vec::new();
     for f in sources() {
         let m = module_of(&src, &f).join("::");
@@ -541,7 +547,8 @@ fn method_names_are_spelled_once_in_the_method_enum() {
         let rel = f.strip_prefix(&root).expect("under the workspace");
         // The benchmark and the demo are peers that write the wire as a client or server would;
         // unit tests write requests as text.
-        let peer = rel.starts_with("crates/sluice-bench") || rel.starts_with("src/demo");
+        let peer =
+            rel.starts_with("crates/sluice-bench") || rel.starts_with("crates/sluice/src/demo");
         let tests = rel.file_stem().is_some_and(|s| s == "tests")
             || rel.parent().is_some_and(|p| p.ends_with("tests"));
         if f == table || peer || tests {

@@ -174,7 +174,7 @@ fn every_config_key_is_documented_where_it_is_declared() {
     let missing = reference::undocumented(&sluice::config::schema());
     assert!(
         missing.is_empty(),
-        "config keys without a doc comment in src/config/raw*.rs: {missing:?}"
+        "config keys without a doc comment in crates/sluice/src/config/raw*.rs: {missing:?}"
     );
 }
 

@@ -24,7 +24,7 @@ pub(crate) fn render(schema: &Value) -> String {
 
 const HEAD: &str = "# Configuration reference
 
-Every key of a config file, generated from the config types (`src/config/raw*.rs`) by
+Every key of a config file, generated from the config types (`crates/sluice/src/config/raw*.rs`) by
 `tests/manual.rs`: a key is documented where it is declared, a test fails when one is not, and
 another when this page differs from what the types say (`SLUICE_BLESS=1 cargo test --test manual`
 writes it anew). `sluice schema` prints the same as a JSON Schema, for an editor's TOML
