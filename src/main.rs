@@ -163,13 +163,13 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::DemoStdioServer => {
-            sluice::demo::stdio::serve().await?;
+            sluice_demo::stdio::serve().await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Demo {
             walkthrough,
             listen,
-        } => sluice::demo::run(walkthrough, listen)
+        } => sluice_demo::run(walkthrough, listen)
             .await
             .map_err(anyhow::Error::msg),
     }

@@ -89,7 +89,7 @@ async fn send(
 
 #[tokio::test]
 async fn the_legacy_demo_upstream_speaks_the_2025_11_25_wire() {
-    let up = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into())
+    let up = sluice_testkit::demo::legacy::start(([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
     let url = up.url();
@@ -214,7 +214,7 @@ async fn next_message(stream: &mut reqwest::Response, seen: &mut String) -> Opti
 
 #[tokio::test]
 async fn the_legacy_loop_forever_asks_after_every_answer_until_cancelled() {
-    let up = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into())
+    let up = sluice_testkit::demo::legacy::start(([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
     let url = up.url();

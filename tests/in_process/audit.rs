@@ -300,7 +300,7 @@ fn check(rec: &Value, e: &Expect, what: &str, bytes_in: Option<usize>) {
 async fn every_path_writes_exactly_one_content_free_record() {
     let sink = scratch("paths.jsonl");
     let up = alpha().await;
-    let repo = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into())
+    let repo = sluice_testkit::demo::legacy::start(([127, 0, 0, 1], 0).into())
         .await
         .expect("legacy demo upstream");
     let gw = gateway(&sink, 1024, &up.url(), &repo.url()).await;
@@ -751,7 +751,7 @@ async fn a_stuck_sink_never_blocks_requests() {
         .expect("run mkfifo");
     assert!(made.success(), "mkfifo {}", fifo.display());
     let up = alpha().await;
-    let repo = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into())
+    let repo = sluice_testkit::demo::legacy::start(([127, 0, 0, 1], 0).into())
         .await
         .expect("legacy demo upstream");
     let gw = gateway(&fifo, 1, &up.url(), &repo.url()).await;
@@ -830,7 +830,7 @@ fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 async fn metrics_show_requests_latency_rounds_parked_exchanges_and_refusals() {
     let sink = scratch("metrics.jsonl");
     let up = alpha().await;
-    let repo = sluice::demo::legacy::start(([127, 0, 0, 1], 0).into())
+    let repo = sluice_testkit::demo::legacy::start(([127, 0, 0, 1], 0).into())
         .await
         .expect("legacy demo upstream");
     let gw = gateway(&sink, 1024, &up.url(), &repo.url()).await;

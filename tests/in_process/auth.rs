@@ -14,9 +14,14 @@ const BOB_KEY: &str = "bob-secret-key-9876543210";
 
 async fn gateway(
     extra: impl FnOnce(Gateway) -> Gateway,
-) -> (sluice::Running, sluice::demo::upstream::DemoUpstream) {
+) -> (
+    sluice::Running,
+    sluice_testkit::demo::upstream::DemoUpstream,
+) {
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let up = sluice::demo::upstream::start("alpha", any).await.unwrap();
+    let up = sluice_testkit::demo::upstream::start("alpha", any)
+        .await
+        .unwrap();
     let g = Gateway::new()
         .named("test")
         .set("auth", "resource", "http://gw.test/mcp")
@@ -263,7 +268,9 @@ async fn with_api_keys_only_nothing_advertises_oauth() {
     // No authorization server configured: an OAuth-aware client (mcp-remote, the Inspector)
     // must not be sent looking for a sign-in that does not exist.
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let up = sluice::demo::upstream::start("alpha", any).await.unwrap();
+    let up = sluice_testkit::demo::upstream::start("alpha", any)
+        .await
+        .unwrap();
     let gw = Gateway::new()
         .named("test")
         .api_key(ApiKey::new(ALICE_KEY, "alice"))

@@ -50,10 +50,10 @@ fn methods(events: &[Value]) -> Vec<String> {
 
 #[tokio::test]
 async fn progress_is_relayed_over_sse_with_the_token_unchanged() {
-    let a = sluice::demo::upstream::start("pa", ([127, 0, 0, 1], 0).into())
+    let a = sluice_testkit::demo::upstream::start("pa", ([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
-    let b = sluice::demo::upstream::start("pb", ([127, 0, 0, 1], 0).into())
+    let b = sluice_testkit::demo::upstream::start("pb", ([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
     let s = Gateway::e2e()

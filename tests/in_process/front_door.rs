@@ -71,7 +71,7 @@ async fn accept_listing_both_types_with_parameters_and_case_is_served() {
 
 #[tokio::test]
 async fn body_over_the_configured_limit_is_413_with_or_without_content_length() {
-    let demo = sluice::demo::upstream::start("fd-413", ([127, 0, 0, 1], 0).into())
+    let demo = sluice_testkit::demo::upstream::start("fd-413", ([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
     let s = Gateway::e2e()
@@ -293,7 +293,7 @@ async fn loopback_host_and_origin_names_are_accepted_on_any_port() {
 
 #[tokio::test]
 async fn allowed_origins_from_config_are_accepted_and_others_refused() {
-    let demo = sluice::demo::upstream::start("fd-allowed", ([127, 0, 0, 1], 0).into())
+    let demo = sluice_testkit::demo::upstream::start("fd-allowed", ([127, 0, 0, 1], 0).into())
         .await
         .unwrap();
     let s = Gateway::e2e()

@@ -2,7 +2,7 @@
 //! 2025-11-25 upstream that speaks HTTP/2 only hold twelve sessions, each with its GET stream and
 //! its call's stream, and all of them are streams of one TCP connection (over HTTP/1.1 they are
 //! 24 connections); each retry then gets its own call's answer on it. The upstream is the Rust
-//! mock (tests/support/legacy.rs) served HTTP/2-only: the official SDKs' 2025-11-25 servers
+//! mock (crates/sluice-testkit/src/legacy.rs) served HTTP/2-only: the official SDKs' 2025-11-25 servers
 //! here run on HTTP/1.1-only servers (uvicorn), and the modern SDK server over HTTP/2 is in
 //! `with_peers/interop/http2.rs`.
 

@@ -531,8 +531,8 @@ fn insert_dotted(doc: &mut Table, name: &str, keys: Table) {
 /// One demo upstream named `name`, and Sluice in front of it alone (names unprefixed).
 pub(crate) async fn one_demo(
     name: &'static str,
-) -> (sluice::demo::upstream::DemoUpstream, Running) {
-    let demo = sluice::demo::upstream::start(name, ([127, 0, 0, 1], 0).into())
+) -> (sluice_testkit::demo::upstream::DemoUpstream, Running) {
+    let demo = sluice_testkit::demo::upstream::start(name, ([127, 0, 0, 1], 0).into())
         .await
         .expect("demo upstream starts");
     let sluice = Gateway::e2e().upstream(name, &demo.url()).start().await;

@@ -3,7 +3,7 @@
 //! - `gateway`: Sluice's config from typed values (serialized with `toml`), started in-process
 //!   on 127.0.0.1:0; `logs`: its log lines, captured;
 //! - `modern`, `legacy`: the mock 2026-07-28 and 2025-11-25 upstreams, raw bytes under the
-//!   test's control;
+//!   test's control (the test kit's, `crates/sluice-testkit`);
 //! - `client` (requests built member by member, SSE read event by event, raw HTTP/1.1), `rpc`
 //!   (JSON bodies) and `text` (raw-text bodies): 2026-07-28 clients; `call`: `tools/call` rounds;
 //!   `legacy_client`: the 2025-11-25 client; `load`: clients calling without pause, for changes
@@ -22,14 +22,13 @@
 #![allow(dead_code, unused_imports)] // each binary uses part of it
 
 pub(crate) mod call;
+pub(crate) use sluice_testkit::{legacy, modern};
 pub(crate) mod client;
 pub(crate) mod gateway;
 pub(crate) mod holders;
-pub(crate) mod legacy;
 pub(crate) mod legacy_client;
 pub(crate) mod load;
 pub(crate) mod logs;
-pub(crate) mod modern;
 pub(crate) mod net;
 pub(crate) mod otlp;
 pub(crate) mod peers;

@@ -14,16 +14,15 @@ mod bridge;
 mod forwarder;
 mod memory;
 mod micro;
-mod mocks;
 mod procs;
 mod profile;
 mod run;
-mod stdio_mock;
 mod wire;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use sluice_testkit::fast::{http as mocks, stdio as stdio_mock};
 
 #[derive(Parser)]
 #[command(

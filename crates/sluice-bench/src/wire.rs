@@ -5,20 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 
-/// The size of the `arguments` object of every benchmark call.
-pub(crate) const ARGS_BYTES: usize = 1024;
-
-/// The text of the `text` argument: the sentence repeated until `arguments` is [`ARGS_BYTES`].
-pub(crate) fn arg_text() -> String {
-    let sentence =
-        "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. ";
-    let overhead = r#"{"text":""}"#.len();
-    sentence
-        .chars()
-        .cycle()
-        .take(ARGS_BYTES - overhead)
-        .collect()
-}
+pub(crate) use sluice_testkit::fast::arg_text;
 
 /// The `_meta` envelope of a modern request; `caps` are the declared client capabilities.
 pub(crate) fn meta(caps: Value) -> Value {
@@ -136,7 +123,10 @@ mod tests {
     #[test]
     fn the_call_carries_1_kib_of_arguments_and_wrk_lines_parse() {
         let v: Value = serde_json::from_str(&tools_call(1, "echo")).unwrap();
-        assert_eq!(v["params"]["arguments"].to_string().len(), ARGS_BYTES);
+        assert_eq!(
+            v["params"]["arguments"].to_string().len(),
+            sluice_testkit::fast::ARGS_BYTES
+        );
         let r = parse_wrk(
             "noise\nBENCH requests=1000 duration_us=2000000 errors=0 p50_us=70 p99_us=210\n",
         )

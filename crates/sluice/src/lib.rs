@@ -23,7 +23,6 @@ pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod ctx;
-pub mod demo;
 pub mod dispatch;
 pub mod edge;
 pub mod error;

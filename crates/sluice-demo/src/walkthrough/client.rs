@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use crate::mcp::method::Method;
+use sluice_mcp::method::Method;
 
 type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,

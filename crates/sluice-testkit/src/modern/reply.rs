@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 /// What a handler answers.
-pub(crate) enum Reply {
+pub enum Reply {
     /// JSON text as written, with an HTTP status.
     Json(u16, String),
     /// Raw bytes with an HTTP status and content type.
@@ -29,19 +29,19 @@ pub(crate) enum Reply {
 
 impl Reply {
     /// The result `r` ([`Reply::Result`]) once the gate reads `true`.
-    pub(crate) fn gate(gate: watch::Receiver<bool>, r: Value) -> Reply {
+    pub fn gate(gate: watch::Receiver<bool>, r: Value) -> Reply {
         Reply::Gate(gate, Box::new(Reply::Result(r)))
     }
 
     /// The result `r` ([`Reply::Result`]) after `pause`.
-    pub(crate) fn after(pause: Duration, r: Value) -> Reply {
+    pub fn after(pause: Duration, r: Value) -> Reply {
         Reply::After(pause, Box::new(Reply::Result(r)))
     }
 }
 
 /// An SSE answer: body chunks, each written after its pause; `hang` keeps the stream open
 /// afterwards; `on_close` runs when the body is dropped (finished, or cancelled by Sluice).
-pub(crate) struct Sse {
+pub struct Sse {
     pub(super) chunks: Vec<(Duration, Bytes)>,
     pub(super) hang: bool,
     pub(super) on_close: Option<Box<dyn FnOnce() + Send + Sync>>,
@@ -49,7 +49,7 @@ pub(crate) struct Sse {
 
 impl Sse {
     /// Runs `f` when Sluice drops the stream (or it ends).
-    pub(crate) fn on_close(mut self, f: impl FnOnce() + Send + Sync + 'static) -> Sse {
+    pub fn on_close(mut self, f: impl FnOnce() + Send + Sync + 'static) -> Sse {
         self.on_close = Some(Box::new(f));
         self
     }
@@ -62,7 +62,7 @@ impl From<Sse> for Reply {
 }
 
 /// SSE text chunks written `every` apart; `hang` keeps the stream open afterwards.
-pub(crate) fn sse(chunks: Vec<String>, every: Duration, hang: bool) -> Reply {
+pub fn sse(chunks: Vec<String>, every: Duration, hang: bool) -> Reply {
     let chunks = chunks
         .into_iter()
         .enumerate()
@@ -76,7 +76,7 @@ pub(crate) fn sse(chunks: Vec<String>, every: Duration, hang: bool) -> Reply {
 }
 
 /// An SSE answer of these body chunks, in order, one HTTP chunk each.
-pub(crate) fn chunked(chunks: Vec<Bytes>) -> Reply {
+pub fn chunked(chunks: Vec<Bytes>) -> Reply {
     Reply::Sse(Sse {
         chunks: chunks.into_iter().map(|c| (Duration::ZERO, c)).collect(),
         hang: false,
@@ -86,7 +86,7 @@ pub(crate) fn chunked(chunks: Vec<Bytes>) -> Reply {
 
 /// An SSE stream of JSON-RPC messages, each after its pause (the request's id is not filled
 /// in: write it into the messages).
-pub(crate) fn stream(events: Vec<(Duration, Value)>) -> Reply {
+pub fn stream(events: Vec<(Duration, Value)>) -> Reply {
     Reply::Sse(Sse {
         chunks: events
             .into_iter()
@@ -98,7 +98,7 @@ pub(crate) fn stream(events: Vec<(Duration, Value)>) -> Reply {
 }
 
 /// An SSE answer sending these chunks, then held open until Sluice drops it.
-pub(crate) fn held(chunks: Vec<String>) -> Sse {
+pub fn held(chunks: Vec<String>) -> Sse {
     Sse {
         chunks: chunks
             .into_iter()
@@ -110,7 +110,7 @@ pub(crate) fn held(chunks: Vec<String>) -> Sse {
 }
 
 /// A JSON-RPC result body for `id`, HTTP 200.
-pub(crate) fn ok(id: &Value, result: Value) -> Reply {
+pub fn ok(id: &Value, result: Value) -> Reply {
     Reply::Json(
         200,
         json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
@@ -118,7 +118,7 @@ pub(crate) fn ok(id: &Value, result: Value) -> Reply {
 }
 
 /// A JSON-RPC error body for `id`, with the HTTP status.
-pub(crate) fn err(status: u16, id: &Value, code: i64, message: &str) -> Reply {
+pub fn err(status: u16, id: &Value, code: i64, message: &str) -> Reply {
     Reply::Json(
         status,
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
@@ -127,17 +127,17 @@ pub(crate) fn err(status: u16, id: &Value, code: i64, message: &str) -> Reply {
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<raw>}` as written (no re-encoding), HTTP 200.
-pub(crate) fn result(id: impl std::fmt::Display, raw: &str) -> Reply {
+pub fn result(id: impl std::fmt::Display, raw: &str) -> Reply {
     Reply::Json(200, result_text(id, raw))
 }
 
 /// The text of a JSON-RPC result message (`id` is raw JSON text, or `{id}` for a script).
-pub(crate) fn result_text(id: impl std::fmt::Display, raw: &str) -> String {
+pub fn result_text(id: impl std::fmt::Display, raw: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{raw}}}"#)
 }
 
 /// A JSON-RPC error answer, HTTP 200.
-pub(crate) fn error(id: impl std::fmt::Display, code: i64, message: &str) -> Reply {
+pub fn error(id: impl std::fmt::Display, code: i64, message: &str) -> Reply {
     let id: Value = serde_json::from_str(&id.to_string()).unwrap_or(Value::Null);
     Reply::Json(
         200,
@@ -147,17 +147,17 @@ pub(crate) fn error(id: impl std::fmt::Display, code: i64, message: &str) -> Rep
 }
 
 /// One SSE event carrying `msg` on one data line.
-pub(crate) fn ev(msg: &Value) -> String {
+pub fn ev(msg: &Value) -> String {
     event(&msg.to_string())
 }
 
 /// One SSE event carrying `data` on one line.
-pub(crate) fn event(data: &str) -> String {
+pub fn event(data: &str) -> String {
     format!("data: {data}\n\n")
 }
 
 /// `bytes` cut into chunks of `size` bytes (the last may be shorter).
-pub(crate) fn chunks(bytes: &[u8], size: usize) -> Vec<Bytes> {
+pub fn chunks(bytes: &[u8], size: usize) -> Vec<Bytes> {
     bytes
         .chunks(size.max(1))
         .map(Bytes::copy_from_slice)
@@ -165,12 +165,12 @@ pub(crate) fn chunks(bytes: &[u8], size: usize) -> Vec<Bytes> {
 }
 
 /// A plain tool descriptor, as text.
-pub(crate) fn tool(name: &str) -> String {
+pub fn tool(name: &str) -> String {
     json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object"}}).to_string()
 }
 
 /// A tool descriptor with string arguments.
-pub(crate) fn tool_args(name: &str, args: &[&str]) -> Value {
+pub fn tool_args(name: &str, args: &[&str]) -> Value {
     let props: serde_json::Map<String, Value> = args
         .iter()
         .map(|a| ((*a).to_owned(), json!({"type": "string"})))
@@ -179,7 +179,7 @@ pub(crate) fn tool_args(name: &str, args: &[&str]) -> Value {
 }
 
 /// A tool descriptor marked destructive.
-pub(crate) fn destructive(name: &str) -> Value {
+pub fn destructive(name: &str) -> Value {
     let mut t = tool_args(name, &[]);
     t["annotations"] = json!({"destructiveHint": true});
     t

@@ -24,12 +24,12 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use super::modern::Seen;
+pub use crate::modern::Seen;
 
 type Body = BoxBody<Bytes, Infallible>;
 
 /// One step of a scripted `tools/call` answer.
-pub(crate) enum Step {
+pub enum Step {
     /// An SSE event with this raw message (`{id}` is replaced by the call's JSON-RPC id).
     Send(String),
     /// Waits until Sluice POSTed a response to each of these ids (raw JSON text, e.g. `"7"` or
@@ -59,11 +59,11 @@ struct Record {
 }
 
 /// A running legacy upstream; stops when dropped.
-pub(crate) struct Legacy {
+pub struct Legacy {
     /// Its address.
-    pub(crate) addr: SocketAddr,
+    pub addr: SocketAddr,
     /// TCP connections it accepted.
-    pub(crate) accepted: Arc<AtomicUsize>,
+    pub accepted: Arc<AtomicUsize>,
     rec: Arc<Record>,
     stop: CancellationToken,
 }
@@ -76,17 +76,17 @@ impl Drop for Legacy {
 
 impl Legacy {
     /// Its MCP endpoint.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
     /// The capabilities each `initialize` declared, in order.
-    pub(crate) fn initializes(&self) -> Vec<Value> {
+    pub fn initializes(&self) -> Vec<Value> {
         self.rec.initializes.lock().unwrap().clone()
     }
 
     /// Sends `msg` (a notification) on every open GET stream.
-    pub(crate) fn notify(&self, msg: &Value) {
+    pub fn notify(&self, msg: &Value) {
         let frame = Bytes::from(format!("data: {msg}\n\n"));
         self.rec
             .gets
@@ -96,7 +96,7 @@ impl Legacy {
     }
 
     /// Waits (at most 10 s) until a GET stream is open.
-    pub(crate) async fn wait_get(&self) {
+    pub async fn wait_get(&self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let opened = self.rec.get_opened.notified();
@@ -117,12 +117,12 @@ impl Legacy {
     }
 
     /// Every response Sluice POSTed to the upstream's asks.
-    pub(crate) fn replies(&self) -> Vec<Value> {
+    pub fn replies(&self) -> Vec<Value> {
         self.rec.replies.lock().unwrap().clone()
     }
 
     /// Every request of `method` it received.
-    pub(crate) fn seen(&self, method: &str) -> Vec<Seen> {
+    pub fn seen(&self, method: &str) -> Vec<Seen> {
         self.rec
             .seen
             .lock()
@@ -134,7 +134,7 @@ impl Legacy {
     }
 
     /// Waits (at most 10 s) until Sluice POSTed at least `n` responses.
-    pub(crate) async fn wait_replies(&self, n: usize) -> Vec<Value> {
+    pub async fn wait_replies(&self, n: usize) -> Vec<Value> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let notified = self.rec.replied.notified();
@@ -150,7 +150,7 @@ impl Legacy {
 }
 
 /// Starts a legacy upstream listing `tools` and answering each `tools/call` with `script`.
-pub(crate) async fn start(
+pub async fn start(
     tools: Value,
     script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static,
 ) -> Legacy {
@@ -158,7 +158,7 @@ pub(crate) async fn start(
 }
 
 /// The same, speaking HTTP/2 only (prior knowledge), any number of streams at once.
-pub(crate) async fn start_h2_only(
+pub async fn start_h2_only(
     tools: Value,
     script: impl Fn(&Seen) -> Vec<Step> + Send + Sync + 'static,
 ) -> Legacy {
@@ -256,26 +256,38 @@ async fn serve(
 ) -> http::Response<Body> {
     let (parts, body) = req.into_parts();
     match parts.method {
-        http::Method::GET if parts.headers.contains_key("last-event-id") => {
-            let last = parts.headers["last-event-id"]
-                .to_str()
-                .unwrap_or("")
-                .to_owned();
+        http::Method::GET => get(parts.headers, rec, stop),
+        http::Method::DELETE => reply(200, "text/plain", Bytes::new()),
+        http::Method::POST => post(parts.headers, body, rec, tools, script, stop).await,
+        _ => reply(405, "text/plain", Bytes::new()),
+    }
+}
+
+/// A GET: a resumption (recorded, answered by a primed stream that ends at once) or the
+/// standalone stream.
+fn get(
+    headers: http::HeaderMap,
+    rec: &Arc<Record>,
+    stop: CancellationToken,
+) -> http::Response<Body> {
+    match () {
+        () if headers.contains_key("last-event-id") => {
+            let last = headers["last-event-id"].to_str().unwrap_or("").to_owned();
             let seen = Seen {
                 method: "GET Last-Event-ID".into(),
                 id: Value::String(last),
                 params: Value::Null,
                 body: String::new(),
-                headers: parts.headers,
+                headers,
             };
             rec.seen.lock().unwrap().push(seen);
             let (tx, rx) = tokio::sync::mpsc::channel(1);
             let _ = tx.try_send(Ok(Frame::data(Bytes::from_static(
                 b"id: 7\nretry: 0\ndata: \n\n",
             ))));
-            return sse(rx, None);
+            sse(rx, None)
         }
-        http::Method::GET => {
+        () => {
             // The standalone stream: a comment, then open until Sluice or the test ends it; what
             // the test sends with `notify` goes on it.
             let (tx, rx) = tokio::sync::mpsc::channel(8);
@@ -287,12 +299,20 @@ async fn serve(
                     .await;
                 tokio::select! { _ = tx.closed() => {}, _ = stop.cancelled() => {} }
             });
-            return sse(rx, None);
+            sse(rx, None)
         }
-        http::Method::DELETE => return reply(200, "text/plain", Bytes::new()),
-        http::Method::POST => {}
-        _ => return reply(405, "text/plain", Bytes::new()),
     }
+}
+
+/// A POST: a response to one of the mock's asks (recorded), a notification, or a request.
+async fn post(
+    headers: http::HeaderMap,
+    body: hyper::body::Incoming,
+    rec: &Arc<Record>,
+    tools: &Value,
+    script: &Script,
+    stop: CancellationToken,
+) -> http::Response<Body> {
     let body = body
         .collect()
         .await
@@ -304,7 +324,7 @@ async fn serve(
         id: msg.get("id").cloned().unwrap_or(Value::Null),
         params: msg.get("params").cloned().unwrap_or(Value::Null),
         body: String::from_utf8_lossy(&body).into_owned(),
-        headers: parts.headers,
+        headers,
     };
     rec.seen.lock().unwrap().push(seen.clone());
     if msg.get("method").is_none() && (msg.get("result").is_some() || msg.get("error").is_some()) {
@@ -315,6 +335,17 @@ async fn serve(
     if msg.get("id").is_none() {
         return reply(202, "application/json", Bytes::new());
     }
+    answer(&seen, rec, tools, script, stop)
+}
+
+/// The answer to a request.
+fn answer(
+    seen: &Seen,
+    rec: &Arc<Record>,
+    tools: &Value,
+    script: &Script,
+    stop: CancellationToken,
+) -> http::Response<Body> {
     let id = seen.id.to_string();
     let id = id.as_str();
     match seen.method.as_str() {
@@ -345,7 +376,7 @@ async fn serve(
         "resources/templates/list" => ok(id, &json!({"resourceTemplates": []})),
         "prompts/list" => ok(id, &json!({"prompts": []})),
         "tools/call" => {
-            let steps = script(&seen);
+            let steps = script(seen);
             let (tx, rx) = tokio::sync::mpsc::channel(64);
             let (rec, id) = (rec.clone(), id.to_owned());
             tokio::spawn(async move { run(steps, &id, &tx, &rec, stop).await });

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::client::{sampled, Answer, Client};
 use super::Steps;
-use crate::demo::upstream::Seen;
-use crate::demo::MAX_ROUNDS;
+use crate::upstream::Seen;
+use crate::MAX_ROUNDS;
 
 /// The tool, as Sluice lists it.
 const TOOL: &str = "repo__loop_forever";

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::client::Client;
 use super::Steps;
-use crate::demo::upstream::Seen;
-use crate::mcp::method::Method;
+use crate::upstream::Seen;
+use sluice_mcp::method::Method;
 
 /// The destructive tool, as Sluice lists it.
 const TOOL: &str = "alpha__delete_branch";

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::reply::{err, ev, ok, result_text, Reply, Sse};
 use super::{list_index, Seen, Spec, MEMBERS};
-use crate::support::V;
+use crate::V;
 
 type Body = BoxBody<Bytes, Infallible>;
 

@@ -32,35 +32,35 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use noted::{noted, Noted};
-pub(crate) use reply::*;
+pub use noted::{noted, Noted};
+pub use reply::*;
 use serve::{Note, State};
 
-use super::WAIT;
+use crate::WAIT;
 
 /// A request the mock received (notifications too).
 #[derive(Clone, Debug)]
-pub(crate) struct Seen {
+pub struct Seen {
     /// The JSON-RPC method.
-    pub(crate) method: String,
+    pub method: String,
     /// The JSON-RPC id (`Null` for a notification); its `Display` is the raw id text.
-    pub(crate) id: Value,
+    pub id: Value,
     /// The params.
-    pub(crate) params: Value,
+    pub params: Value,
     /// The request headers.
-    pub(crate) headers: http::HeaderMap,
+    pub headers: http::HeaderMap,
     /// The raw body.
-    pub(crate) body: String,
+    pub body: String,
 }
 
 impl Seen {
     /// A header as text.
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// `params.name` (the tool or prompt), or "".
-    pub(crate) fn tool(&self) -> &str {
+    pub fn tool(&self) -> &str {
         self.params["name"].as_str().unwrap_or("")
     }
 }
@@ -81,7 +81,7 @@ fn list_index(method: &str) -> Option<usize> {
 }
 
 /// What the mock serves.
-pub(crate) struct Spec {
+pub struct Spec {
     server: String,
     version: &'static str,
     capabilities: Option<Value>,
@@ -111,7 +111,7 @@ impl Spec {
     /// Tools (`echo`), prompts (`greet`), resources (`mock://<server>/doc`, template
     /// `mock://<server>/items/{id}`), all lists with `ttlMs` 60000, `public` and the server's
     /// `_meta`; every routed method answered ("<server> ran <tool>"…).
-    pub(crate) fn new(server: &str) -> Self {
+    pub fn new(server: &str) -> Self {
         Spec {
             server: server.to_owned(),
             version: "9.9.9",
@@ -140,7 +140,7 @@ impl Spec {
     /// Serves nothing (empty lists without `_meta`, tools and resources declared listChanged
     /// and subscribable) and answers nothing by default: every request no handler takes gets
     /// -32601 with HTTP 404.
-    pub(crate) fn raw(server: &str) -> Self {
+    pub fn raw(server: &str) -> Self {
         Spec {
             version: "1.0.0",
             capabilities: None,
@@ -153,129 +153,126 @@ impl Spec {
     }
 
     /// Server capabilities in discover.
-    pub(crate) fn caps(mut self, c: Value) -> Self {
+    pub fn caps(mut self, c: Value) -> Self {
         self.capabilities = Some(c);
         self
     }
 
     /// Instructions in discover.
-    pub(crate) fn instructions(mut self, i: &str) -> Self {
+    pub fn instructions(mut self, i: &str) -> Self {
         self.instructions = Some(i.to_owned());
         self
     }
 
     /// Discover's `ttlMs` and `cacheScope`.
-    pub(crate) fn discover_hints(mut self, ttl: u64, scope: &'static str) -> Self {
+    pub fn discover_hints(mut self, ttl: u64, scope: &'static str) -> Self {
         self.discover_hints = (ttl, scope);
         self
     }
 
     /// One more member of the discover result.
-    pub(crate) fn discover_member(mut self, k: &str, v: Value) -> Self {
+    pub fn discover_member(mut self, k: &str, v: Value) -> Self {
         self.discover_members.insert(k.to_owned(), v);
         self
     }
 
     /// Answers `server/discover` with this instead (`{id}` in JSON text stands for the id).
-    pub(crate) fn discover(mut self, r: Reply) -> Self {
+    pub fn discover(mut self, r: Reply) -> Self {
         self.discover = Some(r);
         self
     }
 
     /// Raw tool descriptors.
-    pub(crate) fn tools(mut self, raw: Vec<String>) -> Self {
+    pub fn tools(mut self, raw: Vec<String>) -> Self {
         self.lists[0] = raw;
         self
     }
 
     /// Tool descriptors as a JSON array.
-    pub(crate) fn tools_json(self, t: Value) -> Self {
+    pub fn tools_json(self, t: Value) -> Self {
         self.tools(items(&t))
     }
 
     /// Raw prompt descriptors.
-    pub(crate) fn prompts(mut self, raw: Vec<String>) -> Self {
+    pub fn prompts(mut self, raw: Vec<String>) -> Self {
         self.lists[1] = raw;
         self
     }
 
     /// Prompt descriptors as a JSON array; a [`Spec::raw`] mock then also declares `prompts`
     /// and `completions`.
-    pub(crate) fn prompts_json(mut self, p: Value) -> Self {
+    pub fn prompts_json(mut self, p: Value) -> Self {
         self.has_prompts = true;
         self.prompts(items(&p))
     }
 
     /// Raw resource descriptors.
-    pub(crate) fn resources(mut self, raw: Vec<String>) -> Self {
+    pub fn resources(mut self, raw: Vec<String>) -> Self {
         self.lists[2] = raw;
         self
     }
 
     /// Resource descriptors as a JSON array.
-    pub(crate) fn resources_json(self, r: Value) -> Self {
+    pub fn resources_json(self, r: Value) -> Self {
         self.resources(items(&r))
     }
 
     /// Raw resource template descriptors.
-    pub(crate) fn templates(mut self, raw: Vec<String>) -> Self {
+    pub fn templates(mut self, raw: Vec<String>) -> Self {
         self.lists[3] = raw;
         self
     }
 
     /// Resource template descriptors as a JSON array.
-    pub(crate) fn templates_json(self, t: Value) -> Self {
+    pub fn templates_json(self, t: Value) -> Self {
         self.templates(items(&t))
     }
 
     /// List `ttlMs` and `cacheScope`; `None` sends neither, nor `resultType`.
-    pub(crate) fn hints(mut self, h: Option<(u64, &'static str)>) -> Self {
+    pub fn hints(mut self, h: Option<(u64, &'static str)>) -> Self {
         self.hints = h;
         self
     }
 
     /// Whether lists carry the server's `_meta`.
-    pub(crate) fn list_meta(mut self, on: bool) -> Self {
+    pub fn list_meta(mut self, on: bool) -> Self {
         self.list_meta = on;
         self
     }
 
     /// The version in the server's info.
-    pub(crate) fn version(mut self, v: &'static str) -> Self {
+    pub fn version(mut self, v: &'static str) -> Self {
         self.version = v;
         self
     }
 
     /// Serves lists in pages of `n` items with `nextCursor`.
-    pub(crate) fn page(mut self, n: usize) -> Self {
+    pub fn page(mut self, n: usize) -> Self {
         self.page = Some(n);
         self
     }
 
     /// Called with every request as it arrives (notifications too), before any answer.
-    pub(crate) fn observe(mut self, f: impl Fn(&Seen) + Send + Sync + 'static) -> Self {
+    pub fn observe(mut self, f: impl Fn(&Seen) + Send + Sync + 'static) -> Self {
         self.observe = Some(Arc::new(f));
         self
     }
 
     /// A handler tried before everything else; `None` falls through.
-    pub(crate) fn on(mut self, f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static) -> Self {
+    pub fn on(mut self, f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static) -> Self {
         self.on = Some(Arc::new(f));
         self
     }
 
     /// A handler for what discover, the lists and listen leave; `None` falls through to the
     /// default answers ([`Spec::new`]) or -32601.
-    pub(crate) fn fallback(
-        mut self,
-        f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static,
-    ) -> Self {
+    pub fn fallback(mut self, f: impl Fn(&Seen) -> Option<Reply> + Send + Sync + 'static) -> Self {
         self.fallback = Some(Arc::new(f));
         self
     }
 
     /// Binds 127.0.0.1:0 and serves until the [`Mock`] is dropped.
-    pub(crate) async fn start(self) -> Mock {
+    pub async fn start(self) -> Mock {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the mock upstream");
@@ -315,7 +312,7 @@ impl Spec {
 /// A mock named `server` listing `tools` and `resources` (JSON arrays of descriptors, with the
 /// server's `_meta`, capabilities `tools` and `resources`), every other request answered by
 /// `handler`.
-pub(crate) async fn start(
+pub async fn start(
     server: &str,
     tools: Value,
     resources: Value,
@@ -332,9 +329,9 @@ pub(crate) async fn start(
 }
 
 /// A running mock upstream; stops when dropped.
-pub(crate) struct Mock {
+pub struct Mock {
     /// Its address.
-    pub(crate) addr: SocketAddr,
+    pub addr: SocketAddr,
     state: Arc<State>,
     stop: CancellationToken,
 }
@@ -347,12 +344,12 @@ impl Drop for Mock {
 
 impl Mock {
     /// Its MCP endpoint.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
     /// Requests received with `method`, in order.
-    pub(crate) fn seen(&self, method: &str) -> Vec<Seen> {
+    pub fn seen(&self, method: &str) -> Vec<Seen> {
         self.state
             .seen
             .lock()
@@ -361,19 +358,19 @@ impl Mock {
     }
 
     /// How many requests with `method` arrived.
-    pub(crate) fn count(&self, method: &str) -> usize {
+    pub fn count(&self, method: &str) -> usize {
         self.seen(method).len()
     }
 
     /// The last request with `method`.
-    pub(crate) fn last(&self, method: &str) -> Seen {
+    pub fn last(&self, method: &str) -> Seen {
         self.seen(method)
             .pop()
             .unwrap_or_else(|| panic!("the mock saw no {method}"))
     }
 
     /// How many `tools/call`s of `tool` it received.
-    pub(crate) fn calls(&self, tool: &str) -> usize {
+    pub fn calls(&self, tool: &str) -> usize {
         self.seen("tools/call")
             .iter()
             .filter(|s| s.tool() == tool)
@@ -381,47 +378,47 @@ impl Mock {
     }
 
     /// Replaces the tool list.
-    pub(crate) fn set_tools(&self, raw: Vec<String>) {
+    pub fn set_tools(&self, raw: Vec<String>) {
         if let Ok(mut s) = self.state.spec.lock() {
             s.lists[0] = raw;
         }
     }
 
     /// Replaces the prompt list.
-    pub(crate) fn set_prompts(&self, raw: Vec<String>) {
+    pub fn set_prompts(&self, raw: Vec<String>) {
         if let Ok(mut s) = self.state.spec.lock() {
             s.lists[1] = raw;
         }
     }
 
     /// Sends `msg` on every open listen stream.
-    pub(crate) fn notify(&self, msg: Value) {
+    pub fn notify(&self, msg: Value) {
         let _ = self.state.notes.send(Note::Raw(ev(&msg)));
     }
 
     /// Sends the notification `method` (e.g. `notifications/tools/list_changed`) on every open
     /// listen stream, with that stream's subscription id.
-    pub(crate) fn notify_method(&self, method: &str) {
+    pub fn notify_method(&self, method: &str) {
         let _ = self.state.notes.send(Note::Method(method.to_owned()));
     }
 
     /// Listen streams currently open.
-    pub(crate) fn listens_open(&self) -> usize {
+    pub fn listens_open(&self) -> usize {
         *self.state.listening.borrow()
     }
 
     /// Non-listen SSE answers whose body was dropped (finished or cancelled).
-    pub(crate) fn streams_closed(&self) -> usize {
+    pub fn streams_closed(&self) -> usize {
         self.state.streams_closed.load(Ordering::SeqCst)
     }
 
     /// Waits until Sluice holds a listen stream open.
-    pub(crate) async fn wait_listen(&self) {
+    pub async fn wait_listen(&self) {
         self.listening(1).await;
     }
 
     /// Waits (at most [`WAIT`]) until at least `n` listen streams are open to it.
-    pub(crate) async fn listening(&self, n: usize) {
+    pub async fn listening(&self, n: usize) {
         let mut rx = self.state.listening.subscribe();
         let name = self
             .state
@@ -439,7 +436,7 @@ impl Mock {
 
     /// Waits (at most [`WAIT`]) until `cond` holds of the mock: woken by each request it
     /// records, each SSE answer that closes and each listen stream that opens or closes.
-    pub(crate) async fn until(&self, what: &str, cond: impl Fn(&Mock) -> bool) {
+    pub async fn until(&self, what: &str, cond: impl Fn(&Mock) -> bool) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let changed = self.state.changed.notified();
@@ -454,7 +451,7 @@ impl Mock {
     }
 
     /// Stops accepting and closes its connections.
-    pub(crate) fn stop(&self) {
+    pub fn stop(&self) {
         self.stop.cancel();
     }
 }

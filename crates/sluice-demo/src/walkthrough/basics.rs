@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::client::{headers, request, Answer, Client};
 use super::Steps;
-use crate::mcp::method::Method;
+use sluice_mcp::method::Method;
 
 /// `server/discover` is answered by Sluice itself, from its upstreams.
 pub(super) async fn discover(c: &Client, s: &mut Steps) {

@@ -17,31 +17,31 @@ use super::{err, held, ok, tool_args, Mock, Reply, Spec};
 ///   `forever answered <n>`;
 /// - `hang(tag)`: opens an SSE answer and never finishes it; notes `start <tag>` and, when
 ///   Sluice drops it (the request was cancelled), `closed <tag>`.
-pub(crate) struct Noted {
+pub struct Noted {
     /// The mock.
-    pub(crate) mock: Mock,
+    pub mock: Mock,
     events: Arc<Mutex<Vec<String>>>,
     changed: Arc<tokio::sync::Notify>,
 }
 
 impl Noted {
     /// Its MCP endpoint.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         self.mock.url()
     }
 
     /// What it noted so far.
-    pub(crate) fn events(&self) -> Vec<String> {
+    pub fn events(&self) -> Vec<String> {
         self.events.lock().unwrap().clone()
     }
 
     /// How many events equal `event`.
-    pub(crate) fn count(&self, event: &str) -> usize {
+    pub fn count(&self, event: &str) -> usize {
         self.events().iter().filter(|e| *e == event).count()
     }
 
     /// Waits (at most 2 s) until it noted `event`; fails the test otherwise.
-    pub(crate) async fn wait_event(&self, event: &str) {
+    pub async fn wait_event(&self, event: &str) {
         let wait = async {
             loop {
                 let changed = self.changed.notified();
@@ -64,7 +64,7 @@ impl Noted {
 }
 
 /// Starts the [`Noted`] bridge B mock.
-pub(crate) async fn noted() -> Noted {
+pub async fn noted() -> Noted {
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
     let changed = Arc::new(tokio::sync::Notify::new());
     let note = {

@@ -16,7 +16,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{event, Sessions, FILES};
 use crate::demo::upstream::Seen;
-use crate::mcp::method::Method;
+use sluice_mcp::method::Method;
+
+/// The `_meta` key by which an ask names the input it fills (Sluice's bridge A reads it to
+/// key the `input_required` round); a server writes it as text.
+const INPUT_KEY_HINT: &str = "dev.sluice/inputKey";
 
 /// The loop bomb: one more sampling ask after every answer, until the call is cancelled or the
 /// client goes away.
@@ -111,7 +115,7 @@ async fn ask(
     };
     let req = json!({"jsonrpc": "2.0", "id": ask_id, "method": Method::SamplingCreateMessage.as_str(), "params": {
         "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 300,
-        "_meta": {crate::bridge::asks::INPUT_KEY_HINT: key}}});
+        "_meta": {INPUT_KEY_HINT: key}}});
     out.send(event(&req)).await.ok()?;
     let reply = tokio::select! { r = rx => r.ok()?, _ = out.closed() => return None };
     if let Some(e) = reply.get("error") {

@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Serves stdin/stdout until stdin ends.
-pub(crate) async fn serve() -> Result<(), String> {
+pub async fn serve() -> Result<(), String> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::stdout();
-    let text = crate::wire::arg_text();
+    let text = super::arg_text();
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;

@@ -120,7 +120,7 @@ impl Modern {
         let tools = json!({"tools": [{"name": "echo", "description": "Echo a text (answers a fixed ~1 KiB text)",
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}],
             "resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "_meta": meta});
-        let echo = json!({"content": [{"type": "text", "text": crate::wire::arg_text()}], "resultType": "complete", "_meta": meta});
+        let echo = json!({"content": [{"type": "text", "text": super::arg_text()}], "resultType": "complete", "_meta": meta});
         let initialize = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": name, "version": "1.0.0"}});
         Modern {
             discover: discover.to_string(),
@@ -176,7 +176,7 @@ impl Modern {
 }
 
 /// Runs the modern mock: one listener per name; prints `LISTENING <port>...`.
-pub(crate) async fn modern(names: Vec<String>) -> Result<(), String> {
+pub async fn modern(names: Vec<String>) -> Result<(), String> {
     let mut ports = Vec::new();
     for name in names {
         let listener = bind(([127, 0, 0, 1], 0).into()).await?;
@@ -296,7 +296,7 @@ impl Legacy {
 }
 
 /// Runs the legacy mock; prints `LISTENING <port>`.
-pub(crate) async fn legacy(http2: bool) -> Result<(), String> {
+pub async fn legacy(http2: bool) -> Result<(), String> {
     let listener = bind(([127, 0, 0, 1], 0).into()).await?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let l = Arc::new(Legacy::default());

@@ -20,8 +20,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
 
-use crate::mcp::method::Method;
-use crate::respond::Body;
+use crate::Body;
+use sluice_mcp::method::Method;
 
 /// The branches `delete_branch` can delete, at start.
 pub const BRANCHES: &[&str] = &["main", "release-0.3", "old-parser"];

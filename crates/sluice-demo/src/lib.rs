@@ -11,14 +11,13 @@
 //! with `--walkthrough` runs a scripted client that prints and checks each step and returns
 //! success only when every step held.
 
-pub mod legacy;
-pub mod stdio;
-pub mod upstream;
 pub mod walkthrough;
+
+pub use sluice_testkit::demo::{legacy, stdio, upstream};
 
 use std::net::SocketAddr;
 
-use crate::config::{Config, Overrides};
+use sluice::config::{Config, Overrides};
 
 /// The demo's round cap (`[budget] max_rounds`).
 pub const MAX_ROUNDS: u32 = 3;
@@ -100,7 +99,7 @@ pub async fn run(
         &over,
     )
     .map_err(|e| e.0)?;
-    let running = crate::start(cfg).await?;
+    let running = sluice::start(cfg).await?;
     running.ready().await;
     println!(
         "Sluice is listening on {} in front of four demo upstreams:",
@@ -134,7 +133,7 @@ pub async fn run(
     }
     println!("\nTry it:\n  curl -s {} \\\n    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \\\n    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}'", running.url());
     println!("\nPress Ctrl-C to stop.");
-    crate::shutdown::signal().await;
+    sluice::shutdown::signal().await;
     running.stop().await;
     Ok(std::process::ExitCode::SUCCESS)
 }

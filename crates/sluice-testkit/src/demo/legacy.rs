@@ -31,8 +31,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::upstream::{json_reply, serve, DemoUpstream, Seen};
-use crate::mcp::method::Method;
-use crate::respond::Body;
+use crate::Body;
+use sluice_mcp::method::Method;
 use tools::{loop_forever, summarize, tool_error};
 
 mod tools;
