@@ -12,7 +12,9 @@
 //!   principal, idle ones ended (issue 29).
 //! - `connect`: the README's quick start and "Connect your client" snippets, run as written
 //!   with the Inspector CLI, mcp-remote and the Python and TypeScript SDKs (issue 29);
-//! - `health`: upstreams down and back, told once each, 503 naming them (issue 29).
+//! - `health`: upstreams down and back, told once each, 503 naming them (issue 29);
+//! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
+//!   authorization scenarios (issue 31).
 
 mod bridge_a;
 mod bridge_b;
@@ -29,3 +31,4 @@ mod stdio_modern;
 mod stdio_pool;
 mod stdio_shares;
 mod traces;
+mod upstream_auth;

@@ -106,6 +106,15 @@ pub fn line_safe(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// A value a peer chose (a URL in its metadata, an issuer) as an error prints it: quoted with
+/// Rust's escapes (no control character gets through), at most `max` characters of it, and
+/// [`line_safe`].
+pub fn shown(text: &str, max: usize) -> String {
+    let cut: String = text.chars().take(max).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    format!("{}{more}", line_safe(&format!("{cut:?}")))
+}
+
 /// An environment variable's name as an error prints it: as written when it is one by
 /// convention (`[A-Z_][A-Z0-9_]*`, at most 128), else not at all (a token pasted where its
 /// variable's name belongs must not be printed back).

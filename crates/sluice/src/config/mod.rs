@@ -33,6 +33,7 @@ mod stdio;
 mod telemetry;
 mod toml_error;
 mod upstream;
+mod upstream_auth;
 
 #[cfg(test)]
 mod cluster_tests;
@@ -54,6 +55,7 @@ pub use stdio::{Stderr, StdioConfig};
 pub use telemetry::Telemetry;
 pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
+pub use upstream_auth::{AuthMode, TokenEndpointAuth, UpstreamAuth};
 
 use budget::Budget;
 pub use raw::schema;

@@ -81,6 +81,8 @@ pub(super) struct RawUpstream {
     pub(super) headers: BTreeMap<String, String>,
     /// Environment variable whose value is sent as `Authorization: Bearer` to this upstream.
     pub(super) bearer_token_env: Option<String>,
+    /// How Sluice authenticates to it (default: `headers` and `bearer_token_env` as given).
+    pub(super) auth: Option<super::upstream_auth::RawAuth>,
     /// For a 2025-11-25 server, which gives none: the `ttlMs` stamped on its lists (default 0).
     pub(super) cache_ttl_ms: Option<u64>,
     /// For a 2025-11-25 server: the `cacheScope` stamped on its lists (default `private`).

@@ -109,6 +109,9 @@ pub struct UpstreamConfig {
     pub headers: Vec<(String, String)>,
     /// Environment variable holding a bearer token for this upstream.
     pub bearer_token_env: Option<String>,
+    /// `[upstream.auth]` of mode `client_credentials`: Sluice obtains its token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<super::UpstreamAuth>,
     /// `ttlMs` stamped on a legacy upstream's lists and reads (default 0).
     pub cache_ttl_ms: u64,
     /// `cacheScope` stamped on a legacy upstream's lists and reads (default private).
@@ -136,6 +139,7 @@ impl std::fmt::Debug for UpstreamConfig {
                     .collect::<Vec<_>>(),
             )
             .field("bearer_token_env", &self.bearer_token_env)
+            .field("auth", &self.auth)
             .field("http2", &self.http2)
             .finish()
     }
@@ -217,6 +221,17 @@ impl UpstreamConfig {
                 src.at(u.name.span())
             )));
         }
+        let static_credentials = u.bearer_token_env.is_some()
+            || u.headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"));
+        let auth = super::upstream_auth::check(
+            u.auth.take(),
+            &name,
+            &at,
+            static_credentials,
+            stdio.is_some(),
+        )?;
         let upstream = UpstreamConfig {
             name,
             url,
@@ -226,6 +241,7 @@ impl UpstreamConfig {
             era: u.era,
             headers: u.headers.into_iter().collect(),
             bearer_token_env: u.bearer_token_env,
+            auth,
             cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
             cache_scope: u.cache_scope.unwrap_or_default(),
             http2: u.http2.unwrap_or(false),
@@ -450,6 +466,7 @@ impl RawUpstream {
             era: Era::Auto,
             headers: Default::default(),
             bearer_token_env: None,
+            auth: None,
             cache_ttl_ms: None,
             cache_scope: None,
             http2: None,

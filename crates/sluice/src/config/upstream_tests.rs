@@ -316,3 +316,59 @@ fn a_configured_header_of_the_protocol_is_refused() {
     }
     assert!(load("[[upstream]]\nname = \"a\"\nurl = \"http://h/mcp\"\nheaders = { \"X-Mcp-Tenant\" = \"t\" }\n").is_ok());
 }
+
+// === [upstream.auth] ===
+
+const CC: &str = "[[upstream]]\nname = \"crm\"\nurl = \"http://127.0.0.1:1/mcp\"\n[upstream.auth]\nmode = \"client_credentials\"\nclient_id = \"sluice\"\n";
+
+#[test]
+fn client_credentials_read_their_secret_at_load_and_never_print_it() {
+    std::env::set_var("SLUICE_TEST_CC_SECRET", "s3cret-value");
+    let cfg = load(&format!(
+        "{CC}client_secret_env = \"SLUICE_TEST_CC_SECRET\"\nscopes = [\"mcp:read\"]\n"
+    ))
+    .unwrap();
+    let auth = cfg.upstreams[0].auth.as_ref().expect("client credentials");
+    assert_eq!(auth.client_secret, "s3cret-value");
+    assert_eq!(auth.scopes.as_deref(), Some(&["mcp:read".to_owned()][..]));
+    assert!(!format!("{:?}", cfg.upstreams[0]).contains("s3cret-value"));
+    let printed = toml::to_string(&cfg.upstreams[0]).unwrap();
+    assert!(
+        !printed.contains("s3cret-value") && printed.contains("SLUICE_TEST_CC_SECRET"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn client_credentials_without_their_parts_are_refused_saying_what_to_set() {
+    let err = refused(CC);
+    assert!(
+        err.starts_with("sluice.toml:2:") && err.contains("client_secret_env is required"),
+        "{err}"
+    );
+    let err = refused(&format!(
+        "{CC}client_secret_env = \"SLUICE_TEST_CC_UNSET_VAR\"\n"
+    ));
+    assert!(
+        err.contains("SLUICE_TEST_CC_UNSET_VAR (client_secret_env) is not set"),
+        "{err}"
+    );
+    std::env::set_var("SLUICE_TEST_CC_EMPTY", " ");
+    let err = refused(&format!(
+        "{CC}client_secret_env = \"SLUICE_TEST_CC_EMPTY\"\n"
+    ));
+    assert!(err.contains("is empty"), "{err}");
+    let no_id = CC.replace("client_id = \"sluice\"\n", "client_secret_env = \"X\"\n");
+    assert!(refused(&no_id).contains("client_id is required"));
+}
+
+#[test]
+fn client_credentials_beside_a_static_credential_or_on_stdio_are_refused() {
+    std::env::set_var("SLUICE_TEST_CC_SECRET2", "x");
+    let both = format!("[[upstream]]\nname = \"crm\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = {{ Authorization = \"Bearer t\" }}\n[upstream.auth]\nmode = \"client_credentials\"\nclient_id = \"s\"\nclient_secret_env = \"SLUICE_TEST_CC_SECRET2\"\n");
+    assert!(refused(&both).contains("remove headers.Authorization and bearer_token_env"));
+    let stdio = "[[upstream]]\nname = \"s\"\ncommand = [\"true\"]\n[upstream.auth]\nmode = \"client_credentials\"\nclient_id = \"s\"\nclient_secret_env = \"SLUICE_TEST_CC_SECRET2\"\n";
+    assert!(refused(stdio).contains("a stdio upstream takes its credentials in env"));
+    let stray = "[[upstream]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/mcp\"\n[upstream.auth]\nclient_id = \"s\"\n";
+    assert!(refused(stray).contains("are for mode = \"client_credentials\""));
+}

@@ -52,6 +52,11 @@ pub enum UpstreamError {
     /// fault (503, `-31020`).
     #[error(transparent)]
     Full(crate::shares::Full),
+    /// Sluice could not obtain a token for it (`[upstream.auth]`): its resource metadata, its
+    /// authorization server or the token endpoint refused or said something unusable (why:
+    /// Sluice's words and the OAuth error code, never a token, a secret or a body).
+    #[error("upstream '{0}' could not be authorized: {1}; check its [upstream.auth] settings and its authorization server")]
+    Auth(String, String),
     /// A 2025-11-25 upstream no longer knows the session (HTTP 404).
     #[error("upstream '{0}' ended the session; retry the request")]
     SessionGone(String),

@@ -18,6 +18,7 @@ pub mod error;
 pub mod health;
 pub mod legacy;
 pub mod lines;
+pub mod oauth;
 pub mod pending;
 pub mod queue;
 pub mod stdio;
@@ -129,6 +130,8 @@ pub struct Upstream {
     pub balancer: balance::Balancer,
     /// Headers it is configured to receive (its credentials).
     pub extra: HeaderMap,
+    /// Sluice's own token for it (`[upstream.auth] mode = "client_credentials"`).
+    pub auth: Option<oauth::Auth>,
     /// Every modern request's headers but its own two (`client::modern_base`), built once.
     pub modern_base: HeaderMap,
     /// Its configured era.
@@ -211,12 +214,17 @@ impl Upstream {
         let balancer =
             balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let modern_base = client::modern_base(&host, &extra);
+        let auth = cfg
+            .auth
+            .clone()
+            .map(|a| oauth::Auth::new(&cfg.name, uri.clone(), a));
         Ok(Upstream {
             name: cfg.name.clone(),
             uri,
             host,
             balancer,
             extra,
+            auth,
             modern_base,
             era: cfg.era,
             stdio,
@@ -273,9 +281,53 @@ impl Upstream {
         if self.stdio.is_some() {
             return stdio::shared::post(self, client, body, stream_timeout).await;
         }
-        self.balancer
-            .post(&self.name, client, method, headers, body, stream_timeout)
-            .await
+        let Some(auth) = &self.auth else {
+            return self
+                .balancer
+                .post(&self.name, client, method, headers, body, stream_timeout)
+                .await;
+        };
+        // A token the upstream refuses is dropped and the request sent once more with another.
+        let mut headers = headers;
+        for last in [false, true] {
+            let token = auth.header(client, &self.modern_base).await?;
+            headers.insert(http::header::AUTHORIZATION, token.clone());
+            let answer = self
+                .balancer
+                .post(
+                    &self.name,
+                    client,
+                    method,
+                    headers.clone(),
+                    body.clone(),
+                    stream_timeout,
+                )
+                .await?;
+            match answer {
+                client::Answer::Status(http::StatusCode::UNAUTHORIZED, _) if !last => {
+                    auth.rejected(&token);
+                }
+                answer => return Ok(answer),
+            }
+        }
+        unreachable!("the loop returns on its last turn")
+    }
+
+    /// The token held for it, for headers built where no fetch can wait (2025-11-25 sessions,
+    /// after [`Upstream::authorize`]).
+    pub fn held_token(&self) -> Option<HeaderValue> {
+        self.auth.as_ref().and_then(oauth::Auth::held)
+    }
+
+    /// Gets a token for it when its `[upstream.auth]` asks for one and none is held.
+    pub async fn authorize(
+        &self,
+        client: &client::HttpClient,
+    ) -> Result<(), client::UpstreamError> {
+        if let Some(auth) = &self.auth {
+            auth.header(client, &self.modern_base).await?;
+        }
+        Ok(())
     }
 
     /// The current status.

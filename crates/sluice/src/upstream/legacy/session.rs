@@ -75,6 +75,9 @@ fn base_headers(up: &Upstream, version: &HeaderValue, sid: Option<&HeaderValue>)
     for (k, v) in &up.extra {
         h.insert(k, v.clone());
     }
+    if let Some(token) = up.held_token() {
+        h.insert(http::header::AUTHORIZATION, token);
+    }
     h
 }
 
@@ -87,6 +90,7 @@ impl Session {
         principal: &str,
         on_list_changed: ListChanged,
     ) -> Result<Arc<Session>, UpstreamError> {
+        up.authorize(client).await?;
         let init = super::handshake::initialize_body(caps);
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);

@@ -37,6 +37,9 @@ fn headers(up: &Upstream, accept: &'static str) -> HeaderMap {
     for (k, v) in &up.extra {
         h.insert(k, v.clone());
     }
+    if let Some(token) = up.held_token() {
+        h.insert(http::header::AUTHORIZATION, token);
+    }
     h
 }
 
@@ -46,6 +49,7 @@ pub async fn connect(
     up: &Arc<Upstream>,
 ) -> Result<(Arc<SseLink>, SseStream), UpstreamError> {
     let name = || up.name.clone();
+    up.authorize(client).await?;
     let answer = client
         .send(
             Method::GET,

@@ -1,0 +1,229 @@
+//! The token request (RFC 6749 §4.4, the client credentials grant, with the `resource`
+//! indicator of RFC 8707).
+//!
+//! Takes what discovery found and the upstream's `[upstream.auth]`; gives the
+//! `Authorization: Bearer` value (marked sensitive: never printed by `http`'s `Debug`) and
+//! when it expires. Refuses (an [`UpstreamError::Auth`]): a server that lists its grants or
+//! client authentication methods without the ones configured, a refusal from the token
+//! endpoint (told by its OAuth error code only, never its body), and an answer without a usable
+//! bearer token.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use serde::Deserialize;
+
+use super::discovery::Found;
+use crate::config::{TokenEndpointAuth, UpstreamAuth};
+use crate::upstream::client::{Answer, HttpClient, UpstreamError};
+
+/// The lifetime taken for a token whose answer gives none.
+pub(super) const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// A bearer token held for an upstream.
+pub(super) struct Token {
+    /// `Bearer <token>`, sensitive.
+    pub header: HeaderValue,
+    /// When to get the next one: nine tenths into its lifetime.
+    pub renew_at: Instant,
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+    token_type: String,
+    expires_in: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: String,
+}
+
+/// Asks the token endpoint for a token for `found.resource` with `scopes`.
+pub(super) async fn client_credentials(
+    client: &HttpClient,
+    name: &str,
+    found: &Found,
+    cfg: &UpstreamAuth,
+    scopes: &[String],
+) -> Result<Token, UpstreamError> {
+    let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
+    if found
+        .grant_types
+        .as_ref()
+        .is_some_and(|g| !g.iter().any(|g| g == "client_credentials"))
+    {
+        return Err(fail("its authorization server does not offer the client_credentials grant (grant_types_supported)".into()));
+    }
+    let method = match cfg.token_endpoint_auth {
+        TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
+        TokenEndpointAuth::ClientSecretPost => "client_secret_post",
+    };
+    if let Some(methods) = &found.auth_methods {
+        if !methods.iter().any(|m| m == method) {
+            return Err(fail(format!("its authorization server does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")));
+        }
+    }
+    let (headers, body) = request(found, cfg, scopes)?;
+    let (_, answer) = client
+        .send(
+            http::Method::POST,
+            name,
+            &found.token_endpoint,
+            headers,
+            body,
+            None,
+        )
+        .await?;
+    let (status, body) = match answer {
+        Answer::Json(s, b) | Answer::Status(s, b) => (s, b),
+        Answer::Sse(_) => {
+            return Err(fail(
+                "its token endpoint answered with an event stream".into(),
+            ))
+        }
+    };
+    if status != StatusCode::OK {
+        let code = serde_json::from_slice::<ErrorAnswer>(&body)
+            .ok()
+            .map(|e| e.error)
+            .filter(|e| e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+        return Err(fail(match code {
+            Some(c) => format!(
+                "its token endpoint refused the client credentials: {c} (HTTP {})",
+                status.as_u16()
+            ),
+            None => format!("its token endpoint answered HTTP {}", status.as_u16()),
+        }));
+    }
+    let t: TokenAnswer = serde_json::from_slice(&body).map_err(|_| {
+        fail(
+            "its token endpoint's answer is not a token response (access_token, token_type)".into(),
+        )
+    })?;
+    if !t.token_type.eq_ignore_ascii_case("bearer") {
+        return Err(fail(
+            "its token endpoint gave a token that is not a bearer token".into(),
+        ));
+    }
+    let mut header = HeaderValue::from_str(&format!("Bearer {}", t.access_token))
+        .ok()
+        .filter(|_| !t.access_token.is_empty())
+        .ok_or_else(|| {
+            fail("its token endpoint gave a token that cannot be sent in a header".into())
+        })?;
+    header.set_sensitive(true);
+    let life = t.expires_in.map_or(DEFAULT_LIFETIME, Duration::from_secs);
+    Ok(Token {
+        header,
+        renew_at: Instant::now() + life.mul_f64(0.9),
+    })
+}
+
+/// The token request's headers and form body.
+fn request(
+    found: &Found,
+    cfg: &UpstreamAuth,
+    scopes: &[String],
+) -> Result<(HeaderMap, Bytes), UpstreamError> {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", "client_credentials");
+    form.append_pair("resource", &found.resource);
+    if !scopes.is_empty() {
+        form.append_pair("scope", &scopes.join(" "));
+    }
+    let mut headers = HeaderMap::new();
+    match cfg.token_endpoint_auth {
+        TokenEndpointAuth::ClientSecretPost => {
+            form.append_pair("client_id", &cfg.client_id);
+            form.append_pair("client_secret", &cfg.client_secret);
+        }
+        TokenEndpointAuth::ClientSecretBasic => {
+            // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
+            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let pair = format!("{}:{}", enc(&cfg.client_id), enc(&cfg.client_secret));
+            let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
+            let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
+                .map_err(|_| UpstreamError::Auth(String::new(), "bad client credentials".into()))?;
+            v.set_sensitive(true);
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+    }
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-www-form-urlencoded"),
+    );
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(a) = found.token_endpoint.authority() {
+        if let Ok(h) = HeaderValue::from_str(a.as_str()) {
+            headers.insert(http::header::HOST, h);
+        }
+    }
+    Ok((headers, Bytes::from(form.finish())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(how: TokenEndpointAuth) -> UpstreamAuth {
+        UpstreamAuth {
+            client_id: "sluice client".into(),
+            client_secret_env: "S".into(),
+            client_secret: "s3cr:t&".into(),
+            token_endpoint_auth: how,
+            scopes: None,
+        }
+    }
+
+    fn found() -> Found {
+        Found {
+            issuer: "http://as:1".into(),
+            token_endpoint: "http://as:1/token".parse().unwrap(),
+            resource: "http://up:2/mcp".into(),
+            scopes_supported: vec![],
+            grant_types: None,
+            auth_methods: None,
+        }
+    }
+
+    #[test]
+    fn basic_sends_the_form_encoded_pair_and_no_secret_in_the_body() {
+        let scopes = ["a".to_owned(), "b".to_owned()];
+        let (h, body) = request(
+            &found(),
+            &cfg(TokenEndpointAuth::ClientSecretBasic),
+            &scopes,
+        )
+        .unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert_eq!(
+            body,
+            "grant_type=client_credentials&resource=http%3A%2F%2Fup%3A2%2Fmcp&scope=a+b"
+        );
+        let auth = h[http::header::AUTHORIZATION].to_str().unwrap();
+        let pair = base64::engine::general_purpose::STANDARD
+            .decode(auth.strip_prefix("Basic ").unwrap())
+            .unwrap();
+        assert_eq!(pair, b"sluice+client:s3cr%3At%26");
+        assert!(h[http::header::AUTHORIZATION].is_sensitive());
+    }
+
+    #[test]
+    fn post_sends_the_credentials_in_the_body() {
+        let (h, body) = request(&found(), &cfg(TokenEndpointAuth::ClientSecretPost), &[]).unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert!(!h.contains_key(http::header::AUTHORIZATION));
+        assert!(
+            body.ends_with("&client_id=sluice+client&client_secret=s3cr%3At%26"),
+            "{body}"
+        );
+        assert!(!body.contains("scope="), "{body}");
+    }
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The conformance suite's client command for the `auth/client-credentials-*` scenarios, with
+Sluice as the OAuth client (`[upstream.auth] mode = "client_credentials"`).
+
+`conformance client --command "python3 tests/conformance/oauth_client_credentials.py"` runs it
+with the scenario's MCP server URL as the last argument and the client's credentials in
+`MCP_CONFORMANCE_CONTEXT`. It starts the Sluice binary at `$SLUICE_BIN` in front of that server
+(the secret in an environment variable, logs at trace level), lists tools and calls `test-tool`
+through Sluice as a 2026-07-28 client, then stops Sluice and reads its log: exit 0 only when the
+call came back and no secret and no token is in any log line. With `SLUICE_AUTH_WRONG_SECRET=1`
+it gives Sluice a wrong secret instead and exits 0 only when Sluice logs the authorization
+server's refusal (`invalid_client`), naming the upstream and holding no secret. Standard library
+only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+WAIT = 20.0
+
+
+def post(base: str, method: str, params: dict) -> dict:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
+    req = urllib.request.Request(base, json.dumps(body).encode(), headers, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def listening(log_path: str, proc: subprocess.Popen) -> str:
+    """The address from Sluice's `sluice listening addr=…` line (a separate process: polled)."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"sluice exited with {proc.returncode}")
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "sluice listening" in line and "addr=" in line:
+                    return line.split("addr=", 1)[1].split()[0].strip('"')
+        time.sleep(0.05)
+    raise SystemExit("sluice did not print its listening line")
+
+
+def refused(log_path: str, proc: subprocess.Popen) -> str:
+    """The line where Sluice says it got no token (a separate process: its log polled)."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"sluice exited with {proc.returncode}")
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "no token for the upstream" in line:
+                    return line
+        time.sleep(0.05)
+    raise SystemExit("sluice did not say that it got no token")
+
+
+def main() -> int:
+    url = sys.argv[-1]
+    ctx = json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"])
+    wrong = os.environ.get("SLUICE_AUTH_WRONG_SECRET") == "1"
+    secret = ctx["client_secret"] + ("-wrong" if wrong else "")
+    work = tempfile.mkdtemp(prefix="sluice-oauth-")
+    config = os.path.join(work, "sluice.toml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(
+            'listen = "127.0.0.1:0"\n\n[[upstream]]\nname = "scenario"\n'
+            f"url = {json.dumps(url)}\n\n[upstream.auth]\n"
+            'mode = "client_credentials"\n'
+            f"client_id = {json.dumps(ctx['client_id'])}\n"
+            'client_secret_env = "SCENARIO_CLIENT_SECRET"\n'
+        )
+    log_path = os.path.join(work, "sluice.log")
+    env = dict(os.environ, SCENARIO_CLIENT_SECRET=secret, RUST_LOG="trace")
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [os.environ["SLUICE_BIN"], "serve", "--config", config],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        base = f"http://{listening(log_path, proc)}/mcp"
+        if wrong:
+            line = refused(log_path, proc)
+            expected = "upstream 'scenario' could not be authorized: its token endpoint refused the client credentials: invalid_client (HTTP 401)"
+            if expected not in line or secret in line:
+                print(f"unexpected refusal line: {line[:400]}", file=sys.stderr)
+                return 1
+            # The upstream is down for that reason: a client is told so (503, -31030), by name.
+            try:
+                answer = post(base, "tools/call", {"name": "scenario__test-tool", "arguments": {}})
+            except urllib.error.HTTPError as e:
+                answer = {"status": e.code, **json.loads(e.read() or b"{}")}
+            told = json.dumps(answer)
+            error = answer.get("error", {})
+            if (
+                answer.get("status") != 503
+                or error.get("code") != -31030
+                or expected not in error.get("message", "")
+                or secret in told
+            ):
+                print(f"the client was told: {told[:600]}", file=sys.stderr)
+                return 1
+            print("refused as expected: invalid_client")
+            return 0
+        tool = None
+        deadline = time.monotonic() + WAIT
+        while tool is None and time.monotonic() < deadline:
+            tools = post(base, "tools/list", {}).get("result", {}).get("tools", [])
+            tool = next((t["name"] for t in tools if t["name"].endswith("test-tool")), None)
+            if tool is None:
+                time.sleep(0.1)
+        if tool is None:
+            print("no test-tool listed through Sluice", file=sys.stderr)
+            return 1
+        answer = post(base, "tools/call", {"name": tool, "arguments": {}})
+        result = answer.get("result", {})
+        if result.get("isError") or not result.get("content"):
+            print(f"the call through Sluice failed: {json.dumps(answer)[:500]}", file=sys.stderr)
+            return 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if wrong:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                if secret in f.read():
+                    print("Sluice's log holds the secret", file=sys.stderr)
+                    sys.exit(1)
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    leaks = [w for w in (secret, "cc-token-", "Basic ") if w in text]
+    if leaks:
+        print(f"Sluice's trace log holds a credential ({len(leaks)} kinds)", file=sys.stderr)
+        return 1
+    print(f"called {tool} through Sluice; trace log of {len(text)} bytes holds no credential")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+//! Sluice as an OAuth client of its upstreams (issue 31), against the official conformance
+//! suite's authorization scenarios: the suite runs an MCP server and its authorization server,
+//! and its client command (tests/conformance/oauth_client_credentials.py) starts the `sluice`
+//! binary in front of them and calls a tool through it.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::peers::peer_env;
+
+/// Runs `scenario` with Sluice as the client (`extra`: more arguments, `env`: more variables);
+/// gives the suite's exit status and every check's `id STATUS`.
+fn run(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> (bool, Vec<String>, String) {
+    let out = tempfile_dir();
+    let driver =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/oauth_client_credentials.py");
+    let mut cmd = Command::new(peer_env("SLUICE_NODE22"));
+    cmd.arg(peer_env("SLUICE_CONFORMANCE"))
+        .args([
+            "client",
+            "--command",
+            &format!("python3 {}", driver.display()),
+        ])
+        .args(["--scenario", scenario, "-o"])
+        .arg(&out)
+        .args(extra)
+        .env("SLUICE_BIN", env!("CARGO_BIN_EXE_sluice"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let done = cmd.output().expect("run the conformance suite");
+    let mut checks = Vec::new();
+    let mut stdout = String::new();
+    // One folder per run, under the scenario's name (`auth/…`).
+    let mut dirs = vec![out.clone()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).expect("the suite's output folder") {
+            let p = e.expect("an entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                let text = std::fs::read_to_string(&p).expect("checks.json");
+                let parsed: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+                for c in parsed.as_array().expect("a list of checks") {
+                    let (id, status) = (c["id"].as_str(), c["status"].as_str());
+                    checks.push(format!("{} {}", id.unwrap_or("?"), status.unwrap_or("?")));
+                }
+                stdout += &std::fs::read_to_string(dir.join("stdout.txt")).unwrap_or_default();
+            }
+        }
+    }
+    assert!(
+        !checks.is_empty(),
+        "the suite wrote no checks under {}",
+        out.display()
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    (done.status.success(), checks, stdout)
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "sluice-conf-auth-{}-{}",
+        std::process::id(),
+        crate::support::unique("run")
+    ));
+    std::fs::create_dir_all(&d).expect("a temporary folder");
+    d
+}
+
+fn bad(checks: &[String]) -> Vec<&String> {
+    checks
+        .iter()
+        .filter(|c| c.ends_with(" FAILURE") || c.ends_with(" WARNING"))
+        .collect()
+}
+
+#[test]
+fn the_client_credentials_scenario_passes_with_sluice_as_the_client_on_both_wires() {
+    // The scenario's server speaks 2025-11-25 by default and 2026-07-28 when asked (the
+    // scenario is an extension, off the spec's timeline: `--force`).
+    for extra in [&[][..], &["--spec-version", "2026-07-28", "--force"][..]] {
+        let (ok, checks, stdout) = run("auth/client-credentials-basic", extra, &[]);
+        assert!(
+            ok && bad(&checks).is_empty(),
+            "{extra:?}: {checks:?}\n{stdout}"
+        );
+        for want in [
+            "prm-pathbased-requested SUCCESS",
+            "authorization-server-metadata SUCCESS",
+            "client-credentials-basic-auth SUCCESS",
+            "valid-bearer-token SUCCESS",
+        ] {
+            assert!(
+                checks.iter().any(|c| c == want),
+                "{extra:?}: no {want}: {checks:?}"
+            );
+        }
+        assert!(stdout.contains("holds no credential"), "{stdout}");
+    }
+}
+
+#[test]
+fn a_refused_client_secret_is_told_by_its_oauth_error_and_never_printed() {
+    let (ok, checks, stdout) = run(
+        "auth/client-credentials-basic",
+        &[],
+        &[("SLUICE_AUTH_WRONG_SECRET", "1")],
+    );
+    // The suite fails the run: its authorization server saw wrong credentials, as it should.
+    assert!(!ok, "{checks:?}");
+    assert_eq!(
+        bad(&checks),
+        ["client-credentials-basic-auth FAILURE"],
+        "{checks:?}"
+    );
+    assert!(
+        stdout.contains("refused as expected: invalid_client"),
+        "{stdout}"
+    );
+}
