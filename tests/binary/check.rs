@@ -279,7 +279,7 @@ async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_
 
     // Refused: the first error is the verdict, and the exit code 2.
     let run = check(
-        &example.replace("http://127.0.0.1:9000/mcp", "https://u:c4n4ry-x@h/mcp"),
+        &example.replace("http://127.0.0.1:9000/mcp", "ftp://u:c4n4ry-x@h/mcp"),
         &[],
         &[],
     )
@@ -288,7 +288,7 @@ async fn check_says_its_verdict_first_warns_of_state_keys_only_off_loopback_and_
     let first = run.stdout.lines().next().unwrap_or_default();
     assert!(
         first.starts_with("refused: ")
-            && first.contains("expected an http:// URL")
+            && first.contains("expected an http:// or https:// URL")
             && !run.all().contains(C),
         "{}",
         run.all()

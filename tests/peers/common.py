@@ -38,9 +38,71 @@ def exit_when_stdin_closes() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def serve(app: Any) -> None:
+def tls_files(folder: str) -> tuple[str, str]:
+    """A CA of its own and a certificate it signs for 127.0.0.1 and localhost, written into
+    `folder` (`ca.pem`, `cert.pem`, `key.pem`): the key and certificate to serve with. The test
+    gives `ca.pem` to its client as the one CA to trust (`SSL_CERT_FILE`)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    day = datetime.timedelta(days=1)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("sluice test CA"))
+        .issuer_name(name("sluice test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - day)
+        .not_valid_after(now + day)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    san = x509.SubjectAlternativeName(
+        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name("127.0.0.1"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - day)
+        .not_valid_after(now + day)
+        .add_extension(san, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    paths = {n: os.path.join(folder, n) for n in ("ca.pem", "cert.pem", "key.pem")}
+    with open(paths["ca.pem"], "wb") as f:
+        f.write(ca.public_bytes(pem))
+    with open(paths["cert.pem"], "wb") as f:
+        f.write(cert.public_bytes(pem))
+    with open(paths["key.pem"], "wb") as f:
+        f.write(
+            key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+    return paths["key.pem"], paths["cert.pem"]
+
+
+def serve(app: Any, tls: str | None = None) -> None:
     """Serves the ASGI `app` on 127.0.0.1 on a free port, prints `LISTENING <port>` once it
-    accepts requests, and runs until stdin closes."""
+    accepts requests, and runs until stdin closes. With `tls` (a folder), over HTTPS with a
+    certificate of [`tls_files`]."""
     import anyio
     import uvicorn
 
@@ -49,7 +111,11 @@ def serve(app: Any) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        ssl = {}
+        if tls is not None:
+            keyfile, certfile = tls_files(tls)
+            ssl = {"ssl_keyfile": keyfile, "ssl_certfile": certfile}
+        uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **ssl))
         async with anyio.create_task_group() as tg:
             tg.start_soon(uv.serve, [sock])
             while not uv.started:

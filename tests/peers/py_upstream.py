@@ -24,7 +24,8 @@ The process ends when its stdin reaches end-of-file, so a test binary that exits
 never leaves it behind: the test keeps the write end of the pipe open and never writes to it.
 
 Run by hand:  $SLUICE_PY2 tests/peers/py_upstream.py   (then Ctrl-D or Ctrl-C)
-With --stdio it serves the stdio transport instead (Sluice starts it as a stdio upstream).
+With --stdio it serves the stdio transport instead (Sluice starts it as a stdio upstream); with
+--tls FOLDER, HTTPS with a certificate of a CA of its own (common.tls_files: FOLDER/ca.pem).
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ def main() -> None:
 
     if "--stdio" in sys.argv[1:]:
         server.run("stdio")
+    elif "--tls" in sys.argv[1:]:
+        folder = sys.argv[sys.argv.index("--tls") + 1]
+        serve(server.streamable_http_app(host="127.0.0.1"), tls=folder)
     else:
         serve(server.streamable_http_app(host="127.0.0.1"))
 

@@ -292,6 +292,23 @@ pub(crate) async fn own_modern_fixture_at(name: &str, port: u16) -> OwnedPeer {
     OwnedPeer(peer.unwrap_or_else(|e| panic!("{e}")))
 }
 
+/// A `tests/peers/py_upstream.py` process of the test's own serving HTTPS, with a certificate
+/// for 127.0.0.1 signed by a CA it writes to `folder/ca.pem`.
+pub(crate) async fn own_py2_tls(name: &str, folder: &Path) -> OwnedPeer {
+    peer_env("SLUICE_PY2");
+    let (name, folder) = (name.to_owned(), folder.to_owned());
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut cmd = py2_command();
+        cmd.arg("--tls").arg(&folder);
+        spawn(&name, cmd, scratch().join(format!("{name}-events")))
+    })
+    .await
+    .expect("peer start task");
+    let mut peer = peer.unwrap_or_else(|e| panic!("{e}"));
+    peer.url = peer.url.replacen("http://", "https://", 1);
+    OwnedPeer(peer)
+}
+
 /// The shared `tests/peers/py_upstream.py` process (`mcp==2.3.0`, 2026-07-28: `echo`, `add`,
 /// `ask_llm`, `ask_raw`).
 pub(crate) async fn py2() -> &'static Peer {

@@ -13,6 +13,7 @@
 //! - `connect`: the README's quick start and "Connect your client" snippets, run as written
 //!   with the Inspector CLI, mcp-remote and the Python and TypeScript SDKs (issue 29);
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29);
+//! - `tls`: an upstream over https://, its CA trusted or not;
 //! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
 //!   authorization scenarios (issue 31).
 
@@ -30,5 +31,6 @@ mod stdio_boundary;
 mod stdio_modern;
 mod stdio_pool;
 mod stdio_shares;
+mod tls;
 mod traces;
 mod upstream_auth;

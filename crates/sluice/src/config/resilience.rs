@@ -2,7 +2,7 @@
 //! breaker and its own concurrency limit.
 //!
 //! Takes the raw keys of one `[[upstream]]`; gives [`Resilience`]. Refuses `url` and `urls`
-//! together, an empty `urls` or one that is not `http://`, the same URL twice, several URLs for
+//! together, an empty `urls` or one that is neither `http://` nor `https://`, the same URL twice, several URLs for
 //! a 2024-11-05 HTTP+SSE server (a session lives on one GET stream), these keys on a stdio
 //! upstream, `breaker_failures = 0`, a `breaker_open_ms` outside 1..=600000,
 //! `max_in_flight = 0`, and a `max_in_flight_per_principal` of 0, over `max_in_flight` or
@@ -117,9 +117,9 @@ impl RawResilience {
         if let Some(urls) = self.urls {
             let mut seen = std::collections::BTreeSet::new();
             for u in &urls {
-                if !u.starts_with("http://") || u.parse::<http::Uri>().is_err() {
+                if !web_url(u) {
                     return Err(bad(format!(
-                        "urls entry {:?}: expected an http:// URL",
+                        "urls entry {:?}: expected an http:// or https:// URL",
                         redact_url(u)
                     )));
                 }
@@ -239,7 +239,7 @@ mod tests {
                 .contains("has both url and urls")
         );
         assert!(refused("urls = []").contains("urls is empty"));
-        assert!(refused("urls = [\"https://x/\"]").contains("expected an http:// URL"));
+        assert!(refused("urls = [\"ftp://x/\"]").contains("expected an http:// or https:// URL"));
         assert!(
             refused("urls = [\"http://127.0.0.1:1/\", \"http://127.0.0.1:1/\"]").contains("twice")
         );
@@ -333,4 +333,12 @@ pub(super) fn http2_apart(
         }
     }
     Ok(())
+}
+
+/// Whether `url` is an `http://` or `https://` URL with a host.
+pub(super) fn web_url(url: &str) -> bool {
+    (url.starts_with("http://") || url.starts_with("https://"))
+        && url
+            .parse::<http::Uri>()
+            .is_ok_and(|u| u.authority().is_some_and(|a| !a.host().is_empty()))
 }

@@ -73,7 +73,7 @@ fn secrets_are_redacted_when_printed() {
     );
     Config::from_toml(&printed, "printed", &Overrides::default())
         .expect("the printed config loads again");
-    let e = load("[[upstream]]\nname = \"a\"\nurl = \"https://u:pa55word@h/mcp\"\n")
+    let e = load("[[upstream]]\nname = \"a\"\nurl = \"ftp://u:pa55word@h/mcp\"\n")
         .unwrap_err()
         .0;
     assert!(!e.contains("pa55word"), "{e}");

@@ -5,8 +5,8 @@
 //! Takes the raw upstream tables and the `separator`; gives [`UpstreamConfig`]s in configured
 //! order, plus each upstream's `required_scopes` for `[auth]`. Refuses a name outside
 //! `[A-Za-z0-9_.-]`, one holding the separator or used twice, a table with both or neither of
-//! `url` and `command`, and a URL that is not `http://`, naming the line (or `--upstream`) and
-//! never printing the URL's credentials.
+//! `url` and `command`, and a URL that is neither `http://` nor `https://`, naming the line (or
+//! `--upstream`) and never printing the URL's credentials.
 
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,8 @@ pub enum CacheScope {
 pub struct UpstreamConfig {
     /// Its name: the prefix of its tools and prompts, and what errors and logs call it.
     pub name: String,
-    /// Its MCP endpoint URL (`http://`; with `urls`, the first), empty for a stdio upstream.
+    /// Its MCP endpoint URL (`http://` or `https://`; with `urls`, the first), empty for a
+    /// stdio upstream.
     /// Printed (credentials redacted) with the resilience keys, as `url` or `urls`.
     #[serde(skip)]
     pub url: String,
@@ -296,7 +297,7 @@ fn protocol_headers_unset(u: &RawUpstream, name: &str, at: &str) -> Result<(), C
 }
 
 /// Refuses `transport = "sse"` or `http2` next to a command, `http2` with credentials in a URL
-/// (`urls`) or a Host header, and `transport = "sse"` with `era = "2026-07-28"`.
+/// (`urls`), an `https://` URL or a Host header, and `transport = "sse"` with `era = "2026-07-28"`.
 fn transport_fits(
     u: &RawUpstream,
     urls: &[String],
@@ -323,6 +324,11 @@ fn transport_fits(
     if u.http2 == Some(true) && urls.iter().any(|x| userinfo(x)) {
         return Err(ConfigError(format!(
             "{at}: upstream {name:?}: credentials in a URL with http2 = true: HTTP/2 would send them as the host; put them in headers"
+        )));
+    }
+    if u.http2 == Some(true) && urls.iter().any(|x| x.starts_with("https://")) {
+        return Err(ConfigError(format!(
+            "{at}: upstream {name:?}: http2 = true is HTTP/2 in clear text (h2c); over https:// HTTP/2 is agreed in the TLS handshake when the server offers it: remove http2"
         )));
     }
     if u.http2 == Some(true) && u.headers.keys().any(|h| h.eq_ignore_ascii_case("host")) {
@@ -391,9 +397,9 @@ fn transport(
         ))),
         (Some(url), None) => {
             let (span, url) = (url.span(), url.into_inner());
-            if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
+            if !super::resilience::web_url(&url) {
                 let shown = redact_url(&url);
-                return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// URL", src.at(span))));
+                return Err(ConfigError(format!("{}: upstream {name:?} url {shown:?}: expected an http:// or https:// URL", src.at(span))));
             }
             if RawStdio::any_on(u) {
                 return Err(ConfigError(format!(

@@ -63,11 +63,14 @@ fn upstream_names_and_urls_are_checked_with_their_lines() {
         refused(two),
         "sluice.toml:5: upstream name \"a\" is used twice"
     );
-    let err = refused("[[upstream]]\nname = \"a\"\nurl = \"https://u:pw@h/mcp\"\n");
+    let err = refused("[[upstream]]\nname = \"a\"\nurl = \"ftp://u:pw@h/mcp\"\n");
     assert_eq!(
         err,
-        "sluice.toml:3: upstream \"a\" url \"https://redacted@h/mcp\": expected an http:// URL"
+        "sluice.toml:3: upstream \"a\" url \"ftp://redacted@h/mcp\": expected an http:// or https:// URL"
     );
+    let https = "[[upstream]]\nname = \"a\"\nurl = \"https://h/mcp\"\nhttp2 = true\n";
+    assert!(refused(https).contains("over https:// HTTP/2 is agreed in the TLS handshake"));
+    assert!(load("[[upstream]]\nname = \"a\"\nurl = \"https://h/mcp\"\n").is_ok());
     let err = refused("separator = \"-\"\n[[upstream]]\nname = \"a-b\"\nurl = \"http://h/mcp\"\n");
     assert_eq!(err, "sluice.toml:3: upstream name \"a-b\" contains the prefix separator \"-\": rename it or set another `separator`");
 }

@@ -8,7 +8,8 @@
 //! `timeouts.stream_idle_ms` of silence (any bytes, keep-alive comments included, reset it).
 //! Refuses (as [`UpstreamError`]) a connect failure, a timeout, an oversized answer or an
 //! unexpected content type; every error names the upstream. A stdio server's answer is given
-//! the same bounds ([`HttpClient::lines_stream`]); the stream itself is `stream.rs`. HTTP/1.1,
+//! the same bounds ([`HttpClient::lines_stream`]); the stream itself is `stream.rs`. `https://`
+//! URLs over TLS (`tls.rs`, HTTP/2 when the server offers it by ALPN). HTTP/1.1,
 //! or HTTP/2 with prior knowledge to the hosts of upstreams configured `http2 = true`
 //! ([`HttpClient::add_http2`]): one connection per host and port, every request a stream on it, as many
 //! at once as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (more wait for a stream).
@@ -54,9 +55,9 @@ pub struct HttpClient(std::sync::Arc<ClientShared>);
 
 /// What every clone of an [`HttpClient`] shares.
 pub struct ClientShared {
-    inner: Client<HttpConnector, Full<Bytes>>,
+    inner: Client<super::tls::Connector, Full<Bytes>>,
     /// The HTTP/2 (prior knowledge) client, for the hosts `versions` says `true` of.
-    h2: Client<HttpConnector, Full<Bytes>>,
+    h2: Client<super::tls::Connector, Full<Bytes>>,
     /// The HTTP version of every upstream host used so far (`true`: HTTP/2), grow-only.
     versions: std::sync::RwLock<std::collections::HashMap<http::uri::Authority, bool>>,
     /// Whether `versions` says HTTP/2 of any (the HTTP/1.1-only case takes no lock).
@@ -91,7 +92,7 @@ impl HttpClient {
         let inner = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(256)
-            .build(conn.clone());
+            .build(super::tls::connector(conn.clone()));
         // HTTP/2: a ping every 20 s (idle too), the connection dropped and a new one made when
         // none is answered within 10 s (a black-holed connection is not kept for ever); 64 KiB
         // per stream and 16 MiB per connection of unread data (parked exchanges read nothing:
@@ -106,7 +107,7 @@ impl HttpClient {
             .http2_keep_alive_while_idle(true)
             .http2_initial_stream_window_size(H2_STREAM_WINDOW)
             .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
-            .build(conn);
+            .build(super::tls::connector(conn));
         let shared = ClientShared {
             inner,
             h2,
@@ -154,7 +155,7 @@ impl HttpClient {
     }
 
     /// The HTTP/2 client for `url` when its host was recorded as HTTP/2.
-    fn for_url(&self, url: &http::Uri) -> Option<&Client<HttpConnector, Full<Bytes>>> {
+    fn for_url(&self, url: &http::Uri) -> Option<&Client<super::tls::Connector, Full<Bytes>>> {
         url.authority()
             .is_some_and(|a| self.speaks_http2(a))
             .then_some(&self.h2)

@@ -23,6 +23,7 @@ pub mod pending;
 pub mod queue;
 pub mod stdio;
 pub mod stream;
+pub mod tls;
 
 use std::sync::{Arc, RwLock};
 

@@ -224,7 +224,7 @@ fn parse(name: &str, at: &str) -> Result<Uri, UpstreamError> {
         .map_err(|_| UpstreamError::Auth(name.to_owned(), "a metadata URL does not parse".into()))
 }
 
-/// `at` as an `http://` URL, or why not (`what` names the field).
+/// `at` as an `http://` or `https://` URL, or why not (`what` names the field).
 pub(super) fn http_uri(name: &str, what: &str, at: &str) -> Result<Uri, UpstreamError> {
     let fail = |why: &str| {
         UpstreamError::Auth(
@@ -234,11 +234,8 @@ pub(super) fn http_uri(name: &str, what: &str, at: &str) -> Result<Uri, Upstream
     };
     let u: Uri = at.parse().map_err(|_| fail("not a URL"))?;
     match u.scheme_str() {
-        Some("http") if u.authority().is_some() => Ok(u),
-        Some("https") => Err(fail(
-            "https is not spoken by Sluice's upstream client yet (no TLS built in)",
-        )),
-        _ => Err(fail("not an http:// URL")),
+        Some("http" | "https") if u.authority().is_some() => Ok(u),
+        _ => Err(fail("not an http:// or https:// URL")),
     }
 }
 
@@ -260,10 +257,9 @@ mod tests {
     }
 
     #[test]
-    fn only_http_urls_are_followed() {
+    fn only_web_urls_are_followed() {
         assert!(http_uri("u", "token_endpoint", "http://a:1/token").is_ok());
-        let e = http_uri("u", "token_endpoint", "https://a/token").unwrap_err();
-        assert!(e.to_string().contains("no TLS"), "{e}");
+        assert!(http_uri("u", "token_endpoint", "https://a/token").is_ok());
         assert!(http_uri("u", "token_endpoint", "file:///etc/passwd").is_err());
         assert!(http_uri("u", "token_endpoint", "/relative").is_err());
     }
