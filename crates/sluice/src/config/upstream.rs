@@ -232,6 +232,7 @@ impl UpstreamConfig {
             &at,
             static_credentials,
             stdio.is_some(),
+            &resilience.urls,
         )?;
         let upstream = UpstreamConfig {
             name,

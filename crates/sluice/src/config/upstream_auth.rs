@@ -30,6 +30,9 @@ pub(super) struct RawAuth {
     pub(super) token_endpoint_auth: TokenEndpointAuth,
     /// Scopes asked for (default: the resource metadata's `scopes_supported`, else none).
     pub(super) scopes: Option<Vec<String>>,
+    /// The authorization server allowed to receive the secret (its `issuer`, exactly). Without
+    /// it, the one the upstream's metadata names, its token endpoint on that issuer's origin.
+    pub(super) issuer: Option<String>,
 }
 
 /// How Sluice authenticates to an upstream.
@@ -68,6 +71,8 @@ pub struct UpstreamAuth {
     pub token_endpoint_auth: TokenEndpointAuth,
     /// Configured scopes, if any.
     pub scopes: Option<Vec<String>>,
+    /// The authorization server allowed, if configured.
+    pub issuer: Option<String>,
 }
 
 impl std::fmt::Debug for UpstreamAuth {
@@ -77,24 +82,28 @@ impl std::fmt::Debug for UpstreamAuth {
             .field("client_secret_env", &self.client_secret_env)
             .field("token_endpoint_auth", &self.token_endpoint_auth)
             .field("scopes", &self.scopes)
+            .field("issuer", &self.issuer)
             .finish_non_exhaustive()
     }
 }
 
 /// Checks `raw` for upstream `name` (`at`: where it stands); `static_credentials`: whether the
-/// upstream also sets `Authorization` or `bearer_token_env`; `stdio`: whether it is one.
+/// upstream also sets `Authorization` or `bearer_token_env`; `stdio`: whether it is one; `urls`:
+/// its URLs (one origin, no credentials in them: the token is for that one resource).
 pub(super) fn check(
     raw: Option<RawAuth>,
     name: &str,
     at: &str,
     static_credentials: bool,
     stdio: bool,
+    urls: &[String],
 ) -> Result<Option<UpstreamAuth>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     let err = |what: String| Err(ConfigError(format!("{at}: upstream {name:?} auth: {what}")));
     if raw.mode == AuthMode::Static {
-        if raw.client_id.is_some() || raw.client_secret_env.is_some() || raw.scopes.is_some() {
-            return err("client_id, client_secret_env and scopes are for mode = \"client_credentials\"; set the mode or remove them".into());
+        let any = raw.client_id.is_some() || raw.client_secret_env.is_some();
+        if any || raw.scopes.is_some() || raw.issuer.is_some() {
+            return err("client_id, client_secret_env, scopes and issuer are for mode = \"client_credentials\"; set the mode or remove them".into());
         }
         return Ok(None);
     }
@@ -103,6 +112,24 @@ pub(super) fn check(
     }
     if static_credentials {
         return err("mode = \"client_credentials\" obtains the Authorization header itself; remove headers.Authorization and bearer_token_env".into());
+    }
+    let origins: std::collections::BTreeSet<String> = urls
+        .iter()
+        .filter_map(|u| u.parse::<http::Uri>().ok())
+        .map(|u| {
+            format!(
+                "{}://{}",
+                u.scheme_str().unwrap_or(""),
+                u.authority().map_or("", |a| a.as_str())
+            )
+            .to_ascii_lowercase()
+        })
+        .collect();
+    if origins.iter().any(|o| o.contains('@')) {
+        return err("credentials in the url go to the authorization server as part of the resource; put them in headers or remove them".into());
+    }
+    if origins.len() > 1 {
+        return err("its urls are on several origins, and a token is for one resource: give it urls on one scheme, host and port, or one upstream per origin".into());
     }
     let client_id = match raw.client_id {
         Some(id) if !id.trim().is_empty() => id,
@@ -141,5 +168,6 @@ pub(super) fn check(
         client_secret: secret,
         token_endpoint_auth: raw.token_endpoint_auth,
         scopes: raw.scopes,
+        issuer: raw.issuer,
     }))
 }

@@ -374,4 +374,15 @@ fn client_credentials_beside_a_static_credential_or_on_stdio_are_refused() {
     assert!(refused(stdio).contains("a stdio upstream takes its credentials in env"));
     let stray = "[[upstream]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/mcp\"\n[upstream.auth]\nclient_id = \"s\"\n";
     assert!(refused(stray).contains("are for mode = \"client_credentials\""));
+    let cc = "[upstream.auth]\nmode = \"client_credentials\"\nclient_id = \"s\"\nclient_secret_env = \"SLUICE_TEST_CC_SECRET2\"\n";
+    let two = format!(
+        "[[upstream]]\nname = \"s\"\nurls = [\"http://a:1/mcp\", \"http://b:1/mcp\"]\n{cc}"
+    );
+    assert!(refused(&two).contains("several origins"));
+    let one = format!(
+        "[[upstream]]\nname = \"s\"\nurls = [\"http://a:1/mcp\", \"http://a:1/mcp2\"]\n{cc}"
+    );
+    assert!(load(&one).is_ok());
+    let userinfo = format!("[[upstream]]\nname = \"s\"\nurl = \"http://u:pw@a:1/mcp\"\n{cc}");
+    assert!(refused(&userinfo).contains("credentials in the url"));
 }

@@ -304,11 +304,17 @@ impl Upstream {
                     stream_timeout,
                 )
                 .await?;
-            match answer {
-                client::Answer::Status(http::StatusCode::UNAUTHORIZED, _) if !last => {
-                    auth.rejected(&token);
+            let refused = match &answer {
+                client::Answer::Status(s, _) | client::Answer::Json(s, _) => {
+                    *s == http::StatusCode::UNAUTHORIZED
                 }
-                answer => return Ok(answer),
+                client::Answer::Sse(_) => false,
+            };
+            if refused {
+                auth.rejected(&token);
+            }
+            if !refused || last {
+                return Ok(answer);
             }
         }
         unreachable!("the loop returns on its last turn")
@@ -318,6 +324,14 @@ impl Upstream {
     /// after [`Upstream::authorize`]).
     pub fn held_token(&self) -> Option<HeaderValue> {
         self.auth.as_ref().and_then(oauth::Auth::held)
+    }
+
+    /// The upstream answered 401 to a request bearing `sent` (a 2025-11-25 session's): the
+    /// token is dropped, so the next session fetches another.
+    pub fn token_refused(&self, sent: Option<&HeaderValue>) {
+        if let (Some(auth), Some(sent)) = (&self.auth, sent) {
+            auth.rejected(sent);
+        }
     }
 
     /// Gets a token for it when its `[upstream.auth]` asks for one and none is held.

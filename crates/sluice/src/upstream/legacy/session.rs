@@ -94,6 +94,7 @@ impl Session {
         let init = super::handshake::initialize_body(caps);
         let mut headers = base_headers(&up, &HeaderValue::from_static("2025-11-25"), None);
         headers.remove(crate::mcp::headers::PROTOCOL_VERSION);
+        let sent = headers.get(http::header::AUTHORIZATION).cloned();
         let (resp_headers, answer) = client
             .send(
                 Method::POST,
@@ -105,6 +106,11 @@ impl Session {
             )
             .await?;
         let sid = resp_headers.get(crate::mcp::headers::SESSION_ID).cloned();
+        if let Answer::Status(s, _) | Answer::Json(s, _) = &answer {
+            if *s == http::StatusCode::UNAUTHORIZED {
+                up.token_refused(sent.as_ref());
+            }
+        }
         let (_, body) = crate::upstream::client::final_message(answer, &up.name).await?;
         let (version, result) = super::handshake::initialized(&up.name, &body)?;
         let note = json!({"jsonrpc": "2.0", "method": McpMethod::Initialized.as_str()});

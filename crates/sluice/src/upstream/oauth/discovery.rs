@@ -61,10 +61,9 @@ pub(super) async fn find(
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
     let prm = resource_metadata(client, name, url, challenge).await?;
     if !same_resource(url, &prm.resource) {
-        return Err(fail(format!(
-            "its protected resource metadata names another resource ({}) than its url",
-            crate::escape::shown(&prm.resource, 120)
-        )));
+        return Err(fail(
+            "its protected resource metadata names another resource than its url".into(),
+        ));
     }
     let issuer = prm.authorization_servers.first().ok_or_else(|| {
         fail("its protected resource metadata names no authorization server".into())
@@ -94,11 +93,19 @@ async fn resource_metadata(
     challenge: &Challenge,
 ) -> Result<ResourceMetadata, UpstreamError> {
     let mut tried = Vec::new();
+    let base = origin(url);
     if let Some(at) = &challenge.resource_metadata {
-        tried.push(http_uri(name, "resource_metadata", at)?);
+        // Served by the resource server itself (RFC 9728 §3): on another origin it is refused.
+        let at = http_uri(name, "resource_metadata", at)?;
+        if origin(&at) != base {
+            return Err(UpstreamError::Auth(
+                name.to_owned(),
+                "its challenge points at resource metadata on another origin than its url".into(),
+            ));
+        }
+        tried.push(at);
     }
     let path = url.path().trim_end_matches('/');
-    let base = format!("{}://{}", scheme(url), authority(url));
     if !path.is_empty() {
         tried.push(parse(
             name,
@@ -128,7 +135,7 @@ async fn server_metadata(
     issuer: &str,
 ) -> Result<ServerMetadata, UpstreamError> {
     let iss = http_uri(name, "authorization server", issuer)?;
-    let base = format!("{}://{}", scheme(&iss), authority(&iss));
+    let base = origin(&iss);
     let path = iss.path().trim_end_matches('/');
     let candidates = if path.is_empty() {
         vec![
@@ -149,11 +156,7 @@ async fn server_metadata(
         if meta.issuer != issuer {
             return Err(UpstreamError::Auth(
                 name.to_owned(),
-                format!(
-                    "its authorization server's metadata names issuer {} where {} was asked for (RFC 8414 §3.3: refused)",
-                    crate::escape::shown(&meta.issuer, 120),
-                    crate::escape::shown(issuer, 120)
-                ),
+                "its authorization server's metadata names another issuer than the one asked for (RFC 8414 §3.3: refused)".into(),
             ));
         }
         return Ok(meta);
@@ -179,8 +182,7 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    let host = authority(at);
-    if let Ok(h) = HeaderValue::from_str(&host) {
+    if let Ok(h) = HeaderValue::from_str(&host_port(at)) {
         headers.insert(http::header::HOST, h);
     }
     let (_, answer) = client
@@ -192,13 +194,13 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Whether `resource` names the upstream at `url`: the same scheme and authority, and a path
-/// that is the URL's or a prefix of it at a segment boundary.
+/// Whether `resource` names the upstream at `url`: the same origin, a path that is the URL's
+/// or a prefix of it at a segment boundary, no query and no fragment (RFC 8707 §2).
 fn same_resource(url: &Uri, resource: &str) -> bool {
     let Ok(r) = resource.parse::<Uri>() else {
         return false;
     };
-    if r.scheme_str() != url.scheme_str() || r.authority() != url.authority() {
+    if resource.contains('#') || r.query().is_some() || origin(&r) != origin(url) {
         return false;
     }
     let rp = r.path().trim_end_matches('/');
@@ -209,14 +211,34 @@ fn same_resource(url: &Uri, resource: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-fn scheme(u: &Uri) -> &str {
-    u.scheme_str().unwrap_or("http")
+/// Where discovery may send the client secret: to the configured `issuer` only, or, without
+/// one, to a token endpoint on the origin of the issuer the upstream named.
+pub(super) fn pinned(name: &str, found: &Found, issuer: Option<&str>) -> Result<(), UpstreamError> {
+    let fail = |why: &str| Err(UpstreamError::Auth(name.to_owned(), why.to_owned()));
+    match issuer {
+        Some(i) if i != found.issuer => {
+            fail("its resource metadata names another authorization server than the configured issuer")
+        }
+        Some(_) => Ok(()),
+        None => match found.issuer.parse::<Uri>() {
+            Ok(iss) if origin(&iss) == origin(&found.token_endpoint) => Ok(()),
+            _ => fail("its authorization server's token_endpoint is on another origin than its issuer: set [upstream.auth] issuer to allow that server"),
+        },
+    }
 }
 
-fn authority(u: &Uri) -> String {
-    u.authority()
-        .map(|a| a.as_str().to_owned())
-        .unwrap_or_default()
+/// `scheme://host[:port]`, lowercased, without any userinfo.
+fn origin(u: &Uri) -> String {
+    format!("{}://{}", u.scheme_str().unwrap_or("http"), host_port(u)).to_ascii_lowercase()
+}
+
+/// `host[:port]`, without any userinfo.
+fn host_port(u: &Uri) -> String {
+    match (u.host(), u.port_u16()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_owned(),
+        (None, _) => String::new(),
+    }
 }
 
 fn parse(name: &str, at: &str) -> Result<Uri, UpstreamError> {
@@ -254,6 +276,33 @@ mod tests {
         assert!(!same_resource(&url, "http://h:2/api/mcp"));
         assert!(!same_resource(&url, "https://evil.example.com/mcp"));
         assert!(!same_resource(&url, "http://h:1/api/mcp/more"));
+        assert!(!same_resource(&url, "http://h:1/api/mcp?aud=http://other"));
+        assert!(!same_resource(&url, "http://h:1/api/mcp#frag"));
+        assert!(!same_resource(&url, "http://evil@h:1/api/mcp/../x"));
+    }
+
+    fn found(issuer: &str, token: &str) -> Found {
+        Found {
+            issuer: issuer.into(),
+            token_endpoint: token.parse().unwrap(),
+            resource: "http://up:1/mcp".into(),
+            scopes_supported: vec![],
+            grant_types: None,
+            auth_methods: None,
+        }
+    }
+
+    #[test]
+    fn the_secret_goes_to_the_configured_issuer_or_to_the_named_issuers_origin_only() {
+        let same = found("http://as:1", "http://as:1/token");
+        assert!(pinned("u", &same, None).is_ok());
+        assert!(pinned("u", &same, Some("http://as:1")).is_ok());
+        let e = pinned("u", &same, Some("http://idp.corp:1")).unwrap_err();
+        assert!(e.to_string().contains("than the configured issuer"), "{e}");
+        let off = found("http://as:1", "http://evil:2/token");
+        let e = pinned("u", &off, None).unwrap_err();
+        assert!(e.to_string().contains("set [upstream.auth] issuer"), "{e}");
+        assert!(pinned("u", &off, Some("http://as:1")).is_ok());
     }
 
     #[test]

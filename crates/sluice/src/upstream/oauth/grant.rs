@@ -21,6 +21,10 @@ use crate::upstream::client::{Answer, HttpClient, UpstreamError};
 
 /// The lifetime taken for a token whose answer gives none.
 pub(super) const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
+/// The shortest and longest lifetime believed (an `expires_in` outside is taken as the bound:
+/// no token fetched per request, no overflow).
+pub(super) const LIFETIME: (Duration, Duration) =
+    (Duration::from_secs(10), Duration::from_secs(24 * 3600));
 
 /// A bearer token held for an upstream.
 pub(super) struct Token {
@@ -28,6 +32,8 @@ pub(super) struct Token {
     pub header: HeaderValue,
     /// When to get the next one: nine tenths into its lifetime.
     pub renew_at: Instant,
+    /// When it stops being sent.
+    pub expires_at: Instant,
 }
 
 #[derive(Deserialize)]
@@ -116,10 +122,15 @@ pub(super) async fn client_credentials(
             fail("its token endpoint gave a token that cannot be sent in a header".into())
         })?;
     header.set_sensitive(true);
-    let life = t.expires_in.map_or(DEFAULT_LIFETIME, Duration::from_secs);
+    let life = t
+        .expires_in
+        .map_or(DEFAULT_LIFETIME, Duration::from_secs)
+        .clamp(LIFETIME.0, LIFETIME.1);
+    let now = Instant::now();
     Ok(Token {
         header,
-        renew_at: Instant::now() + life.mul_f64(0.9),
+        renew_at: now + life.mul_f64(0.9),
+        expires_at: now + life,
     })
 }
 
@@ -160,10 +171,14 @@ fn request(
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(a) = found.token_endpoint.authority() {
-        if let Ok(h) = HeaderValue::from_str(a.as_str()) {
-            headers.insert(http::header::HOST, h);
-        }
+    let te = &found.token_endpoint;
+    let host = match (te.host(), te.port_u16()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_owned(),
+        (None, _) => String::new(),
+    };
+    if let Ok(h) = HeaderValue::from_str(&host) {
+        headers.insert(http::header::HOST, h);
     }
     Ok((headers, Bytes::from(form.finish())))
 }
@@ -179,6 +194,7 @@ mod tests {
             client_secret: "s3cr:t&".into(),
             token_endpoint_auth: how,
             scopes: None,
+            issuer: None,
         }
     }
 

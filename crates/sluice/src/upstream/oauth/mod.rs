@@ -7,9 +7,12 @@
 //! its life left, else a new one, fetched once however many requests wait for it) and the one
 //! held ([`Auth::held`], for the 2025-11-25 session paths that build headers without waiting).
 //! A token the upstream answers 401 to is dropped ([`Auth::rejected`]). Refuses: after a failed
-//! fetch, every request for [`RETRY_AFTER`] gets the same error instead of another fetch (an
-//! authorization server that refuses is not asked once per request). The token and the secret
-//! are never in a log line, a span or an error string.
+//! fetch, every request for [`RETRY_AFTER`] gets the same error instead of another fetch, and
+//! a fetch within [`MIN_REFETCH`] of one that succeeded (an authorization server is not asked
+//! once per request); a fetch over `timeouts.response_ms` in all; an authorization server other
+//! than the configured `issuer`, or, without one, a token endpoint off the issuer's origin (the
+//! secret goes nowhere else). The token and the secret are never in a log line, a span or an
+//! error string.
 
 mod challenge;
 mod discovery;
@@ -28,6 +31,9 @@ pub use challenge::Challenge;
 
 /// How long a failed fetch is answered from memory.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The shortest time between two fetches that succeeded: an upstream that refuses every token
+/// does not make Sluice ask its authorization server once per request.
+pub const MIN_REFETCH: Duration = Duration::from_secs(5);
 
 /// One upstream's token and how to get the next.
 pub struct Auth {
@@ -43,6 +49,7 @@ pub struct Auth {
 struct Fetch {
     found: Option<discovery::Found>,
     failed: Option<(Instant, UpstreamError)>,
+    fetched: Option<Instant>,
 }
 
 impl Auth {
@@ -57,8 +64,14 @@ impl Auth {
         }
     }
 
-    /// The token held, while it need not be renewed.
+    /// The token held, until it expires (headers built where no fetch can wait).
     pub fn held(&self) -> Option<HeaderValue> {
+        let held = self.held.read().ok()?.clone()?;
+        (Instant::now() < held.expires_at).then(|| held.header.clone())
+    }
+
+    /// The token held, while it need not be renewed.
+    fn fresh(&self) -> Option<HeaderValue> {
         let held = self.held.read().ok()?.clone()?;
         (Instant::now() < held.renew_at).then(|| held.header.clone())
     }
@@ -70,12 +83,12 @@ impl Auth {
         client: &HttpClient,
         base: &HeaderMap,
     ) -> Result<HeaderValue, UpstreamError> {
-        if let Some(h) = self.held() {
+        if let Some(h) = self.fresh() {
             return Ok(h);
         }
         let mut fetch = self.fetch.lock().await;
         // Another request may have fetched it while this one waited.
-        if let Some(h) = self.held() {
+        if let Some(h) = self.fresh() {
             return Ok(h);
         }
         if let Some((at, e)) = &fetch.failed {
@@ -83,9 +96,26 @@ impl Auth {
                 return Err(e.clone());
             }
         }
-        match self.fetch_token(client, base, &mut fetch).await {
+        if fetch.fetched.is_some_and(|at| at.elapsed() < MIN_REFETCH) {
+            // Fetched moments ago: the one held (being renewed) or, if the upstream refused it,
+            // an error rather than another fetch.
+            return self.held().ok_or_else(|| {
+                let why = "it refused the token its authorization server gave moments ago; Sluice asks for another after 5 s";
+                UpstreamError::Auth(self.name.clone(), why.into())
+            });
+        }
+        // One deadline for the whole fetch (up to eight requests to metadata and token URLs).
+        let deadline = client.response_timeout();
+        let fetched = tokio::time::timeout(deadline, self.fetch_token(client, base, &mut fetch))
+            .await
+            .unwrap_or_else(|_| {
+                let why = format!("finding its authorization server and a token took over {} ms (timeouts.response_ms)", deadline.as_millis());
+                Err(UpstreamError::Auth(self.name.clone(), why))
+            });
+        match fetched {
             Ok(token) => {
                 fetch.failed = None;
+                fetch.fetched = Some(Instant::now());
                 let h = token.header.clone();
                 if let Ok(mut held) = self.held.write() {
                     *held = Some(Arc::new(token));
@@ -95,21 +125,20 @@ impl Auth {
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "no token for the upstream");
                 fetch.failed = Some((Instant::now(), e.clone()));
+                // Found again next time: the upstream may have moved to another server.
+                fetch.found = None;
                 Err(e)
             }
         }
     }
 
-    /// The upstream answered 401 to `sent`: it is dropped, if still held, and discovery runs
-    /// again for the next (the upstream may have moved to another authorization server).
+    /// The upstream answered 401 to `sent`: it is dropped, if still held (the next request
+    /// fetches another, at most one per [`MIN_REFETCH`]).
     pub fn rejected(&self, sent: &HeaderValue) {
         if let Ok(mut held) = self.held.write() {
             if held.as_ref().is_some_and(|t| t.header == *sent) {
                 *held = None;
             }
-        }
-        if let Ok(mut fetch) = self.fetch.try_lock() {
-            fetch.found = None;
         }
     }
 
@@ -123,7 +152,9 @@ impl Auth {
             Some(f) => f,
             None => {
                 let challenge = self.challenge(client, base).await;
-                discovery::find(client, &self.name, &self.url, &challenge).await?
+                let found = discovery::find(client, &self.name, &self.url, &challenge).await?;
+                discovery::pinned(&self.name, &found, self.cfg.issuer.as_deref())?;
+                found
             }
         };
         let scopes = self
