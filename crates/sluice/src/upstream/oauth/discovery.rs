@@ -233,7 +233,7 @@ fn origin(u: &Uri) -> String {
 }
 
 /// `host[:port]`, without any userinfo.
-fn host_port(u: &Uri) -> String {
+pub(super) fn host_port(u: &Uri) -> String {
     match (u.host(), u.port_u16()) {
         (Some(h), Some(p)) => format!("{h}:{p}"),
         (Some(h), None) => h.to_owned(),

@@ -171,13 +171,7 @@ fn request(
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    let te = &found.token_endpoint;
-    let host = match (te.host(), te.port_u16()) {
-        (Some(h), Some(p)) => format!("{h}:{p}"),
-        (Some(h), None) => h.to_owned(),
-        (None, _) => String::new(),
-    };
-    if let Ok(h) = HeaderValue::from_str(&host) {
+    if let Ok(h) = HeaderValue::from_str(&super::discovery::host_port(&found.token_endpoint)) {
         headers.insert(http::header::HOST, h);
     }
     Ok((headers, Bytes::from(form.finish())))
