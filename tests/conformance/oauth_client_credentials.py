@@ -4,7 +4,8 @@ Sluice as the OAuth client (`[upstream.auth] mode = "client_credentials"`).
 
 `conformance client --command "python3 tests/conformance/oauth_client_credentials.py"` runs it
 with the scenario's MCP server URL as the last argument and the client's credentials in
-`MCP_CONFORMANCE_CONTEXT`. It starts the Sluice binary at `$SLUICE_BIN` in front of that server
+`MCP_CONFORMANCE_CONTEXT` (a secret, or for `auth/client-credentials-jwt` a private key that
+signs the client assertion). It starts the Sluice binary at `$SLUICE_BIN` in front of that server
 (the secret in an environment variable, logs at trace level), lists tools and calls `test-tool`
 through Sluice as a 2026-07-28 client, then stops Sluice and reads its log: exit 0 only when the
 call came back and no secret and no token is in any log line. With `SLUICE_AUTH_WRONG_SECRET=1`
@@ -78,16 +79,28 @@ def main() -> int:
     url = sys.argv[-1]
     ctx = json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"])
     wrong = os.environ.get("SLUICE_AUTH_WRONG_SECRET") == "1"
-    secret = ctx["client_secret"] + ("-wrong" if wrong else "")
+    secret = ctx.get("client_secret", "") + ("-wrong" if wrong else "")
     work = tempfile.mkdtemp(prefix="sluice-oauth-")
     config = os.path.join(work, "sluice.toml")
+    if "private_key_pem" in ctx:
+        # auth/client-credentials-jwt: a key that signs the client assertion, no secret.
+        key_path = os.path.join(work, "client-key.pem")
+        with open(key_path, "w", encoding="utf-8") as f:
+            f.write(ctx["private_key_pem"])
+        proof = (
+            'token_endpoint_auth = "private_key_jwt"\n'
+            f"private_key_file = {json.dumps(key_path)}\n"
+            f"signing_alg = {json.dumps(ctx.get('signing_algorithm', 'ES256'))}\n"
+        )
+        secret = "PRIVATE KEY"
+    else:
+        proof = 'client_secret_env = "SCENARIO_CLIENT_SECRET"\n'
     with open(config, "w", encoding="utf-8") as f:
         f.write(
             'listen = "127.0.0.1:0"\n\n[[upstream]]\nname = "scenario"\n'
             f"url = {json.dumps(url)}\n\n[upstream.auth]\n"
             'mode = "client_credentials"\n'
-            f"client_id = {json.dumps(ctx['client_id'])}\n"
-            'client_secret_env = "SCENARIO_CLIENT_SECRET"\n'
+            f"client_id = {json.dumps(ctx['client_id'])}\n" + proof
         )
     log_path = os.path.join(work, "sluice.log")
     env = dict(os.environ, SCENARIO_CLIENT_SECRET=secret, RUST_LOG="trace")
@@ -149,7 +162,7 @@ def main() -> int:
                     sys.exit(1)
     with open(log_path, encoding="utf-8", errors="replace") as f:
         text = f.read()
-    leaks = [w for w in (secret, "cc-token-", "Basic ") if w in text]
+    leaks = [w for w in (secret, "cc-token-", "Basic ", "eyJhbGci") if w in text]
     if leaks:
         print(f"Sluice's trace log holds a credential ({len(leaks)} kinds)", file=sys.stderr)
         return 1

@@ -101,6 +101,20 @@ fn the_client_credentials_scenario_passes_with_sluice_as_the_client_on_both_wire
 }
 
 #[test]
+fn the_private_key_jwt_scenario_passes_with_sluice_signing_the_client_assertion() {
+    let (ok, checks, stdout) = run("auth/client-credentials-jwt", &[], &[]);
+    assert!(ok && bad(&checks).is_empty(), "{checks:?}\n{stdout}");
+    for want in [
+        "client-credentials-jwt-verified SUCCESS",
+        "valid-bearer-token SUCCESS",
+    ] {
+        assert!(checks.iter().any(|c| c == want), "no {want}: {checks:?}");
+    }
+    // The key's PEM is not in Sluice's trace log.
+    assert!(stdout.contains("holds no credential"), "{stdout}");
+}
+
+#[test]
 fn a_refused_client_secret_is_told_by_its_oauth_error_and_never_printed() {
     let (ok, checks, stdout) = run(
         "auth/client-credentials-basic",

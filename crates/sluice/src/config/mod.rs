@@ -55,7 +55,7 @@ pub use stdio::{Stderr, StdioConfig};
 pub use telemetry::Telemetry;
 pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
-pub use upstream_auth::{AuthMode, TokenEndpointAuth, UpstreamAuth};
+pub use upstream_auth::{AuthMode, Proof, SigningAlg, TokenEndpointAuth, UpstreamAuth};
 
 use budget::Budget;
 pub use raw::schema;

@@ -332,7 +332,7 @@ fn client_credentials_read_their_secret_at_load_and_never_print_it() {
     ))
     .unwrap();
     let auth = cfg.upstreams[0].auth.as_ref().expect("client credentials");
-    assert_eq!(auth.client_secret, "s3cret-value");
+    assert_eq!(auth.secret(), Some("s3cret-value"));
     assert_eq!(auth.scopes.as_deref(), Some(&["mcp:read".to_owned()][..]));
     assert!(!format!("{:?}", cfg.upstreams[0]).contains("s3cret-value"));
     let printed = toml::to_string(&cfg.upstreams[0]).unwrap();
@@ -385,4 +385,26 @@ fn client_credentials_beside_a_static_credential_or_on_stdio_are_refused() {
     assert!(load(&one).is_ok());
     let userinfo = format!("[[upstream]]\nname = \"s\"\nurl = \"http://u:pw@a:1/mcp\"\n{cc}");
     assert!(refused(&userinfo).contains("credentials in the url"));
+}
+
+#[test]
+fn a_private_key_jwt_client_needs_a_readable_key_and_no_secret() {
+    let base = "[[upstream]]\nname = \"s\"\nurl = \"http://a:1/mcp\"\n[upstream.auth]\nmode = \"client_credentials\"\nclient_id = \"s\"\ntoken_endpoint_auth = \"private_key_jwt\"\n";
+    assert!(refused(base).contains("private_key_file is required"));
+    let with_secret = format!("{base}client_secret_env = \"X\"\n");
+    assert!(refused(&with_secret).contains("sends no secret: remove client_secret_env"));
+    let missing = format!("{base}private_key_file = \"/nonexistent/key.pem\"\n");
+    assert!(refused(&missing).contains("cannot be read"));
+    let not_pem = std::env::temp_dir().join(format!("sluice-not-a-key-{}.pem", std::process::id()));
+    std::fs::write(&not_pem, "not a key").unwrap();
+    let bad = format!(
+        "{base}private_key_file = {:?}\n",
+        not_pem.display().to_string()
+    );
+    let err = refused(&bad);
+    let _ = std::fs::remove_file(&not_pem);
+    assert!(
+        err.contains("is not a PEM key for ES256") && !err.contains("not a key\""),
+        "{err}"
+    );
 }

@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Deserialize;
 
 use super::discovery::Found;
-use crate::config::{TokenEndpointAuth, UpstreamAuth};
+use crate::config::{Proof, SigningAlg, TokenEndpointAuth, UpstreamAuth};
 use crate::upstream::client::{Answer, HttpClient, UpstreamError};
 
 /// The lifetime taken for a token whose answer gives none.
@@ -67,6 +67,7 @@ pub(super) async fn client_credentials(
     let method = match cfg.token_endpoint_auth {
         TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
         TokenEndpointAuth::ClientSecretPost => "client_secret_post",
+        TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
     };
     if let Some(methods) = &found.auth_methods {
         if !methods.iter().any(|m| m == method) {
@@ -134,6 +135,33 @@ pub(super) async fn client_credentials(
     })
 }
 
+/// A client assertion (RFC 7523 §3): the client as issuer and subject, the authorization
+/// server's issuer as audience, valid for one minute, with a unique id.
+fn assertion(
+    cfg: &UpstreamAuth,
+    audience: &str,
+    key: &jsonwebtoken::EncodingKey,
+    alg: SigningAlg,
+) -> Result<String, UpstreamError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let claims = serde_json::json!({
+        "iss": cfg.client_id, "sub": cfg.client_id, "aud": audience,
+        "iat": now, "exp": now + 60, "jti": format!("{:032x}", rand::random::<u128>()),
+    });
+    let alg = match alg {
+        SigningAlg::ES256 => jsonwebtoken::Algorithm::ES256,
+        SigningAlg::RS256 => jsonwebtoken::Algorithm::RS256,
+    };
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(alg), &claims, key).map_err(|_| {
+        UpstreamError::Auth(
+            String::new(),
+            "the client assertion could not be signed".into(),
+        )
+    })
+}
+
 /// The token request's headers and form body.
 fn request(
     found: &Found,
@@ -147,15 +175,27 @@ fn request(
         form.append_pair("scope", &scopes.join(" "));
     }
     let mut headers = HeaderMap::new();
-    match cfg.token_endpoint_auth {
-        TokenEndpointAuth::ClientSecretPost => {
+    let secret = cfg.secret().unwrap_or_default();
+    match (cfg.token_endpoint_auth, &cfg.proof) {
+        (TokenEndpointAuth::PrivateKeyJwt, Proof::Key { key, alg, .. }) => {
             form.append_pair("client_id", &cfg.client_id);
-            form.append_pair("client_secret", &cfg.client_secret);
+            form.append_pair(
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            );
+            form.append_pair(
+                "client_assertion",
+                &assertion(cfg, &found.issuer, key, *alg)?,
+            );
         }
-        TokenEndpointAuth::ClientSecretBasic => {
+        (TokenEndpointAuth::ClientSecretPost, _) => {
+            form.append_pair("client_id", &cfg.client_id);
+            form.append_pair("client_secret", secret);
+        }
+        _ => {
             // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
             let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = format!("{}:{}", enc(&cfg.client_id), enc(&cfg.client_secret));
+            let pair = format!("{}:{}", enc(&cfg.client_id), enc(secret));
             let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
             let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
                 .map_err(|_| UpstreamError::Auth(String::new(), "bad client credentials".into()))?;
@@ -184,8 +224,10 @@ mod tests {
     fn cfg(how: TokenEndpointAuth) -> UpstreamAuth {
         UpstreamAuth {
             client_id: "sluice client".into(),
-            client_secret_env: "S".into(),
-            client_secret: "s3cr:t&".into(),
+            proof: Proof::Secret {
+                env: "S".into(),
+                value: "s3cr:t&".into(),
+            },
             token_endpoint_auth: how,
             scopes: None,
             issuer: None,
