@@ -57,23 +57,7 @@ pub(super) async fn client_credentials(
     scopes: &[String],
 ) -> Result<Token, UpstreamError> {
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
-    if found
-        .grant_types
-        .as_ref()
-        .is_some_and(|g| !g.iter().any(|g| g == "client_credentials"))
-    {
-        return Err(fail("its authorization server does not offer the client_credentials grant (grant_types_supported)".into()));
-    }
-    let method = match cfg.token_endpoint_auth {
-        TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
-        TokenEndpointAuth::ClientSecretPost => "client_secret_post",
-        TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
-    };
-    if let Some(methods) = &found.auth_methods {
-        if !methods.iter().any(|m| m == method) {
-            return Err(fail(format!("its authorization server does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")));
-        }
-    }
+    offered(found, cfg).map_err(fail)?;
     let (headers, body) = request(found, cfg, scopes)?;
     let (_, answer) = client
         .send(
@@ -133,6 +117,27 @@ pub(super) async fn client_credentials(
         renew_at: now + life.mul_f64(0.9),
         expires_at: now + life,
     })
+}
+
+/// Refused when the server lists its grants or client authentication methods without the
+/// configured ones.
+fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
+    if found
+        .grant_types
+        .as_ref()
+        .is_some_and(|g| !g.iter().any(|g| g == "client_credentials"))
+    {
+        return Err("its authorization server does not offer the client_credentials grant (grant_types_supported)".into());
+    }
+    let method = match cfg.token_endpoint_auth {
+        TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
+        TokenEndpointAuth::ClientSecretPost => "client_secret_post",
+        TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
+    };
+    match &found.auth_methods {
+        Some(methods) if !methods.iter().any(|m| m == method) => Err(format!("its authorization server does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")),
+        _ => Ok(()),
+    }
 }
 
 /// A client assertion (RFC 7523 §3): the client as issuer and subject, the authorization
