@@ -1,7 +1,9 @@
 //! Sluice as an OAuth client of its upstreams (issue 31), against the official conformance
 //! suite's authorization scenarios: the suite runs an MCP server and its authorization server,
-//! and its client command (tests/conformance/oauth_client_credentials.py) starts the `sluice`
-//! binary in front of them and calls a tool through it.
+//! and its client command starts the `sluice` binary in front of them and calls a tool through
+//! it: tests/conformance/oauth_client_credentials.py for Sluice's own identity
+//! (`mode = "client_credentials"`), tests/conformance/oauth_user.py for each user's
+//! (`mode = "oauth"`: the user signs in through a URL elicitation the driver follows).
 
 use std::path::Path;
 use std::process::Command;
@@ -11,9 +13,16 @@ use crate::support::peers::peer_env;
 /// Runs `scenario` with Sluice as the client (`extra`: more arguments, `env`: more variables);
 /// gives the suite's exit status and every check's `id STATUS`.
 fn run(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> (bool, Vec<String>, String) {
+    let args = [&["--scenario", scenario][..], extra].concat();
+    run_driver("oauth_client_credentials.py", &args, env)
+}
+
+/// Runs the suite with `args` and the client command `driver` (in tests/conformance).
+fn run_driver(driver: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, Vec<String>, String) {
     let out = tempfile_dir();
-    let driver =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/oauth_client_credentials.py");
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/conformance")
+        .join(driver);
     let mut cmd = Command::new(peer_env("SLUICE_NODE22"));
     cmd.arg(peer_env("SLUICE_CONFORMANCE"))
         .args([
@@ -21,9 +30,9 @@ fn run(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> (bool, Vec<Strin
             "--command",
             &format!("python3 {}", driver.display()),
         ])
-        .args(["--scenario", scenario, "-o"])
+        .arg("-o")
         .arg(&out)
-        .args(extra)
+        .args(args)
         .env("SLUICE_BIN", env!("CARGO_BIN_EXE_sluice"));
     for (k, v) in env {
         cmd.env(k, v);
@@ -132,4 +141,90 @@ fn a_refused_client_secret_is_told_by_its_oauth_error_and_never_printed() {
         stdout.contains("refused as expected: invalid_client"),
         "{stdout}"
     );
+}
+
+/// The suite's authorization scenarios of its `auth` suite (the same fourteen on both
+/// versions).
+const AUTH_SUITE: usize = 14;
+
+/// The `auth/*` scenarios of the 2026-07-28 version beyond the `auth` suite's.
+const AUTH_2026: [&str; 11] = [
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+];
+
+/// Every scenario's run: how many scenarios wrote checks, and the checks that did not pass.
+fn user_runs(args: &[&str]) -> (bool, Vec<String>, String) {
+    run_driver("oauth_user.py", args, &[])
+}
+
+#[test]
+fn every_auth_scenario_of_the_auth_suite_passes_with_each_user_signing_in_through_sluice() {
+    for version in ["2025-11-25", "2026-07-28"] {
+        let (ok, checks, stdout) = user_runs(&["--suite", "auth", "--spec-version", version]);
+        assert!(
+            ok && bad(&checks).is_empty(),
+            "{version}: {:?}\n{stdout}",
+            bad(&checks)
+        );
+        let signed = stdout.matches("Signed in to scenario").count();
+        assert!(
+            signed >= AUTH_SUITE - 1,
+            "{version}: {signed} sign-ins\n{stdout}"
+        );
+        for want in [
+            "pkce-s256-method-used SUCCESS",
+            "pkce-verifier-matches-challenge SUCCESS",
+            "resource-parameter-matches-prm SUCCESS",
+            "client-registration SUCCESS",
+            "scope-step-up-escalation SUCCESS",
+            "scope-retry-limit SUCCESS",
+            "valid-bearer-token SUCCESS",
+        ] {
+            assert!(checks.iter().any(|c| c == want), "{version}: no {want}");
+        }
+        // A client without URL elicitation is told the URL (-31040); a decline is -31041.
+        assert!(
+            stdout.contains("without URL elicitation: -31040 with the URL; declined: -31041"),
+            "{version}: {stdout}"
+        );
+        // No token, code, verifier or secret in any of Sluice's trace logs.
+        assert!(!stdout.contains("holds a credential"), "{stdout}");
+        assert_eq!(
+            stdout.matches("holds no credential").count(),
+            AUTH_SUITE,
+            "{version}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn every_2026_auth_scenario_beyond_the_suite_and_the_2025_03_26_fallbacks_pass() {
+    let mut runs: Vec<Vec<&str>> = AUTH_2026
+        .iter()
+        .map(|s| vec!["--scenario", *s, "--spec-version", "2026-07-28"])
+        .collect();
+    for s in [
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+    ] {
+        runs.push(vec!["--scenario", s]);
+    }
+    for args in runs {
+        let (ok, checks, stdout) = user_runs(&args);
+        assert!(
+            ok && bad(&checks).is_empty(),
+            "{args:?}: {checks:?}\n{stdout}"
+        );
+        assert!(!stdout.contains("holds a credential"), "{args:?}: {stdout}");
+    }
 }

@@ -32,7 +32,8 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
     ));
     tokio::spawn(async move {
         gw.catalog.probe_all().await;
-        for up in &gw.catalog.upstreams {
+        // An `oauth` upstream's placeholder has no stream (its users' upstreams have none yet).
+        for up in gw.catalog.upstreams.iter().filter(|u| u.per_user.is_none()) {
             tokio::spawn(crate::listen::upstream_listen(gw.reach.clone(), up.clone()));
         }
         let (live, shutdown) = (gw.rt.live.clone(), gw.rt.shutdown.clone());

@@ -150,7 +150,7 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     if auth_changed {
         old.revoked.cancel();
     }
-    for up in &fresh {
+    for up in fresh.iter().filter(|u| u.per_user.is_none()) {
         tokio::spawn(crate::listen::upstream_listen(
             next.reach.clone(),
             up.clone(),

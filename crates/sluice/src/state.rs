@@ -119,6 +119,9 @@ pub enum Kind {
     /// A modern upstream's round: `extra` is the upstream's own `requestState`.
     #[serde(rename = "modern")]
     Modern,
+    /// A sign-in round Sluice asked before a call to an upstream reached as each user.
+    #[serde(rename = "consent")]
+    Consent,
 }
 
 impl Kind {

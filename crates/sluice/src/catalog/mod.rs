@@ -54,6 +54,8 @@ pub struct Catalog {
     pub limits: crate::config::Limits,
     /// The generation serving now.
     current: Weak<dyn Current>,
+    /// Whether an upstream is reached by each user as themselves (`mode = "oauth"`).
+    pub per_user: bool,
 }
 
 /// What a [`Catalog`] is made of besides its upstreams and names (the process's parts).
@@ -74,6 +76,7 @@ impl Catalog {
     /// The catalog of `upstreams` under `cfg`'s names, limits and timeouts.
     pub fn new(cfg: &crate::config::Config, upstreams: Vec<Arc<Upstream>>, parts: Parts) -> Self {
         Catalog {
+            per_user: upstreams.iter().any(|u| u.per_user.is_some()),
             upstreams,
             names: Names::new(cfg.prefixed(), &cfg.separator),
             link: parts.link,
@@ -125,6 +128,10 @@ impl Catalog {
     pub async fn check(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
         let _one = up.health.probing.lock().await;
         up.health.probe_started();
+        if up.per_user.is_some() {
+            // Each user's own upstream is probed with their token; this one only signs them in.
+            return self.placeholder(up);
+        }
         let status = self.link.probe(up).await;
         // A stdio upstream whose every process serves calls keeps its lists as they are.
         if status.healthy && !busy(up) {
@@ -137,6 +144,62 @@ impl Catalog {
         (*up.status()).clone()
     }
 
+    /// An `oauth` upstream's placeholder: up, serving tools, with its one sign-in tool.
+    fn placeholder(&self, up: &Arc<Upstream>) -> crate::upstream::Status {
+        let mut caps = serde_json::Map::new();
+        caps.insert("tools".into(), serde_json::json!({}));
+        up.set_status(crate::upstream::Status {
+            probed: true,
+            healthy: true,
+            discovered: Some(crate::upstream::Discovered {
+                capabilities: caps,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let sign_in = crate::upstream::per_user::SIGN_IN;
+        let table = self.names.publish(&up.name, sign_in).and_then(|public| {
+            crate::upstream::per_user::PerUser::sign_in_table(&up.name, &public)
+        });
+        if let Some(t) = table {
+            up.set_list(ListKind::Tools, t);
+        }
+        up.health.probed.send_modify(|n| *n += 1);
+        (*up.status()).clone()
+    }
+
+    /// The catalog `principal` sees: each `oauth` upstream they signed in to replaced by their
+    /// own (built and probed on first use); `None` when it is this one.
+    pub async fn for_principal(self: &Arc<Self>, principal: &str) -> Option<Arc<Catalog>> {
+        let mut mine: Option<Vec<Arc<Upstream>>> = None;
+        for (i, up) in self.upstreams.iter().enumerate() {
+            let Some(pu) = &up.per_user else { continue };
+            let Some((own, fresh)) = pu.instance(up, principal) else {
+                continue;
+            };
+            if fresh {
+                self.check(&own).await;
+                if !pu.users.has(principal) {
+                    continue; // its probe found the token refused: the placeholder stands
+                }
+            }
+            mine.get_or_insert_with(|| self.upstreams.clone())[i] = own;
+        }
+        let upstreams = mine?;
+        Some(Arc::new(Catalog {
+            upstreams,
+            names: self.names.clone(),
+            link: self.link.clone(),
+            hub: self.hub.clone(),
+            shutdown: self.shutdown.clone(),
+            ready: self.ready.clone(),
+            timeouts: self.timeouts.clone(),
+            limits: self.limits.clone(),
+            current: self.current.clone(),
+            per_user: true,
+        }))
+    }
+
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
     /// for another's fetch takes its result). Returns the current table.
     pub async fn refresh(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
@@ -145,6 +208,9 @@ impl Catalog {
         let current = up.list(kind);
         if current.fetched_at >= asked {
             return current;
+        }
+        if up.per_user.is_some() {
+            return current; // the placeholder's table is Sluice's own
         }
         if !up.serves(kind.capability()) {
             up.set_list(kind, ListTable::empty());

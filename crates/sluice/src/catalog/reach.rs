@@ -52,4 +52,20 @@ impl Reach {
     pub fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
         self.catalog.upstream(name)
     }
+
+    /// What `p` reaches: this, with each `oauth` upstream they signed in to replaced by their
+    /// own (`Catalog::for_principal`); this itself when the config has no such upstream.
+    pub async fn for_principal(self: &Arc<Self>, p: &Principal) -> Arc<Reach> {
+        if !self.catalog.per_user {
+            return self.clone();
+        }
+        match self.catalog.for_principal(p.id()).await {
+            Some(catalog) => Arc::new(Reach {
+                catalog,
+                auth: self.auth.clone(),
+                governor: self.governor.clone(),
+            }),
+            None => self.clone(),
+        }
+    }
 }

@@ -18,6 +18,7 @@ use std::path::Path;
 use serde::Serialize;
 
 mod auth;
+mod auth_kinds;
 mod bridge;
 mod budget;
 mod cluster;
@@ -34,6 +35,7 @@ mod telemetry;
 mod toml_error;
 mod upstream;
 mod upstream_auth;
+mod upstream_oauth;
 
 #[cfg(test)]
 mod cluster_tests;
@@ -56,6 +58,7 @@ pub use telemetry::Telemetry;
 pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
 pub use upstream_auth::{AuthMode, Proof, SigningAlg, TokenEndpointAuth, UpstreamAuth};
+pub use upstream_oauth::CALLBACK_PATH;
 
 use budget::Budget;
 pub use raw::schema;

@@ -9,6 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::auth_kinds::{AuthMode, Proof, SigningAlg, TokenEndpointAuth};
 use super::ConfigError;
 
 /// `[upstream.auth]` as written.
@@ -34,6 +35,13 @@ pub(super) struct RawAuth {
     /// `private_key_jwt`: the assertion's algorithm, `ES256` (default) or `RS256`.
     #[serde(default)]
     pub(super) signing_alg: SigningAlg,
+    /// `oauth`: the URL of the Client ID Metadata Document that names Sluice (an `https` URL
+    /// where Sluice's `/oauth/client-metadata.json` is reached); used as the client id by an
+    /// authorization server that says `client_id_metadata_document_supported`.
+    pub(super) client_metadata_url: Option<String>,
+    /// `oauth`: where users' browsers come back to Sluice after consent (its path is
+    /// `/oauth/callback`; default: `http://` and the address Sluice listens on).
+    pub(super) redirect_uri: Option<String>,
     /// Scopes asked for (default: the resource metadata's `scopes_supported`, else none).
     pub(super) scopes: Option<Vec<String>>,
     /// The authorization server allowed to receive the secret (its `issuer`, exactly). Without
@@ -41,102 +49,12 @@ pub(super) struct RawAuth {
     pub(super) issuer: Option<String>,
 }
 
-/// How Sluice authenticates to an upstream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthMode {
-    /// The configured `headers` and `bearer_token_env`.
-    #[default]
-    Static,
-    /// A client credentials grant at the upstream's authorization server.
-    ClientCredentials,
-}
-
-/// How a client secret is presented to a token endpoint (RFC 6749 §2.3.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenEndpointAuth {
-    /// HTTP Basic with the form-encoded id and secret.
-    #[default]
-    ClientSecretBasic,
-    /// `client_id` and `client_secret` in the form body.
-    ClientSecretPost,
-    /// A JWT signed with the client's private key (RFC 7523 §2.2), no secret.
-    PrivateKeyJwt,
-}
-
-/// The algorithm of a `private_key_jwt` assertion.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-pub enum SigningAlg {
-    /// ECDSA P-256 with SHA-256.
-    #[default]
-    ES256,
-    /// RSA PKCS#1 v1.5 with SHA-256.
-    RS256,
-}
-
-/// What proves the client to the token endpoint, read at load.
-#[derive(Clone)]
-pub enum Proof {
-    /// A client secret, from the variable `env`.
-    Secret {
-        /// The variable's name.
-        env: String,
-        /// The secret.
-        value: String,
-    },
-    /// A private key, from the PEM file `file`.
-    Key {
-        /// The file's path.
-        file: String,
-        /// The key, parsed.
-        key: std::sync::Arc<jsonwebtoken::EncodingKey>,
-        /// The file's bytes (a reload that changes them makes a new upstream).
-        pem: Vec<u8>,
-        /// Its algorithm.
-        alg: SigningAlg,
-    },
-}
-
-impl PartialEq for Proof {
-    fn eq(&self, other: &Proof) -> bool {
-        match (self, other) {
-            (Proof::Secret { env, value }, Proof::Secret { env: e, value: v }) => {
-                env == e && value == v
-            }
-            (
-                Proof::Key { file, pem, alg, .. },
-                Proof::Key {
-                    file: f,
-                    pem: p,
-                    alg: a,
-                    ..
-                },
-            ) => file == f && pem == p && alg == a,
-            _ => false,
-        }
-    }
-}
-
-impl Serialize for Proof {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(1))?;
-        match self {
-            Proof::Secret { env, .. } => m.serialize_entry("client_secret_env", env)?,
-            Proof::Key { file, alg, .. } => {
-                m.serialize_entry("private_key_file", file)?;
-                m.serialize_entry("signing_alg", alg)?;
-            }
-        }
-        m.end()
-    }
-}
-
-/// A checked `[upstream.auth]` of mode `client_credentials`.
+/// A checked `[upstream.auth]` of mode `client_credentials` or `oauth`.
 #[derive(Clone, PartialEq, Serialize)]
 pub struct UpstreamAuth {
-    /// The client id.
+    /// Its mode (never `static`).
+    pub mode: AuthMode,
+    /// The client id (`oauth`: empty when Sluice registers itself).
     pub client_id: String,
     /// The secret or key (`sluice check` shows the variable or the file, never the value).
     #[serde(flatten)]
@@ -147,6 +65,10 @@ pub struct UpstreamAuth {
     pub scopes: Option<Vec<String>>,
     /// The authorization server allowed, if configured.
     pub issuer: Option<String>,
+    /// `oauth`: the URL of Sluice's Client ID Metadata Document, if configured.
+    pub client_metadata_url: Option<String>,
+    /// `oauth`: the configured redirect URI, if any.
+    pub redirect_uri: Option<String>,
 }
 
 impl UpstreamAuth {
@@ -154,7 +76,7 @@ impl UpstreamAuth {
     pub fn secret(&self) -> Option<&str> {
         match &self.proof {
             Proof::Secret { value, .. } => Some(value),
-            Proof::Key { .. } => None,
+            Proof::Key { .. } | Proof::None => None,
         }
     }
 }
@@ -168,6 +90,7 @@ impl std::fmt::Debug for UpstreamAuth {
                 &match &self.proof {
                     Proof::Secret { env, .. } => format!("client_secret_env = {env}"),
                     Proof::Key { file, .. } => format!("private_key_file = {file}"),
+                    Proof::None => "none".into(),
                 },
             )
             .field("token_endpoint_auth", &self.token_endpoint_auth)
@@ -194,9 +117,11 @@ pub(super) fn check(
     if raw.mode == AuthMode::Static {
         let any = raw.client_id.is_some()
             || raw.client_secret_env.is_some()
-            || raw.private_key_file.is_some();
+            || raw.private_key_file.is_some()
+            || raw.client_metadata_url.is_some()
+            || raw.redirect_uri.is_some();
         if any || raw.scopes.is_some() || raw.issuer.is_some() {
-            return err("client_id, client_secret_env, private_key_file, scopes and issuer are for mode = \"client_credentials\"; set the mode or remove them".into());
+            return err("client_id, client_secret_env, private_key_file, client_metadata_url, redirect_uri, scopes and issuer are for mode = \"client_credentials\" or \"oauth\"; set the mode or remove them".into());
         }
         return Ok(None);
     }
@@ -204,8 +129,59 @@ pub(super) fn check(
         return err("a stdio upstream takes its credentials in env = {...}, not auth".into());
     }
     if static_credentials {
-        return err("mode = \"client_credentials\" obtains the Authorization header itself; remove headers.Authorization and bearer_token_env".into());
+        return err("mode = \"client_credentials\" or \"oauth\" obtains the Authorization header itself; remove headers.Authorization and bearer_token_env".into());
     }
+    one_origin(urls).map_err(err_text)?;
+    let (client_id, proof) = if raw.mode == AuthMode::Oauth {
+        let fields = super::upstream_oauth::Fields {
+            client_id: raw.client_id.as_deref(),
+            secret_env: raw.client_secret_env.is_some(),
+            method: raw.token_endpoint_auth,
+            key_file: raw.private_key_file.is_some(),
+            metadata_url: raw.client_metadata_url.as_deref(),
+            redirect_uri: raw.redirect_uri.as_deref(),
+        };
+        match super::upstream_oauth::client(&fields, &err_text)? {
+            (id, true) => (id, proof(&raw, &err_text)?),
+            (id, false) => (id, Proof::None),
+        }
+    } else {
+        if raw.client_metadata_url.is_some() || raw.redirect_uri.is_some() {
+            return err("client_metadata_url and redirect_uri are for mode = \"oauth\"".into());
+        }
+        if raw.token_endpoint_auth == TokenEndpointAuth::None {
+            return err("token_endpoint_auth = \"none\" is for mode = \"oauth\": the client credentials grant needs a secret or a key".into());
+        }
+        match raw.client_id.clone() {
+            Some(id) if !id.trim().is_empty() => (id, proof(&raw, &err_text)?),
+            _ => return err("client_id is required for mode = \"client_credentials\"".into()),
+        }
+    };
+    if let Some(bad) = raw
+        .scopes
+        .iter()
+        .flatten()
+        .find(|s| s.is_empty() || s.contains(' '))
+    {
+        return err(format!(
+            "scope {bad:?} is not one scope: scopes are listed one per string"
+        ));
+    }
+    Ok(Some(UpstreamAuth {
+        mode: raw.mode,
+        client_id,
+        proof,
+        token_endpoint_auth: raw.token_endpoint_auth,
+        scopes: raw.scopes,
+        issuer: raw.issuer,
+        client_metadata_url: raw.client_metadata_url,
+        redirect_uri: raw.redirect_uri,
+    }))
+}
+
+/// Refused: `urls` on several origins (a token is for one resource), or with credentials in
+/// them (they would go to the authorization server as part of the resource).
+fn one_origin(urls: &[String]) -> Result<(), String> {
     let origins: std::collections::BTreeSet<String> = urls
         .iter()
         .filter_map(|u| u.parse::<http::Uri>().ok())
@@ -219,37 +195,19 @@ pub(super) fn check(
         })
         .collect();
     if origins.iter().any(|o| o.contains('@')) {
-        return err("credentials in the url go to the authorization server as part of the resource; put them in headers or remove them".into());
+        return Err("credentials in the url go to the authorization server as part of the resource; put them in headers or remove them".into());
     }
     if origins.len() > 1 {
-        return err("its urls are on several origins, and a token is for one resource: give it urls on one scheme, host and port, or one upstream per origin".into());
+        return Err("its urls are on several origins, and a token is for one resource: give it urls on one scheme, host and port, or one upstream per origin".into());
     }
-    let client_id = match raw.client_id.clone() {
-        Some(id) if !id.trim().is_empty() => id,
-        _ => return err("client_id is required for mode = \"client_credentials\"".into()),
-    };
-    let proof = proof(&raw, &err_text)?;
-    if let Some(bad) = raw
-        .scopes
-        .iter()
-        .flatten()
-        .find(|s| s.is_empty() || s.contains(' '))
-    {
-        return err(format!(
-            "scope {bad:?} is not one scope: scopes are listed one per string"
-        ));
-    }
-    Ok(Some(UpstreamAuth {
-        client_id,
-        proof,
-        token_endpoint_auth: raw.token_endpoint_auth,
-        scopes: raw.scopes,
-        issuer: raw.issuer,
-    }))
+    Ok(())
 }
 
 /// The secret or the key `raw` names, read and checked.
-fn proof(raw: &RawAuth, err: &dyn Fn(String) -> ConfigError) -> Result<Proof, ConfigError> {
+pub(super) fn proof(
+    raw: &RawAuth,
+    err: &dyn Fn(String) -> ConfigError,
+) -> Result<Proof, ConfigError> {
     if raw.token_endpoint_auth == TokenEndpointAuth::PrivateKeyJwt {
         if raw.client_secret_env.is_some() {
             return Err(err(

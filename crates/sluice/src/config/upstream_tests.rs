@@ -408,3 +408,72 @@ fn a_private_key_jwt_client_needs_a_readable_key_and_no_secret() {
         "{err}"
     );
 }
+
+const OAUTH: &str = "[[upstream]]\nname = \"gh\"\nurl = \"https://api.example/mcp\"\n[upstream.auth]\nmode = \"oauth\"\n";
+
+#[test]
+fn an_oauth_upstream_registers_itself_or_takes_a_pre_registered_client() {
+    let cfg = load(OAUTH).unwrap();
+    let auth = cfg.upstreams[0].auth.as_ref().expect("oauth");
+    assert_eq!(auth.mode, AuthMode::Oauth);
+    assert!(auth.client_id.is_empty() && auth.secret().is_none());
+    let public = load(&format!(
+        "{OAUTH}client_id = \"app\"\ntoken_endpoint_auth = \"none\"\nclient_metadata_url = \"https://sluice.example/oauth/client-metadata.json\"\nredirect_uri = \"https://sluice.example/oauth/callback\"\n"
+    ))
+    .unwrap();
+    let auth = public.upstreams[0].auth.as_ref().expect("oauth");
+    assert_eq!(auth.client_id, "app");
+    assert!(auth.secret().is_none());
+    std::env::set_var("SLUICE_TEST_OAUTH_SECRET", "oauth-s3cret");
+    let confidential = load(&format!(
+        "{OAUTH}client_id = \"app\"\nclient_secret_env = \"SLUICE_TEST_OAUTH_SECRET\"\n"
+    ))
+    .unwrap();
+    let auth = confidential.upstreams[0].auth.as_ref().expect("oauth");
+    assert_eq!(auth.secret(), Some("oauth-s3cret"));
+    let printed = toml::to_string(&confidential.upstreams[0]).unwrap();
+    assert!(!printed.contains("oauth-s3cret"), "{printed}");
+}
+
+#[test]
+fn an_oauth_upstream_is_refused_what_it_cannot_use_saying_what_to_set() {
+    let cases = [
+        (
+            "client_secret_env = \"X\"\n",
+            "client_secret_env without client_id",
+        ),
+        ("client_id = \"app\"\n", "needs client_secret_env"),
+        ("client_id = \" \"\n", "client_id is empty"),
+        (
+            "client_id = \"app\"\ntoken_endpoint_auth = \"none\"\nclient_secret_env = \"X\"\n",
+            "sends no secret",
+        ),
+        (
+            "token_endpoint_auth = \"private_key_jwt\"\n",
+            "private_key_jwt is for mode",
+        ),
+        (
+            "client_metadata_url = \"http://x/doc.json\"\n",
+            "is not an https URL",
+        ),
+        (
+            "client_metadata_url = \"https://x\"\n",
+            "is not an https URL",
+        ),
+        (
+            "redirect_uri = \"https://x/callback\"\n",
+            "whose path is /oauth/callback",
+        ),
+    ];
+    for (extra, want) in cases {
+        let err = refused(&format!("{OAUTH}{extra}"));
+        assert!(err.contains(want), "{extra}: {err}");
+    }
+    let cc = refused(&CC.replace(
+        "client_id",
+        "redirect_uri = \"https://x/oauth/callback\"\nclient_id",
+    ));
+    assert!(cc.contains("are for mode = \"oauth\""), "{cc}");
+    let none = refused(&format!("{CC}token_endpoint_auth = \"none\"\n"));
+    assert!(none.contains("is for mode = \"oauth\""), "{none}");
+}

@@ -58,7 +58,7 @@ pub fn bound_name(env: &Envelope) -> String {
 }
 
 /// What a state issued for this request binds.
-fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> Bound {
+pub(super) fn bound(env: &Envelope, t: &Target, principal: &Principal, digest: String) -> Bound {
     Bound {
         principal: principal.id().to_owned(),
         method: env.method.to_string(),
@@ -105,7 +105,7 @@ pub fn open_state(
 
 /// Consumes a round state's nonce: the first retry that presents it goes on, any replay finds
 /// its exchange gone.
-async fn consume(pol: &Policy<'_>, sealed: &Sealed) -> Result<(), GatewayError> {
+pub(super) async fn consume(pol: &Policy<'_>, sealed: &Sealed) -> Result<(), GatewayError> {
     let nonce = sealed
         .handle
         .as_deref()

@@ -5,6 +5,7 @@
 //! (`-32602`), and reports a down upstream by name.
 
 pub mod available;
+pub mod consent;
 pub mod discover;
 pub mod govern;
 pub mod lists;

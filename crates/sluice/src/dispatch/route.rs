@@ -222,6 +222,17 @@ async fn prefixed(
     // The scope first: a principal without it learns the same of a name that exists and
     // of one that does not.
     reach.auth.authorize_upstream(principal, &up.name)?;
+    if up.per_user.is_some() {
+        // Reached as each user, and this principal has not signed in (their own upstream
+        // would stand here): the policy stage asks them to (dispatch/consent.rs).
+        return Ok(Target {
+            up: up.clone(),
+            own: own.to_owned(),
+            renamed: true,
+            headers: Vec::new(),
+            uri: false,
+        });
+    }
     healthy(reach, up, kind).await?;
     let mut table = up.list(kind);
     // A hidden name takes the unknown name's path, refresh included.

@@ -85,19 +85,30 @@ pub struct Parts {
 pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     // What Sluice holds beyond what this config needs, once per process life.
     crate::upstream::stdio::boundary::capabilities::warn_once(cfg);
-    let upstreams = cfg
-        .upstreams
-        .iter()
-        .map(|u| {
-            Upstream::new(
-                u,
-                cfg.limits.max_response_bytes,
-                cfg.timeouts.response,
-                cfg.timeouts.shutdown,
-            )
-            .map(Arc::new)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let upstreams =
+        cfg.upstreams
+            .iter()
+            .map(|u| {
+                // An `oauth` upstream's browsers come back to where Sluice listens, unless told.
+                let mut u = u.clone();
+                if let Some(a) = u.auth.as_mut().filter(|a| {
+                    a.mode == crate::config::AuthMode::Oauth && a.redirect_uri.is_none()
+                }) {
+                    a.redirect_uri = Some(format!(
+                        "http://{}{}",
+                        cfg.listen,
+                        crate::config::CALLBACK_PATH
+                    ));
+                }
+                Upstream::new(
+                    &u,
+                    cfg.limits.max_response_bytes,
+                    cfg.timeouts.response,
+                    cfg.timeouts.shutdown,
+                )
+                .map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
     let auth = crate::auth::Authenticator::new(&cfg.auth)?;
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {
         return Err(format!(
@@ -272,10 +283,11 @@ impl Generation {
         })
     }
 
-    /// Dispatch's handles on this generation.
-    pub fn dispatcher(&self) -> crate::dispatch::Dispatcher<'_> {
+    /// Dispatch's handles on this generation, for a request that reaches `reach` (this
+    /// generation's, or a principal's own: `Reach::for_principal`).
+    pub fn dispatcher<'a>(&'a self, reach: &'a Arc<Reach>) -> crate::dispatch::Dispatcher<'a> {
         crate::dispatch::Dispatcher {
-            reach: &self.reach,
+            reach,
             policy: self.policy(),
             forwarder: &self.forwarder,
             bridge: &self.bridge,

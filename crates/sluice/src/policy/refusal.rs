@@ -26,6 +26,10 @@ pub const CALL_QUOTA: i64 = -31017;
 pub const STREAM_CAP: i64 = -31018;
 /// Sluice: the shared state (Redis) of a cluster is unreachable; retry shortly.
 pub const SHARED_STATE: i64 = -31019;
+/// Sluice: the upstream is reached as each user, and this user has not signed in to it.
+pub const SIGN_IN: i64 = -31040;
+/// Sluice: the user declined (or cancelled) signing in to the upstream.
+pub const SIGN_IN_DECLINED: i64 = -31041;
 
 /// A governance refusal.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +64,14 @@ pub enum Refusal {
     NeedsElicitation(String),
     /// Redis is unreachable and `cluster.on_redis_error = "closed"`.
     SharedState,
+    /// The user must sign in to `upstream` at `url` (their client cannot be asked: it did not
+    /// declare URL elicitation).
+    SignIn { upstream: String, url: String },
+    /// The user declined signing in to `upstream`, or did not after `rounds` rounds.
+    SignInDeclined {
+        upstream: String,
+        rounds: Option<u32>,
+    },
 }
 
 impl Refusal {
@@ -121,6 +133,26 @@ impl Refusal {
                 json!({"requiredCapabilities": {"elicitation": {}}}),
             ),
             Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
+            Refusal::Streams { .. } => self.streams(),
+            Refusal::SharedState => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SHARED_STATE,
+                "the gateway's shared state (Redis) is unreachable, so budgets and single use cannot be checked; retry shortly".into(),
+                json!({"retryAfterMs": 1000}),
+            ),
+            Refusal::SignIn { .. } | Refusal::SignInDeclined { .. } => self.sign_in(),
+            Refusal::TooManyAsks(limit) => (
+                StatusCode::BAD_REQUEST,
+                TOO_LARGE,
+                format!("the upstream asked more than {limit} things at once (budget.max_asks_per_round); the call was stopped"),
+                json!({"limit": limit}),
+            ),
+        }
+    }
+
+    /// The stream caps' classification.
+    fn streams(&self) -> (StatusCode, i64, String, Value) {
+        match self {
             Refusal::Streams { limit, per_principal } => (
                 if *per_principal { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::SERVICE_UNAVAILABLE },
                 STREAM_CAP,
@@ -130,18 +162,32 @@ impl Refusal {
                 ),
                 json!({"limit": limit, "perPrincipal": per_principal, "retryAfterMs": 1000}),
             ),
-            Refusal::SharedState => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                SHARED_STATE,
-                "the gateway's shared state (Redis) is unreachable, so budgets and single use cannot be checked; retry shortly".into(),
-                json!({"retryAfterMs": 1000}),
+            _ => (StatusCode::SERVICE_UNAVAILABLE, STREAM_CAP, String::new(), json!({})),
+        }
+    }
+
+    /// The sign-in refusals' classification (an upstream reached as each user).
+    fn sign_in(&self) -> (StatusCode, i64, String, Value) {
+        match self {
+            Refusal::SignIn { upstream, url } => (
+                StatusCode::FORBIDDEN,
+                SIGN_IN,
+                format!("upstream {upstream:?} is reached as each user, and you have not signed in to it through Sluice: open {url} in a browser, sign in, then call again"),
+                json!({"upstream": upstream, "url": url}),
             ),
-            Refusal::TooManyAsks(limit) => (
+            Refusal::SignInDeclined { upstream, rounds: None } => (
                 StatusCode::BAD_REQUEST,
-                TOO_LARGE,
-                format!("the upstream asked more than {limit} things at once (budget.max_asks_per_round); the call was stopped"),
-                json!({"limit": limit}),
+                SIGN_IN_DECLINED,
+                format!("signing in to upstream {upstream:?} was declined; nothing was sent to it (call again to be asked again)"),
+                json!({"upstream": upstream}),
             ),
+            Refusal::SignInDeclined { upstream, rounds: Some(n) } => (
+                StatusCode::BAD_REQUEST,
+                SIGN_IN_DECLINED,
+                format!("no sign-in to upstream {upstream:?} came back after {n} rounds; nothing was sent to it (call again to be asked again)"),
+                json!({"upstream": upstream, "rounds": n}),
+            ),
+            _ => (StatusCode::BAD_REQUEST, SIGN_IN, String::new(), json!({})),
         }
     }
 }

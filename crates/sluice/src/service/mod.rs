@@ -11,6 +11,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
+pub mod signin;
 pub mod stack;
 
 use crate::gateway::{Generation, Live};
@@ -40,6 +41,8 @@ pub async fn handle(
     let path = parts.uri.path();
     Ok(match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        signin::CALLBACK if gw.catalog.per_user => signin::callback(&gw, parts.uri.query()).await,
+        signin::METADATA if gw.catalog.per_user => signin::metadata(&gw),
         "/metrics" | "/readyz" => match guard_ops(&gw, &parts) {
             Some(refused) => refused.into_response(),
             None if path == "/metrics" => metrics(&gw),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::auth::Principal;
 use crate::ctx::RequestCtx;
-use crate::dispatch::{self, govern, route};
+use crate::dispatch::{self, consent, govern, route};
 use crate::error::GatewayError;
 use crate::gateway::Generation;
 use crate::mcp::jsonrpc::Envelope;
@@ -66,9 +66,11 @@ pub async fn run(
     // errors (unknown name) wait until version and method have been checked.
     // Only a round's retry may be routed by a generation a reload retired.
     let retired = env.param("requestState").and_then(|_| gw.retired());
+    // The principal's own upstreams in place of the `oauth` ones they signed in to.
+    let reach = gw.reach.for_principal(principal).await;
     let target = trace::traced!(
         trace::stage("route"),
-        route::resolve(&gw.reach, retired, &env, principal)
+        route::resolve(&reach, retired, &env, principal)
     );
     if let (Ok(Some(t)), Some(h)) = (&target, client_headers) {
         // The arguments are looked at only when the tool has annotated ones.
@@ -87,7 +89,7 @@ pub async fn run(
             && gw.rt.live.retired().iter().any(|g| g.catalog.serves(cap))
     };
     // A family only down upstreams serve: 503 naming them (probed first), not -32601.
-    dispatch::available::check(&gw.catalog, &env.method, retired_serves).await?;
+    dispatch::available::check(&reach.catalog, &env.method, retired_serves).await?;
     let target = target?;
     if let Some(t) = &target {
         served(gw, &env, t, principal)?;
@@ -119,7 +121,51 @@ pub async fn run(
         }
     }
     // Dispatch.
-    dispatch::dispatch(&gw.dispatcher(), &ctx).await
+    let reply = dispatch::dispatch(&gw.dispatcher(&reach), &ctx).await;
+    sign_in_again(gw, &ctx, reply).await
+}
+
+/// `reply`, unless the upstream refused the principal's token during this call (401, or 403
+/// asking for more scope): then this call asks them to sign in again.
+async fn sign_in_again(
+    gw: &Generation,
+    ctx: &RequestCtx<'_>,
+    reply: Result<Reply, GatewayError>,
+) -> Result<Reply, GatewayError> {
+    let Some(template) = ctx
+        .target
+        .as_ref()
+        .and_then(|t| signed_out(gw, t, ctx.principal))
+    else {
+        return reply;
+    };
+    let (pol, http) = (gw.policy(), &gw.catalog.link.client);
+    match consent::gate(&pol, http, &ctx.env, &ctx.meta, &template, ctx.principal).await? {
+        consent::Consent::Answer(round) => Ok(round),
+        _ => reply,
+    }
+}
+
+/// When `t` is a principal's own upstream whose token its upstream refused (it is gone now),
+/// the target of the same call on the `oauth` upstream's placeholder.
+fn signed_out(
+    gw: &Generation,
+    t: &crate::ctx::target::Target,
+    principal: &Principal,
+) -> Option<crate::ctx::target::Target> {
+    let (users, p) = t.up.signed_in.as_ref()?;
+    if p != principal.id() || users.has(p) {
+        return None;
+    }
+    let template = gw.reach.upstream(&t.up.name)?.clone();
+    template.per_user.as_ref()?;
+    Some(crate::ctx::target::Target {
+        up: template,
+        own: t.own.clone(),
+        renamed: t.renamed,
+        headers: Vec::new(),
+        uri: false,
+    })
 }
 
 /// The policy stage, entered once: the rules on a tool call (a denied or not-yet-approved call
@@ -133,6 +179,12 @@ async fn policy(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Option<Repl
         return Ok(None);
     };
     let pol = gw.policy();
+    let http = &gw.catalog.link.client;
+    match consent::gate(&pol, http, &ctx.env, &ctx.meta, t, ctx.principal).await? {
+        consent::Consent::Go => {}
+        consent::Consent::Fresh(fresh) => ctx.env = fresh,
+        consent::Consent::Answer(reply) => return Ok(Some(reply)),
+    }
     match govern::gate(&pol, &ctx.env, &ctx.meta, t, ctx.principal).await? {
         govern::Gate::Go => {}
         govern::Gate::Approved(fresh) => ctx.env = fresh,

@@ -67,6 +67,8 @@ pub struct ClientShared {
     max_body: usize,
     max_event: usize,
     stream_idle: Duration,
+    /// The challenges of 401 and 403 answers to requests with a token, not read yet.
+    pub challenges: super::challenges::Challenges,
 }
 
 impl std::ops::Deref for HttpClient {
@@ -118,6 +120,7 @@ impl HttpClient {
             max_body,
             max_event,
             stream_idle,
+            challenges: Default::default(),
         };
         HttpClient(std::sync::Arc::new(shared))
     }
@@ -225,6 +228,7 @@ impl HttpClient {
             .uri(url.clone())
             .body(Full::new(body))
             .map_err(|e| UpstreamError::Protocol(upstream.into(), e.to_string()))?;
+        let sent = headers.get(http::header::AUTHORIZATION).cloned();
         *req.headers_mut() = headers;
         let client = match self.for_url(url) {
             Some(h2) => {
@@ -245,6 +249,11 @@ impl HttpClient {
             })?;
         let status = resp.status();
         let (parts, body) = resp.into_parts();
+        if let (Some(sent), true) = (&sent, status == 401 || status == 403) {
+            if let Some(www) = parts.headers.get(http::header::WWW_AUTHENTICATE) {
+                self.challenges.note(sent, www);
+            }
+        }
         let ctype = parts
             .headers
             .get(http::header::CONTENT_TYPE)

@@ -10,7 +10,9 @@
 //! The operations on an upstream differ by [`Wire`]; `link/` is the one place that reads it
 //! and tabulates each operation's module per wire.
 
+pub mod authorized;
 pub mod balance;
+pub mod challenges;
 pub mod client;
 pub mod discover;
 pub mod endpoints;
@@ -20,6 +22,7 @@ pub mod legacy;
 pub mod lines;
 pub mod oauth;
 pub mod pending;
+pub mod per_user;
 pub mod queue;
 pub mod stdio;
 pub mod stream;
@@ -133,6 +136,11 @@ pub struct Upstream {
     pub extra: HeaderMap,
     /// Sluice's own token for it (`[upstream.auth] mode = "client_credentials"`).
     pub auth: Option<oauth::Auth>,
+    /// Its users and their own upstreams (`mode = "oauth"`: this one is their placeholder).
+    pub per_user: Option<Arc<per_user::PerUser>>,
+    /// The principal this upstream speaks for, and where their token is (one of a
+    /// `mode = "oauth"` upstream's per-user upstreams).
+    pub signed_in: Option<(Arc<oauth::user::Users>, String)>,
     /// Every modern request's headers but its own two (`client::modern_base`), built once.
     pub modern_base: HeaderMap,
     /// Its configured era.
@@ -215,10 +223,21 @@ impl Upstream {
         let balancer =
             balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let modern_base = client::modern_base(&host, &extra);
+        let mode = cfg.auth.as_ref().map(|a| a.mode);
         let auth = cfg
             .auth
             .clone()
+            .filter(|_| mode == Some(crate::config::AuthMode::ClientCredentials))
             .map(|a| oauth::Auth::new(&cfg.name, uri.clone(), a));
+        let per_user = cfg
+            .auth
+            .clone()
+            .filter(|_| mode == Some(crate::config::AuthMode::Oauth))
+            .map(|a| {
+                let redirect = a.redirect_uri.clone().unwrap_or_default();
+                let users = oauth::user::Users::new(&cfg.name, uri.clone(), a, redirect);
+                Arc::new(per_user::PerUser::new(users))
+            });
         Ok(Upstream {
             name: cfg.name.clone(),
             uri,
@@ -226,6 +245,8 @@ impl Upstream {
             balancer,
             extra,
             auth,
+            per_user,
+            signed_in: None,
             modern_base,
             era: cfg.era,
             stdio,
@@ -267,82 +288,6 @@ impl Upstream {
     /// way: the same settings and the same credentials (a token variable's value included).
     pub fn same_as(&self, other: &Upstream) -> bool {
         self.config == other.config && self.extra == other.extra
-    }
-
-    /// Sends one 2026-07-28 request: POSTed to its URL, or, for a stdio server, written to its
-    /// one process (`stdio::shared`); the answer reads the same either way.
-    pub async fn post_modern(
-        self: &Arc<Self>,
-        client: &client::HttpClient,
-        method: &crate::mcp::method::Method,
-        headers: HeaderMap,
-        body: bytes::Bytes,
-        stream_timeout: Option<std::time::Duration>,
-    ) -> Result<client::Answer, client::UpstreamError> {
-        if self.stdio.is_some() {
-            return stdio::shared::post(self, client, body, stream_timeout).await;
-        }
-        let Some(auth) = &self.auth else {
-            return self
-                .balancer
-                .post(&self.name, client, method, headers, body, stream_timeout)
-                .await;
-        };
-        // A token the upstream refuses is dropped and the request sent once more with another.
-        let mut headers = headers;
-        for last in [false, true] {
-            let token = auth.header(client, &self.modern_base).await?;
-            headers.insert(http::header::AUTHORIZATION, token.clone());
-            let answer = self
-                .balancer
-                .post(
-                    &self.name,
-                    client,
-                    method,
-                    headers.clone(),
-                    body.clone(),
-                    stream_timeout,
-                )
-                .await?;
-            let refused = match &answer {
-                client::Answer::Status(s, _) | client::Answer::Json(s, _) => {
-                    *s == http::StatusCode::UNAUTHORIZED
-                }
-                client::Answer::Sse(_) => false,
-            };
-            if refused {
-                auth.rejected(&token);
-            }
-            if !refused || last {
-                return Ok(answer);
-            }
-        }
-        unreachable!("the loop returns on its last turn")
-    }
-
-    /// The token held for it, for headers built where no fetch can wait (2025-11-25 sessions,
-    /// after [`Upstream::authorize`]).
-    pub fn held_token(&self) -> Option<HeaderValue> {
-        self.auth.as_ref().and_then(oauth::Auth::held)
-    }
-
-    /// The upstream answered 401 to a request bearing `sent` (a 2025-11-25 session's): the
-    /// token is dropped, so the next session fetches another.
-    pub fn token_refused(&self, sent: Option<&HeaderValue>) {
-        if let (Some(auth), Some(sent)) = (&self.auth, sent) {
-            auth.rejected(sent);
-        }
-    }
-
-    /// Gets a token for it when its `[upstream.auth]` asks for one and none is held.
-    pub async fn authorize(
-        &self,
-        client: &client::HttpClient,
-    ) -> Result<(), client::UpstreamError> {
-        if let Some(auth) = &self.auth {
-            auth.header(client, &self.modern_base).await?;
-        }
-        Ok(())
     }
 
     /// The current status.

@@ -251,15 +251,14 @@ impl Session {
             c.send(&body).await?;
             return Ok(Answer::Status(http::StatusCode::ACCEPTED, Bytes::new()));
         }
-        client
-            .post(
-                &self.up.name,
-                &self.up.uri,
-                self.headers(),
-                body,
-                stream_timeout,
-            )
-            .await
+        let headers = self.headers();
+        let sent = headers.get(http::header::AUTHORIZATION).cloned();
+        let answer = client
+            .post(&self.up.name, &self.up.uri, headers, body, stream_timeout)
+            .await?;
+        let status = crate::upstream::authorized::status_of(&answer);
+        self.up.auth_refused(client, status, sent.as_ref());
+        Ok(answer)
     }
 
     /// Sends request `id` (its `body`) and gives its response (JSON text): a request of

@@ -32,6 +32,25 @@ pub(super) struct Found {
     pub grant_types: Option<Vec<String>>,
     /// The server's `token_endpoint_auth_methods_supported`, when it lists them.
     pub auth_methods: Option<Vec<String>>,
+    /// What a user's consent needs of the server (`oauth` mode).
+    pub user: UserEndpoints,
+}
+
+/// The authorization server's metadata a user's consent needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct UserEndpoints {
+    /// Its `authorization_endpoint`.
+    pub authorization: Option<Uri>,
+    /// Its `registration_endpoint` (Dynamic Client Registration, RFC 7591).
+    pub registration: Option<Uri>,
+    /// Its `code_challenge_methods_supported`, when listed.
+    pub pkce_methods: Option<Vec<String>>,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207).
+    pub iss_parameter: bool,
+    /// `client_id_metadata_document_supported`.
+    pub metadata_documents: bool,
+    /// The server's own `scopes_supported`.
+    pub scopes_supported: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -49,6 +68,15 @@ struct ServerMetadata {
     token_endpoint: Option<String>,
     grant_types_supported: Option<Vec<String>>,
     token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    authorization_endpoint: Option<String>,
+    registration_endpoint: Option<String>,
+    code_challenge_methods_supported: Option<Vec<String>>,
+    #[serde(default)]
+    authorization_response_iss_parameter_supported: bool,
+    #[serde(default)]
+    client_id_metadata_document_supported: bool,
+    #[serde(default)]
+    scopes_supported: Vec<String>,
 }
 
 /// Finds the authorization server of the upstream at `url` (`name` for errors).
@@ -59,7 +87,9 @@ pub(super) async fn find(
     challenge: &Challenge,
 ) -> Result<Found, UpstreamError> {
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
-    let prm = resource_metadata(client, name, url, challenge).await?;
+    let Some(prm) = resource_metadata(client, name, url, challenge).await? else {
+        return before_resource_metadata(client, name, url).await;
+    };
     if !same_resource(url, &prm.resource) {
         return Err(fail(
             "its protected resource metadata names another resource than its url".into(),
@@ -69,29 +99,83 @@ pub(super) async fn find(
         fail("its protected resource metadata names no authorization server".into())
     })?;
     let meta = server_metadata(client, name, issuer).await?;
+    found(name, meta, prm.resource, prm.scopes_supported)
+}
+
+/// An MCP 2025-03-26 server, which publishes no resource metadata: its own origin is its
+/// authorization server, described at that origin's RFC 8414 location or, without one, at the
+/// default paths `/authorize`, `/token` and `/register` (MCP 2025-03-26, "Fallbacks").
+async fn before_resource_metadata(
+    client: &HttpClient,
+    name: &str,
+    url: &Uri,
+) -> Result<Found, UpstreamError> {
+    let base = origin(url);
+    let at = parse(
+        name,
+        &format!("{base}/.well-known/oauth-authorization-server"),
+    )?;
+    let meta = match get_json::<ServerMetadata>(client, name, &at).await? {
+        Some(m) => m,
+        None => ServerMetadata {
+            issuer: base.clone(),
+            token_endpoint: Some(format!("{base}/token")),
+            authorization_endpoint: Some(format!("{base}/authorize")),
+            registration_endpoint: Some(format!("{base}/register")),
+            grant_types_supported: None,
+            token_endpoint_auth_methods_supported: None,
+            code_challenge_methods_supported: None,
+            authorization_response_iss_parameter_supported: false,
+            client_id_metadata_document_supported: false,
+            scopes_supported: Vec::new(),
+        },
+    };
+    found(name, meta, url.to_string(), Vec::new())
+}
+
+/// What `meta` says, for `resource` and its `scopes`.
+fn found(
+    name: &str,
+    meta: ServerMetadata,
+    resource: String,
+    scopes: Vec<String>,
+) -> Result<Found, UpstreamError> {
+    let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
     let token_endpoint = meta
         .token_endpoint
         .as_deref()
         .ok_or_else(|| fail("its authorization server's metadata has no token_endpoint".into()))
         .and_then(|t| http_uri(name, "token_endpoint", t))?;
+    let endpoint = |what: &str, at: &Option<String>| {
+        at.as_deref().map(|t| http_uri(name, what, t)).transpose()
+    };
+    let user = UserEndpoints {
+        authorization: endpoint("authorization_endpoint", &meta.authorization_endpoint)?,
+        registration: endpoint("registration_endpoint", &meta.registration_endpoint)?,
+        pkce_methods: meta.code_challenge_methods_supported,
+        iss_parameter: meta.authorization_response_iss_parameter_supported,
+        metadata_documents: meta.client_id_metadata_document_supported,
+        scopes_supported: meta.scopes_supported,
+    };
     Ok(Found {
+        user,
         issuer: meta.issuer,
         token_endpoint,
-        resource: prm.resource,
-        scopes_supported: prm.scopes_supported,
+        resource,
+        scopes_supported: scopes,
         grant_types: meta.grant_types_supported,
         auth_methods: meta.token_endpoint_auth_methods_supported,
     })
 }
 
 /// The resource metadata: where the challenge says, else the path-aware well-known location,
-/// else the root one (RFC 9728 §3.1).
+/// else the root one (RFC 9728 §3.1); `None` when there is none.
 async fn resource_metadata(
     client: &HttpClient,
     name: &str,
     url: &Uri,
     challenge: &Challenge,
-) -> Result<ResourceMetadata, UpstreamError> {
+) -> Result<Option<ResourceMetadata>, UpstreamError> {
     let mut tried = Vec::new();
     let base = origin(url);
     if let Some(at) = &challenge.resource_metadata {
@@ -118,13 +202,10 @@ async fn resource_metadata(
     )?);
     for at in &tried {
         if let Some(m) = get_json(client, name, at).await? {
-            return Ok(m);
+            return Ok(Some(m));
         }
     }
-    Err(UpstreamError::Auth(
-        name.to_owned(),
-        "no protected resource metadata found (RFC 9728: none in its WWW-Authenticate challenge nor at /.well-known/oauth-protected-resource)".into(),
-    ))
+    Ok(None)
 }
 
 /// The authorization server's metadata, from the locations RFC 8414 §3.1 and OpenID Connect
@@ -261,6 +342,12 @@ pub(super) fn http_uri(name: &str, what: &str, at: &str) -> Result<Uri, Upstream
     }
 }
 
+/// A found server for other modules' tests.
+#[cfg(test)]
+pub(super) fn tests_found() -> Found {
+    tests::found("http://as:1", "http://as:1/token")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,7 +368,7 @@ mod tests {
         assert!(!same_resource(&url, "http://evil@h:1/api/mcp/../x"));
     }
 
-    fn found(issuer: &str, token: &str) -> Found {
+    pub(in crate::upstream::oauth) fn found(issuer: &str, token: &str) -> Found {
         Found {
             issuer: issuer.into(),
             token_endpoint: token.parse().unwrap(),
@@ -289,6 +376,7 @@ mod tests {
             scopes_supported: vec![],
             grant_types: None,
             auth_methods: None,
+            user: Default::default(),
         }
     }
 

@@ -41,6 +41,7 @@ struct TokenAnswer {
     access_token: String,
     token_type: String,
     expires_in: Option<u64>,
+    refresh_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +60,21 @@ pub(super) async fn client_credentials(
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
     offered(found, cfg).map_err(fail)?;
     let (headers, body) = request(found, cfg, scopes)?;
+    let (token, _) = exchange(client, name, found, headers, body, "the client credentials").await?;
+    Ok(token)
+}
+
+/// POSTs a token request (`what`: what it presents, for errors) to `found`'s token endpoint;
+/// gives the token and the refresh token, if one came.
+pub(super) async fn exchange(
+    client: &HttpClient,
+    name: &str,
+    found: &Found,
+    headers: HeaderMap,
+    body: Bytes,
+    what: &str,
+) -> Result<(Token, Option<String>), UpstreamError> {
+    let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
     let (_, answer) = client
         .send(
             http::Method::POST,
@@ -84,7 +100,7 @@ pub(super) async fn client_credentials(
             .filter(|e| e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
         return Err(fail(match code {
             Some(c) => format!(
-                "its token endpoint refused the client credentials: {c} (HTTP {})",
+                "its token endpoint refused {what}: {c} (HTTP {})",
                 status.as_u16()
             ),
             None => format!("its token endpoint answered HTTP {}", status.as_u16()),
@@ -112,11 +128,12 @@ pub(super) async fn client_credentials(
         .map_or(DEFAULT_LIFETIME, Duration::from_secs)
         .clamp(LIFETIME.0, LIFETIME.1);
     let now = Instant::now();
-    Ok(Token {
+    let token = Token {
         header,
         renew_at: now + life.mul_f64(0.9),
         expires_at: now + life,
-    })
+    };
+    Ok((token, t.refresh_token.filter(|r| !r.is_empty())))
 }
 
 /// Refused when the server lists its grants or client authentication methods without the
@@ -133,6 +150,7 @@ fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
         TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
         TokenEndpointAuth::ClientSecretPost => "client_secret_post",
         TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
+        TokenEndpointAuth::None => "none",
     };
     match &found.auth_methods {
         Some(methods) if !methods.iter().any(|m| m == method) => Err(format!("its authorization server does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")),
@@ -228,6 +246,9 @@ mod tests {
 
     fn cfg(how: TokenEndpointAuth) -> UpstreamAuth {
         UpstreamAuth {
+            mode: crate::config::AuthMode::ClientCredentials,
+            client_metadata_url: None,
+            redirect_uri: None,
             client_id: "sluice client".into(),
             proof: Proof::Secret {
                 env: "S".into(),
@@ -247,6 +268,7 @@ mod tests {
             scopes_supported: vec![],
             grant_types: None,
             auth_methods: None,
+            user: Default::default(),
         }
     }
 

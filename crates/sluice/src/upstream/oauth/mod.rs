@@ -17,6 +17,7 @@
 mod challenge;
 mod discovery;
 mod grant;
+pub mod user;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -151,7 +152,7 @@ impl Auth {
         let found = match fetch.found.take() {
             Some(f) => f,
             None => {
-                let challenge = self.challenge(client, base).await;
+                let challenge = challenge_of(client, &self.name, &self.url, base).await;
                 let found = discovery::find(client, &self.name, &self.url, &challenge).await?;
                 discovery::pinned(&self.name, &found, self.cfg.issuer.as_deref())?;
                 found
@@ -168,34 +169,33 @@ impl Auth {
         tracing::info!(upstream = %self.name, "obtained a token for the upstream (client credentials)");
         Ok(token)
     }
+}
 
-    /// The upstream's Bearer challenge to a request without a token (none when it gives none).
-    async fn challenge(&self, client: &HttpClient, base: &HeaderMap) -> Challenge {
-        let mut headers = base.clone();
-        headers.remove(http::header::AUTHORIZATION);
-        let ping = crate::mcp::method::Method::Ping.as_str();
-        let body = Bytes::from(format!(
-            r#"{{"jsonrpc":"2.0","id":"sluice-auth","method":"{ping}"}}"#
-        ));
-        let Ok((headers, _)) = client
-            .send(
-                http::Method::POST,
-                &self.name,
-                &self.url,
-                headers,
-                body,
-                None,
-            )
-            .await
-        else {
-            return Challenge::default();
-        };
-        headers
-            .get_all(http::header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(challenge::parse)
-            .find(|c| c.resource_metadata.is_some() || c.scope.is_some())
-            .unwrap_or_default()
-    }
+/// The Bearer challenge of the upstream `name` at `url` to a request without a token (none
+/// when it gives none); `base`: the headers of a request to it.
+pub(super) async fn challenge_of(
+    client: &HttpClient,
+    name: &str,
+    url: &Uri,
+    base: &HeaderMap,
+) -> Challenge {
+    let mut headers = base.clone();
+    headers.remove(http::header::AUTHORIZATION);
+    let ping = crate::mcp::method::Method::Ping.as_str();
+    let body = Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":"sluice-auth","method":"{ping}"}}"#
+    ));
+    let Ok((headers, _)) = client
+        .send(http::Method::POST, name, url, headers, body, None)
+        .await
+    else {
+        return Challenge::default();
+    };
+    headers
+        .get_all(http::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(challenge::parse)
+        .find(|c| c.resource_metadata.is_some() || c.scope.is_some())
+        .unwrap_or_default()
 }

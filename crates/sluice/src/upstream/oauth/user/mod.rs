@@ -1,0 +1,486 @@
+//! Each user's own token at an upstream (`[upstream.auth] mode = "oauth"`, issue 31): Sluice
+//! is an MCP authorization client for the upstream on behalf of each principal, who consents
+//! once in a browser.
+//!
+//! Takes the upstream's URL and `[upstream.auth]`; gives, per principal, the authorization URL
+//! to consent at ([`Users::consent`]: discovery from the upstream's challenge, Sluice's client
+//! at the server, PKCE, `resource`, scopes), the end of a consent when the browser comes back
+//! ([`Users::finish`]: `state` single use, bound to the principal who asked, expiring after
+//! [`PENDING_TTL`]; RFC 9207 `iss` compared as a string; the code exchanged), and the token to
+//! send ([`Users::header`], refreshed with the refresh token before it expires, one refresh at
+//! a time). Refuses: a `state` it did not issue, one used or expired, an `iss` other than the
+//! issuer (or none where the server says it sends one), more than [`PENDING_PER_PRINCIPAL`]
+//! consents in progress per principal (the oldest dropped) and [`MAX_PENDING`] in all, more
+//! than [`MAX_USERS`] principals' tokens (the one expiring first is dropped). Tokens, codes,
+//! verifiers and secrets are never in a log line, a span or an error string.
+
+mod code;
+mod register;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderValue, Uri};
+
+use super::discovery::{self, Found};
+use super::grant::{self, Token};
+use crate::config::UpstreamAuth;
+use crate::upstream::client::{HttpClient, UpstreamError};
+
+/// How long a consent may take, from the URL given to the browser's return.
+pub const PENDING_TTL: Duration = Duration::from_secs(600);
+/// Consents in progress per principal per upstream (a new one drops the oldest).
+pub const PENDING_PER_PRINCIPAL: usize = 4;
+/// Consents in progress per upstream, all principals together.
+pub const MAX_PENDING: usize = 10_000;
+/// Principals whose tokens are held per upstream.
+pub const MAX_USERS: usize = 100_000;
+/// Sign-ins asked again for the same scopes after an upstream's `403 insufficient_scope`
+/// (one asking for a new scope is always asked: step-up).
+pub const MAX_SAME_SCOPE: u32 = 2;
+/// Scopes asked for one principal at most (the union grows with each step-up).
+pub const MAX_SCOPES: usize = 64;
+
+/// What a consent needs of the upstream's authorization server, found once.
+struct Server {
+    found: Found,
+    client: register::Client,
+    /// The scopes of the upstream's challenge to a request without a token.
+    challenged: Option<Vec<String>>,
+}
+
+struct Pending {
+    principal: String,
+    verifier: String,
+    redirect: String,
+    server: Arc<Server>,
+    expires: Instant,
+    scopes: Vec<String>,
+}
+
+struct Held {
+    token: Token,
+    refresh: Option<String>,
+    /// The scopes asked for it.
+    scopes: Vec<String>,
+    /// Which sign-in it came from (a refresh keeps it).
+    serial: u64,
+}
+
+/// The principals' tokens at one upstream and their consents in progress.
+pub struct Users {
+    name: String,
+    url: Uri,
+    cfg: UpstreamAuth,
+    redirect: String,
+    server: tokio::sync::Mutex<Option<Arc<Server>>>,
+    pending: Mutex<HashMap<String, Pending>>,
+    tokens: Mutex<HashMap<String, Arc<Held>>>,
+    refresh: tokio::sync::Mutex<()>,
+    /// Per principal: the scopes step-ups asked for, and sign-ins asked for no new scope.
+    wanted: Mutex<HashMap<String, (Vec<String>, u32)>>,
+    /// Set when the upstream refused a token (401): discovery is read again.
+    stale: std::sync::atomic::AtomicBool,
+    /// The last sign-in's number.
+    serial: std::sync::atomic::AtomicU64,
+}
+
+impl Users {
+    /// The users of upstream `name` at `url`; `redirect`: where browsers come back.
+    pub fn new(name: &str, url: Uri, cfg: UpstreamAuth, redirect: String) -> Self {
+        Users {
+            name: name.to_owned(),
+            url,
+            cfg,
+            redirect,
+            server: tokio::sync::Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(HashMap::new()),
+            refresh: tokio::sync::Mutex::new(()),
+            wanted: Mutex::new(HashMap::new()),
+            stale: Default::default(),
+            serial: Default::default(),
+        }
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where browsers come back after consent.
+    pub fn redirect(&self) -> &str {
+        &self.redirect
+    }
+
+    /// Whether `principal` holds a token (fresh or refreshable).
+    pub fn has(&self, principal: &str) -> bool {
+        self.get(principal)
+            .is_some_and(|h| h.refresh.is_some() || Instant::now() < h.token.expires_at)
+    }
+
+    fn get(&self, principal: &str) -> Option<Arc<Held>> {
+        self.tokens.lock().ok()?.get(principal).cloned()
+    }
+
+    /// The number of `principal`'s sign-in whose token is held (a new sign-in, a new number).
+    pub fn signed_in(&self, principal: &str) -> Option<u64> {
+        self.get(principal).map(|h| h.serial)
+    }
+
+    /// `principal`'s token while it has not expired (headers built where no refresh can wait).
+    pub fn held(&self, principal: &str) -> Option<HeaderValue> {
+        let h = self.get(principal)?;
+        (Instant::now() < h.token.expires_at).then(|| h.token.header.clone())
+    }
+
+    /// The `Authorization` value to send for `principal`: the token held, refreshed once it
+    /// is due; an error when there is none (their consent is needed).
+    pub async fn header(
+        &self,
+        http: &HttpClient,
+        principal: &str,
+    ) -> Result<HeaderValue, UpstreamError> {
+        let none = || {
+            UpstreamError::Auth(
+                self.name.clone(),
+                "you have not signed in to it through Sluice, or your sign-in ended: call one of its tools to be asked again".into(),
+            )
+        };
+        let held = self.get(principal).ok_or_else(none)?;
+        if Instant::now() < held.token.renew_at {
+            return Ok(held.token.header.clone());
+        }
+        let Some(refresh) = held.refresh.clone() else {
+            return self.held(principal).ok_or_else(none);
+        };
+        let _one = self.refresh.lock().await;
+        // Refreshed by another request while this one waited.
+        if let Some(h) = self
+            .get(principal)
+            .filter(|h| Instant::now() < h.token.renew_at)
+        {
+            return Ok(h.token.header.clone());
+        }
+        match self.refreshed(http, &refresh, &held).await {
+            Ok(h) => {
+                let header = h.token.header.clone();
+                self.keep(principal, h);
+                tracing::info!(upstream = %self.name, "refreshed a user's token for the upstream");
+                Ok(header)
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "a user's token could not be refreshed");
+                self.forget(principal);
+                Err(none())
+            }
+        }
+    }
+
+    async fn refreshed(
+        &self,
+        http: &HttpClient,
+        refresh: &str,
+        old: &Held,
+    ) -> Result<Held, UpstreamError> {
+        let server = self.server.lock().await.clone().ok_or_else(|| {
+            UpstreamError::Auth(
+                self.name.clone(),
+                "its authorization server is not known".into(),
+            )
+        })?;
+        let grant = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
+        let (headers, body) = code::request(&server.found, &server.client, &grant)?;
+        let what = "the refresh token";
+        let (token, next) =
+            grant::exchange(http, &self.name, &server.found, headers, body, what).await?;
+        Ok(Held {
+            token,
+            // A server that rotates refresh tokens gives a new one; one that does not, none.
+            refresh: next.or_else(|| Some(refresh.to_owned())),
+            scopes: old.scopes.clone(),
+            serial: old.serial,
+        })
+    }
+
+    /// Drops `principal`'s token (the upstream refused it, or an operator revoked it).
+    pub fn forget(&self, principal: &str) {
+        if let Ok(mut t) = self.tokens.lock() {
+            t.remove(principal);
+        }
+    }
+
+    /// The upstream answered `403` to `sent` with `challenge` (its `WWW-Authenticate`): when it
+    /// is `insufficient_scope` naming scopes, the token is dropped and the principal's next
+    /// sign-in asks for those and the ones asked before (step-up), unless it names no new
+    /// scope and [`MAX_SAME_SCOPE`] sign-ins were asked for the same ones already. Gives
+    /// whether the token was dropped.
+    pub fn insufficient(
+        &self,
+        principal: &str,
+        sent: &HeaderValue,
+        challenge: Option<&str>,
+    ) -> bool {
+        let c = challenge.map(super::challenge::parse).unwrap_or_default();
+        let (Some("insufficient_scope"), Some(scope)) = (c.error.as_deref(), c.scope) else {
+            return false;
+        };
+        let Some(held) = self.get(principal).filter(|h| h.token.header == *sent) else {
+            return false;
+        };
+        let Ok(mut wanted) = self.wanted.lock() else {
+            return false;
+        };
+        let mut union = held.scopes.clone();
+        let mut grew = false;
+        for s in scope.split(' ').filter(|s| !s.is_empty()) {
+            if !union.iter().any(|x| x == s) && union.len() < MAX_SCOPES {
+                union.push(s.to_owned());
+                grew = true;
+            }
+        }
+        let same = wanted.get(principal).map_or(0, |w| w.1);
+        if !grew && same >= MAX_SAME_SCOPE {
+            return false;
+        }
+        if wanted.len() >= MAX_USERS && !wanted.contains_key(principal) {
+            wanted.clear();
+        }
+        wanted.insert(
+            principal.to_owned(),
+            (union, if grew { 0 } else { same + 1 }),
+        );
+        drop(wanted);
+        self.drop_token(principal, sent);
+        tracing::info!(upstream = %self.name, "the upstream wants more scope of a user: their next call asks them to sign in again");
+        true
+    }
+
+    /// The upstream answered 401 to `sent`: dropped if still the one held, and the next
+    /// sign-in reads the upstream's resource metadata again (it may have moved to another
+    /// authorization server, where Sluice registers anew).
+    pub fn rejected(&self, principal: &str, sent: &HeaderValue) {
+        if self.drop_token(principal, sent) {
+            self.stale.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    fn drop_token(&self, principal: &str, sent: &HeaderValue) -> bool {
+        let Ok(mut t) = self.tokens.lock() else {
+            return false;
+        };
+        let held = t.get(principal).is_some_and(|h| h.token.header == *sent);
+        if held {
+            t.remove(principal);
+        }
+        held
+    }
+
+    fn keep(&self, principal: &str, held: Held) {
+        let Ok(mut t) = self.tokens.lock() else {
+            return;
+        };
+        if t.len() >= MAX_USERS && !t.contains_key(principal) {
+            let first = t
+                .iter()
+                .min_by_key(|(_, h)| h.token.expires_at)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = first {
+                t.remove(&k);
+            }
+        }
+        t.insert(principal.to_owned(), Arc::new(held));
+    }
+
+    /// The URL where `principal` consents to Sluice reaching the upstream as them; `base`:
+    /// the headers of a request to the upstream (for its challenge, read without a token).
+    pub async fn consent(
+        &self,
+        http: &HttpClient,
+        principal: &str,
+        base: &HeaderMap,
+    ) -> Result<String, UpstreamError> {
+        let server = self.server(http, base).await?;
+        let scopes = self.scopes(&server, principal);
+        let started = code::start(
+            &self.name,
+            &server.found,
+            &server.client,
+            &self.redirect,
+            &scopes,
+        )?;
+        let Ok(mut pending) = self.pending.lock() else {
+            return Err(UpstreamError::Auth(self.name.clone(), "busy".into()));
+        };
+        let now = Instant::now();
+        pending.retain(|_, p| p.expires > now);
+        let mut mine: Vec<(Instant, String)> = pending
+            .iter()
+            .filter(|(_, p)| p.principal == principal)
+            .map(|(k, p)| (p.expires, k.clone()))
+            .collect();
+        mine.sort();
+        while mine.len() >= PENDING_PER_PRINCIPAL {
+            pending.remove(&mine.remove(0).1);
+        }
+        if pending.len() >= MAX_PENDING {
+            return Err(UpstreamError::Auth(
+                self.name.clone(),
+                format!(
+                    "{MAX_PENDING} sign-ins are in progress for it; try again in a few minutes"
+                ),
+            ));
+        }
+        pending.insert(
+            started.state,
+            Pending {
+                principal: principal.to_owned(),
+                verifier: started.verifier,
+                redirect: self.redirect.clone(),
+                server,
+                expires: now + PENDING_TTL,
+                scopes,
+            },
+        );
+        Ok(started.url)
+    }
+
+    /// The scopes asked for (MCP's scope selection): the configured ones, else the upstream's
+    /// challenge's, else its resource metadata's `scopes_supported`; with those a step-up
+    /// asked for, and `offline_access` where the authorization server lists it.
+    fn scopes(&self, server: &Server, principal: &str) -> Vec<String> {
+        let found = &server.found;
+        let mut s = self
+            .cfg
+            .scopes
+            .clone()
+            .or_else(|| server.challenged.clone())
+            .unwrap_or_else(|| found.scopes_supported.clone());
+        if let Some((more, _)) = self
+            .wanted
+            .lock()
+            .ok()
+            .and_then(|w| w.get(principal).cloned())
+        {
+            for m in more {
+                if !s.contains(&m) {
+                    s.push(m);
+                }
+            }
+        }
+        let offline = "offline_access";
+        if found.user.scopes_supported.iter().any(|x| x == offline)
+            && !s.iter().any(|x| x == offline)
+        {
+            s.push(offline.to_owned());
+        }
+        s
+    }
+
+    async fn server(
+        &self,
+        http: &HttpClient,
+        base: &HeaderMap,
+    ) -> Result<Arc<Server>, UpstreamError> {
+        let mut held = self.server.lock().await;
+        let stale = self.stale.swap(false, std::sync::atomic::Ordering::AcqRel);
+        if let Some(s) = held.as_ref().filter(|_| !stale) {
+            return Ok(s.clone());
+        }
+        let challenge = super::challenge_of(http, &self.name, &self.url, base).await;
+        let found = discovery::find(http, &self.name, &self.url, &challenge).await?;
+        discovery::pinned(&self.name, &found, self.cfg.issuer.as_deref())?;
+        // Sluice's client is the server's: kept while the issuer stays, made anew at another
+        // (credentials are never carried from one authorization server to the next).
+        let kept = held
+            .as_ref()
+            .filter(|s| s.found.issuer == found.issuer)
+            .map(|s| s.client.clone());
+        let client = match kept {
+            Some(c) => c,
+            None => register::client(http, &self.name, &found, &self.cfg, &self.redirect).await?,
+        };
+        tracing::info!(upstream = %self.name, how = client.how, "Sluice's client at the upstream's authorization server");
+        let challenged = challenge.scope.as_deref().map(|c| {
+            c.split(' ')
+                .filter(|s| !s.is_empty())
+                .take(MAX_SCOPES)
+                .map(str::to_owned)
+                .collect()
+        });
+        let s = Arc::new(Server {
+            found,
+            client,
+            challenged,
+        });
+        *held = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Ends the pending sign-in `state` without a token (the server refused, or sent no code).
+    pub fn abandon(&self, state: &str) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(state);
+        }
+    }
+
+    /// Whether this upstream issued `state` (still pending).
+    pub fn issued(&self, state: &str) -> bool {
+        self.pending.lock().is_ok_and(|p| p.contains_key(state))
+    }
+
+    /// The browser came back with `code` for `state` (and the server's `iss`): the code is
+    /// exchanged and the token kept for the principal who asked; gives that principal. The
+    /// `state` is gone after this, whatever the outcome.
+    pub async fn finish(
+        &self,
+        http: &HttpClient,
+        state: &str,
+        code: &str,
+        iss: Option<&str>,
+    ) -> Result<String, UpstreamError> {
+        let fail = |why: &str| UpstreamError::Auth(self.name.clone(), why.to_owned());
+        let p = self
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(state))
+            .filter(|p| Instant::now() < p.expires)
+            .ok_or_else(|| fail("this sign-in link was used already or has expired: call the tool again for a new one"))?;
+        let found = &p.server.found;
+        match iss {
+            Some(i) if i != found.issuer => {
+                return Err(fail("the authorization response names another issuer than the server Sluice sent you to (RFC 9207): refused"))
+            }
+            None if found.user.iss_parameter => {
+                return Err(fail("the authorization response carries no iss, which its server says it sends (RFC 9207): refused"))
+            }
+            _ => {}
+        }
+        let grant = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", p.redirect.as_str()),
+            ("code_verifier", p.verifier.as_str()),
+        ];
+        let (headers, body) = code::request(found, &p.server.client, &grant)?;
+        let what = "the authorization code";
+        let (token, refresh) =
+            grant::exchange(http, &self.name, found, headers, body, what).await?;
+        let held = Held {
+            token,
+            refresh,
+            scopes: p.scopes,
+            serial: 1 + self
+                .serial
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        self.keep(&p.principal, held);
+        tracing::info!(upstream = %self.name, "a user signed in to the upstream");
+        Ok(p.principal)
+    }
+}
+
+#[cfg(test)]
+mod tests;
