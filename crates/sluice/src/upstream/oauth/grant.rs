@@ -198,7 +198,6 @@ fn request(
         form.append_pair("scope", &scopes.join(" "));
     }
     let mut headers = HeaderMap::new();
-    let secret = cfg.secret().unwrap_or_default();
     match (cfg.token_endpoint_auth, &cfg.proof) {
         (TokenEndpointAuth::PrivateKeyJwt, Proof::Key { key, alg, .. }) => {
             form.append_pair("client_id", &cfg.client_id);
@@ -211,21 +210,48 @@ fn request(
                 &assertion(cfg, &found.issuer, key, *alg)?,
             );
         }
-        (TokenEndpointAuth::ClientSecretPost, _) => {
-            form.append_pair("client_id", &cfg.client_id);
-            form.append_pair("client_secret", secret);
+        (how, _) => {
+            let secret = Some(cfg.secret().unwrap_or_default());
+            authenticate(&mut form, &mut headers, &cfg.client_id, secret, how)?;
         }
-        _ => {
-            // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
+    }
+    form_headers(&mut headers, &found.token_endpoint);
+    Ok((headers, Bytes::from(form.finish())))
+}
+
+/// Authenticates client `id` to a token endpoint (RFC 6749 §2.3.1) as `how` says: HTTP Basic
+/// (each part form-encoded, then joined by a colon), or the secret in the form, or (a public
+/// client, or no secret) its id in the form only.
+pub(super) fn authenticate(
+    form: &mut form_urlencoded::Serializer<'_, String>,
+    headers: &mut HeaderMap,
+    id: &str,
+    secret: Option<&str>,
+    how: TokenEndpointAuth,
+) -> Result<(), UpstreamError> {
+    match (how, secret) {
+        (TokenEndpointAuth::ClientSecretBasic, Some(secret)) => {
             let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = format!("{}:{}", enc(&cfg.client_id), enc(secret));
+            let pair = format!("{}:{}", enc(id), enc(secret));
             let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
             let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
                 .map_err(|_| UpstreamError::Auth(String::new(), "bad client credentials".into()))?;
             v.set_sensitive(true);
             headers.insert(http::header::AUTHORIZATION, v);
         }
+        (TokenEndpointAuth::ClientSecretPost, Some(secret)) => {
+            form.append_pair("client_id", id);
+            form.append_pair("client_secret", secret);
+        }
+        _ => {
+            form.append_pair("client_id", id);
+        }
     }
+    Ok(())
+}
+
+/// The headers of a form POST to the token endpoint `at`.
+pub(super) fn form_headers(headers: &mut HeaderMap, at: &http::Uri) {
     headers.insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-www-form-urlencoded"),
@@ -234,10 +260,9 @@ fn request(
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    if let Ok(h) = HeaderValue::from_str(&super::discovery::host_port(&found.token_endpoint)) {
+    if let Ok(h) = HeaderValue::from_str(&super::discovery::host_port(at)) {
         headers.insert(http::header::HOST, h);
     }
-    Ok((headers, Bytes::from(form.finish())))
 }
 
 #[cfg(test)]

@@ -9,12 +9,11 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use sha2::Digest as _;
 
 use super::super::discovery::Found;
 use super::register::Client;
-use crate::config::TokenEndpointAuth;
 use crate::upstream::client::UpstreamError;
 
 /// An authorization the user is asked to give.
@@ -89,43 +88,16 @@ pub(crate) fn request(
     }
     form.append_pair("resource", &found.resource);
     let mut headers = HeaderMap::new();
-    match (client.method, &client.secret) {
-        (TokenEndpointAuth::ClientSecretBasic, Some(secret)) => {
-            // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
-            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = format!("{}:{}", enc(&client.id), enc(secret));
-            let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
-            let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
-                .map_err(|_| UpstreamError::Auth(String::new(), "bad client credentials".into()))?;
-            v.set_sensitive(true);
-            headers.insert(http::header::AUTHORIZATION, v);
-        }
-        (TokenEndpointAuth::ClientSecretPost, Some(secret)) => {
-            form.append_pair("client_id", &client.id);
-            form.append_pair("client_secret", secret);
-        }
-        _ => {
-            form.append_pair("client_id", &client.id);
-        }
-    }
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-www-form-urlencoded"),
-    );
-    headers.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(h) = HeaderValue::from_str(&super::super::discovery::host_port(&found.token_endpoint))
-    {
-        headers.insert(http::header::HOST, h);
-    }
+    let secret = client.secret.as_deref();
+    super::super::grant::authenticate(&mut form, &mut headers, &client.id, secret, client.method)?;
+    super::super::grant::form_headers(&mut headers, &found.token_endpoint);
     Ok((headers, Bytes::from(form.finish())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TokenEndpointAuth;
 
     fn found() -> Found {
         let mut f = super::super::super::discovery::tests_found();
