@@ -208,6 +208,11 @@ def main() -> int:
         print(f"Sluice's trace log holds a credential: {leaks}", file=sys.stderr)
         return 1
     print(f"trace log of {len(text)} bytes holds no credential")
+    # The audit log names the auth mode and that a sign-in was asked, not a token.
+    records = [json.loads(line) for line in text.splitlines() if line.startswith('{"time_ms"')]
+    asked = [r for r in records if r.get("decision") == "sign_in"]
+    if asked and all(r.get("upstream_auth") == "oauth" for r in asked):
+        print(f"audit: {len(asked)} sign-in records, upstream_auth oauth")
     return code
 
 

@@ -197,6 +197,14 @@ fn every_auth_scenario_of_the_auth_suite_passes_with_each_user_signing_in_throug
             stdout.contains("without URL elicitation: -31040 with the URL; declined: -31041"),
             "{version}: {stdout}"
         );
+        // The audit records say a sign-in was asked, and of which mode (never a token).
+        assert_eq!(
+            stdout
+                .matches(" sign-in records, upstream_auth oauth")
+                .count(),
+            AUTH_SUITE,
+            "{version}: {stdout}"
+        );
         // No token, code, verifier or secret in any of Sluice's trace logs.
         assert!(!stdout.contains("holds a credential"), "{stdout}");
         assert_eq!(

@@ -27,6 +27,10 @@ pub struct Record {
     /// The upstream's era.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_era: Option<&'static str>,
+    /// How Sluice authenticated to the upstream, when not with static credentials:
+    /// `client_credentials` or `oauth` (never the token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_auth: Option<&'static str>,
     /// Input keys of an `input_required` answer, with their methods (`key=method`), sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub input_keys: Vec<String>,

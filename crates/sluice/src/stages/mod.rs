@@ -220,6 +220,7 @@ fn served(
     crate::audit::note(|r| {
         r.upstream = Some(t.up.name.clone());
         r.upstream_era = Some(t.up.status().wire.name());
+        r.upstream_auth = t.up.auth_mode();
         if r.full {
             r.name = named;
         }
@@ -236,7 +237,7 @@ pub fn error_reply(gw: &Generation, id: &str, method: &Method, e: GatewayError) 
         GatewayError::Refused(r) => {
             // A policy rule's deny stays `deny` (with its rule), a call quota `quota`; budgets and caps are `refused`.
             crate::audit::note(|a| {
-                if !matches!(a.decision, Some("deny" | "quota")) {
+                if !matches!(a.decision, Some("deny" | "quota" | "sign_in")) {
                     a.decision = Some("refused");
                 }
             });

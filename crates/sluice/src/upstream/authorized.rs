@@ -14,6 +14,15 @@ use http::{HeaderMap, HeaderValue};
 use super::{client, oauth, stdio, Upstream};
 
 impl Upstream {
+    /// How Sluice authenticates to it, for the audit record (`None`: static credentials).
+    pub fn auth_mode(&self) -> Option<&'static str> {
+        if self.per_user.is_some() || self.signed_in.is_some() {
+            Some("oauth")
+        } else {
+            self.auth.as_ref().map(|_| "client_credentials")
+        }
+    }
+
     /// Sends one 2026-07-28 request: POSTed to its URL, or, for a stdio server, written to its
     /// one process (`stdio::shared`); the answer reads the same either way.
     pub async fn post_modern(
