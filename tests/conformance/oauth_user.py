@@ -103,8 +103,10 @@ def config(url: str, ctx: dict) -> str:
             auth += 'client_secret_env = "SCENARIO_CLIENT_SECRET"\n'
         else:
             auth += 'token_endpoint_auth = "none"\n'
+    # SLUICE_PREFIX=always: tool names carry the upstream's prefix (as with several upstreams).
+    prefix = f'prefix = "{os.environ["SLUICE_PREFIX"]}"\n' if os.environ.get("SLUICE_PREFIX") else ""
     return (
-        'listen = "127.0.0.1:0"\n\n[[upstream]]\nname = "scenario"\n'
+        f'listen = "127.0.0.1:0"\n{prefix}\n[[upstream]]\nname = "scenario"\n'
         f"url = {json.dumps(url)}\n\n[upstream.auth]\n{auth}"
     )
 
@@ -173,7 +175,7 @@ def sign_in_and_call(base: str) -> int:
     if result.get("isError") or not result.get("content"):
         print(f"the call through Sluice failed: {json.dumps(answer)[:600]}", file=sys.stderr)
         return 1
-    print(f"called {name} through Sluice as the signed-in user")
+    print(f"called {name} through Sluice as the signed-in user (signed in with {sign_in})")
     return 0
 
 

@@ -236,3 +236,21 @@ fn every_2026_auth_scenario_beyond_the_suite_and_the_2025_03_26_fallbacks_pass()
         assert!(!stdout.contains("holds a credential"), "{args:?}: {stdout}");
     }
 }
+
+#[test]
+fn the_sign_in_tool_and_the_upstreams_own_tools_carry_its_prefix_when_names_are_prefixed() {
+    let args = [
+        "--scenario",
+        "auth/metadata-default",
+        "--spec-version",
+        "2026-07-28",
+    ];
+    let (ok, checks, stdout) = run_driver("oauth_user.py", &args, &[("SLUICE_PREFIX", "always")]);
+    assert!(ok && bad(&checks).is_empty(), "{checks:?}\n{stdout}");
+    assert!(
+        stdout.contains(
+            "called scenario__test-tool through Sluice as the signed-in user (signed in with scenario__sluice_sign_in)"
+        ),
+        "{stdout}"
+    );
+}

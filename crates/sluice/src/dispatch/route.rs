@@ -233,6 +233,18 @@ async fn prefixed(
             uri: false,
         });
     }
+    if up.signed_in.is_some() && own == crate::upstream::per_user::SIGN_IN {
+        // The sign-in tool's retry after the sign-in: answered by the policy stage.
+        if up.list(kind).by_key(own).is_none() {
+            return Ok(Target {
+                up: up.clone(),
+                own: own.to_owned(),
+                renamed: true,
+                headers: Vec::new(),
+                uri: false,
+            });
+        }
+    }
     healthy(reach, up, kind).await?;
     let mut table = up.list(kind);
     // A hidden name takes the unknown name's path, refresh included.

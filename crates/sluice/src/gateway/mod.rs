@@ -79,36 +79,48 @@ pub struct Parts {
     keys: crate::state::Keys,
 }
 
+/// `u`, an `oauth` upstream's browsers sent back to where Sluice listens unless it says where
+/// (only a browser on this machine reaches a loopback address: elsewhere it must say).
+fn with_redirect(
+    u: &crate::config::UpstreamConfig,
+    listen: std::net::SocketAddr,
+) -> Result<crate::config::UpstreamConfig, String> {
+    let mut u = u.clone();
+    let oauth = crate::config::AuthMode::Oauth;
+    let path = crate::config::CALLBACK_PATH;
+    if let Some(a) = u
+        .auth
+        .as_mut()
+        .filter(|a| a.mode == oauth && a.redirect_uri.is_none())
+    {
+        if !listen.ip().is_loopback() {
+            return Err(format!("upstream '{}': mode = \"oauth\" needs redirect_uri when Sluice listens on {listen}: the URL where users' browsers reach Sluice, ending in {path}", u.name));
+        }
+        a.redirect_uri = Some(format!("http://{listen}{path}"));
+    }
+    Ok(u)
+}
+
 /// Reads and checks what the config points at, starting nothing. A configured security source
 /// that yields nothing (an unset or empty key variable, a policy file without rules, an empty
 /// secret) is an error here, never a silent "off".
 pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     // What Sluice holds beyond what this config needs, once per process life.
     crate::upstream::stdio::boundary::capabilities::warn_once(cfg);
-    let upstreams =
-        cfg.upstreams
-            .iter()
-            .map(|u| {
-                // An `oauth` upstream's browsers come back to where Sluice listens, unless told.
-                let mut u = u.clone();
-                if let Some(a) = u.auth.as_mut().filter(|a| {
-                    a.mode == crate::config::AuthMode::Oauth && a.redirect_uri.is_none()
-                }) {
-                    a.redirect_uri = Some(format!(
-                        "http://{}{}",
-                        cfg.listen,
-                        crate::config::CALLBACK_PATH
-                    ));
-                }
-                Upstream::new(
-                    &u,
-                    cfg.limits.max_response_bytes,
-                    cfg.timeouts.response,
-                    cfg.timeouts.shutdown,
-                )
-                .map(Arc::new)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+    let upstreams = cfg
+        .upstreams
+        .iter()
+        .map(|u| {
+            let u = with_redirect(u, cfg.listen)?;
+            Upstream::new(
+                &u,
+                cfg.limits.max_response_bytes,
+                cfg.timeouts.response,
+                cfg.timeouts.shutdown,
+            )
+            .map(Arc::new)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let auth = crate::auth::Authenticator::new(&cfg.auth)?;
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {
         return Err(format!(

@@ -172,7 +172,7 @@ impl Refusal {
             Refusal::SignIn { upstream, url } => (
                 StatusCode::FORBIDDEN,
                 SIGN_IN,
-                format!("upstream {upstream:?} is reached as each user, and you have not signed in to it through Sluice: open {url} in a browser, sign in, then call again"),
+                format!("upstream {upstream:?} is reached as each user, and you have not signed in to it through Sluice: open the URL in data.url in your browser (it is yours alone: do not share it), sign in, then call again"),
                 json!({"upstream": upstream, "url": url}),
             ),
             Refusal::SignInDeclined { upstream, rounds: None } => (

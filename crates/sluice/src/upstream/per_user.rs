@@ -42,6 +42,10 @@ impl PerUser {
     /// built now and must be probed); `None` while they hold no token.
     pub fn instance(&self, template: &Upstream, principal: &str) -> Option<(Arc<Upstream>, bool)> {
         if !self.users.has(principal) {
+            // Signed out: their upstream (tables, sessions) goes with their token.
+            if let Ok(mut all) = self.instances.lock() {
+                all.remove(principal);
+            }
             return None;
         }
         let serial = self.users.signed_in(principal)?;

@@ -251,6 +251,8 @@ impl Session {
             c.send(&body).await?;
             return Ok(Answer::Status(http::StatusCode::ACCEPTED, Bytes::new()));
         }
+        // A token due for renewal is renewed first (a pooled session outlives tokens).
+        self.up.authorize(client).await?;
         let headers = self.headers();
         let sent = headers.get(http::header::AUTHORIZATION).cloned();
         let answer = client

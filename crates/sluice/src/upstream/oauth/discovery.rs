@@ -124,7 +124,8 @@ async fn before_resource_metadata(
             registration_endpoint: Some(format!("{base}/register")),
             grant_types_supported: None,
             token_endpoint_auth_methods_supported: None,
-            code_challenge_methods_supported: None,
+            // MCP 2025-03-26's default endpoints: PKCE was required of them.
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
             authorization_response_iss_parameter_supported: false,
             client_id_metadata_document_supported: false,
             scopes_supported: Vec::new(),
@@ -306,6 +307,14 @@ pub(super) fn pinned(name: &str, found: &Found, issuer: Option<&str>) -> Result<
             _ => fail("its authorization server's token_endpoint is on another origin than its issuer: set [upstream.auth] issuer to allow that server"),
         },
     }
+}
+
+/// Whether `at` is on the origin of `found`'s issuer.
+pub(super) fn on_issuers_origin(found: &Found, at: &Uri) -> bool {
+    found
+        .issuer
+        .parse::<Uri>()
+        .is_ok_and(|iss| origin(&iss) == origin(at))
 }
 
 /// `scheme://host[:port]`, lowercased, without any userinfo.

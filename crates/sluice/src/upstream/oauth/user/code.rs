@@ -44,13 +44,14 @@ pub(crate) fn start(
         found.user.authorization.as_ref().ok_or_else(|| {
             fail("its authorization server's metadata has no authorization_endpoint")
         })?;
-    if found
+    // MCP authorization: a server that does not list S256 is not used (its absence included).
+    if !found
         .user
         .pkce_methods
         .as_ref()
-        .is_some_and(|m| !m.iter().any(|x| x == "S256"))
+        .is_some_and(|m| m.iter().any(|x| x == "S256"))
     {
-        return Err(fail("its authorization server does not offer PKCE with S256 (code_challenge_methods_supported), which MCP authorization requires"));
+        return Err(fail("its authorization server does not list PKCE with S256 in code_challenge_methods_supported, which MCP authorization requires"));
     }
     let (state, verifier) = (random(), random());
     let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -102,6 +103,7 @@ mod tests {
     fn found() -> Found {
         let mut f = super::super::super::discovery::tests_found();
         f.user.authorization = Some("http://as:1/authorize".parse().unwrap());
+        f.user.pkce_methods = Some(vec!["S256".into()]);
         f
     }
 
@@ -150,6 +152,9 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("S256"), "{e}");
+        f.user.pkce_methods = None;
+        let e = start("u", &f, &public(), "http://x/oauth/callback", &[]);
+        assert!(e.err().unwrap().to_string().contains("S256"));
     }
 
     #[test]

@@ -66,6 +66,8 @@ struct Held {
     scopes: Vec<String>,
     /// Which sign-in it came from (a refresh keeps it).
     serial: u64,
+    /// The authorization server that issued it (refreshed there, and nowhere else).
+    server: Arc<Server>,
 }
 
 /// The principals' tokens at one upstream and their consents in progress.
@@ -84,6 +86,9 @@ pub struct Users {
     stale: std::sync::atomic::AtomicBool,
     /// The last sign-in's number.
     serial: std::sync::atomic::AtomicU64,
+    /// When discovery or registration last failed, and how (answered from memory for
+    /// [`super::RETRY_AFTER`]: users calling cannot make Sluice ask the servers at will).
+    failed: Mutex<Option<(Instant, UpstreamError)>>,
 }
 
 impl Users {
@@ -101,6 +106,7 @@ impl Users {
             wanted: Mutex::new(HashMap::new()),
             stale: Default::default(),
             serial: Default::default(),
+            failed: Mutex::new(None),
         }
     }
 
@@ -172,7 +178,7 @@ impl Users {
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "a user's token could not be refreshed");
-                self.forget(principal);
+                self.drop_token(principal, &held.token.header);
                 Err(none())
             }
         }
@@ -184,12 +190,7 @@ impl Users {
         refresh: &str,
         old: &Held,
     ) -> Result<Held, UpstreamError> {
-        let server = self.server.lock().await.clone().ok_or_else(|| {
-            UpstreamError::Auth(
-                self.name.clone(),
-                "its authorization server is not known".into(),
-            )
-        })?;
+        let server = old.server.clone();
         let grant = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
         let (headers, body) = code::request(&server.found, &server.client, &grant)?;
         let what = "the refresh token";
@@ -201,6 +202,7 @@ impl Users {
             refresh: next.or_else(|| Some(refresh.to_owned())),
             scopes: old.scopes.clone(),
             serial: old.serial,
+            server,
         })
     }
 
@@ -325,12 +327,14 @@ impl Users {
             pending.remove(&mine.remove(0).1);
         }
         if pending.len() >= MAX_PENDING {
-            return Err(UpstreamError::Auth(
-                self.name.clone(),
-                format!(
-                    "{MAX_PENDING} sign-ins are in progress for it; try again in a few minutes"
-                ),
-            ));
+            // Full: the sign-in nearest its expiry goes (a flood of them cannot lock users out).
+            let first = pending
+                .iter()
+                .min_by_key(|(_, p)| p.expires)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = first {
+                pending.remove(&k);
+            }
         }
         pending.insert(
             started.state,
@@ -388,13 +392,47 @@ impl Users {
         if let Some(s) = held.as_ref().filter(|_| !stale) {
             return Ok(s.clone());
         }
+        if let Some((at, e)) = self.failed.lock().ok().and_then(|f| f.clone()) {
+            if at.elapsed() < super::RETRY_AFTER {
+                return Err(e);
+            }
+        }
+        // One deadline for all of it (up to eight requests and a registration).
+        let deadline = http.response_timeout();
+        let found = tokio::time::timeout(deadline, self.discover(http, base, held.as_ref()))
+            .await
+            .unwrap_or_else(|_| {
+                let why = format!(
+                    "finding its authorization server took over {} ms (timeouts.response_ms)",
+                    deadline.as_millis()
+                );
+                Err(UpstreamError::Auth(self.name.clone(), why))
+            });
+        if found.is_err() && stale {
+            self.stale.store(true, std::sync::atomic::Ordering::Release);
+        }
+        if let Ok(mut f) = self.failed.lock() {
+            *f = found.as_ref().err().map(|e| (Instant::now(), e.clone()));
+        }
+        let s = Arc::new(found?);
+        *held = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Discovery, and Sluice's client at the server found (`was`: the one before, kept when
+    /// the issuer is the same).
+    async fn discover(
+        &self,
+        http: &HttpClient,
+        base: &HeaderMap,
+        was: Option<&Arc<Server>>,
+    ) -> Result<Server, UpstreamError> {
         let challenge = super::challenge_of(http, &self.name, &self.url, base).await;
         let found = discovery::find(http, &self.name, &self.url, &challenge).await?;
         discovery::pinned(&self.name, &found, self.cfg.issuer.as_deref())?;
         // Sluice's client is the server's: kept while the issuer stays, made anew at another
         // (credentials are never carried from one authorization server to the next).
-        let kept = held
-            .as_ref()
+        let kept = was
             .filter(|s| s.found.issuer == found.issuer)
             .map(|s| s.client.clone());
         let client = match kept {
@@ -409,13 +447,11 @@ impl Users {
                 .map(str::to_owned)
                 .collect()
         });
-        let s = Arc::new(Server {
+        Ok(Server {
             found,
             client,
             challenged,
-        });
-        *held = Some(s.clone());
-        Ok(s)
+        })
     }
 
     /// Ends the pending sign-in `state` without a token (the server refused, or sent no code).
@@ -475,6 +511,7 @@ impl Users {
             serial: 1 + self
                 .serial
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            server: p.server.clone(),
         };
         self.keep(&p.principal, held);
         tracing::info!(upstream = %self.name, "a user signed in to the upstream");

@@ -71,6 +71,9 @@ pub(crate) async fn client(
     let Some(at) = &found.user.registration else {
         return Err(fail("its authorization server offers no way for Sluice to register (no registration_endpoint, and no client_id_metadata_document_supported with client_metadata_url set): register Sluice there and set client_id".into()));
     };
+    if cfg.issuer.is_none() && !super::super::discovery::on_issuers_origin(found, at) {
+        return Err(fail("its authorization server's registration_endpoint is on another origin than its issuer: set [upstream.auth] issuer to allow that server".into()));
+    }
     register(http, name, found, at, redirect).await
 }
 

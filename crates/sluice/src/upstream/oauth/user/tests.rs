@@ -25,6 +25,7 @@ fn server() -> Arc<Server> {
     let mut found = super::super::discovery::tests_found();
     found.user.authorization = Some("http://as:1/authorize".parse().unwrap());
     found.user.iss_parameter = true;
+    found.user.pkce_methods = Some(vec!["S256".into()]);
     Arc::new(Server {
         found,
         client: register::Client {
@@ -132,6 +133,7 @@ fn hold(u: &Users, principal: &str, token: &str, scopes: &[&str]) -> HeaderValue
         refresh: None,
         scopes,
         serial: 1,
+        server: server(),
     };
     u.keep(principal, held);
     header
