@@ -57,6 +57,9 @@ const SECRET_WORDS: &[&str] = &[
     "private",
 ];
 
+/// Config keys whose names end in a secret's word but whose values are a choice of method.
+const NAMES_A_METHOD: &[&str] = &["token_endpoint_auth"];
+
 /// A word that ends with one of these is a secret's too (`accesstoken`, `clientsecret`).
 const SECRET_SUFFIXES: &[&str] = &[
     "token",
@@ -243,7 +246,9 @@ pub(super) fn scrub(v: &mut Value) {
             for (k, x) in m.iter_mut() {
                 // `password = "…"`, `client_secret = "…"`: named for a secret by its last word
                 // (`max_tokens_action`, `api_keys_env` name something else).
-                let secret = k.rsplit(['_', '-', '.']).next().is_some_and(secret_name);
+                // `token_endpoint_auth = "client_secret_basic"` names a method, not a secret.
+                let secret = k.rsplit(['_', '-', '.']).next().is_some_and(secret_name)
+                    && !NAMES_A_METHOD.contains(&k.as_str());
                 if let (true, Value::String(s)) = (secret, &mut *x) {
                     if s != "<redacted>" {
                         *s = REDACTED.to_owned();

@@ -55,6 +55,7 @@ pub struct UpstreamAuth {
     /// Its mode (never `static`).
     pub mode: AuthMode,
     /// The client id (`oauth`: empty when Sluice registers itself).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub client_id: String,
     /// The secret or key (`sluice check` shows the variable or the file, never the value).
     #[serde(flatten)]

@@ -477,3 +477,19 @@ fn an_oauth_upstream_is_refused_what_it_cannot_use_saying_what_to_set() {
     let none = refused(&format!("{CC}token_endpoint_auth = \"none\"\n"));
     assert!(none.contains("is for mode = \"oauth\""), "{none}");
 }
+
+#[test]
+fn a_printed_oauth_upstream_shows_its_method_and_loads_back() {
+    let cfg = load(&format!(
+        "{OAUTH}token_endpoint_auth = \"client_secret_post\"\n"
+    ))
+    .unwrap();
+    let printed = cfg.redacted();
+    assert!(
+        printed.contains("token_endpoint_auth = \"client_secret_post\""),
+        "{printed}"
+    );
+    assert!(!printed.contains("client_id"), "{printed}");
+    let again = load(&printed).unwrap();
+    assert_eq!(again.upstreams[0].auth, cfg.upstreams[0].auth);
+}
