@@ -28,13 +28,16 @@ async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_othe
     assert_ne!(oa, ob, "round robin parked the two on two replicas");
     let index = |id: &str| id.trim_start_matches('r').parse::<usize>().expect("rN") - 1;
     c.kill(index(&oa));
+    // Each request after the kill on a connection of its own to HAProxy: a kept-alive one may
+    // be torn down with the killed replica's (seen once under a loaded CI run), which is
+    // HAProxy's business, not what this test is about.
     // The lost round's retry: whichever replica takes it cannot reach the owner, and says so
     // within timeouts.connect_ms (500 ms here), never hangs.
     let key = |r: &call::Reply| r.input_requests().keys().next().expect("an ask").clone();
     let started = Instant::now();
     let lost = a
         .send(
-            &http,
+            &call::http(),
             &c.url,
             retry(json!({ key(&ra): sample("x", "m") }), &ra.state()),
         )
@@ -56,7 +59,7 @@ async fn a_replica_killed_mid_round_gives_its_rounds_owner_gone_at_once_and_othe
     // The other round is unaffected.
     let done = b
         .send(
-            &http,
+            &call::http(),
             &c.url,
             retry(json!({ key(&rb): sample("fine", "m") }), &rb.state()),
         )
