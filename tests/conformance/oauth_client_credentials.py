@@ -18,61 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
-WAIT = 20.0
-
-
-def post(base: str, method: str, params: dict) -> dict:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
-    req = urllib.request.Request(base, json.dumps(body).encode(), headers, method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def listening(log_path: str, proc: subprocess.Popen) -> str:
-    """The address from Sluice's `sluice listening addr=…` line (a separate process: polled)."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"sluice exited with {proc.returncode}")
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if "sluice listening" in line and "addr=" in line:
-                    return line.split("addr=", 1)[1].split()[0].strip('"')
-        time.sleep(0.05)
-    raise SystemExit("sluice did not print its listening line")
-
-
-def refused(log_path: str, proc: subprocess.Popen) -> str:
-    """The line where Sluice says it got no token (a separate process: its log polled)."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"sluice exited with {proc.returncode}")
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if "no token for the upstream" in line:
-                    return line
-        time.sleep(0.05)
-    raise SystemExit("sluice did not say that it got no token")
+from sluice_driver import WAIT, endpoint, line_with, post, start
 
 
 def main() -> int:
@@ -81,7 +31,6 @@ def main() -> int:
     wrong = os.environ.get("SLUICE_AUTH_WRONG_SECRET") == "1"
     secret = ctx.get("client_secret", "") + ("-wrong" if wrong else "")
     work = tempfile.mkdtemp(prefix="sluice-oauth-")
-    config = os.path.join(work, "sluice.toml")
     if "private_key_pem" in ctx:
         # auth/client-credentials-jwt: a key that signs the client assertion, no secret.
         key_path = os.path.join(work, "client-key.pem")
@@ -95,36 +44,24 @@ def main() -> int:
         secret = "PRIVATE KEY"
     else:
         proof = 'client_secret_env = "SCENARIO_CLIENT_SECRET"\n'
-    with open(config, "w", encoding="utf-8") as f:
-        f.write(
-            'listen = "127.0.0.1:0"\n\n[[upstream]]\nname = "scenario"\n'
-            f"url = {json.dumps(url)}\n\n[upstream.auth]\n"
-            'mode = "client_credentials"\n'
-            f"client_id = {json.dumps(ctx['client_id'])}\n" + proof
-        )
-    log_path = os.path.join(work, "sluice.log")
-    env = dict(os.environ, SCENARIO_CLIENT_SECRET=secret, RUST_LOG="trace")
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(
-            [os.environ["SLUICE_BIN"], "serve", "--config", config],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    config = (
+        'listen = "127.0.0.1:0"\n\n[[upstream]]\nname = "scenario"\n'
+        f"url = {json.dumps(url)}\n\n[upstream.auth]\n"
+        'mode = "client_credentials"\n'
+        f"client_id = {json.dumps(ctx['client_id'])}\n" + proof
+    )
+    proc, log_path = start(config, work, {"SCENARIO_CLIENT_SECRET": secret})
     try:
-        base = f"http://{listening(log_path, proc)}/mcp"
+        base = endpoint(log_path, proc)
         if wrong:
-            line = refused(log_path, proc)
+            # The line where Sluice says it got no token.
+            line = line_with(log_path, proc, "no token for the upstream")
             expected = "upstream 'scenario' could not be authorized: its token endpoint refused the client credentials: invalid_client (HTTP 401)"
             if expected not in line or secret in line:
                 print(f"unexpected refusal line: {line[:400]}", file=sys.stderr)
                 return 1
             # The upstream is down for that reason: a client is told so (503, -31030), by name.
-            try:
-                answer = post(base, "tools/call", {"name": "scenario__test-tool", "arguments": {}})
-            except urllib.error.HTTPError as e:
-                answer = {"status": e.code, **json.loads(e.read() or b"{}")}
+            answer = post(base, "tools/call", {"name": "scenario__test-tool", "arguments": {}})
             told = json.dumps(answer)
             error = answer.get("error", {})
             if (

@@ -24,38 +24,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
-WAIT = 20.0
+import sluice_driver as driver
+
 CIMD = "https://conformance-test.local/client-metadata.json"
 CAPS = {"elicitation": {"url": {}}}
 
 
 def post(base: str, method: str, params: dict, caps: dict | None = None) -> dict:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": CAPS if caps is None else caps,
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
-    req = urllib.request.Request(base, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=15) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return {"status": e.code, **json.loads(e.read() or b"{}")}
+    return driver.post(base, method, params, CAPS if caps is None else caps)
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -77,20 +58,6 @@ def browse(url: str) -> tuple[int, str]:
                 continue
             return e.code, e.read().decode("utf-8", "replace")
     return 0, "too many redirects"
-
-
-def listening(log_path: str, proc: subprocess.Popen) -> str:
-    """The address from Sluice's `sluice listening addr=…` line (a separate process: polled)."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"sluice exited with {proc.returncode}")
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if "sluice listening" in line and "addr=" in line:
-                    return line.split("addr=", 1)[1].split()[0].strip('"')
-        time.sleep(0.05)
-    raise SystemExit("sluice did not print its listening line")
 
 
 def config(url: str, ctx: dict) -> str:
@@ -183,22 +150,10 @@ def main() -> int:
     url = sys.argv[-1]
     ctx = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     work = tempfile.mkdtemp(prefix="sluice-oauth-user-")
-    path = os.path.join(work, "sluice.toml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(config(url, ctx))
-    log_path = os.path.join(work, "sluice.log")
     secret = ctx.get("client_secret") or ""
-    env = dict(os.environ, SCENARIO_CLIENT_SECRET=secret, RUST_LOG="trace")
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(
-            [os.environ["SLUICE_BIN"], "serve", "--config", path],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    proc, log_path = driver.start(config(url, ctx), work, {"SCENARIO_CLIENT_SECRET": secret})
     try:
-        code = sign_in_and_call(f"http://{listening(log_path, proc)}/mcp")
+        code = sign_in_and_call(driver.endpoint(log_path, proc))
     finally:
         proc.terminate()
         proc.wait(timeout=10)

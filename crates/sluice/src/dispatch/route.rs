@@ -222,9 +222,13 @@ async fn prefixed(
     // The scope first: a principal without it learns the same of a name that exists and
     // of one that does not.
     reach.auth.authorize_upstream(principal, &up.name)?;
-    if up.per_user.is_some() {
-        // Reached as each user, and this principal has not signed in (their own upstream
-        // would stand here): the policy stage asks them to (dispatch/consent.rs).
+    // Reached as each user, and this principal has not signed in (their own upstream would
+    // stand here); or the sign-in tool's retry after they did: the policy stage answers
+    // (dispatch/consent.rs).
+    let sign_in = own == crate::upstream::per_user::SIGN_IN;
+    if up.per_user.is_some()
+        || (up.signed_in.is_some() && sign_in && up.list(kind).by_key(own).is_none())
+    {
         return Ok(Target {
             up: up.clone(),
             own: own.to_owned(),
@@ -232,18 +236,6 @@ async fn prefixed(
             headers: Vec::new(),
             uri: false,
         });
-    }
-    if up.signed_in.is_some() && own == crate::upstream::per_user::SIGN_IN {
-        // The sign-in tool's retry after the sign-in: answered by the policy stage.
-        if up.list(kind).by_key(own).is_none() {
-            return Ok(Target {
-                up: up.clone(),
-                own: own.to_owned(),
-                renamed: true,
-                headers: Vec::new(),
-                uri: false,
-            });
-        }
     }
     healthy(reach, up, kind).await?;
     let mut table = up.list(kind);

@@ -85,14 +85,7 @@ pub(super) async fn exchange(
             None,
         )
         .await?;
-    let (status, body) = match answer {
-        Answer::Json(s, b) | Answer::Status(s, b) => (s, b),
-        Answer::Sse(_) => {
-            return Err(fail(
-                "its token endpoint answered with an event stream".into(),
-            ))
-        }
-    };
+    let (status, body) = whole(answer, "token").map_err(fail)?;
     if status != StatusCode::OK {
         let code = serde_json::from_slice::<ErrorAnswer>(&body)
             .ok()
@@ -248,6 +241,15 @@ pub(super) fn authenticate(
         }
     }
     Ok(())
+}
+
+/// The status and body of an authorization server's `answer` from its `what` endpoint (an
+/// event stream is refused: none of its endpoints sends one).
+pub(super) fn whole(answer: Answer, what: &str) -> Result<(StatusCode, Bytes), String> {
+    match answer {
+        Answer::Json(s, b) | Answer::Status(s, b) => Ok((s, b)),
+        Answer::Sse(_) => Err(format!("its {what} endpoint answered with an event stream")),
+    }
 }
 
 /// The headers of a form POST to the token endpoint `at`.

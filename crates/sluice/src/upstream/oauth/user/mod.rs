@@ -16,6 +16,7 @@
 
 mod code;
 mod register;
+mod scopes;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -213,52 +214,6 @@ impl Users {
         }
     }
 
-    /// The upstream answered `403` to `sent` with `challenge` (its `WWW-Authenticate`): when it
-    /// is `insufficient_scope` naming scopes, the token is dropped and the principal's next
-    /// sign-in asks for those and the ones asked before (step-up), unless it names no new
-    /// scope and [`MAX_SAME_SCOPE`] sign-ins were asked for the same ones already. Gives
-    /// whether the token was dropped.
-    pub fn insufficient(
-        &self,
-        principal: &str,
-        sent: &HeaderValue,
-        challenge: Option<&str>,
-    ) -> bool {
-        let c = challenge.map(super::challenge::parse).unwrap_or_default();
-        let (Some("insufficient_scope"), Some(scope)) = (c.error.as_deref(), c.scope) else {
-            return false;
-        };
-        let Some(held) = self.get(principal).filter(|h| h.token.header == *sent) else {
-            return false;
-        };
-        let Ok(mut wanted) = self.wanted.lock() else {
-            return false;
-        };
-        let mut union = held.scopes.clone();
-        let mut grew = false;
-        for s in scope.split(' ').filter(|s| !s.is_empty()) {
-            if !union.iter().any(|x| x == s) && union.len() < MAX_SCOPES {
-                union.push(s.to_owned());
-                grew = true;
-            }
-        }
-        let same = wanted.get(principal).map_or(0, |w| w.1);
-        if !grew && same >= MAX_SAME_SCOPE {
-            return false;
-        }
-        if wanted.len() >= MAX_USERS && !wanted.contains_key(principal) {
-            wanted.clear();
-        }
-        wanted.insert(
-            principal.to_owned(),
-            (union, if grew { 0 } else { same + 1 }),
-        );
-        drop(wanted);
-        self.drop_token(principal, sent);
-        tracing::info!(upstream = %self.name, "the upstream wants more scope of a user: their next call asks them to sign in again");
-        true
-    }
-
     /// The upstream answered 401 to `sent`: dropped if still the one held, and the next
     /// sign-in reads the upstream's resource metadata again (it may have moved to another
     /// authorization server, where Sluice registers anew).
@@ -348,38 +303,6 @@ impl Users {
             },
         );
         Ok(started.url)
-    }
-
-    /// The scopes asked for (MCP's scope selection): the configured ones, else the upstream's
-    /// challenge's, else its resource metadata's `scopes_supported`; with those a step-up
-    /// asked for, and `offline_access` where the authorization server lists it.
-    fn scopes(&self, server: &Server, principal: &str) -> Vec<String> {
-        let found = &server.found;
-        let mut s = self
-            .cfg
-            .scopes
-            .clone()
-            .or_else(|| server.challenged.clone())
-            .unwrap_or_else(|| found.scopes_supported.clone());
-        if let Some((more, _)) = self
-            .wanted
-            .lock()
-            .ok()
-            .and_then(|w| w.get(principal).cloned())
-        {
-            for m in more {
-                if !s.contains(&m) {
-                    s.push(m);
-                }
-            }
-        }
-        let offline = "offline_access";
-        if found.user.scopes_supported.iter().any(|x| x == offline)
-            && !s.iter().any(|x| x == offline)
-        {
-            s.push(offline.to_owned());
-        }
-        s
     }
 
     async fn server(

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::super::discovery::Found;
 use crate::config::{Proof, TokenEndpointAuth, UpstreamAuth};
-use crate::upstream::client::{Answer, HttpClient, UpstreamError};
+use crate::upstream::client::{HttpClient, UpstreamError};
 
 /// How Sluice presents itself to the token endpoint.
 #[derive(Clone)]
@@ -114,14 +114,7 @@ async fn register(
             None,
         )
         .await?;
-    let (status, body) = match answer {
-        Answer::Json(s, b) | Answer::Status(s, b) => (s, b),
-        Answer::Sse(_) => {
-            return Err(fail(
-                "its registration endpoint answered with a stream".into(),
-            ))
-        }
-    };
+    let (status, body) = super::super::grant::whole(answer, "registration").map_err(fail)?;
     if status != StatusCode::CREATED && status != StatusCode::OK {
         return Err(fail(format!(
             "its registration endpoint refused Sluice (HTTP {})",
