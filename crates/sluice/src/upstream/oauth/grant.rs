@@ -208,7 +208,7 @@ fn request(
             authenticate(&mut form, &mut headers, &cfg.client_id, secret, how)?;
         }
     }
-    form_headers(&mut headers, &found.token_endpoint);
+    post_headers(&mut headers, &found.token_endpoint, FORM);
     Ok((headers, Bytes::from(form.finish())))
 }
 
@@ -252,11 +252,12 @@ pub(super) fn whole(answer: Answer, what: &str) -> Result<(StatusCode, Bytes), S
     }
 }
 
-/// The headers of a form POST to the token endpoint `at`.
-pub(super) fn form_headers(headers: &mut HeaderMap, at: &http::Uri) {
+/// The headers of a POST of `content_type` to an authorization server's endpoint `at`,
+/// asking for JSON back.
+pub(super) fn post_headers(headers: &mut HeaderMap, at: &http::Uri, content_type: &'static str) {
     headers.insert(
         http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-www-form-urlencoded"),
+        HeaderValue::from_static(content_type),
     );
     headers.insert(
         http::header::ACCEPT,
@@ -266,6 +267,9 @@ pub(super) fn form_headers(headers: &mut HeaderMap, at: &http::Uri) {
         headers.insert(http::header::HOST, h);
     }
 }
+
+/// The form content type of token requests.
+pub(super) const FORM: &str = "application/x-www-form-urlencoded";
 
 #[cfg(test)]
 mod tests {

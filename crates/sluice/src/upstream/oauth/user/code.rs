@@ -91,7 +91,8 @@ pub(crate) fn request(
     let mut headers = HeaderMap::new();
     let secret = client.secret.as_deref();
     super::super::grant::authenticate(&mut form, &mut headers, &client.id, secret, client.method)?;
-    super::super::grant::form_headers(&mut headers, &found.token_endpoint);
+    let (at, kind) = (&found.token_endpoint, super::super::grant::FORM);
+    super::super::grant::post_headers(&mut headers, at, kind);
     Ok((headers, Bytes::from(form.finish())))
 }
 

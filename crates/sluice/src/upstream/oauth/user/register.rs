@@ -8,7 +8,7 @@
 //! memory only, never logged.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 
 use super::super::discovery::Found;
@@ -103,7 +103,8 @@ async fn register(
         "token_endpoint_auth_method": asked,
         "application_type": "web",
     });
-    let headers = json_headers(at);
+    let mut headers = HeaderMap::new();
+    super::super::grant::post_headers(&mut headers, at, "application/json");
     let (_, answer) = http
         .send(
             http::Method::POST,
@@ -140,21 +141,4 @@ async fn register(
         method,
         how: "registered",
     })
-}
-
-/// The headers of a JSON POST to `at`.
-fn json_headers(at: &http::Uri) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(h) = HeaderValue::from_str(&super::super::discovery::host_port(at)) {
-        headers.insert(http::header::HOST, h);
-    }
-    headers
 }
