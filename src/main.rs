@@ -76,6 +76,12 @@ enum Command {
         #[arg(long = "group", value_name = "GROUP", requires = "principal")]
         groups: Vec<String>,
     },
+    /// The tokens Sluice holds for principals at `oauth` upstreams (`[cluster]` only: they
+    /// are in Redis, sealed under the state keys): list them (never a token) or revoke them.
+    Tokens {
+        #[command(subcommand)]
+        action: Tokens,
+    },
     /// Print the JSON Schema of a config file, every key documented (for an editor's TOML
     /// completion; docs/configuration-reference.md is made from it).
     Schema,
@@ -96,6 +102,60 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum Tokens {
+    /// One line per token held: principal, upstream, expiry, refreshable, scopes, issuer.
+    List {
+        /// TOML config file (its [state] keys and [cluster]).
+        #[arg(long)]
+        config: PathBuf,
+        /// Only this principal's.
+        #[arg(long)]
+        principal: Option<String>,
+        /// Only those for this upstream.
+        #[arg(long)]
+        upstream: Option<String>,
+    },
+    /// Drop a principal's tokens (at one upstream, or all): their next call asks them to sign
+    /// in again; every replica stops using them within 2 s.
+    Revoke {
+        /// TOML config file (its [state] keys and [cluster]).
+        #[arg(long)]
+        config: PathBuf,
+        /// Whose tokens.
+        #[arg(long)]
+        principal: String,
+        /// Only the one for this upstream.
+        #[arg(long)]
+        upstream: Option<String>,
+    },
+}
+
+/// `sluice tokens`: reads the config, then lists or revokes in the vault.
+async fn tokens(action: Tokens) -> anyhow::Result<std::process::ExitCode> {
+    let no = Overrides::default();
+    let out = match action {
+        Tokens::List {
+            config,
+            principal,
+            upstream,
+        } => {
+            let cfg = Config::load(Some(&config), &no)?;
+            sluice::tokens::list(&cfg, principal.as_deref(), upstream.as_deref()).await
+        }
+        Tokens::Revoke {
+            config,
+            principal,
+            upstream,
+        } => {
+            let cfg = Config::load(Some(&config), &no)?;
+            sluice::tokens::revoke(&cfg, &principal, upstream.as_deref()).await
+        }
+    };
+    print!("{}", out.map_err(anyhow::Error::msg)?);
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// mimalloc: per-thread free lists, so the many small allocations of a request (header values,
@@ -154,6 +214,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             principal,
             groups,
         } => check(config, quick, principal, groups).await,
+        Command::Tokens { action } => tokens(action).await,
         Command::Schema => {
             println!("{:#}", sluice::config::schema());
             Ok(std::process::ExitCode::SUCCESS)

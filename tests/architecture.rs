@@ -305,13 +305,14 @@ fn the_stages_and_what_is_below_them_name_no_gateway() {
 /// The upstream client (`upstream/`, and `link/` that chooses among its wires) is below every
 /// stage: it names the protocol model, the config, the routing data its tables are made of and
 /// a few leaves (text escaping, shares, trace context, the audit note, the internal principal's
-/// name), never a stage, the catalog, a bridge or the root. A stage calls down into it; what
+/// name, the replicas' Redis store where the token vault is shared), never a stage, the catalog, a bridge or the root. A stage calls down into it; what
 /// goes up (a session's list changes) goes as typed events on a channel.
 #[test]
 fn the_upstream_client_names_no_stage() {
-    const MAY_NAME: [&str; 10] = [
+    const MAY_NAME: [&str; 11] = [
         "upstream",
         "link",
+        "cluster",
         "config",
         "route",
         "escape",

@@ -242,12 +242,18 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// Starts three replicas sharing `redis`, then HAProxy over them.
     pub(crate) async fn start(redis: &Redis, s: &Setup) -> Cluster {
+        Cluster::start_on(redis, s, None).await
+    }
+
+    /// The same, HAProxy on `port` when given (a config that names the balancer's URL needs
+    /// it before the replicas start: see [`free_port`]).
+    pub(crate) async fn start_on(redis: &Redis, s: &Setup, port: Option<u16>) -> Cluster {
         let mut replicas = Vec::new();
         for id in ["r1", "r2", "r3"] {
             replicas.push(Some(Sluice::start(&config(id, &redis.url(), s)).await));
         }
         let addrs: Vec<String> = replicas.iter().flatten().map(|r| r.addr.clone()).collect();
-        let (haproxy, port) = haproxy(&addrs).await;
+        let (haproxy, port) = haproxy(&addrs, port).await;
         Cluster {
             replicas,
             haproxy,
@@ -309,17 +315,22 @@ impl Drop for Cluster {
     }
 }
 
+/// A port free now (to be bound by a process started later: a race another process can win).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// HAProxy in HTTP mode, round robin over `addrs`, no stickiness, every request balanced on its
 /// own (no `prefer-last-server`): `deploy/haproxy.cfg` with the test's addresses.
-async fn haproxy(addrs: &[String]) -> (tokio::process::Child, u16) {
+async fn haproxy(addrs: &[String], fixed: Option<u16>) -> (tokio::process::Child, u16) {
     let template =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg"))
             .expect("deploy/haproxy.cfg");
     for _attempt in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = fixed.unwrap_or_else(free_port);
         let servers: String = addrs
             .iter()
             .enumerate()

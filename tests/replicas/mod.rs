@@ -32,6 +32,9 @@
 //!   log line;
 //! - `stall`: Redis stalled (SIGSTOP) past `redis_timeout_ms` during a state's single-use
 //!   claim: the client's retry is served once after it resumes, a replay refused;
+//! - `vault`: a user's sign-in through one replica serves every replica (the token vault in
+//!   Redis), a due token refreshed once for twelve calls at once on three replicas, `sluice
+//!   tokens list|revoke` (with the company IdP, `oidc-provider`, as the authorization server);
 //! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm`, `deploy_helm_values`: the files of
 //!   deploy/ work as their comments say (see each; `deploy_kit` runs their documented commands).
 //!
@@ -53,6 +56,7 @@ mod rounds;
 mod shared;
 mod stall;
 mod unread;
+mod vault;
 
 use base64::Engine as _;
 use serde_json::Value;

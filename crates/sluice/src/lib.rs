@@ -51,6 +51,7 @@ pub mod stages;
 pub mod state;
 pub mod streams;
 pub mod telemetry;
+pub mod tokens;
 pub mod upstream;
 pub mod validate;
 

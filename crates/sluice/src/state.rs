@@ -295,6 +295,19 @@ impl Keys {
         (key.id, key.short_tag(domain, parts))
     }
 
+    /// Per key of the ring, its id and a 32-byte key for another use than sealing
+    /// `requestState` (HMAC-SHA256 of `domain` under the key's secret), the sealing key first:
+    /// the token vault's encryption keys, rotated with the ring.
+    pub fn derived(&self, domain: &[u8]) -> Vec<(u8, [u8; 32])> {
+        let derive = |k: &Key| {
+            let mut m = <HmacSha256 as Mac>::new_from_slice(&k.secret)
+                .unwrap_or_else(|_| unreachable_mac());
+            m.update(domain);
+            (k.id, m.finalize().into_bytes().into())
+        };
+        self.keys.iter().map(derive).collect()
+    }
+
     /// The short tag over `parts` under key `id` of the ring (`None`: the ring does not hold it).
     pub fn tag_with(&self, id: u8, domain: &[u8], parts: &[&[u8]]) -> Option<[u8; SHORT_TAG]> {
         self.keys

@@ -174,7 +174,7 @@ impl Catalog {
         let mut mine: Option<Vec<Arc<Upstream>>> = None;
         for (i, up) in self.upstreams.iter().enumerate() {
             let Some(pu) = &up.per_user else { continue };
-            let Some((own, fresh)) = pu.instance(up, principal) else {
+            let Some((own, fresh)) = pu.instance(up, principal).await else {
                 continue;
             };
             if fresh {

@@ -6,7 +6,8 @@
 //! either is charged, at most once per attempt, refunded by a replica whose charge timed out: see
 //! [`charge`]), a place among a principal's parked exchanges (one script over a
 //! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
-//! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews).
+//! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews),
+//! and the token vault's sealed entries and refresh leases ([`vault`]).
 //! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
 //! and the caller applies `cluster.on_redis_error`. The connection is made on first use and
 //! remade by the connection manager after a loss, so a replica starts while Redis is down.
@@ -19,10 +20,12 @@ use tokio::sync::OnceCell;
 mod charge;
 mod sessions;
 mod single_use;
+mod vault;
 pub use charge::ATTEMPT_MS;
 pub use sessions::Renewed;
 use sessions::{OPEN_SESSION, RENEW, RESTORE};
 pub use single_use::{Consumed, TimedOut, LEASE_MS};
+pub use vault::MAX_LISTED;
 
 /// Redis could not answer in time (down, unreachable, or too slow).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -168,7 +168,10 @@ impl Generation {
             governor,
             keys,
         } = preflight(&cfg)?;
-        let rt = Runtime::new(&cfg, keys.clone());
+        let rt = Runtime::new(&cfg, keys.clone(), governor.cluster.clone());
+        for up in &upstreams {
+            up.use_vault(&rt.vault);
+        }
         rt.client.record_versions(cfg.http_versions());
         let governor = Arc::new(governor);
         let bridge = Arc::new(crate::bridge::Bridge::new(
@@ -234,7 +237,10 @@ impl Generation {
             .into_iter()
             .map(|fresh| match self.upstream(&fresh.name) {
                 Some(old) if !renamed && old.same_as(&fresh) => old.clone(),
-                _ => fresh,
+                _ => {
+                    fresh.use_vault(&self.rt.vault);
+                    fresh
+                }
             })
             .collect();
         let governor = Arc::new(self.governor.next(&cfg)?);

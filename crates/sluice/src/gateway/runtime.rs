@@ -47,11 +47,19 @@ pub struct Runtime {
     /// Where 2025-11-25 sessions report their upstreams' list changes (read by
     /// `catalog::changes::report_changes`, one task for every generation).
     pub changes: ListChanged,
+    /// Each principal's tokens at `oauth` upstreams, sealed (in Redis under `[cluster]`);
+    /// kept across reloads.
+    pub vault: Arc<crate::upstream::oauth::vault::Vault>,
 }
 
 impl Runtime {
-    /// The process's parts for the first config (`keys`: bridge B's, from `[state]`).
-    pub(super) fn new(cfg: &Config, keys: crate::state::Keys) -> Arc<Runtime> {
+    /// The process's parts for the first config (`keys`: bridge B's and the vault's, from
+    /// `[state]`; `cluster`: the replicas' shared state, if any).
+    pub(super) fn new(
+        cfg: &Config,
+        keys: crate::state::Keys,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
+    ) -> Arc<Runtime> {
         let client = HttpClient::new(
             cfg.timeouts.connect,
             cfg.timeouts.response,
@@ -60,6 +68,7 @@ impl Runtime {
             cfg.timeouts.stream_idle,
         );
         let (changes, changes_rx) = ListChanged::channel();
+        let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
             client,
             server_info: discover::server_info(),
@@ -80,6 +89,7 @@ impl Runtime {
             ),
             live: Arc::new(Live::new(changes_rx)),
             changes,
+            vault: Arc::new(vault),
         })
     }
 }

@@ -31,18 +31,23 @@ pub async fn callback(gw: &Generation, query: Option<&str>) -> Response<Body> {
     let Some(state) = get("state") else {
         return page(StatusCode::BAD_REQUEST, "This sign-in link carries no state: start again by calling the tool in your MCP client.".into());
     };
-    let Some(users) = gw
+    let mut issuer = None;
+    for p in gw
         .catalog
         .upstreams
         .iter()
         .filter_map(|u| u.per_user.as_ref())
-        .find(|p| p.users.issued(state))
-        .map(|p| p.users.clone())
-    else {
+    {
+        if p.users.issued(state).await {
+            issuer = Some(p.users.clone());
+            break;
+        }
+    }
+    let Some(users) = issuer else {
         return page(StatusCode::BAD_REQUEST, "This sign-in link was used already or has expired: call the tool again in your MCP client for a new one.".into());
     };
     if let Some(error) = get("error") {
-        users.abandon(state);
+        users.abandon(state).await;
         let shown = if error.len() <= 64
             && error
                 .bytes()
@@ -55,7 +60,7 @@ pub async fn callback(gw: &Generation, query: Option<&str>) -> Response<Body> {
         return page(StatusCode::BAD_REQUEST, format!("The authorization server of {} answered {shown}: nothing was signed in. Call the tool again to retry.", users.name()));
     }
     let Some(code) = get("code").filter(|c| !c.is_empty()) else {
-        users.abandon(state);
+        users.abandon(state).await;
         return page(StatusCode::BAD_REQUEST, "The authorization server sent no code: nothing was signed in. Call the tool again to retry.".into());
     };
     let http = &gw.catalog.link.client;

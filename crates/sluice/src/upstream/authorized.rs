@@ -82,6 +82,13 @@ impl Upstream {
         unreachable!("the loop returns on its last turn")
     }
 
+    /// Keeps its users' tokens (`mode = "oauth"`) in the process's `vault`.
+    pub fn use_vault(&self, vault: &Arc<oauth::vault::Vault>) {
+        if let Some(pu) = &self.per_user {
+            pu.users.use_vault(vault.clone());
+        }
+    }
+
     /// The token held for it, for headers built where no fetch can wait (2025-11-25 sessions,
     /// after [`Upstream::authorize`]).
     pub fn held_token(&self) -> Option<HeaderValue> {

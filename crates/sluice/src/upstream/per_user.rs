@@ -40,8 +40,13 @@ impl PerUser {
 
     /// `principal`'s own upstream, built from `template`'s config (`fresh`: whether it was
     /// built now and must be probed); `None` while they hold no token.
-    pub fn instance(&self, template: &Upstream, principal: &str) -> Option<(Arc<Upstream>, bool)> {
-        if !self.users.has(principal) {
+    pub async fn instance(
+        &self,
+        template: &Upstream,
+        principal: &str,
+    ) -> Option<(Arc<Upstream>, bool)> {
+        // A token another replica obtained (`[cluster]`) is read from the vault here.
+        if !self.users.load(principal).await || !self.users.has(principal) {
             // Signed out: their upstream (tables, sessions) goes with their token.
             if let Ok(mut all) = self.instances.lock() {
                 all.remove(principal);

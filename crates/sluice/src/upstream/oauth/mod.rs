@@ -18,6 +18,7 @@ mod challenge;
 mod discovery;
 mod grant;
 pub mod user;
+pub mod vault;
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

@@ -17,17 +17,22 @@
 mod code;
 mod register;
 mod scopes;
+mod shared;
+mod tokens;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, HeaderValue, Uri};
+use http::{HeaderMap, Uri};
 
 use super::discovery::{self, Found};
-use super::grant::{self, Token};
+use super::grant;
+use super::vault::Vault;
 use crate::config::UpstreamAuth;
 use crate::upstream::client::{HttpClient, UpstreamError};
+use tokens::Held;
+pub use tokens::RECHECK;
 
 /// How long a consent may take, from the URL given to the browser's return.
 pub const PENDING_TTL: Duration = Duration::from_secs(600);
@@ -58,17 +63,8 @@ struct Pending {
     server: Arc<Server>,
     expires: Instant,
     scopes: Vec<String>,
-}
-
-struct Held {
-    token: Token,
-    refresh: Option<String>,
-    /// The scopes asked for it.
-    scopes: Vec<String>,
-    /// Which sign-in it came from (a refresh keeps it).
-    serial: u64,
-    /// The authorization server that issued it (refreshed there, and nowhere else).
-    server: Arc<Server>,
+    /// Whether the other replicas hold it too (`shared.rs`): then the vault decides its use.
+    shared: bool,
 }
 
 /// The principals' tokens at one upstream and their consents in progress.
@@ -79,14 +75,15 @@ pub struct Users {
     redirect: String,
     server: tokio::sync::Mutex<Option<Arc<Server>>>,
     pending: Mutex<HashMap<String, Pending>>,
-    tokens: Mutex<HashMap<String, Arc<Held>>>,
+    /// Where tokens are kept (set by the generation; a private memory vault otherwise).
+    vault: OnceLock<Arc<Vault>>,
+    /// This process's cache of the vault: per principal, when it was read and what it held.
+    tokens: Mutex<HashMap<String, (Instant, Option<Arc<Held>>)>>,
     refresh: tokio::sync::Mutex<()>,
     /// Per principal: the scopes step-ups asked for, and sign-ins asked for no new scope.
     wanted: Mutex<HashMap<String, (Vec<String>, u32)>>,
     /// Set when the upstream refused a token (401): discovery is read again.
     stale: std::sync::atomic::AtomicBool,
-    /// The last sign-in's number.
-    serial: std::sync::atomic::AtomicU64,
     /// When discovery or registration last failed, and how (answered from memory for
     /// [`super::RETRY_AFTER`]: users calling cannot make Sluice ask the servers at will).
     failed: Mutex<Option<(Instant, UpstreamError)>>,
@@ -102,13 +99,19 @@ impl Users {
             redirect,
             server: tokio::sync::Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
+            vault: OnceLock::new(),
             tokens: Mutex::new(HashMap::new()),
             refresh: tokio::sync::Mutex::new(()),
             wanted: Mutex::new(HashMap::new()),
             stale: Default::default(),
-            serial: Default::default(),
             failed: Mutex::new(None),
         }
+    }
+
+    /// Keeps its users' tokens in `vault` (the process's: memory, or Redis under
+    /// `[cluster]`); a second call changes nothing.
+    pub fn use_vault(&self, vault: Arc<Vault>) {
+        let _ = self.vault.set(vault);
     }
 
     /// The upstream's name.
@@ -119,135 +122,6 @@ impl Users {
     /// Where browsers come back after consent.
     pub fn redirect(&self) -> &str {
         &self.redirect
-    }
-
-    /// Whether `principal` holds a token (fresh or refreshable).
-    pub fn has(&self, principal: &str) -> bool {
-        self.get(principal)
-            .is_some_and(|h| h.refresh.is_some() || Instant::now() < h.token.expires_at)
-    }
-
-    fn get(&self, principal: &str) -> Option<Arc<Held>> {
-        self.tokens.lock().ok()?.get(principal).cloned()
-    }
-
-    /// The number of `principal`'s sign-in whose token is held (a new sign-in, a new number).
-    pub fn signed_in(&self, principal: &str) -> Option<u64> {
-        self.get(principal).map(|h| h.serial)
-    }
-
-    /// `principal`'s token while it has not expired (headers built where no refresh can wait).
-    pub fn held(&self, principal: &str) -> Option<HeaderValue> {
-        let h = self.get(principal)?;
-        (Instant::now() < h.token.expires_at).then(|| h.token.header.clone())
-    }
-
-    /// The `Authorization` value to send for `principal`: the token held, refreshed once it
-    /// is due; an error when there is none (their consent is needed).
-    pub async fn header(
-        &self,
-        http: &HttpClient,
-        principal: &str,
-    ) -> Result<HeaderValue, UpstreamError> {
-        let none = || {
-            UpstreamError::Auth(
-                self.name.clone(),
-                "you have not signed in to it through Sluice, or your sign-in ended: call one of its tools to be asked again".into(),
-            )
-        };
-        let held = self.get(principal).ok_or_else(none)?;
-        if Instant::now() < held.token.renew_at {
-            return Ok(held.token.header.clone());
-        }
-        let Some(refresh) = held.refresh.clone() else {
-            return self.held(principal).ok_or_else(none);
-        };
-        let _one = self.refresh.lock().await;
-        // Refreshed by another request while this one waited.
-        if let Some(h) = self
-            .get(principal)
-            .filter(|h| Instant::now() < h.token.renew_at)
-        {
-            return Ok(h.token.header.clone());
-        }
-        match self.refreshed(http, &refresh, &held).await {
-            Ok(h) => {
-                let header = h.token.header.clone();
-                self.keep(principal, h);
-                tracing::info!(upstream = %self.name, "refreshed a user's token for the upstream");
-                Ok(header)
-            }
-            Err(e) => {
-                tracing::warn!(upstream = %self.name, error = %e, "a user's token could not be refreshed");
-                self.drop_token(principal, &held.token.header);
-                Err(none())
-            }
-        }
-    }
-
-    async fn refreshed(
-        &self,
-        http: &HttpClient,
-        refresh: &str,
-        old: &Held,
-    ) -> Result<Held, UpstreamError> {
-        let server = old.server.clone();
-        let grant = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
-        let (headers, body) = code::request(&server.found, &server.client, &grant)?;
-        let what = "the refresh token";
-        let (token, next) =
-            grant::exchange(http, &self.name, &server.found, headers, body, what).await?;
-        Ok(Held {
-            token,
-            // A server that rotates refresh tokens gives a new one; one that does not, none.
-            refresh: next.or_else(|| Some(refresh.to_owned())),
-            scopes: old.scopes.clone(),
-            serial: old.serial,
-            server,
-        })
-    }
-
-    /// Drops `principal`'s token (the upstream refused it, or an operator revoked it).
-    pub fn forget(&self, principal: &str) {
-        if let Ok(mut t) = self.tokens.lock() {
-            t.remove(principal);
-        }
-    }
-
-    /// The upstream answered 401 to `sent`: dropped if still the one held, and the next
-    /// sign-in reads the upstream's resource metadata again (it may have moved to another
-    /// authorization server, where Sluice registers anew).
-    pub fn rejected(&self, principal: &str, sent: &HeaderValue) {
-        if self.drop_token(principal, sent) {
-            self.stale.store(true, std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    fn drop_token(&self, principal: &str, sent: &HeaderValue) -> bool {
-        let Ok(mut t) = self.tokens.lock() else {
-            return false;
-        };
-        let held = t.get(principal).is_some_and(|h| h.token.header == *sent);
-        if held {
-            t.remove(principal);
-        }
-        held
-    }
-
-    fn keep(&self, principal: &str, held: Held) {
-        let Ok(mut t) = self.tokens.lock() else {
-            return;
-        };
-        if t.len() >= MAX_USERS && !t.contains_key(principal) {
-            let first = t
-                .iter()
-                .min_by_key(|(_, h)| h.token.expires_at)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = first {
-                t.remove(&k);
-            }
-        }
-        t.insert(principal.to_owned(), Arc::new(held));
     }
 
     /// The URL where `principal` consents to Sluice reaching the upstream as them; `base`:
@@ -267,6 +141,26 @@ impl Users {
             &self.redirect,
             &scopes,
         )?;
+        let mut p = Pending {
+            principal: principal.to_owned(),
+            verifier: started.verifier,
+            redirect: self.redirect.clone(),
+            server,
+            expires: Instant::now() + PENDING_TTL,
+            scopes,
+            shared: false,
+        };
+        p.shared = self.share(&started.state, &p).await;
+        let dropped = self.hold_pending(started.state, p)?;
+        for state in dropped {
+            self.abandon(&state).await; // bounded here: gone from the other replicas too
+        }
+        Ok(started.url)
+    }
+
+    /// Keeps the sign-in `state` in this replica's table, within its bounds; gives the states
+    /// that made room.
+    fn hold_pending(&self, state: String, p: Pending) -> Result<Vec<String>, UpstreamError> {
         let Ok(mut pending) = self.pending.lock() else {
             return Err(UpstreamError::Auth(self.name.clone(), "busy".into()));
         };
@@ -274,35 +168,24 @@ impl Users {
         pending.retain(|_, p| p.expires > now);
         let mut mine: Vec<(Instant, String)> = pending
             .iter()
-            .filter(|(_, p)| p.principal == principal)
-            .map(|(k, p)| (p.expires, k.clone()))
+            .filter(|(_, q)| q.principal == p.principal)
+            .map(|(k, q)| (q.expires, k.clone()))
             .collect();
         mine.sort();
+        let mut dropped = Vec::new();
         while mine.len() >= PENDING_PER_PRINCIPAL {
-            pending.remove(&mine.remove(0).1);
+            dropped.push(mine.remove(0).1);
         }
         if pending.len() >= MAX_PENDING {
             // Full: the sign-in nearest its expiry goes (a flood of them cannot lock users out).
-            let first = pending
-                .iter()
-                .min_by_key(|(_, p)| p.expires)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = first {
-                pending.remove(&k);
-            }
+            let first = pending.iter().min_by_key(|(_, q)| q.expires);
+            dropped.extend(first.map(|(k, _)| k.clone()));
         }
-        pending.insert(
-            started.state,
-            Pending {
-                principal: principal.to_owned(),
-                verifier: started.verifier,
-                redirect: self.redirect.clone(),
-                server,
-                expires: now + PENDING_TTL,
-                scopes,
-            },
-        );
-        Ok(started.url)
+        for k in &dropped {
+            pending.remove(k);
+        }
+        pending.insert(state, p);
+        Ok(dropped)
     }
 
     async fn server(
@@ -377,18 +260,6 @@ impl Users {
         })
     }
 
-    /// Ends the pending sign-in `state` without a token (the server refused, or sent no code).
-    pub fn abandon(&self, state: &str) {
-        if let Ok(mut p) = self.pending.lock() {
-            p.remove(state);
-        }
-    }
-
-    /// Whether this upstream issued `state` (still pending).
-    pub fn issued(&self, state: &str) -> bool {
-        self.pending.lock().is_ok_and(|p| p.contains_key(state))
-    }
-
     /// The browser came back with `code` for `state` (and the server's `iss`): the code is
     /// exchanged and the token kept for the principal who asked; gives that principal. The
     /// `state` is gone after this, whatever the outcome.
@@ -401,10 +272,8 @@ impl Users {
     ) -> Result<String, UpstreamError> {
         let fail = |why: &str| UpstreamError::Auth(self.name.clone(), why.to_owned());
         let p = self
-            .pending
-            .lock()
-            .ok()
-            .and_then(|mut p| p.remove(state))
+            .take(state)
+            .await
             .filter(|p| Instant::now() < p.expires)
             .ok_or_else(|| fail("this sign-in link was used already or has expired: call the tool again for a new one"))?;
         let found = &p.server.found;
@@ -427,16 +296,10 @@ impl Users {
         let what = "the authorization code";
         let (token, refresh) =
             grant::exchange(http, &self.name, found, headers, body, what).await?;
-        let held = Held {
-            token,
-            refresh,
-            scopes: p.scopes,
-            serial: 1 + self
-                .serial
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            server: p.server.clone(),
-        };
-        self.keep(&p.principal, held);
+        let serial = rand::random::<u64>();
+        let client = &p.server.client;
+        let stored = self.stored(token, refresh, p.scopes, serial, found, client);
+        self.keep(&p.principal, stored).await?;
         tracing::info!(upstream = %self.name, "a user signed in to the upstream");
         Ok(p.principal)
     }

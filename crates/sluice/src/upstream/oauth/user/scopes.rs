@@ -29,7 +29,7 @@ impl Users {
         let (Some("insufficient_scope"), Some(scope)) = (c.error.as_deref(), c.scope) else {
             return false;
         };
-        let Some(held) = self.get(principal).filter(|h| h.token.header == *sent) else {
+        let Some(held) = self.get(principal).filter(|h| h.header == *sent) else {
             return false;
         };
         let Ok(mut wanted) = self.wanted.lock() else {

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
+use super::super::grant::Token;
 use super::*;
+use http::HeaderValue;
 
 fn users() -> Users {
     let cfg = crate::config::UpstreamAuth {
@@ -53,6 +55,7 @@ fn pending(u: &Users, state: &str, principal: &str, expires: Instant) {
             server: server(),
             expires,
             scopes: vec![],
+            shared: false,
         },
     );
 }
@@ -62,7 +65,7 @@ async fn a_state_is_used_once_expires_and_needs_the_issuers_own_iss() {
     let u = users();
     let later = Instant::now() + Duration::from_secs(60);
     pending(&u, "s1", "alice", later);
-    assert!(u.issued("s1"));
+    assert!(u.issued("s1").await);
     // Another issuer (a normalized one too: RFC 9207 compares strings): refused, and gone.
     let e = u
         .finish(&http(), "s1", "c", Some("http://as:1/"))
@@ -119,7 +122,7 @@ async fn consents_in_progress_are_bounded_per_principal() {
     assert_eq!(states.len(), urls.len());
 }
 
-fn hold(u: &Users, principal: &str, token: &str, scopes: &[&str]) -> HeaderValue {
+async fn hold(u: &Users, principal: &str, token: &str, scopes: &[&str]) -> HeaderValue {
     let header = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
     let now = Instant::now();
     let t = Token {
@@ -128,23 +131,18 @@ fn hold(u: &Users, principal: &str, token: &str, scopes: &[&str]) -> HeaderValue
         expires_at: now + Duration::from_secs(70),
     };
     let scopes = scopes.iter().map(|s| s.to_string()).collect();
-    let held = Held {
-        token: t,
-        refresh: None,
-        scopes,
-        serial: 1,
-        server: server(),
-    };
-    u.keep(principal, held);
+    let s = server();
+    let stored = u.stored(t, None, scopes, 1, &s.found, &s.client);
+    u.keep(principal, stored).await.unwrap();
     header
 }
 
-#[test]
-fn a_step_up_asks_the_union_of_scopes_and_the_same_ones_only_so_often() {
+#[tokio::test]
+async fn a_step_up_asks_the_union_of_scopes_and_the_same_ones_only_so_often() {
     let u = users();
     let s = server();
     let www = |scope: &str| format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
-    let sent = hold(&u, "alice", "t1", &["read"]);
+    let sent = hold(&u, "alice", "t1", &["read"]).await;
     // Not insufficient_scope (or another token than the one held): the token stays.
     assert!(!u.insufficient("alice", &sent, Some("Bearer error=\"invalid_token\"")));
     let other = HeaderValue::from_static("Bearer other");
@@ -157,7 +155,7 @@ fn a_step_up_asks_the_union_of_scopes_and_the_same_ones_only_so_often() {
     assert_eq!(u.scopes(&s, "bob"), ["read"]);
     // The same scopes again and again: asked MAX_SAME_SCOPE more times, then the token stays.
     for round in 0..MAX_SAME_SCOPE + 1 {
-        let sent = hold(&u, "alice", &format!("t{round}x"), &["read", "write"]);
+        let sent = hold(&u, "alice", &format!("t{round}x"), &["read", "write"]).await;
         let dropped = u.insufficient("alice", &sent, Some(&www("write")));
         assert_eq!(dropped, round < MAX_SAME_SCOPE, "round {round}");
     }
