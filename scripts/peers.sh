@@ -44,7 +44,8 @@ simple_auth() { # the example ships in the sdist only (not in the wheel): pip do
   [ -x "$dir/bin/mcp-simple-auth-as" ] && return
   rm -rf "$sdist" && mkdir -p "$sdist"
   python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
-    "mcp==2.3.0" -d "$sdist" >&2
+    "mcp==2.3.0" -d "$sdist" >&2 ||
+    { echo "peers.sh: could not download the sdist of mcp==2.3.0 (simple-auth's source)" >&2; exit 1; }
   tar -xzf "$sdist/mcp-2.3.0.tar.gz" -C "$sdist" mcp-2.3.0/examples/servers/simple-auth ||
     { echo "peers.sh: mcp-2.3.0.tar.gz holds no examples/servers/simple-auth" >&2; exit 1; }
   python3 -m venv "$dir" >&2
