@@ -82,7 +82,7 @@ def sign_in_round(base: str, key: str, name: str) -> dict:
     check(ask.get("method") == "elicitation/create", f"not an elicitation: {ask.get('method')}")
     check(ask["params"].get("mode") == "url", "the sign-in round is not a URL elicitation")
     status, page = peers.browse(ask["params"]["url"])
-    check(status == 200 and "Signed in to simple" in page, f"the sign-in ended {status}: {page[:200]}")
+    check(status == 200 and "Signed in to simple" in page, f"the sign-in ended {status}: {page[:400]}")
     retry = {
         **call,
         "inputResponses": {"sluice_sign_in": {"action": "accept"}},
