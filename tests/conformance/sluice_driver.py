@@ -14,9 +14,9 @@ import urllib.request
 WAIT = 20.0
 
 
-def post(base: str, method: str, params: dict, caps: dict | None = None) -> dict:
-    """One 2026-07-28 request (`caps`: the client's capabilities); an HTTP error's body with its
-    `status`."""
+def post(base: str, method: str, params: dict, caps: dict | None = None, key: str | None = None) -> dict:
+    """One 2026-07-28 request (`caps`: the client's capabilities, `key`: an API key sent as its
+    bearer); an HTTP error's body with its `status`."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": caps or {},
@@ -30,6 +30,8 @@ def post(base: str, method: str, params: dict, caps: dict | None = None) -> dict
     }
     if "name" in params:
         headers["Mcp-Name"] = params["name"]
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     req = urllib.request.Request(base, json.dumps(body).encode(), headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=15) as r:

@@ -15,7 +15,8 @@
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29);
 //! - `tls`: an upstream over https://, its CA trusted or not;
 //! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
-//!   authorization scenarios (issue 31).
+//!   authorization scenarios (issue 31); `simple_auth`: each user signing in to the Python
+//!   SDK's `simple-auth` example through Sluice, on both client wires (issue 31).
 
 mod bridge_a;
 mod bridge_b;
@@ -25,6 +26,7 @@ mod governance;
 mod health;
 mod interop;
 mod resilience;
+mod simple_auth;
 mod sse;
 mod stdio;
 mod stdio_boundary;
