@@ -20,10 +20,10 @@ Sluice binary, and one argument:
   browser and accepts; the same call then comes back with the tool's result.
 
 Sluice's client is registered at the authorization server beforehand, as an operator would
-(`client_secret_post`, its secret in Sluice's environment). With a second argument `dcr` (by
-hand) Sluice registers itself instead: it picks `client_secret_basic` and sends no `client_id`
-in the token request's form, which this authorization server refuses (`invalid_client`,
-"Missing client_id"), so that run fails at the sign-in.
+(`client_secret_post`, its secret in Sluice's environment). With a second argument `dcr`
+Sluice registers itself instead (Dynamic Client Registration: it picks `client_secret_basic`,
+and sends its `client_id` in the token request's form too, which this authorization server
+requires).
 
 Either way no simple-auth code or token (`mcp_` and hex) and not the client secret is in any
 line of Sluice's trace log.
@@ -155,7 +155,7 @@ def main() -> int:
     procs, url, seen = peers.upstream(work)
     keys = {n: f"{n}-{secrets.token_hex(16)}" for n in NAMES}
     port = peers.free_port()
-    # `dcr` (by hand): Sluice registers itself; else its client is registered beforehand.
+    # `dcr`: Sluice registers itself; else its client is registered beforehand.
     client = None if "dcr" in sys.argv else peers.register(seen.issuer, f"http://127.0.0.1:{port}/oauth/callback")
     secret = (client or {}).get("client_secret", "")
     proc, log_path = driver.start(config(url, keys, port, client), work, {"SIMPLE_AUTH_SECRET": secret})

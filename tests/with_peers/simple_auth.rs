@@ -1,7 +1,8 @@
 //! Sluice in front of the Python SDK's `simple-auth` example (issue 31): its authorization
 //! server and its OAuth-protected MCP server, unmodified, installed by scripts/peers.sh
 //! (`$SLUICE_SIMPLE_AUTH`), the upstream in `[upstream.auth] mode = "oauth"` with Sluice's
-//! client registered there beforehand (`client_secret_post`). The driver
+//! client registered there beforehand (`client_secret_post`), or registering itself (Dynamic
+//! Client Registration, `client_secret_basic`) for the 2025-11-25 client's test. The driver
 //! tests/conformance/simple_auth.py starts them and the `sluice` binary, signs users in at the
 //! example's login page like a browser, and tells each step it checked on its stdout; these
 //! tests run it and require every step, and fail when a peer is not installed.
@@ -10,14 +11,15 @@ use std::process::Command;
 
 use crate::support::peers::peer_env;
 
-/// Runs the driver's `scenario`; gives its exit status and its stdout and stderr.
-fn run(scenario: &str) -> (bool, String) {
+/// Runs the driver with `args` (the scenario, then `dcr` for Sluice to register itself);
+/// gives its exit status and its stdout and stderr.
+fn run(args: &[&str]) -> (bool, String) {
     let bin = peer_env("SLUICE_SIMPLE_AUTH");
     let driver =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/simple_auth.py");
     let done = Command::new(bin.join("python"))
         .arg(driver)
-        .arg(scenario)
+        .args(args)
         .env("SLUICE_BIN", env!("CARGO_BIN_EXE_sluice"))
         .env("SLUICE_SIMPLE_AUTH", &bin)
         .output()
@@ -40,7 +42,7 @@ fn assert_steps(ok: bool, out: &str, steps: &[&str]) {
 
 #[test]
 fn each_principal_reaches_simple_auth_with_their_own_token_and_carol_signs_in_first() {
-    let (ok, out) = run("principals");
+    let (ok, out) = run(&["principals"]);
     assert_steps(
         ok,
         &out,
@@ -57,7 +59,8 @@ fn each_principal_reaches_simple_auth_with_their_own_token_and_carol_signs_in_fi
 
 #[test]
 fn a_2025_11_25_client_signs_in_to_simple_auth_through_a_url_elicitation_of_bridge_b() {
-    let (ok, out) = run("legacy");
+    // Sluice registers itself there (`client_secret_basic`, its id in the form too).
+    let (ok, out) = run(&["legacy", "dcr"]);
     assert_steps(
         ok,
         &out,
