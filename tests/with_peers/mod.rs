@@ -15,7 +15,9 @@
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29);
 //! - `tls`: an upstream over https://, its CA trusted or not;
 //! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
-//!   authorization scenarios (issue 31).
+//!   authorization scenarios (issue 31);
+//! - `token_exchange`: each user through the company's IdP (`oidc-provider`, RFC 8693) to an
+//!   MCP server it protects (issue 31).
 
 mod bridge_a;
 mod bridge_b;
@@ -32,5 +34,6 @@ mod stdio_modern;
 mod stdio_pool;
 mod stdio_shares;
 mod tls;
+mod token_exchange;
 mod traces;
 mod upstream_auth;
