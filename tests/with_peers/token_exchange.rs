@@ -86,8 +86,9 @@ fn node() -> Command {
     Command::new(peer_env("SLUICE_NODE22"))
 }
 
-/// The IdP, writing its JWKS into `dir`; gives it and its issuer.
-fn idp(dir: &std::path::Path) -> (Node, String) {
+/// The IdP, its access tokens living `ttl` seconds, writing its JWKS into `dir`; gives it and
+/// its issuer.
+fn idp(dir: &std::path::Path, ttl: &str) -> (Node, String) {
     let mut cmd = node();
     cmd.arg(script("idp.mjs"))
         .args([
@@ -96,7 +97,7 @@ fn idp(dir: &std::path::Path) -> (Node, String) {
             "--client-secret",
             SECRET,
         ])
-        .args(["--access-ttl", "300", "--jwks-out"])
+        .args(["--access-ttl", ttl, "--jwks-out"])
         .arg(dir.join("jwks.json"))
         .env("SLUICE_OIDC_PROVIDER", peer_env("SLUICE_OIDC_PROVIDER"));
     let idp = Node::start(&mut cmd);
@@ -186,23 +187,26 @@ async fn whoami(sluice: &Sluice, token: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.expect("a JSON answer"))
 }
 
-/// The token exchanges the IdP granted so far.
-async fn exchanges(issuer: &str) -> u64 {
+/// The grants of `grant_type` the IdP gave so far.
+async fn granted(issuer: &str, grant_type: &str) -> u64 {
     let counts: Value = reqwest::get(format!("{issuer}/test/counts"))
         .await
         .expect("GET /test/counts")
         .json()
         .await
         .expect("counts JSON");
-    counts["urn:ietf:params:oauth:grant-type:token-exchange"]
-        .as_u64()
-        .unwrap_or(0)
+    counts[grant_type].as_u64().unwrap_or(0)
+}
+
+/// The token exchanges the IdP granted so far.
+async fn exchanges(issuer: &str) -> u64 {
+    granted(issuer, "urn:ietf:params:oauth:grant-type:token-exchange").await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_user_reaches_the_internal_server_as_themselves_with_an_exchanged_token() {
     let dir = scratch("token-exchange");
-    let (_idp, issuer) = idp(&dir);
+    let (_idp, issuer) = idp(&dir, "300");
     let (server, upstream) = protected(&issuer);
     let alice = sign_in(&issuer, "alice");
     let bob = sign_in(&issuer, "bob");
@@ -250,6 +254,12 @@ async fn each_user_reaches_the_internal_server_as_themselves_with_an_exchanged_t
         saw.iter().any(|l| l == "SAW alice sluice") && saw.iter().any(|l| l == "SAW bob sluice")
     );
 
+    // Alice's client signs her in again: her new JWT is exchanged anew.
+    let alice_again = sign_in(&issuer, "alice");
+    let (status, v) = whoami(&sluice, &alice_again).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(exchanges(&issuer).await, 3);
+
     // An API key has no JWT to exchange: refused, saying what it needs, nothing sent.
     let before = server.lines().len();
     let (status, v) = whoami(&sluice, ROBOT_KEY).await;
@@ -260,7 +270,7 @@ async fn each_user_reaches_the_internal_server_as_themselves_with_an_exchanged_t
     assert_eq!(server.lines().len(), before, "a request reached the server");
 
     // Neither the users' JWTs nor any exchanged token is in Sluice's trace-level output.
-    sluice.assert_no_leak(&[&alice, &bob]);
+    sluice.assert_no_leak(&[&alice, &bob, &alice_again, SECRET]);
     let out = sluice.output();
     let jwt = out.split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)));
     let leaked: Vec<&str> = jwt
@@ -269,4 +279,85 @@ async fn each_user_reaches_the_internal_server_as_themselves_with_an_exchanged_t
     assert!(leaked.is_empty(), "a JWT in sluice's output: {leaked:?}");
     // The log read is the one that tells of the exchanges (trace level: nothing was filtered).
     assert!(out.contains("exchanged the principal's token"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_exchange_is_told_by_its_oauth_error_and_nothing_reaches_the_server() {
+    let dir = scratch("token-exchange-refused");
+    let (_idp, issuer) = idp(&dir, "300");
+    let (server, upstream) = protected(&issuer);
+    let alice = sign_in(&issuer, "alice");
+    let env = Env::new().set(SECRET_VAR, "not-the-secret");
+    let sluice = Sluice::start_env(&config(&issuer, &dir.join("jwks.json"), &upstream), &env).await;
+    let (status, v) = whoami(&sluice, &alice).await;
+    assert_eq!(status, 503, "{v}");
+    let reason = v["error"]["data"]["down"][0]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("refused the token exchange: invalid_client (HTTP 401)"),
+        "{v}"
+    );
+    assert!(
+        server.lines().iter().all(|l| !l.starts_with("SAW ")),
+        "{:?}",
+        server.lines()
+    );
+    sluice.assert_no_leak(&[&alice, "not-the-secret"]);
+}
+
+/// The same IdP as the authorization server of an `oauth` upstream (the fixture other tests
+/// use): Sluice registers itself (Dynamic Client Registration), a user signs in at the IdP's
+/// forms, and Sluice refreshes the user's token with the refresh token the IdP gave.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_idp_serves_an_oauth_upstream_sign_in_and_its_refresh_tokens() {
+    let dir = scratch("idp-oauth");
+    let (_idp, issuer) = idp(&dir, "10");
+    let (_server, upstream) = protected(&issuer);
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\nprefix = \"always\"\n\n[timeouts]\nresponse_ms = 10000\n\n[[upstream]]\nname = \"internal\"\nurl = \"{upstream}\"\n\n[upstream.auth]\nmode = \"oauth\"\nscopes = [\"mcp:tools\"]\n"
+    );
+    let sluice = Sluice::start(&text).await;
+    let call = || async {
+        let r = Call::new("internal__whoami", json!({}))
+            .caps(json!({}))
+            .request(&http(), &sluice.url(), json!({}))
+            .send()
+            .await
+            .expect("POST to sluice");
+        (r.status().as_u16(), r.json::<Value>().await.expect("JSON"))
+    };
+    let (status, v) = call().await;
+    assert_eq!((status, &v["error"]["code"]), (403, &json!(-31040)), "{v}");
+    let url = v["error"]["data"]["url"].as_str().expect("data.url");
+    let out = node()
+        .arg(script("idp_user.mjs"))
+        .args(["browse", url, "carol"])
+        .output()
+        .expect("run idp_user.mjs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("BROWSED {\"status\":200"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Calls until Sluice has refreshed carol's token (it is due nine tenths into its 10 s).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (status, v) = call().await;
+        assert_eq!(status, 200, "{v}\n{}", sluice.output());
+        let seen: Value =
+            serde_json::from_str(v["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (&seen["sub"], &seen["aud"]),
+            (&json!("carol"), &json!(upstream)),
+            "{seen}"
+        );
+        if granted(&issuer, "refresh_token").await >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refresh within 40 s");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(granted(&issuer, "authorization_code").await, 1);
 }
