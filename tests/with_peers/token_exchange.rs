@@ -279,6 +279,8 @@ async fn each_user_reaches_the_internal_server_as_themselves_with_an_exchanged_t
     assert!(leaked.is_empty(), "a JWT in sluice's output: {leaked:?}");
     // The log read is the one that tells of the exchanges (trace level: nothing was filtered).
     assert!(out.contains("exchanged the principal's token"), "{out}");
+    // The audit records of the calls name the mode.
+    assert!(out.contains(r#""upstream_auth":"token_exchange""#), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -121,7 +121,6 @@ impl Wire {
 /// What obtains `cfg`'s `Authorization` header, by its `[upstream.auth]` mode: Sluice's own
 /// token (`client_credentials`), its users' (`oauth`), or its principals' exchanged ones
 /// (`token_exchange`).
-#[allow(clippy::type_complexity)]
 fn credentials(
     cfg: &UpstreamConfig,
     uri: &Uri,
