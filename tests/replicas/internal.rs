@@ -57,6 +57,7 @@ pub(crate) fn who(id: &str, groups: &[&str]) -> sluice::auth::Principal {
         id: id.into(),
         groups: groups.iter().map(|g| g.to_string()).collect(),
         scopes: Default::default(),
+        subject: None,
     }
 }
 

@@ -6,7 +6,8 @@
 //! `SUMMARY {...}` line.
 //!
 //! Peers come from `eval "$(bash scripts/peers.sh)"`, which exports `SLUICE_PY1`, `SLUICE_PY2`,
-//! `SLUICE_NODE22`, `SLUICE_EVERYTHING`, `SLUICE_TS_SDK1`, `SLUICE_TS_SERVER2` and `SLUICE_INSPECTOR`. A missing variable fails the test
+//! `SLUICE_NODE22`, `SLUICE_EVERYTHING`, `SLUICE_TS_SDK1`, `SLUICE_TS_SERVER2`, `SLUICE_INSPECTOR`
+//! and `SLUICE_OIDC_PROVIDER` (the company IdP of `with_peers/token_exchange.rs`). A missing variable fails the test
 //! with the command to run; nothing is skipped.
 //!
 //! Each upstream takes about a second to start, so one process of each serves every test of the

@@ -16,7 +16,9 @@
 //! - `tls`: an upstream over https://, its CA trusted or not;
 //! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
 //!   authorization scenarios (issue 31); `simple_auth`: each user signing in to the Python
-//!   SDK's `simple-auth` example through Sluice, on both client wires (issue 31).
+//!   SDK's `simple-auth` example through Sluice, on both client wires (issue 31);
+//! - `token_exchange`: each user through the company's IdP (`oidc-provider`, RFC 8693) to an
+//!   MCP server it protects (issue 31).
 
 mod bridge_a;
 mod bridge_b;
@@ -34,5 +36,6 @@ mod stdio_modern;
 mod stdio_pool;
 mod stdio_shares;
 mod tls;
+mod token_exchange;
 mod traces;
 mod upstream_auth;

@@ -32,8 +32,14 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
     ));
     tokio::spawn(async move {
         gw.catalog.probe_all().await;
-        // An `oauth` upstream's placeholder has no stream (its users' upstreams have none yet).
-        for up in gw.catalog.upstreams.iter().filter(|u| u.per_user.is_none()) {
+        // An `oauth` or `token_exchange` upstream's placeholder has no stream (its users' upstreams
+        // have none yet).
+        for up in gw
+            .catalog
+            .upstreams
+            .iter()
+            .filter(|u| u.per_user.is_none() && u.exchange.is_none())
+        {
             tokio::spawn(crate::listen::upstream_listen(gw.reach.clone(), up.clone()));
         }
         let (live, shutdown) = (gw.rt.live.clone(), gw.rt.shutdown.clone());

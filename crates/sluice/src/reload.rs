@@ -150,7 +150,10 @@ async fn swap(old: &Arc<Generation>, mut cfg: Config) -> Result<Applied, String>
     if auth_changed {
         old.revoked.cancel();
     }
-    for up in fresh.iter().filter(|u| u.per_user.is_none()) {
+    for up in fresh
+        .iter()
+        .filter(|u| u.per_user.is_none() && u.exchange.is_none())
+    {
         tokio::spawn(crate::listen::upstream_listen(
             next.reach.clone(),
             up.clone(),

@@ -51,6 +51,7 @@ impl ApiKeys {
                 id: k.principal.clone(),
                 groups: k.groups.clone(),
                 scopes: k.scopes.iter().cloned().collect(),
+                subject: None,
             };
             keys.push((parse_hash(&k.sha256)?, p));
         }
@@ -90,7 +91,15 @@ impl ApiKeys {
                             super::INTERNAL_PRINCIPAL
                         ));
                     }
-                    keys.push((parse_hash(hash)?, Principal { id, groups, scopes }));
+                    keys.push((
+                        parse_hash(hash)?,
+                        Principal {
+                            id,
+                            groups,
+                            scopes,
+                            subject: None,
+                        },
+                    ));
                 }
             }
             if keys.len() == before {

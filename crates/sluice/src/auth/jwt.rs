@@ -64,7 +64,11 @@ impl JwtVerifier {
             let mut v = self.validation.clone();
             v.algorithms = vec![*alg];
             match decode::<Value>(token, key, &v) {
-                Ok(data) => return self.principal(&data.claims),
+                Ok(data) => {
+                    let mut p = self.principal(&data.claims)?;
+                    p.subject = Some(super::SubjectToken::new(token));
+                    return Ok(p);
+                }
                 Err(e) => last = AuthError::Invalid(reason(&e)),
             }
         }
@@ -99,6 +103,7 @@ impl JwtVerifier {
             id: id.to_owned(),
             groups,
             scopes,
+            subject: None,
         })
     }
 }

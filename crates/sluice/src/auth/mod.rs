@@ -21,8 +21,9 @@ use crate::config::AuthConfig;
 /// The principal of Sluice's own upstream sessions (lists, probes): no credential may claim it.
 pub const INTERNAL_PRINCIPAL: &str = "sluice-internal";
 
-/// An authenticated caller: the key of budgets, sealed state and upstream session pools.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// An authenticated caller: the key of budgets, sealed state and upstream session pools. Two are
+/// equal when their id, groups and scopes are: whichever JWT it came with, it is who it is.
+#[derive(Debug, Clone)]
 pub struct Principal {
     /// Its id (API key's principal, or the JWT's principal claim).
     pub id: String,
@@ -30,6 +31,9 @@ pub struct Principal {
     pub groups: Vec<String>,
     /// Its scopes.
     pub scopes: BTreeSet<String>,
+    /// The JWT it authenticated with (`None` for an API key and `auth = none`): what a
+    /// `token_exchange` upstream exchanges for a token of its own.
+    pub subject: Option<SubjectToken>,
 }
 
 impl Principal {
@@ -39,12 +43,50 @@ impl Principal {
             id: "local".into(),
             groups: Vec::new(),
             scopes: BTreeSet::new(),
+            subject: None,
         }
     }
 
     /// Its id as written into sealed state and logs.
     pub fn id(&self) -> &str {
         &self.id
+    }
+}
+
+/// The validated JWT a principal came with, as it came: never printed (its `Debug` only says it
+/// is there).
+#[derive(Clone)]
+pub struct SubjectToken(std::sync::Arc<str>);
+
+impl SubjectToken {
+    /// Holds `token`.
+    pub fn new(token: &str) -> SubjectToken {
+        SubjectToken(token.into())
+    }
+
+    /// The token itself, for the one request that sends it (the token exchange).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(..)")
+    }
+}
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Principal) -> bool {
+        (&self.id, &self.groups, &self.scopes) == (&other.id, &other.groups, &other.scopes)
+    }
+}
+
+impl Eq for Principal {}
+
+impl std::hash::Hash for Principal {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (&self.id, &self.groups, &self.scopes).hash(h);
     }
 }
 

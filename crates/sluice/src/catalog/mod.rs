@@ -76,7 +76,9 @@ impl Catalog {
     /// The catalog of `upstreams` under `cfg`'s names, limits and timeouts.
     pub fn new(cfg: &crate::config::Config, upstreams: Vec<Arc<Upstream>>, parts: Parts) -> Self {
         Catalog {
-            per_user: upstreams.iter().any(|u| u.per_user.is_some()),
+            per_user: upstreams
+                .iter()
+                .any(|u| u.per_user.is_some() || u.exchange.is_some()),
             upstreams,
             names: Names::new(cfg.prefixed(), &cfg.separator),
             link: parts.link,
@@ -128,8 +130,9 @@ impl Catalog {
     pub async fn check(self: &Arc<Self>, up: &Arc<Upstream>) -> crate::upstream::Status {
         let _one = up.health.probing.lock().await;
         up.health.probe_started();
-        if up.per_user.is_some() {
-            // Each user's own upstream is probed with their token; this one only signs them in.
+        if up.per_user.is_some() || up.exchange.is_some() {
+            // Each user's own upstream is probed with their token; this one only signs them in
+            // (`oauth`), or serves nothing (`token_exchange`: its callers have JWTs or none).
             return self.placeholder(up);
         }
         let status = self.link.probe(up).await;
@@ -161,6 +164,7 @@ impl Catalog {
         let table = self.names.publish(&up.name, sign_in).and_then(|public| {
             crate::upstream::per_user::PerUser::sign_in_table(&up.name, &public)
         });
+        let table = table.filter(|_| up.per_user.is_some());
         if let Some(t) = table {
             up.set_list(ListKind::Tools, t);
         }
@@ -168,11 +172,20 @@ impl Catalog {
         (*up.status()).clone()
     }
 
-    /// The catalog `principal` sees: each `oauth` upstream they signed in to replaced by their
-    /// own (built and probed on first use); `None` when it is this one.
-    pub async fn for_principal(self: &Arc<Self>, principal: &str) -> Option<Arc<Catalog>> {
+    /// The catalog `p` sees: each `oauth` upstream they signed in to, and each `token_exchange`
+    /// one when they came with a JWT, replaced by their own (built and probed on first use);
+    /// `None` when it is this one.
+    pub async fn for_principal(
+        self: &Arc<Self>,
+        p: &crate::auth::Principal,
+    ) -> Option<Arc<Catalog>> {
+        let principal = p.id();
         let mut mine: Option<Vec<Arc<Upstream>>> = None;
         for (i, up) in self.upstreams.iter().enumerate() {
+            if let Some(own) = self.exchanged(up, p).await {
+                mine.get_or_insert_with(|| self.upstreams.clone())[i] = own;
+                continue;
+            }
             let Some(pu) = &up.per_user else { continue };
             let Some((own, fresh)) = pu.instance(up, principal).await else {
                 continue;
@@ -200,6 +213,21 @@ impl Catalog {
         }))
     }
 
+    /// `p`'s own upstream for the `token_exchange` upstream `up` (probed when built now; one
+    /// whose first probe failed is forgotten, so their next call builds and probes another).
+    async fn exchanged(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        p: &crate::auth::Principal,
+    ) -> Option<Arc<Upstream>> {
+        let pp = up.exchange.as_ref()?;
+        let (own, fresh) = pp.instance(up, p)?;
+        if fresh && !self.check(&own).await.healthy {
+            pp.forget(p.id());
+        }
+        Some(own)
+    }
+
     /// Re-fetches one table of one upstream (one fetch at a time per table; a caller that waited
     /// for another's fetch takes its result). Returns the current table.
     pub async fn refresh(self: &Arc<Self>, up: &Arc<Upstream>, kind: ListKind) -> Arc<ListTable> {
@@ -209,7 +237,7 @@ impl Catalog {
         if current.fetched_at >= asked {
             return current;
         }
-        if up.per_user.is_some() {
+        if up.per_user.is_some() || up.exchange.is_some() {
             return current; // the placeholder's table is Sluice's own
         }
         if !up.serves(kind.capability()) {

@@ -59,7 +59,7 @@ impl Reach {
         if !self.catalog.per_user {
             return self.clone();
         }
-        match self.catalog.for_principal(p.id()).await {
+        match self.catalog.for_principal(p).await {
             Some(catalog) => Arc::new(Reach {
                 catalog,
                 auth: self.auth.clone(),

@@ -345,6 +345,7 @@ pub fn verify(
         id: who.id,
         groups: who.groups,
         scopes: who.scopes,
+        subject: None,
     };
     Ok(Verified {
         from,

@@ -18,6 +18,9 @@ pub enum AuthMode {
     ClientCredentials,
     /// Each principal's own token, from the authorization code grant after their consent.
     Oauth,
+    /// Each principal's own token, exchanged for the JWT they authenticated with at the company's
+    /// identity provider (RFC 8693 token exchange).
+    TokenExchange,
 }
 
 /// How a client secret is presented to a token endpoint (RFC 6749 §2.3.1).

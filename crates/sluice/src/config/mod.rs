@@ -40,6 +40,8 @@ mod upstream_oauth;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod exchange_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod upstream_tests;
@@ -57,7 +59,7 @@ pub use stdio::{Stderr, StdioConfig};
 pub use telemetry::Telemetry;
 pub(crate) use toml_error::describe as describe_toml_error;
 pub use upstream::{CacheScope, Era, PrefixMode, Transport, UpstreamConfig};
-pub use upstream_auth::{AuthMode, Proof, SigningAlg, TokenEndpointAuth, UpstreamAuth};
+pub use upstream_auth::{AuthMode, Proof, SigningAlg, Target, TokenEndpointAuth, UpstreamAuth};
 pub use upstream_oauth::CALLBACK_PATH;
 
 use budget::Budget;
@@ -210,6 +212,9 @@ impl Config {
             format!("http://{listen}{path}")
         });
         open_listener(listen, &auth, origin)?;
+        // Across sections: a token exchange needs the principal's JWT.
+        upstream_auth::needs_jwt(&upstreams, auth.jwt.is_some())
+            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
         bridge
             .apart_from(&path)

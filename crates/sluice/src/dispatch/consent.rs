@@ -9,7 +9,8 @@
 //! (`-31040`, 403, the URL in the message and `data.url`); a sign-in declined or cancelled, or
 //! not done after [`MAX_ROUNDS`] rounds (`-31041`); a round state that does not open
 //! (`-32602`, as every round's); an authorization server Sluice cannot use (the upstream
-//! error, naming the step).
+//! error, naming the step); a call to a `token_exchange` upstream from a caller without a JWT
+//! (`-31042`, 403).
 
 use serde_json::{json, Map, Value};
 
@@ -53,6 +54,11 @@ pub async fn gate(
 ) -> Result<Consent, GatewayError> {
     if t.up.signed_in.is_some() {
         return after_sign_in(pol, env, t, principal).await;
+    }
+    if t.up.exchange.is_some() {
+        // A `token_exchange` upstream's placeholder: only a caller without a JWT stands here.
+        let upstream = t.up.name.clone();
+        return Err(GatewayError::Refused(Refusal::IdpTokenNeeded { upstream }));
     }
     let Some(per_user) = &t.up.per_user else {
         return Ok(Consent::Go);

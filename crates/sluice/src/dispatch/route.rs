@@ -223,10 +223,11 @@ async fn prefixed(
     // of one that does not.
     reach.auth.authorize_upstream(principal, &up.name)?;
     // Reached as each user, and this principal has not signed in (their own upstream would
-    // stand here); or the sign-in tool's retry after they did: the policy stage answers
-    // (dispatch/consent.rs).
+    // stand here) or came without a JWT to exchange; or the sign-in tool's retry after they
+    // did: the policy stage answers (dispatch/consent.rs).
     let sign_in = own == crate::upstream::per_user::SIGN_IN;
     if up.per_user.is_some()
+        || up.exchange.is_some()
         || (up.signed_in.is_some() && sign_in && up.list(kind).by_key(own).is_none())
     {
         return Ok(Target {

@@ -118,5 +118,6 @@ pub fn principal(gw: &Generation, id: &str, groups: &[String]) -> Principal {
             groups.to_vec()
         },
         scopes: key.map(|k| k.scopes.clone()).unwrap_or_default(),
+        subject: None,
     }
 }

@@ -30,6 +30,9 @@ pub const SHARED_STATE: i64 = -31019;
 pub const SIGN_IN: i64 = -31040;
 /// Sluice: the user declined (or cancelled) signing in to the upstream.
 pub const SIGN_IN_DECLINED: i64 = -31041;
+/// Sluice: the upstream is reached with a token exchanged for the caller's JWT, and this caller
+/// came without one (an API key).
+pub const IDP_TOKEN_NEEDED: i64 = -31042;
 
 /// A governance refusal.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +75,8 @@ pub enum Refusal {
         upstream: String,
         rounds: Option<u32>,
     },
+    /// `upstream` exchanges the caller's JWT (`token_exchange`), and the caller has none.
+    IdpTokenNeeded { upstream: String },
 }
 
 impl Refusal {
@@ -140,7 +145,9 @@ impl Refusal {
                 "the gateway's shared state (Redis) is unreachable, so budgets and single use cannot be checked; retry shortly".into(),
                 json!({"retryAfterMs": 1000}),
             ),
-            Refusal::SignIn { .. } | Refusal::SignInDeclined { .. } => self.sign_in(),
+            Refusal::SignIn { .. }
+            | Refusal::SignInDeclined { .. }
+            | Refusal::IdpTokenNeeded { .. } => self.sign_in(),
             Refusal::TooManyAsks(limit) => (
                 StatusCode::BAD_REQUEST,
                 TOO_LARGE,
@@ -186,6 +193,12 @@ impl Refusal {
                 SIGN_IN_DECLINED,
                 format!("no sign-in to upstream {upstream:?} came back after {n} rounds; nothing was sent to it (call again to be asked again)"),
                 json!({"upstream": upstream, "rounds": n}),
+            ),
+            Refusal::IdpTokenNeeded { upstream } => (
+                StatusCode::FORBIDDEN,
+                IDP_TOKEN_NEEDED,
+                format!("upstream {upstream:?} needs you signed in with the company IdP's token: it is reached as each user with a token exchanged for the JWT you call Sluice with, and this request came with an API key; call with a token from the identity provider of [auth.jwt]"),
+                json!({"upstream": upstream}),
             ),
             _ => (StatusCode::BAD_REQUEST, SIGN_IN, String::new(), json!({})),
         }

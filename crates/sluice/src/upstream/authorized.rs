@@ -1,6 +1,7 @@
 //! An upstream's credentials on each request: the headers configured for it (in `extra`),
 //! Sluice's own token (`[upstream.auth] mode = "client_credentials"`), or, for one of a
-//! `mode = "oauth"` upstream's per-user upstreams, its principal's token.
+//! `mode = "oauth"` upstream's per-user upstreams, its principal's token, or, for one of a
+//! `mode = "token_exchange"` upstream's, the token exchanged for its principal's JWT.
 //!
 //! Takes a request for the upstream; gives the upstream's answer to it sent with the token
 //! that applies, and drops a token the upstream refuses: on 401, and on a 403 that asks a
@@ -18,6 +19,8 @@ impl Upstream {
     pub fn auth_mode(&self) -> Option<&'static str> {
         if self.per_user.is_some() || self.signed_in.is_some() {
             Some("oauth")
+        } else if self.exchange.is_some() || self.exchanged_for.is_some() {
+            Some("token_exchange")
         } else {
             self.auth.as_ref().map(|_| "client_credentials")
         }
@@ -35,6 +38,19 @@ impl Upstream {
     ) -> Result<client::Answer, client::UpstreamError> {
         if self.stdio.is_some() {
             return stdio::shared::post(self, client, body, stream_timeout).await;
+        }
+        if let Some((exchange, principal)) = &self.exchanged_for {
+            // The token exchanged for the principal's JWT: one the upstream refuses is
+            // dropped, and their next request exchanges their JWT again.
+            let token = exchange.header(client, principal).await?;
+            let mut headers = headers;
+            headers.insert(http::header::AUTHORIZATION, token.clone());
+            let answer = self
+                .balancer
+                .post(&self.name, client, method, headers, body, stream_timeout)
+                .await?;
+            self.auth_refused(client, status_of(&answer), Some(&token));
+            return Ok(answer);
         }
         if let Some((users, principal)) = &self.signed_in {
             // A user's token: one the upstream refuses is dropped, and their next call asks
@@ -95,6 +111,9 @@ impl Upstream {
         if let Some((users, principal)) = &self.signed_in {
             return users.held(principal);
         }
+        if let Some((exchange, principal)) = &self.exchanged_for {
+            return exchange.held(principal);
+        }
         self.auth.as_ref().and_then(oauth::Auth::held)
     }
 
@@ -106,6 +125,9 @@ impl Upstream {
         }
         if let (Some((users, principal)), Some(sent)) = (&self.signed_in, sent) {
             users.rejected(principal, sent);
+        }
+        if let (Some((exchange, principal)), Some(sent)) = (&self.exchanged_for, sent) {
+            exchange.rejected(principal, sent);
         }
     }
 
@@ -140,6 +162,9 @@ impl Upstream {
         }
         if let Some((users, principal)) = &self.signed_in {
             users.header(client, principal).await?;
+        }
+        if let Some((exchange, principal)) = &self.exchanged_for {
+            exchange.header(client, principal).await?;
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ pub mod client;
 pub mod discover;
 pub mod endpoints;
 pub mod error;
+pub mod exchanged;
 pub mod health;
 pub mod legacy;
 pub mod lines;
@@ -117,6 +118,41 @@ impl Wire {
     }
 }
 
+/// What obtains `cfg`'s `Authorization` header, by its `[upstream.auth]` mode: Sluice's own
+/// token (`client_credentials`), its users' (`oauth`), or its principals' exchanged ones
+/// (`token_exchange`).
+fn credentials(
+    cfg: &UpstreamConfig,
+    uri: &Uri,
+) -> (
+    Option<oauth::Auth>,
+    Option<Arc<per_user::PerUser>>,
+    Option<Arc<exchanged::PerPrincipal>>,
+) {
+    let mode = cfg.auth.as_ref().map(|a| a.mode);
+    let auth = cfg
+        .auth
+        .clone()
+        .filter(|_| mode == Some(crate::config::AuthMode::ClientCredentials))
+        .map(|a| oauth::Auth::new(&cfg.name, uri.clone(), a));
+    let per_user = cfg
+        .auth
+        .clone()
+        .filter(|_| mode == Some(crate::config::AuthMode::Oauth))
+        .map(|a| {
+            let redirect = a.redirect_uri.clone().unwrap_or_default();
+            let users = oauth::user::Users::new(&cfg.name, uri.clone(), a, redirect);
+            Arc::new(per_user::PerUser::new(users))
+        });
+    let exchange = cfg
+        .auth
+        .clone()
+        .filter(|_| mode == Some(crate::config::AuthMode::TokenExchange))
+        .map(|a| oauth::exchange::Exchange::new(&cfg.name, uri.clone(), a))
+        .map(|x| Arc::new(exchanged::PerPrincipal::new(x)));
+    (auth, per_user, exchange)
+}
+
 /// The next [`Upstream::instance`].
 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -141,6 +177,12 @@ pub struct Upstream {
     /// The principal this upstream speaks for, and where their token is (one of a
     /// `mode = "oauth"` upstream's per-user upstreams).
     pub signed_in: Option<(Arc<oauth::user::Users>, String)>,
+    /// Its principals and their own upstreams (`mode = "token_exchange"`: this one is their
+    /// placeholder).
+    pub exchange: Option<Arc<exchanged::PerPrincipal>>,
+    /// The principal this upstream speaks for, and where their exchanged token is (one of a
+    /// `mode = "token_exchange"` upstream's per-principal upstreams).
+    pub exchanged_for: Option<(Arc<oauth::exchange::Exchange>, String)>,
     /// Every modern request's headers but its own two (`client::modern_base`), built once.
     pub modern_base: HeaderMap,
     /// Its configured era.
@@ -223,21 +265,7 @@ impl Upstream {
         let balancer =
             balance::Balancer::new(endpoints::Endpoints::new(endpoints, &cfg.resilience));
         let modern_base = client::modern_base(&host, &extra);
-        let mode = cfg.auth.as_ref().map(|a| a.mode);
-        let auth = cfg
-            .auth
-            .clone()
-            .filter(|_| mode == Some(crate::config::AuthMode::ClientCredentials))
-            .map(|a| oauth::Auth::new(&cfg.name, uri.clone(), a));
-        let per_user = cfg
-            .auth
-            .clone()
-            .filter(|_| mode == Some(crate::config::AuthMode::Oauth))
-            .map(|a| {
-                let redirect = a.redirect_uri.clone().unwrap_or_default();
-                let users = oauth::user::Users::new(&cfg.name, uri.clone(), a, redirect);
-                Arc::new(per_user::PerUser::new(users))
-            });
+        let (auth, per_user, exchange) = credentials(cfg, &uri);
         Ok(Upstream {
             name: cfg.name.clone(),
             uri,
@@ -247,6 +275,8 @@ impl Upstream {
             auth,
             per_user,
             signed_in: None,
+            exchange,
+            exchanged_for: None,
             modern_base,
             era: cfg.era,
             stdio,

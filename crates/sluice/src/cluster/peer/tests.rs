@@ -44,6 +44,7 @@ fn a_signed_forward_verifies_and_nothing_of_it_can_change() {
         id: "alice".into(),
         groups: vec!["eng".into()],
         scopes: Default::default(),
+        subject: None,
     };
     let post = http::Method::POST;
     let h = signed(&p, &post);
@@ -157,6 +158,7 @@ fn the_body_is_bound_by_the_head_so_it_is_verified_before_any_byte_is_read() {
             id: "alice".into(),
             groups: vec![],
             scopes: Default::default(),
+            subject: None,
         },
         http::Method::POST,
     );

@@ -102,6 +102,17 @@ pub(super) async fn find(
     found(name, meta, prm.resource, prm.scopes_supported)
 }
 
+/// The authorization server `issuer` itself, from its metadata (`token_exchange`: the company's
+/// identity provider, configured, not named by the upstream); no resource.
+pub(super) async fn at_issuer(
+    client: &HttpClient,
+    name: &str,
+    issuer: &str,
+) -> Result<Found, UpstreamError> {
+    let meta = server_metadata(client, name, issuer).await?;
+    found(name, meta, String::new(), Vec::new())
+}
+
 /// An MCP 2025-03-26 server, which publishes no resource metadata: its own origin is its
 /// authorization server, described at that origin's RFC 8414 location or, without one, at the
 /// default paths `/authorize`, `/token` and `/register` (MCP 2025-03-26, "Fallbacks").

@@ -153,7 +153,7 @@ fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
 
 /// A client assertion (RFC 7523 §3): the client as issuer and subject, the authorization
 /// server's issuer as audience, valid for one minute, with a unique id.
-fn assertion(
+pub(super) fn assertion(
     cfg: &UpstreamAuth,
     audience: &str,
     key: &jsonwebtoken::EncodingKey,
@@ -291,6 +291,7 @@ mod tests {
             token_endpoint_auth: how,
             scopes: None,
             issuer: None,
+            target: Default::default(),
         }
     }
 

@@ -16,6 +16,7 @@
 
 mod challenge;
 mod discovery;
+pub mod exchange;
 mod grant;
 pub mod user;
 pub mod vault;

@@ -32,7 +32,7 @@ use super::vault::Vault;
 use crate::config::UpstreamAuth;
 use crate::upstream::client::{HttpClient, UpstreamError};
 use tokens::Held;
-pub use tokens::RECHECK;
+pub use tokens::{RECHECK, RECHECK_ABSENT};
 
 /// How long a consent may take, from the URL given to the browser's return.
 pub const PENDING_TTL: Duration = Duration::from_secs(600);

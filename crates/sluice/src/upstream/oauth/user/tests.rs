@@ -18,6 +18,7 @@ fn users() -> Users {
         issuer: None,
         client_metadata_url: None,
         redirect_uri: None,
+        target: Default::default(),
     };
     let url = "http://up:1/mcp".parse().unwrap();
     Users::new("gh", url, cfg, "http://127.0.0.1:9/oauth/callback".into())
