@@ -21,9 +21,8 @@ Sluice binary, and one argument:
 
 Sluice's client is registered at the authorization server beforehand, as an operator would
 (`client_secret_post`, its secret in Sluice's environment). With a second argument `dcr`
-Sluice registers itself instead (Dynamic Client Registration: it picks `client_secret_basic`,
-and sends its `client_id` in the token request's form too, which this authorization server
-requires).
+Sluice registers itself instead (Dynamic Client Registration: it picks `client_secret_post`
+of the methods this server lists).
 
 Either way no simple-auth code or token (`mcp_` and hex) and not the client secret is in any
 line of Sluice's trace log.

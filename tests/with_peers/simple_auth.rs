@@ -2,7 +2,7 @@
 //! server and its OAuth-protected MCP server, unmodified, installed by scripts/peers.sh
 //! (`$SLUICE_SIMPLE_AUTH`), the upstream in `[upstream.auth] mode = "oauth"` with Sluice's
 //! client registered there beforehand (`client_secret_post`), or registering itself (Dynamic
-//! Client Registration, `client_secret_basic`) for the 2025-11-25 client's test. The driver
+//! Client Registration) for the 2025-11-25 client's test. The driver
 //! tests/conformance/simple_auth.py starts them and the `sluice` binary, signs users in at the
 //! example's login page like a browser, and tells each step it checked on its stdout; these
 //! tests run it and require every step, and fail when a peer is not installed.
@@ -59,7 +59,7 @@ fn each_principal_reaches_simple_auth_with_their_own_token_and_carol_signs_in_fi
 
 #[test]
 fn a_2025_11_25_client_signs_in_to_simple_auth_through_a_url_elicitation_of_bridge_b() {
-    // Sluice registers itself there (`client_secret_basic`, its id in the form too).
+    // Sluice registers itself there (Dynamic Client Registration).
     let (ok, out) = run(&["legacy", "dcr"]);
     assert_steps(
         ok,

@@ -50,10 +50,11 @@ fn line(l: &Listed) -> String {
         None => "expired".to_owned(),
     };
     let refresh = if l.refreshable { "yes" } else { "no" };
-    // Names as written, unless a control character (a tab, a newline) would break the line.
+    // Names as written, unless a control character (a tab, a newline) would break the line:
+    // then escaped; and what would reorder it in a terminal (bidirectional controls) as \uXXXX.
     let escaped = |s: &str| match s.chars().any(char::is_control) {
         true => crate::escape::Escaped(&s).to_string(),
-        false => s.to_owned(),
+        false => crate::escape::line_safe(s).into_owned(),
     };
     format!(
         "{}\t{}\t{expires}\t{refresh}\t{}\t{}\n",

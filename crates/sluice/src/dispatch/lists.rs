@@ -38,7 +38,9 @@ pub async fn serve(
     let mut ttl = u64::MAX;
     // What a principal sees depends on its scopes once any upstream requires some, or on who
     // it is once any rule hides or shows items: never public then.
-    let mut public = !reach.auth.scoped() && !reach.governor.has_visibility();
+    // Nor with an upstream reached as each user (`oauth`, `token_exchange`): its lists are theirs.
+    let mut public =
+        !reach.auth.scoped() && !reach.governor.has_visibility() && !reach.catalog.per_user;
     let viewer = crate::policy::visibility::Viewer::of(principal);
     let mut seen = std::collections::HashSet::new();
     let mut any = false;

@@ -25,7 +25,42 @@ return 0
     )
 });
 
+/// KEYS: a key. ARGV: the value expected, the new value, its TTL (ms). Sets it only while it
+/// holds the value expected; gives 1 when set.
+static REPLACE_IF: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+",
+    )
+});
+
 impl Shared {
+    /// Sets `key` to `value` for `ttl` only while it holds `old`; gives whether it was set.
+    pub async fn vault_replace(
+        &self,
+        key: &str,
+        old: &[u8],
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let ms = ttl.as_millis().max(1) as u64;
+        let n: i64 = self
+            .run("vault_replace", async |c| {
+                REPLACE_IF
+                    .key(key)
+                    .arg(old)
+                    .arg(value)
+                    .arg(ms)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        Ok(n == 1)
+    }
+
     /// The bytes under `key`, if any.
     pub async fn vault_get(&self, key: &str) -> Result<Option<Vec<u8>>, Unavailable> {
         self.run("vault_get", async |c| {

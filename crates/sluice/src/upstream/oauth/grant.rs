@@ -213,8 +213,9 @@ fn request(
 }
 
 /// Authenticates client `id` to a token endpoint (RFC 6749 §2.3.1) as `how` says: HTTP Basic
-/// (each part form-encoded, then joined by a colon; the id in the form as well), or the secret
-/// in the form, or (a public client, or no secret) its id in the form only.
+/// (each part form-encoded, then joined by a colon; nothing of the client in the form: some
+/// servers refuse both), or the secret in the form, or (a public client, or no secret) its id
+/// in the form only.
 pub(super) fn authenticate(
     form: &mut form_urlencoded::Serializer<'_, String>,
     headers: &mut HeaderMap,
@@ -231,9 +232,6 @@ pub(super) fn authenticate(
                 .map_err(|_| UpstreamError::Auth(String::new(), "bad client credentials".into()))?;
             v.set_sensitive(true);
             headers.insert(http::header::AUTHORIZATION, v);
-            // The id in the form too (RFC 6749 §4.1.3 names it; the Python SDK's
-            // authorization server refuses a request without it): not a second method.
-            form.append_pair("client_id", id);
         }
         (TokenEndpointAuth::ClientSecretPost, Some(secret)) => {
             form.append_pair("client_id", id);
@@ -319,7 +317,7 @@ mod tests {
         let body = String::from_utf8(body.to_vec()).unwrap();
         assert_eq!(
             body,
-            "grant_type=client_credentials&resource=http%3A%2F%2Fup%3A2%2Fmcp&scope=a+b&client_id=sluice+client"
+            "grant_type=client_credentials&resource=http%3A%2F%2Fup%3A2%2Fmcp&scope=a+b"
         );
         let auth = h[http::header::AUTHORIZATION].to_str().unwrap();
         let pair = base64::engine::general_purpose::STANDARD

@@ -47,8 +47,6 @@ fn the_request_exchanges_the_jwt_for_the_upstreams_url_by_default() {
         ("requested_token_type", ACCESS_TOKEN),
         ("resource", "http://internal:2/mcp"),
         ("scope", "mcp:tools read"),
-        // With Basic, the id is in the form too (no secret there).
-        ("client_id", "sluice"),
     ];
     let want: Vec<(String, String)> = want
         .iter()

@@ -86,11 +86,12 @@ async fn register(
     redirect: &str,
 ) -> Result<Client, UpstreamError> {
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
-    // The method asked for: the server's first listed of the three Sluice speaks (RFC 8414
-    // §2: `client_secret_basic` when it lists none).
+    // The method asked for, of those the server lists (RFC 8414 §2: `client_secret_basic`
+    // when it lists none): `client_secret_post` first, whose id and secret in the form every
+    // such server takes (some refuse Basic without the id in the form, others Basic with it).
     let asked = match &found.auth_methods {
         None => "client_secret_basic",
-        Some(m) => ["client_secret_basic", "client_secret_post", "none"]
+        Some(m) => ["client_secret_post", "client_secret_basic", "none"]
             .into_iter()
             .find(|x| m.iter().any(|y| y == x))
             .unwrap_or("none"),

@@ -22,6 +22,8 @@ use crate::config::TokenEndpointAuth;
 /// A pending sign-in as the vault keeps it.
 #[derive(Serialize, Deserialize)]
 struct Record {
+    /// The upstream URL the sign-in was given for: finished only by an upstream at that URL.
+    url: String,
     principal: String,
     verifier: String,
     redirect: String,
@@ -52,6 +54,7 @@ impl Users {
         let (found, client) = (&p.server.found, &p.server.client);
         let left = p.expires.saturating_duration_since(Instant::now());
         let record = Record {
+            url: self.url.to_string(),
             principal: p.principal.clone(),
             verifier: p.verifier.clone(),
             redirect: p.redirect.clone(),
@@ -90,11 +93,19 @@ impl Users {
     /// replica's table.
     pub(super) async fn take(&self, state: &str) -> Option<Pending> {
         let here = self.pending.lock().ok().and_then(|mut p| p.remove(state));
-        if !self.vault().shared() || here.as_ref().is_some_and(|p| !p.shared) {
+        if !self.vault().shared() {
             return here;
         }
         let plain = self.vault().take_shared(&self.name, &id(state)).await;
+        if here.as_ref().is_some_and(|p| !p.shared) {
+            // Not shared as far as this replica knows (Redis did not answer then); taken from
+            // Redis all the same, should the record have landed there.
+            return here;
+        }
         let r: Record = serde_json::from_slice(&plain.ok()??).ok()?;
+        if r.url != self.url.to_string() {
+            return None; // given for another URL of this upstream
+        }
         let found = Found {
             issuer: r.issuer,
             token_endpoint: r.token_endpoint.parse().ok()?,

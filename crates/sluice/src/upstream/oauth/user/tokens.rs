@@ -41,6 +41,13 @@ pub(super) struct Held {
     pub raw: Vec<u8>,
 }
 
+/// What a due token's refresh came to: done (a header or the error), or left to the replica
+/// that holds the lease.
+enum Renewal {
+    Done(Result<HeaderValue, UpstreamError>),
+    ByOther(Entry),
+}
+
 impl Held {
     fn of(e: &Entry) -> Option<Held> {
         let s = &e.stored;
@@ -99,7 +106,14 @@ impl Users {
         }
         match self.vault().get(&self.name, principal).await {
             Ok(e) => self.cache(principal, e.as_ref()),
-            Err(_) => self.get(principal),
+            Err(_) => {
+                // Redis away: what this process holds stands for another RECHECK (requests do
+                // not each wait for Redis's timeout).
+                let held = self.get(principal);
+                let mut t = self.tokens.lock().ok()?;
+                t.insert(principal.to_owned(), (Instant::now(), held.clone()));
+                held
+            }
         }
     }
 
@@ -115,10 +129,11 @@ impl Users {
             Some(_) => at.elapsed() < RECHECK,
             None => {
                 at.elapsed() < RECHECK_ABSENT
-                    && !self
-                        .pending
-                        .lock()
-                        .is_ok_and(|p| p.values().any(|p| p.principal == principal))
+                    && !self.pending.lock().is_ok_and(|p| {
+                        let now = Instant::now();
+                        p.values()
+                            .any(|p| p.principal == principal && p.expires > now)
+                    })
             }
         }
     }
@@ -159,8 +174,16 @@ impl Users {
                 .then(|| held.header.clone())
                 .ok_or_else(|| self.none());
         }
-        let _one = self.refresh.lock().await;
-        self.renew(http, principal, &held).await
+        let one = self.refresh.lock().await;
+        match self.renew(http, principal, &held).await {
+            Renewal::Done(r) => r,
+            Renewal::ByOther(entry) => {
+                // Another replica refreshes: waited for without holding this upstream's
+                // refreshes (other principals' go on).
+                drop(one);
+                self.wait_for_other(principal, &entry).await
+            }
+        }
     }
 
     pub(super) fn none(&self) -> UpstreamError {
@@ -172,42 +195,40 @@ impl Users {
 
     /// The refresh of a due token, once across replicas: re-read (another request or replica
     /// may have refreshed it), then under the vault's lease.
-    async fn renew(
-        &self,
-        http: &HttpClient,
-        principal: &str,
-        held: &Held,
-    ) -> Result<HeaderValue, UpstreamError> {
+    async fn renew(&self, http: &HttpClient, principal: &str, held: &Held) -> Renewal {
+        let cached = || {
+            let h = self.get(principal).map(|h| h.header.clone());
+            Renewal::Done(h.ok_or_else(|| self.none()))
+        };
         let vault = self.vault().clone();
-        let Some(entry) = self.fresh_or_due(principal, held).await? else {
-            return self
-                .get(principal)
-                .map(|h| h.header.clone())
-                .ok_or_else(|| self.none());
+        let entry = match self.fresh_or_due(principal, held).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return cached(),
+            Err(e) => return Renewal::Done(Err(e)),
         };
         let lease = match vault.lease(&self.name, principal).await {
             Ok(Some(l)) => l,
-            Ok(None) => return self.wait_for_other(principal, &entry).await,
-            Err(_) => return self.unshared(held),
+            Ok(None) => return Renewal::ByOther(entry),
+            Err(_) => return Renewal::Done(self.unshared(held)),
         };
         // Refreshed by another replica between the read and the lease.
-        let Some(entry) = self.fresh_or_due(principal, held).await? else {
-            return self
-                .get(principal)
-                .map(|h| h.header.clone())
-                .ok_or_else(|| self.none());
+        let entry = match self.fresh_or_due(principal, held).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return cached(),
+            Err(e) => return Renewal::Done(Err(e)),
         };
-        let refreshed = self.refreshed(http, &entry.stored).await;
+        // Within the lease, so that no other replica refreshes with the same refresh token.
+        let within = super::super::vault::LEASE.saturating_sub(Duration::from_secs(2));
+        let refreshed = tokio::time::timeout(within, self.refreshed(http, &entry.stored))
+            .await
+            .unwrap_or_else(|_| {
+                Err(UpstreamError::Auth(
+                    self.name.clone(),
+                    "the refresh took too long".into(),
+                ))
+            });
         let out = match refreshed {
-            Ok(stored) => {
-                let raw = vault.put(&self.name, principal, &stored).await;
-                let raw = raw.unwrap_or_default(); // kept here at least; others sign in again
-                tracing::info!(upstream = %self.name, "refreshed a user's token for the upstream");
-                let e = Entry { stored, raw };
-                self.cache(principal, Some(&e))
-                    .map(|h| h.header.clone())
-                    .ok_or_else(|| self.none())
-            }
+            Ok(stored) => self.refreshed_kept(principal, &entry, stored).await,
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "a user's token could not be refreshed");
                 let _ = vault.remove(&self.name, principal, Some(&entry.raw)).await;
@@ -216,7 +237,34 @@ impl Users {
             }
         };
         drop(lease);
-        out
+        Renewal::Done(out)
+    }
+
+    /// Keeps a refreshed entry in place of `old`, unless the vault changed meanwhile (an
+    /// operator revoked it, or the user signed in again): that word stands.
+    async fn refreshed_kept(
+        &self,
+        principal: &str,
+        old: &Entry,
+        stored: Stored,
+    ) -> Result<HeaderValue, UpstreamError> {
+        tracing::info!(upstream = %self.name, "refreshed a user's token for the upstream");
+        let raw = match self
+            .vault()
+            .replace(&self.name, principal, &old.raw, &stored)
+            .await
+        {
+            Ok(Some(raw)) => raw,
+            Ok(None) => {
+                let now = self.vault().get(&self.name, principal).await.ok().flatten();
+                let held = self.cache(principal, now.as_ref());
+                return held.map(|h| h.header.clone()).ok_or_else(|| self.none());
+            }
+            Err(_) => Vec::new(), // Redis away: sent from here while it lasts
+        };
+        let e = Entry { stored, raw };
+        let held = self.cache(principal, Some(&e));
+        held.map(|h| h.header.clone()).ok_or_else(|| self.none())
     }
 
     /// The vault's entry when it is still due (`None`: fresh now, cached); an error when gone.
@@ -237,6 +285,11 @@ impl Users {
                 return Ok(None);
             }
         };
+        if entry.stored.url != self.url.to_string() {
+            // Obtained for another URL of this upstream: never sent or refreshed here.
+            self.cache(principal, None);
+            return Err(self.none());
+        }
         if now_ms() < entry.stored.renew_ms {
             self.cache(principal, Some(&entry));
             return Ok(None);
@@ -252,8 +305,10 @@ impl Users {
         entry: &Entry,
     ) -> Result<HeaderValue, UpstreamError> {
         if now_ms() < entry.stored.expires_ms {
-            let held = Held::of(entry).ok_or_else(|| self.none())?;
-            return Ok(held.header);
+            let held = self
+                .cache(principal, Some(entry))
+                .ok_or_else(|| self.none())?;
+            return Ok(held.header.clone());
         }
         let until = Instant::now() + super::super::vault::LEASE;
         while Instant::now() < until {

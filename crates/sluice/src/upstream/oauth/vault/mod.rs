@@ -143,6 +143,41 @@ impl Vault {
         Ok(raw)
     }
 
+    /// Puts `stored` in place of the entry `old` (its sealed bytes), only while the vault still
+    /// holds that one; gives the new sealed bytes, or `None` when it changed meanwhile.
+    pub(crate) async fn replace(
+        &self,
+        upstream: &str,
+        principal: &str,
+        old: &[u8],
+        stored: &Stored,
+    ) -> Result<Option<Vec<u8>>, Unavailable> {
+        let plain = serde_json::to_vec(stored).unwrap_or_default();
+        let raw = self.sealer.seal(upstream, principal, &plain);
+        let until = stored.keep_until_ms();
+        let done = match &self.store {
+            Store::Memory(m) => {
+                let Ok(mut m) = m.lock() else {
+                    return Err(Unavailable);
+                };
+                let slot = m.get_mut(upstream).and_then(|mine| mine.get_mut(principal));
+                match slot.filter(|(_, was)| was.as_slice() == old) {
+                    Some(slot) => {
+                        *slot = (until, raw.clone());
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Store::Shared(c) => {
+                let ttl = Duration::from_millis(until.saturating_sub(now_ms()).max(1));
+                let k = key("v", upstream, principal);
+                c.shared.vault_replace(&k, old, &raw, ttl).await?
+            }
+        };
+        Ok(done.then_some(raw))
+    }
+
     /// Drops `principal`'s entry at `upstream`: only while it is still `only` when given (a
     /// token refused is not confused with the one another replica just refreshed). Gives
     /// whether one was dropped.
@@ -201,13 +236,15 @@ impl Vault {
             return Ok(());
         };
         let raw = self.sealer.seal(upstream, &pending_label(id), plain);
-        c.shared.vault_set(&key("s", upstream, id), &raw, ttl).await
+        c.shared
+            .vault_set(&key("vs", upstream, id), &raw, ttl)
+            .await
     }
 
     /// Whether a sign-in `id` at `upstream` is shared (not taken yet).
     pub(crate) async fn shares(&self, upstream: &str, id: &str) -> Result<bool, Unavailable> {
         match &self.store {
-            Store::Shared(c) => c.shared.vault_exists(&key("s", upstream, id)).await,
+            Store::Shared(c) => c.shared.vault_exists(&key("vs", upstream, id)).await,
             Store::Memory(_) => Ok(false),
         }
     }
@@ -221,7 +258,7 @@ impl Vault {
         let Store::Shared(c) = &self.store else {
             return Ok(None);
         };
-        let raw = c.shared.vault_take(&key("s", upstream, id)).await?;
+        let raw = c.shared.vault_take(&key("vs", upstream, id)).await?;
         Ok(raw.and_then(|raw| self.sealer.open(upstream, &pending_label(id), &raw)))
     }
 
@@ -308,7 +345,8 @@ impl Drop for Lease {
     }
 }
 
-/// The Redis key of kind `kind` (`v`: an entry, `l`: its lease) for `principal` at `upstream`:
+/// The Redis key of kind `kind` (`v`: an entry, `l`: its lease, `vs`: a shared sign-in, its
+/// state's digest in place of the principal) for `principal` at `upstream`:
 /// both names hex-encoded, so neither can run into the other or into a scan's pattern.
 fn key(kind: &str, upstream: &str, principal: &str) -> String {
     let hex = crate::state::hex;

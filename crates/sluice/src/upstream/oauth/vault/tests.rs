@@ -110,3 +110,35 @@ fn redis_keys_carry_both_names_hex_encoded_and_read_back() {
     assert_eq!(names_of("sluice:v:zz:61"), None);
     assert_eq!(names_of("sluice:l:6768:61"), None);
 }
+
+#[tokio::test]
+async fn a_refresh_replaces_only_the_entry_it_refreshed() {
+    let v = vault();
+    let old = v
+        .put("gh", "alice", &stored("a1", Some("r1")))
+        .await
+        .unwrap();
+    let new = v
+        .replace("gh", "alice", &old, &stored("a2", Some("r2")))
+        .await
+        .unwrap();
+    let new = new.expect("replaced while unchanged");
+    assert_eq!(
+        v.get("gh", "alice").await.unwrap().unwrap().stored.access,
+        "Bearer a2"
+    );
+    // A second refresh of the same old entry (another request's) does not win.
+    assert!(v
+        .replace("gh", "alice", &old, &stored("a3", Some("r3")))
+        .await
+        .unwrap()
+        .is_none());
+    // Revoked while a refresh was under way: the refresh does not bring it back.
+    assert_eq!(v.revoke("alice", None).await.unwrap(), 1);
+    assert!(v
+        .replace("gh", "alice", &new, &stored("a4", Some("r4")))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(v.get("gh", "alice").await.unwrap().is_none());
+}
