@@ -39,23 +39,15 @@ impl Upstream {
         if self.stdio.is_some() {
             return stdio::shared::post(self, client, body, stream_timeout).await;
         }
-        if let Some((exchange, principal)) = &self.exchanged_for {
-            // The token exchanged for the principal's JWT: one the upstream refuses is
-            // dropped, and their next request exchanges their JWT again.
-            let token = exchange.header(client, principal).await?;
-            let mut headers = headers;
-            headers.insert(http::header::AUTHORIZATION, token.clone());
-            let answer = self
-                .balancer
-                .post(&self.name, client, method, headers, body, stream_timeout)
-                .await?;
-            self.auth_refused(client, status_of(&answer), Some(&token));
-            return Ok(answer);
-        }
-        if let Some((users, principal)) = &self.signed_in {
-            // A user's token: one the upstream refuses is dropped, and their next call asks
-            // their consent again.
-            let token = users.header(client, principal).await?;
+        // A principal's own token (`token_exchange`: exchanged for their JWT; `oauth`: theirs
+        // after they signed in): one the upstream refuses is dropped, and their next request
+        // exchanges their JWT again or asks their consent again.
+        let own = match (&self.exchanged_for, &self.signed_in) {
+            (Some((exchange, principal)), _) => Some(exchange.header(client, principal).await?),
+            (None, Some((users, principal))) => Some(users.header(client, principal).await?),
+            (None, None) => None,
+        };
+        if let Some(token) = own {
             let mut headers = headers;
             headers.insert(http::header::AUTHORIZATION, token.clone());
             let answer = self

@@ -27,7 +27,7 @@ use super::discovery::{self, Found};
 use super::grant::{self, Token};
 use super::RETRY_AFTER;
 use crate::auth::SubjectToken;
-use crate::config::{Proof, TokenEndpointAuth, UpstreamAuth};
+use crate::config::UpstreamAuth;
 use crate::upstream::client::{HttpClient, UpstreamError};
 
 /// The grant type of RFC 8693.
@@ -197,7 +197,8 @@ impl Exchange {
             None => {
                 let issuer = self.cfg.issuer.as_deref().unwrap_or_default();
                 let f = discovery::at_issuer(client, &self.name, issuer).await?;
-                offered(&f, &self.cfg)
+                let idp = "the company's identity provider";
+                grant::offered(&f, &self.cfg, GRANT, idp)
                     .map_err(|why| UpstreamError::Auth(self.name.clone(), why))?;
                 *found = Some(f.clone());
                 f
@@ -243,28 +244,6 @@ fn evict(all: &mut HashMap<String, Arc<Held>>) {
     }
 }
 
-/// Refused when the identity provider lists its grants or client authentication methods
-/// without the ones configured.
-fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
-    if found
-        .grant_types
-        .as_ref()
-        .is_some_and(|g| !g.iter().any(|g| g == GRANT))
-    {
-        return Err("the company's identity provider does not offer the token exchange grant (grant_types_supported)".into());
-    }
-    let method = match cfg.token_endpoint_auth {
-        TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
-        TokenEndpointAuth::ClientSecretPost => "client_secret_post",
-        TokenEndpointAuth::PrivateKeyJwt => "private_key_jwt",
-        TokenEndpointAuth::None => "none",
-    };
-    match &found.auth_methods {
-        Some(m) if !m.iter().any(|m| m == method) => Err(format!("the company's identity provider does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")),
-        _ => Ok(()),
-    }
-}
-
 /// The token exchange request (RFC 8693 §2.1): the subject token as an access token, an access
 /// token asked for, the `audience` and `resource` configured (the upstream's `url` as the
 /// resource when neither is), the scopes, and Sluice's client authentication.
@@ -296,21 +275,7 @@ fn request(
         form.append_pair("scope", &scopes.join(" "));
     }
     let mut headers = HeaderMap::new();
-    match (cfg.token_endpoint_auth, &cfg.proof) {
-        (TokenEndpointAuth::PrivateKeyJwt, Proof::Key { key, alg, .. }) => {
-            form.append_pair("client_id", &cfg.client_id);
-            form.append_pair(
-                "client_assertion_type",
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-            );
-            let assertion = grant::assertion(cfg, &idp.issuer, key, *alg)?;
-            form.append_pair("client_assertion", &assertion);
-        }
-        (how, _) => {
-            let secret = Some(cfg.secret().unwrap_or_default());
-            grant::authenticate(&mut form, &mut headers, &cfg.client_id, secret, how)?;
-        }
-    }
+    grant::client_auth(&mut form, &mut headers, cfg, &idp.issuer)?;
     grant::post_headers(&mut headers, &idp.token_endpoint, grant::FORM);
     Ok((headers, Bytes::from(form.finish())))
 }

@@ -58,7 +58,8 @@ pub(super) async fn client_credentials(
     scopes: &[String],
 ) -> Result<Token, UpstreamError> {
     let fail = |why: String| UpstreamError::Auth(name.to_owned(), why);
-    offered(found, cfg).map_err(fail)?;
+    let server = "its authorization server";
+    offered(found, cfg, "client_credentials", server).map_err(fail)?;
     let (headers, body) = request(found, cfg, scopes)?;
     let (token, _) = exchange(client, name, found, headers, body, "the client credentials").await?;
     Ok(token)
@@ -130,14 +131,25 @@ pub(super) async fn exchange(
 }
 
 /// Refused when the server lists its grants or client authentication methods without the
-/// configured ones.
-fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
+/// configured ones (`grant`; `server`: how the refusal names it).
+pub(super) fn offered(
+    found: &Found,
+    cfg: &UpstreamAuth,
+    grant: &str,
+    server: &str,
+) -> Result<(), String> {
     if found
         .grant_types
         .as_ref()
-        .is_some_and(|g| !g.iter().any(|g| g == "client_credentials"))
+        .is_some_and(|g| !g.iter().any(|g| g == grant))
     {
-        return Err("its authorization server does not offer the client_credentials grant (grant_types_supported)".into());
+        let named = match grant {
+            "client_credentials" => "the client_credentials grant",
+            _ => "the token exchange grant",
+        };
+        return Err(format!(
+            "{server} does not offer {named} (grant_types_supported)"
+        ));
     }
     let method = match cfg.token_endpoint_auth {
         TokenEndpointAuth::ClientSecretBasic => "client_secret_basic",
@@ -146,7 +158,7 @@ fn offered(found: &Found, cfg: &UpstreamAuth) -> Result<(), String> {
         TokenEndpointAuth::None => "none",
     };
     match &found.auth_methods {
-        Some(methods) if !methods.iter().any(|m| m == method) => Err(format!("its authorization server does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")),
+        Some(methods) if !methods.iter().any(|m| m == method) => Err(format!("{server} does not accept token_endpoint_auth = \"{method}\" (token_endpoint_auth_methods_supported)")),
         _ => Ok(()),
     }
 }
@@ -191,6 +203,19 @@ fn request(
         form.append_pair("scope", &scopes.join(" "));
     }
     let mut headers = HeaderMap::new();
+    client_auth(&mut form, &mut headers, cfg, &found.issuer)?;
+    post_headers(&mut headers, &found.token_endpoint, FORM);
+    Ok((headers, Bytes::from(form.finish())))
+}
+
+/// Sluice's client authentication as `[upstream.auth]` configures it: a `private_key_jwt`
+/// assertion for the server `issuer`, or [`authenticate`] with the configured secret.
+pub(super) fn client_auth(
+    form: &mut form_urlencoded::Serializer<'_, String>,
+    headers: &mut HeaderMap,
+    cfg: &UpstreamAuth,
+    issuer: &str,
+) -> Result<(), UpstreamError> {
     match (cfg.token_endpoint_auth, &cfg.proof) {
         (TokenEndpointAuth::PrivateKeyJwt, Proof::Key { key, alg, .. }) => {
             form.append_pair("client_id", &cfg.client_id);
@@ -198,18 +223,14 @@ fn request(
                 "client_assertion_type",
                 "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
             );
-            form.append_pair(
-                "client_assertion",
-                &assertion(cfg, &found.issuer, key, *alg)?,
-            );
+            form.append_pair("client_assertion", &assertion(cfg, issuer, key, *alg)?);
+            Ok(())
         }
         (how, _) => {
             let secret = Some(cfg.secret().unwrap_or_default());
-            authenticate(&mut form, &mut headers, &cfg.client_id, secret, how)?;
+            authenticate(form, headers, &cfg.client_id, secret, how)
         }
     }
-    post_headers(&mut headers, &found.token_endpoint, FORM);
-    Ok((headers, Bytes::from(form.finish())))
 }
 
 /// Authenticates client `id` to a token endpoint (RFC 6749 §2.3.1) as `how` says: HTTP Basic

@@ -3,7 +3,7 @@
 use base64::Engine;
 
 use super::*;
-use crate::config::{AuthMode, Target};
+use crate::config::{AuthMode, Proof, Target, TokenEndpointAuth};
 
 fn cfg(how: TokenEndpointAuth, target: Target, scopes: Option<Vec<String>>) -> UpstreamAuth {
     UpstreamAuth {
