@@ -20,7 +20,9 @@
 //! - no source file over 500 lines (every crate, at rustfmt's default width: the workspace has no
 //!   `rustfmt.toml`), tests included (move tests to a sibling `tests.rs`);
 //! - no function over 80 lines;
-//! - an upstream's era (`Wire`) is switched on only in `link/`, the upstream abstraction;
+//! - an upstream's wire (the closed `upstream::Client` enum: Streamable HTTP 2026-07-28,
+//!   2025-11-25 sessions, 2024-11-05 HTTP+SSE, stdio; and its era, `Wire`) is switched on only
+//!   in `link/`, the upstream abstraction, each operation naming every arm;
 //! - the modules below the front (bridge A, forwarding, policy, upstream clients, …) name no
 //!   `gateway`: they take narrow handles;
 //! - method names (`"tools/call"`…) spelled only in the `Method` enum's mapping
@@ -351,12 +353,13 @@ fn the_upstream_client_names_no_stage() {
     );
 }
 
-/// An upstream's era is read in one place, `link/` (the upstream abstraction); the stages
-/// ask it. `upstream/mod.rs` defines `Wire` (and its names); everything else only builds a
-/// probed status with one.
+/// An upstream's wire is read in one place, `link/` (the upstream abstraction); the stages
+/// ask it. `upstream/wire.rs` defines `Wire` and the closed `Client` enum (one arm per wire)
+/// and `upstream/mod.rs` computes an upstream's arm; everything else only builds a probed
+/// status with one.
 #[test]
 fn the_upstream_era_is_switched_on_only_in_link() {
-    const READS: [&str; 7] = [
+    const READS: [&str; 12] = [
         "Wire::Modern =>",
         "Wire::Legacy =>",
         ".wire ==",
@@ -364,12 +367,17 @@ fn the_upstream_era_is_switched_on_only_in_link() {
         "Wire::Modern)",
         "Wire::Legacy)",
         ".wire {",
+        "Client::Streamable",
+        "Client::Sessions",
+        "Client::Sse",
+        "Client::Stdio",
+        ".client(&",
     ];
     let src = product().join("src");
     let mut found = Vec::new();
     for f in sources() {
         let m = module_of(&src, &f).join("::");
-        if matches!(m.as_str(), "link" | "upstream")
+        if matches!(m.as_str(), "link" | "upstream" | "upstream::wire")
             || m.starts_with("link::")
             || m.starts_with("bin")
             || m.starts_with("demo")
@@ -382,9 +390,21 @@ fn the_upstream_era_is_switched_on_only_in_link() {
         }
     }
     let link = code(&std::fs::read_to_string(src.join("link/mod.rs")).expect("read link/mod.rs"));
+    // Every operation matches each of the four arms by name (no catch-all hides a new one).
+    for arm in [
+        "Client::Streamable",
+        "Client::Sessions",
+        "Client::Sse",
+        "Client::Stdio(",
+    ] {
+        assert!(
+            link.matches(arm).count() >= 4,
+            "link/mod.rs names {arm} in each operation"
+        );
+    }
     assert!(
-        link.contains("Wire::Legacy =>"),
-        "link/mod.rs switches on the wire"
+        !link.contains("_ =>"),
+        "link/mod.rs matches with no catch-all arm"
     );
     assert!(found.is_empty(), "era switches outside link/: {found:?}");
 }

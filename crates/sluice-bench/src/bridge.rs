@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use serde_json::{json, Value};
-use sluice::upstream::client::{final_message, Answer, HttpClient, SseStream};
+use sluice::upstream::client::{final_message, Answer, HttpClient, Messages};
 
 use crate::wire;
 
@@ -78,7 +78,7 @@ pub(crate) async fn call_until_ask(
     url: &Uri,
     s: &LegacySession,
     id: u64,
-) -> Result<(SseStream, String), String> {
+) -> Result<(Messages, String), String> {
     let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "sample", "arguments": {}}});
     let t = Some(Duration::from_secs(10));
     let a = c
@@ -99,7 +99,7 @@ pub(crate) async fn call_until_ask(
         .await
         .map_err(|e| e.to_string())?
         .ok_or("the call's stream ended before the ask")?;
-    let ask: Value = serde_json::from_str(&ask).map_err(|e| e.to_string())?;
+    let ask: Value = serde_json::from_str(ask.text()).map_err(|e| e.to_string())?;
     if ask["method"] != "sampling/createMessage" {
         return Err(format!("expected a sampling/createMessage ask, got {ask}"));
     }
@@ -140,8 +140,11 @@ pub(crate) async fn direct(
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the call's stream ended before the result")?;
-        if !done.contains("\"result\"") {
-            return Err(format!("direct round {i}: unexpected final message {done}"));
+        if !done.text().contains("\"result\"") {
+            return Err(format!(
+                "direct round {i}: unexpected final message {}",
+                done.text()
+            ));
         }
         if i >= warm {
             times.push(t0.elapsed());

@@ -169,7 +169,7 @@ fn retry_after(h: &HeaderMap) -> Option<u64> {
 }
 
 /// Relays the owner's events to the client; a stream that breaks ends with `owner_gone`.
-fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Receiver<sse::Frame> {
+fn relay(mut stream: crate::upstream::client::Messages, id: String) -> mpsc::Receiver<sse::Frame> {
     let (tx, rx) = mpsc::channel(64);
     crate::audit::spawn(async move {
         loop {
@@ -178,8 +178,12 @@ fn relay(mut stream: crate::upstream::client::SseStream, id: String) -> mpsc::Re
                 _ = tx.closed() => return,
             };
             match next {
-                Ok(Some(data)) => {
-                    if tx.send(sse::Frame::message(data.as_bytes())).await.is_err() {
+                Ok(Some(m)) => {
+                    if tx
+                        .send(sse::Frame::message(m.text().as_bytes()))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -17,10 +17,10 @@ use tokio::sync::mpsc;
 use super::asks::{self, Ask};
 use super::post::{PostEvent, PostStream};
 use super::Bridge;
-use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method;
 use crate::upstream::client::UpstreamError;
 use crate::upstream::legacy::{Lease, Session};
+use crate::upstream::message::Message;
 
 /// What the client-facing side receives from a round.
 pub enum Event {
@@ -37,8 +37,8 @@ pub enum Event {
 
 /// What reading an exchange came to.
 pub enum Outcome {
-    /// The upstream's final JSON-RPC response (JSON text).
-    Final(String),
+    /// The upstream's final JSON-RPC response.
+    Final(Message),
     /// A round of asks is pending (in [`Live::asks`]).
     Asks,
     /// An ask needs a capability the client did not declare (the ClientCapabilities it needs).
@@ -217,7 +217,7 @@ impl Live {
             deadline
                 .as_mut()
                 .reset(tokio::time::Instant::now() + response);
-            if let Some(out) = self.handle(br, events, supplied, &msg).await {
+            if let Some(out) = self.handle(br, events, supplied, msg).await {
                 return out;
             }
         }
@@ -228,9 +228,9 @@ impl Live {
         br: &Bridge,
         events: &mpsc::Sender<Event>,
         supplied: &mut Map<String, Value>,
-        data: &str,
+        data: Message,
     ) -> Option<Outcome> {
-        let msg = Incoming::parse_str(data).ok()?;
+        let msg = data.head();
         let session = self.lease.session.clone();
         // Names only: an upstream's method it made up is `other`.
         let known = msg.method.as_ref().map(|m| m.known().unwrap_or("other"));
@@ -244,7 +244,7 @@ impl Live {
                 == crate::mcp::number::Exact::parse(&self.upstream_id.to_string());
             if ours {
                 self.finished = true;
-                return Some(Outcome::Final(data.to_owned()));
+                return Some(Outcome::Final(data));
             }
             return None;
         }
@@ -273,7 +273,7 @@ impl Live {
             }
             (Some(Method::Progress), None) => {
                 let _ = events
-                    .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                    .send(Event::Relay(Bytes::copy_from_slice(data.text().as_bytes())))
                     .await;
             }
             (Some(Method::LogMessage), None) => {
@@ -287,7 +287,7 @@ impl Live {
                 };
                 if wanted {
                     let _ = events
-                        .send(Event::Relay(Bytes::copy_from_slice(data.as_bytes())))
+                        .send(Event::Relay(Bytes::copy_from_slice(data.text().as_bytes())))
                         .await;
                 }
             }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use crate::upstream::client::{Answer, HttpClient, Resume, UpstreamError};
 use crate::upstream::legacy::Session;
+use crate::upstream::message::Message;
 use crate::upstream::queue;
 
 /// How many times one call's stream is taken up again before the call fails.
@@ -25,8 +26,8 @@ pub(super) const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
 /// What the call's stream delivers. The error is boxed: the channel allocates 32 slots at once
 /// and each parked exchange keeps its channel, so the slot is kept small.
 pub(super) enum PostEvent {
-    /// One message (JSON text).
-    Msg(String),
+    /// One message, decoded.
+    Msg(Message),
     /// The stream ended: with an error, or (`None`) plainly, before any resumable point.
     End(Option<Box<UpstreamError>>),
     /// The stream ended after an event with an id: it can be taken up from there.
@@ -125,12 +126,10 @@ async fn read(
             ))))
         }
         Ok(Answer::Json(_, b)) => {
-            let _ = tx
-                .send(
-                    PostEvent::Msg(String::from_utf8_lossy(&b).into_owned()),
-                    b.len(),
-                )
-                .await;
+            // Not one JSON-RPC object: no answer came (the exchange fails on the end).
+            if let Ok(m) = Message::decode(String::from_utf8_lossy(&b).into_owned()) {
+                let _ = tx.send(PostEvent::Msg(m), b.len()).await;
+            }
             PostEvent::End(None)
         }
         // stdio, SSE: the request was sent; its answer, and the end of the session if it ends

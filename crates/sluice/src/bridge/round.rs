@@ -18,12 +18,13 @@ use super::exchange::{Event, Live, Outcome};
 use super::park::Parked;
 use super::{asks, Bridge};
 use crate::error::GatewayError;
-use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::respond::Reply;
 use crate::state::{self, Bound, Kind, Sealed};
 use crate::upstream::client::UpstreamError;
+use crate::upstream::message::Message;
 use crate::upstream::Upstream;
 
 /// With `[cluster]`, a place among the principal's parked exchanges across replicas; `None`:
@@ -57,10 +58,9 @@ async fn shared_place(
 pub(super) async fn url_elicitations(
     br: &Bridge,
     live: &Live,
-    data: &str,
+    data: &Message,
 ) -> Option<Result<Vec<asks::Ask>, Outcome>> {
-    let msg = Incoming::parse_str(data).ok()?;
-    let err = msg.error.filter(|e| e.code == -32042)?;
+    let err = data.head().error.as_ref().filter(|e| e.code == -32042)?;
     let up = &live.lease.session.up.name;
     let protocol = |why: &str| Outcome::Failed(UpstreamError::Protocol(up.clone(), why.to_owned()));
     let Some(list) = err

@@ -87,7 +87,7 @@ pub(super) async fn conclude(
         other => other,
     };
     let event = match outcome {
-        Outcome::Final(data) => final_answer(br, &live.info, id, up, &data),
+        Outcome::Final(data) => final_answer(br, &live.info, id, up, data.text()),
         Outcome::Asks
             if live.asks.iter().any(|a| a.approval.is_some())
                 && !live.info.caps.contains_key("elicitation") =>

@@ -29,7 +29,7 @@ pub async fn fetch(
         catalog.limits.max_list_pages,
         catalog.limits.max_list_items,
     );
-    let own_hints = crate::link::gives_cache_hints(&up.status());
+    let own_hints = crate::link::gives_cache_hints(up, &up.status());
     let started = Instant::now();
     let mut items = Vec::new();
     let mut ttl_ms = u64::MAX;

@@ -113,7 +113,12 @@ pub async fn dispatch(d: &Dispatcher<'_>, ctx: &RequestCtx<'_>) -> Result<Reply,
 /// (`link/` decides).
 async fn call(d: &Dispatcher<'_>, ctx: &RequestCtx<'_>, t: &Target) -> Result<Reply, GatewayError> {
     let way = ctx.way.clone();
-    match way.unwrap_or_else(|| d.reach.catalog.link.way(&t.up.status(), ctx.legacy_client)) {
+    match way.unwrap_or_else(|| {
+        d.reach
+            .catalog
+            .link
+            .way(&t.up, &t.up.status(), ctx.legacy_client)
+    }) {
         Way::Forward => route::forward(&d.policy, d.forwarder, ctx, t).await,
         Way::Sessions(changes) => Box::pin(crate::bridge::call(d.bridge, ctx, t, changes)).await,
     }

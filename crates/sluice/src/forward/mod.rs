@@ -24,7 +24,8 @@ use crate::respond::{
     error_reply, finish, read_final, result_reply, unexpected_result, Final, Reply, ResultKind,
 };
 use crate::state::Keys;
-use crate::upstream::client::{modern_headers, Answer, HttpClient, SseStream, UpstreamError};
+use crate::upstream::client::{modern_headers, Answer, HttpClient, Messages, UpstreamError};
+use crate::upstream::message::Message;
 use crate::upstream::Upstream;
 use rounds::RoundError;
 
@@ -158,10 +159,10 @@ pub async fn forward(
             if call.seal.is_none() {
                 call.seal = make_seal.map(|f| f());
             }
-            let Some(data) = stream.next().await? else {
+            let Some(msg) = stream.next().await? else {
                 return Err(UpstreamError::Closed(up.name.clone()).into());
             };
-            match classify(fw, up, &call, &data).await {
+            match classify(fw, up, &call, &msg).await {
                 Msg::Skip => continue,
                 Msg::Final(reply) => return Ok(reply),
                 Msg::Relay(first) => {
@@ -179,7 +180,7 @@ async fn pump(
     fw: Arc<Forwarder>,
     up: Arc<Upstream>,
     call: Call,
-    mut stream: SseStream,
+    mut stream: Messages,
     tx: mpsc::Sender<sse::Frame>,
 ) {
     loop {
@@ -187,8 +188,8 @@ async fn pump(
             n = stream.next() => n,
             _ = tx.closed() => return, // the client went away: dropping the stream cancels upstream
         };
-        let data = match next {
-            Ok(Some(d)) => d,
+        let msg = match next {
+            Ok(Some(m)) => m,
             Ok(None) => {
                 let err = GatewayError::from(UpstreamError::Closed(up.name.clone()));
                 let _ = tx
@@ -206,7 +207,7 @@ async fn pump(
                 return;
             }
         };
-        match classify(&fw, &up, &call, &data).await {
+        match classify(&fw, &up, &call, &msg).await {
             Msg::Skip => {}
             Msg::Relay(b) => {
                 if tx.send(sse::Frame::message(&b)).await.is_err() {
@@ -271,10 +272,8 @@ fn error_bytes(id: &str, err: &GatewayError) -> Bytes {
     jsonrpc::error_body(id, code, &err.to_string(), data.as_ref())
 }
 
-async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, data: &str) -> Msg {
-    let Ok(msg) = jsonrpc::Incoming::parse_str(data) else {
-        return Msg::Skip;
-    };
+async fn classify(fw: &Forwarder, up: &Upstream, call: &Call, message: &Message) -> Msg {
+    let (msg, data) = (message.head(), message.text());
     if msg.is_response() {
         return Msg::Final(
             reply_for(fw, up, call, StatusCode::OK, read_final(data), || {

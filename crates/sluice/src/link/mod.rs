@@ -1,10 +1,15 @@
 //! The upstream abstraction: the ways an upstream is spoken to, each with the same operations.
-//! This is the one module that reads an upstream's probed [`Wire`]; the stages ask it instead
-//! of switching on the era themselves (`tests/architecture.rs` holds that), so a new way to
-//! speak to an upstream is a new arm here and in the modules it names, not a hunt through
-//! the stages.
+//! This is the one module that matches an upstream's [`Client`] arm (one per wire: Streamable
+//! HTTP 2026-07-28, 2025-11-25 sessions, 2024-11-05 HTTP+SSE, stdio with its era); the stages
+//! ask it instead of switching on the wire themselves (`tests/architecture.rs` holds that), and
+//! every operation names each arm with no catch-all, so a new way to speak to an upstream does
+//! not compile until each operation here says what it does on it. Every arm's messages are
+//! read as one typed stream (`upstream::client::Messages`, of decoded messages).
 //!
-//! | operation | `Wire::Modern` (2026-07-28, stateless) | `Wire::Legacy` (2025-11-25 sessions) |
+//! The table by era (`Client::Streamable` and `Client::Stdio(Wire::Modern)` are the first
+//! column; `Client::Sessions`, `Client::Sse` and `Client::Stdio(Wire::Legacy)` the second):
+//!
+//! | operation | 2026-07-28, stateless | 2025-11-25 sessions |
 //! |---|---|---|
 //! | probe | `server/discover` (`upstream::discover::probe`) | `initialize` on a pooled session (`link::legacy::probe`) |
 //! | request (Sluice's own: list pages) | one POST (`upstream::discover::call`) | on Sluice's own session (`link::legacy::internal_call`) |
@@ -38,7 +43,7 @@ use std::time::Duration;
 use crate::upstream::client::HttpClient;
 use crate::upstream::legacy::changes::ListChanged;
 use crate::upstream::legacy::Pool;
-use crate::upstream::{discover, LegacySide, Status, Upstream, Wire};
+use crate::upstream::{discover, Client, LegacySide, Status, Upstream, Wire};
 
 /// How Sluice speaks to its upstreams, the same for every stage that asks.
 #[derive(Clone)]
@@ -97,38 +102,41 @@ pub enum Way {
 impl Link {
     /// The way a client's routed call (`tools/call`, `prompts/get`, `resources/read`,
     /// `completion/complete`) goes; `legacy_client`: the client speaks 2025-11-25.
-    pub fn way(&self, status: &Status, legacy_client: bool) -> Way {
-        match status.wire {
-            // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on
-            // that wire: its tools that ask mid-call (the 2025 way) work as they would direct.
-            // One whose 2025-11-25 side is stateless could ask that client nothing there: the
-            // client stays on the modern wire, where bridge B turns its rounds into requests.
-            Wire::Modern if legacy_client && status.legacy == LegacySide::Sessions => {
+    pub fn way(&self, up: &Upstream, status: &Status, legacy_client: bool) -> Way {
+        // A dual-era upstream that keeps 2025-11-25 sessions serves a 2025-11-25 client on
+        // that wire: its tools that ask mid-call (the 2025 way) work as they would direct.
+        // One whose 2025-11-25 side is stateless could ask that client nothing there: the
+        // client stays on the modern wire, where bridge B turns its rounds into requests.
+        let dual = legacy_client && status.legacy == LegacySide::Sessions;
+        match up.client(status) {
+            Client::Streamable | Client::Stdio(Wire::Modern) if dual => {
                 crate::audit::note(|r| r.upstream_era = Some(Wire::Legacy.name()));
                 // Its listen stream already reports its list changes: the GET streams need not.
                 Way::Sessions(ListChanged::nowhere())
             }
-            Wire::Modern => Way::Forward,
-            Wire::Legacy => Way::Sessions(self.changes.clone()),
+            Client::Streamable | Client::Stdio(Wire::Modern) => Way::Forward,
+            Client::Sessions | Client::Sse | Client::Stdio(Wire::Legacy) => {
+                Way::Sessions(self.changes.clone())
+            }
         }
     }
 }
 
 /// Whether the upstream's list pages carry its own cache hints (a 2025-11-25 server gives
 /// none: the configured ones stand in).
-pub fn gives_cache_hints(status: &Status) -> bool {
-    match status.wire {
-        Wire::Modern => true,
-        Wire::Legacy => false,
+pub fn gives_cache_hints(up: &Upstream, status: &Status) -> bool {
+    match up.client(status) {
+        Client::Streamable | Client::Stdio(Wire::Modern) => true,
+        Client::Sessions | Client::Sse | Client::Stdio(Wire::Legacy) => false,
     }
 }
 
 /// Whether Sluice keeps a `subscriptions/listen` stream open to it (a 2025-11-25 server
-/// reports list changes on its sessions' GET streams instead).
-pub fn listens(status: &Status) -> bool {
-    match status.wire {
-        Wire::Modern => true,
-        Wire::Legacy => false,
+/// reports list changes on its sessions' GET streams, or its one stream, instead).
+pub fn listens(up: &Upstream, status: &Status) -> bool {
+    match up.client(status) {
+        Client::Streamable | Client::Stdio(Wire::Modern) => true,
+        Client::Sessions | Client::Sse | Client::Stdio(Wire::Legacy) => false,
     }
 }
 
@@ -140,9 +148,13 @@ impl Link {
         method: &crate::mcp::method::Method,
         extra: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Box<serde_json::value::RawValue>, String> {
-        match up.status().wire {
-            Wire::Modern => discover::call(&self.client, up, method, extra).await,
-            Wire::Legacy => legacy::internal_call(self, up, method, extra).await,
+        match up.client(&up.status()) {
+            Client::Streamable | Client::Stdio(Wire::Modern) => {
+                discover::call(&self.client, up, method, extra).await
+            }
+            Client::Sessions | Client::Sse | Client::Stdio(Wire::Legacy) => {
+                legacy::internal_call(self, up, method, extra).await
+            }
         }
     }
 
@@ -172,16 +184,17 @@ impl Link {
         // stream; a stdio server found 2025-11-25 once stays so (the verdict is the command's).
         let before = up.status();
         // (found so by a handshake that succeeded: a failed one proves nothing).
-        let stdio_legacy =
-            up.stdio.is_some() && before.wire == Wire::Legacy && before.discovered.is_some();
-        let stdio_modern =
-            up.stdio.is_some() && before.wire == Wire::Modern && before.discovered.is_some();
-        if up.is_sse()
-            || stdio_legacy
-            || (up.stdio.is_some() && up.era == crate::config::Era::Legacy)
-        {
-            return legacy::probe(self, up).await;
-        }
+        let known = before.discovered.is_some();
+        let configured_legacy = up.era == crate::config::Era::Legacy;
+        let stdio_modern = match up.client(&before) {
+            Client::Sse => return legacy::probe(self, up).await,
+            Client::Stdio(Wire::Legacy) if known || configured_legacy => {
+                return legacy::probe(self, up).await
+            }
+            Client::Stdio(_) if configured_legacy => return legacy::probe(self, up).await,
+            Client::Stdio(wire) => known && wire == Wire::Modern,
+            Client::Streamable | Client::Sessions => false,
+        };
         if up.era == crate::config::Era::Legacy {
             return self.legacy_or_sse(up).await;
         }

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::catalog::Reach;
-use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::jsonrpc;
 use crate::mcp::method::Method;
 use crate::mcp::sse;
 use crate::route::table::ListKind;
@@ -40,7 +40,7 @@ pub async fn upstream_listen(reach: Arc<Reach>, up: Arc<Upstream>) {
         // Legacy upstreams report list changes on their sessions' GET streams instead.
         let status = up.status();
         let mut pause = catalog.timeouts.listen_retry;
-        if status.healthy && crate::link::listens(&status) {
+        if status.healthy && crate::link::listens(&up, &status) {
             let uris = wanted_by(&reach, &up);
             let once = listen_once(&catalog, &up, &uris);
             tokio::pin!(once);
@@ -120,8 +120,8 @@ async fn listen_once(
         return false;
     };
     loop {
-        let data = match stream.next().await {
-            Ok(Some(data)) => data,
+        let msg = match stream.next().await {
+            Ok(Some(m)) => m,
             Ok(None) => break,
             Err(e) => {
                 // Silent past timeouts.stream_idle_ms (or broken): the caller listens again.
@@ -129,9 +129,7 @@ async fn listen_once(
                 break;
             }
         };
-        let Ok(msg) = Incoming::parse_str(&data) else {
-            continue;
-        };
+        let msg = msg.head();
         if msg.is_response() {
             return true;
         }

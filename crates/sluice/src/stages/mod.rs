@@ -190,7 +190,10 @@ async fn policy(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Option<Repl
         govern::Gate::Approved(fresh) => ctx.env = fresh,
         govern::Gate::Answer(reply) => return Ok(Some(reply)),
     }
-    let way = gw.catalog.link.way(&t.up.status(), ctx.legacy_client);
+    let way = gw
+        .catalog
+        .link
+        .way(&t.up, &t.up.status(), ctx.legacy_client);
     if matches!(way, crate::link::Way::Forward) {
         match govern::modern_retry(&pol, &ctx.env, t, ctx.principal).await? {
             Ok(retry) => ctx.retry = Some(retry),

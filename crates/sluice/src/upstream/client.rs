@@ -27,14 +27,14 @@ use crate::mcp::sse;
 
 pub use super::error::UpstreamError;
 use super::stream::Bound;
-pub use super::stream::{Resume, SseStream};
+pub use super::stream::{Messages, Resume};
 
 /// What an upstream answered to one POST.
 pub enum Answer {
     /// `application/json`: one JSON-RPC message, with the HTTP status.
     Json(StatusCode, Bytes),
     /// `text/event-stream`: messages as they come.
-    Sse(SseStream),
+    Sse(Messages),
     /// 202 or another status with no JSON-RPC body.
     Status(StatusCode, Bytes),
 }
@@ -186,9 +186,9 @@ impl HttpClient {
         upstream: &str,
         answer: super::lines::Answer,
         stream_timeout: Option<Duration>,
-    ) -> SseStream {
+    ) -> Messages {
         let bound = stream_timeout.map_or(Bound::Idle(self.stream_idle), Bound::PerMessage);
-        SseStream::over_lines(upstream, answer, bound)
+        Messages::over_lines(upstream, answer, bound)
     }
 
     /// POSTs `body` to `url` with `headers`; `stream_timeout` bounds the wait for each SSE message
@@ -262,7 +262,7 @@ impl HttpClient {
             .to_ascii_lowercase();
         if ctype.starts_with("text/event-stream") && status.is_success() {
             let bound = stream_timeout.map_or(Bound::Idle(self.stream_idle), Bound::PerMessage);
-            let stream = SseStream::new(upstream, body, sse::Reader::new(self.max_event), bound);
+            let stream = Messages::new(upstream, body, sse::Reader::new(self.max_event), bound);
             return Ok((parts.headers, Answer::Sse(stream)));
         }
         let bytes = self.read_bounded(upstream, body).await?;
@@ -317,11 +317,9 @@ pub async fn final_message(
             format!("HTTP {s} without a JSON-RPC body ({} bytes)", b.len()),
         )),
         Answer::Sse(mut st) => {
-            while let Some(data) = st.next().await? {
-                if let Ok(m) = crate::mcp::jsonrpc::Incoming::parse_str(&data) {
-                    if m.is_response() {
-                        return Ok((StatusCode::OK, Bytes::from(data)));
-                    }
+            while let Some(m) = st.next().await? {
+                if m.head().is_response() {
+                    return Ok((StatusCode::OK, Bytes::from(m.into_text())));
                 }
             }
             Err(UpstreamError::Closed(upstream.into()))

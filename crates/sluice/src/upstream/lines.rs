@@ -1,6 +1,6 @@
 //! An answer whose messages arrive on in-process channels rather than in an HTTP body: what a
 //! 2026-07-28 stdio server's shared process gives one request (its lines routed to it by id,
-//! see `stdio::shared`), read by the same [`SseStream`](super::client::SseStream) as an HTTP
+//! see `stdio::shared`), read by the same [`Messages`](super::client::Messages) as an HTTP
 //! answer so forwarding, probes and listens do not tell the two apart.
 //!
 //! Takes the request's notification channel, its final-message channel and a guard that the

@@ -7,8 +7,10 @@
 //! and the bytes-bounded queue of a parked exchange (`queue`). Refuses nothing here: failures
 //! are recorded in [`Status`] and surfaced by the callers with the upstream's name.
 //!
-//! The operations on an upstream differ by [`Wire`]; `link/` is the one place that reads it
-//! and tabulates each operation's module per wire.
+//! The operations on an upstream differ by its [`Client`] arm (one per wire: Streamable HTTP
+//! 2026-07-28, 2025-11-25 sessions, 2024-11-05 HTTP+SSE, stdio); `link/` is the one place that
+//! matches on it and tabulates each operation's module per arm. Every arm's messages come as
+//! one typed stream (`client::Messages`, of decoded [`message::Message`]s).
 
 pub mod authorized;
 pub mod balance;
@@ -21,6 +23,7 @@ pub mod exchanged;
 pub mod health;
 pub mod legacy;
 pub mod lines;
+pub mod message;
 pub mod oauth;
 pub mod pending;
 pub mod per_user;
@@ -28,6 +31,9 @@ pub mod queue;
 pub mod stdio;
 pub mod stream;
 pub mod tls;
+pub mod wire;
+
+pub use wire::{Client, LegacySide, Wire, LEGACY_RECHECK};
 
 use std::sync::{Arc, RwLock};
 
@@ -75,46 +81,6 @@ impl Status {
     /// Whether the upstream completed a 2025-11-25 `initialize` too (statelessly or not).
     pub fn legacy_too(&self) -> bool {
         self.legacy != LegacySide::None
-    }
-}
-
-/// A 2026-07-28 upstream's 2025-11-25 side, as the dual-era probe found it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LegacySide {
-    /// No 2025-11-25 handshake (not asked, or it failed).
-    #[default]
-    None,
-    /// It completes `initialize` but gives no `Mcp-Session-Id` (the TypeScript SDK 2.x's
-    /// stateless fallback): every request is a fresh server that never saw the client's
-    /// capabilities, so it can send that client no request (no sampling, elicitation or roots).
-    Stateless,
-    /// It keeps 2025-11-25 sessions (an `Mcp-Session-Id`, or a stdio process per session): a
-    /// 2025-11-25 client's call may ask mid-call on that wire.
-    Sessions,
-}
-
-/// How long a dual-era probe's answer stands before the 2025-11-25 handshake is tried again
-/// (a server can drop or gain an era on a redeploy).
-pub const LEGACY_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// The era an upstream speaks, as probed: what `link/`, Sluice's one era switch, reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Wire {
-    /// 2026-07-28, stateless: requests forwarded, rounds sealed, one listen stream.
-    #[default]
-    Modern,
-    /// 2025-11-25 (handshake): sessions Sluice owns, asks bridged (bridge A), list changes on
-    /// each session's GET stream.
-    Legacy,
-}
-
-impl Wire {
-    /// Its name in audit records and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Wire::Modern => "modern",
-            Wire::Legacy => "legacy",
-        }
     }
 }
 
@@ -224,6 +190,11 @@ impl Upstream {
     /// Whether it is spoken to as a 2024-11-05 HTTP+SSE server.
     pub fn is_sse(&self) -> bool {
         self.sse.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The wire it is spoken to on, for a probed `status` (its own: [`Upstream::status`]).
+    pub fn client(&self, status: &Status) -> Client {
+        Client::of(self.stdio.is_some(), self.is_sse(), status.wire)
     }
 
     /// Notes that its URL is a 2024-11-05 HTTP+SSE endpoint (found by a probe; kept).

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::message::Message;
 use crate::upstream::client::UpstreamError;
 
 /// Removes a waiter when its request ends.
@@ -75,13 +76,13 @@ impl Pending {
 
     /// Hands a response line to the waiter of `id`; gives the line back when none waits (the
     /// response is for a client's call).
-    pub fn complete(&self, id: u64, line: String) -> Result<(), String> {
+    pub fn complete(&self, id: u64, msg: Message) -> Result<(), Message> {
         match self.waiters.lock().ok().and_then(|mut w| w.remove(&id)) {
             Some(tx) => {
-                let _ = tx.send(line);
+                let _ = tx.send(msg.into_text());
                 Ok(())
             }
-            None => Err(line),
+            None => Err(msg),
         }
     }
 

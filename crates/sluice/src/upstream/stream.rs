@@ -1,9 +1,9 @@
-//! The events of one upstream answer as they come: an SSE body read with its bounds, or the
+//! The messages of one upstream answer as they come, typed: an SSE body read with its bounds, or the
 //! lines a stdio server's shared process routed to one request (`lines`), behind one
-//! [`SseStream`] so no caller tells the two apart.
+//! [`Messages`] so no caller tells the two apart.
 //!
 //! Takes the body (or the routed answer), the SSE reader with its event size bound, and how
-//! long the stream may take; gives each message's data, where a 2025-11-25 stream can be taken
+//! long the stream may take; gives each message, decoded ([`Message`]), where a 2025-11-25 stream can be taken
 //! up again, and the end. Refuses (as [`UpstreamError`] naming the upstream) an event over the
 //! bound and a wait past its deadline: each message within the caller's stream timeout (bytes
 //! that complete no message do not extend it), or, without one, some bytes at least every
@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 
 use super::error::UpstreamError;
+use super::message::Message;
 use crate::mcp::sse;
 
 /// Where a 2025-11-25 stream that ended before its answer is taken up again: a `GET` with
@@ -48,9 +49,10 @@ pub(super) enum Bound {
     Idle(Duration),
 }
 
-/// The events of an upstream SSE answer, read with the per-message deadline (or the idle
-/// bound) and the event size bound. The body type is a parameter only so tests can feed one.
-pub struct SseStream<B = hyper::body::Incoming> {
+/// The messages of an upstream answer, typed (decoded once, as they come), read with the
+/// per-message deadline (or the idle bound) and the event size bound. The body type is a
+/// parameter only so tests can feed one.
+pub struct Messages<B = hyper::body::Incoming> {
     upstream: std::sync::Arc<str>,
     source: Source<B>,
     bound: Bound,
@@ -61,7 +63,7 @@ pub struct SseStream<B = hyper::body::Incoming> {
     deadline: Option<tokio::time::Instant>,
 }
 
-impl<B> SseStream<B>
+impl<B> Messages<B>
 where
     B: hyper::body::Body<Data = Bytes> + Unpin,
 {
@@ -71,7 +73,7 @@ where
             reader,
             pending: Default::default(),
         };
-        SseStream {
+        Messages {
             upstream: upstream.into(),
             source,
             bound,
@@ -100,9 +102,39 @@ where
         })
     }
 
-    /// The next event's data, `Ok(None)` at the end of the stream.
-    pub async fn next(&mut self) -> Result<Option<String>, UpstreamError> {
-        let SseStream {
+    /// The next message, decoded, `Ok(None)` at the end of the stream. An event that is not
+    /// one JSON-RPC object (a named event of another kind) is skipped, and does not extend
+    /// the per-message deadline.
+    pub async fn next(&mut self) -> Result<Option<Message>, UpstreamError> {
+        loop {
+            let Some(text) = self.read_data().await? else {
+                return Ok(None);
+            };
+            match Message::decode(text) {
+                Ok(m) => {
+                    self.deadline = None;
+                    return Ok(Some(m));
+                }
+                Err(text) => {
+                    tracing::debug!(upstream = %self.upstream, bytes = text.len(), "an event that is not a JSON-RPC message; skipped");
+                }
+            }
+        }
+    }
+
+    /// The next event's data as text, `Ok(None)` at the end of the stream: for the one event
+    /// that is not a message, a 2024-11-05 server's `endpoint` (a URL).
+    pub async fn next_data(&mut self) -> Result<Option<String>, UpstreamError> {
+        let got = self.read_data().await?;
+        if got.is_some() {
+            self.deadline = None;
+        }
+        Ok(got)
+    }
+
+    /// The next event's data, without starting a fresh per-message deadline.
+    async fn read_data(&mut self) -> Result<Option<String>, UpstreamError> {
+        let Messages {
             upstream,
             source,
             bound,
@@ -155,17 +187,14 @@ where
                 }
             },
         };
-        if got.is_some() {
-            *deadline = None;
-        }
         Ok(got)
     }
 }
 
-impl SseStream {
+impl Messages {
     /// The stream of a stdio server's answer routed to one request.
     pub(super) fn over_lines(upstream: &str, answer: super::lines::Answer, bound: Bound) -> Self {
-        SseStream {
+        Messages {
             upstream: upstream.into(),
             source: Source::Lines(answer),
             bound,
@@ -217,7 +246,7 @@ mod tests {
     }
 
     /// A stream over a body that gets `chunks`, one every `every`, then stays open and silent.
-    fn fed(bound: Bound, every: Duration, chunks: Vec<&'static [u8]>) -> SseStream<Fed> {
+    fn fed(bound: Bound, every: Duration, chunks: Vec<&'static [u8]>) -> Messages<Fed> {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             for c in chunks {
@@ -228,7 +257,7 @@ mod tests {
             }
             std::future::pending::<()>().await;
         });
-        SseStream::new("slow", Fed(rx), sse::Reader::new(1 << 20), bound)
+        Messages::new("slow", Fed(rx), sse::Reader::new(1 << 20), bound)
     }
 
     #[tokio::test(start_paused = true)]
@@ -253,14 +282,19 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn each_complete_message_gets_a_fresh_deadline() {
-        let msgs = vec![b"data: 1\n\n" as &[u8], b"data: 2\n\n", b"data: 3\n\n"];
+        let msgs = vec![
+            b"data: {\"id\":1,\"result\":{}}\n\n" as &[u8],
+            b"data: {\"id\":2,\"result\":{}}\n\n",
+            b"data: {\"id\":3,\"result\":{}}\n\n",
+        ];
         let mut st = fed(
             Bound::PerMessage(Duration::from_secs(60)),
             Duration::from_secs(50),
             msgs,
         );
         for want in ["1", "2", "3"] {
-            assert_eq!(st.next().await.unwrap().as_deref(), Some(want));
+            let m = st.next().await.unwrap().expect("a message");
+            assert_eq!(m.head().id.as_deref().map(|i| i.get()), Some(want));
         }
         assert!(st.next().await.unwrap_err().is_timeout());
     }
@@ -270,7 +304,7 @@ mod tests {
         let keep_alives = vec![
             b": ka\n\n" as &[u8],
             b": ka\n\n",
-            b"data: m\n\n",
+            b"data: {\"id\":1,\"result\":{}}\n\n",
             b": ka\n\n",
         ];
         let mut st = fed(
@@ -279,12 +313,31 @@ mod tests {
             keep_alives,
         );
         let started = Instant::now();
-        assert_eq!(st.next().await.unwrap().as_deref(), Some("m"));
+        let m = st.next().await.unwrap().expect("a message");
+        assert!(m.head().is_response());
         let err = st.next().await.unwrap_err();
         assert!(
             err.is_timeout() && err.to_string().contains("stream_idle_ms"),
             "{err}"
         );
         assert_eq!(started.elapsed(), Duration::from_secs(4 * 200 + 300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_that_are_not_messages_are_skipped_and_do_not_extend_the_deadline() {
+        let noise = vec![
+            b"data: ping\n\n" as &[u8],
+            b"data: [1,2]\n\n",
+            b"data: 42\n\n",
+        ];
+        let mut st = fed(
+            Bound::PerMessage(Duration::from_secs(60)),
+            Duration::from_secs(25),
+            noise,
+        );
+        let started = Instant::now();
+        let err = st.next().await.unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
     }
 }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::sse::SseLink;
 use crate::upstream::client::UpstreamError;
+use crate::upstream::message::Message;
 use crate::upstream::stdio::Proc;
 
 /// One session's channel.
@@ -48,10 +49,10 @@ impl Channel {
     }
 
     /// Hands a response to Sluice's own request `id`; gives it back when none waits.
-    pub fn complete(&self, id: u64, line: String) -> Result<(), String> {
+    pub fn complete(&self, id: u64, msg: Message) -> Result<(), Message> {
         match self {
-            Channel::Stdio(p) => p.complete(id, line),
-            Channel::Sse(l) => l.pending.complete(id, line),
+            Channel::Stdio(p) => p.complete(id, msg),
+            Channel::Sse(l) => l.pending.complete(id, msg),
         }
     }
 

@@ -23,9 +23,9 @@ use tokio_util::codec::LinesCodecError;
 
 use super::channel::Channel;
 use super::session::{route, ListChanged, Route, Session};
-use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::method::Method as McpMethod;
-use crate::upstream::client::{SseStream, UpstreamError};
+use crate::upstream::client::{Messages, UpstreamError};
+use crate::upstream::message::Message;
 use crate::upstream::stdio::{Line, Lines};
 use crate::upstream::Upstream;
 
@@ -34,26 +34,37 @@ pub(super) enum Source {
     /// A stdio process's stdout lines.
     Lines(Lines),
     /// A 2024-11-05 session's event stream.
-    Sse(SseStream),
+    Sse(Messages),
 }
 
 impl Source {
-    /// The next message; `Err` is a protocol fault (content-free), `None` the end.
-    async fn next(&mut self, max: usize) -> Option<Result<String, Fault>> {
+    /// The next message; `Err` is a protocol fault (content-free), `None` the end. A stdio
+    /// line that is not one JSON-RPC object is a fault (a stdio server must write only MCP
+    /// messages to stdout); an SSE event that is not one is skipped by the stream (a named
+    /// ping, a repeated endpoint).
+    async fn next(&mut self, max: usize) -> Option<Result<Message, Fault>> {
         match self {
-            Source::Lines(l) => match l.next().await? {
-                Ok(Line::Text(line)) => Some(Ok(line)),
-                Ok(Line::TooLong) | Err(LinesCodecError::MaxLineLengthExceeded) => {
-                    Some(Err(Fault::TooLong(format!(
-                        "it wrote a stdout line over {max} bytes (limits.max_response_bytes)"
-                    ))))
-                }
-                Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    Some(Err(Fault::Garbage(
-                        "it wrote a stdout line that is not UTF-8 text".into(),
-                    )))
-                }
-                Err(LinesCodecError::Io(_)) => None,
+            Source::Lines(l) => loop {
+                break match l.next().await? {
+                    Ok(Line::Text(line)) if line.trim().is_empty() => continue,
+                    Ok(Line::Text(line)) => Some(Message::decode(line).map_err(|line| {
+                        let n = line.len();
+                        Fault::Garbage(format!(
+                            "it sent a {n}-byte message that is not JSON-RPC (a stdio server must write only MCP messages to stdout; logs go to stderr)"
+                        ))
+                    })),
+                    Ok(Line::TooLong) | Err(LinesCodecError::MaxLineLengthExceeded) => {
+                        Some(Err(Fault::TooLong(format!(
+                            "it wrote a stdout line over {max} bytes (limits.max_response_bytes)"
+                        ))))
+                    }
+                    Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        Some(Err(Fault::Garbage(
+                            "it wrote a stdout line that is not UTF-8 text".into(),
+                        )))
+                    }
+                    Err(LinesCodecError::Io(_)) => None,
+                };
             },
             Source::Sse(s) => match s.next().await {
                 Ok(Some(data)) => Some(Ok(data)),
@@ -161,7 +172,7 @@ async fn handshake(
 struct Reader {
     up: Arc<Upstream>,
     channel: Channel,
-    tx: crate::upstream::queue::Sender<String>,
+    tx: crate::upstream::queue::Sender<Message>,
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
 }
@@ -170,38 +181,27 @@ impl Reader {
     async fn run(self, mut source: Source) {
         let max = self.channel.max_message();
         while let Some(next) = source.next(max).await {
-            let line = match next {
-                Ok(l) => l,
+            let msg = match next {
+                Ok(m) => m,
                 Err(Fault::TooLong(why)) => return self.end(&why),
                 Err(Fault::Garbage(why)) => return self.fault(&why),
             };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let Ok(msg) = Incoming::parse_str(&line) else {
-                if matches!(self.channel, Channel::Sse(_)) {
-                    continue; // an event of another kind (a named ping, a repeated endpoint): not a message
-                }
-                let n = line.len();
-                return self.fault(&format!(
-                    "it sent a {n}-byte message that is not JSON-RPC (a stdio server must write only MCP messages to stdout; logs go to stderr)"
-                ));
-            };
             // A response to a request of Sluice's own (the handshake, a list) goes to its waiter;
             // any other, the call's own answer among them, is routed like every message.
-            let line = match msg
+            let head = msg.head();
+            let msg = match head
                 .id
                 .as_ref()
                 .and_then(|i| whole_number(i.get()))
-                .filter(|_| msg.is_response())
+                .filter(|_| head.is_response())
             {
-                Some(id) => match self.channel.complete(id, line) {
+                Some(id) => match self.channel.complete(id, msg) {
                     Ok(()) => continue,
-                    Err(line) => line,
+                    Err(msg) => msg,
                 },
-                None => line,
+                None => msg,
             };
-            match route(&msg, &self.leased, &self.up.name) {
+            match route(msg.head(), &self.leased, &self.up.name) {
                 Route::Reply(id, outcome) => {
                     let body = super::session::reply_body(&id, outcome);
                     if self.channel.send(&body).await.is_err() {
@@ -210,8 +210,8 @@ impl Reader {
                 }
                 Route::ListChanged(change) => self.on_list_changed.report(&self.up, change).await,
                 Route::ToCall => {
-                    let size = line.len();
-                    if self.tx.send(line, size).await.is_err() {
+                    let size = msg.len();
+                    if self.tx.send(msg, size).await.is_err() {
                         break;
                     }
                 }

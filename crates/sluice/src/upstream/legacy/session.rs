@@ -21,6 +21,7 @@ use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::lists::Change;
 use crate::mcp::method::Method as McpMethod;
 use crate::upstream::client::{Answer, HttpClient, UpstreamError};
+use crate::upstream::message::Message;
 use crate::upstream::Upstream;
 
 /// What a session's GET stream reports that is not for a leased call.
@@ -42,7 +43,7 @@ pub struct Session {
     pub caps: super::Bridged,
     next_id: AtomicU64,
     /// Messages from the GET stream for the call that leases the session.
-    inbox: tokio::sync::Mutex<crate::upstream::queue::Receiver<String>>,
+    inbox: tokio::sync::Mutex<crate::upstream::queue::Receiver<Message>>,
     leased: Arc<AtomicBool>,
     /// Set when the upstream said the session is gone (404) or the stream broke.
     pub broken: AtomicBool,
@@ -169,7 +170,7 @@ impl Session {
         init: Value,
         principal: &str,
         caps: super::Bridged,
-        inbox: crate::upstream::queue::Receiver<String>,
+        inbox: crate::upstream::queue::Receiver<Message>,
         leased: Arc<AtomicBool>,
         channel: super::channel::Channel,
         reader: tokio::task::AbortHandle,
@@ -234,7 +235,7 @@ impl Session {
     }
 
     /// The next message from the GET stream for the leasing call.
-    pub async fn recv(&self) -> Option<String> {
+    pub async fn recv(&self) -> Option<Message> {
         self.inbox.lock().await.recv().await
     }
 
@@ -338,7 +339,7 @@ async fn open_get_stream(
     up: &Upstream,
     version: &HeaderValue,
     sid: Option<&HeaderValue>,
-) -> Option<crate::upstream::client::SseStream> {
+) -> Option<crate::upstream::client::Messages> {
     let mut headers = base_headers(up, version, sid);
     headers.insert(
         http::header::ACCEPT,
@@ -357,7 +358,7 @@ async fn open_get_stream(
 /// The task that reads a session's GET stream.
 struct GetReader {
     session: SessionRef,
-    tx: crate::upstream::queue::Sender<String>,
+    tx: crate::upstream::queue::Sender<Message>,
     leased: Arc<AtomicBool>,
     on_list_changed: ListChanged,
 }
@@ -390,17 +391,14 @@ impl GetReader {
     }
 
     /// Reads the stream to its end; `true` when it ended by the idle bound.
-    async fn read(&self, mut stream: crate::upstream::client::SseStream) -> bool {
+    async fn read(&self, mut stream: crate::upstream::client::Messages) -> bool {
         loop {
             let data = match stream.next().await {
                 Ok(Some(d)) => d,
                 Ok(None) => return false,
                 Err(e) => return e.is_timeout(),
             };
-            let Ok(msg) = Incoming::parse_str(&data) else {
-                continue;
-            };
-            let session_alive = match route(&msg, &self.leased, &self.session.up.name) {
+            let session_alive = match route(data.head(), &self.leased, &self.session.up.name) {
                 // Replies are boxed: their request futures would otherwise size this long-lived task.
                 Route::Reply(id, outcome) => {
                     Box::pin(self.session.reply(&id, outcome)).await;

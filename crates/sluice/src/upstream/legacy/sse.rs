@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Uri};
 
-use crate::upstream::client::{Answer, HttpClient, SseStream, UpstreamError};
+use crate::upstream::client::{Answer, HttpClient, Messages, UpstreamError};
 use crate::upstream::pending::Pending;
 use crate::upstream::Upstream;
 
@@ -47,7 +47,7 @@ fn headers(up: &Upstream, accept: &'static str) -> HeaderMap {
 pub async fn connect(
     client: &HttpClient,
     up: &Arc<Upstream>,
-) -> Result<(Arc<SseLink>, SseStream), UpstreamError> {
+) -> Result<(Arc<SseLink>, Messages), UpstreamError> {
     let name = || up.name.clone();
     up.authorize(client).await?;
     let answer = client
@@ -71,7 +71,7 @@ pub async fn connect(
             ))
         }
     };
-    let first = tokio::time::timeout(client.response_timeout(), stream.next())
+    let first = tokio::time::timeout(client.response_timeout(), stream.next_data())
         .await
         .map_err(|_| UpstreamError::Timeout(name(), client.response_timeout().as_millis() as u64))??
         .ok_or_else(|| UpstreamError::Closed(name()))?;

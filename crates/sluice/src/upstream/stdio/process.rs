@@ -242,8 +242,12 @@ impl Proc {
 
     /// Hands a response line to the request of Sluice's own waiting for it; gives the line
     /// back when none is (the response is for a client's call).
-    pub fn complete(&self, id: u64, line: String) -> Result<(), String> {
-        self.pending.complete(id, line)
+    pub fn complete(
+        &self,
+        id: u64,
+        msg: crate::upstream::message::Message,
+    ) -> Result<(), crate::upstream::message::Message> {
+        self.pending.complete(id, msg)
     }
 
     /// Ends the process, its exit status being the reason told.
