@@ -764,7 +764,8 @@ async fn a_stuck_sink_never_blocks_requests() {
             let b = body(
                 i as u64,
                 "tools/call",
-                json!({"name": "alpha__echo", "arguments": {"text": "hi"}}),
+                // Arguments of their own: the same ones 200 times is a loop the breaker stops.
+                json!({"name": "alpha__echo", "arguments": {"text": format!("hi {i}")}}),
                 json!({}),
             );
             call(&h, &url, &b, Some(KEY)).await.status

@@ -212,3 +212,40 @@ async fn a_principals_parked_exchanges_are_capped_across_replicas() {
         .await;
     b.state();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_calls_are_counted_across_replicas() {
+    let py = peers::py1().await;
+    let redis = Redis::start().await;
+    let breaker = "[loop_breaker]\nmax_identical_calls = 2\nwindow_ms = 60000\n";
+    let c = Cluster::start(&redis, &Setup::legacy(&py.url).with(breaker)).await;
+    let http = call::http();
+    let erase = |who: &'static str| {
+        let (http, url) = (http.clone(), c.url.clone());
+        async move {
+            Call::new("erase", json!({"what": "same"}))
+                .token(who)
+                .send(&http, &url, json!({}))
+                .await
+        }
+    };
+    for _ in 0..2 {
+        assert_eq!(erase(ALICE).await.text(), "erased same");
+    }
+    // Two identical calls on two replicas spent the limit on all three.
+    for _ in 0..3 {
+        let r = erase(ALICE).await;
+        assert_eq!(
+            (r.status, r.msg["error"]["code"].as_i64()),
+            (429, Some(-31021)),
+            "{}",
+            r.msg
+        );
+        assert_eq!(r.msg["error"]["data"]["tool"], "erase", "{}", r.msg);
+    }
+    assert_eq!(
+        erase(BOB).await.text(),
+        "erased same",
+        "another principal's count is apart"
+    );
+}

@@ -15,6 +15,12 @@ pub(crate) fn call(name: &str) -> Req {
     Req::new("tools/call").params(json!({"name": name, "arguments": {}}))
 }
 
+/// A load's `n`th `tools/call` of `name`: arguments of its own, as a real client's calls have
+/// (the same call again and again is a loop the identical-call breaker stops).
+fn nth_call(name: &str, n: usize) -> Req {
+    Req::new("tools/call").params(json!({"name": name, "arguments": {"n": n}}))
+}
+
 /// The public tool names `tools/list` gives.
 pub(crate) async fn tool_names(url: &str) -> Vec<String> {
     let list = Req::new("tools/list").send(url).await.result(&json!(1));
@@ -78,9 +84,11 @@ impl Load {
                 let bearer = bearer.map(|b| format!("Bearer {b}"));
                 tokio::spawn(async move {
                     let mut failures = Vec::new();
+                    let mut n = 0;
                     while !stop.load(Ordering::Relaxed) {
+                        n += 1;
                         let req = if i % 2 == 0 {
-                            call(&tool)
+                            nth_call(&tool, n)
                         } else {
                             Req::new("tools/list")
                         };

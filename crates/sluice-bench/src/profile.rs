@@ -204,7 +204,8 @@ fn sluice_config(env: &Env, t: Target, upstreams: &[String], tag: &str) -> Resul
     let upstream = &upstreams[0];
     let port = procs::free_port()?;
     let mut text = format!(
-        "listen = \"127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"alpha\"\nurl = \"{upstream}\"\n"
+        "listen = \"127.0.0.1:{port}\"\n{}\n[[upstream]]\nname = \"alpha\"\nurl = \"{upstream}\"\n",
+        wire::loops()
     );
     if t == Target::SluiceProd {
         // As in `run`: API keys, the audit log to a file, the default policy.

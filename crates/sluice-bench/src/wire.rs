@@ -19,6 +19,16 @@ pub(crate) fn tools_call(id: u64, name: &str) -> String {
     .to_string()
 }
 
+/// The identical-call breaker of every benchmarked Sluice: on (its cost is measured), with a
+/// limit no run reaches, since every run repeats one call with the same arguments; off with
+/// `SLUICE_BENCH_LOOPS=off`, to measure what it costs.
+pub(crate) fn loops() -> &'static str {
+    match std::env::var("SLUICE_BENCH_LOOPS").as_deref() {
+        Ok("off") => "\n[loop_breaker]\nmax_identical_calls = 0\n",
+        _ => "\n[loop_breaker]\nmax_identical_calls = 1000000\n",
+    }
+}
+
 /// The API key of the production-like Sluice (its SHA-256 is in that Sluice's config).
 pub(crate) const API_KEY: &str = "sluice-bench-api-key-4f1c2e7a9b3d5f60";
 

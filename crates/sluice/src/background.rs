@@ -115,5 +115,6 @@ pub async fn sweep_budgets(live: Arc<Live>, shutdown: tokio_util::sync::Cancella
         let Some(gw) = live.get() else { return };
         gw.governor.budgets.retain_recent();
         gw.governor.quotas.retain_recent();
+        gw.governor.loops.retain_recent();
     }
 }

@@ -24,6 +24,7 @@ mod setup;
 mod approval;
 mod budgets;
 mod limits;
+mod loops;
 mod policies;
 mod quotas;
 mod round_cap;

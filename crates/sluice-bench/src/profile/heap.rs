@@ -43,9 +43,10 @@ async fn massif_parked(
     std::fs::write(
         &cfg,
         format!(
-            "listen = \"127.0.0.1:{port}\"\n[audit]\nenabled = false\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\n\
+            "listen = \"127.0.0.1:{port}\"\n{loops}[audit]\nenabled = false\n[budget]\nsampling_per_window = 100000000\nsampling_burst = 100000000\n\
              max_parked_per_principal = {cap}\n[bridge]\ngather_ms = 0\npark_ms = 600000\nmax_sessions = {cap}\nmax_sessions_per_principal = {cap}\nmax_parked = {cap}\n\n\
-             [[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n"
+             [[upstream]]\nname = \"legacy\"\nurl = \"{legacy_url}\"\nera = \"2025-11-25\"\n",
+            loops = crate::wire::loops()
         ),
     )
     .map_err(|e| e.to_string())?;

@@ -74,7 +74,8 @@ async fn sluice(
     let port = procs::free_port()?;
     let cfg = env.dir.join(format!("sluice-round-{tag}.toml"));
     let text = format!(
-        "listen = \"127.0.0.1:{port}\"\n{}",
+        "listen = \"127.0.0.1:{port}\"\n{}{}",
+        crate::wire::loops(),
         crate::run::bridge_a::config(64, legacy_url)
     );
     std::fs::write(&cfg, text).map_err(|e| e.to_string())?;

@@ -120,7 +120,10 @@ pub(crate) async fn start_sluice(
     let cfg = sluice_config(
         &env.dir,
         name,
-        &format!("listen = \"127.0.0.1:{port}\"\n{text}"),
+        &format!(
+            "listen = \"127.0.0.1:{port}\"\n{}{text}",
+            crate::wire::loops()
+        ),
     )?;
     let p = env.spawn(
         name,

@@ -23,6 +23,7 @@ mod bridge;
 mod budget;
 mod cluster;
 mod limits;
+mod loops;
 mod quota;
 mod raw;
 mod raw_governance;
@@ -51,6 +52,7 @@ pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
+pub use loops::{LoopBreaker, LoopOverride};
 pub use quota::Quota;
 pub use redact::{redact_text, redact_url, secret_name};
 pub use resilience::Resilience;
@@ -103,6 +105,8 @@ pub struct Config {
     /// Per-tool call quotas, in file order (the first whose match holds counts a call).
     #[serde(rename = "quota")]
     pub quotas: Vec<Quota>,
+    /// The identical-call breaker.
+    pub loop_breaker: LoopBreaker,
     /// Policy files, in order (their rules are concatenated; first match wins).
     pub policies: Vec<String>,
     /// The audit log.
@@ -208,6 +212,8 @@ impl Config {
             overrides: budget_overrides,
         } = raw.budget.try_into().map_err(|e| src.refuse(e))?;
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
+        let loop_breaker =
+            loops::loop_breaker(raw.loop_breaker, &upstreams).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
             format!("http://{listen}{path}")
         });
@@ -248,6 +254,7 @@ impl Config {
             budget,
             budget_overrides,
             quotas,
+            loop_breaker,
             audit,
             metrics,
             policies: raw.policies,

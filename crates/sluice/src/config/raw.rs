@@ -63,6 +63,9 @@ pub(super) struct RawConfig {
     /// Call quotas per principal or group, per upstream and tool.
     #[serde(default)]
     pub(super) quota: Vec<RawQuota>,
+    /// The breaker for identical tool calls (on by default: 30 per 60 s per principal).
+    #[serde(default)]
+    pub(super) loop_breaker: super::loops::RawLoopBreaker,
     /// Policy files: approval rules and visibility (`hide`/`show`), read in order.
     #[serde(default)]
     pub(super) policies: Vec<String>,

@@ -166,6 +166,7 @@ pub async fn gate(
     });
     if d.effect != Effect::Deny {
         charge_quota(pol, env, t, principal).await?;
+        charge_repeat(pol, env, t, principal).await?;
     }
     match d.effect {
         Effect::Allow | Effect::Hide | Effect::Show => Ok(Gate::Go),
@@ -199,6 +200,32 @@ async fn charge_quota(
     pol.governor.charge_quota(&call).await.map_err(|r| {
         if matches!(r, Refusal::Quota { .. }) {
             crate::audit::note(|rec| rec.decision = Some("quota"));
+        }
+        GatewayError::Refused(r)
+    })
+}
+
+/// Counts a tool call against the identical-call breaker (`[loop_breaker]`), once per call as
+/// [`charge_quota`] does: a retry with a `requestState` continues a call already counted.
+async fn charge_repeat(
+    pol: &Policy<'_>,
+    env: &Envelope,
+    t: &Target,
+    principal: &Principal,
+) -> Result<(), GatewayError> {
+    if matches!(env.param_str("requestState"), Some(Ok(_))) {
+        return Ok(());
+    }
+    let call = crate::policy::loops::Call {
+        principal: principal.id(),
+        groups: &principal.groups,
+        upstream: &t.up.name,
+        tool: &t.own,
+        arguments: env.param("arguments"),
+    };
+    pol.governor.charge_repeat(&call).await.map_err(|r| {
+        if matches!(r, Refusal::Repeated { .. }) {
+            crate::audit::note(|rec| rec.decision = Some("repeated"));
         }
         GatewayError::Refused(r)
     })

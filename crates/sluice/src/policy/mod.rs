@@ -1,13 +1,16 @@
-//! Stage 5, governance: approval rules, budgets and call quotas per principal.
+//! Stage 5, governance: approval rules, budgets, call quotas and the identical-call breaker
+//! per principal.
 //!
 //! Takes a tool call or an upstream's ask with its principal; gives allow, deny (with the rule
-//! and a reason), approve (an approval round first), or a budget or quota refusal. Rules come from
+//! and a reason), approve (an approval round first), or a budget, quota or repeated-call
+//! refusal. Rules come from
 //! `policies/*.toml`; a config reload ([`Governor::next`]) reads them again and keeps the budget,
 //! quota and consumed-state bookkeeping unless the budgets or quotas themselves changed.
 
 pub mod approval;
 pub mod ask;
 pub mod budget;
+pub mod loops;
 pub mod quota;
 pub mod refusal;
 pub mod rules;
@@ -33,6 +36,8 @@ pub struct Governor {
     pub budgets: Arc<Budgets>,
     /// Per-tool call quotas per principal (shared likewise while `[[quota]]` stays the same).
     pub quotas: Arc<Quotas>,
+    /// The identical-call breaker (shared likewise while `[loop_breaker]` stays the same).
+    pub loops: Arc<loops::Loops>,
     /// What each visibility class sees of each list.
     pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
@@ -41,14 +46,15 @@ pub struct Governor {
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// `[budget]` with its profiles, and `[[quota]]`, as read, to tell whether a reload changed
     /// them.
-    settings: [serde_json::Value; 2],
+    settings: [serde_json::Value; 3],
 }
 
 /// The budget and the quota settings of a config, compared across a reload.
-fn settings(cfg: &crate::config::Config) -> [serde_json::Value; 2] {
+fn settings(cfg: &crate::config::Config) -> [serde_json::Value; 3] {
     [
         serde_json::json!([cfg.budget, cfg.budget_overrides]),
         serde_json::json!(cfg.quotas),
+        serde_json::json!(cfg.loop_breaker),
     ]
 }
 
@@ -63,6 +69,7 @@ impl Governor {
             rules: Arc::new(rules),
             budgets: Arc::new(Budgets::new(&cfg.budget, &cfg.budget_overrides)),
             quotas: Arc::new(Quotas::new(&cfg.quotas)),
+            loops: Arc::new(loops::Loops::new(&cfg.loop_breaker)),
             views: visibility::Views::default(),
             consumed: Arc::new(crate::state::nonces::Nonces::new(MAX_CONSUMED)),
             cluster: cfg
@@ -87,6 +94,9 @@ impl Governor {
         }
         if fresh.settings[1] == self.settings[1] {
             fresh.quotas = self.quotas.clone();
+        }
+        if fresh.settings[2] == self.settings[2] {
+            fresh.loops = self.loops.clone();
         }
         fresh.consumed = self.consumed.clone();
         fresh.cluster = self.cluster.clone();
@@ -199,6 +209,44 @@ impl Governor {
             }
         }
         self.quotas.charge(call)
+    }
+
+    /// Counts one tool call against the identical-call breaker: across replicas in Redis with
+    /// `[cluster]` (the same GCRA, keyed on the principal and the call's digest), in this
+    /// process otherwise (or, under `"local"`, while Redis is away).
+    pub async fn charge_repeat(&self, call: &loops::Call<'_>) -> Result<(), Refusal> {
+        let (max, window) = self.loops.limit(call);
+        if max == 0 {
+            return Ok(());
+        }
+        let digest = loops::digest(call.upstream, call.tool, call.arguments);
+        if let Some(c) = &self.cluster {
+            let rate = crate::cluster::Rate {
+                interval_us: window.as_micros() as f64 / f64::from(max),
+                burst: u64::from(max),
+            };
+            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            // Length-prefixed principal; a letter first, as no budget key starts.
+            let key = format!("l{}:{}:{hex}", call.principal.len(), call.principal);
+            let refused = |retry_after_ms| Refusal::Repeated {
+                tool: call.tool.to_owned(),
+                limit: max,
+                window_ms: window.as_millis() as u64,
+                retry_after_ms,
+            };
+            match c.shared.charge(&key, rate, rate, 0).await {
+                Ok(crate::cluster::Charged::Ok) => return Ok(()),
+                Ok(crate::cluster::Charged::Sampling(w) | crate::cluster::Charged::Tokens(w)) => {
+                    return Err(refused(w.div_ceil(1000).max(1)));
+                }
+                Ok(crate::cluster::Charged::TokensNever) => {}
+                Err(_)
+                    if c.unavailable("identical-call breaker")
+                        == crate::cluster::Fallback::Local => {}
+                Err(_) => return Err(Refusal::SharedState),
+            }
+        }
+        self.loops.charge(call, digest, max)
     }
 
     /// Charges one sampling ask of `max_tokens` to the principal's budgets: across replicas

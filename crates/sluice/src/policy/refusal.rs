@@ -26,6 +26,8 @@ pub const CALL_QUOTA: i64 = -31017;
 pub const STREAM_CAP: i64 = -31018;
 /// Sluice: the shared state (Redis) of a cluster is unreachable; retry shortly.
 pub const SHARED_STATE: i64 = -31019;
+/// Sluice: the same tool was called with the same arguments too often (`[loop_breaker]`).
+pub const REPEATED_CALL: i64 = -31021;
 /// Sluice: the upstream is reached as each user, and this user has not signed in to it.
 pub const SIGN_IN: i64 = -31040;
 /// Sluice: the user declined (or cancelled) signing in to the upstream.
@@ -49,6 +51,13 @@ pub enum Refusal {
     Quota {
         name: String,
         limit: u32,
+        retry_after_ms: u64,
+    },
+    /// The same tool called with the same arguments past `[loop_breaker]`'s limit.
+    Repeated {
+        tool: String,
+        limit: u32,
+        window_ms: u64,
         retry_after_ms: u64,
     },
     /// One ask wants more tokens than a window allows.
@@ -115,6 +124,12 @@ impl Refusal {
                 CALL_QUOTA,
                 format!("the call quota {name:?} is spent ({limit} calls per window, refilled evenly: a burst, then one each window / {limit}); retry in {retry_after_ms} ms"),
                 json!({"quota": name, "limit": limit, "retryAfterMs": retry_after_ms}),
+            ),
+            Refusal::Repeated { tool, limit, window_ms, retry_after_ms } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                REPEATED_CALL,
+                format!("the tool {tool:?} was called with these same arguments {limit} times within {window_ms} ms (loop_breaker.max_identical_calls): is the agent stuck in a loop? Change the arguments, or retry in {retry_after_ms} ms"),
+                json!({"tool": tool, "limit": limit, "windowMs": window_ms, "retryAfterMs": retry_after_ms}),
             ),
             Refusal::TokensNever(n) => (
                 StatusCode::BAD_REQUEST,

@@ -144,7 +144,8 @@ impl Reply {
         let retry_after_ms = match r {
             crate::policy::Refusal::Sampling { retry_after_ms }
             | crate::policy::Refusal::Tokens { retry_after_ms }
-            | crate::policy::Refusal::Quota { retry_after_ms, .. } => *retry_after_ms,
+            | crate::policy::Refusal::Quota { retry_after_ms, .. }
+            | crate::policy::Refusal::Repeated { retry_after_ms, .. } => *retry_after_ms,
             crate::policy::Refusal::Streams { .. } | crate::policy::Refusal::SharedState => 1000,
             _ => return Reply::error(id, &e),
         };

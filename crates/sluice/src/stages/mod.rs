@@ -238,9 +238,10 @@ pub fn error_reply(gw: &Generation, id: &str, method: &Method, e: GatewayError) 
     match e {
         GatewayError::Auth(e) => challenge(gw, id, e),
         GatewayError::Refused(r) => {
-            // A policy rule's deny stays `deny` (with its rule), a call quota `quota`; budgets and caps are `refused`.
+            // A policy rule's deny stays `deny` (with its rule), a call quota `quota`, the
+            // identical-call breaker `repeated`; budgets and caps are `refused`.
             crate::audit::note(|a| {
-                if !matches!(a.decision, Some("deny" | "quota" | "sign_in")) {
+                if !matches!(a.decision, Some("deny" | "quota" | "repeated" | "sign_in")) {
                     a.decision = Some("refused");
                 }
             });
