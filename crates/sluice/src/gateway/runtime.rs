@@ -50,6 +50,9 @@ pub struct Runtime {
     /// Each principal's tokens at `oauth` upstreams, sealed (in Redis under `[cluster]`);
     /// kept across reloads.
     pub vault: Arc<crate::upstream::oauth::vault::Vault>,
+    /// What `[auth.login]` remembers (clients, sign-ins, codes, refresh families); kept across
+    /// reloads.
+    pub login_store: Arc<crate::login::store::Store>,
 }
 
 impl Runtime {
@@ -90,6 +93,7 @@ impl Runtime {
             live: Arc::new(Live::new(changes_rx)),
             changes,
             vault: Arc::new(vault),
+            login_store: Arc::default(),
         })
     }
 }

@@ -1,0 +1,165 @@
+// An MCP host signing in to Sluice's `[auth.login]` (issue 32) with the official TypeScript SDK
+// (npm @modelcontextprotocol/sdk@1.32.2): its `StreamableHTTPClientTransport` with an OAuth
+// `authProvider` (in memory), so the SDK itself reads the 401's resource metadata, Sluice's
+// authorization server metadata, registers (Dynamic Client Registration), and sends the user to
+// the authorization URL with PKCE S256. The browser step is done here as a browser would: follow
+// redirects, keep cookies per origin, answer Sluice's consent form ("Continue") and the IdP's
+// sign-in and consent forms (tests/peers/idp.mjs, any login name is a user), until the browser is
+// sent to the client's redirect URI; the code is then given to `transport.finishAuth`.
+//
+// Takes one argument, a JSON plan:
+//   {"url": "http://127.0.0.1:PORT/mcp", "user": "alice", "tool": "NAME", "arguments": {...},
+//    "replay": true}
+// Then connects again with the token, lists tools and calls `tool`. With `replay`, it also
+// refreshes once with the refresh token (a new pair), presents the rotated one again (refused),
+// and then the new one (refused too: the family is revoked).
+//
+// Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `tools`, `text` (the call's
+// text), `refresh` (the statuses and error codes of the three refreshes), `failures`. Never prints
+// a code, token, verifier or cookie. Exits 0 only without failures.
+//
+// Run by hand:  NODE_PATH=$SLUICE_TS_SDK1 $SLUICE_NODE22 tests/peers/login_client.cjs '{"url": "...", ...}'
+'use strict';
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
+const { UnauthorizedError } = require('@modelcontextprotocol/sdk/client/auth.js');
+
+const plan = JSON.parse(process.argv[2]);
+const summary = { steps: [], tools: [], text: null, refresh: [], failures: [] };
+const REDIRECT = 'http://127.0.0.1:1/callback';
+
+class Provider {
+  constructor() {
+    this.info = undefined;
+    this.saved = undefined;
+    this.verifier = undefined;
+    this.sentTo = undefined;
+  }
+  get redirectUrl() { return REDIRECT; }
+  get clientMetadata() {
+    return {
+      client_name: 'Sluice login test host',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+  }
+  state() { return 'state-from-the-host'; }
+  clientInformation() { return this.info; }
+  saveClientInformation(info) { this.info = info; summary.steps.push('registered'); }
+  tokens() { return this.saved; }
+  saveTokens(t) { this.saved = t; summary.steps.push('tokens saved'); }
+  redirectToAuthorization(url) { this.sentTo = url; summary.steps.push('sent to authorize'); }
+  saveCodeVerifier(v) { this.verifier = v; }
+  codeVerifier() { return this.verifier; }
+}
+
+// A browser: cookies per origin, redirects followed, forms answered.
+const jars = new Map();
+function jar(url) {
+  const origin = new URL(url).origin;
+  if (!jars.has(origin)) jars.set(origin, new Map());
+  return jars.get(origin);
+}
+async function visit(url, init = {}) {
+  const j = jar(url);
+  const cookie = [...j].map(([k, v]) => `${k}=${v}`).join('; ');
+  const res = await fetch(url, { ...init, redirect: 'manual', headers: { ...(init.headers || {}), cookie } });
+  for (const c of res.headers.getSetCookie()) {
+    const [pair] = c.split(';');
+    const at = pair.indexOf('=');
+    j.set(pair.slice(0, at).trim(), pair.slice(at + 1));
+  }
+  return res;
+}
+
+async function browse(start, user) {
+  let res = await visit(start);
+  let at = start;
+  for (let step = 0; step < 20; step += 1) {
+    if (res.status >= 300 && res.status < 400) {
+      const next = new URL(res.headers.get('location'), at).href;
+      if (next.startsWith(REDIRECT)) return new URL(next);
+      at = next;
+      res = await visit(next);
+      continue;
+    }
+    const html = await res.text();
+    if (res.status !== 200) throw new Error(`${new URL(at).origin} answered ${res.status}: ${html.slice(0, 400)}`);
+    const action = /<form[^>]*action="([^"]+)"/.exec(html);
+    if (!action) throw new Error(`no form at ${at}: ${html.slice(0, 300)}`);
+    const form = new URLSearchParams();
+    for (const m of html.matchAll(/<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"/g)) form.set(m[1], m[2]);
+    if (/name="decision"/.test(html)) {
+      form.set('decision', 'allow');
+      summary.steps.push('consented at Sluice');
+    }
+    if (/name="login"/.test(html)) {
+      form.set('login', user);
+      form.set('password', 'any');
+      summary.steps.push('signed in at the IdP');
+    }
+    at = new URL(action[1].replace(/&amp;/g, '&'), at).href;
+    res = await visit(at, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString() });
+  }
+  throw new Error('the browser was not sent back within 20 steps');
+}
+
+async function connect(provider) {
+  const transport = new StreamableHTTPClientTransport(new URL(plan.url), { authProvider: provider });
+  const client = new Client({ name: 'login-test-host', version: '1.0.0' }, { capabilities: {} });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+async function refresh(provider, token) {
+  const meta = await (await fetch(new URL('/.well-known/oauth-authorization-server', plan.url))).json();
+  const res = await fetch(meta.token_endpoint, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: token, client_id: provider.info.client_id }),
+  });
+  const body = await res.json();
+  summary.refresh.push({ status: res.status, error: body.error || null, rotated: Boolean(body.refresh_token && body.refresh_token !== token) });
+  return body.refresh_token;
+}
+
+async function main() {
+  const provider = new Provider();
+  try {
+    await connect(provider);
+    summary.failures.push('connected without signing in');
+    return;
+  } catch (e) {
+    if (!(e instanceof UnauthorizedError)) throw e;
+    summary.steps.push('unauthorized');
+  }
+  const back = await browse(provider.sentTo.href, plan.user);
+  if (back.searchParams.get('state') !== 'state-from-the-host') summary.failures.push('the state did not come back');
+  const code = back.searchParams.get('code');
+  if (!code) throw new Error(`no code came back: ${back.searchParams.get('error')} ${back.searchParams.get('error_description')}`);
+  summary.steps.push(`back with a code, iss ${back.searchParams.get('iss')}`);
+  const first = new StreamableHTTPClientTransport(new URL(plan.url), { authProvider: provider });
+  await first.finishAuth(code);
+  const { client } = await connect(provider);
+  summary.steps.push('connected');
+  summary.tools = (await client.listTools()).tools.map((t) => t.name);
+  const r = await client.callTool({ name: plan.tool, arguments: plan.arguments || {} });
+  summary.text = (r.content || []).map((c) => c.text || '').join('');
+  if (r.isError) summary.failures.push(`the call failed: ${summary.text}`);
+  await client.close();
+  if (plan.replay) {
+    const first = provider.saved.refresh_token;
+    const second = await refresh(provider, first);
+    await refresh(provider, first);
+    await refresh(provider, second);
+  }
+}
+
+main()
+  .catch((e) => summary.failures.push(String(e && e.stack || e)))
+  .finally(() => {
+    process.stdout.write(`SUMMARY ${JSON.stringify(summary)}\n`);
+    process.exit(summary.failures.length ? 1 : 0);
+  });
