@@ -16,6 +16,8 @@ pub mod fetch;
 pub mod idp;
 pub mod records;
 pub mod store;
+#[cfg(test)]
+mod tests;
 pub mod token;
 pub mod web;
 
