@@ -15,8 +15,10 @@
 // and then the new one (refused too: the family is revoked).
 //
 // Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `tools`, `text` (the call's
-// text), `refresh` (the statuses and error codes of the three refreshes), `failures`. Never prints
-// a code, token, verifier or cookie. Exits 0 only without failures.
+// text), `refresh` (the statuses and error codes of the three refreshes), `failures`, and
+// `canaries`: every code, token, verifier and cookie value of the sign-in (the IdP's code to
+// Sluice, Sluice's code, the PKCE verifier, the consent cookie, the access and refresh tokens),
+// for the test to check none is in Sluice's output. Exits 0 only without failures.
 //
 // Run by hand:  NODE_PATH=$SLUICE_TS_SDK1 $SLUICE_NODE22 tests/peers/login_client.cjs '{"url": "...", ...}'
 'use strict';
@@ -25,7 +27,7 @@ const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/cli
 const { UnauthorizedError } = require('@modelcontextprotocol/sdk/client/auth.js');
 
 const plan = JSON.parse(process.argv[2]);
-const summary = { steps: [], tools: [], text: null, refresh: [], failures: [] };
+const summary = { steps: [], tools: [], text: null, refresh: [], failures: [], canaries: [] };
 const REDIRECT = 'http://127.0.0.1:1/callback';
 
 class Provider {
@@ -80,6 +82,8 @@ async function browse(start, user) {
   for (let step = 0; step < 20; step += 1) {
     if (res.status >= 300 && res.status < 400) {
       const next = new URL(res.headers.get('location'), at).href;
+      const idpCode = new URL(next).searchParams.get('code');
+      if (idpCode) summary.canaries.push(idpCode);
       if (next.startsWith(REDIRECT)) return new URL(next);
       at = next;
       res = await visit(next);
@@ -121,6 +125,7 @@ async function refresh(provider, token) {
     body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: token, client_id: provider.info.client_id }),
   });
   const body = await res.json();
+  if (body.access_token) summary.canaries.push(body.access_token, body.refresh_token);
   summary.refresh.push({ status: res.status, error: body.error || null, rotated: Boolean(body.refresh_token && body.refresh_token !== token) });
   return body.refresh_token;
 }
@@ -142,6 +147,8 @@ async function main() {
   summary.steps.push(`back with a code, iss ${back.searchParams.get('iss')}`);
   const first = new StreamableHTTPClientTransport(new URL(plan.url), { authProvider: provider });
   await first.finishAuth(code);
+  for (const j of jars.values()) for (const [k, v] of j) if (k === 'sluice_login') summary.canaries.push(v);
+  summary.canaries.push(provider.verifier, provider.saved.access_token, provider.saved.refresh_token);
   const { client } = await connect(provider);
   summary.steps.push('connected');
   summary.tools = (await client.listTools()).tools.map((t) => t.name);

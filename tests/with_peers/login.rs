@@ -1,0 +1,137 @@
+//! `[auth.login]` against real parts (issue 32): `oidc-provider` (npm, a certified OpenID
+//! provider) as the company's IdP (tests/peers/idp.mjs, Sluice registered there as the
+//! confidential client `sluice` with its `/login/callback`), the `sluice` binary as the
+//! authorization server and gateway, and the TypeScript SDK's client with an OAuth
+//! `authProvider` as the MCP host (tests/peers/login_client.cjs): the SDK finds Sluice's
+//! authorization server from the 401, registers, and sends the user to `/authorize`; the
+//! script's browser consents at Sluice and signs in at the IdP's forms; the SDK exchanges the
+//! code and calls a tool through Sluice as the signed-in user.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::token_exchange::{node, Node};
+use crate::support::peers::{peer_env, script};
+use crate::support::process::{Env, Sluice};
+
+const SECRET_VAR: &str = "SLUICE_TEST_LOGIN_IDP_SECRET";
+const SECRET: &str = "idp-client-s3cret-for-sluice-login";
+
+/// A free loopback port (Sluice's issuer must name its port before it listens).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("its address").port()
+}
+
+/// The IdP, with Sluice's callback at `port` registered for the client `sluice`.
+fn idp(port: u16) -> (Node, String) {
+    let mut cmd = node();
+    cmd.arg(script("idp.mjs"))
+        .args(["--client-secret", SECRET])
+        .args(["--redirect-uri", &format!("http://127.0.0.1:{port}/login/callback")])
+        .env("SLUICE_OIDC_PROVIDER", peer_env("SLUICE_OIDC_PROVIDER"));
+    let idp = Node::start(&mut cmd);
+    let ready: Value = serde_json::from_str(&idp.wait("IDP ")).expect("the IDP line's JSON");
+    let issuer = ready["issuer"].as_str().expect("issuer").to_owned();
+    (idp, issuer)
+}
+
+fn config(issuer: &str, upstream: &str) -> String {
+    format!(
+        r#"listen = "127.0.0.1:0"
+prefix = "always"
+
+[auth.login]
+idp_issuer = "{issuer}"
+idp_client_id = "sluice"
+idp_client_secret_env = "{SECRET_VAR}"
+
+[[upstream]]
+name = "demo"
+url = "{upstream}"
+"#
+    )
+}
+
+/// Runs the host with `plan`: its summary.
+fn host(plan: Value) -> (bool, Value, String) {
+    let out = Command::new(peer_env("SLUICE_NODE22"))
+        .arg(script("login_client.cjs"))
+        .arg(plan.to_string())
+        .env("NODE_PATH", peer_env("SLUICE_TS_SDK1"))
+        .output()
+        .expect("run login_client.cjs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let line = text.lines().find_map(|l| l.strip_prefix("SUMMARY "));
+    let summary = line.map_or(Value::Null, |l| serde_json::from_str(l).expect("SUMMARY JSON"));
+    (out.status.success(), summary, format!("{text}\n--- stderr\n{err}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_tool() {
+    let demo = sluice_testkit::demo::upstream::start("demo", ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("demo upstream starts");
+    let port = free_port();
+    let (_idp, issuer) = idp(port);
+    let env = Env::new().set(SECRET_VAR, SECRET);
+    let listen = vec!["--listen".to_owned(), format!("127.0.0.1:{port}")];
+    let sluice = match Sluice::spawn_with(&config(&issuer, &demo.url()), &env, &listen).await {
+        Ok(s) => s,
+        Err(e) => panic!("sluice did not start: {}", e.output),
+    };
+    sluice.ready().await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let plan = serde_json::json!({
+        "url": url, "user": "alice", "tool": "demo__echo",
+        "arguments": {"text": "hello through the login"}, "replay": true,
+    });
+    let (ok, s, out) = host(plan);
+    assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
+    let steps: Vec<&str> = s["steps"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for step in [
+        "unauthorized",
+        "registered",
+        "sent to authorize",
+        "consented at Sluice",
+        "signed in at the IdP",
+        "tokens saved",
+        "connected",
+    ] {
+        assert!(steps.contains(&step), "no step {step:?}: {steps:?}");
+    }
+    let back = format!("back with a code, iss http://127.0.0.1:{port}");
+    assert!(steps.iter().any(|s| *s == back), "{steps:?}");
+    assert!(s["tools"].as_array().unwrap().iter().any(|t| t == "demo__echo"), "{s}");
+    assert!(s["text"].as_str().unwrap_or_default().contains("hello through the login"), "{s}");
+    // A refresh rotates; the rotated token replayed is refused and revokes the family, so the
+    // newest one is refused too.
+    let refresh: Vec<(u64, Option<&str>)> = s["refresh"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["status"].as_u64().unwrap(), r["error"].as_str()))
+        .collect();
+    assert_eq!(
+        refresh,
+        vec![(200, None), (400, Some("invalid_grant")), (400, Some("invalid_grant"))],
+        "{s}"
+    );
+    assert_eq!(s["refresh"][0]["rotated"], true, "{s}");
+    // The call went through as the IdP's user (the audit record's principal).
+    let output = sluice.output();
+    assert!(output.contains(r#""principal":"alice""#), "{output}");
+    // The canary: no code, token, verifier or cookie value of the sign-in in Sluice's output.
+    let canaries: Vec<String> = s["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    assert!(canaries.len() >= 7, "{s}");
+    let canaries: Vec<&str> = canaries.iter().map(String::as_str).collect();
+    sluice.assert_no_leak(&canaries);
+    sluice.assert_no_leak(&[SECRET]);
+}
