@@ -29,7 +29,10 @@ fn idp(port: u16) -> (Node, String) {
     let mut cmd = node();
     cmd.arg(script("idp.mjs"))
         .args(["--client-secret", SECRET])
-        .args(["--redirect-uri", &format!("http://127.0.0.1:{port}/login/callback")])
+        .args([
+            "--redirect-uri",
+            &format!("http://127.0.0.1:{port}/login/callback"),
+        ])
         .env("SLUICE_OIDC_PROVIDER", peer_env("SLUICE_OIDC_PROVIDER"));
     let idp = Node::start(&mut cmd);
     let ready: Value = serde_json::from_str(&idp.wait("IDP ")).expect("the IDP line's JSON");
@@ -65,8 +68,14 @@ fn host(plan: Value) -> (bool, Value, String) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let line = text.lines().find_map(|l| l.strip_prefix("SUMMARY "));
-    let summary = line.map_or(Value::Null, |l| serde_json::from_str(l).expect("SUMMARY JSON"));
-    (out.status.success(), summary, format!("{text}\n--- stderr\n{err}"))
+    let summary = line.map_or(Value::Null, |l| {
+        serde_json::from_str(l).expect("SUMMARY JSON")
+    });
+    (
+        out.status.success(),
+        summary,
+        format!("{text}\n--- stderr\n{err}"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -90,7 +99,12 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     });
     let (ok, s, out) = host(plan);
     assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
-    let steps: Vec<&str> = s["steps"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let steps: Vec<&str> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     for step in [
         "unauthorized",
         "registered",
@@ -104,8 +118,21 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     }
     let back = format!("back with a code, iss http://127.0.0.1:{port}");
     assert!(steps.iter().any(|s| *s == back), "{steps:?}");
-    assert!(s["tools"].as_array().unwrap().iter().any(|t| t == "demo__echo"), "{s}");
-    assert!(s["text"].as_str().unwrap_or_default().contains("hello through the login"), "{s}");
+    assert!(
+        s["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "demo__echo"),
+        "{s}"
+    );
+    assert!(
+        s["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello through the login"),
+        "{s}"
+    );
     // A refresh rotates; the rotated token replayed is refused and revokes the family, so the
     // newest one is refused too.
     let refresh: Vec<(u64, Option<&str>)> = s["refresh"]
@@ -116,7 +143,11 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
         .collect();
     assert_eq!(
         refresh,
-        vec![(200, None), (400, Some("invalid_grant")), (400, Some("invalid_grant"))],
+        vec![
+            (200, None),
+            (400, Some("invalid_grant")),
+            (400, Some("invalid_grant"))
+        ],
         "{s}"
     );
     assert_eq!(s["refresh"][0]["rotated"], true, "{s}");

@@ -1,8 +1,10 @@
 //! Stage 1b, authentication: who is calling. Principals come from authentication, never from
 //! `clientInfo`.
 //!
-//! Takes the request headers; gives a [`Principal`] (id, groups, scopes). With no API keys and
-//! no JWT configured (`auth = none`, loopback listeners only) everyone is the one local
+//! Takes the request headers; gives a [`Principal`] (id, groups, scopes) of an API key, a JWT
+//! of the configured issuer (`jwt.rs`) or one of Sluice's own access tokens (`[auth.login]`,
+//! `issued.rs`: a token whose `kid` names Sluice's keys is checked by those only). With no API
+//! keys, no JWT and no login configured (`auth = none`, loopback listeners only) everyone is the one local
 //! principal. Refuses a missing or invalid credential with 401 and a missing scope with 403,
 //! both carrying `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728) when an
 //! authorization server is configured to point at, and `Bearer realm="sluice"` otherwise: with

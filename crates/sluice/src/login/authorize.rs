@@ -15,7 +15,7 @@ use http::{HeaderMap, Response, StatusCode};
 use subtle::ConstantTimeEq as _;
 
 use super::checks::{challenge_ok, redirect_matches, secret};
-use super::records::{Code, Pending};
+use super::records::{Client, Code, Pending};
 use super::store::hashed;
 use super::web::{self, Body, Params};
 use super::{Login, CONSENT};
@@ -47,26 +47,31 @@ fn back(
     web::redirect(&web::with_query(redirect, &all), None)
 }
 
+/// The client `client_id` names: its metadata document, or its registration.
+async fn known(login: &Login, client_id: &str) -> Result<Client, Response<Body>> {
+    if super::clients::is_document(client_id) && login.cfg.client_metadata_documents {
+        let allow = login.cfg.allow_loopback_metadata;
+        return super::clients::document(&login.store, &login.http, client_id, allow)
+            .await
+            .map_err(|e| {
+                refused(&format!(
+                    "The client's metadata document cannot be used: {e}."
+                ))
+            });
+    }
+    login.store.client(client_id).await.ok_or_else(|| {
+        refused("This client is not registered here (or its registration expired): the client should register again.")
+    })
+}
+
 /// `GET /authorize`.
 pub async fn start(login: &Login, q: &Params) -> Response<Body> {
     let Some(client_id) = q.get("client_id") else {
         return refused("The request names no client (client_id).");
     };
-    let client = if super::clients::is_document(client_id) && login.cfg.client_metadata_documents {
-        let allow = login.cfg.allow_loopback_metadata;
-        match super::clients::document(&login.store, &login.http, client_id, allow).await {
-            Ok(c) => c,
-            Err(e) => {
-                return refused(&format!(
-                    "The client's metadata document cannot be used: {e}."
-                ))
-            }
-        }
-    } else {
-        match login.store.client(client_id).await {
-            Some(c) => c,
-            None => return refused("This client is not registered here (or its registration expired): the client should register again."),
-        }
+    let client = match known(login, client_id).await {
+        Ok(c) => c,
+        Err(page) => return page,
     };
     let redirect = match q.get("redirect_uri") {
         Some(r) if redirect_matches(r, &client.redirect_uris) => r.to_owned(),
