@@ -16,6 +16,14 @@ pub const MAX_URI: usize = 2_000;
 /// The most redirect URIs a client may register.
 pub const MAX_REDIRECTS: usize = 10;
 
+/// A 32-byte key: the SHA-256 of a secret (what the store keys a secret's record by).
+pub type Hashed = [u8; 32];
+
+/// The SHA-256 of a secret.
+pub fn hashed(secret: &str) -> Hashed {
+    sha2::Sha256::digest(secret.as_bytes()).into()
+}
+
 /// A fresh random secret: 32 bytes, base64url.
 pub fn secret() -> String {
     let bytes: [u8; 32] = rand::random();

@@ -4,7 +4,7 @@
 //! Takes nothing and refuses nothing: plain data. No record prints a secret (`Debug` is not
 //! derived on the ones that hold the IdP's verifier and nonce).
 
-use super::store::Hashed;
+use super::checks::Hashed;
 
 /// How a client came to be known.
 #[derive(Clone, Debug, PartialEq, Eq)]

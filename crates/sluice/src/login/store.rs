@@ -39,14 +39,7 @@ pub const MAX_SOURCES: usize = 10_000;
 /// Dynamic registrations one source (IP address) may make per minute.
 pub const REGISTRATIONS_PER_MINUTE: u32 = 10;
 
-/// A 32-byte key: the SHA-256 of a secret.
-pub type Hashed = [u8; 32];
-
-/// The SHA-256 of a secret, the key it is stored under.
-pub fn hashed(secret: &str) -> Hashed {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(secret.as_bytes()).into()
-}
+pub use super::checks::{hashed, Hashed};
 
 /// The login front's state.
 pub enum Store {
