@@ -14,6 +14,10 @@
 // refreshes once with the refresh token (a new pair), presents the rotated one again (refused),
 // and then the new one (refused too: the family is revoked).
 //
+// Or, with {"browse": URL, "user": "bob", "until": "http://127.0.0.1:PORT/callback"}, only the
+// browser step: from URL until the browser is sent to `until`, which it then opens (the
+// conformance suite's callback server); prints `SUMMARY` with `steps` and `failures` only.
+//
 // Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `tools`, `text` (the call's
 // text), `refresh` (the statuses and error codes of the three refreshes), `failures`, and
 // `canaries`: every code, token, verifier and cookie value of the sign-in (the IdP's code to
@@ -76,7 +80,7 @@ async function visit(url, init = {}) {
   return res;
 }
 
-async function browse(start, user) {
+async function browse(start, user, until = REDIRECT) {
   let res = await visit(start);
   let at = start;
   for (let step = 0; step < 20; step += 1) {
@@ -84,7 +88,7 @@ async function browse(start, user) {
       const next = new URL(res.headers.get('location'), at).href;
       const idpCode = new URL(next).searchParams.get('code');
       if (idpCode) summary.canaries.push(idpCode);
-      if (next.startsWith(REDIRECT)) return new URL(next);
+      if (next.startsWith(until)) return new URL(next);
       at = next;
       res = await visit(next);
       continue;
@@ -131,6 +135,12 @@ async function refresh(provider, token) {
 }
 
 async function main() {
+  if (plan.browse) {
+    const back = await browse(plan.browse, plan.user, plan.until);
+    const res = await fetch(back.href);
+    summary.steps.push(`opened the callback: ${res.status}`);
+    return;
+  }
   const provider = new Provider();
   try {
     await connect(provider);

@@ -80,18 +80,7 @@ fn host(plan: Value) -> (bool, Value, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_tool() {
-    let demo = sluice_testkit::demo::upstream::start("demo", ([127, 0, 0, 1], 0).into())
-        .await
-        .expect("demo upstream starts");
-    let port = free_port();
-    let (_idp, issuer) = idp(port);
-    let env = Env::new().set(SECRET_VAR, SECRET);
-    let listen = vec!["--listen".to_owned(), format!("127.0.0.1:{port}")];
-    let sluice = match Sluice::spawn_with(&config(&issuer, &demo.url()), &env, &listen).await {
-        Ok(s) => s,
-        Err(e) => panic!("sluice did not start: {}", e.output),
-    };
-    sluice.ready().await;
+    let (_idp, _demo, sluice, port) = front().await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let plan = serde_json::json!({
         "url": url, "user": "alice", "tool": "demo__echo",
@@ -164,5 +153,94 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     assert!(canaries.len() >= 7, "{s}");
     let canaries: Vec<&str> = canaries.iter().map(String::as_str).collect();
     sluice.assert_no_leak(&canaries);
+    sluice.assert_no_leak(&[SECRET]);
+}
+
+/// Starts the IdP, a demo upstream and Sluice with `[auth.login]` on a port of its own; gives
+/// them and Sluice's port.
+async fn front() -> (
+    Node,
+    sluice_testkit::demo::upstream::DemoUpstream,
+    Sluice,
+    u16,
+) {
+    let demo = sluice_testkit::demo::upstream::start("demo", ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("demo upstream starts");
+    let port = free_port();
+    let (idp, issuer) = idp(port);
+    let env = Env::new().set(SECRET_VAR, SECRET);
+    let listen = vec!["--listen".to_owned(), format!("127.0.0.1:{port}")];
+    let sluice = match Sluice::spawn_with(&config(&issuer, &demo.url()), &env, &listen).await {
+        Ok(s) => s,
+        Err(e) => panic!("sluice did not start: {}", e.output),
+    };
+    sluice.ready().await;
+    (idp, demo, sluice, port)
+}
+
+/// The conformance suite's authorization server scenarios against Sluice: its metadata, and
+/// the authorization code grant of a client registered beforehand (Dynamic Client
+/// Registration), the browser step done by the host script's browser (consent at Sluice,
+/// sign-in at the IdP), back to the suite's own callback server.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_conformance_suite_s_authorization_server_scenarios_pass_against_sluice() {
+    use std::io::BufRead as _;
+    let (_idp, _demo, sluice, port) = front().await;
+    let issuer = format!("http://127.0.0.1:{port}");
+    let callback_port = free_port();
+    let callback = format!("http://127.0.0.1:{callback_port}/callback");
+    let reg: Value = reqwest::Client::new()
+        .post(format!("{issuer}/register"))
+        .json(&serde_json::json!({"redirect_uris": [callback], "client_name": "conformance"}))
+        .send()
+        .await
+        .expect("POST /register")
+        .json()
+        .await
+        .expect("the registration's JSON");
+    let client_id = reg["client_id"].as_str().expect("client_id").to_owned();
+    let mut cli = Command::new(peer_env("SLUICE_NODE22"))
+        .arg(peer_env("SLUICE_CONFORMANCE"))
+        .args(["authorization", "--url", &issuer, "--client-id", &client_id])
+        .args(["--port", &callback_port.to_string()])
+        .args(["--resource", &format!("{issuer}/mcp")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("run the conformance suite");
+    let mut lines = std::io::BufReader::new(cli.stdout.take().expect("stdout")).lines();
+    let (mut seen, mut browsed) = (Vec::new(), false);
+    let authorize = format!("{issuer}/authorize?");
+    for line in lines.by_ref().map_while(Result::ok) {
+        seen.push(line.clone());
+        if line.starts_with(&authorize) {
+            let plan = serde_json::json!({"browse": line, "user": "bob", "until": callback});
+            let (ok, s, out) = host(plan);
+            assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
+            assert_eq!(
+                s["steps"].as_array().unwrap().last().unwrap(),
+                "opened the callback: 200",
+                "{s}"
+            );
+            browsed = true;
+        }
+    }
+    seen.extend(lines.map_while(Result::ok));
+    let status = cli.wait().expect("the suite ends");
+    let text = seen.join("\n");
+    assert!(
+        status.success() && browsed,
+        "{text}\n--- sluice\n{}",
+        sluice.output()
+    );
+    // Both scenarios ran and passed (a skipped grant would not have sent the browser).
+    assert!(text.contains("Total: 3 passed, 0 failed"), "{text}");
+    assert!(
+        text.contains("authorization-code-grant")
+            && text.contains("authorization-server-metadata-endpoint"),
+        "{text}"
+    );
     sluice.assert_no_leak(&[SECRET]);
 }
