@@ -15,7 +15,7 @@ use http::{HeaderMap, Response, StatusCode};
 use subtle::ConstantTimeEq as _;
 
 use super::checks::{challenge_ok, redirect_matches, secret};
-use super::records::{Client, Code, Pending};
+use super::records::{Client, Code, Origin, Pending};
 use super::store::hashed;
 use super::web::{self, Body, Params};
 use super::{Login, CONSENT};
@@ -59,7 +59,9 @@ async fn known(login: &Login, client_id: &str) -> Result<Client, Response<Body>>
                 ))
             });
     }
-    login.store.client(client_id).await.ok_or_else(|| {
+    let registered = login.cfg.dynamic_registration;
+    let client = login.store.client(client_id).await;
+    client.filter(|c| registered && c.origin == Origin::Registered).ok_or_else(|| {
         refused("This client is not registered here (or its registration expired): the client should register again.")
     })
 }

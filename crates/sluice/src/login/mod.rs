@@ -14,6 +14,8 @@ pub mod checks;
 pub mod clients;
 pub mod fetch;
 pub mod idp;
+#[cfg(test)]
+mod idp_tests;
 pub mod records;
 pub mod store;
 #[cfg(test)]
