@@ -190,15 +190,26 @@ async fn the_conformance_suite_s_authorization_server_scenarios_pass_against_slu
     let issuer = format!("http://127.0.0.1:{port}");
     let callback_port = free_port();
     let callback = format!("http://127.0.0.1:{callback_port}/callback");
-    let reg: Value = reqwest::Client::new()
+    let web = reqwest::Client::new();
+    let answer = web
         .post(format!("{issuer}/register"))
         .json(&serde_json::json!({"redirect_uris": [callback], "client_name": "conformance"}))
         .send()
         .await
-        .expect("POST /register")
-        .json()
+        .expect("POST /register");
+    assert_eq!(answer.status().as_u16(), 201);
+    // A browser-based host may register and ask for tokens from its own page (CORS).
+    assert_eq!(answer.headers()["access-control-allow-origin"], "*");
+    let preflight = web
+        .request(reqwest::Method::OPTIONS, format!("{issuer}/token"))
+        .header("origin", "http://inspector.example")
+        .header("access-control-request-method", "POST")
+        .send()
         .await
-        .expect("the registration's JSON");
+        .expect("OPTIONS /token");
+    assert_eq!(preflight.status().as_u16(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    let reg: Value = answer.json().await.expect("the registration's JSON");
     let client_id = reg["client_id"].as_str().expect("client_id").to_owned();
     let mut cli = Command::new(peer_env("SLUICE_NODE22"))
         .arg(peer_env("SLUICE_CONFORMANCE"))

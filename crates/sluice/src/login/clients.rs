@@ -149,12 +149,40 @@ pub fn document_url_ok(url: &str, allow_loopback: bool) -> Result<(), String> {
     if path.is_empty() || path == "/" {
         return refuse("has no path (a metadata document's URL names a document)");
     }
+    let loopback = crate::config::is_loopback(host);
+    if internal(host) && !(allow_loopback && loopback) {
+        return refuse("names a loopback, private or link-local address: a client's metadata document is fetched from the public internet only");
+    }
     match uri.scheme_str() {
         Some("https") if !host.is_empty() => Ok(()),
-        Some("http") if allow_loopback && crate::config::is_loopback(host) => Ok(()),
+        Some("http") if allow_loopback && loopback => Ok(()),
         _ => refuse(
             "is not an https:// URL: Client ID Metadata Documents are fetched over https only",
         ),
+    }
+}
+
+/// Whether `host` is `localhost` or an IP literal of this machine, a private network, a link-
+/// local or unspecified range (a name that resolves to one is not caught here).
+fn internal(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    match h.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(v4)) => {
+            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified()
+        }
+        Ok(std::net::IpAddr::V6(v6)) => {
+            let seg = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (seg & 0xfe00) == 0xfc00
+                || (seg & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| internal(&v4.to_string()))
+        }
+        Err(_) => {
+            h.eq_ignore_ascii_case("localhost") || h.to_ascii_lowercase().ends_with(".localhost")
+        }
     }
 }
 
@@ -206,6 +234,22 @@ mod tests {
         );
         assert!(document_url_ok("https://app.example", false).is_err());
         assert!(document_url_ok("https://u:p@app.example/c.json", false).is_err());
+        for internal in [
+            "https://10.1.2.3/c.json",
+            "https://127.0.0.1/c.json",
+            "https://[::1]/c.json",
+            "https://169.254.169.254/c.json",
+            "https://localhost/c.json",
+            "https://192.168.0.1/c.json",
+            "https://[fd00::1]/c.json",
+            "https://[::ffff:10.0.0.1]/c.json",
+        ] {
+            assert!(document_url_ok(internal, false).is_err(), "{internal}");
+        }
+        assert!(
+            document_url_ok("https://10.1.2.3/c.json", true).is_err(),
+            "loopback only"
+        );
     }
 
     #[tokio::test]

@@ -114,8 +114,25 @@ impl Login {
         suffix == Some("") || (suffix.is_some() && suffix.map(str::to_owned) == own)
     }
 
-    /// Answers a request on one of its paths.
+    /// Answers a request on one of its paths. The metadata, `/register` and `/token` answer
+    /// any origin (CORS, no credentials: a browser-based host such as the Inspector signs in
+    /// from its own page); the browser's pages do not.
     pub async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
+        let path = req.uri().path();
+        let cors = matches!(path, "/register" | "/token") || self.is_metadata(path);
+        if cors && req.method() == Method::OPTIONS {
+            return web::preflight();
+        }
+        let mut r = self.answer(req).await;
+        if cors {
+            let any = http::HeaderValue::from_static("*");
+            r.headers_mut()
+                .insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, any);
+        }
+        r
+    }
+
+    async fn answer(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let path = parts.uri.path().to_owned();
         let query = web::Params::parse(parts.uri.query().unwrap_or_default().as_bytes());

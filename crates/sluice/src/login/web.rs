@@ -133,6 +133,23 @@ pub fn redirect(location: &str, cookie: Option<String>) -> Response<Body> {
     b.body(Full::new(Bytes::new()).boxed()).unwrap_or_default()
 }
 
+/// The answer to a CORS preflight of the metadata, `/register` or `/token`.
+pub fn preflight() -> Response<Body> {
+    base(StatusCode::NO_CONTENT)
+        .header(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(
+            http::header::ACCESS_CONTROL_ALLOW_METHODS,
+            "GET, POST, OPTIONS",
+        )
+        .header(
+            http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+            "content-type, authorization, mcp-protocol-version",
+        )
+        .header(http::header::ACCESS_CONTROL_MAX_AGE, "600")
+        .body(Full::new(Bytes::new()).boxed())
+        .unwrap_or_default()
+}
+
 /// `base` with `params` added to its query (form-encoded).
 pub fn with_query(base: &str, params: &[(&str, &str)]) -> String {
     let mut q = form_urlencoded::Serializer::new(String::new());
