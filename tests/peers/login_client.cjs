@@ -18,6 +18,13 @@
 // browser step: from URL until the browser is sent to `until`, which it then opens (the
 // conformance suite's callback server); prints `SUMMARY` with `steps` and `failures` only.
 //
+// Or, with {"remote": "<mcp-remote's proxy.js>", "callbackPort": N, "configDir": DIR, "url",
+// "user", "tool", "arguments"}: mcp-remote (what Claude Desktop runs) between this client and
+// Sluice, over stdio, started by the SDK's `StdioClientTransport`; mcp-remote signs in itself
+// (it prints the authorization URL on its stderr, and its browser launch finds no display),
+// the browser step follows that URL until mcp-remote's callback, which it then opens; the client
+// lists the tools and calls `tool` through mcp-remote.
+//
 // Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `tools`, `text` (the call's
 // text), `refresh` (the statuses and error codes of the three refreshes), `failures`, and
 // `canaries`: every code, token, verifier and cookie value of the sign-in (the IdP's code to
@@ -29,6 +36,7 @@
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const { UnauthorizedError } = require('@modelcontextprotocol/sdk/client/auth.js');
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 
 const plan = JSON.parse(process.argv[2]);
 const summary = { steps: [], tools: [], text: null, refresh: [], failures: [], canaries: [] };
@@ -134,7 +142,47 @@ async function refresh(provider, token) {
   return body.refresh_token;
 }
 
+// mcp-remote over stdio: its sign-in driven from the URL it prints.
+async function remote() {
+  const callback = `http://127.0.0.1:${plan.callbackPort}/oauth/callback`;
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [plan.remote, plan.url, String(plan.callbackPort), '--host', '127.0.0.1'],
+    env: { ...process.env, MCP_REMOTE_CONFIG_DIR: plan.configDir, DISPLAY: '', WAYLAND_DISPLAY: '', BROWSER: 'true' },
+    stderr: 'pipe',
+  });
+  let err = '';
+  const signedIn = new Promise((resolve, reject) => {
+    transport.stderr.on('data', (chunk) => {
+      err += chunk.toString();
+      const m = /Please authorize this client by visiting:\s*(\S+)/.exec(err);
+      if (m && !summary.steps.includes('mcp-remote printed the URL')) {
+        summary.steps.push('mcp-remote printed the URL');
+        browse(m[1], plan.user, callback)
+          .then((back) => fetch(back.href))
+          .then((res) => { summary.steps.push(`opened mcp-remote's callback: ${res.status}`); resolve(); })
+          .catch(reject);
+      }
+    });
+  });
+  const client = new Client({ name: 'login-test-host-remote', version: '1.0.0' }, { capabilities: {} });
+  const connected = client.connect(transport);
+  await Promise.race([signedIn, connected]);
+  await connected;
+  summary.steps.push('connected');
+  summary.tools = (await client.listTools()).tools.map((t) => t.name);
+  const r = await client.callTool({ name: plan.tool, arguments: plan.arguments || {} });
+  summary.text = (r.content || []).map((c) => c.text || '').join('');
+  if (r.isError) summary.failures.push(`the call failed: ${summary.text}`);
+  await client.close();
+  if (!summary.steps.includes('mcp-remote printed the URL')) summary.failures.push(`no sign-in: ${err.slice(-2000)}`);
+}
+
 async function main() {
+  if (plan.remote) {
+    await remote();
+    return;
+  }
   if (plan.browse) {
     const back = await browse(plan.browse, plan.user, plan.until);
     const res = await fetch(back.href);

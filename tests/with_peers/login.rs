@@ -255,3 +255,39 @@ async fn the_conformance_suite_s_authorization_server_scenarios_pass_against_slu
     );
     sluice.assert_no_leak(&[SECRET]);
 }
+
+/// mcp-remote (what Claude Desktop runs for a remote server) signs in to Sluice by itself: it
+/// registers, prints the authorization URL (no browser here), takes the code at its own
+/// callback, and then relays the host's calls with Sluice's token.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_remote_signs_in_through_the_company_idp_and_relays_a_call() {
+    let (_idp, _demo, sluice, port) = front().await;
+    let dir = crate::support::process::scratch("login-mcp-remote");
+    let plan = serde_json::json!({
+        "remote": peer_env("SLUICE_MCP_REMOTE"), "callbackPort": free_port(),
+        "configDir": dir, "url": format!("http://127.0.0.1:{port}/mcp"), "user": "carol",
+        "tool": "demo__echo", "arguments": {"text": "hello through mcp-remote"},
+    });
+    let (ok, s, out) = host(plan);
+    assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
+    let steps: Vec<&str> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for step in [
+        "mcp-remote printed the URL",
+        "consented at Sluice",
+        "signed in at the IdP",
+        "opened mcp-remote's callback: 200",
+        "connected",
+    ] {
+        assert!(steps.contains(&step), "no step {step:?}: {steps:?}");
+    }
+    let text = s["text"].as_str().unwrap_or_default();
+    assert!(text.contains("hello through mcp-remote"), "{s}");
+    let output = sluice.output();
+    assert!(output.contains(r#""principal":"carol""#), "{output}");
+    sluice.assert_no_leak(&[SECRET]);
+}
