@@ -25,7 +25,8 @@
 // the browser step follows that URL until mcp-remote's callback, which it then opens; the client
 // lists the tools and calls `tool` through mcp-remote.
 //
-// Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `tools`, `text` (the call's
+// Prints one line `SUMMARY {...}`: `steps` (what happened, in order), `token` (the `iss`, `aud`,
+// `sub` and `groups` of Sluice's access token), `tools`, `text` (the call's
 // text), `refresh` (the statuses and error codes of the three refreshes), `failures`, and
 // `canaries`: every code, token, verifier and cookie value of the sign-in (the IdP's code to
 // Sluice, Sluice's code, the PKCE verifier, the consent cookie, the access and refresh tokens),
@@ -209,6 +210,9 @@ async function main() {
   summary.canaries.push(provider.verifier, provider.saved.access_token, provider.saved.refresh_token);
   const { client } = await connect(provider);
   summary.steps.push('connected');
+  // What Sluice's access token says (its payload only; the token itself is not printed).
+  const payload = JSON.parse(Buffer.from(provider.saved.access_token.split('.')[1], 'base64url').toString());
+  summary.token = { iss: payload.iss, aud: payload.aud, sub: payload.sub, groups: payload.groups };
   summary.tools = (await client.listTools()).tools.map((t) => t.name);
   const r = await client.callTool({ name: plan.tool, arguments: plan.arguments || {} });
   summary.text = (r.content || []).map((c) => c.text || '').join('');

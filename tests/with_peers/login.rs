@@ -28,7 +28,7 @@ fn free_port() -> u16 {
 fn idp(port: u16) -> (Node, String) {
     let mut cmd = node();
     cmd.arg(script("idp.mjs"))
-        .args(["--client-secret", SECRET])
+        .args(["--client-secret", SECRET, "--groups", "alice=eng,ops"])
         .args([
             "--redirect-uri",
             &format!("http://127.0.0.1:{port}/login/callback"),
@@ -49,6 +49,7 @@ prefix = "always"
 idp_issuer = "{issuer}"
 idp_client_id = "sluice"
 idp_client_secret_env = "{SECRET_VAR}"
+idp_scopes = ["groups"]
 
 [[upstream]]
 name = "demo"
@@ -105,6 +106,12 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     ] {
         assert!(steps.contains(&step), "no step {step:?}: {steps:?}");
     }
+    // Sluice's own token: for its resource, the IdP's user and the groups of their ID token.
+    let token = &s["token"];
+    assert_eq!(token["iss"], format!("http://127.0.0.1:{port}"), "{s}");
+    assert_eq!(token["aud"], format!("http://127.0.0.1:{port}/mcp"), "{s}");
+    assert_eq!(token["sub"], "alice", "{s}");
+    assert_eq!(token["groups"], serde_json::json!(["eng", "ops"]), "{s}");
     let back = format!("back with a code, iss http://127.0.0.1:{port}");
     assert!(steps.iter().any(|s| *s == back), "{steps:?}");
     assert!(
