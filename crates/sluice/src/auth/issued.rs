@@ -91,6 +91,22 @@ impl Issued {
         encode(&header, &claims, &key).map_err(|e| format!("cannot sign an access token: {e}"))
     }
 
+    /// A value derived from `input` under the signing key and `label` (HMAC-SHA256,
+    /// base64url): what a replica sharing the keys derives alike and nobody else can (the login
+    /// front's PKCE verifier and nonce toward the IdP, from a sign-in's id).
+    pub fn derive(&self, label: &str, input: &str) -> String {
+        use base64::Engine as _;
+        use hmac::Mac as _;
+        let key = self.keys.first().map(|k| k.1).unwrap_or_default();
+        let Ok(mut m) = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key) else {
+            return String::new();
+        };
+        m.update(label.as_bytes());
+        m.update(&[0]);
+        m.update(input.as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(m.finalize().into_bytes())
+    }
+
     /// The principal of a valid token.
     pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
         let header = decode_header(token).map_err(|_| AuthError::Invalid("not a JWT"))?;

@@ -15,7 +15,7 @@ use http::{HeaderMap, Response, StatusCode};
 use subtle::ConstantTimeEq as _;
 
 use super::checks::{challenge_ok, redirect_matches, secret};
-use super::records::{Client, Code, Origin, Pending};
+use super::records::{Client, Code, Grant, Origin, Pending};
 use super::store::hashed;
 use super::web::{self, Body, Params};
 use super::{Login, CONSENT};
@@ -124,8 +124,6 @@ pub async fn start(login: &Login, q: &Params) -> Response<Body> {
         scope: scope.join(" "),
         browser: hashed(&browser),
         consented: false,
-        idp_verifier: secret(),
-        idp_nonce: secret(),
     };
     if !login.store.put_pending(hashed(&id), pending).await {
         return deny(
@@ -190,6 +188,12 @@ async fn bound(
     Ok(p)
 }
 
+/// The PKCE verifier and the nonce of sign-in `id` toward the IdP: derived, never stored.
+fn idp_secrets(login: &Login, id: &str) -> (String, String) {
+    let verifier = login.issued.derive("idp-pkce-verifier", id);
+    (verifier, login.issued.derive("idp-nonce", id))
+}
+
 /// `POST /login/consent`.
 pub async fn consent(login: &Login, headers: &HeaderMap, form: &Params) -> Response<Body> {
     let id = form.get("pending");
@@ -212,9 +216,10 @@ pub async fn consent(login: &Login, headers: &HeaderMap, form: &Params) -> Respo
         Err(page) => return page,
     };
     let id = id.unwrap_or_default();
+    let (verifier, nonce) = idp_secrets(login, id);
     let url = match login
         .idp
-        .authorize_url(&login.http, id, &p.idp_nonce, &p.idp_verifier)
+        .authorize_url(&login.http, id, &nonce, &verifier)
         .await
     {
         Ok(u) => u,
@@ -251,13 +256,9 @@ pub async fn callback(login: &Login, headers: &HeaderMap, q: &Params) -> Respons
     let Some(code) = q.get("code") else {
         return to_client("server_error", "the company sign-in sent no code");
     };
+    let (verifier, nonce) = idp_secrets(login, q.get("state").unwrap_or_default());
     let user = match login.idp.iss_ok(&login.http, q.get("iss")).await {
-        Ok(()) => {
-            login
-                .idp
-                .finish(&login.http, code, &p.idp_verifier, &p.idp_nonce)
-                .await
-        }
+        Ok(()) => login.idp.finish(&login.http, code, &verifier, &nonce).await,
         Err(e) => Err(e),
     };
     let user = match user {
@@ -269,12 +270,14 @@ pub async fn callback(login: &Login, headers: &HeaderMap, q: &Params) -> Respons
     };
     let ours = secret();
     let grant = Code {
-        client_id: p.client_id.clone(),
         redirect_uri: p.redirect_uri.clone(),
         code_challenge: p.code_challenge.clone(),
-        principal: user.principal,
-        groups: user.groups,
-        scope: p.scope.clone(),
+        grant: Grant {
+            client_id: p.client_id.clone(),
+            principal: user.principal,
+            groups: user.groups,
+            scope: p.scope.clone(),
+        },
     };
     if !login.store.put_code(hashed(&ours), grant).await {
         return to_client(

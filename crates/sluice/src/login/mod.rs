@@ -10,6 +10,7 @@
 //! but the path's. Nothing of a code, token, verifier, cookie or claim is logged.
 
 pub mod authorize;
+pub mod bounds;
 pub mod checks;
 pub mod clients;
 pub mod fetch;
@@ -17,6 +18,7 @@ pub mod idp;
 #[cfg(test)]
 mod idp_tests;
 pub mod records;
+pub mod shared;
 pub mod store;
 #[cfg(test)]
 mod tests;

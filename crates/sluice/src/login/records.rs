@@ -1,13 +1,17 @@
 //! The records the login front keeps (`store.rs` holds them): a client, a sign-in under way,
-//! an authorization code, a refresh token family.
+//! an authorization code, what a sign-in granted, a refresh token family.
 //!
-//! Takes nothing and refuses nothing: plain data. No record prints a secret (`Debug` is not
-//! derived on the ones that hold the IdP's verifier and nonce).
+//! Takes nothing and refuses nothing: plain data, written as JSON in the shared store. No
+//! record holds a secret: codes, refresh tokens and sign-in ids are keys by their hash only, and
+//! the IdP's PKCE verifier and nonce of a sign-in are derived from its id under a state key
+//! (`auth::issued`), never stored.
+
+use serde::{Deserialize, Serialize};
 
 use super::checks::Hashed;
 
 /// How a client came to be known.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Origin {
     /// Dynamic Client Registration (RFC 7591).
     Registered,
@@ -16,7 +20,7 @@ pub enum Origin {
 }
 
 /// A client that may ask for codes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Client {
     /// Its id (a random one, or its metadata document's URL).
     pub client_id: String,
@@ -28,8 +32,8 @@ pub struct Client {
     pub origin: Origin,
 }
 
-/// A sign-in under way: what `/authorize` was asked, and what Sluice sent the IdP.
-#[derive(Clone)]
+/// A sign-in under way: what `/authorize` was asked.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Pending {
     /// The client.
     pub client_id: String,
@@ -47,32 +51,11 @@ pub struct Pending {
     pub browser: Hashed,
     /// Whether the user consented (then the IdP was asked).
     pub consented: bool,
-    /// The PKCE verifier Sluice sent the IdP the challenge of.
-    pub idp_verifier: String,
-    /// The nonce the ID token must carry.
-    pub idp_nonce: String,
 }
 
-/// An authorization code's grant.
-#[derive(Clone)]
-pub struct Code {
-    /// The client it was issued to.
-    pub client_id: String,
-    /// The redirect URI it was sent to (the token request must repeat it).
-    pub redirect_uri: String,
-    /// The client's S256 challenge.
-    pub code_challenge: String,
-    /// Who signed in.
-    pub principal: String,
-    /// Their groups.
-    pub groups: Vec<String>,
-    /// The scopes granted.
-    pub scope: String,
-}
-
-/// A refresh token family: one sign-in's chain of rotated refresh tokens.
-#[derive(Clone)]
-pub struct Family {
+/// What a sign-in granted: to which client, who, their groups and scopes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
     /// The client.
     pub client_id: String,
     /// Who signed in.
@@ -81,8 +64,41 @@ pub struct Family {
     pub groups: Vec<String>,
     /// The scopes granted.
     pub scope: String,
+}
+
+/// An authorization code's grant.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Code {
+    /// The redirect URI it was sent to (the token request must repeat it).
+    pub redirect_uri: String,
+    /// The client's S256 challenge.
+    pub code_challenge: String,
+    /// What it grants.
+    pub grant: Grant,
+}
+
+/// A refresh token family: one sign-in's chain of rotated refresh tokens.
+#[derive(Clone, Debug)]
+pub struct Family {
+    /// What it grants.
+    pub grant: Grant,
     /// The hash of the one refresh token that may be used now.
     pub current: Hashed,
     /// Set when a rotated token came back: nothing of the family is honoured again.
     pub revoked: bool,
+}
+
+/// What presenting a refresh token to its family did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// It was the current one: the next one is current now; the grant.
+    Rotated(Grant),
+    /// It was an earlier one: the family is revoked now.
+    Replayed,
+    /// The family was revoked before.
+    Revoked,
+    /// The family is another client's.
+    OtherClient,
+    /// No such family (expired, never issued), or the store did not answer.
+    Unknown,
 }

@@ -5,8 +5,9 @@
 //! sign-in's id): no secret is held, so a dump of the store cannot be replayed. Gives each back
 //! once where it is single use ([`Store::take_code`], [`Store::take_pending`]). Refuses (the
 //! insert answers `false`) a record when its table is full of live records; expired records are
-//! dropped first. [`Store`] is an enum so a shared (Redis) store can join the in-memory one
-//! without a trait object; every method is `async` for that reason.
+//! dropped first. [`Store`] is an enum: these tables in memory (one replica), or Redis under
+//! `[cluster]` (`shared.rs`: every replica sees every record); its methods are `async` for
+//! the latter.
 //!
 //! Bounds (documented in docs/login.md): [`MAX_CLIENTS`] registrations of
 //! [`REGISTRATION_TTL`], [`MAX_PENDING`] sign-ins of [`PENDING_TTL`], [`MAX_CODES`] codes of
@@ -18,33 +19,19 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::records::{Client, Code, Family, Pending};
+use subtle::ConstantTimeEq as _;
 
-/// Registered clients held at most.
-pub const MAX_CLIENTS: usize = 10_000;
-/// How long a dynamic registration lives.
-pub const REGISTRATION_TTL: Duration = Duration::from_secs(7 * 86_400);
-/// Sign-ins under way at the IdP held at most.
-pub const MAX_PENDING: usize = 10_000;
-/// How long a sign-in may take at the IdP (consent page to callback).
-pub const PENDING_TTL: Duration = Duration::from_secs(600);
-/// Authorization codes held at most.
-pub const MAX_CODES: usize = 10_000;
-/// How long an authorization code lives.
-pub const CODE_TTL: Duration = Duration::from_secs(60);
-/// Refresh token families held at most.
-pub const MAX_FAMILIES: usize = 100_000;
-/// Sources whose registrations are counted at most (a full table refuses new sources).
-pub const MAX_SOURCES: usize = 10_000;
-/// Dynamic registrations one source (IP address) may make per minute.
-pub const REGISTRATIONS_PER_MINUTE: u32 = 10;
+use super::records::{Client, Code, Family, Pending, Turn};
 
+pub use super::bounds::*;
 pub use super::checks::{hashed, Hashed};
 
 /// The login front's state.
 pub enum Store {
     /// In this process (lost on restart; one replica).
     Memory(Memory),
+    /// In Redis, shared by the replicas (`[cluster]`; `shared.rs`).
+    Redis(super::shared::Redis),
 }
 
 /// The in-memory tables.
@@ -69,86 +56,134 @@ impl Default for Store {
 }
 
 impl Store {
+    /// The store replicas share, in `cluster`'s Redis.
+    pub fn shared(cluster: std::sync::Arc<crate::cluster::Cluster>) -> Store {
+        Store::Redis(super::shared::Redis::new(cluster))
+    }
+
     /// Counts one registration of `source`; `false` when it made its minute's share already
     /// (or too many sources are counted now).
     pub async fn count_registration(&self, source: std::net::IpAddr) -> bool {
-        let Store::Memory(m) = self;
-        m.sources
-            .update(source, Duration::from_secs(60), 0, |n| {
-                *n += 1;
-                *n <= REGISTRATIONS_PER_MINUTE
-            })
-            .unwrap_or(false)
+        match self {
+            Store::Memory(m) => m
+                .sources
+                .update(source, Duration::from_secs(60), 0, |n| {
+                    *n += 1;
+                    *n <= REGISTRATIONS_PER_MINUTE
+                })
+                .unwrap_or(false),
+            Store::Redis(r) => r.count_registration(source).await,
+        }
     }
 
     /// Holds a registered client; `false` when the table is full.
     pub async fn put_client(&self, c: Client) -> bool {
-        let Store::Memory(m) = self;
-        m.clients.insert(c.client_id.clone(), c, REGISTRATION_TTL)
+        match self {
+            Store::Memory(m) => m.clients.insert(c.client_id.clone(), c, REGISTRATION_TTL),
+            Store::Redis(r) => r.put_client(&c, None).await,
+        }
     }
 
     /// Caches a client's metadata document for `ttl`; `false` when the table is full.
     pub async fn put_document(&self, c: Client, ttl: Duration) -> bool {
-        let Store::Memory(m) = self;
-        m.clients.insert(c.client_id.clone(), c, ttl)
+        match self {
+            Store::Memory(m) => m.clients.insert(c.client_id.clone(), c, ttl),
+            Store::Redis(r) => r.put_client(&c, Some(ttl)).await,
+        }
     }
 
     /// The client registered as `id`, unexpired.
     pub async fn client(&self, id: &str) -> Option<Client> {
-        let Store::Memory(m) = self;
-        m.clients.get(&id.to_owned())
+        match self {
+            Store::Memory(m) => m.clients.get(&id.to_owned()),
+            Store::Redis(r) => r.client(id).await,
+        }
     }
 
     /// Holds a sign-in under way, keyed by the hash of its id.
     pub async fn put_pending(&self, key: Hashed, p: Pending) -> bool {
-        let Store::Memory(m) = self;
-        m.pending.insert(key, p, PENDING_TTL)
+        match self {
+            Store::Memory(m) => m.pending.insert(key, p, PENDING_TTL),
+            Store::Redis(r) => r.put_pending(&key, &p).await,
+        }
     }
 
     /// The sign-in under way, left in place (the consent page and the IdP redirect read it).
     pub async fn pending(&self, key: &Hashed) -> Option<Pending> {
-        let Store::Memory(m) = self;
-        m.pending.get(key)
+        match self {
+            Store::Memory(m) => m.pending.get(key),
+            Store::Redis(r) => r.pending(key).await,
+        }
     }
 
     /// Replaces a sign-in under way in place (its lifetime unchanged); `false` when gone.
     pub async fn update_pending(&self, key: &Hashed, p: Pending) -> bool {
-        let Store::Memory(m) = self;
-        m.pending.replace(key, p)
+        match self {
+            Store::Memory(m) => m.pending.modify(key, |old| *old = p).is_some(),
+            Store::Redis(r) => r.update_pending(key, &p).await,
+        }
     }
 
     /// The sign-in under way, removed: the IdP's callback finishes it once.
     pub async fn take_pending(&self, key: &Hashed) -> Option<Pending> {
-        let Store::Memory(m) = self;
-        m.pending.take(key)
+        match self {
+            Store::Memory(m) => m.pending.take(key),
+            Store::Redis(r) => r.take_pending(key).await,
+        }
     }
 
     /// Holds an authorization code.
     pub async fn put_code(&self, key: Hashed, c: Code) -> bool {
-        let Store::Memory(m) = self;
-        m.codes.insert(key, c, CODE_TTL)
+        match self {
+            Store::Memory(m) => m.codes.insert(key, c, CODE_TTL),
+            Store::Redis(r) => r.put_code(&key, &c).await,
+        }
     }
 
     /// The code, removed whatever comes of it: a code is used once.
     pub async fn take_code(&self, key: &Hashed) -> Option<Code> {
-        let Store::Memory(m) = self;
-        m.codes.take(key)
+        match self {
+            Store::Memory(m) => m.codes.take(key),
+            Store::Redis(r) => r.take_code(key).await,
+        }
     }
 
     /// Holds a refresh family for `ttl`.
     pub async fn put_family(&self, key: Hashed, f: Family, ttl: Duration) -> bool {
-        let Store::Memory(m) = self;
-        m.families.insert(key, f, ttl)
+        match self {
+            Store::Memory(m) => m.families.insert(key, f, ttl),
+            Store::Redis(r) => r.put_family(&key, &f, ttl).await,
+        }
     }
 
-    /// Applies `step` to the family (its lifetime unchanged); `None` when there is none.
-    pub async fn with_family<R>(
+    /// Presents the refresh token hashed `presented` to family `key` for `client_id`: the
+    /// current one rotates to `next`; an earlier one revokes the family.
+    pub async fn rotate(
         &self,
         key: &Hashed,
-        step: impl FnOnce(&mut Family) -> R,
-    ) -> Option<R> {
-        let Store::Memory(m) = self;
-        m.families.modify(key, step)
+        presented: &Hashed,
+        next: &Hashed,
+        client_id: &str,
+    ) -> Turn {
+        let m = match self {
+            Store::Redis(r) => return r.rotate(key, presented, next, client_id).await,
+            Store::Memory(m) => m,
+        };
+        let turn = m.families.modify(key, |f| {
+            if f.revoked {
+                return Turn::Revoked;
+            }
+            if f.grant.client_id != client_id {
+                return Turn::OtherClient;
+            }
+            if !bool::from(f.current.ct_eq(presented)) {
+                f.revoked = true;
+                return Turn::Replayed;
+            }
+            f.current = *next;
+            Turn::Rotated(f.grant.clone())
+        });
+        turn.unwrap_or(Turn::Unknown)
     }
 }
 
@@ -196,10 +231,6 @@ impl<K: Eq + Hash + Clone, V: Clone> Table<K, V> {
             .remove(k)
             .filter(|(until, _)| *until > Instant::now())
             .map(|(_, v)| v)
-    }
-
-    fn replace(&self, k: &K, v: V) -> bool {
-        self.modify(k, |old| *old = v).is_some()
     }
 
     fn modify<R>(&self, k: &K, step: impl FnOnce(&mut V) -> R) -> Option<R> {

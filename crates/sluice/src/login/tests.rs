@@ -55,12 +55,14 @@ async fn client(l: &Login) {
 async fn code(l: &Login, verifier: &str) -> String {
     let code = checks::secret();
     let grant = Code {
-        client_id: "c1".into(),
         redirect_uri: REDIRECT.into(),
         code_challenge: checks::challenge(verifier),
-        principal: "alice".into(),
-        groups: vec!["eng".into()],
-        scope: String::new(),
+        grant: super::records::Grant {
+            client_id: "c1".into(),
+            principal: "alice".into(),
+            groups: vec!["eng".into()],
+            scope: String::new(),
+        },
     };
     assert!(l.store.put_code(hashed(&code), grant).await);
     code

@@ -15,10 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{Response, StatusCode};
 use serde_json::json;
-use subtle::ConstantTimeEq as _;
 
 use super::checks::{secret, verifier_ok};
-use super::records::Family;
+use super::records::{Family, Grant, Turn};
 use super::store::hashed;
 use super::web::{self, Body, Params};
 use super::Login;
@@ -69,26 +68,20 @@ async fn code(login: &Login, client_id: &str, f: &Params) -> Response<Body> {
         );
     };
     let redirect_ok = f.get("redirect_uri").is_none_or(|r| r == c.redirect_uri);
-    if c.client_id != client_id || !redirect_ok || !verifier_ok(verifier, &c.code_challenge) {
+    let ours = c.grant.client_id == client_id;
+    if !ours || !redirect_ok || !verifier_ok(verifier, &c.code_challenge) {
         return invalid(
             "invalid_grant",
             "the code was not issued to this client, redirect_uri and code_verifier: sign in again",
         );
     }
-    let family = Family {
-        client_id: c.client_id,
-        principal: c.principal,
-        groups: c.groups,
-        scope: c.scope,
-        current: [0; 32],
-        revoked: false,
-    };
     let id = secret();
     let ttl = Duration::from_millis(login.cfg.refresh_token_ttl_ms);
     let refresh = format!("{id}.{}", secret());
     let family = Family {
+        grant: c.grant,
         current: hashed(&refresh),
-        ..family
+        revoked: false,
     };
     if !login
         .store
@@ -100,14 +93,7 @@ async fn code(login: &Login, client_id: &str, f: &Params) -> Response<Body> {
             "too many sign-ins are held: try again later",
         );
     }
-    answer(login, &family, &refresh)
-}
-
-/// What presenting `token` to its family did.
-enum Turn {
-    Rotated(Family, String),
-    Replayed,
-    Refused(&'static str),
+    answer(login, &family.grant, &refresh)
 }
 
 async fn refresh(login: &Login, client_id: &str, f: &Params) -> Response<Body> {
@@ -121,39 +107,33 @@ async fn refresh(login: &Login, client_id: &str, f: &Params) -> Response<Body> {
         );
     };
     let next = format!("{id}.{}", secret());
-    let key = hashed(id);
-    let turn = login.store.with_family(&key, |fam| {
-        if fam.revoked {
-            return Turn::Refused("the refresh token's sign-in was revoked: sign in again");
-        }
-        if fam.client_id != client_id {
-            return Turn::Refused("the refresh token was not issued to this client");
-        }
-        if !bool::from(fam.current.ct_eq(&hashed(token))) {
-            fam.revoked = true;
-            return Turn::Replayed;
-        }
-        fam.current = hashed(&next);
-        Turn::Rotated(fam.clone(), next.clone())
-    });
+    let (family, presented, after) = (hashed(id), hashed(token), hashed(&next));
+    let turn = login.store.rotate(&family, &presented, &after, client_id);
     match turn.await {
-        Some(Turn::Rotated(fam, next)) => answer(login, &fam, &next),
-        Some(Turn::Replayed) => {
+        Turn::Rotated(grant) => answer(login, &grant, &next),
+        Turn::Replayed => {
             tracing::warn!("auth.login: a rotated refresh token came back; its sign-in is revoked");
             invalid(
                 "invalid_grant",
                 "the refresh token was used already: this sign-in is revoked, sign in again",
             )
         }
-        Some(Turn::Refused(why)) => invalid("invalid_grant", why),
-        None => invalid(
+        Turn::Revoked => invalid(
+            "invalid_grant",
+            "the refresh token's sign-in was revoked: sign in again",
+        ),
+        Turn::OtherClient => invalid(
+            "invalid_grant",
+            "the refresh token was not issued to this client",
+        ),
+        Turn::Unknown => invalid(
             "invalid_grant",
             "the refresh token is unknown or expired: sign in again",
         ),
     }
 }
 
-fn answer(login: &Login, fam: &Family, refresh: &str) -> Response<Body> {
+fn answer(login: &Login, fam: &Grant, refresh: &str) -> Response<Body> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

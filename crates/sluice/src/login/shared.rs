@@ -1,0 +1,171 @@
+//! The login front's records in Redis (`[cluster]`): every replica takes a client another
+//! registered, a code another issued, a refresh token another rotated.
+//!
+//! Takes the records (`records.rs`, JSON) under `sluice:login:<kind>:<hex of a SHA-256>`; gives
+//! them back as `store.rs`'s in-memory tables do: codes and finished sign-ins taken once
+//! (`GETDEL`), refresh chains rotated in one script (a replay revokes the chain for every
+//! replica). Refuses (as "not there" or "not kept": fail closed) whatever Redis does not answer
+//! in time. Bounds: every key expires (registrations after [`REGISTRATION_TTL`], sign-ins after
+//! [`PENDING_TTL`], codes after [`CODE_TTL`], chains after `refresh_token_ttl_ms`); at most
+//! [`REGISTRATIONS_PER_MINUTE`] registrations per source and [`ALL_REGISTRATIONS_PER_MINUTE`]
+//! in all per minute, cluster-wide.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bounds::{CODE_TTL, PENDING_TTL, REGISTRATIONS_PER_MINUTE, REGISTRATION_TTL};
+use super::checks::{hashed, Hashed};
+use super::records::{Client, Code, Family, Grant, Pending, Turn};
+use crate::cluster::Cluster;
+
+/// Registrations of all sources together per minute, cluster-wide.
+pub const ALL_REGISTRATIONS_PER_MINUTE: u64 = 600;
+
+/// The shared store.
+pub struct Redis {
+    cluster: Arc<Cluster>,
+}
+
+fn key(kind: &str, h: &Hashed) -> String {
+    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sluice:login:{kind}:{hex}")
+}
+
+fn hex(h: &Hashed) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn parsed<T: serde::de::DeserializeOwned>(v: Option<String>) -> Option<T> {
+    v.and_then(|v| serde_json::from_str(&v).ok())
+}
+
+impl Redis {
+    /// On `cluster`'s Redis.
+    pub fn new(cluster: Arc<Cluster>) -> Redis {
+        Redis { cluster }
+    }
+
+    /// Counts a registration of `source` (and of all); `false` past either share.
+    pub async fn count_registration(&self, source: std::net::IpAddr) -> bool {
+        let s = &self.cluster.shared;
+        let minute = Duration::from_secs(60);
+        let all = s.login_count("sluice:login:registrations", minute).await;
+        let one = s
+            .login_count(&format!("sluice:login:source:{source}"), minute)
+            .await;
+        matches!((all, one), (Ok(a), Ok(o)) if a <= ALL_REGISTRATIONS_PER_MINUTE && o <= u64::from(REGISTRATIONS_PER_MINUTE))
+    }
+
+    /// Holds a client for `ttl` (a registration's, or a document's cache).
+    pub async fn put_client(&self, c: &Client, ttl: Option<Duration>) -> bool {
+        let k = key("client", &hashed(&c.client_id));
+        let ttl = ttl.unwrap_or(REGISTRATION_TTL);
+        self.cluster
+            .shared
+            .login_put(&k, &json(c), ttl)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The client `id`.
+    pub async fn client(&self, id: &str) -> Option<Client> {
+        let k = key("client", &hashed(id));
+        parsed(self.cluster.shared.login_get(&k).await.ok().flatten())
+    }
+
+    /// Holds a sign-in under way.
+    pub async fn put_pending(&self, k: &Hashed, p: &Pending) -> bool {
+        let s = &self.cluster.shared;
+        s.login_put(&key("pending", k), &json(p), PENDING_TTL)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The sign-in under way, left in place.
+    pub async fn pending(&self, k: &Hashed) -> Option<Pending> {
+        parsed(
+            self.cluster
+                .shared
+                .login_get(&key("pending", k))
+                .await
+                .ok()
+                .flatten(),
+        )
+    }
+
+    /// Replaces a sign-in under way, its expiry kept.
+    pub async fn update_pending(&self, k: &Hashed, p: &Pending) -> bool {
+        let s = &self.cluster.shared;
+        s.login_replace(&key("pending", k), &json(p))
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The sign-in under way, taken.
+    pub async fn take_pending(&self, k: &Hashed) -> Option<Pending> {
+        parsed(
+            self.cluster
+                .shared
+                .login_take(&key("pending", k))
+                .await
+                .ok()
+                .flatten(),
+        )
+    }
+
+    /// Holds a code.
+    pub async fn put_code(&self, k: &Hashed, c: &Code) -> bool {
+        let s = &self.cluster.shared;
+        s.login_put(&key("code", k), &json(c), CODE_TTL)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The code, taken.
+    pub async fn take_code(&self, k: &Hashed) -> Option<Code> {
+        parsed(
+            self.cluster
+                .shared
+                .login_take(&key("code", k))
+                .await
+                .ok()
+                .flatten(),
+        )
+    }
+
+    /// Starts a refresh chain.
+    pub async fn put_family(&self, k: &Hashed, f: &Family, ttl: Duration) -> bool {
+        let (k, current, grant) = (key("family", k), hex(&f.current), json(&f.grant));
+        let s = &self.cluster.shared;
+        let client = &f.grant.client_id;
+        s.login_chain(&k, client, &current, &grant, ttl)
+            .await
+            .is_ok()
+    }
+
+    /// Presents `presented` to the chain `k` for `client_id`, `next` current if it was.
+    pub async fn rotate(
+        &self,
+        k: &Hashed,
+        presented: &Hashed,
+        next: &Hashed,
+        client_id: &str,
+    ) -> Turn {
+        let (k, presented, next) = (key("family", k), hex(presented), hex(next));
+        let s = &self.cluster.shared;
+        match s.login_rotate(&k, &presented, &next, client_id).await {
+            Ok((1, grant)) => match parsed::<Grant>(grant) {
+                Some(g) => Turn::Rotated(g),
+                None => Turn::Unknown,
+            },
+            Ok((-1, _)) => Turn::Revoked,
+            Ok((-2, _)) => Turn::OtherClient,
+            Ok((-3, _)) => Turn::Replayed,
+            _ => Turn::Unknown,
+        }
+    }
+}
