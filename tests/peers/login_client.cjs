@@ -10,7 +10,8 @@
 // Takes one argument, a JSON plan:
 //   {"url": "http://127.0.0.1:PORT/mcp", "user": "alice", "tool": "NAME", "arguments": {...},
 //    "replay": true}
-// Then connects again with the token, lists tools and calls `tool`. With `replay`, it also
+// Then connects again with the token, lists tools and calls `tool`. With `"reveal": true` the
+// summary's `tokens` holds the access and refresh tokens (for a test that goes on with them). With `replay`, it also
 // refreshes once with the refresh token (a new pair), presents the rotated one again (refused),
 // and then the new one (refused too: the family is revoked).
 //
@@ -213,6 +214,7 @@ async function main() {
   // What Sluice's access token says (its payload only; the token itself is not printed).
   const payload = JSON.parse(Buffer.from(provider.saved.access_token.split('.')[1], 'base64url').toString());
   summary.token = { iss: payload.iss, aud: payload.aud, sub: payload.sub, groups: payload.groups };
+  if (plan.reveal) summary.tokens = { access: provider.saved.access_token, refresh: provider.saved.refresh_token, client_id: provider.info.client_id };
   summary.tools = (await client.listTools()).tools.map((t) => t.name);
   const r = await client.callTool({ name: plan.tool, arguments: plan.arguments || {} });
   summary.text = (r.content || []).map((c) => c.text || '').join('');

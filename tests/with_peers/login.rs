@@ -148,8 +148,7 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     );
     assert_eq!(s["refresh"][0]["rotated"], true, "{s}");
     // The call went through as the IdP's user (the audit record's principal).
-    let output = sluice.output();
-    assert!(output.contains(r#""principal":"alice""#), "{output}");
+    sluice.logged(r#""principal":"alice""#, 1).await;
     // The canary: no code, token, verifier or cookie value of the sign-in in Sluice's output.
     let canaries: Vec<String> = s["canaries"]
         .as_array()
@@ -294,7 +293,6 @@ async fn mcp_remote_signs_in_through_the_company_idp_and_relays_a_call() {
     }
     let text = s["text"].as_str().unwrap_or_default();
     assert!(text.contains("hello through mcp-remote"), "{s}");
-    let output = sluice.output();
-    assert!(output.contains(r#""principal":"carol""#), "{output}");
+    sluice.logged(r#""principal":"carol""#, 1).await;
     sluice.assert_no_leak(&[SECRET]);
 }
