@@ -8,12 +8,14 @@
 //! in time. Bounds: every key expires (registrations after [`REGISTRATION_TTL`], sign-ins after
 //! [`PENDING_TTL`], codes after [`CODE_TTL`], chains after `refresh_token_ttl_ms`); at most
 //! [`REGISTRATIONS_PER_MINUTE`] registrations per source and [`ALL_REGISTRATIONS_PER_MINUTE`]
-//! in all per minute, cluster-wide.
+//! in all per minute, and no more sign-ins, codes or cached documents made per lifetime than the
+//! in-memory tables hold ([`MAX_PENDING`], [`MAX_CODES`], [`MAX_CLIENTS`]), cluster-wide.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bounds::{CODE_TTL, PENDING_TTL, REGISTRATIONS_PER_MINUTE, REGISTRATION_TTL};
+use super::bounds::{CODE_TTL, MAX_CLIENTS, MAX_CODES, MAX_PENDING, PENDING_TTL};
+use super::bounds::{REGISTRATIONS_PER_MINUTE, REGISTRATION_TTL};
 use super::checks::{hashed, Hashed};
 use super::records::{Client, Code, Family, Grant, Pending, Turn};
 use crate::cluster::Cluster;
@@ -60,10 +62,21 @@ impl Redis {
         matches!((all, one), (Ok(a), Ok(o)) if a <= ALL_REGISTRATIONS_PER_MINUTE && o <= u64::from(REGISTRATIONS_PER_MINUTE))
     }
 
+    /// Whether one more record of `kind` may be made: at most `max` per `window` cluster-wide,
+    /// so records that live `window` number `max` at most.
+    async fn admit(&self, kind: &str, window: Duration, max: usize) -> bool {
+        let k = format!("sluice:login:made:{kind}");
+        let counted = self.cluster.shared.login_count(&k, window).await;
+        counted.is_ok_and(|n| n <= max as u64)
+    }
+
     /// Holds a client for `ttl` (a registration's, or a document's cache).
     pub async fn put_client(&self, c: &Client, ttl: Option<Duration>) -> bool {
         let k = key("client", &hashed(&c.client_id));
         let ttl = ttl.unwrap_or(REGISTRATION_TTL);
+        if ttl != REGISTRATION_TTL && !self.admit("document", ttl, MAX_CLIENTS).await {
+            return false;
+        }
         self.cluster
             .shared
             .login_put(&k, &json(c), ttl)
@@ -79,6 +92,9 @@ impl Redis {
 
     /// Holds a sign-in under way.
     pub async fn put_pending(&self, k: &Hashed, p: &Pending) -> bool {
+        if !self.admit("pending", PENDING_TTL, MAX_PENDING).await {
+            return false;
+        }
         let s = &self.cluster.shared;
         s.login_put(&key("pending", k), &json(p), PENDING_TTL)
             .await
@@ -119,6 +135,9 @@ impl Redis {
 
     /// Holds a code.
     pub async fn put_code(&self, k: &Hashed, c: &Code) -> bool {
+        if !self.admit("code", CODE_TTL, MAX_CODES).await {
+            return false;
+        }
         let s = &self.cluster.shared;
         s.login_put(&key("code", k), &json(c), CODE_TTL)
             .await
