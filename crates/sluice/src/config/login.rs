@@ -5,7 +5,8 @@
 //! (issuer = the resource's origin, claims `sub` and `groups`, lifetimes, registration on).
 //! Refuses, saying which key to set: no `idp_issuer` or `idp_client_id` (or an empty one), an
 //! issuer or IdP issuer that is not an `http(s)://` URL without query or fragment, a plain
-//! `http://` issuer on a host that is not loopback, lifetimes out of their bounds, and neither
+//! `http://` issuer on a host that is not loopback, an issuer with a path (Sluice's endpoints
+//! are at the root of its origin), lifetimes out of their bounds, and neither
 //! registration way enabled (no client could sign in).
 
 use schemars::JsonSchema;
@@ -110,6 +111,9 @@ impl LoginConfig {
             None => origin(resource),
         };
         url_ok(&issuer, "issuer", false)?;
+        if issuer.splitn(4, '/').nth(3).is_some_and(|p| !p.is_empty()) {
+            return Err(Invalid(format!("auth.login.issuer = {issuer:?} has a path: Sluice serves /authorize, /token and its metadata at the root of its origin; write the origin only (e.g. https://mcp.example.com)")));
+        }
         let mut idp_scopes = vec!["openid".to_owned()];
         idp_scopes.extend(raw.idp_scopes.into_iter().filter(|s| s != "openid"));
         if raw.idp_client_secret_env.as_deref() == Some("") {

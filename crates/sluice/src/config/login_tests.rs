@@ -73,6 +73,14 @@ fn login_refuses_a_plain_http_issuer_off_loopback_bad_lifetimes_and_no_registrat
         "[auth.login]\n{IDP}issuer = \"http://127.0.0.1:8080\"\n"
     ))
     .is_ok());
+    let e = refused(&format!(
+        "[auth.login]\n{IDP}issuer = \"https://gw.example.com/sso\"\n"
+    ));
+    assert!(e.contains("has a path"), "{e}");
+    assert!(load(&format!(
+        "[auth.login]\n{IDP}issuer = \"https://gw.example.com/\"\n"
+    ))
+    .is_ok());
     let e = refused(&format!("[auth.login]\n{IDP}access_token_ttl_ms = 1000\n"));
     assert!(
         e.contains("access_token_ttl_ms = 1000 is out of bounds: use 60000 to 3600000"),
