@@ -7,7 +7,7 @@
 //! page (never a redirect, which could reach an attacker's URI): an unknown client, a
 //! `redirect_uri` that matches none registered. Refuses with a redirect to the client:
 //! `response_type` other than `code`, PKCE missing or not S256, a `resource` other than
-//! Sluice's, the user declining. Refuses with a page: a consent or callback without the
+//! Sluice's, a source past its sign-ins per minute, the user declining. Refuses with a page: a consent or callback without the
 //! browser cookie set at `/authorize` (compared in constant time), a sign-in unknown, used or
 //! expired, an IdP answer that fails `idp.rs`'s checks.
 
@@ -67,7 +67,7 @@ async fn known(login: &Login, client_id: &str) -> Result<Client, Response<Body>>
 }
 
 /// `GET /authorize`.
-pub async fn start(login: &Login, q: &Params) -> Response<Body> {
+pub async fn start(login: &Login, source: Option<std::net::IpAddr>, q: &Params) -> Response<Body> {
     let Some(client_id) = q.get("client_id") else {
         return refused("The request names no client (client_id).");
     };
@@ -114,6 +114,13 @@ pub async fn start(login: &Login, q: &Params) -> Response<Body> {
         .into_iter()
         .filter(|s| login.grantable.iter().any(|g| g == s))
         .collect();
+    let source = source.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+    if !login.store.count_authorization(source).await {
+        return deny(
+            "temporarily_unavailable",
+            "too many sign-ins from this address: wait a minute and try again",
+        );
+    }
     let (id, browser) = (secret(), secret());
     let pending = Pending {
         client_id: client.client_id.clone(),

@@ -23,3 +23,6 @@ pub const MAX_FAMILIES: usize = 100_000;
 pub const MAX_SOURCES: usize = 10_000;
 /// Dynamic registrations one source (IP address) may make per minute.
 pub const REGISTRATIONS_PER_MINUTE: u32 = 10;
+/// Sign-ins one source (IP address) may begin at `/authorize` per minute (each holds a place
+/// among [`MAX_PENDING`] for [`PENDING_TTL`]).
+pub const AUTHORIZATIONS_PER_MINUTE: u32 = 30;

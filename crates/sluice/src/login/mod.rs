@@ -141,7 +141,7 @@ impl Login {
         let source = parts.extensions.get::<Source>().map(|s| s.0);
         match (&parts.method, path.as_str()) {
             (&Method::GET, p) if self.is_metadata(p) => web::json(StatusCode::OK, self.metadata()),
-            (&Method::GET, "/authorize") => authorize::start(self, &query).await,
+            (&Method::GET, "/authorize") => authorize::start(self, source, &query).await,
             (&Method::GET, LOGIN_CALLBACK) => {
                 authorize::callback(self, &parts.headers, &query).await
             }

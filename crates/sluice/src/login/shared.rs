@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::bounds::{AUTHORIZATIONS_PER_MINUTE, REGISTRATIONS_PER_MINUTE, REGISTRATION_TTL};
 use super::bounds::{CODE_TTL, MAX_CLIENTS, MAX_CODES, MAX_PENDING, PENDING_TTL};
-use super::bounds::{REGISTRATIONS_PER_MINUTE, REGISTRATION_TTL};
 use super::checks::{hashed, Hashed};
 use super::records::{Client, Code, Family, Grant, Pending, Turn};
 use crate::cluster::Cluster;
@@ -60,6 +60,17 @@ impl Redis {
             .login_count(&format!("sluice:login:source:{source}"), minute)
             .await;
         matches!((all, one), (Ok(a), Ok(o)) if a <= ALL_REGISTRATIONS_PER_MINUTE && o <= u64::from(REGISTRATIONS_PER_MINUTE))
+    }
+
+    /// Counts a sign-in begun by `source`; `false` past its share.
+    pub async fn count_authorization(&self, source: std::net::IpAddr) -> bool {
+        let k = format!("sluice:login:authorizing:{source}");
+        let n = self
+            .cluster
+            .shared
+            .login_count(&k, Duration::from_secs(60))
+            .await;
+        n.is_ok_and(|n| n <= u64::from(AUTHORIZATIONS_PER_MINUTE))
     }
 
     /// Whether one more record of `kind` may be made: at most `max` per `window` cluster-wide,

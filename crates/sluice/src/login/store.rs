@@ -12,7 +12,7 @@
 //! Bounds (documented in docs/login.md): [`MAX_CLIENTS`] registrations of
 //! [`REGISTRATION_TTL`], [`MAX_PENDING`] sign-ins of [`PENDING_TTL`], [`MAX_CODES`] codes of
 //! [`CODE_TTL`], [`MAX_FAMILIES`] refresh families, [`MAX_SOURCES`] sources counted for
-//! [`REGISTRATIONS_PER_MINUTE`].
+//! [`REGISTRATIONS_PER_MINUTE`] and as many for [`AUTHORIZATIONS_PER_MINUTE`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -41,6 +41,7 @@ pub struct Memory {
     codes: Table<Hashed, Code>,
     families: Table<Hashed, Family>,
     sources: Table<std::net::IpAddr, u32>,
+    authorizing: Table<std::net::IpAddr, u32>,
 }
 
 impl Default for Store {
@@ -51,6 +52,7 @@ impl Default for Store {
             codes: Table::new(MAX_CODES),
             families: Table::new(MAX_FAMILIES),
             sources: Table::new(MAX_SOURCES),
+            authorizing: Table::new(MAX_SOURCES),
         })
     }
 }
@@ -73,6 +75,21 @@ impl Store {
                 })
                 .unwrap_or(false),
             Store::Redis(r) => r.count_registration(source).await,
+        }
+    }
+
+    /// Counts one sign-in begun by `source`; `false` past [`AUTHORIZATIONS_PER_MINUTE`] (or
+    /// when too many sources are counted now).
+    pub async fn count_authorization(&self, source: std::net::IpAddr) -> bool {
+        match self {
+            Store::Memory(m) => m
+                .authorizing
+                .update(source, Duration::from_secs(60), 0, |n| {
+                    *n += 1;
+                    *n <= AUTHORIZATIONS_PER_MINUTE
+                })
+                .unwrap_or(false),
+            Store::Redis(r) => r.count_authorization(source).await,
         }
     }
 
@@ -291,6 +308,16 @@ mod tests {
         assert!(
             !s.count_registration(a).await,
             "the 11th in a minute is refused"
+        );
+        for _ in 0..AUTHORIZATIONS_PER_MINUTE {
+            assert!(
+                s.count_authorization(a).await,
+                "counted apart from registrations"
+            );
+        }
+        assert!(
+            !s.count_authorization(a).await,
+            "one more sign-in in a minute is refused"
         );
         assert!(
             s.count_registration(b).await,

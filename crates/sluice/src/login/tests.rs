@@ -204,17 +204,22 @@ fn authorize(pairs: &[(&str, &str)]) -> Params {
 async fn authorize_refuses_plain_pkce_a_foreign_resource_and_an_unregistered_redirect() {
     let l = login();
     client(&l).await;
-    let plain = authorize::start(&l, &authorize(&[("code_challenge_method", "plain")])).await;
+    let plain = authorize::start(&l, None, &authorize(&[("code_challenge_method", "plain")])).await;
     let to = location(&plain);
     assert!(
         to.starts_with(REDIRECT) && to.contains("error=invalid_request") && to.contains("state=s1"),
         "{to}"
     );
-    let other =
-        authorize::start(&l, &authorize(&[("resource", "https://other.example/mcp")])).await;
+    let other = authorize::start(
+        &l,
+        None,
+        &authorize(&[("resource", "https://other.example/mcp")]),
+    )
+    .await;
     assert!(location(&other).contains("error=invalid_target"));
     let stray = authorize::start(
         &l,
+        None,
         &authorize(&[("redirect_uri", "https://evil.example/cb")]),
     )
     .await;
@@ -223,7 +228,7 @@ async fn authorize_refuses_plain_pkce_a_foreign_resource_and_an_unregistered_red
         stray.headers().get(http::header::LOCATION).is_none(),
         "never sent to an unregistered URI"
     );
-    let unknown = authorize::start(&l, &authorize(&[("client_id", "nobody")])).await;
+    let unknown = authorize::start(&l, None, &authorize(&[("client_id", "nobody")])).await;
     assert_eq!(unknown.status(), StatusCode::BAD_REQUEST);
 }
 
@@ -233,6 +238,7 @@ async fn the_consent_page_escapes_the_client_and_needs_its_cookie() {
     client(&l).await;
     let port = authorize::start(
         &l,
+        None,
         &authorize(&[("redirect_uri", "http://127.0.0.1:9999/cb")]),
     )
     .await;
