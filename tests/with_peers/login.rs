@@ -5,7 +5,9 @@
 //! `authProvider` as the MCP host (tests/peers/login_client.cjs): the SDK finds Sluice's
 //! authorization server from the 401, registers, and sends the user to `/authorize`; the
 //! script's browser consents at Sluice and signs in at the IdP's forms; the SDK exchanges the
-//! code and calls a tool through Sluice as the signed-in user.
+//! code and calls a tool through Sluice as the signed-in user. The same with mcp-remote (over
+//! stdio) and the Python SDK's host (tests/peers/py_login_client.py), and the conformance
+//! suite's authorization server scenarios.
 
 use std::process::Command;
 
@@ -295,4 +297,66 @@ async fn mcp_remote_signs_in_through_the_company_idp_and_relays_a_call() {
     assert!(text.contains("hello through mcp-remote"), "{s}");
     sluice.logged(r#""principal":"carol""#, 1).await;
     sluice.assert_no_leak(&[SECRET]);
+}
+
+/// The Python SDK's host (`mcp==2.3.0`, its `OAuthClientProvider`) signs in the same way and
+/// calls a tool on the 2026-07-28 wire.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_host_signs_in_through_the_company_idp_and_calls_a_tool() {
+    let (_idp, _demo, sluice, port) = front().await;
+    let plan = serde_json::json!({
+        "url": format!("http://127.0.0.1:{port}/mcp"), "user": "dave",
+        "tool": "demo__echo", "arguments": {"text": "hello from python"},
+    });
+    let out = Command::new(peer_env("SLUICE_PY2"))
+        .arg(script("py_login_client.py"))
+        .arg(plan.to_string())
+        .output()
+        .expect("run py_login_client.py");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let s: Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SUMMARY "))
+        .map(|l| serde_json::from_str(l).expect("SUMMARY JSON"))
+        .unwrap_or(Value::Null);
+    assert!(
+        out.status.success(),
+        "{text}\n{err}\n--- sluice\n{}",
+        sluice.output()
+    );
+    let steps: Vec<&str> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for step in [
+        "registered",
+        "sent to authorize",
+        "consented at Sluice",
+        "signed in at the IdP",
+        "back with a code",
+        "tokens saved",
+        "connected",
+    ] {
+        assert!(steps.contains(&step), "no step {step:?}: {steps:?}");
+    }
+    assert!(
+        s["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from python"),
+        "{s}"
+    );
+    sluice.logged(r#""principal":"dave""#, 1).await;
+    let canaries: Vec<String> = s["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    assert!(canaries.len() >= 3, "{s}");
+    let canaries: Vec<&str> = canaries.iter().map(String::as_str).collect();
+    sluice.assert_no_leak(&canaries);
 }
