@@ -3,7 +3,8 @@
 //! TypeScript SDK's OAuth client (tests/peers/login_client.cjs). The host signs in through
 //! replica 1 (Sluice's issuer); replica 2, which saw nothing of it, takes its access token as
 //! the user and rotates its refresh token (the chain is in Redis); the rotated token presented
-//! again at replica 1 revokes the sign-in, so replica 2 refuses the newest one too.
+//! again at replica 1 revokes the sign-in, so replica 2 refuses the newest one too; an operator's
+//! `sluice tokens revoke-sign-ins` ends a later sign-in for both.
 
 use serde_json::{json, Value};
 
@@ -78,6 +79,28 @@ async fn refresh(token_url: &str, token: &str, client: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.expect("JSON"))
 }
 
+/// The host signs in through `issuer` (replica 1) as alice and calls a tool: its summary, with
+/// its tokens.
+async fn sign_in(issuer: &str, r1: &Sluice) -> Value {
+    let plan = json!({"url": format!("{issuer}/mcp"), "user": "alice", "tool": "demo__echo",
+        "arguments": {"text": "via r1"}, "reveal": true});
+    let out = tokio::process::Command::new(peer_env("SLUICE_NODE22"))
+        .arg(script("login_client.cjs"))
+        .arg(plan.to_string())
+        .env("NODE_PATH", peer_env("SLUICE_TS_SDK1"))
+        .output()
+        .await
+        .expect("run login_client.cjs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let s: Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SUMMARY "))
+        .map(|l| serde_json::from_str(l).expect("SUMMARY JSON"))
+        .unwrap_or_else(|| panic!("{text} {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(out.status.success(), "{s}\n--- r1\n{}", r1.output());
+    s
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_it_on_both() {
     let redis = Redis::start().await;
@@ -108,22 +131,7 @@ async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_i
     let (r1, r2) = (&replicas[0], &replicas[1]);
 
     // The host signs in through replica 1.
-    let plan = json!({"url": format!("{issuer}/mcp"), "user": "alice", "tool": "demo__echo",
-        "arguments": {"text": "via r1"}, "reveal": true});
-    let out = tokio::process::Command::new(peer_env("SLUICE_NODE22"))
-        .arg(script("login_client.cjs"))
-        .arg(plan.to_string())
-        .env("NODE_PATH", peer_env("SLUICE_TS_SDK1"))
-        .output()
-        .await
-        .expect("run login_client.cjs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let s: Value = text
-        .lines()
-        .find_map(|l| l.strip_prefix("SUMMARY "))
-        .map(|l| serde_json::from_str(l).expect("SUMMARY JSON"))
-        .unwrap_or_else(|| panic!("{text} {}", String::from_utf8_lossy(&out.stderr)));
-    assert!(out.status.success(), "{s}\n--- r1\n{}", r1.output());
+    let s = sign_in(&issuer, r1).await;
     let access = s["tokens"]["access"].as_str().expect("access").to_owned();
     let first = s["tokens"]["refresh"].as_str().expect("refresh").to_owned();
     let client = s["tokens"]["client_id"]
@@ -168,6 +176,49 @@ async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_i
         "{revoked}"
     );
 
+    // An operator ends alice's sign-ins (a new one here): its refresh token is refused at once.
+    let again = sign_in(&issuer, r1).await;
+    let fresh = again["tokens"]["refresh"]
+        .as_str()
+        .expect("refresh")
+        .to_owned();
+    let client2 = again["tokens"]["client_id"]
+        .as_str()
+        .expect("client_id")
+        .to_owned();
+    let cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "tokens",
+            "revoke-sign-ins",
+            "--principal",
+            "alice",
+            "--config",
+        ])
+        .arg(r1.config_path())
+        .output()
+        .await
+        .expect("run sluice tokens revoke-sign-ins");
+    let said = String::from_utf8_lossy(&cli.stdout).into_owned();
+    assert!(
+        cli.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(said.starts_with("revoked 2 sign-in(s) of alice"), "{said}");
+    let (status, ended) = refresh(&format!("http://{}/token", r2.addr), &fresh, &client2).await;
+    assert_eq!(
+        (status, ended["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{ended}"
+    );
+    assert!(
+        ended["error_description"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("revoked"),
+        "{ended}"
+    );
+
     // No code, token, verifier or cookie of the sign-in in either replica's output.
     let canaries: Vec<String> = s["canaries"]
         .as_array()
@@ -176,7 +227,7 @@ async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_i
         .filter_map(|c| c.as_str().map(str::to_owned))
         .collect();
     let mut all: Vec<&str> = canaries.iter().map(String::as_str).collect();
-    all.extend([second.as_str(), SECRET]);
+    all.extend([second.as_str(), fresh.as_str(), SECRET]);
     for r in [r1, r2] {
         r.assert_no_leak(&all);
     }

@@ -170,11 +170,16 @@ impl Redis {
     /// Starts a refresh chain.
     pub async fn put_family(&self, k: &Hashed, f: &Family, ttl: Duration) -> bool {
         let (k, current, grant) = (key("family", k), hex(&f.current), json(&f.grant));
-        let s = &self.cluster.shared;
-        let client = &f.grant.client_id;
-        s.login_chain(&k, client, &current, &grant, ttl)
-            .await
-            .is_ok()
+        let owner = key("principal", &hashed(&f.grant.principal));
+        let chain = (f.grant.client_id.as_str(), current.as_str(), grant.as_str());
+        let made = self.cluster.shared.login_chain(&k, &owner, chain, ttl);
+        made.await.is_ok()
+    }
+
+    /// Revokes every sign-in of `principal` (its refresh token chains); gives how many.
+    pub async fn revoke(&self, principal: &str) -> Result<u64, crate::cluster::Unavailable> {
+        let owner = key("principal", &hashed(principal));
+        self.cluster.shared.login_revoke_all(&owner).await
     }
 
     /// Presents `presented` to the chain `k` for `client_id`, `next` current if it was.

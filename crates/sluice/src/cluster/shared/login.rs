@@ -5,7 +5,8 @@
 //! Takes keys and values (text the login front wrote: no secret, only hashes of secrets and
 //! what a sign-in granted); gives set-if-absent, get, get-and-delete (`GETDEL`: one replica
 //! only takes a code or a sign-in), replace keeping the expiry, a counter per window, and
-//! [`Shared::login_rotate`]. Refuses nothing itself: a command that fails or outlasts the
+//! [`Shared::login_rotate`], and a principal's chains revoked at once (an operator's
+//! `sluice tokens revoke-sign-ins`). Refuses nothing itself: a command that fails or outlasts the
 //! timeout is [`Unavailable`].
 
 use std::sync::LazyLock;
@@ -29,6 +30,24 @@ if f[2] ~= ARGV[1] then
 end
 redis.call('HSET', KEYS[1], 'current', ARGV[2])
 return 1
+",
+    )
+});
+
+/// KEYS: a principal's set of chains. Marks every chain of the set that still exists revoked,
+/// drops the set; gives how many were.
+static REVOKE_ALL: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local n = 0
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', k) == 1 then
+    redis.call('HSET', k, 'revoked', '1')
+    n = n + 1
+  end
+end
+redis.call('DEL', KEYS[1])
+return n
 ",
     )
 });
@@ -111,13 +130,13 @@ impl Shared {
         Ok(n)
     }
 
-    /// Starts a chain under `key` for `ttl`: its client, current hash and what it grants.
+    /// Starts a chain under `key` for `ttl`: its client, current hash and what it grants; the
+    /// chain joins the set `owner` (its principal's, living as long as its longest chain).
     pub async fn login_chain(
         &self,
         key: &str,
-        client: &str,
-        current: &str,
-        grant: &str,
+        owner: &str,
+        (client, current, grant): (&str, &str, &str),
         ttl: Duration,
     ) -> Result<(), Unavailable> {
         self.run("login_chain", async |c| {
@@ -138,8 +157,30 @@ impl Shared {
                 .arg(key)
                 .arg(ms(ttl))
                 .ignore()
+                .cmd("SADD")
+                .arg(owner)
+                .arg(key)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(owner)
+                .arg(ms(ttl))
+                .arg("NX")
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(owner)
+                .arg(ms(ttl))
+                .arg("GT")
+                .ignore()
                 .query_async::<()>(c)
                 .await
+        })
+        .await
+    }
+
+    /// Revokes every chain of the set `owner`; gives how many.
+    pub async fn login_revoke_all(&self, owner: &str) -> Result<u64, Unavailable> {
+        self.run("login_revoke_all", async |c| {
+            REVOKE_ALL.key(owner).invoke_async(c).await
         })
         .await
     }
