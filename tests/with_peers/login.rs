@@ -218,6 +218,21 @@ async fn the_conformance_suite_s_authorization_server_scenarios_pass_against_slu
     assert_eq!(preflight.status().as_u16(), 204);
     assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
     let reg: Value = answer.json().await.expect("the registration's JSON");
+    // The protected resource metadata names Sluice itself as the authorization server.
+    let prm: Value = web
+        .get(format!("{issuer}/.well-known/oauth-protected-resource/mcp"))
+        .send()
+        .await
+        .expect("GET the resource metadata")
+        .json()
+        .await
+        .expect("its JSON");
+    assert_eq!(
+        prm["authorization_servers"],
+        serde_json::json!([issuer]),
+        "{prm}"
+    );
+    assert_eq!(prm["resource"], format!("{issuer}/mcp"), "{prm}");
     let client_id = reg["client_id"].as_str().expect("client_id").to_owned();
     let mut cli = Command::new(peer_env("SLUICE_NODE22"))
         .arg(peer_env("SLUICE_CONFORMANCE"))
