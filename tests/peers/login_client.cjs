@@ -207,7 +207,7 @@ async function main() {
   summary.steps.push(`back with a code, iss ${back.searchParams.get('iss')}`);
   const first = new StreamableHTTPClientTransport(new URL(plan.url), { authProvider: provider });
   await first.finishAuth(code);
-  for (const j of jars.values()) for (const [k, v] of j) if (k === 'sluice_login') summary.canaries.push(v);
+  for (const j of jars.values()) for (const [k, v] of j) if (k.startsWith('sluice_login')) summary.canaries.push(v);
   summary.canaries.push(provider.verifier, provider.saved.access_token, provider.saved.refresh_token);
   const { client } = await connect(provider);
   summary.steps.push('connected');

@@ -71,7 +71,7 @@ async def browse(start: str, user: str) -> str:
             if 300 <= res.status_code < 400:
                 nxt = urljoin(at, res.headers["location"])
                 if nxt.startswith(REDIRECT):
-                    CANARIES.extend(c.value for c in web.cookies.jar if c.name == "sluice_login")
+                    CANARIES.extend(c.value for c in web.cookies.jar if c.name.startswith("sluice_login"))
                     return nxt
                 at, res = nxt, await web.get(nxt)
                 continue

@@ -164,27 +164,26 @@ fn consent_page(
         ],
     );
     let mut page = web::page(StatusCode::OK, "Sign in to the MCP gateway", &[&asks, "Continue only if you started this from your MCP client. You will sign in with your company account."], Some(form));
-    if let Ok(v) = http::HeaderValue::from_str(&web::set_cookie(browser, login.secure(), "/login"))
-    {
+    let cookie = web::set_cookie(&web::cookie_name(id), browser, login.secure(), "/login");
+    if let Ok(v) = http::HeaderValue::from_str(&cookie) {
         page.headers_mut().insert(http::header::SET_COOKIE, v);
     }
     page
 }
 
-/// The pending sign-in `id` names, when this browser holds its cookie.
+/// The pending sign-in `id` names, when this browser holds its cookie (checked before it is
+/// taken with `take`: another browser cannot spend it).
 async fn bound(
     login: &Login,
     headers: &HeaderMap,
     id: Option<&str>,
     take: bool,
 ) -> Result<Pending, Response<Body>> {
-    let key = hashed(id.ok_or_else(|| refused("This sign-in carries no state."))?);
-    let p = match take {
-        true => login.store.take_pending(&key).await,
-        false => login.store.pending(&key).await,
-    };
-    let p = p.ok_or_else(|| refused("This sign-in was finished already or has expired."))?;
-    let cookie = web::cookie(headers, web::COOKIE)
+    let id = id.ok_or_else(|| refused("This sign-in carries no state."))?;
+    let key = hashed(id);
+    let gone = || refused("This sign-in was finished already or has expired.");
+    let p = login.store.pending(&key).await.ok_or_else(gone)?;
+    let cookie = web::cookie(headers, &web::cookie_name(id))
         .map(hashed)
         .unwrap_or([0; 32]);
     if !bool::from(cookie.ct_eq(&p.browser)) {
@@ -192,7 +191,10 @@ async fn bound(
             "This sign-in was started in another browser (or cookies are off for this site).",
         ));
     }
-    Ok(p)
+    match take {
+        true => login.store.take_pending(&key).await.ok_or_else(gone),
+        false => Ok(p),
+    }
 }
 
 /// The PKCE verifier and the nonce of sign-in `id` toward the IdP: derived, never stored.

@@ -276,13 +276,19 @@ async fn the_consent_page_escapes_the_client_and_needs_its_cookie() {
     let without = authorize::consent(&l, &http::HeaderMap::new(), &f).await;
     assert_eq!(without.status(), StatusCode::BAD_REQUEST, "another browser");
     let mut h = http::HeaderMap::new();
-    h.insert(http::header::COOKIE, "sluice_login=forged".parse().unwrap());
+    let forged = format!("{}=forged", web::cookie_name(id));
+    h.insert(http::header::COOKIE, forged.parse().unwrap());
     assert_eq!(
         authorize::consent(&l, &h, &f).await.status(),
         StatusCode::BAD_REQUEST
     );
     let value = cookie.split(';').next().unwrap();
     h.insert(http::header::COOKIE, value.parse().unwrap());
+    // The IdP's redirect back without the cookie is refused and spends nothing.
+    let back = form(&[("state", id), ("code", "x")]);
+    let stray = authorize::callback(&l, &http::HeaderMap::new(), &back).await;
+    assert_eq!(stray.status(), StatusCode::BAD_REQUEST);
+    assert!(l.store.pending(&hashed(id)).await.is_some(), "still there");
     let deny = form(&[("pending", id), ("decision", "deny")]);
     let denied = authorize::consent(&l, &h, &deny).await;
     assert!(location(&denied).contains("error=access_denied"));

@@ -160,8 +160,16 @@ pub fn with_query(base: &str, params: &[(&str, &str)]) -> String {
     format!("{base}{sep}{}", q.finish())
 }
 
-/// The browser cookie binding a sign-in to the browser that started it.
+/// The prefix of the browser cookie binding a sign-in to the browser that started it.
 pub const COOKIE: &str = "sluice_login";
+
+/// The cookie's name for sign-in `id` (one per sign-in: two begun at once in one browser do
+/// not overwrite each other's).
+pub fn cookie_name(id: &str) -> String {
+    let h = super::checks::hashed(id);
+    let tag: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{COOKIE}_{tag}")
+}
 
 /// The value of cookie `name` in `headers`.
 pub fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
@@ -177,7 +185,7 @@ pub fn cookie<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
 
 /// The `Set-Cookie` of the binding cookie: HTTP only, `SameSite=Lax` (sent on the IdP's
 /// top-level redirect back, not on a cross-site POST), `Secure` when Sluice is on https.
-pub fn set_cookie(value: &str, secure: bool, path: &str) -> String {
+pub fn set_cookie(name: &str, value: &str, secure: bool, path: &str) -> String {
     let secure = if secure { "; Secure" } else { "" };
-    format!("{COOKIE}={value}; Path={path}; HttpOnly; SameSite=Lax; Max-Age=600{secure}")
+    format!("{name}={value}; Path={path}; HttpOnly; SameSite=Lax; Max-Age=600{secure}")
 }
