@@ -131,6 +131,16 @@ enum Tokens {
         #[arg(long)]
         upstream: Option<String>,
     },
+    /// End a principal's sign-ins through `[auth.login]` (`[cluster]` only): their refresh
+    /// tokens are refused at once on every replica; access tokens last until they expire.
+    RevokeSignIns {
+        /// TOML config file (its [cluster] and [auth.login]).
+        #[arg(long)]
+        config: PathBuf,
+        /// Whose sign-ins.
+        #[arg(long)]
+        principal: String,
+    },
 }
 
 /// `sluice tokens`: reads the config, then lists or revokes in the vault.
@@ -152,6 +162,10 @@ async fn tokens(action: Tokens) -> anyhow::Result<std::process::ExitCode> {
         } => {
             let cfg = Config::load(Some(&config), &no)?;
             sluice::tokens::revoke(&cfg, &principal, upstream.as_deref()).await
+        }
+        Tokens::RevokeSignIns { config, principal } => {
+            let cfg = Config::load(Some(&config), &no)?;
+            sluice::tokens::revoke_sign_ins(&cfg, &principal).await
         }
     };
     print!("{}", out.map_err(anyhow::Error::msg)?);

@@ -251,7 +251,7 @@ fn the_crate_graph_has_no_back_edge() {
 /// do, and they build the handles.
 #[test]
 fn the_stages_and_what_is_below_them_name_no_gateway() {
-    const BELOW: [&str; 26] = [
+    const BELOW: [&str; 27] = [
         "audit",
         "auth",
         "bridge",
@@ -268,6 +268,7 @@ fn the_stages_and_what_is_below_them_name_no_gateway() {
         "handoff",
         "link",
         "listen",
+        "login",
         "metrics",
         "policy",
         "respond",

@@ -12,6 +12,8 @@
 //   --redirect-uri URL        a redirect URI of `sluice` (repeatable; its `oauth` mode callback)
 //   --scopes "a b"            the scopes every resource server offers (default `mcp:tools`)
 //   --jwks-out FILE           writes the public JWKS there (for Sluice's `[auth.jwt] jwks_file`)
+//   --groups USER=G1,G2       USER's groups (repeatable): the `groups` claim of their ID token
+//                             when the `groups` scope is asked (Sluice's `[auth.login]`)
 // Resource servers (RFC 8707 resource indicators): any http://127.0.0.1 or http://localhost URL,
 // and --sluice-audience; every access token for one is a JWT (RS256, `typ: at+jwt`).
 //
@@ -53,7 +55,7 @@ const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 function flags(argv) {
-  const out = { port: 0, accessTtl: 300, clientSecret: 'sluice-secret', sluiceAuth: 'client_secret_basic', redirectUris: [], scopes: 'mcp:tools' };
+  const out = { port: 0, accessTtl: 300, clientSecret: 'sluice-secret', sluiceAuth: 'client_secret_basic', redirectUris: [], scopes: 'mcp:tools', groups: {} };
   for (let i = 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1]];
     if (v === undefined) throw new Error(`flag ${k} needs a value`);
@@ -66,6 +68,7 @@ function flags(argv) {
       case '--redirect-uri': out.redirectUris.push(v); break;
       case '--scopes': out.scopes = v; break;
       case '--jwks-out': out.jwksOut = v; break;
+      case '--groups': { const [user, list] = v.split('='); out.groups[user] = list.split(','); break; }
       default: throw new Error(`unknown flag ${k}`);
     }
   }
@@ -120,8 +123,11 @@ const provider = new Provider(issuer, {
     },
   ],
   jwks: { keys: [signing] },
-  findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
-  scopes: ['openid', 'offline_access', ...opts.scopes.split(' ')],
+  findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub, groups: opts.groups[sub] || [] }) }),
+  claims: { openid: ['sub'], groups: ['groups'] },
+  // The claims of the scopes asked go into the ID token (an RP reads them there, as Sluice does).
+  conformIdTokenClaims: false,
+  scopes: ['openid', 'offline_access', 'groups', ...opts.scopes.split(' ')],
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },

@@ -35,6 +35,9 @@
 //! - `vault`: a user's sign-in through one replica serves every replica (the token vault in
 //!   Redis), a due token refreshed once for twelve calls at once on three replicas, `sluice
 //!   tokens list|revoke` (with the company IdP, `oidc-provider`, as the authorization server);
+//! - `login`: `[auth.login]` across two replicas sharing Redis: a host signs in through one, its
+//!   token is taken by the other, its refresh token rotates at the other, and a replay there
+//!   revokes the sign-in for both (issue 32);
 //! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm`, `deploy_helm_values`: the files of
 //!   deploy/ work as their comments say (see each; `deploy_kit` runs their documented commands).
 //!
@@ -52,6 +55,7 @@ mod deploy_kit;
 mod failures;
 mod harness;
 mod internal;
+mod login;
 mod rounds;
 mod shared;
 mod stall;

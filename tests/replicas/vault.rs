@@ -20,7 +20,11 @@ use crate::support::peers::peer_env;
 
 /// A node peer of tests/peers, started with `args`; gives it and its first line starting with
 /// `ready` (the rest of its output is drained).
-async fn node(script: &str, args: &[&str], ready: &str) -> (tokio::process::Child, String) {
+pub(super) async fn node(
+    script: &str,
+    args: &[&str],
+    ready: &str,
+) -> (tokio::process::Child, String) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/").to_owned() + script;
     let mut child = tokio::process::Command::new(peer_env("SLUICE_NODE22"))
         .arg(path)

@@ -18,7 +18,9 @@
 //!   authorization scenarios (issue 31); `simple_auth`: each user signing in to the Python
 //!   SDK's `simple-auth` example through Sluice, on both client wires (issue 31);
 //! - `token_exchange`: each user through the company's IdP (`oidc-provider`, RFC 8693) to an
-//!   MCP server it protects (issue 31).
+//!   MCP server it protects (issue 31);
+//! - `login`: a real MCP host (the TypeScript SDK's OAuth client) signing in to Sluice's own
+//!   authorization server, the user's sign-in delegated to the company's IdP (issue 32).
 
 mod bridge_a;
 mod bridge_b;
@@ -27,6 +29,7 @@ mod connect;
 mod governance;
 mod health;
 mod interop;
+mod login;
 mod resilience;
 mod simple_auth;
 mod sse;

@@ -23,7 +23,7 @@ const SECRET: &str = "idp-client-s3cret-for-sluice";
 
 /// A Node process of the fixture: its stdout lines as they come; it ends when dropped (its
 /// stdin closes).
-struct Node {
+pub(super) struct Node {
     child: Child,
     _stdin: ChildStdin,
     lines: Arc<Mutex<Vec<String>>>,
@@ -31,7 +31,7 @@ struct Node {
 }
 
 impl Node {
-    fn start(cmd: &mut Command) -> Node {
+    pub(super) fn start(cmd: &mut Command) -> Node {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -58,7 +58,7 @@ impl Node {
     }
 
     /// The rest of the first line starting with `prefix` (15 s at most).
-    fn wait(&self, prefix: &str) -> String {
+    pub(super) fn wait(&self, prefix: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -70,7 +70,7 @@ impl Node {
         }
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(super) fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 }
@@ -82,7 +82,7 @@ impl Drop for Node {
     }
 }
 
-fn node() -> Command {
+pub(super) fn node() -> Command {
     Command::new(peer_env("SLUICE_NODE22"))
 }
 

@@ -34,6 +34,7 @@ pub mod inspect;
 pub mod internal;
 pub mod link;
 pub mod listen;
+pub mod login;
 /// The protocol model, a crate of its own (`crates/sluice-mcp`): named here as `crate::mcp`.
 pub use sluice_mcp as mcp;
 pub mod metrics;

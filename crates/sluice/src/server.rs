@@ -80,7 +80,11 @@ pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Futu
         };
         let _ = stream.set_nodelay(true);
         let (live, endpoint) = (live.clone(), endpoint.clone());
-        let handle = move |req| crate::service::handle(live.clone(), endpoint.clone(), req);
+        let peer = crate::login::Source(source);
+        let handle = move |mut req: http::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(peer);
+            crate::service::handle(live.clone(), endpoint.clone(), req)
+        };
         tracker.spawn(crate::connections::serve(
             stream,
             held,

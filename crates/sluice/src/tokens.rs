@@ -81,3 +81,22 @@ pub async fn revoke(
         crate::upstream::oauth::user::RECHECK.as_secs()
     ))
 }
+
+/// Ends every sign-in of `principal` through `[auth.login]`: its refresh tokens are refused
+/// from now on, on every replica (access tokens already issued last until they expire);
+/// says how many.
+pub async fn revoke_sign_ins(cfg: &Config, principal: &str) -> Result<String, String> {
+    let Some(c) = &cfg.cluster else {
+        return Err("sign-ins are kept in the serving process's memory when there is no [cluster]: no other process can revoke them; configure [cluster] (Redis), or restart Sluice to end them all".into());
+    };
+    let Some(login) = &cfg.auth.login else {
+        return Err("this config has no [auth.login]: no sign-in through Sluice to revoke".into());
+    };
+    let cluster = crate::cluster::Cluster::new(c)?;
+    let store = crate::login::shared::Redis::new(Arc::new(cluster));
+    let n = store.revoke(principal).await.map_err(unreachable)?;
+    Ok(format!(
+        "revoked {n} sign-in(s) of {principal}: their refresh tokens are refused now; access tokens already issued last until they expire (at most {} s)\n",
+        login.access_token_ttl_ms / 1000
+    ))
+}

@@ -209,7 +209,7 @@ fn check_secret(secret: &[u8], from: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
+pub(super) fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
         ErrorKind::ExpiredSignature => "the token has expired",

@@ -1,8 +1,10 @@
 //! Stage 1b, authentication: who is calling. Principals come from authentication, never from
 //! `clientInfo`.
 //!
-//! Takes the request headers; gives a [`Principal`] (id, groups, scopes). With no API keys and
-//! no JWT configured (`auth = none`, loopback listeners only) everyone is the one local
+//! Takes the request headers; gives a [`Principal`] (id, groups, scopes) of an API key, a JWT
+//! of the configured issuer (`jwt.rs`) or one of Sluice's own access tokens (`[auth.login]`,
+//! `issued.rs`: a token whose `kid` names Sluice's keys is checked by those only). With no API
+//! keys, no JWT and no login configured (`auth = none`, loopback listeners only) everyone is the one local
 //! principal. Refuses a missing or invalid credential with 401 and a missing scope with 403,
 //! both carrying `WWW-Authenticate: Bearer resource_metadata="…"` (RFC 9728) when an
 //! authorization server is configured to point at, and `Bearer realm="sluice"` otherwise: with
@@ -10,6 +12,7 @@
 //! does not exist).
 
 pub mod api_keys;
+pub mod issued;
 pub mod jwt;
 
 use std::collections::BTreeSet;
@@ -109,6 +112,8 @@ pub struct Authenticator {
     cfg: AuthConfig,
     keys: api_keys::ApiKeys,
     jwt: Option<jwt::JwtVerifier>,
+    /// Sluice's own access tokens (`[auth.login]`), once [`Authenticator::accept_issued`].
+    issued: Option<std::sync::Arc<issued::Issued>>,
 }
 
 impl Authenticator {
@@ -124,17 +129,31 @@ impl Authenticator {
             cfg: cfg.clone(),
             keys,
             jwt,
+            issued: None,
         })
+    }
+
+    /// Takes Sluice's own access tokens (`[auth.login]`) signed under `keys`
+    /// (`Keys::derived(issued::DOMAIN)`); gives the signer the login front issues them with.
+    /// `None` without `[auth.login]`.
+    pub fn accept_issued(
+        &mut self,
+        keys: Vec<(u8, [u8; 32])>,
+    ) -> Option<std::sync::Arc<issued::Issued>> {
+        let login = self.cfg.login.as_ref()?;
+        let i = std::sync::Arc::new(issued::Issued::new(keys, &login.issuer, &self.cfg.resource));
+        self.issued = Some(i.clone());
+        Some(i)
     }
 
     /// Whether any credential is required.
     pub fn enabled(&self) -> bool {
-        !self.keys.is_empty() || self.jwt.is_some()
+        !self.keys.is_empty() || self.jwt.is_some() || self.cfg.login.is_some()
     }
 
-    /// Whether JWTs are accepted (then any subject may be a principal).
+    /// Whether JWTs are accepted, the IdP's or Sluice's own (then any subject may be a principal).
     pub fn jwt(&self) -> bool {
-        self.jwt.is_some()
+        self.jwt.is_some() || self.cfg.login.is_some()
     }
 
     /// The principals API keys name, config and environment alike (for `sluice check`).
@@ -169,7 +188,7 @@ impl Authenticator {
     }
 
     /// Whether Sluice points clients at an OAuth authorization server: only when
-    /// `auth.authorization_servers` names one. Without it the resource metadata is not served
+    /// `auth.authorization_servers` names one (`[auth.login]` names Sluice itself there). Without it the resource metadata is not served
     /// (404) and challenges carry no `resource_metadata`, so an OAuth-aware client (mcp-remote,
     /// the Inspector) does not try to register or sign in where nothing can sign it in.
     pub fn advertises_oauth(&self) -> bool {
@@ -201,9 +220,15 @@ impl Authenticator {
         let token = bearer(headers).ok_or(AuthError::Missing)?;
         let principal = match self.keys.find(token) {
             Some(p) => p,
-            None => match &self.jwt {
-                Some(j) => j.verify(token)?,
-                None => return Err(AuthError::Invalid("unknown API key")),
+            None => match (&self.issued, &self.jwt) {
+                (Some(i), _) if issued::Issued::claims_kid(token) => i.verify(token)?,
+                (_, Some(j)) => j.verify(token)?,
+                (Some(_), None) => {
+                    return Err(AuthError::Invalid(
+                        "not a token of this gateway: sign in again",
+                    ))
+                }
+                (None, None) => return Err(AuthError::Invalid("unknown API key")),
             },
         };
         require(&principal, &self.cfg.required_scopes)?;

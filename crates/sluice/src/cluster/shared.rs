@@ -7,7 +7,8 @@
 //! [`charge`]), a place among a principal's parked exchanges (one script over a
 //! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
 //! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews),
-//! and the token vault's sealed entries and refresh leases ([`vault`]).
+//! the token vault's sealed entries and refresh leases ([`vault`]), and the login front's
+//! records and refresh token chains (`login.rs`).
 //! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
 //! and the caller applies `cluster.on_redis_error`. The connection is made on first use and
 //! remade by the connection manager after a loss, so a replica starts while Redis is down.
@@ -18,6 +19,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 mod charge;
+mod login;
 mod sessions;
 mod single_use;
 mod vault;

@@ -1,14 +1,17 @@
-//! `[auth]` and `[auth.jwt]`: how a caller proves who it is.
+//! `[auth]`, `[auth.jwt]` and `[auth.login]`: how a caller proves who it is.
 //!
 //! Takes the raw tables, the `required_scopes` gathered from the upstreams and the endpoint's own
 //! URL (the default `resource`); gives an [`AuthConfig`] with the JWT claims and leeway at their
-//! defaults. Refuses nothing itself: whether a listener or `/metrics` may go without auth is
+//! defaults. Refuses `[auth.login]` with `authorization_servers` (Sluice is then the one) and
+//! what `login.rs` refuses; nothing else itself: whether a listener or `/metrics` may go without auth is
 //! checked where the config is assembled, since it spans sections.
 
 use serde::{Deserialize, Serialize};
 
+use super::login::LoginConfig;
 use super::raw::{RawAuth, RawJwt};
 use super::upstream::UpstreamScopes;
+use super::Invalid;
 
 /// One API key: the SHA-256 (hex) of the key, never the key itself.
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
@@ -68,6 +71,8 @@ pub struct AuthConfig {
     pub api_keys_env: Option<String>,
     /// JWT settings.
     pub jwt: Option<JwtConfig>,
+    /// Sluice's own authorization server front (`[auth.login]`).
+    pub login: Option<super::login::LoginConfig>,
 }
 
 // === impl AuthConfig ===
@@ -79,22 +84,39 @@ impl AuthConfig {
         raw: RawAuth,
         upstream_scopes: UpstreamScopes,
         endpoint: impl FnOnce() -> String,
-    ) -> AuthConfig {
-        AuthConfig {
-            resource: raw.resource.unwrap_or_else(endpoint),
-            authorization_servers: raw.authorization_servers,
+    ) -> Result<AuthConfig, Invalid> {
+        let resource = raw.resource.unwrap_or_else(endpoint);
+        let login = raw
+            .login
+            .map(|l| LoginConfig::from_raw(l, &resource))
+            .transpose()?;
+        let mut authorization_servers = raw.authorization_servers;
+        if let Some(l) = &login {
+            // Sluice is the authorization server its resource metadata names.
+            if !authorization_servers.is_empty() {
+                return Err(Invalid("auth.authorization_servers and [auth.login] are both set: with [auth.login] Sluice is the authorization server; remove authorization_servers".into()));
+            }
+            authorization_servers.push(l.issuer.clone());
+        }
+        Ok(AuthConfig {
+            resource,
+            authorization_servers,
             required_scopes: raw.required_scopes,
             upstream_scopes,
             api_keys: raw.api_keys,
             api_keys_env: raw.api_keys_env,
             jwt: raw.jwt.map(JwtConfig::from),
-        }
+            login,
+        })
     }
 
     /// Whether any credential is configured (API keys, a key variable or JWT); without one,
     /// every caller is let in, which is only safe on loopback.
     pub(super) fn configured(&self) -> bool {
-        !(self.api_keys.is_empty() && self.api_keys_env.is_none() && self.jwt.is_none())
+        !(self.api_keys.is_empty()
+            && self.api_keys_env.is_none()
+            && self.jwt.is_none()
+            && self.login.is_none())
     }
 }
 

@@ -23,6 +23,7 @@ mod bridge;
 mod budget;
 mod cluster;
 mod limits;
+mod login;
 mod loops;
 mod quota;
 mod raw;
@@ -43,6 +44,8 @@ mod cluster_tests;
 #[cfg(test)]
 mod exchange_tests;
 #[cfg(test)]
+mod login_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod upstream_tests;
@@ -52,6 +55,7 @@ pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
 pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
+pub use login::{is_loopback, LoginConfig, LOGIN_CALLBACK};
 pub use loops::{LoopBreaker, LoopOverride};
 pub use quota::Quota;
 pub use redact::{redact_text, redact_url, secret_name};
@@ -204,7 +208,8 @@ impl Config {
         // share per principal defaults to the whole pool (what AuthConfig::configured says).
         let one_principal = raw.auth.api_keys.is_empty()
             && raw.auth.api_keys_env.is_none()
-            && raw.auth.jwt.is_none();
+            && raw.auth.jwt.is_none()
+            && raw.auth.login.is_none();
         let (mut upstreams, upstream_scopes) =
             upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
         let Budget {
@@ -216,7 +221,8 @@ impl Config {
             loops::loop_breaker(raw.loop_breaker, &upstreams).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
             format!("http://{listen}{path}")
-        });
+        })
+        .map_err(|e| src.refuse(e))?;
         open_listener(listen, &auth, origin)?;
         // Across sections: a token exchange needs the principal's JWT.
         upstream_auth::needs_jwt(&upstreams, auth.jwt.is_some())

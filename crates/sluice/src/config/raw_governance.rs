@@ -85,6 +85,8 @@ pub(super) struct RawAuth {
     pub(super) api_keys_env: Option<String>,
     /// JWT bearer tokens.
     pub(super) jwt: Option<RawJwt>,
+    /// Sluice as the authorization server clients sign in to, delegating to the company IdP.
+    pub(super) login: Option<super::login::RawLogin>,
 }
 
 /// `[auth.jwt]`.

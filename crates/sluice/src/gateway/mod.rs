@@ -42,6 +42,8 @@ pub struct Generation {
     pub auth: Arc<crate::auth::Authenticator>,
     /// Approval rules and budgets.
     pub governor: Arc<crate::policy::Governor>,
+    /// The authorization server front (`[auth.login]`).
+    pub login: Option<Arc<crate::login::Login>>,
     /// This generation's number: 1 at start, one more per applied reload.
     pub generation: u64,
     /// Cancelled when a reload changes who may authenticate: the client streams opened under
@@ -77,6 +79,21 @@ pub struct Parts {
     auth: crate::auth::Authenticator,
     governor: crate::policy::Governor,
     keys: crate::state::Keys,
+    /// `[auth.login]`'s token signer and IdP client secret.
+    login: Option<(Arc<crate::auth::issued::Issued>, Option<String>)>,
+}
+
+/// The login front of `cfg` on `rt`.
+fn login_front(
+    cfg: &Config,
+    rt: &Runtime,
+    parts: Option<(Arc<crate::auth::issued::Issued>, Option<String>)>,
+) -> Option<Arc<crate::login::Login>> {
+    let (issued, secret) = parts?;
+    let l = cfg.auth.login.as_ref()?;
+    let (store, http) = (rt.login_store.clone(), rt.client.clone());
+    let front = crate::login::Login::new(l, &cfg.auth, store, issued, http, secret);
+    Some(Arc::new(front))
 }
 
 /// `u`, an `oauth` upstream's browsers sent back to where Sluice listens unless it says where
@@ -121,7 +138,16 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
             .map(Arc::new)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let auth = crate::auth::Authenticator::new(&cfg.auth)?;
+    let mut auth = crate::auth::Authenticator::new(&cfg.auth)?;
+    let keys = crate::state::keys_from(&cfg.state.keys, cfg.state.key_env.as_deref())?;
+    let login = match &cfg.auth.login {
+        Some(l) => {
+            let secret = crate::login::client_secret(l)?;
+            let issued = auth.accept_issued(keys.derived(crate::auth::issued::DOMAIN));
+            issued.map(|i| (i, secret))
+        }
+        None => None,
+    };
     if !auth.enabled() && !cfg.listen.ip().is_loopback() {
         return Err(format!(
             "listen = {} is not loopback but no credential is configured: anyone could call through; add [auth] or listen on 127.0.0.1",
@@ -132,7 +158,6 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
         return Err("metrics.require_auth = true but no credential is configured: add [auth] or drop require_auth".into());
     }
     let governor = crate::policy::Governor::new(cfg)?;
-    let keys = crate::state::keys_from(&cfg.state.keys, cfg.state.key_env.as_deref())?;
     if cfg.audit.enabled && cfg.audit.sink != "stderr" {
         check_sink(&cfg.audit.sink)?;
     }
@@ -141,6 +166,7 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
         auth,
         governor,
         keys,
+        login,
     })
 }
 
@@ -167,8 +193,10 @@ impl Generation {
             auth,
             governor,
             keys,
+            login,
         } = preflight(&cfg)?;
         let rt = Runtime::new(&cfg, keys.clone(), governor.cluster.clone());
+        let login = login_front(&cfg, &rt, login);
         for up in &upstreams {
             up.use_vault(&rt.vault);
         }
@@ -207,6 +235,7 @@ impl Generation {
             forwarder,
             catalog,
             reach,
+            login,
             revoked: CancellationToken::new(),
             generation: 1,
             cfg,
@@ -228,7 +257,9 @@ impl Generation {
             auth,
             governor: _,
             keys: _,
+            login,
         } = preflight(&cfg)?;
+        let login = login_front(&cfg, &self.rt, login);
         // Tables hold public names: when names are spelled differently now (the prefix or the
         // separator changed, or `prefix = "auto"` and the number of upstreams), none is kept.
         let names = Names::new(cfg.prefixed(), &cfg.separator);
@@ -265,6 +296,7 @@ impl Generation {
             }),
             governor,
             auth,
+            login,
             generation: self.generation + 1,
             revoked: if same_auth(&self.cfg.auth, &cfg.auth) {
                 self.revoked.clone()

@@ -50,6 +50,9 @@ pub struct Runtime {
     /// Each principal's tokens at `oauth` upstreams, sealed (in Redis under `[cluster]`);
     /// kept across reloads.
     pub vault: Arc<crate::upstream::oauth::vault::Vault>,
+    /// What `[auth.login]` remembers (clients, sign-ins, codes, refresh families): in Redis
+    /// under `[cluster]`, else in memory; kept across reloads.
+    pub login_store: Arc<crate::login::store::Store>,
 }
 
 impl Runtime {
@@ -68,6 +71,10 @@ impl Runtime {
             cfg.timeouts.stream_idle,
         );
         let (changes, changes_rx) = ListChanged::channel();
+        let login_store = match &cluster {
+            Some(c) => crate::login::store::Store::shared(c.clone()),
+            None => crate::login::store::Store::default(),
+        };
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
             client,
@@ -90,6 +97,7 @@ impl Runtime {
             live: Arc::new(Live::new(changes_rx)),
             changes,
             vault: Arc::new(vault),
+            login_store: Arc::new(login_store),
         })
     }
 }

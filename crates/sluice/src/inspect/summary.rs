@@ -23,13 +23,18 @@ pub(super) fn verdict(cfg: &Config, auth: &Authenticator, warnings: usize) -> St
         0 => None,
         n => Some(format!("api_keys ({n} principal{})", plural(n))),
     };
+    let jwt = match (cfg.auth.jwt.is_some(), cfg.auth.login.is_some()) {
+        (true, true) => "jwt and login",
+        (false, true) => "login",
+        _ => "jwt",
+    };
     let auth = match (keys, auth.jwt()) {
         (None, false) => {
             "no auth (every caller is the principal \"local\"; loopback only)".to_owned()
         }
         (Some(k), false) => format!("auth {k}"),
-        (None, true) => "auth jwt".to_owned(),
-        (Some(k), true) => format!("auth {k} and jwt"),
+        (None, true) => format!("auth {jwt}"),
+        (Some(k), true) => format!("auth {k} and {jwt}"),
     };
     let warned = match warnings {
         0 => "no warnings".to_owned(),

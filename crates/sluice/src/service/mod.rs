@@ -37,6 +37,9 @@ pub async fn handle(
             .unwrap_or_else(|never| match never {});
         return Ok(reply.into_response());
     }
+    if let Some(login) = gw.login.as_ref().filter(|l| l.serves(req.uri().path())) {
+        return Ok(login.handle(req).await);
+    }
     let (parts, _body) = req.into_parts();
     let path = parts.uri.path();
     Ok(match path {

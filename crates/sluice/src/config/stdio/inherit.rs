@@ -156,6 +156,12 @@ pub(in crate::config) fn secrets(
         auth.jwt.as_ref().and_then(|j| j.hs256_secret_env.as_ref()),
         "auth.jwt.hs256_secret_env".into(),
     );
+    named(
+        auth.login
+            .as_ref()
+            .and_then(|l| l.idp_client_secret_env.as_ref()),
+        "auth.login.idp_client_secret_env".into(),
+    );
     named(cluster_var.as_ref(), "cluster.redis_url".into());
     for u in upstreams {
         named(
