@@ -132,13 +132,20 @@ async fn a_forward_signed_with_the_cluster_key_runs_only_a_continuation_its_repl
         .await;
     assert_eq!(done.text(), "ask_once[mine] via post: ok (model=m)");
     // The owner audited what it served, naming the entry replica, and what it refused.
-    let recs = super::audit_until(&c, "the owner's record of the forward", |r| {
-        r.iter().any(|x| {
-            x["forwarded_from"] == other_id.as_str()
-                && x["name"] == "ask_once"
-                && x["status"] == 200
-        })
-    })
+    // Both records: the owner's and the entry replica's (each written when its side ends).
+    let recs = super::audit_until(
+        &c,
+        "the owner's and the entry's records of the forward",
+        |r| {
+            r.iter().any(|x| {
+                x["forwarded_from"] == other_id.as_str()
+                    && x["name"] == "ask_once"
+                    && x["status"] == 200
+            }) && r
+                .iter()
+                .any(|x| x["replica"] == other_id.as_str() && x["owner"] == owner.as_str())
+        },
+    )
     .await;
     let served: Vec<_> = recs
         .iter()

@@ -151,6 +151,8 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     assert_eq!(s["refresh"][0]["rotated"], true, "{s}");
     // The call went through as the IdP's user (the audit record's principal).
     sluice.logged(r#""principal":"alice""#, 1).await;
+    // … and the record names the client Sluice registered for the host (issue 32 item 3).
+    sluice.logged(r#""principal":"alice","client":""#, 1).await;
     // The canary: no code, token, verifier or cookie value of the sign-in in Sluice's output.
     let canaries: Vec<String> = s["canaries"]
         .as_array()

@@ -13,6 +13,10 @@ pub struct Record {
     /// The authenticated principal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// The client the principal signed in with to Sluice (`[auth.login]`): its metadata
+    /// document URL or its registration's `client_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// `modern` (2026-07-28) or `legacy` (2025-11-25).
     pub client_era: &'static str,
     /// The JSON-RPC method.

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{AuthError, Principal};
 
+/// The longest client id an audit record carries (characters).
+const MAX_CLIENT_NOTED: usize = 512;
+
 /// The domain the token keys are derived under (`Keys::derived`).
 pub const DOMAIN: &[u8] = b"sluice/auth.login/access-token/v1";
 /// The prefix of the `kid` of Sluice's tokens (the ring key's id follows).
@@ -135,6 +138,10 @@ impl Issued {
                 "the principal claim names no usable principal",
             ));
         }
+        // Which client the principal signed in with, for the audit record (an id Sluice issued
+        // or a metadata document URL it fetched: bounded, never a secret).
+        let client: String = c.client_id.chars().take(MAX_CLIENT_NOTED).collect();
+        crate::audit::note(|r| r.client = Some(client));
         Ok(Principal {
             id: c.sub,
             groups: c.groups,

@@ -105,12 +105,12 @@ impl LoginConfig {
             "idp_client_id",
             "the client id Sluice is registered with at your IdP",
         )?;
-        url_ok(&idp_issuer, "idp_issuer", true)?;
+        url_ok(&idp_issuer, "idp_issuer")?;
         let issuer = match raw.issuer {
             Some(i) => i.trim_end_matches('/').to_owned(),
             None => origin(resource),
         };
-        url_ok(&issuer, "issuer", false)?;
+        url_ok(&issuer, "issuer")?;
         if issuer.splitn(4, '/').nth(3).is_some_and(|p| !p.is_empty()) {
             return Err(Invalid(format!("auth.login.issuer = {issuer:?} has a path: Sluice serves /authorize, /token and its metadata at the root of its origin; write the origin only (e.g. https://mcp.example.com)")));
         }
@@ -118,6 +118,14 @@ impl LoginConfig {
         idp_scopes.extend(raw.idp_scopes.into_iter().filter(|s| s != "openid"));
         if raw.idp_client_secret_env.as_deref() == Some("") {
             return Err(Invalid("auth.login.idp_client_secret_env is empty: name the environment variable holding Sluice's client secret at the IdP, or remove the key for a public client".into()));
+        }
+        for (key, v) in [
+            ("principal_claim", &raw.principal_claim),
+            ("groups_claim", &raw.groups_claim),
+        ] {
+            if v.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                return Err(Invalid(format!("auth.login.{key} is empty: name the ID token claim, or remove the key for its default")));
+            }
         }
         let cfg = LoginConfig {
             issuer,
@@ -174,9 +182,9 @@ fn origin(url: &str) -> String {
     }
 }
 
-/// An `http(s)://` URL without query or fragment; plain `http` only on loopback unless `idp`
-/// (the operator names their IdP; a test IdP runs on loopback, and a company one on https).
-fn url_ok(url: &str, key: &str, idp: bool) -> Result<(), Invalid> {
+/// An `http(s)://` URL without query or fragment; plain `http` only on loopback (a test IdP
+/// there; anywhere else, whoever is on the path could serve its own keys and forge sign-ins).
+fn url_ok(url: &str, key: &str) -> Result<(), Invalid> {
     let bad = |why: &str| {
         Invalid(format!(
             "auth.login.{key} = {url:?} {why}: write an https:// URL without query or fragment"
@@ -189,7 +197,7 @@ fn url_ok(url: &str, key: &str, idp: bool) -> Result<(), Invalid> {
     }
     match uri.scheme_str() {
         Some("https") => Ok(()),
-        Some("http") if idp || is_loopback(host) => Ok(()),
+        Some("http") if is_loopback(host) => Ok(()),
         Some("http") => Err(bad("is plain http on a host that is not loopback")),
         _ => Err(bad("is not http(s)")),
     }

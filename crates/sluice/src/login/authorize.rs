@@ -5,9 +5,13 @@
 //! Takes the client's parameters, the user's form and the IdP's redirect; gives pages, and
 //! redirects that carry the client's `state` and Sluice's `iss` (RFC 9207). Refuses with a
 //! page (never a redirect, which could reach an attacker's URI): an unknown client, a
-//! `redirect_uri` that matches none registered. Refuses with a redirect to the client:
-//! `response_type` other than `code`, PKCE missing or not S256, a `resource` other than
-//! Sluice's, a source past its sign-ins per minute, the user declining. Refuses with a page: a consent or callback without the
+//! `redirect_uri` that matches none registered, a `state` or `scope` over [`MAX_PARAM`] bytes, a
+//! source past its sign-ins per minute (counted before any metadata document is fetched).
+//! Refuses with a redirect to the client when its `redirect_uri` is a loopback or a custom
+//! scheme (a native host), with a page otherwise (an https redirect is not followed
+//! unattended before consent: RFC 9700's open redirector): `response_type` other than
+//! `code`, PKCE missing or not S256, a `resource` other than Sluice's; with a redirect, the user
+//! declining. Refuses with a page: a consent or callback without the
 //! browser cookie set at `/authorize` (compared in constant time), a sign-in unknown, used or
 //! expired, an IdP answer that fails `idp.rs`'s checks.
 
@@ -47,6 +51,23 @@ fn back(
     web::redirect(&web::with_query(redirect, &all), None)
 }
 
+/// The longest `state` or `scope` a client may send (bytes): each is kept with the sign-in.
+pub const MAX_PARAM: usize = 1024;
+
+/// Whether an error may go back to `redirect` unattended: a loopback `http` URI or a custom
+/// scheme (a native host's); not an `https` one (anyone may register one).
+fn redirects_unattended(redirect: &str) -> bool {
+    let Ok(uri) = redirect.parse::<http::Uri>() else {
+        return false;
+    };
+    match uri.scheme_str() {
+        Some("https") => false,
+        Some("http") => uri.host().is_some_and(crate::config::is_loopback),
+        Some(_) => true,
+        None => false,
+    }
+}
+
 /// The client `client_id` names: its metadata document, or its registration.
 async fn known(login: &Login, client_id: &str) -> Result<Client, Response<Body>> {
     if super::clients::is_document(client_id) && login.cfg.client_metadata_documents {
@@ -54,9 +75,9 @@ async fn known(login: &Login, client_id: &str) -> Result<Client, Response<Body>>
         return super::clients::document(&login.store, &login.http, client_id, allow)
             .await
             .map_err(|e| {
-                refused(&format!(
-                    "The client's metadata document cannot be used: {e}."
-                ))
+                // The detail stays in the log: shown, it would map the network Sluice sees.
+                tracing::debug!(reason = %crate::escape::Escaped(&e), "a client metadata document refused");
+                refused("The client's metadata document could not be fetched, or is not a valid one for this client: its developer can check it.")
             });
     }
     let registered = login.cfg.dynamic_registration;
@@ -71,6 +92,14 @@ pub async fn start(login: &Login, source: Option<std::net::IpAddr>, q: &Params) 
     let Some(client_id) = q.get("client_id") else {
         return refused("The request names no client (client_id).");
     };
+    let long = |k: &str| q.get(k).is_some_and(|v| v.len() > MAX_PARAM);
+    if long("state") || long("scope") || client_id.len() > MAX_PARAM {
+        return refused("The request's client_id, state or scope is over 1024 bytes.");
+    }
+    let source = source.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+    if !login.store.count_authorization(source).await {
+        return refused("Too many sign-ins from this address: wait a minute and try again.");
+    }
     let client = match known(login, client_id).await {
         Ok(c) => c,
         Err(page) => return page,
@@ -81,13 +110,17 @@ pub async fn start(login: &Login, source: Option<std::net::IpAddr>, q: &Params) 
         _ => return refused("The redirect_uri is not one this client registered."),
     };
     let state = q.get("state");
-    let deny = |code: &str, what: &str| {
-        back(
+    let unattended = redirects_unattended(&redirect);
+    let deny = |code: &str, what: &str| match unattended {
+        true => back(
             login,
             &redirect,
             state,
             &[("error", code), ("error_description", what)],
-        )
+        ),
+        false => refused(&format!(
+            "The client's request is not valid ({code}): {what}."
+        )),
     };
     if q.get("response_type") != Some("code") {
         return deny(
@@ -114,13 +147,6 @@ pub async fn start(login: &Login, source: Option<std::net::IpAddr>, q: &Params) 
         .into_iter()
         .filter(|s| login.grantable.iter().any(|g| g == s))
         .collect();
-    let source = source.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-    if !login.store.count_authorization(source).await {
-        return deny(
-            "temporarily_unavailable",
-            "too many sign-ins from this address: wait a minute and try again",
-        );
-    }
     let (id, browser) = (secret(), secret());
     let pending = Pending {
         client_id: client.client_id.clone(),

@@ -162,28 +162,50 @@ pub fn document_url_ok(url: &str, allow_loopback: bool) -> Result<(), String> {
     }
 }
 
-/// Whether `host` is `localhost` or an IP literal of this machine, a private network, a link-
-/// local or unspecified range (a name that resolves to one is not caught here).
+/// Whether `host` is `localhost` or an IP literal of this machine, a private, shared (CGNAT),
+/// link-local, broadcast or unspecified range (IPv4 mapped or NAT64-embedded too), or a number
+/// in a form other than four dotted decimals (`2130706433`, `0x7f.0x1`, `127.1`: a host whose
+/// last label is a number is an address to a URL parser). A name that resolves to an internal address is not caught here.
 fn internal(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     match h.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(v4)) => {
-            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified()
-        }
+        Ok(std::net::IpAddr::V4(v4)) => internal_v4(v4),
         Ok(std::net::IpAddr::V6(v6)) => {
-            let seg = v6.segments()[0];
+            let seg = v6.segments();
+            let o = v6.octets();
+            let embedded = std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+            let nat64 = seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
             v6.is_loopback()
                 || v6.is_unspecified()
-                || (seg & 0xfe00) == 0xfc00
-                || (seg & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| internal(&v4.to_string()))
+                || (seg[0] & 0xfe00) == 0xfc00
+                || (seg[0] & 0xffc0) == 0xfe80
+                || (nat64 && internal_v4(embedded))
+                || v6.to_ipv4_mapped().is_some_and(internal_v4)
         }
         Err(_) => {
-            h.eq_ignore_ascii_case("localhost") || h.to_ascii_lowercase().ends_with(".localhost")
+            // As a URL parser reads a host whose last label is a number: an IPv4 address.
+            let last = h.trim_end_matches('.').rsplit('.').next().unwrap_or("");
+            let hex = last
+                .strip_prefix("0x")
+                .or_else(|| last.strip_prefix("0X"))
+                .is_some_and(|x| x.bytes().all(|b| b.is_ascii_hexdigit()));
+            let numeric = !last.is_empty() && (hex || last.bytes().all(|b| b.is_ascii_digit()));
+            numeric
+                || h.eq_ignore_ascii_case("localhost")
+                || h.to_ascii_lowercase().ends_with(".localhost")
         }
     }
+}
+
+fn internal_v4(v4: std::net::Ipv4Addr) -> bool {
+    let [a, b, ..] = v4.octets();
+    v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_broadcast()
+        || a == 0
+        || (a == 100 && (b & 0xc0) == 64)
 }
 
 /// The client a metadata document describes (cached, else fetched).
@@ -280,5 +302,38 @@ mod tests {
         }
         let limited = register(&s, ip, ok).await.unwrap_err();
         assert_eq!(limited.0, http::StatusCode::TOO_MANY_REQUESTS);
+    }
+
+    #[test]
+    fn internal_hosts_in_every_spelling_are_caught() {
+        for h in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "100.64.0.1",
+            "0.1.2.3",
+            "255.255.255.255",
+            "2130706433",
+            "0x7f.0x1",
+            "127.1",
+            "0",
+            "localhost",
+            "a.localhost",
+            "[::1]",
+            "[::ffff:127.0.0.1]",
+            "[64:ff9b::a9fe:a9fe]",
+            "[fd00::1]",
+            "[fe80::1]",
+        ] {
+            assert!(internal(h), "{h}");
+        }
+        for h in [
+            "example.com",
+            "cafe.be",
+            "8.8.8.8",
+            "[2001:db8::1]",
+            "100.128.0.1",
+        ] {
+            assert!(!internal(h), "{h}");
+        }
     }
 }

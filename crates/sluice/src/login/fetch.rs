@@ -107,11 +107,16 @@ async fn send(
             headers.insert(http::header::HOST, v);
         }
     }
-    let sent = http.send(method, &host, &uri, headers, body, None);
+    let sent = http.send_within(method, &host, &uri, headers, body, None, max);
     let (_, answer) = tokio::time::timeout(within, sent)
         .await
         .map_err(|_| format!("{host} did not answer within {} ms", within.as_millis()))?
-        .map_err(|e| format!("{host} could not be reached: {e}"))?;
+        .map_err(|e| match e {
+            crate::upstream::client::UpstreamError::TooLarge(..) => {
+                format!("{host} answered more than {max} bytes")
+            }
+            e => format!("{host} could not be reached: {e}"),
+        })?;
     let (status, bytes) = match answer {
         Answer::Json(s, b) | Answer::Status(s, b) => (s, b),
         Answer::Sse(_) => return Err(format!("{host} answered an event stream, not JSON")),

@@ -85,6 +85,25 @@ impl Idp {
             "the IdP's discovery document lacks an endpoint (authorization, token or jwks_uri)"
                 .to_owned()
         })?;
+        let plain = |u: &str| {
+            let uri = u.parse::<http::Uri>().ok();
+            let host = uri.as_ref().and_then(|u| u.host()).unwrap_or_default();
+            let scheme = uri
+                .as_ref()
+                .and_then(|u| u.scheme_str())
+                .unwrap_or_default();
+            !(scheme == "https" || (scheme == "http" && crate::config::is_loopback(host)))
+        };
+        if [
+            &disc.authorization_endpoint,
+            &disc.token_endpoint,
+            &disc.jwks_uri,
+        ]
+        .into_iter()
+        .any(|u| plain(u))
+        {
+            return Err("the IdP's discovery document names an endpoint that is not https (plain http is taken on loopback only)".into());
+        }
         if disc.issuer != self.cfg.idp_issuer {
             return Err(format!("the IdP's discovery document names issuer {:?}, not the configured auth.login.idp_issuer", super::checks::shown(&disc.issuer)));
         }
@@ -242,12 +261,28 @@ impl Idp {
         v.set_issuer(&[&self.cfg.idp_issuer]);
         v.set_audience(&[&self.cfg.idp_client_id]);
         v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        decode::<Value>(token, &key, &v)
+        let claims = decode::<Value>(token, &key, &v)
             .map(|d| d.claims)
-            .map_err(|e| format!("the ID token is refused: {e}"))
+            .map_err(|e| format!("the ID token is refused: {e}"))?;
+        // OIDC Core 3.1.3.7: with several audiences, or an `azp`, it must name Sluice.
+        let several = claims
+            .get("aud")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.len() > 1);
+        let azp = claims.get("azp").and_then(Value::as_str);
+        if (several || azp.is_some()) && azp != Some(self.cfg.idp_client_id.as_str()) {
+            return Err("the ID token was issued to another party (azp)".into());
+        }
+        Ok(claims)
     }
 
     fn user(&self, claims: &Value) -> Result<User, String> {
+        // An address the IdP did not verify is anyone's to claim: not a principal.
+        if self.cfg.principal_claim == "email"
+            && claims.get("email_verified") != Some(&Value::Bool(true))
+        {
+            return Err("the ID token's email is not verified (email_verified is not true): the IdP must verify it, or set auth.login.principal_claim to another claim".into());
+        }
         let principal = claims.get(&self.cfg.principal_claim).and_then(Value::as_str)
             .filter(|p| !p.is_empty() && *p != crate::auth::INTERNAL_PRINCIPAL)
             .ok_or_else(|| format!("the ID token has no usable {:?} claim: set auth.login.principal_claim to a claim your IdP sends", self.cfg.principal_claim))?;

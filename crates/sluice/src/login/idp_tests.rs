@@ -114,7 +114,7 @@ fn claims(base: &str, aud: &str, nonce: &str) -> Value {
         .unwrap()
         .as_secs()
         + 300;
-    json!({"iss": base, "aud": aud, "sub": "u1", "email": "alice@example.com", "roles": ["eng", "ops"], "nonce": nonce, "exp": exp})
+    json!({"iss": base, "aud": aud, "sub": "u1", "email": "alice@example.com", "email_verified": true, "roles": ["eng", "ops"], "nonce": nonce, "exp": exp})
 }
 
 #[tokio::test]
@@ -125,6 +125,15 @@ async fn an_id_token_is_taken_only_for_sluice_with_the_nonce_sent() {
     let user = idp.finish(&http, "code", "verifier", "n1").await.unwrap();
     assert_eq!(user.principal, "alice@example.com");
     assert_eq!(user.groups, vec!["eng", "ops"]);
+    // An address the IdP did not verify is not a principal.
+    let mut unverified = claims(&base, "sluice", "n1");
+    unverified["email_verified"] = json!(false);
+    s.lock().unwrap().claims = unverified;
+    let Err(e) = idp.finish(&http, "code", "verifier", "n1").await else {
+        panic!("an unverified email was taken as a principal");
+    };
+    assert!(e.contains("email_verified"), "{e}");
+    s.lock().unwrap().claims = claims(&base, "sluice", "n1");
     let e = idp
         .finish(&http, "code", "verifier", "n2")
         .await

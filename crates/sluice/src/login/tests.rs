@@ -233,6 +233,36 @@ async fn authorize_refuses_plain_pkce_a_foreign_resource_and_an_unregistered_red
 }
 
 #[tokio::test]
+async fn errors_go_back_unattended_only_to_a_native_redirect_and_long_parameters_are_refused() {
+    let l = login();
+    client(&l).await;
+    let web = Client {
+        client_id: "c2".into(),
+        redirect_uris: vec!["https://app.example/cb".into()],
+        client_name: None,
+        origin: Origin::Registered,
+    };
+    assert!(l.store.put_client(web).await);
+    // An https redirect gets the error as a page: no unattended hop to a URI anyone registers.
+    let q = authorize(&[
+        ("client_id", "c2"),
+        ("redirect_uri", "https://app.example/cb"),
+        ("response_type", "token"),
+    ]);
+    let page = authorize::start(&l, None, &q).await;
+    assert_eq!(page.status(), StatusCode::BAD_REQUEST);
+    assert!(page.headers().get(http::header::LOCATION).is_none());
+    // A loopback one (a native host) gets the redirect.
+    let native = authorize::start(&l, None, &authorize(&[("response_type", "token")])).await;
+    assert!(location(&native).contains("error=unsupported_response_type"));
+    // A state over 1 KiB is refused with a page, before anything is kept.
+    let long = "s".repeat(authorize::MAX_PARAM + 1);
+    let r = authorize::start(&l, None, &authorize(&[("state", long.as_str())])).await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.headers().get(http::header::LOCATION).is_none());
+}
+
+#[tokio::test]
 async fn the_consent_page_escapes_the_client_and_needs_its_cookie() {
     let l = login();
     client(&l).await;

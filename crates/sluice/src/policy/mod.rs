@@ -213,7 +213,8 @@ impl Governor {
 
     /// Counts one tool call against the identical-call breaker: across replicas in Redis with
     /// `[cluster]` (the same GCRA, keyed on the principal and the call's digest), in this
-    /// process otherwise (or, under `"local"`, while Redis is away).
+    /// process otherwise, and while Redis is away whatever `on_redis_error` says (a safety net
+    /// on by default must not stop every call when Redis is).
     pub async fn charge_repeat(&self, call: &loops::Call<'_>) -> Result<(), Refusal> {
         let (max, window) = self.loops.limit(call);
         if max == 0 {
@@ -240,10 +241,9 @@ impl Governor {
                     return Err(refused(w.div_ceil(1000).max(1)));
                 }
                 Ok(crate::cluster::Charged::TokensNever) => {}
-                Err(_)
-                    if c.unavailable("identical-call breaker")
-                        == crate::cluster::Fallback::Local => {}
-                Err(_) => return Err(Refusal::SharedState),
+                Err(_) => {
+                    tracing::debug!("Redis unreachable: identical calls counted in this replica");
+                }
             }
         }
         self.loops.charge(call, digest, max)

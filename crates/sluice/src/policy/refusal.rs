@@ -119,18 +119,7 @@ impl Refusal {
                 format!("the token budget of this window is spent (budget.tokens_per_window); retry in {retry_after_ms} ms"),
                 json!({"retryAfterMs": retry_after_ms}),
             ),
-            Refusal::Quota { name, limit, retry_after_ms } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                CALL_QUOTA,
-                format!("the call quota {name:?} is spent ({limit} calls per window, refilled evenly: a burst, then one each window / {limit}); retry in {retry_after_ms} ms"),
-                json!({"quota": name, "limit": limit, "retryAfterMs": retry_after_ms}),
-            ),
-            Refusal::Repeated { tool, limit, window_ms, retry_after_ms } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                REPEATED_CALL,
-                format!("the tool {tool:?} was called with these same arguments {limit} times within {window_ms} ms (loop_breaker.max_identical_calls): is the agent stuck in a loop? Change the arguments, or retry in {retry_after_ms} ms"),
-                json!({"tool": tool, "limit": limit, "windowMs": window_ms, "retryAfterMs": retry_after_ms}),
-            ),
+            Refusal::Quota { .. } | Refusal::Repeated { .. } => self.calls(),
             Refusal::TokensNever(n) => (
                 StatusCode::BAD_REQUEST,
                 TOKEN_BUDGET,
@@ -173,6 +162,25 @@ impl Refusal {
     }
 
     /// The stream caps' classification.
+    /// A call quota's or the identical-call breaker's refusal.
+    fn calls(&self) -> (StatusCode, i64, String, Value) {
+        match self {
+                Refusal::Quota { name, limit, retry_after_ms } => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    CALL_QUOTA,
+                    format!("the call quota {name:?} is spent ({limit} calls per window, refilled evenly: a burst, then one each window / {limit}); retry in {retry_after_ms} ms"),
+                    json!({"quota": name, "limit": limit, "retryAfterMs": retry_after_ms}),
+                ),
+                Refusal::Repeated { tool, limit, window_ms, retry_after_ms } => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    REPEATED_CALL,
+                    format!("the tool {tool:?} was called with these same arguments {limit} times within {window_ms} ms (loop_breaker.max_identical_calls): is the agent stuck in a loop? Change the arguments, or retry in {retry_after_ms} ms"),
+                    json!({"tool": tool, "limit": limit, "windowMs": window_ms, "retryAfterMs": retry_after_ms}),
+                ),
+            _ => (StatusCode::TOO_MANY_REQUESTS, CALL_QUOTA, String::new(), json!({})),
+        }
+    }
+
     fn streams(&self) -> (StatusCode, i64, String, Value) {
         match self {
             Refusal::Streams { limit, per_principal } => (

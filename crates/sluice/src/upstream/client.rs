@@ -223,6 +223,24 @@ impl HttpClient {
         body: Bytes,
         stream_timeout: Option<Duration>,
     ) -> Result<(HeaderMap, Answer), UpstreamError> {
+        let max = self.max_body;
+        self.send_within(method, upstream, url, headers, body, stream_timeout, max)
+            .await
+    }
+
+    /// [`HttpClient::send`], a body read only up to `max_body` bytes (under the client's own
+    /// bound): what a small document fetched for someone else may be.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_within(
+        &self,
+        method: http::Method,
+        upstream: &str,
+        url: &http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+        stream_timeout: Option<Duration>,
+        max_body: usize,
+    ) -> Result<(HeaderMap, Answer), UpstreamError> {
         let mut req = Request::builder()
             .method(method)
             .uri(url.clone())
@@ -265,7 +283,9 @@ impl HttpClient {
             let stream = Messages::new(upstream, body, sse::Reader::new(self.max_event), bound);
             return Ok((parts.headers, Answer::Sse(stream)));
         }
-        let bytes = self.read_bounded(upstream, body).await?;
+        let bytes = self
+            .read_bounded(upstream, body, max_body.min(self.max_body))
+            .await?;
         let answer = if ctype.starts_with("application/json") && !bytes.is_empty() {
             Answer::Json(status, bytes)
         } else {
@@ -278,8 +298,9 @@ impl HttpClient {
         &self,
         upstream: &str,
         body: hyper::body::Incoming,
+        max: usize,
     ) -> Result<Bytes, UpstreamError> {
-        let limited = http_body_util::Limited::new(body, self.max_body);
+        let limited = http_body_util::Limited::new(body, max);
         let t = self.response_timeout;
         match tokio::time::timeout(t, limited.collect()).await {
             Err(_) => Err(UpstreamError::Timeout(
@@ -287,7 +308,7 @@ impl HttpClient {
                 t.as_millis() as u64,
             )),
             Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-                Err(UpstreamError::TooLarge(upstream.into(), self.max_body))
+                Err(UpstreamError::TooLarge(upstream.into(), max))
             }
             Ok(Err(_)) => Err(UpstreamError::Closed(upstream.into())),
             Ok(Ok(c)) => Ok(c.to_bytes()),
