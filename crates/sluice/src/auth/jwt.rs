@@ -85,15 +85,7 @@ impl JwtVerifier {
                 "the principal claim names no usable principal",
             ));
         }
-        let groups = match claims.get(&self.groups_claim) {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-            _ => Vec::new(),
-        };
+        let groups = groups_of(&claims, &self.groups_claim);
         let scopes = claims
             .get("scope")
             .and_then(Value::as_str)
@@ -219,5 +211,18 @@ pub(super) fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
         ErrorKind::InvalidSignature => "the token's signature does not verify",
         ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (exp, iss, aud)",
         _ => "the token is malformed",
+    }
+}
+/// The groups a token's `claim` holds: an array of strings, or one space-separated string
+/// (what IdPs send); none otherwise.
+pub fn groups_of(claims: &Value, claim: &str) -> Vec<String> {
+    match claims.get(claim) {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
     }
 }

@@ -286,15 +286,7 @@ impl Idp {
         let principal = claims.get(&self.cfg.principal_claim).and_then(Value::as_str)
             .filter(|p| !p.is_empty() && *p != crate::auth::INTERNAL_PRINCIPAL)
             .ok_or_else(|| format!("the ID token has no usable {:?} claim: set auth.login.principal_claim to a claim your IdP sends", self.cfg.principal_claim))?;
-        let groups = match claims.get(&self.cfg.groups_claim) {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-            _ => Vec::new(),
-        };
+        let groups = crate::auth::jwt::groups_of(claims, &self.cfg.groups_claim);
         Ok(User {
             principal: principal.to_owned(),
             groups,
