@@ -4,8 +4,8 @@
 //!
 //! Takes a tool call's principal, groups, upstream, the upstream's own tool name and its raw
 //! `arguments`; gives `Ok`, or a [`Refusal::Repeated`]. A call is the same as another when
-//! its canonical arguments digest is (SHA-256 over the JSON with every object's members in
-//! key order and no insignificant whitespace, with the upstream and tool, length-prefixed).
+//! its canonical arguments digest is (xxh3-128 over the decoded JSON, every object's members
+//! in key order, every value tagged and length-prefixed, with the upstream and tool).
 //! Counted as a GCRA (a burst of the limit, then one each `window / limit`): in this process,
 //! per principal and tool, the last [`RING`] distinct argument sets (so loops over a few
 //! argument sets are caught too), at most [`MAX_TRACKED`] principal-and-tool pairs (past
@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use super::refusal::Refusal;
 use super::rules::glob;
@@ -46,7 +46,7 @@ pub struct Call<'a> {
 /// One remembered argument set: its digest and when its next call is due (GCRA).
 #[derive(Clone, Copy)]
 struct Slot {
-    digest: [u8; 32],
+    digest: [u8; 16],
     due: Instant,
 }
 
@@ -82,11 +82,11 @@ impl Loops {
     }
 
     /// Counts one call in this process (the limit > 0 and the digest from [`digest`]).
-    pub fn charge(&self, c: &Call<'_>, digest: [u8; 32], max: u32) -> Result<(), Refusal> {
+    pub fn charge(&self, c: &Call<'_>, digest: [u8; 16], max: u32) -> Result<(), Refusal> {
         self.charge_at(c, digest, max, Instant::now())
     }
 
-    fn charge_at(&self, c: &Call<'_>, d: [u8; 32], max: u32, now: Instant) -> Result<(), Refusal> {
+    fn charge_at(&self, c: &Call<'_>, d: [u8; 16], max: u32, now: Instant) -> Result<(), Refusal> {
         let window = self.cfg.window;
         let interval = window / max.max(1);
         let key = format!("{}:{}:{}", c.principal.len(), c.principal, c.upstream);
@@ -147,50 +147,52 @@ impl Loops {
     }
 }
 
-/// The canonical digest of a call: upstream, tool and arguments (members in key order, no
-/// insignificant whitespace), length-prefixed so no two fields can spell another call.
-pub fn digest(upstream: &str, tool: &str, arguments: Option<&str>) -> [u8; 32] {
-    let mut h = Sha256::new();
+/// The canonical digest of a call: upstream, tool and arguments (objects' members in key order,
+/// every value tagged and length-prefixed, so no two calls spell the same input). xxh3-128: a
+/// fast hash, not a cryptographic one; it only identifies a call to count it, and a collision
+/// could only merge two argument sets of one principal's calls of one tool.
+pub fn digest(upstream: &str, tool: &str, arguments: Option<&str>) -> [u8; 16] {
+    let mut h = Xxh3::new();
     for part in [upstream, tool] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
+        bytes(&mut h, b's', part.as_bytes());
     }
     match arguments.map(serde_json::from_str::<Value>) {
         Some(Ok(v)) => canonical(&v, &mut h),
-        Some(Err(_)) => h.update(arguments.unwrap_or_default().as_bytes()),
+        Some(Err(_)) => bytes(&mut h, b'r', arguments.unwrap_or_default().as_bytes()),
         None => h.update(b"-"),
     }
-    h.finalize().into()
+    h.digest128().to_be_bytes()
 }
 
-/// Writes `v` canonically into `h`: objects' members sorted by key.
-fn canonical(v: &Value, h: &mut Sha256) {
+/// A tag, a length and the bytes.
+fn bytes(h: &mut Xxh3, tag: u8, b: &[u8]) {
+    h.update(&[tag]);
+    h.update(&(b.len() as u64).to_be_bytes());
+    h.update(b);
+}
+
+/// Feeds `v` canonically to `h`: objects' members sorted by key.
+fn canonical(v: &Value, h: &mut Xxh3) {
     match v {
+        Value::Null => h.update(b"n"),
+        Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
+        Value::Number(n) => bytes(h, b'#', n.to_string().as_bytes()),
+        Value::String(s) => bytes(h, b's', s.as_bytes()),
+        Value::Array(a) => {
+            h.update(b"[");
+            h.update(&(a.len() as u64).to_be_bytes());
+            a.iter().for_each(|v| canonical(v, h));
+        }
         Value::Object(m) => {
             let mut members: Vec<_> = m.iter().collect();
             members.sort_unstable_by(|a, b| a.0.cmp(b.0));
             h.update(b"{");
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    h.update(b",");
-                }
-                h.update(Value::String(k.clone()).to_string().as_bytes());
-                h.update(b":");
+            h.update(&(members.len() as u64).to_be_bytes());
+            for (k, v) in members {
+                bytes(h, b's', k.as_bytes());
                 canonical(v, h);
             }
-            h.update(b"}");
         }
-        Value::Array(a) => {
-            h.update(b"[");
-            for (i, v) in a.iter().enumerate() {
-                if i > 0 {
-                    h.update(b",");
-                }
-                canonical(v, h);
-            }
-            h.update(b"]");
-        }
-        other => h.update(other.to_string().as_bytes()),
     }
 }
 
