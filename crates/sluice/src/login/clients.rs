@@ -70,9 +70,14 @@ fn client_of(m: Metadata, id: String, origin: Origin) -> Result<Client, Refusal>
     if responses.iter().any(|r| r != "code") {
         return Err(bad("only response_type code is offered".into()));
     }
-    let client_name = m
-        .client_name
-        .map(|n| n.chars().filter(|c| !c.is_control()).take(100).collect());
+    // Shown on the consent page: no control, and no bidirectional control that could make
+    // "evil.example" read as something else there.
+    let client_name = m.client_name.map(|n| {
+        n.chars()
+            .filter(|c| !c.is_control() && !crate::escape::breaks_lines(*c))
+            .take(100)
+            .collect()
+    });
     Ok(Client {
         client_id: id,
         redirect_uris: m.redirect_uris,
@@ -335,5 +340,16 @@ mod tests {
         ] {
             assert!(!internal(h), "{h}");
         }
+    }
+
+    #[test]
+    fn a_client_name_loses_controls_and_bidirectional_marks() {
+        let doc = serde_json::json!({
+            "client_name": "Claude\u{202e}elpmaxe.live\u{2066}\u{7}",
+            "redirect_uris": ["http://127.0.0.1:9/cb"],
+        });
+        let m: Metadata = serde_json::from_value(doc).unwrap();
+        let c = client_of(m, "c".into(), Origin::Registered).unwrap();
+        assert_eq!(c.client_name.as_deref(), Some("Claudeelpmaxe.live"));
     }
 }
