@@ -91,12 +91,7 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     });
     let (ok, s, out) = host(plan);
     assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
-    let steps: Vec<&str> = s["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let steps = strs(&s["steps"]);
     for step in [
         "unauthorized",
         "registered",
@@ -154,14 +149,8 @@ async fn the_typescript_sdk_host_signs_in_through_the_company_idp_and_calls_a_to
     // … and the record names the client Sluice registered for the host (issue 32 item 3).
     sluice.logged(r#""principal":"alice","client":""#, 1).await;
     // The canary: no code, token, verifier or cookie value of the sign-in in Sluice's output.
-    let canaries: Vec<String> = s["canaries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c.as_str().map(str::to_owned))
-        .collect();
+    let canaries = strs(&s["canaries"]);
     assert!(canaries.len() >= 7, "{s}");
-    let canaries: Vec<&str> = canaries.iter().map(String::as_str).collect();
     sluice.assert_no_leak(&canaries);
     sluice.assert_no_leak(&[SECRET]);
 }
@@ -295,12 +284,7 @@ async fn mcp_remote_signs_in_through_the_company_idp_and_relays_a_call() {
     });
     let (ok, s, out) = host(plan);
     assert!(ok, "{out}\n--- sluice\n{}", sluice.output());
-    let steps: Vec<&str> = s["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let steps = strs(&s["steps"]);
     for step in [
         "mcp-remote printed the URL",
         "consented at Sluice",
@@ -342,12 +326,7 @@ async fn the_python_sdk_host_signs_in_through_the_company_idp_and_calls_a_tool()
         "{text}\n{err}\n--- sluice\n{}",
         sluice.output()
     );
-    let steps: Vec<&str> = s["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let steps = strs(&s["steps"]);
     for step in [
         "registered",
         "sent to authorize",
@@ -367,13 +346,16 @@ async fn the_python_sdk_host_signs_in_through_the_company_idp_and_calls_a_tool()
         "{s}"
     );
     sluice.logged(r#""principal":"dave""#, 1).await;
-    let canaries: Vec<String> = s["canaries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c.as_str().map(str::to_owned))
-        .collect();
+    let canaries = strs(&s["canaries"]);
     assert!(canaries.len() >= 3, "{s}");
-    let canaries: Vec<&str> = canaries.iter().map(String::as_str).collect();
     sluice.assert_no_leak(&canaries);
+}
+
+/// The strings of a JSON array the host script reported (its steps, its canaries).
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .expect("the host reported an array")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
 }
