@@ -54,7 +54,12 @@ struct Slot {
 pub struct Loops {
     cfg: LoopBreaker,
     table: Mutex<HashMap<String, Vec<Slot>>>,
+    /// When a full table was last swept.
+    swept: Mutex<Option<Instant>>,
 }
+
+/// How often a full table may be swept for room.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Loops {
     /// The breaker of a config.
@@ -62,6 +67,7 @@ impl Loops {
         Loops {
             cfg: cfg.clone(),
             table: Mutex::new(HashMap::new()),
+            swept: Mutex::new(None),
         }
     }
 
@@ -95,7 +101,18 @@ impl Loops {
             return Ok(());
         };
         if !table.contains_key(&key) && table.len() >= MAX_TRACKED {
-            table.retain(|_, ring| ring.iter().any(|s| s.due > now));
+            // A full table is swept at most once a second: a stream of new pairs against a
+            // table of live ones must not cost a scan each.
+            let due = self.swept.lock().is_ok_and(|mut at| {
+                let due = at.is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY);
+                if due {
+                    *at = Some(now);
+                }
+                due
+            });
+            if due {
+                table.retain(|_, ring| ring.iter().any(|s| s.due > now));
+            }
             if table.len() >= MAX_TRACKED {
                 return Ok(()); // documented: not counted until idle pairs are swept
             }
