@@ -12,6 +12,7 @@
 //!
 //! `pipeline.rs` is the only place that orders the stages.
 
+pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod background;

@@ -53,6 +53,8 @@ pub struct Runtime {
     /// What `[auth.login]` remembers (clients, sign-ins, codes, refresh families): in Redis
     /// under `[cluster]`, else in memory; kept across reloads.
     pub login_store: Arc<crate::login::store::Store>,
+    /// The operator plane's events (health, held calls, pins, reloads).
+    pub events: Arc<crate::admin::events::Events>,
 }
 
 impl Runtime {
@@ -98,6 +100,7 @@ impl Runtime {
             changes,
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
+            events: Arc::new(crate::admin::events::Events::new(&cfg.state.replica)),
         })
     }
 }
