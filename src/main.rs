@@ -271,6 +271,7 @@ async fn serve(config: Option<PathBuf>, quick: Quick) -> anyhow::Result<std::pro
         overrides: quick.overrides(),
     });
     sluice::internal::start(&gw).map_err(anyhow::Error::msg)?;
+    sluice::admin::start(&gw).map_err(anyhow::Error::msg)?;
     tracing::info!(addr = %gw.cfg.listen, path = %gw.cfg.path, upstreams = gw.catalog.upstreams.len(), "sluice listening");
     sluice::server::run(listener, gw, sluice::shutdown::signal()).await;
     if let Some(otel) = otel {

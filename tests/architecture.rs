@@ -312,8 +312,10 @@ fn the_stages_and_what_is_below_them_name_no_gateway() {
 /// goes up (a session's list changes) goes as typed events on a channel.
 #[test]
 fn the_upstream_client_names_no_stage() {
-    const MAY_NAME: [&str; 11] = [
+    const MAY_NAME: [&str; 12] = [
         "upstream",
+        // The operator plane's event bus (a leaf): health changes are published there.
+        "events",
         "link",
         "cluster",
         "config",

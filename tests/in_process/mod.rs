@@ -15,6 +15,7 @@
 //! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8);
 //! - `sse_transport`: the 2024-11-05 HTTP+SSE client transport on the raw wire (issue 29 item 6).
 
+mod admin;
 mod audit;
 mod audit_lines;
 mod auth;

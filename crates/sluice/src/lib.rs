@@ -28,6 +28,7 @@ pub mod dispatch;
 pub mod edge;
 pub mod error;
 pub mod escape;
+pub mod events;
 pub mod forward;
 pub mod gateway;
 pub mod handoff;
@@ -64,6 +65,8 @@ use std::sync::Arc;
 pub struct Running {
     /// The bound address.
     pub addr: SocketAddr,
+    /// The admin listener's bound address, with `[admin]`.
+    pub admin: Option<SocketAddr>,
     /// The first generation's state, for inspection ([`Running::current`] after a reload).
     pub gateway: Arc<gateway::Generation>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -117,11 +120,13 @@ pub async fn start(cfg: config::Config) -> Result<Running, String> {
     cfg.listen = addr;
     let gw = gateway::Generation::new(cfg)?;
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let admin = admin::start(&gw)?;
     let join = tokio::spawn(server::run(listener, gw.clone(), async move {
         let _ = rx.await;
     }));
     Ok(Running {
         addr,
+        admin,
         gateway: gw,
         stop: Some(tx),
         join: Some(join),

@@ -30,6 +30,9 @@ pub const RESTART_ONLY: &[&str] = &[
     "audit",
     "telemetry",
     "cluster",
+    "admin.listen",
+    "admin.max_sessions",
+    "admin.recent_audit",
     "limits.max_connections",
     "limits.max_connections_per_source",
     "limits.max_in_flight",
@@ -78,6 +81,9 @@ pub async fn from_source(gw: &Arc<Generation>) -> Result<Applied, String> {
         Ok(cfg) => apply(gw, cfg).await,
         Err(e) => {
             gw.rt.metrics.reloaded(None);
+            let data =
+                json!({"ok": false, "generation": gw.latest().generation, "error": e.to_string()});
+            gw.rt.events.publish(crate::events::Kind::Reload, data);
             Err(e.to_string())
         }
     }
@@ -91,6 +97,12 @@ pub async fn apply(gw: &Arc<Generation>, cfg: Config) -> Result<Applied, String>
     old.rt
         .metrics
         .reloaded(result.as_ref().ok().map(|a| a.generation));
+    let data = match &result {
+        Ok(a) => json!({"ok": true, "generation": a.generation, "added": a.added,
+            "removed": a.removed, "replaced": a.replaced}),
+        Err(e) => json!({"ok": false, "generation": old.generation, "error": e}),
+    };
+    old.rt.events.publish(crate::events::Kind::Reload, data);
     result
 }
 
@@ -234,6 +246,9 @@ fn flat(cfg: &Config) -> serde_json::Value {
         "audit": cfg.audit,
         "telemetry": cfg.telemetry,
         "cluster": cfg.cluster,
+        "admin": cfg.admin.as_ref().map(|a| json!({
+            "listen": a.listen.to_string(), "max_sessions": a.max_sessions,
+            "recent_audit": a.recent_audit})),
         "limits": cfg.limits,
         "timeouts": cfg.timeouts,
     })

@@ -7,8 +7,19 @@
 //! `{"error": {"code", "message"}}` with a stable code (docs/operating.md).
 
 pub mod approvals;
-pub mod events;
+pub mod auth;
+pub mod cluster;
+pub mod console;
+pub use crate::events;
+pub mod listen;
 pub mod pins;
+pub mod publish;
+pub mod routes;
+pub mod session;
+pub mod stream;
+pub mod views;
+
+pub use listen::start;
 
 use std::sync::Arc;
 
@@ -47,7 +58,11 @@ pub type Answer = Response<Body>;
 /// A JSON answer.
 pub fn json(status: StatusCode, v: &Value) -> Answer {
     let body = Bytes::from(v.to_string());
-    let mut r = Response::new(http_body_util::Full::new(body).map_err(|e| match e {}).boxed());
+    let mut r = Response::new(
+        http_body_util::Full::new(body)
+            .map_err(|e| match e {})
+            .boxed(),
+    );
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -58,7 +73,10 @@ pub fn json(status: StatusCode, v: &Value) -> Answer {
 
 /// An error answer: `{"error": {"code", "message"}}`; `code` is stable and documented.
 pub fn error(status: StatusCode, code: &str, message: &str) -> Answer {
-    json(status, &json!({"error": {"code": code, "message": message}}))
+    json(
+        status,
+        &json!({"error": {"code": code, "message": message}}),
+    )
 }
 
 /// `404 not_found`.
@@ -73,4 +91,46 @@ pub fn method_not_allowed(allowed: &str) -> Answer {
         "method_not_allowed",
         &format!("this path takes {allowed}"),
     )
+}
+
+/// What the admin listener keeps across requests: its console sign-ins.
+pub struct State {
+    /// Console sign-ins.
+    pub sessions: auth::Sessions,
+}
+
+impl State {
+    /// The listener's state for `gw`'s `[admin]`.
+    pub fn new(_gw: &Arc<Generation>) -> State {
+        State {
+            sessions: auth::Sessions::default(),
+        }
+    }
+}
+
+/// A redirect (303) to `to`.
+pub fn redirect(to: &'static str) -> Answer {
+    let mut r = json(StatusCode::SEE_OTHER, &json!({"location": to}));
+    r.headers_mut()
+        .insert(header::LOCATION, header::HeaderValue::from_static(to));
+    r
+}
+
+/// Adds the headers every admin answer carries: no caching, no sniffing, no framing, no
+/// referrer, and a Content-Security-Policy that lets a JSON answer load nothing (the console's
+/// pages set their own, as strict).
+pub fn secured(mut a: Answer) -> Answer {
+    use header::HeaderValue as V;
+    let h = a.headers_mut();
+    h.insert(header::CACHE_CONTROL, V::from_static("no-store"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, V::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, V::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, V::from_static("no-referrer"));
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            V::from_static("default-src 'none'; frame-ancestors 'none'"),
+        );
+    }
+    a
 }

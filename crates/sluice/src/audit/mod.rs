@@ -58,6 +58,29 @@ pub struct Audit {
     stop: tokio_util::sync::CancellationToken,
     /// Set once the writer has written its last batch.
     written: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The last records written, as written (the admin API's `audit`), when kept.
+    recent: Option<Recent>,
+}
+
+/// The last records written, each one JSON line as written, at most `cap`.
+#[derive(Clone)]
+struct Recent {
+    lines: Arc<Mutex<std::collections::VecDeque<String>>>,
+    cap: usize,
+}
+
+impl Recent {
+    fn keep(&self, line: &[u8]) {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return;
+        };
+        if let Ok(mut l) = self.lines.lock() {
+            while l.len() >= self.cap {
+                l.pop_front();
+            }
+            l.push_back(crate::escape::line_safe(text).into_owned());
+        }
+    }
 }
 
 impl Audit {
@@ -66,6 +89,17 @@ impl Audit {
     /// [`Audit::close`] (after the server's drain, so the records of the requests it let finish
     /// are written too).
     pub fn start(enabled: bool, sink: Option<String>, capacity: usize) -> Audit {
+        Audit::keeping(enabled, sink, capacity, 0)
+    }
+
+    /// [`Audit::start`], keeping the last `recent` records written for the admin API.
+    pub fn keeping(enabled: bool, sink: Option<String>, capacity: usize, recent: usize) -> Audit {
+        let recent = (recent > 0).then(|| Recent {
+            lines: Arc::new(Mutex::new(std::collections::VecDeque::with_capacity(
+                recent,
+            ))),
+            cap: recent,
+        });
         let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (stop, written) = (
             tokio_util::sync::CancellationToken::new(),
@@ -78,12 +112,13 @@ impl Audit {
                 dropped,
                 stop,
                 written,
+                recent,
             };
         }
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        let (done, until) = (written.clone(), stop.clone());
+        let (done, until, keep) = (written.clone(), stop.clone(), recent.clone());
         tokio::spawn(async move {
-            write_batches(rx, sink, until).await;
+            write_batches(rx, sink, until, keep).await;
             done.send_replace(true);
         });
         Audit {
@@ -91,7 +126,22 @@ impl Audit {
             dropped,
             stop,
             written,
+            recent,
         }
+    }
+
+    /// The last `limit` records written (oldest first), each as its JSON line was written.
+    pub fn recent(&self, limit: usize) -> Vec<String> {
+        let Some(r) = &self.recent else {
+            return Vec::new();
+        };
+        let Ok(l) = r.lines.lock() else {
+            return Vec::new();
+        };
+        l.iter()
+            .skip(l.len().saturating_sub(limit))
+            .cloned()
+            .collect()
     }
 
     /// Writes what is queued and stops the writer; waits for it at most `within`.
@@ -127,6 +177,7 @@ async fn write_batches(
     mut rx: mpsc::Receiver<Record>,
     sink: Option<String>,
     shutdown: tokio_util::sync::CancellationToken,
+    recent: Option<Recent>,
 ) {
     let mut out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match sink.as_deref() {
         None | Some("stderr") => Box::new(tokio::io::stderr()),
@@ -169,7 +220,11 @@ async fn write_batches(
         }
         buf.clear();
         for r in batch.drain(..) {
+            let from = buf.len();
             if serde_json::to_writer(&mut buf, &r).is_ok() {
+                if let Some(keep) = &recent {
+                    keep.keep(&buf[from..]);
+                }
                 buf.push(b'\n');
             }
         }

@@ -146,6 +146,12 @@ impl Authenticator {
         Some(i)
     }
 
+    /// Verifies `token` as a JWT of `[auth.jwt]` only (never an API key or Sluice's own
+    /// token): the admin plane's `jwt_role` check. `None` without `[auth.jwt]`.
+    pub fn verify_idp_jwt(&self, token: &str) -> Option<Result<Principal, AuthError>> {
+        self.jwt.as_ref().map(|j| j.verify(token))
+    }
+
     /// Whether any credential is required.
     pub fn enabled(&self) -> bool {
         !self.keys.is_empty() || self.jwt.is_some() || self.cfg.login.is_some()

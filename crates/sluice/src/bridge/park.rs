@@ -207,6 +207,14 @@ impl<T: Owned> Table<T> {
             .unwrap_or(0)
     }
 
+    /// Each principal with entries parked, and how many (the admin API's `principals`).
+    pub fn principals(&self) -> Vec<(String, usize)> {
+        self.inner
+            .lock()
+            .map(|m| m.mine.iter().map(|(p, e)| (p.clone(), e.len())).collect())
+            .unwrap_or_default()
+    }
+
     /// The most this table holds.
     pub fn capacity(&self) -> usize {
         self.max

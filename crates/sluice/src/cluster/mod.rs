@@ -89,6 +89,16 @@ impl Cluster {
         &self.cfg.id
     }
 
+    /// The ids of the replicas this one knows of (its heartbeat's directory), itself included.
+    pub fn replicas(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.known.iter().map(|e| e.key().clone()).collect();
+        if !ids.iter().any(|i| i == self.id()) {
+            ids.push(self.id().to_owned());
+        }
+        ids.sort();
+        ids
+    }
+
     /// Sets this replica's internal URL from the bound listener (the configured
     /// `advertise_url` wins).
     pub fn bound(&self, addr: std::net::SocketAddr) -> &str {

@@ -321,6 +321,20 @@ impl Shared {
         .map(|_| ())
     }
 
+    /// The values under `keys` (`MGET`), in their order.
+    pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<String>>, Unavailable> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run("mget", async |c| {
+            redis::cmd("MGET")
+                .arg(keys)
+                .query_async::<Vec<Option<String>>>(c)
+                .await
+        })
+        .await
+    }
+
     /// The value under `key`, its expiry renewed to `ttl` (`GETEX`), if any.
     pub async fn get_renewing(
         &self,

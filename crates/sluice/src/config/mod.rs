@@ -17,6 +17,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+mod admin;
 mod auth;
 mod auth_kinds;
 mod bridge;
@@ -40,6 +41,8 @@ mod upstream_auth;
 mod upstream_oauth;
 
 #[cfg(test)]
+mod admin_tests;
+#[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
 mod exchange_tests;
@@ -50,6 +53,7 @@ mod tests;
 #[cfg(test)]
 mod upstream_tests;
 
+pub use admin::{Admin, AdminKey};
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
@@ -126,6 +130,9 @@ pub struct Config {
     /// Replicas sharing state in Redis (`None`: one process).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Cluster>,
+    /// The operator plane (`None`: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin: Option<Admin>,
 }
 
 /// Quick flags that override or extend a config file.
@@ -224,6 +231,7 @@ impl Config {
         })
         .map_err(|e| src.refuse(e))?;
         open_listener(listen, &auth, origin)?;
+        let admin = admin::admin(raw.admin, listen, &auth).map_err(|e| src.refuse(e))?;
         // Across sections: a token exchange needs the principal's JWT.
         upstream_auth::needs_jwt(&upstreams, auth.jwt.is_some())
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
@@ -267,6 +275,7 @@ impl Config {
             upstreams,
             telemetry,
             cluster,
+            admin,
         })
     }
 

@@ -75,6 +75,9 @@ pub(super) struct RawConfig {
     /// `/metrics` and `/readyz`.
     #[serde(default)]
     pub(super) metrics: RawMetrics,
+    /// The operator plane: admin API, event stream and console on a listener of their own.
+    /// Absent: off.
+    pub(super) admin: Option<super::admin::RawAdmin>,
     /// OpenTelemetry traces over OTLP/HTTP. Absent: no spans at all.
     pub(super) telemetry: Option<RawTelemetry>,
     /// Replicas that behave as one, through Redis. Absent: one process, its state in memory.

@@ -46,6 +46,8 @@ pub struct Generation {
     pub login: Option<Arc<crate::login::Login>>,
     /// This generation's number: 1 at start, one more per applied reload.
     pub generation: u64,
+    /// When it was built (Unix ms).
+    pub loaded_at_ms: u64,
     /// Cancelled when a reload changes who may authenticate: the client streams opened under
     /// this generation's `[auth]` end, so their clients come back with credentials that hold.
     /// Shared with the next generation while `[auth]` stays the same.
@@ -199,6 +201,7 @@ impl Generation {
         let login = login_front(&cfg, &rt, login);
         for up in &upstreams {
             up.use_vault(&rt.vault);
+            up.health.use_events(&rt.events);
         }
         rt.client.record_versions(cfg.http_versions());
         let governor = Arc::new(governor);
@@ -238,6 +241,7 @@ impl Generation {
             login,
             revoked: CancellationToken::new(),
             generation: 1,
+            loaded_at_ms: crate::state::now_ms(),
             cfg,
         });
         let _ = gw.rt.live.set(&gw);
@@ -270,6 +274,7 @@ impl Generation {
                 Some(old) if !renamed && old.same_as(&fresh) => old.clone(),
                 _ => {
                     fresh.use_vault(&self.rt.vault);
+                    fresh.health.use_events(&self.rt.events);
                     fresh
                 }
             })
@@ -298,6 +303,7 @@ impl Generation {
             auth,
             login,
             generation: self.generation + 1,
+            loaded_at_ms: crate::state::now_ms(),
             revoked: if same_auth(&self.cfg.auth, &cfg.auth) {
                 self.revoked.clone()
             } else {

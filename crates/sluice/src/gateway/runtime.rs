@@ -54,7 +54,7 @@ pub struct Runtime {
     /// under `[cluster]`, else in memory; kept across reloads.
     pub login_store: Arc<crate::login::store::Store>,
     /// The operator plane's events (health, held calls, pins, reloads).
-    pub events: Arc<crate::admin::events::Events>,
+    pub events: Arc<crate::events::Events>,
 }
 
 impl Runtime {
@@ -85,10 +85,11 @@ impl Runtime {
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: Arc::new(tokio::sync::watch::Sender::new(false)),
             shutdown: CancellationToken::new(),
-            audit: crate::audit::Audit::start(
+            audit: crate::audit::Audit::keeping(
                 cfg.audit.enabled,
                 Some(cfg.audit.sink.clone()),
                 cfg.audit.capacity,
+                cfg.admin.as_ref().map_or(0, |a| a.recent_audit),
             ),
             metrics: Arc::new(crate::metrics::Metrics::new()),
             legacy_sessions: Arc::new(crate::client_sessions::Sessions::new(&cfg.bridge, keys)),
@@ -100,7 +101,7 @@ impl Runtime {
             changes,
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
-            events: Arc::new(crate::admin::events::Events::new(&cfg.state.replica)),
+            events: Arc::new(crate::events::Events::new(&cfg.state.replica)),
         })
     }
 }

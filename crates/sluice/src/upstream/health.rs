@@ -33,8 +33,26 @@ pub enum Told {
     Down(Instant),
 }
 
+/// Changes kept in an upstream's history (the admin API's `history`).
+pub const HISTORY: usize = 32;
+
+/// One change of health, as the admin API shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Change {
+    /// When (Unix ms).
+    pub time_ms: u64,
+    /// Up (true) or down.
+    pub healthy: bool,
+    /// Why it went down (Sluice's own words: an error kind, never what the upstream sent).
+    pub reason: Option<String>,
+}
+
 /// The health bookkeeping of one upstream.
 pub struct Health {
+    /// The last [`HISTORY`] changes, oldest first.
+    history: Mutex<std::collections::VecDeque<Change>>,
+    /// Where changes are published (the operator plane's events), once set.
+    events: std::sync::OnceLock<std::sync::Arc<crate::events::Events>>,
     told: Mutex<Told>,
     /// Changes to down and to up since start.
     went_down: AtomicU64,
@@ -54,6 +72,8 @@ pub struct Health {
 impl Default for Health {
     fn default() -> Self {
         Health {
+            history: Mutex::new(std::collections::VecDeque::new()),
+            events: std::sync::OnceLock::new(),
             told: Mutex::new(Told::Nothing),
             went_down: AtomicU64::new(0),
             came_up: AtomicU64::new(0),
@@ -87,6 +107,7 @@ impl Health {
             before
         };
         let why = status.error.as_deref().unwrap_or("no reason recorded");
+        self.remember(name, status.healthy, (!status.healthy).then_some(why));
         match (before, status.healthy) {
             (_, false) => {
                 self.went_down.fetch_add(1, Ordering::Relaxed);
@@ -106,6 +127,38 @@ impl Health {
                 self.came_up.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(upstream = %name, wire = status.wire.name(), "upstream is up");
             }
+        }
+    }
+
+    /// Publishes its changes on `events` from now on (set once, by the gateway).
+    pub fn use_events(&self, events: &std::sync::Arc<crate::events::Events>) {
+        let _ = self.events.set(events.clone());
+    }
+
+    /// The last [`HISTORY`] changes, oldest first.
+    pub fn history(&self) -> Vec<Change> {
+        self.history
+            .lock()
+            .map(|h| h.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn remember(&self, name: &str, healthy: bool, why: Option<&str>) {
+        let change = Change {
+            time_ms: crate::state::now_ms(),
+            healthy,
+            reason: why.map(str::to_owned),
+        };
+        if let Ok(mut h) = self.history.lock() {
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back(change.clone());
+        }
+        if let Some(events) = self.events.get() {
+            let data =
+                serde_json::json!({"upstream": name, "healthy": healthy, "reason": change.reason});
+            events.publish(crate::events::Kind::Health, data);
         }
     }
 

@@ -197,6 +197,12 @@ impl Upstream {
         Client::of(self.stdio.is_some(), self.is_sse(), status.wire)
     }
 
+    /// The name of the transport it is spoken to on now (`streamable-http`, `sessions`,
+    /// `sse-2024-11-05`, `stdio`), for operators.
+    pub fn transport_name(&self) -> &'static str {
+        self.client(&self.status()).name()
+    }
+
     /// Notes that its URL is a 2024-11-05 HTTP+SSE endpoint (found by a probe; kept).
     pub fn found_sse(&self) {
         self.sse.store(true, std::sync::atomic::Ordering::Release);

@@ -1,0 +1,130 @@
+//! The admin listener: connections in, one admin answer per request.
+//!
+//! Takes `[admin] listen` and the live generation; gives each request to the router after the
+//! edge checks, with the public listener's connection bounds (a small pool: [`MAX_CONNECTIONS`],
+//! [`MAX_PER_SOURCE`] from one source) and deadlines. Refuses (before any credential is
+//! looked at) a body over [`MAX_BODY`] (413) or slower than `timeouts.body_read_ms` (408).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::{error, Answer};
+use crate::gateway::{Generation, Live};
+
+/// Connections the admin listener holds at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Connections from one source.
+pub const MAX_PER_SOURCE: usize = 32;
+/// The largest request body (a decision, a sign-in): 64 KiB.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// Binds `[admin] listen` (when configured) and serves it until shutdown; gives the bound
+/// address.
+pub fn start(gw: &Arc<Generation>) -> Result<Option<SocketAddr>, String> {
+    let Some(admin) = gw.cfg.admin.as_ref() else {
+        return Ok(None);
+    };
+    let listener = crate::server::bind(admin.listen)
+        .map_err(|e| format!("cannot bind [admin] listen {}: {e}", admin.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("[admin] listen: {e}"))?;
+    let state = Arc::new(super::State::new(gw));
+    if let Some(c) = gw.governor.cluster.clone() {
+        tokio::spawn(super::publish::publish(
+            gw.rt.live.clone(),
+            c,
+            gw.rt.shutdown.clone(),
+        ));
+    }
+    tracing::info!(admin = %addr, open = admin.open(), "admin listener up");
+    tokio::spawn(serve(
+        listener,
+        gw.rt.live.clone(),
+        state,
+        gw.rt.shutdown.clone(),
+    ));
+    Ok(Some(addr))
+}
+
+async fn serve(
+    listener: TcpListener,
+    live: Arc<Live>,
+    state: Arc<super::State>,
+    stop: CancellationToken,
+) {
+    let Some(gw) = live.get() else { return };
+    let builder = crate::server::connection_builder(&gw);
+    let deadlines = crate::server::deadlines(&gw.cfg.timeouts);
+    drop(gw);
+    let connections = crate::connections::Table::new(MAX_CONNECTIONS, MAX_PER_SOURCE);
+    loop {
+        let stream = tokio::select! {
+            _ = stop.cancelled() => return,
+            s = crate::server::accept(&listener, "admin") => s,
+        };
+        let source = stream
+            .peer_addr()
+            .map(|a| crate::server::source_of(a.ip()))
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let Ok(held) = connections.admit(source) else {
+            tracing::warn!(%source, "admin connection refused: the admin listener's connections are all taken");
+            continue;
+        };
+        let (live, state) = (live.clone(), state.clone());
+        let handle = move |req| handle(live.clone(), state.clone(), req);
+        tokio::spawn(crate::connections::serve(
+            stream,
+            held,
+            builder.clone(),
+            deadlines,
+            stop.clone(),
+            handle,
+        ));
+    }
+}
+
+async fn handle(
+    live: Arc<Live>,
+    state: Arc<super::State>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Answer, Infallible> {
+    let Some(gw) = live.get() else {
+        return Ok(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "this Sluice is shutting down",
+        ));
+    };
+    let (parts, body) = req.into_parts();
+    let body = match read(body, gw.cfg.timeouts.body_read).await {
+        Ok(b) => b,
+        Err(a) => return Ok(super::secured(a)),
+    };
+    let answer = super::routes::route(&state, gw, &parts, &body).await;
+    Ok(super::secured(answer))
+}
+
+async fn read(body: hyper::body::Incoming, within: std::time::Duration) -> Result<Bytes, Answer> {
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    match tokio::time::timeout(within, limited.collect()).await {
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(_)) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the admin API takes bodies of at most 64 KiB",
+        )),
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "the request body did not arrive within timeouts.body_read_ms",
+        )),
+    }
+}
