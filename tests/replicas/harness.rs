@@ -298,6 +298,21 @@ impl Cluster {
         format!("http://{addr}{}", sluice::handoff::PATH)
     }
 
+    /// Replica `i`'s admin listener (`[admin]`), from its startup line: `http://ADDR`.
+    pub(crate) fn admin_url(&self, i: usize) -> String {
+        let out = self.replica(i).output();
+        let line = out
+            .lines()
+            .find(|l| l.contains("admin listener up"))
+            .expect("the admin listener's line");
+        let addr = line
+            .split("admin=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .expect("admin=ADDR");
+        format!("http://{}", crate::support::process::strip_ansi(addr))
+    }
+
     /// The index of replica `id` (`r1` is 0).
     pub(crate) fn index(id: &str) -> usize {
         id.trim_start_matches('r').parse::<usize>().expect("rN") - 1

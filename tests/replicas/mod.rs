@@ -45,6 +45,7 @@
 //! `redis-server` and `haproxy` come from Debian (.ci/run installs them); the Python peers from
 //! `eval "$(bash scripts/peers.sh)"`. Without them these tests fail and say so.
 
+mod admin;
 mod boundary;
 mod deploy;
 mod deploy_docker;
