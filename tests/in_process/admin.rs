@@ -255,7 +255,14 @@ async fn an_open_loopback_listener_refuses_a_foreign_host_and_a_change_without_a
 
 #[tokio::test]
 async fn the_views_show_upstreams_with_history_the_audit_without_content_and_the_generation() {
-    let (_d, s) = demo_with(|g| with_admin(g.upstream("gone", &dead_url()).unchecked())).await;
+    let quota: T =
+        toml::from_str::<toml::Table>("name = \"echoes\"\ncalls_per_window = 5\ntool = [\"echo\"]")
+            .expect("a quota")
+            .into();
+    let (_d, s) = demo_with(|g| {
+        with_admin(g.upstream("gone", &dead_url()).unchecked()).top("quota", T::Array(vec![quota]))
+    })
+    .await;
     let (c, b) = (http(), base(&s));
     let canary = "admin-view-canary-7f3e";
     let r = Req::new("tools/call")
@@ -307,6 +314,15 @@ async fn the_views_show_upstreams_with_history_the_audit_without_content_and_the
     assert!(
         !text.contains(canary),
         "an argument value in the audit view: {text}"
+    );
+    let (_, p) = send(&c, "GET", &format!("{b}/admin/v1/principals"), &h).await;
+    let local = &p["principals"][0];
+    assert_eq!(local["principal"], "local", "{p}");
+    assert_eq!(
+        local["quotas"][0],
+        json!({"quota": "echoes", "used": 1, "limit": 5, "left": 4,
+        "window_start_ms": local["quotas"][0]["window_start_ms"]}),
+        "{p}"
     );
     let (_, cfg) = send(&c, "GET", &format!("{b}/admin/v1/config"), &h).await;
     assert_eq!(cfg["generation"], 1);

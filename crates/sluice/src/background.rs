@@ -116,5 +116,16 @@ pub async fn sweep_budgets(live: Arc<Live>, shutdown: tokio_util::sync::Cancella
         gw.governor.budgets.retain_recent();
         gw.governor.quotas.retain_recent();
         gw.governor.loops.retain_recent();
+        let longest = gw
+            .cfg
+            .quotas
+            .iter()
+            .map(|q| q.window)
+            .chain(std::iter::once(gw.cfg.budget.window))
+            .max()
+            .unwrap_or(window);
+        gw.governor
+            .usage
+            .retain_recent(2 * longest.as_millis() as u64);
     }
 }

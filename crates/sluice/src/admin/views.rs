@@ -75,9 +75,19 @@ fn upstream(up: &Arc<Upstream>) -> Value {
     })
 }
 
-/// `GET /admin/v1/principals`: each principal Sluice holds something for, by name.
+/// `GET /admin/v1/principals`: each principal Sluice holds something for, by name, with the
+/// tokens held for it at `oauth` upstreams (upstream names and expiry, never a token).
 pub async fn principals(cx: &Cx) -> Answer {
     let mut v = principals_of(cx);
+    if let Ok(held) = cx.gw.rt.vault.list(None, None).await {
+        let mut by: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for t in held {
+            by.entry(t.principal)
+                .or_default()
+                .push(json!({"upstream": t.upstream, "expires_ms": t.expires_ms}));
+        }
+        v["tokens"] = json!(by);
+    }
     if let Some(others) = super::cluster::others(&cx.gw, "principals").await {
         v["cluster"] = others;
     }
@@ -97,9 +107,33 @@ pub fn principals_of(cx: &Cx) -> Value {
     for s in cx.gw.rt.legacy_sessions.all() {
         by.entry(s.principal.clone()).or_default().1 += 1;
     }
+    let mut used: BTreeMap<String, crate::policy::usage::Used> =
+        cx.gw.governor.usage.snapshot().into_iter().collect();
+    for p in used.keys() {
+        by.entry(p.clone()).or_default();
+    }
     let list: Vec<Value> = by
         .into_iter()
-        .map(|(p, (parked, sessions))| json!({"principal": p, "parked": parked, "sessions": sessions}))
+        .map(|(p, (parked, sessions))| {
+            let u = used.remove(&p).unwrap_or_default();
+            let left = |c: &crate::policy::usage::Count| c.limit.saturating_sub(c.used);
+            let quotas: Vec<Value> = u
+                .quotas
+                .iter()
+                .map(|(name, c)| {
+                    json!({"quota": name, "used": c.used, "limit": c.limit,
+                    "left": left(c), "window_start_ms": c.window_start_ms})
+                })
+                .collect();
+            let budget = u.sampling.map(|s| {
+                let t = u.tokens.unwrap_or_default();
+                json!({"sampling": {"used": s.used, "limit": s.limit, "left": left(&s)},
+                    "tokens": {"used": t.used, "limit": t.limit, "left": left(&t)},
+                    "window_start_ms": s.window_start_ms})
+            });
+            json!({"principal": p, "parked": parked, "sessions": sessions,
+                "quotas": quotas, "budget": budget, "last_ms": u.last_ms})
+        })
         .collect();
     let quotas: Vec<Value> = cx
         .gw
@@ -113,6 +147,7 @@ pub fn principals_of(cx: &Cx) -> Value {
         .collect();
     json!({"replica": cx.gw.cfg.state.replica, "as_of_ms": crate::state::now_ms(),
         "principals": list, "quotas": quotas,
+        "untracked": cx.gw.governor.usage.untracked(),
         "loop_breaker": {"max_identical_calls": cx.gw.cfg.loop_breaker.max_identical_calls,
             "window_ms": cx.gw.cfg.loop_breaker.window.as_millis() as u64}})
 }

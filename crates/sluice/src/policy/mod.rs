@@ -15,6 +15,7 @@ pub mod quota;
 pub mod refusal;
 pub mod rules;
 pub mod shape;
+pub mod usage;
 pub mod visibility;
 
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub struct Governor {
     pub views: visibility::Views,
     /// Nonces of round states already presented (every Sluice-sealed round state is single use).
     consumed: Arc<crate::state::nonces::Nonces>,
+    /// What each principal used (the admin API's view), kept across reloads.
+    pub usage: Arc<usage::Usage>,
     /// The replicas' shared state (`[cluster]`), kept across reloads.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// `[budget]` with its profiles, and `[[quota]]`, as read, to tell whether a reload changed
@@ -72,6 +75,7 @@ impl Governor {
             loops: Arc::new(loops::Loops::new(&cfg.loop_breaker)),
             views: visibility::Views::default(),
             consumed: Arc::new(crate::state::nonces::Nonces::new(MAX_CONSUMED)),
+            usage: Arc::default(),
             cluster: cfg
                 .cluster
                 .as_ref()
@@ -99,6 +103,7 @@ impl Governor {
             fresh.loops = self.loops.clone();
         }
         fresh.consumed = self.consumed.clone();
+        fresh.usage = self.usage.clone();
         fresh.cluster = self.cluster.clone();
         Ok(fresh)
     }
@@ -186,6 +191,14 @@ impl Governor {
     /// Redis charge that got no answer in time is refunded when it lands (the call is refused as
     /// retryable, or counted here alone under `"local"`): never counted twice.
     pub async fn charge_quota(&self, call: &quota::Call<'_>) -> Result<(), Refusal> {
+        let charged = self.charge_quota_once(call).await;
+        if let (Ok(()), Some(q)) = (&charged, self.quotas.matching(call)) {
+            self.usage.quota(call.principal, q);
+        }
+        charged
+    }
+
+    async fn charge_quota_once(&self, call: &quota::Call<'_>) -> Result<(), Refusal> {
         if let (Some(c), Some(q)) = (&self.cluster, self.quotas.matching(call)) {
             let rate = crate::cluster::Rate {
                 interval_us: q.window.as_micros() as f64 / f64::from(q.calls_per_window.max(1)),
@@ -254,6 +267,19 @@ impl Governor {
     /// no answer in time), in this process otherwise or, under `on_redis_error = "local"`, while
     /// Redis is unreachable.
     pub async fn charge_sampling(
+        &self,
+        ctx: &ask::AskCtx,
+        max_tokens: u64,
+    ) -> Result<(), budget::Refusal> {
+        let charged = self.charge_sampling_once(ctx, max_tokens).await;
+        if charged.is_ok() {
+            let limits = self.budgets.limits(&ctx.upstream, &ctx.groups);
+            self.usage.sampling(&ctx.principal, limits, max_tokens);
+        }
+        charged
+    }
+
+    async fn charge_sampling_once(
         &self,
         ctx: &ask::AskCtx,
         max_tokens: u64,
