@@ -358,3 +358,63 @@ async fn the_event_stream_tells_a_reload() {
     assert!(got.is_ok(), "no reload event: {seen}");
     assert!(seen.contains("\"generation\":2"), "{seen}");
 }
+
+#[tokio::test]
+async fn every_answer_is_uncached_unframed_and_a_large_body_is_refused_unread() {
+    let (_d, s) = demo_with(with_admin).await;
+    let (c, b) = (http(), base(&s));
+    for (key, path) in [
+        (None, "/admin/v1/config"),
+        (Some(OPS_KEY), "/admin/v1/config"),
+    ] {
+        let mut r = c.get(format!("{b}{path}"));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        let resp = r.send().await.expect("answer");
+        let h = resp.headers();
+        assert_eq!(h["cache-control"], "no-store");
+        assert_eq!(h["x-content-type-options"], "nosniff");
+        assert_eq!(h["x-frame-options"], "DENY");
+        assert_eq!(h["referrer-policy"], "no-referrer");
+        assert!(h["content-security-policy"]
+            .to_str()
+            .expect("ascii")
+            .contains("default-src 'none'"));
+    }
+    let resp = c
+        .post(format!("{b}/admin/v1/session"))
+        .body(vec![b' '; 65 * 1024])
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status(), 413);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "too_large");
+}
+
+#[tokio::test]
+async fn one_source_holds_at_most_32_admin_connections() {
+    use tokio::io::AsyncReadExt;
+    // Idle connections are not closed for a minute: only the bound can close the 33rd sooner.
+    let (_d, s) = demo_with(|g| with_admin(g).timeout("header_read_ms", 60_000)).await;
+    let addr = s.admin.expect("admin");
+    let mut held = Vec::new();
+    for _ in 0..sluice::admin::listen::MAX_PER_SOURCE {
+        held.push(
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connects"),
+        );
+    }
+    let mut extra = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf)).await;
+    assert!(
+        matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+        "the 33rd connection is closed at once: {n:?}"
+    );
+    drop(held);
+}
