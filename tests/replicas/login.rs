@@ -16,6 +16,7 @@ use crate::support::process::{Env, Sluice};
 
 const SECRET_VAR: &str = "SLUICE_TEST_LOGIN_REPLICAS_SECRET";
 const SECRET: &str = "idp-client-s3cret-for-login-replicas";
+const OPS: &str = "login-replicas-admin-key-0123456789";
 
 fn config(id: &str, redis: &str, issuer: &str, idp: &str, upstream: &str) -> String {
     format!(
@@ -40,10 +41,15 @@ idp_issuer = "{idp}"
 idp_client_id = "sluice"
 idp_client_secret_env = "{SECRET_VAR}"
 
+[admin]
+listen = "127.0.0.1:0"
+keys = [{{ name = "ops", sha256 = "{ops}" }}]
+
 [[upstream]]
 name = "demo"
 url = "{upstream}"
 "#,
+        ops = sluice::auth::api_keys::hash_key(OPS),
         key = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
     )
 }
@@ -219,6 +225,76 @@ async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_i
         "{ended}"
     );
 
+    // Through r2's admin API an operator lists alice's sign-ins and ends a new one: its access
+    // token is refused at once on r2 and within two seconds on r1, its refresh token too.
+    let third = sign_in(&issuer, r1).await;
+    let access3 = third["tokens"]["access"]
+        .as_str()
+        .expect("access")
+        .to_owned();
+    let admin = admin_url(r2);
+    let listed: Value = http()
+        .get(format!("{admin}/admin/v1/sign-ins?principal=alice"))
+        .bearer_auth(OPS)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("JSON");
+    let live: Vec<&Value> = listed["sign_ins"]
+        .as_array()
+        .expect("sign_ins")
+        .iter()
+        .filter(|s| s["revoked"] == false)
+        .collect();
+    assert_eq!(live.len(), 1, "{listed}");
+    assert_eq!(live[0]["client"], third["tokens"]["client_id"], "{listed}");
+    assert!(
+        !listed.to_string().contains(&access3),
+        "no token in the listing"
+    );
+    let ended: Value = http()
+        .post(format!("{admin}/admin/v1/sign-ins/revoke"))
+        .bearer_auth(OPS)
+        .json(&json!({"principal": "alice"}))
+        .send()
+        .await
+        .expect("revoke")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        (&ended["revoked"], &ended["operator"]),
+        (&json!(1), &json!("ops")),
+        "{ended}"
+    );
+    let call = |at: String| {
+        let token = access3.clone();
+        async move {
+            Call::new("demo__echo", json!({"text": "after"}))
+                .token(&token)
+                .caps(json!({}))
+                .send(&http(), &at, json!({}))
+                .await
+        }
+    };
+    let here = call(format!("http://{}/mcp", r2.addr)).await;
+    assert_eq!(here.status, 401, "{}", here.msg);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let there = call(format!("{issuer}/mcp")).await;
+        if there.status == 401 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "r1 still takes the token: {}",
+            there.msg
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
     // No code, token, verifier or cookie of the sign-in in either replica's output.
     let canaries: Vec<String> = s["canaries"]
         .as_array()
@@ -227,8 +303,27 @@ async fn a_sign_in_through_one_replica_holds_on_the_other_and_a_replay_revokes_i
         .filter_map(|c| c.as_str().map(str::to_owned))
         .collect();
     let mut all: Vec<&str> = canaries.iter().map(String::as_str).collect();
-    all.extend([second.as_str(), fresh.as_str(), SECRET]);
+    all.extend([
+        second.as_str(),
+        fresh.as_str(),
+        access3.as_str(),
+        SECRET,
+        OPS,
+    ]);
     for r in [r1, r2] {
         r.assert_no_leak(&all);
     }
+}
+
+/// A replica's admin listener, from its startup line.
+fn admin_url(r: &Sluice) -> String {
+    let out = crate::support::process::strip_ansi(&r.output());
+    let addr = out
+        .lines()
+        .find(|l| l.contains("admin listener up"))
+        .and_then(|l| l.split("admin=").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .expect("the admin listener's line")
+        .to_owned();
+    format!("http://{addr}")
 }

@@ -21,6 +21,14 @@ pub fn spawn(gw: &Arc<Generation>) -> tokio::task::JoinHandle<()> {
             rx,
         ));
     }
+    // Operators' revocations of sign-ins made through other replicas.
+    if let (Some(c), Some(_)) = (gw.governor.cluster.clone(), gw.cfg.auth.login.as_ref()) {
+        tokio::spawn(crate::login::revocations::follow(
+            c,
+            gw.rt.revoked.clone(),
+            gw.rt.shutdown.clone(),
+        ));
+    }
     // The sweepers first: parked exchanges and sessions expire even while a slow first probe runs.
     tokio::spawn(crate::bridge::sweep_sessions(
         gw.bridge.clone(),

@@ -92,11 +92,13 @@ pub async fn revoke_sign_ins(cfg: &Config, principal: &str) -> Result<String, St
     let Some(login) = &cfg.auth.login else {
         return Err("this config has no [auth.login]: no sign-in through Sluice to revoke".into());
     };
-    let cluster = crate::cluster::Cluster::new(c)?;
-    let store = crate::login::shared::Redis::new(Arc::new(cluster));
-    let n = store.revoke(principal).await.map_err(unreachable)?;
+    let cluster = Arc::new(crate::cluster::Cluster::new(c)?);
+    let store = crate::login::store::Store::shared(cluster.clone());
+    let here = crate::auth::revoked::Revoked::default();
+    let n = crate::login::revocations::revoke(&store, &here, Some(&cluster), principal).await?;
+    let _ = login;
     Ok(format!(
-        "revoked {n} sign-in(s) of {principal}: their refresh tokens are refused now; access tokens already issued last until they expire (at most {} s)\n",
-        login.access_token_ttl_ms / 1000
+        "revoked {n} sign-in(s) of {principal}: their refresh tokens are refused now, and their access tokens on every replica within {} s\n",
+        crate::login::revocations::FOLLOW.as_secs().max(1) + 1
     ))
 }

@@ -16,6 +16,7 @@ pub mod pins;
 pub mod publish;
 pub mod routes;
 pub mod session;
+pub mod sign_ins;
 pub mod stream;
 pub mod views;
 

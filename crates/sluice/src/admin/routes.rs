@@ -14,6 +14,8 @@
 //! GET    /principals            what each principal holds and used
 //! GET    /approvals             held calls;  POST /approvals/{id}/approve | /deny
 //! GET    /pins                  tool pins;   POST /pins/{upstream}/{tool}/accept
+//! GET    /sign-ins?principal=P  a principal's sign-ins through [auth.login]
+//! POST   /sign-ins/revoke       {"principal": "..."}: ends them (tokens refused at once)
 //! GET    /audit?limit=N         the recent audit records, as written
 //! GET    /config                the generation serving, when it was loaded, its source
 //! POST   /reload                reads the config again (as SIGHUP does)
@@ -75,6 +77,9 @@ pub async fn route(state: &Arc<State>, gw: Arc<Generation>, parts: &Parts, body:
         (Some("reload"), 1) => method_not_allowed("POST"),
         (Some("approvals"), _) => super::approvals::route(&cx, m, &segs[1..], body).await,
         (Some("pins"), _) => super::pins::route(&cx, m, &segs[1..], body).await,
+        (Some("sign-ins"), _) => {
+            super::sign_ins::route(&cx, m, &segs[1..], parts.uri.query(), body).await
+        }
         _ => not_found("no such admin path (see GET /admin/v1/)"),
     }
 }
@@ -95,7 +100,7 @@ fn index(cx: &Cx) -> Answer {
             "replica": cx.gw.cfg.state.replica,
             "generation": cx.gw.generation,
             "operator": cx.op.name,
-            "paths": ["session", "upstreams", "principals", "approvals", "pins", "audit",
+            "paths": ["session", "upstreams", "principals", "approvals", "pins", "sign-ins", "audit",
                 "config", "reload", "events"],
         }),
     )

@@ -50,6 +50,8 @@ pub struct Issued {
     keys: Vec<(u8, [u8; 32])>,
     issuer: String,
     resource: String,
+    /// Operators' revocations (the runtime's, kept across reloads), once set.
+    revoked: std::sync::OnceLock<std::sync::Arc<super::revoked::Revoked>>,
 }
 
 impl Issued {
@@ -59,6 +61,7 @@ impl Issued {
             keys,
             issuer: issuer.to_owned(),
             resource: resource.to_owned(),
+            revoked: std::sync::OnceLock::new(),
         }
     }
 
@@ -110,6 +113,11 @@ impl Issued {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(m.finalize().into_bytes())
     }
 
+    /// Refuses the tokens `revoked` names from now on (set once, by the gateway).
+    pub fn use_revocations(&self, revoked: &std::sync::Arc<super::revoked::Revoked>) {
+        let _ = self.revoked.set(revoked.clone());
+    }
+
     /// The principal of a valid token.
     pub fn verify(&self, token: &str) -> Result<Principal, AuthError> {
         let header = decode_header(token).map_err(|_| AuthError::Invalid("not a JWT"))?;
@@ -133,6 +141,11 @@ impl Issued {
         let data = decode::<Claims>(token, &key, &v)
             .map_err(|e| AuthError::Invalid(super::jwt::reason(&e)))?;
         let c = data.claims;
+        if self.revoked.get().is_some_and(|r| r.refuses(&c.sub, c.iat)) {
+            return Err(AuthError::Invalid(
+                "an operator ended this sign-in: sign in again",
+            ));
+        }
         if c.sub.is_empty() || c.sub == super::INTERNAL_PRINCIPAL {
             return Err(AuthError::Invalid(
                 "the principal claim names no usable principal",

@@ -14,6 +14,7 @@
 pub mod api_keys;
 pub mod issued;
 pub mod jwt;
+pub mod revoked;
 
 use std::collections::BTreeSet;
 

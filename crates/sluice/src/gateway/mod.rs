@@ -92,6 +92,7 @@ fn login_front(
     parts: Option<(Arc<crate::auth::issued::Issued>, Option<String>)>,
 ) -> Option<Arc<crate::login::Login>> {
     let (issued, secret) = parts?;
+    issued.use_revocations(&rt.revoked);
     let l = cfg.auth.login.as_ref()?;
     let (store, http) = (rt.login_store.clone(), rt.client.clone());
     let front = crate::login::Login::new(l, &cfg.auth, store, issued, http, secret);

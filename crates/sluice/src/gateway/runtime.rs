@@ -53,6 +53,9 @@ pub struct Runtime {
     /// What `[auth.login]` remembers (clients, sign-ins, codes, refresh families): in Redis
     /// under `[cluster]`, else in memory; kept across reloads.
     pub login_store: Arc<crate::login::store::Store>,
+    /// Operators' revocations of Sluice's own access tokens (`[auth.login]`), kept across
+    /// reloads (under `[cluster]`, followed from Redis: `login/revocations.rs`).
+    pub revoked: Arc<crate::auth::revoked::Revoked>,
     /// The operator plane's events (health, held calls, pins, reloads).
     pub events: Arc<crate::events::Events>,
 }
@@ -101,6 +104,7 @@ impl Runtime {
             changes,
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
+            revoked: Arc::default(),
             events: Arc::new(crate::events::Events::new(&cfg.state.replica)),
         })
     }

@@ -18,6 +18,7 @@ pub mod idp;
 #[cfg(test)]
 mod idp_tests;
 pub mod records;
+pub mod revocations;
 pub mod shared;
 pub mod store;
 #[cfg(test)]

@@ -182,6 +182,16 @@ impl Redis {
         self.cluster.shared.login_revoke_all(&owner).await
     }
 
+    /// `principal`'s sign-ins held: `(client, revoked)`, at most `max`.
+    pub async fn sign_ins(
+        &self,
+        principal: &str,
+        max: usize,
+    ) -> Result<Vec<(String, bool)>, crate::cluster::Unavailable> {
+        let owner = key("principal", &hashed(principal));
+        self.cluster.shared.login_chains(&owner, max).await
+    }
+
     /// Presents `presented` to the chain `k` for `client_id`, `next` current if it was.
     pub async fn rotate(
         &self,

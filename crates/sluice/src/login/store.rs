@@ -173,6 +173,40 @@ impl Store {
         }
     }
 
+    /// `principal`'s sign-ins held (refresh families): `(client, revoked)`, at most `max`.
+    pub async fn sign_ins(
+        &self,
+        principal: &str,
+        max: usize,
+    ) -> Result<Vec<(String, bool)>, String> {
+        match self {
+            Store::Redis(r) => r
+                .sign_ins(principal, max)
+                .await
+                .map_err(|_| "Redis is unreachable: the sign-ins cannot be listed now".into()),
+            Store::Memory(m) => Ok(m.families.values(max, |f| {
+                (f.grant.principal == principal).then(|| (f.grant.client_id.clone(), f.revoked))
+            })),
+        }
+    }
+
+    /// Revokes every sign-in of `principal` (its refresh families); gives how many.
+    pub async fn revoke(&self, principal: &str) -> Result<u64, String> {
+        match self {
+            Store::Redis(r) => r
+                .revoke(principal)
+                .await
+                .map_err(|_| "Redis is unreachable: nothing was revoked; try again".into()),
+            Store::Memory(m) => Ok(m.families.modify_all(|f| {
+                let mine = f.grant.principal == principal && !f.revoked;
+                if mine {
+                    f.revoked = true;
+                }
+                mine
+            })),
+        }
+    }
+
     /// Presents the refresh token hashed `presented` to family `key` for `client_id`: the
     /// current one rotates to `next`; an earlier one revokes the family.
     pub async fn rotate(
@@ -248,6 +282,30 @@ impl<K: Eq + Hash + Clone, V: Clone> Table<K, V> {
             .remove(k)
             .filter(|(until, _)| *until > Instant::now())
             .map(|(_, v)| v)
+    }
+
+    /// What `pick` makes of the live entries, at most `max`.
+    fn values<R>(&self, max: usize, pick: impl Fn(&V) -> Option<R>) -> Vec<R> {
+        let now = Instant::now();
+        let map = self.lock();
+        map.values()
+            .filter(|(until, _)| *until > now)
+            .filter_map(|(_, v)| pick(v))
+            .take(max)
+            .collect()
+    }
+
+    /// Applies `step` to every live entry; gives how many it said `true` of.
+    fn modify_all(&self, step: impl Fn(&mut V) -> bool) -> u64 {
+        let now = Instant::now();
+        let mut map = self.lock();
+        let mut n = 0;
+        for (until, v) in map.values_mut() {
+            if *until > now && step(v) {
+                n += 1;
+            }
+        }
+        n
     }
 
     fn modify<R>(&self, k: &K, step: impl FnOnce(&mut V) -> R) -> Option<R> {

@@ -323,3 +323,54 @@ async fn the_consent_page_escapes_the_client_and_needs_its_cookie() {
     let denied = authorize::consent(&l, &h, &deny).await;
     assert!(location(&denied).contains("error=access_denied"));
 }
+
+#[tokio::test]
+async fn an_operator_lists_and_ends_a_principals_sign_ins_in_one_process() {
+    use super::records::{Family, Grant};
+    let store = Store::default();
+    for (who, client) in [("alice", "c1"), ("alice", "c2"), ("bob", "c3")] {
+        let grant = Grant {
+            client_id: client.into(),
+            principal: who.into(),
+            groups: Vec::new(),
+            scope: String::new(),
+        };
+        let f = Family {
+            grant,
+            current: hashed(client),
+            revoked: false,
+        };
+        assert!(
+            store
+                .put_family(
+                    hashed(&format!("{who}{client}")),
+                    f,
+                    Duration::from_secs(60)
+                )
+                .await
+        );
+    }
+    let mut held = store.sign_ins("alice", 10).await.expect("listed");
+    held.sort();
+    assert_eq!(held, [("c1".to_owned(), false), ("c2".to_owned(), false)]);
+    let revoked = crate::auth::revoked::Revoked::default();
+    let n = super::revocations::revoke(&store, &revoked, None, "alice").await;
+    assert_eq!(n, Ok(2));
+    assert!(store
+        .sign_ins("alice", 10)
+        .await
+        .expect("listed")
+        .iter()
+        .all(|(_, r)| *r));
+    assert_eq!(
+        store.sign_ins("bob", 10).await.expect("listed"),
+        [("c3".to_owned(), false)]
+    );
+    let now = crate::state::now_ms() / 1000;
+    assert!(revoked.refuses("alice", now) && !revoked.refuses("alice", now + 1));
+    assert!(!revoked.refuses("bob", now));
+    let turn = store
+        .rotate(&hashed("alicec1"), &hashed("c1"), &hashed("n"), "c1")
+        .await;
+    assert_eq!(turn, super::records::Turn::Revoked);
+}

@@ -52,6 +52,31 @@ return n
     )
 });
 
+/// KEYS: a principal's set of chains. ARGV: the most to list. Gives `[client, revoked, ...]`
+/// of the chains still held (at most ARGV[1] of them).
+static LIST_CHAINS: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local out = {}
+local n = 0
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if n >= tonumber(ARGV[1]) then break end
+  local v = redis.call('HMGET', k, 'client', 'revoked')
+  if v[1] then
+    table.insert(out, v[1])
+    table.insert(out, v[2] or '0')
+    n = n + 1
+  end
+end
+return out
+",
+    )
+});
+
+/// The sorted set of revocations of Sluice's access tokens: member a principal's hash, score the
+/// Unix second before which its tokens are refused.
+const REVOKED: &str = "sluice:login:revoked";
+
 fn ms(ttl: Duration) -> u64 {
     ttl.as_millis().max(1) as u64
 }
@@ -181,6 +206,75 @@ impl Shared {
     pub async fn login_revoke_all(&self, owner: &str) -> Result<u64, Unavailable> {
         self.run("login_revoke_all", async |c| {
             REVOKE_ALL.key(owner).invoke_async(c).await
+        })
+        .await
+    }
+
+    /// The chains of the set `owner`: `(client, revoked)`, at most `max`.
+    pub async fn login_chains(
+        &self,
+        owner: &str,
+        max: usize,
+    ) -> Result<Vec<(String, bool)>, Unavailable> {
+        let flat: Vec<String> = self
+            .run("login_chains", async |c| {
+                LIST_CHAINS.key(owner).arg(max).invoke_async(c).await
+            })
+            .await?;
+        Ok(flat
+            .chunks(2)
+            .filter_map(|p| match p {
+                [client, revoked] => Some((client.clone(), revoked == "1")),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Records that `member`'s access tokens issued up to `second` are refused, and forgets
+    /// revocations older than `keep_from`.
+    pub async fn login_revoke_tokens(
+        &self,
+        member: &str,
+        second: u64,
+        keep_from: u64,
+    ) -> Result<(), Unavailable> {
+        self.run("login_revoke_tokens", async |c| {
+            redis::pipe()
+                .atomic()
+                .cmd("ZADD")
+                .arg(REVOKED)
+                .arg("GT")
+                .arg(second)
+                .arg(member)
+                .ignore()
+                .cmd("ZREMRANGEBYSCORE")
+                .arg(REVOKED)
+                .arg("-inf")
+                .arg(format!("({keep_from}"))
+                .ignore()
+                .query_async::<()>(c)
+                .await
+        })
+        .await
+    }
+
+    /// The revocations at or after `from` (Unix seconds), at most `max`: `(member, second)`.
+    pub async fn login_revocations(
+        &self,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<(String, u64)>, Unavailable> {
+        self.run("login_revocations", async |c| {
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(REVOKED)
+                .arg(from)
+                .arg("+inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(max)
+                .query_async::<Vec<(String, u64)>>(c)
+                .await
         })
         .await
     }
