@@ -40,6 +40,10 @@ pub struct Claims {
     pub client_id: String,
     /// Issued at (seconds).
     pub iat: u64,
+    /// Issued at (ms): an operator's revocation refuses tokens issued up to its millisecond
+    /// (absent: the end of `iat`'s second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat_ms: Option<u64>,
     /// Expires at (seconds).
     pub exp: u64,
 }
@@ -141,7 +145,14 @@ impl Issued {
         let data = decode::<Claims>(token, &key, &v)
             .map_err(|e| AuthError::Invalid(super::jwt::reason(&e)))?;
         let c = data.claims;
-        if self.revoked.get().is_some_and(|r| r.refuses(&c.sub, c.iat)) {
+        let issued_ms = c
+            .iat_ms
+            .unwrap_or(c.iat.saturating_mul(1000).saturating_add(999));
+        if self
+            .revoked
+            .get()
+            .is_some_and(|r| r.refuses(&c.sub, issued_ms))
+        {
             return Err(AuthError::Invalid(
                 "an operator ended this sign-in: sign in again",
             ));
@@ -177,6 +188,7 @@ mod tests {
             scope: "mcp".into(),
             client_id: "c".into(),
             iat: 0,
+            iat_ms: None,
             exp,
         }
     }

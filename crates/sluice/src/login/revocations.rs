@@ -17,13 +17,13 @@ pub const FOLLOW: Duration = Duration::from_secs(1);
 /// The most revocations read at once.
 const BATCH: usize = 1024;
 
-fn now_s() -> u64 {
-    crate::state::now_ms() / 1000
+fn now_ms() -> u64 {
+    crate::state::now_ms()
 }
 
 /// Records in Redis that `principal`'s access tokens issued until now are refused.
 pub async fn share(c: &Cluster, principal: &str) -> Result<(), String> {
-    let now = now_s();
+    let now = now_ms();
     c.shared
         .login_revoke_tokens(principal, now, now.saturating_sub(KEEP))
         .await
@@ -38,7 +38,7 @@ pub async fn revoke(
     cluster: Option<&Cluster>,
     principal: &str,
 ) -> Result<u64, String> {
-    revoked.revoke(principal, now_s());
+    revoked.revoke(principal, now_ms());
     if let Some(c) = cluster {
         share(c, principal).await?;
     }
@@ -51,7 +51,7 @@ pub async fn follow(
     revoked: Arc<Revoked>,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    let mut from = now_s().saturating_sub(KEEP);
+    let mut from = now_ms().saturating_sub(KEEP);
     let mut tick = tokio::time::interval(FOLLOW);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -65,7 +65,7 @@ pub async fn follow(
         for (principal, second) in &got {
             revoked.revoke(principal, *second);
         }
-        // Read again from the latest second seen (a revocation of that second may follow).
+        // Read again from the latest millisecond seen (another of that millisecond may follow).
         if let Some(last) = got.iter().map(|(_, s)| *s).max() {
             if got.len() == BATCH || last > from {
                 from = last;

@@ -134,10 +134,11 @@ async fn refresh(login: &Login, client_id: &str, f: &Params) -> Response<Body> {
 }
 
 fn answer(login: &Login, fam: &Grant, refresh: &str) -> Response<Body> {
-    let now = SystemTime::now()
+    let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    let now = now_ms / 1000;
     let ttl = login.cfg.access_token_ttl_ms / 1000;
     let claims = Claims {
         iss: String::new(),
@@ -147,6 +148,7 @@ fn answer(login: &Login, fam: &Grant, refresh: &str) -> Response<Body> {
         scope: fam.scope.clone(),
         client_id: fam.client_id.clone(),
         iat: now,
+        iat_ms: Some(now_ms),
         exp: now + ttl,
     };
     let access = match login.issued.sign(claims) {

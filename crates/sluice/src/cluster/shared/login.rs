@@ -74,7 +74,7 @@ return out
 });
 
 /// The sorted set of revocations of Sluice's access tokens: member a principal's hash, score the
-/// Unix second before which its tokens are refused.
+/// Unix millisecond up to which its tokens are refused.
 const REVOKED: &str = "sluice:login:revoked";
 
 fn ms(ttl: Duration) -> u64 {
@@ -230,8 +230,8 @@ impl Shared {
             .collect())
     }
 
-    /// Records that `member`'s access tokens issued up to `second` are refused, and forgets
-    /// revocations older than `keep_from`.
+    /// Records that `member`'s access tokens issued up to `second` (Unix ms) are refused, and
+    /// forgets revocations older than `keep_from`.
     pub async fn login_revoke_tokens(
         &self,
         member: &str,
@@ -258,7 +258,7 @@ impl Shared {
         .await
     }
 
-    /// The revocations at or after `from` (Unix seconds), at most `max`: `(member, second)`.
+    /// The revocations at or after `from` (Unix ms), at most `max`: `(member, ms)`.
     pub async fn login_revocations(
         &self,
         from: u64,
