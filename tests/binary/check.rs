@@ -426,3 +426,16 @@ async fn sluice_schema_prints_the_config_files_json_schema_with_every_section() 
         "an unknown key is refused, as the loader does"
     );
 }
+
+#[tokio::test]
+async fn check_refuses_an_admin_key_that_is_an_mcp_key_from_the_environment() {
+    let hash = sluice::auth::api_keys::hash_key("check-overlap-key-0123456789");
+    let config = format!(
+        "[auth]\napi_keys_env = \"SLUICE_TEST_OVERLAP\"\n\n[admin]\nkeys = [{{ name = \"ops\", sha256 = \"{hash}\" }}]\n\n[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n"
+    );
+    let value = format!("{hash}=alice");
+    let run = check(&config, &[], &[("SLUICE_TEST_OVERLAP", value.as_str())]).await;
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("refused:"), "{}", run.stdout);
+    assert!(run.stdout.contains("also an MCP API key"), "{}", run.stdout);
+}

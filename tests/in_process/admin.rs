@@ -98,8 +98,15 @@ async fn demo_with(g: impl FnOnce(Gateway) -> Gateway) -> (Demo, sluice::Running
 #[tokio::test]
 async fn every_admin_path_refuses_no_credential_an_mcp_principals_key_and_a_wrong_key() {
     let (_d, s) = demo_with(|g| with_admin(g.two_keys())).await;
-    let (c, b) = (http(), base(&s));
-    for (m, p) in PATHS {
+    let b = base(&s);
+    // Each path from a loopback address of its own: a source's wrong credentials are counted
+    // (ten a minute, then `slow_down`).
+    for (i, (m, p)) in PATHS.iter().enumerate() {
+        let from: std::net::IpAddr = [127, 0, 1, i as u8 + 1].into();
+        let c = reqwest::Client::builder()
+            .local_address(from)
+            .build()
+            .expect("client");
         let url = format!("{b}{p}");
         for auth in [None, Some(ALICE_KEY), Some("not-a-key")] {
             let bearer = auth.map(|k| format!("Bearer {k}"));
@@ -417,4 +424,103 @@ async fn one_source_holds_at_most_32_admin_connections() {
         "the 33rd connection is closed at once: {n:?}"
     );
     drop(held);
+}
+
+#[tokio::test]
+async fn an_open_sign_in_ends_when_a_reload_adds_credentials() {
+    let (demo, s) = demo_with(|g| g.set("admin", "listen", "127.0.0.1:0")).await;
+    let (c, b) = (http(), base(&s));
+    let signed = c
+        .get(format!("{b}/admin/v1/session"))
+        .send()
+        .await
+        .expect("answer");
+    let cookie = signed.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(cookie.contains("Path=/admin/v1;"), "{cookie}");
+    let cookie = cookie.split(';').next().expect("cookie").to_owned();
+    let (status, _) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/config"),
+        &[("cookie", &cookie)],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let keyed = with_admin(Gateway::e2e().upstream("demo", &demo.url())).config();
+    let mut keyed = keyed;
+    keyed.listen = s.addr;
+    s.reload(keyed).await.expect("reloads");
+    let (status, body) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/config"),
+        &[("cookie", &cookie)],
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("unauthenticated")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn an_open_listener_refuses_a_cross_site_sign_in_and_a_proxied_request() {
+    let (_d, s) = demo_with(|g| g.set("admin", "listen", "127.0.0.1:0")).await;
+    let (c, b) = (http(), base(&s));
+    let (status, body) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/session"),
+        &[("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (403, &json!("origin")));
+    let (status, _) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/session"),
+        &[("sec-fetch-site", "same-origin")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/config"),
+        &[("x-forwarded-for", "203.0.113.9")],
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (403, &json!("host")));
+    // A path that only begins like the API's is no path of it.
+    let (status, _) = send(&c, "GET", &format!("{b}/admin/v1config"), &[]).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn ten_wrong_credentials_in_a_minute_slow_a_source_down() {
+    let (_d, s) = demo_with(with_admin).await;
+    let (c, b) = (http(), base(&s));
+    for i in 0..sluice::admin::MAX_FAILURES {
+        let (status, _) = send(
+            &c,
+            "GET",
+            &format!("{b}/admin/v1/config"),
+            &[("authorization", "Bearer wrong")],
+        )
+        .await;
+        assert_eq!(status, 401, "try {i}");
+    }
+    let bearer = format!("Bearer {OPS_KEY}");
+    let (status, body) = send(
+        &c,
+        "GET",
+        &format!("{b}/admin/v1/config"),
+        &[("authorization", &bearer)],
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (429, &json!("slow_down")));
 }

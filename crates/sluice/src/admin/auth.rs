@@ -38,9 +38,24 @@ impl Denied {
     }
 }
 
+/// What a sign-in was made with: it holds only while that still opens the admin plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// An admin key (its SHA-256): while `[admin]` still lists it.
+    Key([u8; 32]),
+    /// An operator's JWT: while `jwt_role` is set (and at most [`JWT_SIGN_IN`]).
+    Jwt,
+    /// An open loopback listener: while it stays open.
+    Open,
+}
+
+/// The longest a sign-in made with a JWT lasts (the token's own expiry is the IdP's).
+pub const JWT_SIGN_IN: Duration = Duration::from_secs(15 * 60);
+
 /// One console sign-in.
 struct Session {
     operator: Operator,
+    basis: Basis,
     csrf: String,
     until: Instant,
     made: Instant,
@@ -68,8 +83,12 @@ impl Default for Sessions {
 }
 
 impl Sessions {
-    /// Signs `operator` in for `ttl`; past `max` sign-ins the oldest ends.
-    pub fn open(&self, operator: Operator, ttl: Duration, max: usize) -> SignedIn {
+    /// Signs `operator` in on `basis` for `ttl`; past `max` sign-ins the oldest ends.
+    pub fn open(&self, operator: Operator, basis: Basis, ttl: Duration, max: usize) -> SignedIn {
+        let ttl = match basis {
+            Basis::Jwt => ttl.min(JWT_SIGN_IN),
+            Basis::Key(_) | Basis::Open => ttl,
+        };
         let (cookie, csrf) = (token(), token());
         let now = Instant::now();
         if let Ok(mut held) = self.held.lock() {
@@ -84,6 +103,7 @@ impl Sessions {
                 digest(&cookie),
                 Session {
                     operator,
+                    basis,
                     csrf: csrf.clone(),
                     until: now + ttl,
                     made: now,
@@ -93,11 +113,21 @@ impl Sessions {
         SignedIn { cookie, csrf }
     }
 
-    /// The operator and CSRF token of the sign-in `cookie`, while it lasts.
-    pub fn find(&self, cookie: &str) -> Option<(Operator, String)> {
+    /// The operator and CSRF token of the sign-in `cookie`, while it lasts and what it was made
+    /// with still opens `admin` (a key removed, a role dropped or credentials added by a reload
+    /// end the sign-ins they made).
+    pub fn find(&self, cookie: &str, admin: &Admin) -> Option<(Operator, String)> {
         let held = self.held.lock().ok()?;
         let s = held.get(&digest(cookie))?;
-        (s.until > Instant::now()).then(|| (s.operator.clone(), s.csrf.clone()))
+        let holds = match s.basis {
+            Basis::Key(h) => admin.keys.iter().any(|k| {
+                let mut want = [0u8; 32];
+                hex_into(&k.sha256, &mut want) && bool::from(want.ct_eq(&h))
+            }),
+            Basis::Jwt => admin.jwt_role.is_some(),
+            Basis::Open => admin.open(),
+        };
+        (holds && s.until > Instant::now()).then(|| (s.operator.clone(), s.csrf.clone()))
     }
 
     /// Ends the sign-in `cookie`.
@@ -143,6 +173,21 @@ pub fn origin_and_host(admin: &Admin, headers: &HeaderMap) -> Result<(), Denied>
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
+    let forwarded = [
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-real-ip",
+    ]
+    .iter()
+    .any(|h| headers.contains_key(*h));
+    if admin.open() && forwarded {
+        return Err(Denied(
+            StatusCode::FORBIDDEN,
+            "host",
+            "this admin listener has no credentials and a proxy forwarded this request: behind a proxy, set [[admin.keys]] or jwt_role",
+        ));
+    }
     if admin.open() && !loopback_host(host) {
         return Err(Denied(
             StatusCode::FORBIDDEN,
@@ -198,6 +243,15 @@ pub fn credential(
     auth: &crate::auth::Authenticator,
     token: &str,
 ) -> Result<Operator, Denied> {
+    credential_on(admin, auth, token).map(|(op, _)| op)
+}
+
+/// [`credential`], with what the operator proved it with.
+pub fn credential_on(
+    admin: &Admin,
+    auth: &crate::auth::Authenticator,
+    token: &str,
+) -> Result<(Operator, Basis), Denied> {
     let d = digest(token);
     let mut found = None;
     for k in &admin.keys {
@@ -207,14 +261,15 @@ pub fn credential(
         }
     }
     if let Some(name) = found {
-        return Ok(Operator { name, via: "key" });
+        return Ok((Operator { name, via: "key" }, Basis::Key(d)));
     }
     if let (Some(role), Some(Ok(p))) = (&admin.jwt_role, auth.verify_idp_jwt(token)) {
         if p.groups.iter().any(|g| g == role) {
-            return Ok(Operator {
+            let op = Operator {
                 name: p.id,
                 via: "jwt",
-            });
+            };
+            return Ok((op, Basis::Jwt));
         }
         return Err(Denied(
             StatusCode::FORBIDDEN,
@@ -247,17 +302,28 @@ pub fn unauthenticated() -> Denied {
     )
 }
 
-/// The sign-in cookie's value, if sent.
-pub fn cookie(headers: &HeaderMap) -> Option<&str> {
+/// The sign-in cookie's values sent (another site on this host may have set one of its own
+/// under the same name: each is tried), at most 8.
+pub fn cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|kv| {
+        .filter_map(|kv| {
             let (k, v) = kv.trim().split_once('=')?;
             (k == COOKIE && !v.is_empty()).then_some(v)
         })
+        .take(8)
+}
+
+/// The first sign-in cookie sent that names a live sign-in, with its operator and CSRF token.
+pub fn signed_in<'h>(
+    sessions: &Sessions,
+    admin: &Admin,
+    headers: &'h HeaderMap,
+) -> Option<(&'h str, Operator, String)> {
+    cookies(headers).find_map(|c| sessions.find(c, admin).map(|(op, csrf)| (c, op, csrf)))
 }
 
 /// Who the request is from: a bearer credential first, then a sign-in, then an open listener.
@@ -270,7 +336,7 @@ pub fn prove(
     if let Some(b) = bearer(admin, auth, headers) {
         return b.map(Proof::Bearer);
     }
-    if let Some((op, csrf)) = cookie(headers).and_then(|c| sessions.find(c)) {
+    if let Some((_, op, csrf)) = signed_in(sessions, admin, headers) {
         return Ok(Proof::Session(op, csrf));
     }
     match admin.open() {
@@ -332,17 +398,58 @@ mod tests {
         }
     }
 
+    fn open_admin() -> Admin {
+        Admin {
+            listen: "127.0.0.1:9090".parse().expect("addr"),
+            keys: Vec::new(),
+            jwt_role: None,
+            session: Duration::from_secs(60),
+            max_sessions: 2,
+            recent_audit: 0,
+        }
+    }
+
     #[test]
     fn sign_ins_are_bounded_and_the_oldest_ends_first() {
-        let s = Sessions::default();
-        let a = s.open(local(), Duration::from_secs(60), 2);
-        let b = s.open(local(), Duration::from_secs(60), 2);
-        let c = s.open(local(), Duration::from_secs(60), 2);
-        assert!(s.find(&a.cookie).is_none());
-        assert_eq!(s.find(&b.cookie).map(|f| f.1), Some(b.csrf));
-        assert!(s.find(&c.cookie).is_some());
+        let (s, a) = (Sessions::default(), open_admin());
+        let t = Duration::from_secs(60);
+        let first = s.open(local(), Basis::Open, t, 2);
+        let b = s.open(local(), Basis::Open, t, 2);
+        let c = s.open(local(), Basis::Open, t, 2);
+        assert!(s.find(&first.cookie, &a).is_none());
+        assert_eq!(s.find(&b.cookie, &a).map(|f| f.1), Some(b.csrf));
+        assert!(s.find(&c.cookie, &a).is_some());
         assert_eq!(s.len(), 2);
         s.close(&c.cookie);
-        assert!(s.find(&c.cookie).is_none());
+        assert!(s.find(&c.cookie, &a).is_none());
+    }
+
+    #[test]
+    fn a_sign_in_ends_when_what_made_it_no_longer_opens_the_admin_plane() {
+        let (s, open) = (Sessions::default(), open_admin());
+        let t = Duration::from_secs(60);
+        let by_open = s.open(local(), Basis::Open, t, 8);
+        let key = crate::config::AdminKey {
+            name: "ops".into(),
+            sha256: crate::auth::api_keys::hash_key("k1"),
+        };
+        let keyed = Admin {
+            keys: vec![key],
+            ..open.clone()
+        };
+        let by_key = s.open(local(), Basis::Key(digest("k1")), t, 8);
+        let by_jwt = s.open(local(), Basis::Jwt, t, 8);
+        assert!(s.find(&by_open.cookie, &open).is_some());
+        // Credentials added: the open sign-in ends; the key's holds while the key is listed.
+        assert!(s.find(&by_open.cookie, &keyed).is_none());
+        assert!(s.find(&by_key.cookie, &keyed).is_some());
+        assert!(s.find(&by_key.cookie, &open).is_none());
+        // A JWT's holds while jwt_role is set.
+        assert!(s.find(&by_jwt.cookie, &keyed).is_none());
+        let role = Admin {
+            jwt_role: Some("ops".into()),
+            ..keyed
+        };
+        assert!(s.find(&by_jwt.cookie, &role).is_some());
     }
 }

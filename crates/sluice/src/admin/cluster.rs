@@ -3,8 +3,9 @@
 //! Takes Redis, where every replica publishes its views (upstreams, principals: each
 //! replica's own state) every [`PUBLISH`] (`publish.rs`: `sluice:admin:view:<replica>`, living
 //! [`TTL`]); gives a view's reader the other replicas' last published views, each labelled
-//! with its replica and `as_of_ms`. Refuses nothing: a replica that stopped publishing drops out after
-//! [`TTL`]; Redis unreachable leaves `cluster` out of the answer with `cluster_error` set.
+//! with its replica and `as_of_ms`. Refuses a view over [`MAX_VIEW_BYTES`] (left out) and reads
+//! at most [`MAX_REPLICAS`]; a replica that stopped publishing drops out after [`TTL`]; Redis
+//! unreachable leaves `cluster` out of the answer with `cluster_error` set.
 //! (Held calls and pins are shared in Redis themselves: their views are the cluster's.)
 
 use std::sync::Arc;
@@ -23,23 +24,38 @@ pub(super) fn key(replica: &str) -> String {
     format!("sluice:admin:view:{replica}")
 }
 
-/// The other replicas' last published `kind` views (`upstreams` or `principals`), labelled;
-/// `None` without `[cluster]`.
-pub async fn others(gw: &Arc<Generation>, kind: &str) -> Option<Value> {
+/// The most other replicas' views read for one answer.
+pub const MAX_REPLICAS: usize = 64;
+/// The largest published view read (a bigger one is left out).
+pub const MAX_VIEW_BYTES: usize = 1 << 20;
+
+/// The other replicas' last published `kind` views (`upstreams` or `principals`), each
+/// labelled with the replica whose key it was read from (not what the view says of itself);
+/// `None` without `[cluster]`, `Some(Err)` when Redis did not answer.
+pub async fn others(gw: &Arc<Generation>, kind: &str) -> Option<Result<Value, String>> {
     let c = gw.governor.cluster.clone()?;
-    let ids: Vec<String> = c.replicas().into_iter().filter(|r| r != c.id()).collect();
+    let ids: Vec<String> = c
+        .replicas()
+        .into_iter()
+        .filter(|r| r != c.id())
+        .take(MAX_REPLICAS)
+        .collect();
     let keys: Vec<String> = ids.iter().map(|r| key(r)).collect();
     Some(match c.shared.get_many(&keys).await {
         Ok(got) => {
-            let views: Vec<Value> = got
-                .into_iter()
-                .flatten()
-                .filter_map(|t| serde_json::from_str::<Value>(&t).ok())
-                .map(|v| v.get(kind).cloned().unwrap_or(Value::Null))
-                .filter(|v| v.is_object())
+            let views: Vec<Value> = ids
+                .iter()
+                .zip(got)
+                .filter_map(|(id, t)| Some((id, t?)))
+                .filter(|(_, t)| t.len() <= MAX_VIEW_BYTES)
+                .filter_map(|(id, t)| {
+                    let mut v = serde_json::from_str::<Value>(&t).ok()?.get(kind)?.clone();
+                    v.as_object_mut()?.insert("replica".into(), json!(id));
+                    Some(v)
+                })
                 .collect();
-            json!(views)
+            Ok(json!(views))
         }
-        Err(_) => json!({"error": "Redis is unreachable: other replicas' views are unknown"}),
+        Err(_) => Err("Redis is unreachable: other replicas' views are unknown".into()),
     })
 }

@@ -2,8 +2,9 @@
 //!
 //! Takes `[admin] listen` and the live generation; gives each request to the router after the
 //! edge checks, with the public listener's connection bounds (a small pool: [`MAX_CONNECTIONS`],
-//! [`MAX_PER_SOURCE`] from one source) and deadlines. Refuses (before any credential is
-//! looked at) a body over [`MAX_BODY`] (413) or slower than `timeouts.body_read_ms` (408).
+//! [`MAX_PER_SOURCE`] from one source) and deadlines, HTTP/1.1 only. Refuses a body over
+//! [`MAX_BODY`] (413) or slower than `timeouts.body_read_ms` (408); a body is read only once
+//! its request is authenticated (but a console sign-in's, which is its credential).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -61,7 +62,10 @@ async fn serve(
     stop: CancellationToken,
 ) {
     let Some(gw) = live.get() else { return };
-    let builder = crate::server::connection_builder(&gw);
+    // HTTP/1.1 only: a browser speaks it to a plain-HTTP listener, and one connection cannot
+    // hold many streams' bodies at once.
+    let mut builder = crate::server::connection_builder(&gw);
+    builder = builder.http1_only();
     let deadlines = crate::server::deadlines(&gw.cfg.timeouts);
     drop(gw);
     let connections = crate::connections::Table::new(MAX_CONNECTIONS, MAX_PER_SOURCE);
@@ -79,7 +83,11 @@ async fn serve(
             continue;
         };
         let (live, state) = (live.clone(), state.clone());
-        let handle = move |req| handle(live.clone(), state.clone(), req);
+        let from = super::Source(source);
+        let handle = move |mut req: Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(from);
+            handle(live.clone(), state.clone(), req)
+        };
         tokio::spawn(crate::connections::serve(
             stream,
             held,
@@ -104,15 +112,16 @@ async fn handle(
         ));
     };
     let (parts, body) = req.into_parts();
-    let body = match read(body, gw.cfg.timeouts.body_read).await {
-        Ok(b) => b,
-        Err(a) => return Ok(super::secured(a)),
-    };
-    let answer = super::routes::route(&state, gw, &parts, &body).await;
+    let answer = super::routes::route(&state, gw, &parts, body).await;
     Ok(super::secured(answer))
 }
 
-async fn read(body: hyper::body::Incoming, within: std::time::Duration) -> Result<Bytes, Answer> {
+/// Reads a request's body: at most [`MAX_BODY`], within `within` (read only once the request
+/// is authenticated, but for a console sign-in, whose body is its credential).
+pub async fn read(
+    body: hyper::body::Incoming,
+    within: std::time::Duration,
+) -> Result<Bytes, Answer> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     match tokio::time::timeout(within, limited.collect()).await {
         Ok(Ok(c)) => Ok(c.to_bytes()),

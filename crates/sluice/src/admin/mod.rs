@@ -94,18 +94,70 @@ pub fn method_not_allowed(allowed: &str) -> Answer {
     )
 }
 
-/// What the admin listener keeps across requests: its console sign-ins.
+/// Event streams open at once on the admin listener.
+pub const MAX_STREAMS: usize = 16;
+/// Failed credentials one source may present per [`FAILURE_WINDOW`] before it is told to
+/// slow down (429).
+pub const MAX_FAILURES: u32 = 10;
+/// The window of [`MAX_FAILURES`].
+pub const FAILURE_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+/// Sources whose failures are counted at once.
+const MAX_FAILING_SOURCES: usize = 4096;
+
+/// What the admin listener keeps across requests: its console sign-ins, its event streams'
+/// places and the failed credentials of each source.
 pub struct State {
     /// Console sign-ins.
     pub sessions: auth::Sessions,
+    /// Places for event streams ([`MAX_STREAMS`]).
+    pub streams: Arc<tokio::sync::Semaphore>,
+    failures:
+        std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u32, std::time::Instant)>>,
 }
+
+/// The source of an admin request (set by the listener).
+#[derive(Debug, Clone, Copy)]
+pub struct Source(pub std::net::IpAddr);
 
 impl State {
     /// The listener's state for `gw`'s `[admin]`.
     pub fn new(_gw: &Arc<Generation>) -> State {
         State {
             sessions: auth::Sessions::default(),
+            streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
+            failures: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Whether `source` presented [`MAX_FAILURES`] failed credentials within the window.
+    pub fn throttled(&self, source: Option<Source>) -> bool {
+        let Some(Source(ip)) = source else {
+            return false;
+        };
+        let Ok(f) = self.failures.lock() else {
+            return false;
+        };
+        f.get(&ip)
+            .is_some_and(|(n, since)| *n >= MAX_FAILURES && since.elapsed() < FAILURE_WINDOW)
+    }
+
+    /// Counts a failed credential of `source`.
+    pub fn failed(&self, source: Option<Source>) {
+        let Some(Source(ip)) = source else { return };
+        let Ok(mut f) = self.failures.lock() else {
+            return;
+        };
+        if f.len() >= MAX_FAILING_SOURCES && !f.contains_key(&ip) {
+            f.retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
+            if f.len() >= MAX_FAILING_SOURCES {
+                return;
+            }
+        }
+        let e = f.entry(ip).or_insert((0, std::time::Instant::now()));
+        if e.1.elapsed() >= FAILURE_WINDOW {
+            *e = (0, std::time::Instant::now());
+        }
+        e.0 += 1;
     }
 }
 

@@ -33,7 +33,12 @@ use super::{error, method_not_allowed, not_found, Answer, Cx, State, PREFIX};
 use crate::gateway::Generation;
 
 /// Serves one request.
-pub async fn route(state: &Arc<State>, gw: Arc<Generation>, parts: &Parts, body: &[u8]) -> Answer {
+pub async fn route(
+    state: &Arc<State>,
+    gw: Arc<Generation>,
+    parts: &Parts,
+    body: hyper::body::Incoming,
+) -> Answer {
     let Some(admin) = gw.cfg.admin.clone() else {
         return not_found("the admin plane is off ([admin] was removed)");
     };
@@ -47,21 +52,54 @@ pub async fn route(state: &Arc<State>, gw: Arc<Generation>, parts: &Parts, body:
     if path == "/" {
         return super::redirect("/console");
     }
-    let Some(rest) = path.strip_prefix(PREFIX) else {
-        return not_found("the admin API is under /admin/v1");
+    let Some(rest) = path
+        .strip_prefix(PREFIX)
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+    else {
+        return not_found("the admin API is under /admin/v1/");
     };
+    let within = gw.cfg.timeouts.body_read;
     let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let source = parts.extensions.get::<super::Source>().copied();
+    if state.throttled(source) {
+        return error(
+            http::StatusCode::TOO_MANY_REQUESTS,
+            "slow_down",
+            "too many wrong credentials from this address: wait a minute",
+        );
+    }
     if segs.first() == Some(&"session") && segs.len() == 1 {
-        return super::session::route(state, &gw, &admin, parts, body);
+        let body = match super::listen::read(body, within).await {
+            Ok(b) => b,
+            Err(a) => return a,
+        };
+        let a = super::session::route(state, &gw, &admin, parts, &body);
+        if a.status() == http::StatusCode::UNAUTHORIZED {
+            state.failed(source);
+        }
+        return a;
     }
     let proof = match auth::prove(&admin, &gw.auth, &state.sessions, &parts.headers) {
         Ok(p) => p,
-        Err(d) => return d.answer(),
+        Err(d) => {
+            if d.0 == http::StatusCode::UNAUTHORIZED {
+                state.failed(source);
+            }
+            return d.answer();
+        }
     };
     let op = match auth::operator(proof, &parts.method, &parts.headers) {
         Ok(op) => op,
         Err(d) => return d.answer(),
     };
+    let body = match parts.method {
+        Method::GET | Method::HEAD => bytes::Bytes::new(),
+        _ => match super::listen::read(body, within).await {
+            Ok(b) => b,
+            Err(a) => return a,
+        },
+    };
+    let body = &body[..];
     let cx = Cx { gw, op };
     let m = &parts.method;
     match (segs.first().copied(), segs.len()) {
@@ -71,7 +109,16 @@ pub async fn route(state: &Arc<State>, gw: Arc<Generation>, parts: &Parts, body:
         (Some("upstreams" | "principals"), 1) => method_not_allowed("GET"),
         (Some("audit"), 1) => only_get(m, || super::views::audit(&cx, parts.uri.query())),
         (Some("config"), 1) => only_get(m, || super::views::config(&cx)),
-        (Some("events"), 1) if m == Method::GET => super::stream::events(&cx),
+        (Some("events"), 1) if m == Method::GET => {
+            match state.streams.clone().try_acquire_owned() {
+                Ok(place) => super::stream::events(&cx, place),
+                Err(_) => error(
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_streams",
+                    "16 event streams are open on this listener: close one",
+                ),
+            }
+        }
         (Some("events"), 1) => method_not_allowed("GET"),
         (Some("reload"), 1) if m == Method::POST => reload(&cx).await,
         (Some("reload"), 1) => method_not_allowed("POST"),

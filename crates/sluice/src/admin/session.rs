@@ -30,7 +30,12 @@ pub fn route(
     match parts.method {
         Method::GET => match auth::prove(admin, &gw.auth, &state.sessions, &parts.headers) {
             Ok(Proof::Session(op, csrf)) => who(&op, &csrf),
-            Ok(Proof::Open) => open(state, admin, auth::local()),
+            Ok(Proof::Open) if cross_site(&parts.headers) => super::error(
+                StatusCode::FORBIDDEN,
+                "origin",
+                "another site's page asked for a sign-in: open the console itself",
+            ),
+            Ok(Proof::Open) => open(state, admin, auth::local(), auth::Basis::Open),
             Ok(Proof::Bearer(op)) => super::json(
                 StatusCode::OK,
                 &json!({"operator": op.name, "via": op.via, "csrf": null}),
@@ -50,13 +55,21 @@ fn who(op: &Operator, csrf: &str) -> Answer {
     )
 }
 
-fn open(state: &Arc<State>, admin: &Admin, op: Operator) -> Answer {
+/// Whether a browser says another site's page sent the request (`Sec-Fetch-Site`): a sign-in
+/// made so could evict the operator's own.
+fn cross_site(headers: &http::HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| !matches!(v.as_bytes(), b"same-origin" | b"none"))
+}
+
+fn open(state: &Arc<State>, admin: &Admin, op: Operator, basis: auth::Basis) -> Answer {
     let made = state
         .sessions
-        .open(op.clone(), admin.session, admin.max_sessions);
+        .open(op.clone(), basis, admin.session, admin.max_sessions);
     let mut a = who(&op, &made.csrf);
     let cookie = format!(
-        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        "{}={}; Path=/admin/v1; HttpOnly; SameSite=Strict; Max-Age={}",
         auth::COOKIE,
         made.cookie,
         admin.session.as_secs()
@@ -80,14 +93,14 @@ fn sign_in(state: &Arc<State>, gw: &Arc<Generation>, admin: &Admin, body: &[u8])
             "send {\"key\": \"<admin key>\"} as JSON",
         );
     };
-    match auth::credential(admin, &gw.auth, s.key.trim()) {
-        Ok(op) => {
+    match auth::credential_on(admin, &gw.auth, s.key.trim()) {
+        Ok((op, basis)) => {
             tracing::info!(operator = %op.name, via = op.via, "operator signed in to the console");
             let op = Operator {
                 name: op.name,
                 via: "session",
             };
-            open(state, admin, op)
+            open(state, admin, op, basis)
         }
         Err(_) => {
             tracing::warn!("console sign-in refused: not an admin key or operator token");
@@ -108,7 +121,7 @@ fn sign_out(state: &Arc<State>, admin: &Admin, gw: &Arc<Generation>, parts: &Par
     if let Err(d) = auth::operator(proof, &parts.method, &parts.headers) {
         return d.answer();
     }
-    if let Some(c) = auth::cookie(&parts.headers) {
+    if let Some((c, _, _)) = auth::signed_in(&state.sessions, admin, &parts.headers) {
         state.sessions.close(c);
     }
     let mut a = super::json(StatusCode::OK, &json!({"signed_out": true}));

@@ -3,7 +3,8 @@
 //! Takes the process's event bus; gives each event published after the stream opened as one
 //! SSE message (`id:` its sequence number, `event:` its kind, `data:` its JSON), a comment every
 //! [`KEEPALIVE`] so proxies keep the stream, and a `lagged` event when the reader fell more than
-//! the bus's capacity behind. Ends at shutdown. Refuses nothing (the router authenticated it).
+//! the bus's capacity behind. Ends at shutdown. Refuses nothing itself (the router
+//! authenticated it and gave it one of the listener's `MAX_STREAMS` places).
 
 use std::time::Duration;
 
@@ -17,16 +18,16 @@ use super::{Answer, Cx};
 /// How often an idle stream sends a comment.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 
-/// Opens the stream.
-pub fn events(cx: &Cx) -> Answer {
+/// Opens the stream; it holds `place` (one of the listener's `MAX_STREAMS`) while open.
+pub fn events(cx: &Cx, place: tokio::sync::OwnedSemaphorePermit) -> Answer {
     let rx = cx.gw.rt.events.subscribe();
     let stop = cx.gw.rt.shutdown.clone();
     let hello = format!(": events of replica {}\n\n", cx.gw.cfg.state.replica);
     let stream = futures_util::stream::unfold(
-        (rx, stop, Some(hello)),
-        |(mut rx, stop, hello)| async move {
+        (rx, stop, Some(hello), place),
+        |(mut rx, stop, hello, place)| async move {
             if let Some(h) = hello {
-                return Some((Ok(frame(h)), (rx, stop, None)));
+                return Some((Ok(frame(h)), (rx, stop, None, place)));
             }
             let text = tokio::select! {
                 _ = stop.cancelled() => return None,
@@ -44,7 +45,7 @@ pub fn events(cx: &Cx) -> Answer {
                     Ok(Err(RecvError::Closed)) => return None,
                 },
             };
-            Some((Ok(frame(text)), (rx, stop, None)))
+            Some((Ok(frame(text)), (rx, stop, None, place)))
         },
     );
     let body = http_body_util::StreamBody::new(stream).boxed();

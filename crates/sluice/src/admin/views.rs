@@ -18,8 +18,10 @@ use crate::upstream::Upstream;
 /// `GET /admin/v1/upstreams`: this replica's upstreams (and the cluster's, labelled).
 pub async fn upstreams(cx: &Cx) -> Answer {
     let mut v = upstreams_of(cx);
-    if let Some(others) = super::cluster::others(&cx.gw, "upstreams").await {
-        v["cluster"] = others;
+    match super::cluster::others(&cx.gw, "upstreams").await {
+        Some(Ok(others)) => v["cluster"] = others,
+        Some(Err(e)) => v["cluster_error"] = json!(e),
+        None => {}
     }
     super::json(StatusCode::OK, &v)
 }
@@ -88,8 +90,10 @@ pub async fn principals(cx: &Cx) -> Answer {
         }
         v["tokens"] = json!(by);
     }
-    if let Some(others) = super::cluster::others(&cx.gw, "principals").await {
-        v["cluster"] = others;
+    match super::cluster::others(&cx.gw, "principals").await {
+        Some(Ok(others)) => v["cluster"] = others,
+        Some(Err(e)) => v["cluster_error"] = json!(e),
+        None => {}
     }
     super::json(StatusCode::OK, &v)
 }

@@ -118,6 +118,15 @@ impl ApiKeys {
 
     /// The principals the keys name (config and `api_keys_env`), in order, each as its first
     /// key gives it (for `sluice check`).
+    /// Whether one of these keys (config and environment) hashes to `sha256` (hex).
+    pub fn holds_hash(&self, sha256: &str) -> bool {
+        let Ok(want) = parse_hash(sha256) else {
+            return false;
+        };
+        self.keys.iter().any(|(h, _)| bool::from(h.ct_eq(&want)))
+    }
+
+    /// The principals the keys name.
     pub fn principals(&self) -> impl Iterator<Item = &Principal> {
         self.keys.iter().map(|(_, p)| p)
     }

@@ -153,6 +153,11 @@ impl Authenticator {
         self.jwt.as_ref().map(|j| j.verify(token))
     }
 
+    /// Whether an MCP API key (config or `api_keys_env`) hashes to `sha256` (hex).
+    pub fn holds_key_hash(&self, sha256: &str) -> bool {
+        self.keys.holds_hash(sha256)
+    }
+
     /// Whether any credential is required.
     pub fn enabled(&self) -> bool {
         !self.keys.is_empty() || self.jwt.is_some() || self.cfg.login.is_some()

@@ -102,7 +102,7 @@ pub(super) fn admin(
             )
         })?,
     };
-    if listen == mcp && listen.port() != 0 {
+    if clash(listen, mcp) {
         return Err(Invalid(format!(
             "[admin]: listen = {listen} is the MCP listener's address; give the admin listener its own port"
         )));
@@ -150,6 +150,14 @@ pub(super) fn admin(
         max_sessions,
         recent_audit,
     }))
+}
+
+/// Whether two listeners would take the same port (one of them on every address, or both on
+/// the same one).
+pub(super) fn clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 fn keys(raw: Vec<RawAdminKey>, auth: &AuthConfig) -> Result<Vec<AdminKey>, Invalid> {

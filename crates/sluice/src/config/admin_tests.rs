@@ -58,6 +58,7 @@ fn bad_keys_roles_and_bounds_are_refused_with_what_to_do() {
             "recent_audit = 10001 is out of range",
         ),
         ("listen = \"127.0.0.1:8080\"", "the MCP listener's address"),
+        ("listen = \"0.0.0.0:8080\"\nkeys = [{name = \"a\", sha256 = \"a3f1c0d2e4b5a6978877665544332211a3f1c0d2e4b5a6978877665544332211\"}]", "the MCP listener's address"),
         ("listen = \"nowhere\"", "not an address"),
     ] {
         let e = load(admin, "").unwrap_err();

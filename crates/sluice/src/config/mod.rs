@@ -244,6 +244,15 @@ impl Config {
         let metrics = metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
         let (state, cluster, cluster_var) =
             state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
+        // Across sections: the admin listener and the internal one on one port.
+        if let (Some(a), Some(c)) = (&admin, &cluster) {
+            if admin::clash(a.listen, c.listen) {
+                return Err(ConfigError(format!(
+                    "{origin}: [admin] listen = {} takes the port of [cluster] listen; give each its own",
+                    a.listen
+                )));
+            }
+        }
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit

@@ -142,6 +142,15 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut auth = crate::auth::Authenticator::new(&cfg.auth)?;
+    // Across sources: an admin key must not be an MCP key read from `api_keys_env` either.
+    if let Some(admin) = &cfg.admin {
+        if let Some(k) = admin.keys.iter().find(|k| auth.holds_key_hash(&k.sha256)) {
+            return Err(format!(
+                "[[admin.keys]] {:?} is also an MCP API key ([auth] api_keys_env): an MCP client's key must not open the admin plane; make a key of its own",
+                k.name
+            ));
+        }
+    }
     let keys = crate::state::keys_from(&cfg.state.keys, cfg.state.key_env.as_deref())?;
     let login = match &cfg.auth.login {
         Some(l) => {
