@@ -3,16 +3,14 @@
 //! Takes `[admin] listen` and the live generation; gives each request to the router after the
 //! edge checks, with the public listener's connection bounds (a small pool: [`MAX_CONNECTIONS`],
 //! [`MAX_PER_SOURCE`] from one source) and deadlines, HTTP/1.1 only. Refuses a body over
-//! [`MAX_BODY`] (413) or slower than `timeouts.body_read_ms` (408); a body is read only once
+//! [`MAX_BODY`](super::body::MAX_BODY) (413) or slower than `timeouts.body_read_ms` (408); a body is read only once
 //! its request is authenticated (but a console sign-in's, which is its credential).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -23,8 +21,6 @@ use crate::gateway::{Generation, Live};
 pub const MAX_CONNECTIONS: usize = 64;
 /// Connections from one source.
 pub const MAX_PER_SOURCE: usize = 32;
-/// The largest request body (a decision, a sign-in): 64 KiB.
-pub const MAX_BODY: usize = 64 * 1024;
 
 /// Binds `[admin] listen` (when configured) and serves it until shutdown; gives the bound
 /// address.
@@ -114,26 +110,4 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let answer = super::routes::route(&state, gw, &parts, body).await;
     Ok(super::secured(answer))
-}
-
-/// Reads a request's body: at most [`MAX_BODY`], within `within` (read only once the request
-/// is authenticated, but for a console sign-in, whose body is its credential).
-pub async fn read(
-    body: hyper::body::Incoming,
-    within: std::time::Duration,
-) -> Result<Bytes, Answer> {
-    let limited = http_body_util::Limited::new(body, MAX_BODY);
-    match tokio::time::timeout(within, limited.collect()).await {
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(_)) => Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            "the admin API takes bodies of at most 64 KiB",
-        )),
-        Err(_) => Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
-            "the request body did not arrive within timeouts.body_read_ms",
-        )),
-    }
 }

@@ -8,6 +8,7 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod body;
 pub mod cluster;
 pub mod console;
 pub use crate::events;

@@ -69,7 +69,7 @@ pub async fn route(
         );
     }
     if segs.first() == Some(&"session") && segs.len() == 1 {
-        let body = match super::listen::read(body, within).await {
+        let body = match super::body::read(body, within).await {
             Ok(b) => b,
             Err(a) => return a,
         };
@@ -79,28 +79,11 @@ pub async fn route(
         }
         return a;
     }
-    let proof = match auth::prove(&admin, &gw.auth, &state.sessions, &parts.headers) {
-        Ok(p) => p,
-        Err(d) => {
-            if d.0 == http::StatusCode::UNAUTHORIZED {
-                state.failed(source);
-            }
-            return d.answer();
-        }
-    };
-    let op = match auth::operator(proof, &parts.method, &parts.headers) {
-        Ok(op) => op,
-        Err(d) => return d.answer(),
-    };
-    let body = match parts.method {
-        Method::GET | Method::HEAD => bytes::Bytes::new(),
-        _ => match super::listen::read(body, within).await {
-            Ok(b) => b,
-            Err(a) => return a,
-        },
+    let (cx, body) = match authenticated(state, gw, parts, body, source).await {
+        Ok(v) => v,
+        Err(a) => return a,
     };
     let body = &body[..];
-    let cx = Cx { gw, op };
     let m = &parts.method;
     match (segs.first().copied(), segs.len()) {
         (None, _) => only_get(m, || index(&cx)),
@@ -163,4 +146,39 @@ async fn reload(cx: &Cx) -> Answer {
         ),
         Err(e) => error(StatusCode::CONFLICT, "reload_refused", &e),
     }
+}
+
+/// The operator a request acts as, and its body (read once it is authenticated).
+async fn authenticated(
+    state: &Arc<State>,
+    gw: Arc<Generation>,
+    parts: &Parts,
+    body: hyper::body::Incoming,
+    source: Option<super::Source>,
+) -> Result<(Cx, bytes::Bytes), Answer> {
+    let Some(admin) = gw.cfg.admin.clone() else {
+        return Err(not_found("the admin plane is off ([admin] was removed)"));
+    };
+    let within = gw.cfg.timeouts.body_read;
+    let proof = match auth::prove(&admin, &gw.auth, &state.sessions, &parts.headers) {
+        Ok(p) => p,
+        Err(d) => {
+            if d.0 == http::StatusCode::UNAUTHORIZED {
+                state.failed(source);
+            }
+            return Err(d.answer());
+        }
+    };
+    let op = match auth::operator(proof, &parts.method, &parts.headers) {
+        Ok(op) => op,
+        Err(d) => return Err(d.answer()),
+    };
+    let body = match parts.method {
+        Method::GET | Method::HEAD => bytes::Bytes::new(),
+        _ => match super::body::read(body, within).await {
+            Ok(b) => b,
+            Err(a) => return Err(a),
+        },
+    };
+    Ok((Cx { gw, op }, body))
 }

@@ -244,15 +244,7 @@ impl Config {
         let metrics = metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
         let (state, cluster, cluster_var) =
             state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
-        // Across sections: the admin listener and the internal one on one port.
-        if let (Some(a), Some(c)) = (&admin, &cluster) {
-            if admin::clash(a.listen, c.listen) {
-                return Err(ConfigError(format!(
-                    "{origin}: [admin] listen = {} takes the port of [cluster] listen; give each its own",
-                    a.listen
-                )));
-            }
-        }
+        apart(&admin, &cluster, origin)?;
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
@@ -311,6 +303,21 @@ impl Config {
     /// secrets it loads back unchanged.
     pub fn redacted(&self) -> String {
         redact::print(self)
+    }
+}
+
+/// Across sections: the admin listener and the internal one must not take one port.
+fn apart(
+    admin: &Option<Admin>,
+    cluster: &Option<Cluster>,
+    origin: &str,
+) -> Result<(), ConfigError> {
+    match (admin, cluster) {
+        (Some(a), Some(c)) if admin::clash(a.listen, c.listen) => Err(ConfigError(format!(
+            "{origin}: [admin] listen = {} takes the port of [cluster] listen; give each its own",
+            a.listen
+        ))),
+        _ => Ok(()),
     }
 }
 
