@@ -7,6 +7,7 @@
 //! `{"error": {"code", "message"}}` with a stable code (docs/operating.md).
 
 pub mod approvals;
+pub mod console;
 pub mod events;
 pub mod pins;
 
