@@ -51,8 +51,11 @@ fn admin(g: Gateway) -> Gateway {
         "sha256".into(),
         sluice::auth::api_keys::hash_key(ADMIN_KEY).into(),
     );
-    g.set("admin", "listen", "127.0.0.1:0")
-        .set("admin", "keys", toml::Value::Array(vec![key.into()]))
+    g.set("admin", "listen", "127.0.0.1:0").set(
+        "admin",
+        "keys",
+        toml::Value::Array(vec![key.into()]),
+    )
 }
 
 /// APPROVALS helper: `wipe` waits for an operator's decision (`approver = "operator"`).
@@ -98,7 +101,11 @@ async fn check_headers(base: &str) {
         assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
     }
-    let r = web.get(format!("{base}/console/nope")).send().await.unwrap();
+    let r = web
+        .get(format!("{base}/console/nope"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     let r = web
         .get(format!("{base}/admin/v1/session"))
@@ -182,7 +189,10 @@ async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_b
                         .expect("the approved call ended")
                         .expect("the call's task");
                     assert!(reply.text().contains("wipe"), "{:?}", reply.msg);
-                    upstream.set_tools(vec![echo(&format!("Echoes the text back; {CHANGED}.")), wipe()]);
+                    upstream.set_tools(vec![
+                        echo(&format!("Echoes the text back; {CHANGED}.")),
+                        wipe(),
+                    ]);
                     upstream.notify_method("notifications/tools/list_changed");
                 }
                 _ => {}
@@ -218,10 +228,19 @@ async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_b
         ],
         "{out}"
     );
-    assert!(!summary["wrong_key_error"].as_str().unwrap_or_default().is_empty());
-    assert_eq!(upstream.calls("wipe"), 1, "the approved call reached the upstream once");
+    assert!(!summary["wrong_key_error"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty());
+    assert_eq!(
+        upstream.calls("wipe"),
+        1,
+        "the approved call reached the upstream once"
+    );
     assert!(
-        !std::fs::read_to_string(&audit).unwrap_or_default().contains(CANARY),
+        !std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .contains(CANARY),
         "an argument value reached the audit log"
     );
     if std::env::var_os("SLUICE_CONSOLE_DOCS_IMG").is_some() {
@@ -241,4 +260,3 @@ fn copy_to_docs(shots: &Path) {
         }
     }
 }
-
