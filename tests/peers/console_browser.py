@@ -159,7 +159,8 @@ def approve(driver):
     # Keyboard: focus the button and press Enter, as an operator without a mouse would.
     driver.execute_script("arguments[0].focus()", button)
     button.send_keys(Keys.ENTER)
-    status = wait_for("the decision's confirmation", lambda: "approve" in text_of(driver, "#status").lower()
+    held_id = row.get_attribute("data-approval")
+    status = wait_for("the decision's confirmation", lambda: held_id in text_of(driver, "#status")
                       and text_of(driver, "#status"))
     summary["approval_status"] = status
     wait_for("the held call to leave the panel", lambda: held() is None)

@@ -562,6 +562,8 @@
     approval: ["approvals", "audit"],
     pin: ["pins", "upstreams"],
     reload: ["config", "upstreams", "principals", "pins"],
+    // This console fell behind the stream: every panel may be stale.
+    lagged: ["config", "upstreams", "approvals", "pins", "principals", "audit"],
   };
 
   function listen() {
@@ -579,11 +581,11 @@
   }
 
   function onEvent(kind, ev) {
-    let e;
+    let e = {};
     try {
-      e = JSON.parse(ev.data);
+      e = JSON.parse(ev.data) || {};
     } catch (err) {
-      return;
+      e = {};
     }
     const list = $("events-list");
     const detail = e && e.data && typeof e.data === "object" ? pairs(e.data) : "";
