@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::support::call::{self, Call};
 use crate::support::gateway::{ApiKey, Gateway};
-use crate::support::modern::Spec;
+use crate::support::modern::{self as mock, Spec};
 use crate::support::peers::{peer_env, scratch_file, script};
 
 const ADMIN_KEY: &str = "console-admin-key-0123456789abcdef";
@@ -115,9 +115,60 @@ async fn check_headers(base: &str) {
     assert_eq!(r.status(), 401, "no session without signing in");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_browser() {
-    let python = peer_env("SLUICE_SELENIUM_PY");
+/// What the browser script reported: its exit, its `SUMMARY` and its output.
+struct Run {
+    success: bool,
+    summary: Value,
+    out: String,
+}
+
+/// Runs tests/peers/console_browser.py with `plan`, calling `on_step` on each `STEP` line it
+/// prints (the test acts between the browser's steps).
+async fn browser(plan: &Value, mut on_step: impl AsyncFnMut(&str)) -> Run {
+    let mut child = tokio::process::Command::new(peer_env("SLUICE_SELENIUM_PY"))
+        .arg(script("console_browser.py"))
+        .arg(plan.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start tests/peers/console_browser.py");
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = tokio::spawn(async move {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s).await;
+        s
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut summary, mut transcript) = (Value::Null, String::new());
+    let run = async {
+        while let Some(line) = lines.next_line().await.expect("the browser's output") {
+            transcript.push_str(&line);
+            transcript.push('\n');
+            if let Some(step) = line.strip_prefix("STEP ") {
+                on_step(step).await;
+            }
+            if let Some(s) = line.strip_prefix("SUMMARY ") {
+                summary = serde_json::from_str(s).expect("the SUMMARY line's JSON");
+            }
+        }
+    };
+    tokio::time::timeout(BROWSER_RUN, run)
+        .await
+        .unwrap_or_else(|_| panic!("the browser did not finish within {BROWSER_RUN:?}"));
+    let status = child.wait().await.expect("the browser script's status");
+    let stderr = errors.await.unwrap_or_default();
+    Run {
+        success: status.success(),
+        summary,
+        out: format!("{transcript}\n--- stderr\n{stderr}"),
+    }
+}
+
+/// The mock upstream `demo` (`echo`, `wipe`), Sluice in front of it with the operator rule,
+/// pins and the admin listener; gives them, the admin listener's base URL and the audit file.
+async fn front() -> (mock::Mock, sluice::Running, String, PathBuf) {
     for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         assert!(
             Path::new(tool).exists(),
@@ -137,10 +188,15 @@ async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_b
         .upstream("demo", &upstream.url());
     let running = pins(admin(g)).start().await;
     let addr = start_admin(&running.gateway).expect("the admin listener starts");
-    let base = format!("http://{addr}");
-    check_headers(&base).await;
     upstream.wait_listen().await;
+    (upstream, running, format!("http://{addr}"), audit)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_browser() {
+    peer_env("SLUICE_SELENIUM_PY");
+    let (upstream, running, base, audit) = front().await;
+    check_headers(&base).await;
     let shots = screenshots();
     let _ = std::fs::remove_dir_all(&shots);
     let plan = json!({
@@ -150,103 +206,76 @@ async fn an_operator_signs_in_approves_a_held_call_and_accepts_a_pin_in_a_real_b
         "canaries": [CANARY], "screenshots": shots, "timeout_s": 30,
         "event_kinds": ["approval", "pin"], "audit_name": "wipe",
     });
-    let mut browser = tokio::process::Command::new(python)
-        .arg(script("console_browser.py"))
-        .arg(plan.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start tests/peers/console_browser.py");
-    let mut stderr = browser.stderr.take().unwrap();
-    let errors = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s).await;
-        s
-    });
-    let mut lines = BufReader::new(browser.stdout.take().unwrap()).lines();
-    let (mut held, mut summary, mut transcript) = (None, Value::Null, String::new());
-    let run = async {
-        while let Some(line) = lines.next_line().await.expect("the browser's output") {
-            transcript.push_str(&line);
-            transcript.push('\n');
-            match line.as_str() {
-                // The client's call, held until the operator decides: made from a task.
-                "STEP signed in" => {
-                    let (http, url) = (call::http(), running.url());
-                    held = Some(tokio::spawn(async move {
-                        Call::new("wipe", json!({"path": CANARY}))
-                            .token(ALICE)
-                            .send(&http, &url, json!({}))
-                            .await
-                    }));
-                }
-                // The operator approved: the client gets its result; then `echo` changes.
-                "STEP approved" => {
-                    let reply = tokio::time::timeout(Duration::from_secs(20), held.take().unwrap())
-                        .await
-                        .expect("the approved call ended")
-                        .expect("the call's task");
-                    assert!(reply.text().contains("wipe"), "{:?}", reply.msg);
-                    upstream.set_tools(vec![
-                        echo(&format!("Echoes the text back; {CHANGED}.")),
-                        wipe(),
-                    ]);
-                    upstream.notify_method("notifications/tools/list_changed");
-                }
-                _ => {}
-            }
-            if let Some(s) = line.strip_prefix("SUMMARY ") {
-                summary = serde_json::from_str(s).expect("the SUMMARY line's JSON");
-            }
+    let (mcp, url) = (call::http(), running.url());
+    let mut held = None;
+    let run = browser(&plan, async |step: &str| match step {
+        // The client's call, held until the operator decides: made from a task.
+        "signed in" => {
+            let (mcp, url) = (mcp.clone(), url.clone());
+            held = Some(tokio::spawn(async move {
+                Call::new("wipe", json!({"path": CANARY}))
+                    .token(ALICE)
+                    .send(&mcp, &url, json!({}))
+                    .await
+            }));
         }
-    };
-    tokio::time::timeout(BROWSER_RUN, run)
-        .await
-        .unwrap_or_else(|_| panic!("the browser did not finish within {BROWSER_RUN:?}"));
-    let status = browser.wait().await.expect("the browser script's status");
-    let stderr = errors.await.unwrap_or_default();
-    let out = format!("{transcript}\n--- stderr\n{stderr}");
-    assert!(status.success(), "{out}");
-    assert_eq!(summary["failures"], json!([]), "{out}");
-    let steps: Vec<&str> = summary["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(
-        steps,
-        [
-            "wrong key refused",
-            "signed in",
-            "upstream seen",
-            "approved",
-            "pin accepted",
-            "events and audit seen"
-        ],
-        "{out}"
-    );
-    assert!(!summary["wrong_key_error"]
-        .as_str()
-        .unwrap_or_default()
-        .is_empty());
+        // The operator approved: the client gets its result; then `echo` changes.
+        "approved" => {
+            let call = held.take().expect("the held call was made");
+            let reply = tokio::time::timeout(Duration::from_secs(20), call)
+                .await
+                .expect("the approved call ended")
+                .expect("the call's task");
+            assert!(reply.text().contains("wipe"), "{:?}", reply.msg);
+            upstream.set_tools(vec![
+                echo(&format!("Echoes the text back; {CHANGED}.")),
+                wipe(),
+            ]);
+            upstream.notify_method("notifications/tools/list_changed");
+        }
+        _ => {}
+    })
+    .await;
+    check_run(&run);
     assert_eq!(
         upstream.calls("wipe"),
         1,
         "the approved call reached the upstream once"
     );
+    let logged = std::fs::read_to_string(&audit).unwrap_or_default();
     assert!(
-        !std::fs::read_to_string(&audit)
-            .unwrap_or_default()
-            .contains(CANARY),
+        !logged.contains(CANARY),
         "an argument value reached the audit log"
     );
     if std::env::var_os("SLUICE_CONSOLE_DOCS_IMG").is_some() {
         copy_to_docs(&shots);
     }
     running.stop().await;
+}
+
+/// Every step reached, no check failed, no error in the browser's console.
+fn check_run(run: &Run) {
+    let (s, out) = (&run.summary, &run.out);
+    assert!(run.success, "{out}");
+    assert_eq!(s["failures"], json!([]), "{out}");
+    assert_eq!(s["severe"], json!([]), "{out}");
+    let steps: Vec<&str> = s["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let all = [
+        "wrong key refused",
+        "signed in",
+        "upstream seen",
+        "approved",
+        "pin accepted",
+        "events and audit seen",
+    ];
+    assert_eq!(steps, all, "{out}");
+    let refused = s["wrong_key_error"].as_str().unwrap_or_default();
+    assert!(!refused.is_empty(), "no error shown for a wrong key: {out}");
 }
 
 /// Copies the screenshots to docs/img/ (the manual's pictures), bar a failure's.
