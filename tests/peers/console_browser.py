@@ -133,11 +133,12 @@ def sign_in(driver):
 
 def see_upstream(driver):
     sel = "article.upstream[data-upstream='%s']" % plan["upstream"]
-    card = wait_for("upstream %s" % plan["upstream"], lambda: driver.find_element(By.CSS_SELECTOR, sel))
+    card = lambda: driver.find_element(By.CSS_SELECTOR, sel)  # found afresh: panels re-render
+    wait_for("upstream %s" % plan["upstream"], card)
     for tool in plan.get("tools", []):
         wait_for("tool %s" % tool, lambda: tool in [
-            th.text for th in card.find_elements(By.CSS_SELECTOR, "tbody th")])
-    summary["upstream_text"] = card.text
+            th.text for th in card().find_elements(By.CSS_SELECTOR, "tbody th")])
+    summary["upstream_text"] = wait_for("the upstream's text", lambda: card().text)
     shot(driver, "upstreams", driver.find_element(By.ID, "upstreams"))
     step("upstream seen")
 
@@ -152,14 +153,20 @@ def approve(driver):
         return None
 
     row = wait_for("the held call in the approvals panel", held)
+    held_id = row.get_attribute("data-approval")
     summary["approval_row"] = row.text
     no_canary(driver, "a call held")
     shot(driver, "approvals", driver.find_element(By.ID, "approvals"))
-    button = row.find_element(By.CSS_SELECTOR, "button.approve")
-    # Keyboard: focus the button and press Enter, as an operator without a mouse would.
-    driver.execute_script("arguments[0].focus()", button)
-    button.send_keys(Keys.ENTER)
-    held_id = row.get_attribute("data-approval")
+
+    def press():
+        # Keyboard: focus the button and press Enter, as an operator without a mouse would.
+        # Found afresh each try: an event may have re-rendered the panel meanwhile.
+        button = held().find_element(By.CSS_SELECTOR, "button.approve")
+        driver.execute_script("arguments[0].focus()", button)
+        button.send_keys(Keys.ENTER)
+        return True
+
+    wait_for("the Approve button to take Enter", press)
     status = wait_for("the decision's confirmation", lambda: held_id in text_of(driver, "#status")
                       and text_of(driver, "#status"))
     summary["approval_status"] = status
@@ -176,17 +183,22 @@ def accept_pin(driver):
                 return card
         return None
 
-    card = wait_for("the quarantined pin", quarantined)
-    diff = card.find_element(By.CSS_SELECTOR, "pre.diff")
-    added = [s.text for s in diff.find_elements(By.CSS_SELECTOR, "span.add")]
-    removed = [s.text for s in diff.find_elements(By.CSS_SELECTOR, "span.del")]
+    wait_for("the quarantined pin", quarantined)
+
+    def lines():
+        diff = quarantined().find_element(By.CSS_SELECTOR, "pre.diff")
+        return ([s.text for s in diff.find_elements(By.CSS_SELECTOR, "span.add")],
+                [s.text for s in diff.find_elements(By.CSS_SELECTOR, "span.del")])
+
+    added, removed = wait_for("the pin's diff", lines)
     summary["diff"] = {"added": added, "removed": removed}
     if not any(plan.get("pin_text", "") in a for a in added):
         fail("the diff adds no line with %r: %r" % (plan.get("pin_text"), added))
     if not removed:
         fail("the diff removes no line")
     shot(driver, "pins", driver.find_element(By.ID, "pins"))
-    card.find_element(By.CSS_SELECTOR, "button.accept").click()
+    wait_for("the Accept button to take a click",
+             lambda: quarantined().find_element(By.CSS_SELECTOR, "button.accept").click() or True)
     wait_for("the pin to leave quarantine", lambda: quarantined() is None)
     step("pin accepted")
 

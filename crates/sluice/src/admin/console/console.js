@@ -211,6 +211,7 @@
     $("app").hidden = true;
     $("signin").hidden = false;
     document.body.classList.remove("signed-in");
+    for (const k of Object.keys(shown)) delete shown[k];
     for (const id of ["config-body", "approvals-body", "pins-body", "upstreams-body", "principals-body", "events-list", "audit-body"]) {
       $(id).replaceChildren();
     }
@@ -235,6 +236,9 @@
     audit: [() => api("GET", "/audit?limit=50"), renderAudit],
   };
   const loading = {};
+  // The last answer each panel rendered: an identical one is not rendered again, so a
+  // refresh neither moves the reader's place nor takes the focus from a button.
+  const shown = {};
 
   // Refreshes a panel; a refresh asked while one runs runs once more after it.
   async function refresh(name) {
@@ -246,9 +250,14 @@
     const [load, render] = PANELS[name];
     const body = name + "-body";
     try {
-      render(await load());
-      $(name).removeAttribute("aria-busy");
+      const data = await load();
+      const same = JSON.stringify(data);
+      if (shown[name] !== same) {
+        shown[name] = same;
+        keepingFocus(() => render(data));
+      }
     } catch (e) {
+      shown[name] = undefined;
       if (e.status !== 401) {
         replace(body, el("p", { class: "error", text: e.message }));
       }
@@ -256,6 +265,17 @@
       const again = loading[name] === "again";
       loading[name] = false;
       if (again) refresh(name);
+    }
+  }
+
+  // Runs `render`; a button that had the focus gets it back in its new rendering.
+  function keepingFocus(render) {
+    const active = document.activeElement;
+    const key = active && active.dataset ? active.dataset.focus : undefined;
+    render();
+    if (!key) return;
+    for (const node of document.querySelectorAll("[data-focus]")) {
+      if (node.dataset.focus === key) return node.focus();
     }
   }
 
@@ -355,8 +375,8 @@
     if (!list.length) return replace("approvals-body", empty("No call is waiting for a decision."));
     const rows = list.map((a) => {
       const what = text(a.tool) + " on " + text(a.upstream) + " for " + text(a.principal);
-      const approve = el("button", { type: "button", class: "approve", "aria-label": "Approve " + what, text: "Approve" });
-      const deny = el("button", { type: "button", class: "deny", "aria-label": "Deny " + what, text: "Deny" });
+      const approve = el("button", { type: "button", class: "approve", "aria-label": "Approve " + what, "data-focus": "approve:" + a.id, text: "Approve" });
+      const deny = el("button", { type: "button", class: "deny", "aria-label": "Deny " + what, "data-focus": "deny:" + a.id, text: "Deny" });
       approve.addEventListener("click", () => decide(approve, a.id, "approve"));
       deny.addEventListener("click", () => decide(deny, a.id, "deny"));
       const shown = a.shown && typeof a.shown === "object" ? Object.entries(a.shown) : [];
@@ -429,7 +449,7 @@
     );
     if (quarantined) {
       card.append(el("h4", { text: "Definition change" }), diffView(p.before, p.after));
-      const accept = el("button", { type: "button", class: "accept", "aria-label": "Accept the new definition of " + name, text: "Accept" });
+      const accept = el("button", { type: "button", class: "accept", "aria-label": "Accept the new definition of " + name, "data-focus": "accept:" + name, text: "Accept" });
       accept.addEventListener("click", () => acceptPin(accept, p));
       card.append(accept);
     }
