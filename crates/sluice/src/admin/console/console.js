@@ -131,6 +131,7 @@
     button.disabled = true;
     button.setAttribute("aria-busy", "true");
     clearAlert();
+    say("");
     try {
       const r = await work();
       if (done) say(done(r));
