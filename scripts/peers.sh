@@ -12,6 +12,7 @@
 #   @modelcontextprotocol/server@2.4.0 (dual-era TS server, stateless on 2025) -> $SLUICE_TS_SERVER2 (its node_modules)
 #   mcp-remote@0.15.1 (stdio-to-HTTP bridge of Claude Desktop)    -> $SLUICE_MCP_REMOTE
 #   @modelcontextprotocol/inspector@2.12.0 (the Inspector, --cli)  -> $SLUICE_INSPECTOR
+#   selenium==4.45.0 (drives Debian's chromium through chromium-driver: the console test) -> $SLUICE_SELENIUM_PY
 #   helm-python-sdk==0.2.2 (Helm v4.2.3's Go SDK as a library)    -> $SLUICE_HELM_PY (renders deploy/helm)
 #   oidc-provider@9.13.3 (a certified OpenID provider: the company IdP of tests/peers/idp.mjs) -> $SLUICE_OIDC_PROVIDER (its node_modules)
 #   the Python SDK's examples/servers/simple-auth (an authorization server and an OAuth-protected
@@ -40,6 +41,7 @@ npmdir() { # npmdir DIR PKG@VER
 venv mcp2 "mcp==2.3.0"
 venv mcp1 "mcp==1.30.0"
 venv helm "helm-python-sdk==0.2.2"
+venv selenium "selenium==4.45.0"
 simple_auth() { # the example ships in the sdist only (not in the wheel): pip downloads it
   local dir="$peers/simple-auth" sdist="$peers/simple-auth-src"
   [ -x "$dir/bin/mcp-simple-auth-as" ] && return
@@ -74,5 +76,6 @@ echo "export SLUICE_TS_SERVER2=$peers/ts-server2/node_modules"
 echo "export SLUICE_MCP_REMOTE=$peers/mcp-remote/node_modules/mcp-remote/dist/proxy.js"
 echo "export SLUICE_INSPECTOR=$peers/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 echo "export SLUICE_HELM_PY=$peers/helm/bin/python"
+echo "export SLUICE_SELENIUM_PY=$peers/selenium/bin/python"
 echo "export SLUICE_OIDC_PROVIDER=$peers/oidc-provider/node_modules"
 echo "export SLUICE_SIMPLE_AUTH=$peers/simple-auth/bin"

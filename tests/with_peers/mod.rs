@@ -20,12 +20,15 @@
 //! - `token_exchange`: each user through the company's IdP (`oidc-provider`, RFC 8693) to an
 //!   MCP server it protects (issue 31);
 //! - `login`: a real MCP host (the TypeScript SDK's OAuth client) signing in to Sluice's own
-//!   authorization server, the user's sign-in delegated to the company's IdP (issue 32).
+//!   authorization server, the user's sign-in delegated to the company's IdP (issue 32);
+//! - `console`: the operator console in headless Chromium (selenium), against the admin
+//!   listener (issue 33).
 
 mod bridge_a;
 mod bridge_b;
 mod canary;
 mod connect;
+mod console;
 mod governance;
 mod health;
 mod interop;
