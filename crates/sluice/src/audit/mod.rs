@@ -106,6 +106,12 @@ impl Audit {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Writes a record of something that is no client request (an upstream's tool quarantined
+    /// or accepted: `pins/`), built by the caller.
+    pub fn record(&self, r: Record) {
+        self.emit(r);
+    }
+
     fn emit(&self, r: Record) {
         if let Some(tx) = &self.tx {
             if tx.try_send(r).is_err() {

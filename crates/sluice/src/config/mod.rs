@@ -25,6 +25,7 @@ mod cluster;
 mod limits;
 mod login;
 mod loops;
+mod pins;
 mod quota;
 mod raw;
 mod raw_governance;
@@ -57,6 +58,7 @@ pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
 pub use login::{is_loopback, LoginConfig, LOGIN_CALLBACK};
 pub use loops::{LoopBreaker, LoopOverride};
+pub use pins::{PinMode, Pins};
 pub use quota::Quota;
 pub use redact::{redact_text, redact_url, secret_name};
 pub use resilience::Resilience;
@@ -126,6 +128,9 @@ pub struct Config {
     /// Replicas sharing state in Redis (`None`: one process).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Cluster>,
+    /// Tool pinning (`None`: off everywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins: Option<Pins>,
 }
 
 /// Quick flags that override or extend a config file.
@@ -201,6 +206,7 @@ impl Config {
         let mut raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError(toml_error::describe(text, origin, e)))?;
         over.apply(&mut raw)?;
+        let any_pin = raw.upstream.iter().any(|u| u.pin.is_some());
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
         let path = endpoint_path(raw.path, src)?;
@@ -236,6 +242,7 @@ impl Config {
         let metrics = metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
         let (state, cluster, cluster_var) =
             state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
+        let pins = pins::pins(raw.pins, any_pin, cluster.is_some()).map_err(|e| src.refuse(e))?;
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
@@ -267,6 +274,7 @@ impl Config {
             upstreams,
             telemetry,
             cluster,
+            pins,
         })
     }
 

@@ -55,6 +55,9 @@ pub struct Runtime {
     pub login_store: Arc<crate::login::store::Store>,
     /// The operator plane's events (health, held calls, pins, reloads).
     pub events: Arc<crate::admin::events::Events>,
+    /// Tool pins (`[pins]`): in Redis under `[cluster]`, else in `[pins] file` or memory; the
+    /// store is chosen at start and kept across reloads.
+    pub pins: Arc<crate::pins::Pins>,
 }
 
 impl Runtime {
@@ -77,6 +80,14 @@ impl Runtime {
             Some(c) => crate::login::store::Store::shared(c.clone()),
             None => crate::login::store::Store::default(),
         };
+        let events = Arc::new(crate::admin::events::Events::new(&cfg.state.replica));
+        let audit = crate::audit::Audit::start(
+            cfg.audit.enabled,
+            Some(cfg.audit.sink.clone()),
+            cfg.audit.capacity,
+        );
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let pins = pins(cfg, cluster.clone(), &events, &audit, &metrics);
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
             client,
@@ -85,12 +96,8 @@ impl Runtime {
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: Arc::new(tokio::sync::watch::Sender::new(false)),
             shutdown: CancellationToken::new(),
-            audit: crate::audit::Audit::start(
-                cfg.audit.enabled,
-                Some(cfg.audit.sink.clone()),
-                cfg.audit.capacity,
-            ),
-            metrics: Arc::new(crate::metrics::Metrics::new()),
+            audit,
+            metrics,
             legacy_sessions: Arc::new(crate::client_sessions::Sessions::new(&cfg.bridge, keys)),
             streams: crate::streams::Streams::new(
                 cfg.limits.max_streams,
@@ -100,9 +107,35 @@ impl Runtime {
             changes,
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
-            events: Arc::new(crate::admin::events::Events::new(&cfg.state.replica)),
+            events,
+            pins,
         })
     }
+}
+
+/// The process's pins, telling changes on `events`, `audit` and `metrics` (`preflight` read the
+/// pins file; one that went bad since is warned about and the pins start empty in memory).
+fn pins(
+    cfg: &Config,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
+    events: &Arc<crate::admin::events::Events>,
+    audit: &crate::audit::Audit,
+    metrics: &Arc<crate::metrics::Metrics>,
+) -> Arc<crate::pins::Pins> {
+    let bus = events.clone();
+    let tell = crate::pins::Tell {
+        event: Some(Arc::new(move |v| {
+            bus.publish(crate::admin::events::Kind::Pin, v)
+        })),
+        audit: Some(audit.clone()),
+        metrics: Some(metrics.clone()),
+    };
+    let cluster = cluster.filter(|_| cfg.pins.is_some());
+    let pins = crate::pins::Pins::new(cfg.pins.as_ref(), cluster, tell.clone());
+    Arc::new(pins.unwrap_or_else(|why| {
+        tracing::error!(reason = %crate::escape::Escaped(&why), "pins file unreadable since the config was checked: pins start empty, in memory");
+        crate::pins::Pins::in_memory(tell)
+    }))
 }
 
 /// The current generation, swapped whole by a reload. Requests and long-lived streams take
