@@ -124,7 +124,7 @@ mod tests {
         let e = load(&format!("[pins]\nfile = \" \"\n{UP}")).unwrap_err();
         assert!(e.contains("pins.file is empty"), "{e}");
         let e = load(&format!(
-            "[pins]\nfile = \"p.json\"\n[cluster]\nredis_url = \"redis://127.0.0.1:1\"\nid = \"r1\"\n[state]\nkeys = [\"1:YnJpZGdlLWEtdGVzdHMtc3RhdGUta2V5LTMyLWJ5dGVzIQ==\"]\n{UP}"
+            "[pins]\nfile = \"p.json\"\n[cluster]\nredis_url = \"redis://127.0.0.1:1\"\nid = \"r1\"\nlisten = \"127.0.0.1:0\"\n[state]\nkeys = [\"1:YnJpZGdlLWEtdGVzdHMtc3RhdGUta2V5LTMyLWJ5dGVzIQ==\"]\n{UP}"
         ))
         .unwrap_err();
         assert!(e.contains("pins.file with [cluster]"), "{e}");
