@@ -83,7 +83,7 @@ async fn a_pin_accepted_in_redis_is_honoured_by_every_replica() {
     );
     let r = Call::new("calc", json!({}))
         .token(ALICE)
-        .send(&http(), &url(2), json!({}))
+        .send(&http(), &url(1), json!({}))
         .await;
     assert_eq!(r.refused(-31050)["tool"], "calc");
     assert_eq!(up.calls("calc"), 0);
@@ -119,5 +119,6 @@ async fn a_pin_accepted_in_redis_is_honoured_by_every_replica() {
         .send(&http(), &url(1), json!({}))
         .await;
     assert_eq!(r.status, 200, "{}", r.msg);
+    assert_eq!(listed(&url(0)).await, ["echo", "calc"]);
     assert_eq!(up.calls("calc"), 1);
 }
