@@ -249,11 +249,9 @@ async fn prefixed(
     if seen(&table).is_none() {
         table = Box::pin(reach.catalog.refresh_missed(up, kind)).await;
     }
-    let Some(item) = seen(&table) else {
-        return Err(
-            withheld(reach, principal, up, kind, own).unwrap_or_else(|| unknown(what, public))
-        );
-    };
+    let refused =
+        || super::withheld::refusal(reach, principal, up, kind, own, unknown(what, public));
+    let item = seen(&table).ok_or_else(refused)?;
     Ok(Target {
         up: up.clone(),
         own: own.to_owned(),
@@ -308,13 +306,7 @@ async fn named(
             }
         }
     }
-    // A quarantined tool is refused as such (before an only upstream is let answer for it).
-    if let Some(e) = reachable
-        .iter()
-        .find_map(|up| withheld(reach, principal, up, kind, public))
-    {
-        return Err(e);
-    }
+    super::withheld::none_of(reach, principal, &reachable, kind, public)?; // -31050, not unknown
     match reach.catalog.upstreams.as_slice() {
         // One unprefixed upstream: it may serve names it does not list; let it answer. Not once
         // visibility rules are loaded: a hidden name would then be told from an unknown one.
@@ -331,20 +323,6 @@ async fn named(
         }
         _ => Err(unknown(what, public)),
     }
-}
-
-/// The refusal of a call of `own`, a tool of `up` quarantined by tool pinning (`pins/`), when the
-/// principal would see it (else it is as unknown as a hidden one).
-fn withheld(
-    reach: &Reach,
-    principal: &Principal,
-    up: &Upstream,
-    kind: ListKind,
-    own: &str,
-) -> Option<GatewayError> {
-    let hints = *up.list(kind).quarantined.get(own)?;
-    shown(reach, principal, up, kind, own, hints)
-        .then(|| GatewayError::Quarantined(up.name.clone(), own.to_owned()))
 }
 
 /// The upstream that lists `u` (or a template matching it) as the principal sees it: a
