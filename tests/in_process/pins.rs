@@ -194,7 +194,10 @@ async fn a_changed_description_is_quarantined_hidden_refused_until_accepted_then
 async fn strict_quarantines_a_new_tool_and_changes_does_not() {
     let strict = Spec::new("strict").tools(vec![tool("echo")]).start().await;
     let lax = Spec::new("lax").tools(vec![tool("echo")]).start().await;
-    let s = Gateway::e2e()
+    let g = Gateway::e2e();
+    let sink = std::path::PathBuf::from(g.file("audit.jsonl", ""));
+    let s = g
+        .audit_to(&sink)
         .set("pins", "mode", "changes")
         .upstream_spec(
             crate::support::gateway::Upstream::new("strict", &strict.url()).key("pin", "strict"),
@@ -227,12 +230,54 @@ async fn strict_quarantines_a_new_tool_and_changes_does_not() {
         listed(&s.url()).await,
         ["strict__echo", "lax__echo", "lax__added"]
     );
+    let metrics = s.current().rt.metrics.render();
+    assert!(
+        metrics.contains("sluice_tool_pin_changes_total{upstream=\"strict\"} 1")
+            && metrics.contains("sluice_tools_quarantined{upstream=\"strict\"} 1")
+            && !metrics.contains("sluice_tool_pin_changes_total{upstream=\"lax\"}"),
+        "{metrics}"
+    );
+    // One content-free audit record of the change, outside any request.
+    let record = |method: &'static str| {
+        let text = std::fs::read_to_string(&sink).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["method"] == method)
+    };
+    crate::support::eventually("the audit record of the change", || {
+        record("pins/changed").is_some()
+    })
+    .await;
+    let r = record("pins/changed").unwrap_or_default();
+    assert_eq!(
+        (&r["upstream"], &r["name"], &r["decision"], &r["client_era"]),
+        (
+            &json!("strict"),
+            &json!("sneaky"),
+            &json!("quarantined"),
+            &json!("none")
+        )
+    );
     call("strict__sneaky")
         .send(&s.url())
         .await
         .error(400, -31050, &json!(1));
     let (status, _) = admin(&s, http::Method::POST, &["strict", "sneaky", "accept"]).await;
     assert_eq!(status, 200);
+    crate::support::eventually("the audit record of the accept", || {
+        record("pins/accepted").is_some()
+    })
+    .await;
+    assert_eq!(
+        record("pins/accepted").unwrap_or_default()["principal"],
+        "ops-alice"
+    );
+    assert!(s
+        .current()
+        .rt
+        .metrics
+        .render()
+        .contains("sluice_tools_quarantined{upstream=\"strict\"} 0"));
     assert_eq!(
         listed(&s.url()).await,
         ["strict__echo", "strict__sneaky", "lax__echo", "lax__added"]
