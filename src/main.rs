@@ -82,6 +82,12 @@ enum Command {
         #[command(subcommand)]
         action: Tokens,
     },
+    /// Tool pins (`[pins]`): list them, or accept a quarantined tool's changed definition so
+    /// it is served again (docs/pins.md).
+    Pins {
+        #[command(subcommand)]
+        action: Pins,
+    },
     /// Print the JSON Schema of a config file, every key documented (for an editor's TOML
     /// completion; docs/configuration-reference.md is made from it).
     Schema,
@@ -141,6 +147,54 @@ enum Tokens {
         #[arg(long)]
         principal: String,
     },
+}
+
+#[derive(Subcommand)]
+enum Pins {
+    /// One line per pin: upstream, tool, status, reason, pinned and pending digests, since when.
+    List {
+        /// TOML config file (its [pins] file, or its [cluster]).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Accept a quarantined tool's definition (or every one of an upstream's, with --all): it
+    /// is pinned, and a running Sluice serves the tool again at its next refresh of the list.
+    Accept {
+        /// TOML config file (its [pins] file, or its [cluster]).
+        #[arg(long)]
+        config: PathBuf,
+        /// The upstream.
+        #[arg(long)]
+        upstream: String,
+        /// The tool (its upstream's own name, unprefixed).
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        tool: Option<String>,
+        /// Every quarantined tool of the upstream.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// `sluice pins`: reads the config, then lists or accepts.
+async fn pins(action: Pins) -> anyhow::Result<std::process::ExitCode> {
+    let no = Overrides::default();
+    let out = match action {
+        Pins::List { config } => {
+            let cfg = Config::load(Some(&config), &no)?;
+            sluice::pins::cli::list(&cfg).await
+        }
+        Pins::Accept {
+            config,
+            upstream,
+            tool,
+            all: _,
+        } => {
+            let cfg = Config::load(Some(&config), &no)?;
+            sluice::pins::cli::accept(&cfg, &upstream, tool.as_deref()).await
+        }
+    };
+    print!("{}", out.map_err(anyhow::Error::msg)?);
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// `sluice tokens`: reads the config, then lists or revokes in the vault.
@@ -229,6 +283,7 @@ async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
             groups,
         } => check(config, quick, principal, groups).await,
         Command::Tokens { action } => tokens(action).await,
+        Command::Pins { action } => pins(action).await,
         Command::Schema => {
             println!("{:#}", sluice::config::schema());
             Ok(std::process::ExitCode::SUCCESS)

@@ -13,6 +13,7 @@
 //! - `policies`: every shipped policy file loads, validates and decides as documented;
 //! - `reload`: the whole config reloaded under load (issue 15 item 2);
 //! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8);
+//! - `pins`: tool pinning, a changed definition quarantined until accepted (issue 33 item 4);
 //! - `sse_transport`: the 2024-11-05 HTTP+SSE client transport on the raw wire (issue 29 item 6).
 
 mod admin;
@@ -28,6 +29,7 @@ mod front_door;
 mod headers;
 mod http2;
 mod listen;
+mod pins;
 mod policies;
 mod reload;
 mod resume;

@@ -38,6 +38,7 @@
 //! - `login`: `[auth.login]` across two replicas sharing Redis: a host signs in through one, its
 //!   token is taken by the other, its refresh token rotates at the other, and a replay there
 //!   revokes the sign-in for both (issue 32);
+//! - `pins`: a tool quarantined and accepted in Redis, honoured by every replica (issue 33);
 //! - `deploy`, `deploy_docker`, `deploy_haproxy`, `deploy_helm`, `deploy_helm_values`: the files of
 //!   deploy/ work as their comments say (see each; `deploy_kit` runs their documented commands).
 //!
@@ -57,6 +58,7 @@ mod failures;
 mod harness;
 mod internal;
 mod login;
+mod pins;
 mod rounds;
 mod shared;
 mod stall;

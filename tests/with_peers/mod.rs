@@ -12,6 +12,8 @@
 //!   principal, idle ones ended (issue 29).
 //! - `connect`: the README's quick start and "Connect your client" snippets, run as written
 //!   with the Inspector CLI, mcp-remote and the Python and TypeScript SDKs (issue 29);
+//! - `pins`: a rug pull by a real SDK server restarted with a changed description, quarantined
+//!   until accepted (issue 33 item 4);
 //! - `health`: upstreams down and back, told once each, 503 naming them (issue 29);
 //! - `tls`: an upstream over https://, its CA trusted or not;
 //! - `upstream_auth`: Sluice as its upstreams' OAuth client, against the conformance suite's
@@ -33,6 +35,7 @@ mod governance;
 mod health;
 mod interop;
 mod login;
+mod pins;
 mod resilience;
 mod simple_auth;
 mod sse;

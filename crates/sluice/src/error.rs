@@ -15,6 +15,9 @@ use crate::validate::ValidateError;
 pub const UNAUTHENTICATED: i64 = -31001;
 /// Sluice: the credential lacks a scope the request needs (HTTP 403).
 pub const FORBIDDEN: i64 = -31003;
+/// Sluice: the tool's definition changed since it was pinned; an operator must accept it
+/// (HTTP 400; docs/pins.md).
+pub const QUARANTINED: i64 = -31050;
 /// Sluice: no healthy upstream can serve the request now, a configured one could once back
 /// (HTTP 503 with `Retry-After`).
 pub const NO_HEALTHY_UPSTREAM: i64 = -31030;
@@ -61,6 +64,10 @@ pub enum GatewayError {
     /// share of it, is full.
     #[error(transparent)]
     Full(crate::shares::Full),
+    /// The tool is quarantined: its definition changed since it was pinned (upstream, its own
+    /// tool name).
+    #[error("tool {1:?} of upstream {0:?} is quarantined: its definition changed since it was pinned; an operator must accept the change (sluice pins accept --upstream {0} --tool {1}, or the console)")]
+    Quarantined(String, String),
     /// Every upstream that could serve the request is down (503, `Retry-After`).
     #[error(transparent)]
     Unavailable(#[from] crate::upstream::error::Unavailable),
@@ -76,6 +83,7 @@ impl GatewayError {
             | GatewayError::UnknownTarget(..) => Side::Downstream,
             GatewayError::Auth(_)
             | GatewayError::Refused(_)
+            | GatewayError::Quarantined(..)
             | GatewayError::MissingCapability(..) => Side::Downstream,
             GatewayError::Upstream(UpstreamError::Full(_)) | GatewayError::Full(_) => {
                 Side::Internal
@@ -153,6 +161,11 @@ impl GatewayError {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::MISSING_CAPABILITY,
                 Some(json!({"requiredCapabilities": needed})),
+            ),
+            GatewayError::Quarantined(upstream, tool) => (
+                StatusCode::BAD_REQUEST,
+                QUARANTINED,
+                Some(json!({"upstream": upstream, "tool": tool, "reason": "quarantined"})),
             ),
             GatewayError::Refused(r) => {
                 let (status, code, _, data) = r.classify();

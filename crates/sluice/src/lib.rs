@@ -40,6 +40,7 @@ pub mod login;
 /// The protocol model, a crate of its own (`crates/sluice-mcp`): named here as `crate::mcp`.
 pub use sluice_mcp as mcp;
 pub mod metrics;
+pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod quiet;

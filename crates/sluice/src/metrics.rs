@@ -16,6 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
+pub mod pins;
+
 use crate::audit::record::Record;
 use crate::mcp::method::Method;
 
@@ -81,6 +83,7 @@ const CODES: &[(i64, &str)] = &[
     (-31018, "-31018"),
     (-31020, "-31020"),
     (-31030, "-31030"),
+    (-31050, "-31050"),
 ];
 
 /// HTTP statuses Sluice answers with, each with its label.
@@ -160,6 +163,8 @@ pub struct Metrics {
     /// `[cluster]`: Redis failures, decisions on local state, forwards (brought up to date when scraped).
     cluster: Family<ResultLabels, Counter>,
     scraping: std::sync::Mutex<()>,
+    /// Tool pinning: changes quarantined, tools quarantined now.
+    pub pins: pins::PinMetrics,
 }
 
 impl Metrics {
@@ -208,6 +213,7 @@ impl Metrics {
         );
         let (health_changes, healthy) = register_health(r);
         let (reloads, reload_ok, generation) = register_reloads(r);
+        let pins = pins::PinMetrics::register(r);
         let trace_spans: Family<ResultLabels, Counter> = registered(
             r,
             "sluice_trace_spans",
@@ -239,6 +245,7 @@ impl Metrics {
             health_changes,
             healthy,
             scraping: std::sync::Mutex::new(()),
+            pins,
         }
     }
 
@@ -477,20 +484,4 @@ impl crate::audit::Observer for Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_texts_spell_their_codes() {
-        for (c, t) in CODES {
-            assert_eq!(c.to_string(), *t);
-            assert_eq!(code_label(*c), *t);
-        }
-        for (s, t) in STATUSES {
-            assert_eq!(s.to_string(), *t);
-            assert_eq!(status_label(*s), *t);
-        }
-        assert_eq!(code_label(-1), "other");
-        assert_eq!(status_label(418), "other");
-    }
-}
+mod tests;

@@ -9,7 +9,9 @@
 //! could hold them. A full channel drops the record and counts it. Every line is one line in any
 //! reader: what a peer chose is JSON-escaped, U+2028, U+2029, NEL and bidi controls included.
 
+mod recent;
 pub mod record;
+use recent::Recent;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -62,27 +64,6 @@ pub struct Audit {
     recent: Option<Recent>,
 }
 
-/// The last records written, each one JSON line as written, at most `cap`.
-#[derive(Clone)]
-struct Recent {
-    lines: Arc<Mutex<std::collections::VecDeque<String>>>,
-    cap: usize,
-}
-
-impl Recent {
-    fn keep(&self, line: &[u8]) {
-        let Ok(text) = std::str::from_utf8(line) else {
-            return;
-        };
-        if let Ok(mut l) = self.lines.lock() {
-            while l.len() >= self.cap {
-                l.pop_front();
-            }
-            l.push_back(crate::escape::line_safe(text).into_owned());
-        }
-    }
-}
-
 impl Audit {
     /// An audit log writing to `sink` (`None` or `"stderr"`: stderr; else a file path), with a
     /// channel of `capacity` records. `enabled = false` writes nothing. The writer runs until
@@ -94,12 +75,7 @@ impl Audit {
 
     /// [`Audit::start`], keeping the last `recent` records written for the admin API.
     pub fn keeping(enabled: bool, sink: Option<String>, capacity: usize, recent: usize) -> Audit {
-        let recent = (recent > 0).then(|| Recent {
-            lines: Arc::new(Mutex::new(std::collections::VecDeque::with_capacity(
-                recent,
-            ))),
-            cap: recent,
-        });
+        let recent = (recent > 0).then(|| Recent::new(recent));
         let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (stop, written) = (
             tokio_util::sync::CancellationToken::new(),
@@ -132,16 +108,10 @@ impl Audit {
 
     /// The last `limit` records written (oldest first), each as its JSON line was written.
     pub fn recent(&self, limit: usize) -> Vec<String> {
-        let Some(r) = &self.recent else {
-            return Vec::new();
-        };
-        let Ok(l) = r.lines.lock() else {
-            return Vec::new();
-        };
-        l.iter()
-            .skip(l.len().saturating_sub(limit))
-            .cloned()
-            .collect()
+        self.recent
+            .as_ref()
+            .map(|r| r.last(limit))
+            .unwrap_or_default()
     }
 
     /// Writes what is queued and stops the writer; waits for it at most `within`.
@@ -154,6 +124,12 @@ impl Audit {
     /// Records dropped because the channel was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Writes a record of something that is no client request (an upstream's tool quarantined
+    /// or accepted: `pins/`), built by the caller.
+    pub fn record(&self, r: Record) {
+        self.emit(r);
     }
 
     fn emit(&self, r: Record) {

@@ -9,6 +9,7 @@
 pub mod changes;
 pub mod hub;
 pub mod lists;
+pub mod pinned;
 pub mod reach;
 pub mod reprobe;
 
@@ -56,6 +57,8 @@ pub struct Catalog {
     current: Weak<dyn Current>,
     /// Whether an upstream is reached by each user as themselves (`mode = "oauth"`).
     pub per_user: bool,
+    /// Tool pinning (`None`: off).
+    pub pins: Option<crate::pins::Scope>,
 }
 
 /// What a [`Catalog`] is made of besides its upstreams and names (the process's parts).
@@ -70,6 +73,8 @@ pub struct Parts {
     pub ready: Arc<tokio::sync::watch::Sender<bool>>,
     /// Where the current catalog is found.
     pub current: Weak<dyn Current>,
+    /// Tool pinning (`None`: off).
+    pub pins: Option<crate::pins::Scope>,
 }
 
 impl Catalog {
@@ -88,6 +93,7 @@ impl Catalog {
             timeouts: cfg.timeouts.clone(),
             limits: cfg.limits.clone(),
             current: parts.current,
+            pins: parts.pins,
         }
     }
 
@@ -210,6 +216,7 @@ impl Catalog {
             limits: self.limits.clone(),
             current: self.current.clone(),
             per_user: true,
+            pins: self.pins.clone(),
         }))
     }
 
@@ -246,6 +253,7 @@ impl Catalog {
         }
         match lists::fetch(self, up, kind).await {
             Ok(table) => {
+                let table = pinned::withhold(self.pins.as_ref(), up, kind, table).await;
                 self.warn_collisions(up, kind, &table);
                 up.set_list(kind, table);
             }

@@ -7,8 +7,8 @@
 //! [`charge`]), a place among a principal's parked exchanges (one script over a
 //! sorted set scored by expiry, so a replica that dies leaves nothing counted past it), and
 //! the registry of replicas' internal URLs (a key per replica with a TTL its heartbeat renews),
-//! the token vault's sealed entries and refresh leases ([`vault`]), and the login front's
-//! records and refresh token chains (`login.rs`).
+//! the token vault's sealed entries and refresh leases ([`vault`]), the login front's
+//! records and refresh token chains (`login.rs`), and tool pins (`pins.rs`).
 //! Refuses nothing itself: a command that fails or outlasts the timeout is [`Unavailable`],
 //! and the caller applies `cluster.on_redis_error`. The connection is made on first use and
 //! remade by the connection manager after a loss, so a replica starts while Redis is down.
@@ -20,10 +20,12 @@ use tokio::sync::OnceCell;
 
 mod charge;
 mod login;
+mod pins;
 mod sessions;
 mod single_use;
 mod vault;
 pub use charge::ATTEMPT_MS;
+pub use pins::pins_key;
 pub use sessions::Renewed;
 use sessions::{OPEN_SESSION, RENEW, RESTORE};
 pub use single_use::{Consumed, TimedOut, LEASE_MS};

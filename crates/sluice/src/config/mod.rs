@@ -26,6 +26,7 @@ mod cluster;
 mod limits;
 mod login;
 mod loops;
+mod pins;
 mod quota;
 mod raw;
 mod raw_governance;
@@ -61,6 +62,7 @@ pub use cluster::{Cluster, OnRedisError};
 pub use limits::{Limits, Timeouts};
 pub use login::{is_loopback, LoginConfig, LOGIN_CALLBACK};
 pub use loops::{LoopBreaker, LoopOverride};
+pub use pins::{PinMode, Pins};
 pub use quota::Quota;
 pub use redact::{redact_text, redact_url, secret_name};
 pub use resilience::Resilience;
@@ -133,6 +135,9 @@ pub struct Config {
     /// The operator plane (`None`: off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin: Option<Admin>,
+    /// Tool pinning (`None`: off everywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins: Option<Pins>,
 }
 
 /// Quick flags that override or extend a config file.
@@ -208,6 +213,7 @@ impl Config {
         let mut raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError(toml_error::describe(text, origin, e)))?;
         over.apply(&mut raw)?;
+        let any_pin = raw.upstream.iter().any(|u| u.pin.is_some());
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
         let path = endpoint_path(raw.path, src)?;
@@ -245,6 +251,7 @@ impl Config {
         let (state, cluster, cluster_var) =
             state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
         apart(&admin, &cluster, origin)?;
+        let pins = pins::pins(raw.pins, any_pin, cluster.is_some()).map_err(|e| src.refuse(e))?;
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
         // Across sections: a server's stderr may carry content; it must not land in the audit
@@ -277,6 +284,7 @@ impl Config {
             telemetry,
             cluster,
             admin,
+            pins,
         })
     }
 

@@ -82,6 +82,8 @@ pub(super) struct RawConfig {
     pub(super) telemetry: Option<RawTelemetry>,
     /// Replicas that behave as one, through Redis. Absent: one process, its state in memory.
     pub(super) cluster: Option<RawCluster>,
+    /// Tool pinning: a tool whose definition changed is hidden until an operator accepts it.
+    pub(super) pins: Option<super::pins::RawPins>,
 }
 
 /// `[telemetry]`: traces.

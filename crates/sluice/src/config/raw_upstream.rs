@@ -93,4 +93,7 @@ pub(super) struct RawUpstream {
     /// Scopes a caller needs to reach this upstream (403 `insufficient_scope` without one).
     #[serde(default)]
     pub(super) required_scopes: Vec<String>,
+    /// Tool pinning: `off`, `changes` (a changed definition is quarantined) or `strict` (a new
+    /// tool too, once it has pins); default `[pins] mode`.
+    pub(super) pin: Option<super::PinMode>,
 }

@@ -121,6 +121,9 @@ pub struct UpstreamConfig {
     /// one connection per host and port instead of an HTTP/1.1 connection each (default false).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub http2: bool,
+    /// Its tool pinning mode (`None`: `[pins] mode`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin: Option<super::PinMode>,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -247,6 +250,7 @@ impl UpstreamConfig {
             cache_ttl_ms: u.cache_ttl_ms.unwrap_or(0),
             cache_scope: u.cache_scope.unwrap_or_default(),
             http2: u.http2.unwrap_or(false),
+            pin: u.pin,
         };
         Ok((upstream, u.required_scopes))
     }
@@ -477,6 +481,7 @@ impl RawUpstream {
             cache_ttl_ms: None,
             cache_scope: None,
             http2: None,
+            pin: None,
             required_scopes: Vec::new(),
         })
     }

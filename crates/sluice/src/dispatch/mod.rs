@@ -10,6 +10,7 @@ pub mod discover;
 pub mod govern;
 pub mod lists;
 pub mod route;
+mod withheld;
 
 use std::sync::Arc;
 

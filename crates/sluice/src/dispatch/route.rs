@@ -249,7 +249,9 @@ async fn prefixed(
     if seen(&table).is_none() {
         table = Box::pin(reach.catalog.refresh_missed(up, kind)).await;
     }
-    let item = seen(&table).ok_or_else(|| unknown(what, public))?;
+    let refused =
+        || super::withheld::refusal(reach, principal, up, kind, own, unknown(what, public));
+    let item = seen(&table).ok_or_else(refused)?;
     Ok(Target {
         up: up.clone(),
         own: own.to_owned(),
@@ -304,6 +306,7 @@ async fn named(
             }
         }
     }
+    super::withheld::none_of(reach, principal, &reachable, kind, public)?; // -31050, not unknown
     match reach.catalog.upstreams.as_slice() {
         // One unprefixed upstream: it may serve names it does not list; let it answer. Not once
         // visibility rules are loaded: a hidden name would then be told from an unknown one.

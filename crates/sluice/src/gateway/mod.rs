@@ -173,6 +173,9 @@ pub fn preflight(cfg: &Config) -> Result<Parts, String> {
     if cfg.audit.enabled && cfg.audit.sink != "stderr" {
         check_sink(&cfg.audit.sink)?;
     }
+    if let Some(f) = cfg.pins.as_ref().and_then(|p| p.file.as_deref()) {
+        crate::pins::file::read(std::path::Path::new(f))?;
+    }
     Ok(Parts {
         upstreams,
         auth,
@@ -430,5 +433,6 @@ fn catalog_parts(
         shutdown: rt.shutdown.clone(),
         ready: rt.ready.clone(),
         current: Arc::downgrade(&live),
+        pins: crate::pins::Scope::of(&rt.pins, cfg),
     }
 }

@@ -58,6 +58,9 @@ pub struct Runtime {
     pub revoked: Arc<crate::auth::revoked::Revoked>,
     /// The operator plane's events (health, held calls, pins, reloads).
     pub events: Arc<crate::events::Events>,
+    /// Tool pins (`[pins]`): in Redis under `[cluster]`, else in `[pins] file` or memory; the
+    /// store is chosen at start and kept across reloads.
+    pub pins: Arc<crate::pins::Pins>,
 }
 
 impl Runtime {
@@ -80,6 +83,15 @@ impl Runtime {
             Some(c) => crate::login::store::Store::shared(c.clone()),
             None => crate::login::store::Store::default(),
         };
+        let events = Arc::new(crate::events::Events::new(&cfg.state.replica));
+        let audit = crate::audit::Audit::keeping(
+            cfg.audit.enabled,
+            Some(cfg.audit.sink.clone()),
+            cfg.audit.capacity,
+            cfg.admin.as_ref().map_or(0, |a| a.recent_audit),
+        );
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let pins = pins(cfg, cluster.clone(), &events, &audit, &metrics);
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
             client,
@@ -88,13 +100,8 @@ impl Runtime {
             hub: Arc::new(Hub::new(cfg.limits.max_resource_subscriptions)),
             ready: Arc::new(tokio::sync::watch::Sender::new(false)),
             shutdown: CancellationToken::new(),
-            audit: crate::audit::Audit::keeping(
-                cfg.audit.enabled,
-                Some(cfg.audit.sink.clone()),
-                cfg.audit.capacity,
-                cfg.admin.as_ref().map_or(0, |a| a.recent_audit),
-            ),
-            metrics: Arc::new(crate::metrics::Metrics::new()),
+            audit,
+            metrics,
             legacy_sessions: Arc::new(crate::client_sessions::Sessions::new(&cfg.bridge, keys)),
             streams: crate::streams::Streams::new(
                 cfg.limits.max_streams,
@@ -105,9 +112,33 @@ impl Runtime {
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
             revoked: Arc::default(),
-            events: Arc::new(crate::events::Events::new(&cfg.state.replica)),
+            events,
+            pins,
         })
     }
+}
+
+/// The process's pins, telling changes on `events`, `audit` and `metrics` (`preflight` read the
+/// pins file; one that went bad since is warned about and the pins start empty in memory).
+fn pins(
+    cfg: &Config,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
+    events: &Arc<crate::events::Events>,
+    audit: &crate::audit::Audit,
+    metrics: &Arc<crate::metrics::Metrics>,
+) -> Arc<crate::pins::Pins> {
+    let bus = events.clone();
+    let tell = crate::pins::Tell {
+        event: Some(Arc::new(move |v| bus.publish(crate::events::Kind::Pin, v))),
+        audit: Some(audit.clone()),
+        metrics: Some(metrics.clone()),
+    };
+    let cluster = cluster.filter(|_| cfg.pins.is_some());
+    let pins = crate::pins::Pins::new(cfg.pins.as_ref(), cluster, tell.clone());
+    Arc::new(pins.unwrap_or_else(|why| {
+        tracing::error!(reason = %crate::escape::Escaped(&why), "pins file unreadable since the config was checked: pins start empty, in memory");
+        crate::pins::Pins::in_memory(tell)
+    }))
 }
 
 /// The current generation, swapped whole by a reload. Requests and long-lived streams take

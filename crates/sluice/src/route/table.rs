@@ -51,6 +51,9 @@ pub struct ListTable {
     pub fetched_at: Instant,
     /// Item positions by key (the first item of a key), so a lookup costs one hash.
     index: std::collections::HashMap<String, usize>,
+    /// Tools withheld from `items` because their definitions are quarantined (`pins/`), by key,
+    /// with their hints (a call of one is refused as such, when the caller would see it).
+    pub quarantined: std::collections::HashMap<String, ToolHints>,
 }
 
 impl ListTable {
@@ -66,6 +69,7 @@ impl ListTable {
             public,
             fetched_at,
             index,
+            quarantined: std::collections::HashMap::new(),
         }
     }
 
