@@ -81,6 +81,9 @@ const CODES: &[(i64, &str)] = &[
     (-31018, "-31018"),
     (-31020, "-31020"),
     (-31030, "-31030"),
+    (-31050, "-31050"),
+    (-31051, "-31051"),
+    (-31052, "-31052"),
 ];
 
 /// HTTP statuses Sluice answers with, each with its label.
@@ -159,6 +162,8 @@ pub struct Metrics {
     trace_spans: Family<ResultLabels, Counter>,
     /// `[cluster]`: Redis failures, decisions on local state, forwards (brought up to date when scraped).
     cluster: Family<ResultLabels, Counter>,
+    /// Calls held for an operator, by what became of them.
+    approvals: Family<ResultLabels, Counter>,
     scraping: std::sync::Mutex<()>,
 }
 
@@ -218,7 +223,13 @@ impl Metrics {
             "sluice_cluster_events",
             "[cluster] events by result (docs/operations.md)",
         );
+        let approvals: Family<ResultLabels, Counter> = registered(
+            r,
+            "sluice_approvals",
+            "Calls held for an operator's approval, by result: held, approved, denied, expired, withdrawn (the client went away)",
+        );
         Metrics {
+            approvals,
             cluster,
             trace_spans,
             reloads,
@@ -240,6 +251,11 @@ impl Metrics {
             healthy,
             scraping: std::sync::Mutex::new(()),
         }
+    }
+
+    /// Counts a change of a held call (`held`, `approved`, `denied`, `expired`, `withdrawn`).
+    pub fn approval(&self, result: &'static str) {
+        self.approvals.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// Counts a request in progress until the guard is dropped.

@@ -107,10 +107,16 @@ mod tests {
         let bus = Events::new("r1");
         bus.publish(Kind::Reload, serde_json::json!({"before": true}));
         let mut rx = bus.subscribe();
-        bus.publish(Kind::Health, serde_json::json!({"upstream": "a", "healthy": false}));
+        bus.publish(
+            Kind::Health,
+            serde_json::json!({"upstream": "a", "healthy": false}),
+        );
         bus.publish(Kind::Pin, serde_json::json!({"upstream": "a", "tool": "t"}));
         let (a, b) = (rx.recv().await.unwrap(), rx.recv().await.unwrap());
-        assert_eq!((a.seq, a.kind, b.seq, b.kind), (2, Kind::Health, 3, Kind::Pin));
+        assert_eq!(
+            (a.seq, a.kind, b.seq, b.kind),
+            (2, Kind::Health, 3, Kind::Pin)
+        );
         assert_eq!(a.replica, "r1");
         assert_eq!(bus.last_seq(), 3);
     }

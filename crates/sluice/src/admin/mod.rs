@@ -47,7 +47,11 @@ pub type Answer = Response<Body>;
 /// A JSON answer.
 pub fn json(status: StatusCode, v: &Value) -> Answer {
     let body = Bytes::from(v.to_string());
-    let mut r = Response::new(http_body_util::Full::new(body).map_err(|e| match e {}).boxed());
+    let mut r = Response::new(
+        http_body_util::Full::new(body)
+            .map_err(|e| match e {})
+            .boxed(),
+    );
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -58,7 +62,10 @@ pub fn json(status: StatusCode, v: &Value) -> Answer {
 
 /// An error answer: `{"error": {"code", "message"}}`; `code` is stable and documented.
 pub fn error(status: StatusCode, code: &str, message: &str) -> Answer {
-    json(status, &json!({"error": {"code": code, "message": message}}))
+    json(
+        status,
+        &json!({"error": {"code": code, "message": message}}),
+    )
 }
 
 /// `404 not_found`.

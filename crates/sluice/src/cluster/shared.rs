@@ -18,11 +18,13 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
+mod approvals;
 mod charge;
 mod login;
 mod sessions;
 mod single_use;
 mod vault;
+pub use approvals::{Decided, MAX_LISTED_HELD};
 pub use charge::ATTEMPT_MS;
 pub use sessions::Renewed;
 use sessions::{OPEN_SESSION, RENEW, RESTORE};

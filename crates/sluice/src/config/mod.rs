@@ -17,6 +17,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+mod approvals;
 mod auth;
 mod auth_kinds;
 mod bridge;
@@ -50,6 +51,7 @@ mod tests;
 #[cfg(test)]
 mod upstream_tests;
 
+pub use approvals::{Approvals, Webhook};
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
@@ -111,6 +113,8 @@ pub struct Config {
     pub quotas: Vec<Quota>,
     /// The identical-call breaker.
     pub loop_breaker: LoopBreaker,
+    /// Calls held for an operator's approval.
+    pub approvals: Approvals,
     /// Policy files, in order (their rules are concatenated; first match wins).
     pub policies: Vec<String>,
     /// The audit log.
@@ -219,6 +223,7 @@ impl Config {
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
         let loop_breaker =
             loops::loop_breaker(raw.loop_breaker, &upstreams).map_err(|e| src.refuse(e))?;
+        let approvals = approvals::approvals(raw.approvals).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
             format!("http://{listen}{path}")
         })
@@ -261,6 +266,7 @@ impl Config {
             budget_overrides,
             quotas,
             loop_breaker,
+            approvals,
             audit,
             metrics,
             policies: raw.policies,

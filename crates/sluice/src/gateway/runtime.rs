@@ -55,6 +55,8 @@ pub struct Runtime {
     pub login_store: Arc<crate::login::store::Store>,
     /// The operator plane's events (health, held calls, pins, reloads).
     pub events: Arc<crate::admin::events::Events>,
+    /// Calls held for an operator's approval (listed in Redis under `[cluster]`).
+    pub approvals: Arc<crate::approvals::Registry>,
 }
 
 impl Runtime {
@@ -77,8 +79,13 @@ impl Runtime {
             Some(c) => crate::login::store::Store::shared(c.clone()),
             None => crate::login::store::Store::default(),
         };
+        let events = Arc::new(crate::admin::events::Events::new(&cfg.state.replica));
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let approvals =
+            crate::approvals::Registry::new(events.clone(), metrics.clone(), cluster.clone());
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
+            approvals,
             client,
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),
@@ -90,7 +97,7 @@ impl Runtime {
                 Some(cfg.audit.sink.clone()),
                 cfg.audit.capacity,
             ),
-            metrics: Arc::new(crate::metrics::Metrics::new()),
+            metrics,
             legacy_sessions: Arc::new(crate::client_sessions::Sessions::new(&cfg.bridge, keys)),
             streams: crate::streams::Streams::new(
                 cfg.limits.max_streams,
@@ -100,7 +107,7 @@ impl Runtime {
             changes,
             vault: Arc::new(vault),
             login_store: Arc::new(login_store),
-            events: Arc::new(crate::admin::events::Events::new(&cfg.state.replica)),
+            events,
         })
     }
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use budget::Budgets;
 pub use quota::Quotas;
 pub use refusal::Refusal;
-pub use rules::{Decision, Effect, Rules, Subject};
+pub use rules::{ByOperator, Decision, Effect, Rules, Subject};
 
 /// Round states remembered as consumed at once (each until its expiry, `bridge.park_ms`).
 const MAX_CONSUMED: usize = 1 << 20;

@@ -94,7 +94,32 @@ pub struct Rule {
     pub effect: Effect,
     /// Why (for deny): said to the client.
     pub reason: Option<String>,
+    /// Who approves an `approve` rule's tool call: absent, the user (an elicitation round);
+    /// `"operator"`, an operator through the admin API while the call is held
+    /// (`approvals/`). `"group:NAME"` is reserved for operator groups and refused until they
+    /// exist: name the operators in `approvers` instead.
+    pub approver: Option<String>,
+    /// With `approver = "operator"`: the operator names that may decide (any operator when
+    /// empty).
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// With `approver = "operator"`: the argument names whose values the operator sees (every
+    /// other argument is listed by name only).
+    #[serde(default)]
+    pub show_arguments: Vec<String>,
 }
+
+/// An `approve` rule decided by an operator, not by the user.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ByOperator {
+    /// The operator names that may decide (any when empty).
+    pub approvers: Vec<String>,
+    /// The argument names whose values are shown to operators.
+    pub show_arguments: Vec<String>,
+}
+
+/// The most names in `approvers` or `show_arguments`.
+pub const MAX_NAMES: usize = 64;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,6 +158,8 @@ pub struct Decision {
     pub rule: Option<String>,
     /// The reason given by a deny rule.
     pub reason: Option<String>,
+    /// For an `approve` rule with `approver = "operator"`: who decides, what they see.
+    pub operator: Option<ByOperator>,
 }
 
 /// Ordered rules from one or more files.
@@ -166,7 +193,9 @@ impl Rules {
         let file: File = toml::from_str(text)
             .map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
         for r in &file.rule {
-            check_conditions(r).map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
+            check_conditions(r)
+                .and_then(|()| check_approver(r))
+                .map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
         }
         Ok(Rules { rules: file.rule })
     }
@@ -203,11 +232,14 @@ impl Rules {
     /// neither); allow when none matches.
     pub fn judge(&self, s: &Subject<'_>) -> Decision {
         for r in self.rules.iter().filter(|r| !r.effect.is_visibility()) {
-            if matches(&r.when, s) {
+            // An operator's approval holds a tool call; it never matches an upstream's ask.
+            let operator = r.approver.as_deref() == Some("operator");
+            if !(operator && s.ask.is_some()) && matches(&r.when, s) {
                 return Decision {
                     effect: r.effect,
                     rule: Some(r.name.clone()),
                     reason: r.reason.clone(),
+                    operator: by_operator(r),
                 };
             }
         }
@@ -215,8 +247,50 @@ impl Rules {
             effect: Effect::Allow,
             rule: None,
             reason: None,
+            operator: None,
         }
     }
+}
+
+fn by_operator(r: &Rule) -> Option<ByOperator> {
+    (r.effect == Effect::Approve && r.approver.as_deref() == Some("operator")).then(|| ByOperator {
+        approvers: r.approvers.clone(),
+        show_arguments: r.show_arguments.clone(),
+    })
+}
+
+/// `approver`, `approvers` and `show_arguments`: only on an `approve` rule, only the values
+/// Sluice knows, bounded.
+fn check_approver(r: &Rule) -> Result<(), String> {
+    let operator = match r.approver.as_deref() {
+        None | Some("user") => false,
+        Some("operator") => true,
+        Some(g) if g.starts_with("group:") => {
+            return Err(format!("approver = {g:?}: operator groups do not exist yet; use approver = \"operator\" with approvers = [\"NAME\", …]"))
+        }
+        Some(other) => {
+            return Err(format!(
+                "approver = {other:?} is not known (\"user\" or \"operator\")"
+            ))
+        }
+    };
+    if r.approver.is_some() && r.effect != Effect::Approve {
+        return Err("approver is for an approve rule".into());
+    }
+    if !operator && (!r.approvers.is_empty() || !r.show_arguments.is_empty()) {
+        return Err("approvers and show_arguments need approver = \"operator\"".into());
+    }
+    if operator && !r.when.method.is_empty() && !r.when.method.iter().all(|m| m == "tools/call") {
+        return Err("an operator approves tool calls only; an upstream's ask waits on its client, not on an operator".into());
+    }
+    for list in [&r.approvers, &r.show_arguments] {
+        if list.len() > MAX_NAMES || list.iter().any(|n| n.is_empty() || n.len() > 128) {
+            return Err(format!(
+                "approvers and show_arguments hold at most {MAX_NAMES} non-empty names of at most 128 bytes"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A rule whose conditions can never all hold for what its effect judges is refused: it would
