@@ -73,7 +73,8 @@ async fn a_decision_is_single_use_and_reaches_the_held_call() {
         Err(DecideError::NotFound)
     );
     assert!(reg.list().is_empty(), "a decided call is no longer listed");
-    let got = t.rx.await.unwrap();
+    let mut t = t;
+    let got = (&mut t.rx).await.unwrap();
     assert!(got.approved);
     let states: Vec<String> = [events.recv().await.unwrap(), events.recv().await.unwrap()]
         .iter()
