@@ -19,8 +19,6 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
-use crate::admin::events::{Events, Kind};
-
 /// The most argument keys listed of one call (the rest are counted in `more_keys`).
 pub const MAX_KEYS: usize = 64;
 /// A shown value longer than this (as JSON) is replaced by its length.
@@ -109,10 +107,13 @@ struct Book {
     decided: HashMap<String, u64>,
 }
 
+/// Where a held call's changes are told (the admin plane's event bus, as an `approval` event).
+pub type Announce = Box<dyn Fn(Value) + Send + Sync>;
+
 /// The held calls of this replica (one per process, in the runtime).
 pub struct Registry {
     book: Mutex<Book>,
-    events: Arc<Events>,
+    announce: Announce,
     metrics: Arc<crate::metrics::Metrics>,
     /// `[cluster]`: held calls listed in Redis, decided from any replica.
     pub(crate) shared: Option<shared::Shared>,
@@ -130,15 +131,15 @@ pub struct Ticket {
 }
 
 impl Registry {
-    /// An empty registry publishing on `events`.
+    /// An empty registry telling its changes to `announce`.
     pub fn new(
-        events: Arc<Events>,
+        announce: Announce,
         metrics: Arc<crate::metrics::Metrics>,
         cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Arc<Registry> {
         Arc::new(Registry {
             book: Mutex::new(Book::default()),
-            events,
+            announce,
             metrics,
             shared: cluster.map(shared::Shared::new),
         })
@@ -360,7 +361,7 @@ impl Registry {
         if let Some(op) = operator {
             data["operator"] = op.into();
         }
-        self.events.publish(Kind::Approval, data);
+        (self.announce)(data);
         self.metrics.approval(state);
     }
 }

@@ -1,15 +1,21 @@
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
 
 fn registry() -> Arc<Registry> {
-    Registry::new(
-        Arc::new(Events::new("r1")),
-        Arc::new(crate::metrics::Metrics::new()),
-        None,
-    )
+    registry_telling().0
+}
+
+/// A registry and what it tells.
+fn registry_telling() -> (Arc<Registry>, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let announce: Announce = Box::new(move |v| {
+        let _ = tx.send(v);
+    });
+    let reg = Registry::new(announce, Arc::new(crate::metrics::Metrics::new()), None);
+    (reg, rx)
 }
 
 fn held(principal: &str, approvers: &[&str]) -> Held {
@@ -54,8 +60,7 @@ fn keys_are_listed_and_only_shown_values_are_kept() {
 
 #[tokio::test]
 async fn a_decision_is_single_use_and_reaches_the_held_call() {
-    let reg = registry();
-    let mut events = reg.events.subscribe();
+    let (reg, mut events) = registry_telling();
     let t = reg.hold(held("p", &[]), LIMITS).unwrap();
     assert_eq!(t.held.id.len(), 32);
     assert_eq!(reg.list().len(), 1);
@@ -78,7 +83,7 @@ async fn a_decision_is_single_use_and_reaches_the_held_call() {
     assert!(got.approved);
     let states: Vec<String> = [events.recv().await.unwrap(), events.recv().await.unwrap()]
         .iter()
-        .map(|e| e.data["state"].as_str().unwrap().to_owned())
+        .map(|e| e["state"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(states, ["held", "approved"]);
 }

@@ -81,8 +81,10 @@ impl Runtime {
         };
         let events = Arc::new(crate::admin::events::Events::new(&cfg.state.replica));
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let approvals =
-            crate::approvals::Registry::new(events.clone(), metrics.clone(), cluster.clone());
+        let bus = events.clone();
+        let announce: crate::approvals::Announce =
+            Box::new(move |v| bus.publish(crate::admin::events::Kind::Approval, v));
+        let approvals = crate::approvals::Registry::new(announce, metrics.clone(), cluster.clone());
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
             approvals,

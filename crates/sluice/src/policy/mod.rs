@@ -11,6 +11,7 @@ pub mod approval;
 pub mod ask;
 pub mod budget;
 pub mod loops;
+pub mod operator;
 pub mod quota;
 pub mod refusal;
 pub mod rules;

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub use super::operator::ByOperator;
+
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -109,18 +111,6 @@ pub struct Rule {
     pub show_arguments: Vec<String>,
 }
 
-/// An `approve` rule decided by an operator, not by the user.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ByOperator {
-    /// The operator names that may decide (any when empty).
-    pub approvers: Vec<String>,
-    /// The argument names whose values are shown to operators.
-    pub show_arguments: Vec<String>,
-}
-
-/// The most names in `approvers` or `show_arguments`.
-pub const MAX_NAMES: usize = 64;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -194,7 +184,7 @@ impl Rules {
             .map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
         for r in &file.rule {
             check_conditions(r)
-                .and_then(|()| check_approver(r))
+                .and_then(|()| super::operator::check(&keys(r)))
                 .map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
         }
         Ok(Rules { rules: file.rule })
@@ -239,7 +229,7 @@ impl Rules {
                     effect: r.effect,
                     rule: Some(r.name.clone()),
                     reason: r.reason.clone(),
-                    operator: by_operator(r),
+                    operator: super::operator::by_operator(&keys(r)),
                 };
             }
         }
@@ -252,45 +242,14 @@ impl Rules {
     }
 }
 
-fn by_operator(r: &Rule) -> Option<ByOperator> {
-    (r.effect == Effect::Approve && r.approver.as_deref() == Some("operator")).then(|| ByOperator {
-        approvers: r.approvers.clone(),
-        show_arguments: r.show_arguments.clone(),
-    })
-}
-
-/// `approver`, `approvers` and `show_arguments`: only on an `approve` rule, only the values
-/// Sluice knows, bounded.
-fn check_approver(r: &Rule) -> Result<(), String> {
-    let operator = match r.approver.as_deref() {
-        None | Some("user") => false,
-        Some("operator") => true,
-        Some(g) if g.starts_with("group:") => {
-            return Err(format!("approver = {g:?}: operator groups do not exist yet; use approver = \"operator\" with approvers = [\"NAME\", …]"))
-        }
-        Some(other) => {
-            return Err(format!(
-                "approver = {other:?} is not known (\"user\" or \"operator\")"
-            ))
-        }
-    };
-    if r.approver.is_some() && r.effect != Effect::Approve {
-        return Err("approver is for an approve rule".into());
+fn keys(r: &Rule) -> super::operator::Keys<'_> {
+    super::operator::Keys {
+        approve: r.effect == Effect::Approve,
+        approver: r.approver.as_deref(),
+        approvers: &r.approvers,
+        show_arguments: &r.show_arguments,
+        methods: &r.when.method,
     }
-    if !operator && (!r.approvers.is_empty() || !r.show_arguments.is_empty()) {
-        return Err("approvers and show_arguments need approver = \"operator\"".into());
-    }
-    if operator && !r.when.method.is_empty() && !r.when.method.iter().all(|m| m == "tools/call") {
-        return Err("an operator approves tool calls only; an upstream's ask waits on its client, not on an operator".into());
-    }
-    for list in [&r.approvers, &r.show_arguments] {
-        if list.len() > MAX_NAMES || list.iter().any(|n| n.is_empty() || n.len() > 128) {
-            return Err(format!(
-                "approvers and show_arguments hold at most {MAX_NAMES} non-empty names of at most 128 bytes"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A rule whose conditions can never all hold for what its effect judges is refused: it would
@@ -454,6 +413,56 @@ mod tests {
         );
         let e = Rules::parse("[[rule]]\nname = \"x\"\neffect = \"maybe\"\n", "p.toml").unwrap_err();
         assert!(e.starts_with("p.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn an_operator_rule_holds_tool_calls_only_and_its_keys_are_checked() {
+        let r = Rules::parse(
+            "[[rule]]\nname = \"ops\"\nmatch = { tool = [\"delete_*\"] }\neffect = \"approve\"\napprover = \"operator\"\napprovers = [\"alice\"]\nshow_arguments = [\"ticket_id\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let call = Subject {
+            method: "tools/call",
+            tool: Some("delete_repo"),
+            ..Default::default()
+        };
+        let d = r.judge(&call);
+        assert_eq!(
+            d.operator,
+            Some(ByOperator {
+                approvers: vec!["alice".into()],
+                show_arguments: vec!["ticket_id".into()],
+            })
+        );
+        let ask = shape(r#"{"maxTokens": 5}"#);
+        let s = Subject {
+            method: "sampling/createMessage",
+            tool: Some("delete_repo"),
+            ask: Some(&ask),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.judge(&s).effect,
+            Effect::Allow,
+            "an ask never waits on an operator"
+        );
+        for (bad, why) in [
+            (
+                "effect = \"approve\"\napprover = \"group:ops\"",
+                "operator groups",
+            ),
+            ("effect = \"approve\"\napprover = \"boss\"", "not known"),
+            ("effect = \"deny\"\napprover = \"operator\"", "approve rule"),
+            (
+                "effect = \"approve\"\nshow_arguments = [\"x\"]",
+                "need approver",
+            ),
+        ] {
+            let e =
+                Rules::parse(&format!("[[rule]]\nname = \"x\"\n{bad}\n"), "p.toml").unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]
