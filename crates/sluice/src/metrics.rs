@@ -20,6 +20,8 @@ use crate::audit::record::Record;
 
 mod labels;
 use labels::{code_label, method_label, status_label};
+#[cfg(test)]
+use labels::{CODES, STATUSES};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {

@@ -11,7 +11,7 @@ use crate::mcp::method::Method;
 /// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
 /// Sluice does not define.
 /// JSON-RPC codes of the spec and Sluice's own (docs/governance.md, "Error codes"), each with its label.
-const CODES: &[(i64, &str)] = &[
+pub(super) const CODES: &[(i64, &str)] = &[
     (-32700, "-32700"),
     (-32600, "-32600"),
     (-32601, "-32601"),
@@ -39,7 +39,7 @@ const CODES: &[(i64, &str)] = &[
 ];
 
 /// HTTP statuses Sluice answers with, each with its label.
-const STATUSES: &[(u16, &str)] = &[
+pub(super) const STATUSES: &[(u16, &str)] = &[
     (400, "400"),
     (401, "401"),
     (403, "403"),
