@@ -154,11 +154,7 @@ impl Metrics {
             "sluice_cluster_events",
             "[cluster] events by result (docs/operations.md)",
         );
-        let approvals: Family<ResultLabels, Counter> = registered(
-            r,
-            "sluice_approvals",
-            "Calls held for an operator's approval, by result: held, approved, denied, expired, withdrawn (the client went away)",
-        );
+        let approvals = register_approvals(r);
         Metrics {
             approvals,
             cluster,
@@ -360,6 +356,15 @@ fn register_gauges(registry: &mut Registry) -> (Gauge, Gauge, Gauge, Gauge) {
         "MCP requests in progress (until their response head)",
     );
     (parked, sessions, audit_dropped, in_flight)
+}
+
+/// Registers the count of calls held for an operator, by what became of them.
+fn register_approvals(registry: &mut Registry) -> Family<ResultLabels, Counter> {
+    registered(
+        registry,
+        "sluice_approvals",
+        "Calls held for an operator's approval, by result: held, approved, denied, expired, withdrawn (the client went away)",
+    )
 }
 
 /// Registers the upstream health metrics: changes told (to down, to up) and healthy now.

@@ -132,7 +132,7 @@ async fn wait_for(
             _ = tick.tick() => {
                 n += 1;
                 let frame = match &token {
-                    Some(t) => Frame::message(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    Some(t) => Frame::message(json!({"jsonrpc": "2.0", "method": crate::mcp::method::Method::Progress.as_str(),
                         "params": {"progressToken": t, "progress": n, "message": WAITING}}).to_string().as_bytes()),
                     None => Frame::Comment(WAITING),
                 };

@@ -61,7 +61,13 @@ pub(super) fn check(r: &Keys<'_>) -> Result<(), String> {
     if !operator && (!r.approvers.is_empty() || !r.show_arguments.is_empty()) {
         return Err("approvers and show_arguments need approver = \"operator\"".into());
     }
-    if operator && !r.methods.is_empty() && !r.methods.iter().all(|m| m == "tools/call") {
+    if operator
+        && !r.methods.is_empty()
+        && !r
+            .methods
+            .iter()
+            .all(|m| m == crate::mcp::method::Method::ToolsCall.as_str())
+    {
         return Err("an operator approves tool calls only; an upstream's ask waits on its client, not on an operator".into());
     }
     for list in [r.approvers, r.show_arguments] {
