@@ -248,7 +248,10 @@ impl Config {
         stdio::stderr_apart(&upstreams, &audit.sink)
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         // Across sections: no stdio server inherits a variable the config names as a secret.
-        let secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
+        let mut secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
+        if let Some(w) = &approvals.webhook {
+            secrets.push((w.secret_env.clone(), "approvals.webhook.secret_env".into()));
+        }
         stdio::inherit::keep_secrets(&mut upstreams, &secrets)
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         Ok(Config {
