@@ -260,6 +260,7 @@ fn every_example_config_of_the_manual_loads() {
     // The secret variable an example names (upstream-auth.md), set as an operator would.
     std::env::set_var("CRM_CLIENT_SECRET", "example-secret");
     std::env::set_var("TICKETS_EXCHANGE_SECRET", "example-secret");
+    std::env::set_var("SLUICE_APPROVALS_WEBHOOK_SECRET", "example-secret"); // governance.md
     let mut loaded = 0;
     let mut refused = Vec::new();
     for page in chapters() {

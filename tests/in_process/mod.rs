@@ -10,6 +10,7 @@
 //! - `auth`: API keys and JWT bearer tokens, the RFC 9728 resource metadata, per-upstream scopes;
 //! - `audit`: the audit log and `/metrics` (issue 5 items 2 and 4); `audit_lines`: a record
 //!   stays one line whatever line separators a client's name holds;
+//! - `approvals`: calls held for an operator's approval (issue 33 item 3);
 //! - `policies`: every shipped policy file loads, validates and decides as documented;
 //! - `reload`: the whole config reloaded under load (issue 15 item 2);
 //! - `breakers`: what an upstream's breaker counts as a failure (issue 29 item 8);
@@ -17,6 +18,7 @@
 //! - `sse_transport`: the 2024-11-05 HTTP+SSE client transport on the raw wire (issue 29 item 6).
 
 mod admin;
+mod approvals;
 mod audit;
 mod audit_lines;
 mod auth;

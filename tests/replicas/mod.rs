@@ -25,6 +25,7 @@
 //!   401 and closed while no body byte was sent; a signed length over the body limit 413; a body
 //!   that is not the signed one and a replica of another version refused; connections bounded
 //!   per source;
+//! - `approvals`: a call held on one replica approved through another's admin route (Redis);
 //! - `boundary`: a forward signed with the cluster's own key runs only a continuation its
 //!   replica owns (a fresh call as another principal is refused and never reaches the
 //!   upstream; the genuine continuation is served and audited with `forwarded_from`); a
@@ -47,6 +48,7 @@
 //! `eval "$(bash scripts/peers.sh)"`. Without them these tests fail and say so.
 
 mod admin;
+mod approvals;
 mod boundary;
 mod deploy;
 mod deploy_docker;

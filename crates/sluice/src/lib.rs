@@ -13,6 +13,7 @@
 //! `pipeline.rs` is the only place that orders the stages.
 
 pub mod admin;
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod background;

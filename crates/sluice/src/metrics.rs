@@ -19,7 +19,11 @@ use prometheus_client::registry::{Metric, Registry};
 pub mod pins;
 
 use crate::audit::record::Record;
-use crate::mcp::method::Method;
+
+mod labels;
+use labels::{code_label, method_label, status_label};
+#[cfg(test)]
+use labels::{CODES, STATUSES};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
@@ -57,77 +61,6 @@ struct UpstreamLabels {
     event: &'static str,
 }
 
-/// Label values come from closed sets, so no client or upstream can grow the exposition: a
-/// method Sluice does not know is `other` (see [`Method::known`]), and so is a code or status
-/// Sluice does not define.
-/// JSON-RPC codes of the spec and Sluice's own (docs/governance.md, "Error codes"), each with its label.
-const CODES: &[(i64, &str)] = &[
-    (-32700, "-32700"),
-    (-32600, "-32600"),
-    (-32601, "-32601"),
-    (-32602, "-32602"),
-    (-32603, "-32603"),
-    (-32020, "-32020"),
-    (-32021, "-32021"),
-    (-32022, "-32022"),
-    (-31001, "-31001"),
-    (-31003, "-31003"),
-    (-31010, "-31010"),
-    (-31011, "-31011"),
-    (-31012, "-31012"),
-    (-31013, "-31013"),
-    (-31014, "-31014"),
-    (-31015, "-31015"),
-    (-31016, "-31016"),
-    (-31017, "-31017"),
-    (-31018, "-31018"),
-    (-31020, "-31020"),
-    (-31030, "-31030"),
-    (-31050, "-31050"),
-];
-
-/// HTTP statuses Sluice answers with, each with its label.
-const STATUSES: &[(u16, &str)] = &[
-    (400, "400"),
-    (401, "401"),
-    (403, "403"),
-    (404, "404"),
-    (405, "405"),
-    (406, "406"),
-    (408, "408"),
-    (413, "413"),
-    (429, "429"),
-    (431, "431"),
-    (499, "499"),
-    (500, "500"),
-    (502, "502"),
-    (503, "503"),
-    (504, "504"),
-];
-
-fn method_label(r: &Record) -> &'static str {
-    match (r.op, r.method.as_deref()) {
-        (Some(op), _) => op,
-        (None, None) => "",
-        (None, Some(m)) => Method::parse(m).known().unwrap_or("other"),
-    }
-}
-
-/// The label of a code: its decimal text, from the closed set (no allocation per request).
-fn code_label(c: i64) -> &'static str {
-    CODES
-        .iter()
-        .find(|(k, _)| *k == c)
-        .map_or("other", |(_, t)| t)
-}
-
-fn status_label(s: u16) -> &'static str {
-    STATUSES
-        .iter()
-        .find(|(k, _)| *k == s)
-        .map_or("other", |(_, t)| t)
-}
-
 /// All metrics.
 pub struct Metrics {
     registry: Registry,
@@ -162,6 +95,8 @@ pub struct Metrics {
     trace_spans: Family<ResultLabels, Counter>,
     /// `[cluster]`: Redis failures, decisions on local state, forwards (brought up to date when scraped).
     cluster: Family<ResultLabels, Counter>,
+    /// Calls held for an operator, by what became of them.
+    approvals: Family<ResultLabels, Counter>,
     scraping: std::sync::Mutex<()>,
     /// Tool pinning: changes quarantined, tools quarantined now.
     pub pins: pins::PinMetrics,
@@ -201,16 +136,7 @@ impl Metrics {
             "Requests failed by an upstream (502/504), by upstream",
         );
         let (parked, sessions, audit_dropped, in_flight) = register_gauges(r);
-        let upstream_events: Family<UpstreamLabels, Counter> = registered(
-            r,
-            "sluice_upstream_resilience",
-            "Per upstream: endpoints ejected and readmitted by their breakers, requests shed past max_in_flight, failed fast with every breaker open, retried on another endpoint",
-        );
-        let endpoints_out: Family<NameLabels, Gauge> = registered(
-            r,
-            "sluice_upstream_endpoints_out",
-            "Per upstream: endpoints whose breaker is open (or on trial) now",
-        );
+        let (upstream_events, endpoints_out) = register_resilience(r);
         let (health_changes, healthy) = register_health(r);
         let (reloads, reload_ok, generation) = register_reloads(r);
         let pins = pins::PinMetrics::register(r);
@@ -224,7 +150,9 @@ impl Metrics {
             "sluice_cluster_events",
             "[cluster] events by result (docs/operations.md)",
         );
+        let approvals = register_approvals(r);
         Metrics {
+            approvals,
             cluster,
             trace_spans,
             reloads,
@@ -247,6 +175,11 @@ impl Metrics {
             scraping: std::sync::Mutex::new(()),
             pins,
         }
+    }
+
+    /// Counts a change of a held call (`held`, `approved`, `denied`, `expired`, `withdrawn`).
+    pub fn approval(&self, result: &'static str) {
+        self.approvals.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// Counts a request in progress until the guard is dropped.
@@ -420,6 +353,33 @@ fn register_gauges(registry: &mut Registry) -> (Gauge, Gauge, Gauge, Gauge) {
         "MCP requests in progress (until their response head)",
     );
     (parked, sessions, audit_dropped, in_flight)
+}
+
+/// Registers the count of calls held for an operator, by what became of them.
+fn register_approvals(registry: &mut Registry) -> Family<ResultLabels, Counter> {
+    registered(
+        registry,
+        "sluice_approvals",
+        "Calls held for an operator's approval, by result: held, approved, denied, expired, withdrawn (the client went away)",
+    )
+}
+
+/// Registers the upstream resilience metrics: breaker, shedding and retry events, and
+/// endpoints out now.
+fn register_resilience(
+    r: &mut Registry,
+) -> (Family<UpstreamLabels, Counter>, Family<NameLabels, Gauge>) {
+    let upstream_events = registered(
+        r,
+        "sluice_upstream_resilience",
+        "Per upstream: endpoints ejected and readmitted by their breakers, requests shed past max_in_flight, failed fast with every breaker open, retried on another endpoint",
+    );
+    let endpoints_out = registered(
+        r,
+        "sluice_upstream_endpoints_out",
+        "Per upstream: endpoints whose breaker is open (or on trial) now",
+    );
+    (upstream_events, endpoints_out)
 }
 
 /// Registers the upstream health metrics: changes told (to down, to up) and healthy now.

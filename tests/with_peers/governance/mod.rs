@@ -14,6 +14,7 @@
 //! - `policies`: the effects of `policies/default.toml`, `strict.toml` and `permissive.toml` on
 //!   real asks and calls.
 //! - `approval`: approval rounds accepted, declined, impossible; single use.
+//! - `operator`: a real SDK (rmcp) call held for an operator, approved through the admin route.
 //! - `limits`: `maxTokens` deny vs clamp; bytes per input request and per input response.
 //!
 //! Everything binds 127.0.0.1 port 0; no test sleeps longer than 2 s. Peers come from
@@ -25,6 +26,7 @@ mod approval;
 mod budgets;
 mod limits;
 mod loops;
+mod operator;
 mod policies;
 mod quotas;
 mod round_cap;

@@ -54,6 +54,9 @@ pub struct Record {
     /// `allow`, `deny`, `approve` or `refused`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
+    /// The operator who approved or denied a call held for an operator's approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
     /// Sampling asks left in the window, when a budget was charged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_left: Option<u64>,

@@ -18,12 +18,14 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
+mod approvals;
 mod charge;
 mod login;
 mod pins;
 mod sessions;
 mod single_use;
 mod vault;
+pub use approvals::{Decided, MAX_LISTED_HELD};
 pub use charge::ATTEMPT_MS;
 pub use pins::pins_key;
 pub use sessions::Renewed;

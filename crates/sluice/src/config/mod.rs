@@ -17,7 +17,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+mod across;
 mod admin;
+mod approvals;
 mod auth;
 mod auth_kinds;
 mod bridge;
@@ -55,6 +57,7 @@ mod tests;
 mod upstream_tests;
 
 pub use admin::{Admin, AdminKey};
+pub use approvals::{Approvals, Webhook};
 pub use auth::{ApiKeyConfig, AuthConfig, JwtConfig};
 pub use bridge::{AuditConfig, Bridge, MetricsConfig, StateConfig};
 pub use budget::{BudgetLimits, BudgetProfile, MaxTokensAction};
@@ -117,6 +120,8 @@ pub struct Config {
     pub quotas: Vec<Quota>,
     /// The identical-call breaker.
     pub loop_breaker: LoopBreaker,
+    /// Calls held for an operator's approval.
+    pub approvals: Approvals,
     /// Policy files, in order (their rules are concatenated; first match wins).
     pub policies: Vec<String>,
     /// The audit log.
@@ -217,12 +222,7 @@ impl Config {
         let listen = listen_addr(raw.listen, src)?;
         let separator = upstream::separator(raw.separator, src)?;
         let path = endpoint_path(raw.path, src)?;
-        // Across sections: without credentials every caller is the one principal `local`, so a
-        // share per principal defaults to the whole pool (what AuthConfig::configured says).
-        let one_principal = raw.auth.api_keys.is_empty()
-            && raw.auth.api_keys_env.is_none()
-            && raw.auth.jwt.is_none()
-            && raw.auth.login.is_none();
+        let one_principal = across::one_principal(&raw.auth);
         let (mut upstreams, upstream_scopes) =
             upstream::upstreams(raw.upstream, &separator, src, one_principal)?;
         let Budget {
@@ -232,25 +232,23 @@ impl Config {
         let quotas = quota::quotas(raw.quota, &upstreams).map_err(|e| src.refuse(e))?;
         let loop_breaker =
             loops::loop_breaker(raw.loop_breaker, &upstreams).map_err(|e| src.refuse(e))?;
+        let approvals = approvals::approvals(raw.approvals).map_err(|e| src.refuse(e))?;
         let auth = AuthConfig::from_raw(raw.auth, upstream_scopes, || {
             format!("http://{listen}{path}")
         })
         .map_err(|e| src.refuse(e))?;
-        open_listener(listen, &auth, origin)?;
+        across::open_listener(listen, &auth, origin)?;
         let admin = admin::admin(raw.admin, listen, &auth).map_err(|e| src.refuse(e))?;
         // Across sections: a token exchange needs the principal's JWT.
         upstream_auth::needs_jwt(&upstreams, auth.jwt.is_some())
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-        let bridge = Bridge::try_from(raw.bridge).map_err(|e| src.refuse(e))?;
-        bridge
-            .apart_from(&path)
-            .map_err(|e| ConfigError(format!("{origin}: {e}")))?; // across sections: sse_path vs path
+        let bridge = across::bridge_of(raw.bridge, &path, src)?;
         let limits = Limits::from_raw(raw.limits, one_principal, listen.ip().is_loopback())
             .map_err(|e| src.refuse(e))?;
-        let metrics = metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
+        let metrics = across::metrics_config(raw.metrics, &auth, upstreams.len(), origin)?;
         let (state, cluster, cluster_var) =
             state_and_cluster(raw.state, raw.cluster, limits.max_connections, src)?;
-        apart(&admin, &cluster, origin)?;
+        across::apart(&admin, &cluster, origin)?;
         let pins = pins::pins(raw.pins, any_pin, cluster.is_some()).map_err(|e| src.refuse(e))?;
         let audit = AuditConfig::from(raw.audit);
         let telemetry = telemetry::telemetry(raw.telemetry).map_err(|e| src.refuse(e))?;
@@ -259,9 +257,12 @@ impl Config {
         stdio::stderr_apart(&upstreams, &audit.sink)
             .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
         // Across sections: no stdio server inherits a variable the config names as a secret.
-        let secrets = stdio::inherit::secrets(&state, &auth, cluster_var, &upstreams);
-        stdio::inherit::keep_secrets(&mut upstreams, &secrets)
-            .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+        across::keep_secrets(
+            &mut upstreams,
+            (&state, &auth, cluster_var),
+            &approvals,
+            origin,
+        )?;
         Ok(Config {
             listen,
             path,
@@ -277,6 +278,7 @@ impl Config {
             budget_overrides,
             quotas,
             loop_breaker,
+            approvals,
             audit,
             metrics,
             policies: raw.policies,
@@ -314,21 +316,6 @@ impl Config {
     }
 }
 
-/// Across sections: the admin listener and the internal one must not take one port.
-fn apart(
-    admin: &Option<Admin>,
-    cluster: &Option<Cluster>,
-    origin: &str,
-) -> Result<(), ConfigError> {
-    match (admin, cluster) {
-        (Some(a), Some(c)) if admin::clash(a.listen, c.listen) => Err(ConfigError(format!(
-            "{origin}: [admin] listen = {} takes the port of [cluster] listen; give each its own",
-            a.listen
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// `listen`, or `127.0.0.1:8080` (loopback) when absent.
 fn listen_addr(listen: Option<String>, src: Origin<'_>) -> Result<SocketAddr, ConfigError> {
     let text = listen.unwrap_or_else(|| "127.0.0.1:8080".into());
@@ -350,37 +337,6 @@ fn endpoint_path(path: Option<String>, src: Origin<'_>) -> Result<String, Config
         )));
     }
     Ok(path)
-}
-
-/// Across sections: a listener off loopback lets in whoever reaches it unless auth is set.
-fn open_listener(listen: SocketAddr, auth: &AuthConfig, origin: &str) -> Result<(), ConfigError> {
-    if !auth.configured() && !listen.ip().is_loopback() {
-        return Err(ConfigError(format!(
-            "{origin}: listen = {listen} is not loopback but [auth] configures no API keys and no JWT: anyone could call through; add [auth] or listen on 127.0.0.1"
-        )));
-    }
-    Ok(())
-}
-
-/// `[metrics]`, checked against `[auth]` and the number of upstreams.
-fn metrics_config(
-    raw: raw::RawMetrics,
-    auth: &AuthConfig,
-    upstreams: usize,
-    origin: &str,
-) -> Result<MetricsConfig, ConfigError> {
-    let metrics = MetricsConfig::from(raw);
-    // Across sections: `/metrics` can only require the auth `[auth]` configures.
-    if metrics.require_auth && !auth.configured() {
-        return Err(ConfigError(format!(
-            "{origin}: metrics.require_auth = true but [auth] configures no API keys and no JWT: add [auth] or drop require_auth"
-        )));
-    }
-    // Across sections: readiness cannot need more healthy upstreams than there are.
-    metrics
-        .check_upstreams(upstreams)
-        .map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-    Ok(metrics)
 }
 
 /// `[state]` and `[cluster]`, the replica joined to its cluster; with the variable a `${VAR}`

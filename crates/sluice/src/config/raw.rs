@@ -66,6 +66,9 @@ pub(super) struct RawConfig {
     /// The breaker for identical tool calls (on by default: 30 per 60 s per principal).
     #[serde(default)]
     pub(super) loop_breaker: super::loops::RawLoopBreaker,
+    /// Calls held for an operator's approval (`approver = "operator"` rules).
+    #[serde(default)]
+    pub(super) approvals: super::approvals::RawApprovals,
     /// Policy files: approval rules and visibility (`hide`/`show`), read in order.
     #[serde(default)]
     pub(super) policies: Vec<String>,

@@ -2,7 +2,8 @@
 //! upstreams (their `requestState` under Sluice's seal).
 //!
 //! Takes a routed request and its principal; gives whether it goes on (possibly as a fresh
-//! request once an approval was granted), an approval round to answer with, or a refusal:
+//! request once an approval was granted), an approval round to answer with, a hold for an
+//! operator's approval (`approvals/`), or a refusal:
 //! denied by a rule, approval declined, round cap reached, or a state that does not open.
 
 use serde_json::{json, Map, Value};
@@ -42,6 +43,9 @@ pub enum Gate {
     Approved(Envelope),
     /// Answer with this (the approval round).
     Answer(Reply),
+    /// Hold the call for an operator's approval (`approver = "operator"`; `approvals/`): who
+    /// decides and what they see, and the rule's name.
+    Hold(crate::policy::ByOperator, String),
 }
 
 fn state_error(e: StateError) -> GatewayError {
@@ -174,7 +178,11 @@ pub async fn gate(
             rule,
             reason: d.reason.unwrap_or_else(|| "not allowed".into()),
         })),
-        Effect::Approve => approve(pol, env, meta, t, principal, rule).await,
+        Effect::Approve => match d.operator {
+            // No client capability needed: the call waits on an operator, not on its client.
+            Some(by) => Ok(Gate::Hold(by, rule)),
+            None => approve(pol, env, meta, t, principal, rule).await,
+        },
     }
 }
 

@@ -61,6 +61,8 @@ pub struct Runtime {
     /// Tool pins (`[pins]`): in Redis under `[cluster]`, else in `[pins] file` or memory; the
     /// store is chosen at start and kept across reloads.
     pub pins: Arc<crate::pins::Pins>,
+    /// Calls held for an operator's approval (listed in Redis under `[cluster]`).
+    pub approvals: Arc<crate::approvals::Registry>,
 }
 
 impl Runtime {
@@ -92,8 +94,13 @@ impl Runtime {
         );
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let pins = pins(cfg, cluster.clone(), &events, &audit, &metrics);
+        let bus = events.clone();
+        let announce: crate::approvals::Announce =
+            Box::new(move |v| bus.publish(crate::events::Kind::Approval, v));
+        let approvals = crate::approvals::Registry::new(announce, metrics.clone(), cluster.clone());
         let vault = crate::upstream::oauth::vault::Vault::new(&keys, cluster);
         Arc::new(Runtime {
+            approvals,
             client,
             server_info: discover::server_info(),
             server_info_json: discover::server_info().to_string(),

@@ -11,6 +11,7 @@ pub mod approval;
 pub mod ask;
 pub mod budget;
 pub mod loops;
+pub mod operator;
 pub mod quota;
 pub mod refusal;
 pub mod rules;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 pub use budget::Budgets;
 pub use quota::Quotas;
 pub use refusal::Refusal;
-pub use rules::{Decision, Effect, Rules, Subject};
+pub use rules::{ByOperator, Decision, Effect, Rules, Subject};
 
 /// Round states remembered as consumed at once (each until its expiry, `bridge.park_ms`).
 const MAX_CONSUMED: usize = 1 << 20;

@@ -28,6 +28,12 @@ pub const STREAM_CAP: i64 = -31018;
 pub const SHARED_STATE: i64 = -31019;
 /// Sluice: the same tool was called with the same arguments too often (`[loop_breaker]`).
 pub const REPEATED_CALL: i64 = -31021;
+/// Sluice: an operator denied a call held for their approval (`approver = "operator"`).
+pub const OPERATOR_DENIED: i64 = -31051;
+/// Sluice: no operator decided on a held call within `approvals.wait_ms`.
+pub const NO_OPERATOR_DECISION: i64 = -31052;
+/// Sluice: too many calls are held for an operator (in all, or for this principal).
+pub const HELD_CAP: i64 = -31053;
 /// Sluice: the upstream is reached as each user, and this user has not signed in to it.
 pub const SIGN_IN: i64 = -31040;
 /// Sluice: the user declined (or cancelled) signing in to the upstream.
@@ -68,6 +74,12 @@ pub enum Refusal {
     Declined { rule: String },
     /// Over a size limit.
     TooLarge(String),
+    /// An operator denied the held call (who is in the audit record, not said to the client).
+    OperatorDenied { rule: String },
+    /// No operator decided within the wait (ms).
+    NoOperatorDecision { rule: String, wait_ms: u64 },
+    /// Held calls at their cap (`per_principal` true: this principal's).
+    HeldCap { limit: usize, per_principal: bool },
     /// An upstream asked more things in one round than `budget.max_asks_per_round`.
     TooManyAsks(usize),
     /// Streams at their cap (`per_principal` true: this principal's).
@@ -143,6 +155,9 @@ impl Refusal {
             ),
             Refusal::TooLarge(what) => (StatusCode::BAD_REQUEST, TOO_LARGE, format!("{what}; lower it or raise the limit"), json!({})),
             Refusal::Streams { .. } => self.streams(),
+            Refusal::OperatorDenied { .. }
+            | Refusal::NoOperatorDecision { .. }
+            | Refusal::HeldCap { .. } => self.held(),
             Refusal::SharedState => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 SHARED_STATE,
@@ -193,6 +208,34 @@ impl Refusal {
                 json!({"limit": limit, "perPrincipal": per_principal, "retryAfterMs": 1000}),
             ),
             _ => (StatusCode::SERVICE_UNAVAILABLE, STREAM_CAP, String::new(), json!({})),
+        }
+    }
+
+    /// The refusals of calls held for an operator.
+    fn held(&self) -> (StatusCode, i64, String, Value) {
+        match self {
+            Refusal::OperatorDenied { rule } => (
+                StatusCode::BAD_REQUEST,
+                OPERATOR_DENIED,
+                format!("an operator denied this call (policy rule {rule:?} holds it for an operator's approval); nothing was sent on"),
+                json!({"rule": rule}),
+            ),
+            Refusal::NoOperatorDecision { rule, wait_ms } => (
+                StatusCode::BAD_REQUEST,
+                NO_OPERATOR_DECISION,
+                format!("no operator decided within {} s (policy rule {rule:?}, approvals.wait_ms); nothing was sent on: call again to be held again", wait_ms / 1000),
+                json!({"rule": rule, "waitMs": wait_ms}),
+            ),
+            Refusal::HeldCap { limit, per_principal } => (
+                if *per_principal { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::SERVICE_UNAVAILABLE },
+                HELD_CAP,
+                format!(
+                    "too many calls wait for an operator's approval ({limit}, {}); wait for them to be decided, then retry",
+                    if *per_principal { "approvals.max_held_per_principal" } else { "approvals.max_held" }
+                ),
+                json!({"limit": limit, "perPrincipal": per_principal}),
+            ),
+            _ => (StatusCode::BAD_REQUEST, OPERATOR_DENIED, String::new(), json!({})),
         }
     }
 

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub use super::operator::ByOperator;
+
 /// What a rule decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,6 +96,19 @@ pub struct Rule {
     pub effect: Effect,
     /// Why (for deny): said to the client.
     pub reason: Option<String>,
+    /// Who approves an `approve` rule's tool call: absent, the user (an elicitation round);
+    /// `"operator"`, an operator through the admin API while the call is held
+    /// (`approvals/`). `"group:NAME"` is reserved for operator groups and refused until they
+    /// exist: name the operators in `approvers` instead.
+    pub approver: Option<String>,
+    /// With `approver = "operator"`: the operator names that may decide (any operator when
+    /// empty).
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// With `approver = "operator"`: the argument names whose values the operator sees (every
+    /// other argument is listed by name only).
+    #[serde(default)]
+    pub show_arguments: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -133,6 +148,8 @@ pub struct Decision {
     pub rule: Option<String>,
     /// The reason given by a deny rule.
     pub reason: Option<String>,
+    /// For an `approve` rule with `approver = "operator"`: who decides, what they see.
+    pub operator: Option<ByOperator>,
 }
 
 /// Ordered rules from one or more files.
@@ -166,7 +183,9 @@ impl Rules {
         let file: File = toml::from_str(text)
             .map_err(|e| crate::config::describe_toml_error(text, origin, e))?;
         for r in &file.rule {
-            check_conditions(r).map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
+            check_conditions(r)
+                .and_then(|()| super::operator::check(&keys(r)))
+                .map_err(|why| format!("{origin}: rule {:?}: {why}", r.name))?;
         }
         Ok(Rules { rules: file.rule })
     }
@@ -203,11 +222,14 @@ impl Rules {
     /// neither); allow when none matches.
     pub fn judge(&self, s: &Subject<'_>) -> Decision {
         for r in self.rules.iter().filter(|r| !r.effect.is_visibility()) {
-            if matches(&r.when, s) {
+            // An operator's approval holds a tool call; it never matches an upstream's ask.
+            let operator = r.approver.as_deref() == Some("operator");
+            if !(operator && s.ask.is_some()) && matches(&r.when, s) {
                 return Decision {
                     effect: r.effect,
                     rule: Some(r.name.clone()),
                     reason: r.reason.clone(),
+                    operator: super::operator::by_operator(&keys(r)),
                 };
             }
         }
@@ -215,7 +237,18 @@ impl Rules {
             effect: Effect::Allow,
             rule: None,
             reason: None,
+            operator: None,
         }
+    }
+}
+
+fn keys(r: &Rule) -> super::operator::Keys<'_> {
+    super::operator::Keys {
+        approve: r.effect == Effect::Approve,
+        approver: r.approver.as_deref(),
+        approvers: &r.approvers,
+        show_arguments: &r.show_arguments,
+        methods: &r.when.method,
     }
 }
 
@@ -380,6 +413,56 @@ mod tests {
         );
         let e = Rules::parse("[[rule]]\nname = \"x\"\neffect = \"maybe\"\n", "p.toml").unwrap_err();
         assert!(e.starts_with("p.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn an_operator_rule_holds_tool_calls_only_and_its_keys_are_checked() {
+        let r = Rules::parse(
+            "[[rule]]\nname = \"ops\"\nmatch = { tool = [\"delete_*\"] }\neffect = \"approve\"\napprover = \"operator\"\napprovers = [\"alice\"]\nshow_arguments = [\"ticket_id\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let call = Subject {
+            method: "tools/call",
+            tool: Some("delete_repo"),
+            ..Default::default()
+        };
+        let d = r.judge(&call);
+        assert_eq!(
+            d.operator,
+            Some(ByOperator {
+                approvers: vec!["alice".into()],
+                show_arguments: vec!["ticket_id".into()],
+            })
+        );
+        let ask = shape(r#"{"maxTokens": 5}"#);
+        let s = Subject {
+            method: "sampling/createMessage",
+            tool: Some("delete_repo"),
+            ask: Some(&ask),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.judge(&s).effect,
+            Effect::Allow,
+            "an ask never waits on an operator"
+        );
+        for (bad, why) in [
+            (
+                "effect = \"approve\"\napprover = \"group:ops\"",
+                "operator groups",
+            ),
+            ("effect = \"approve\"\napprover = \"boss\"", "not known"),
+            ("effect = \"deny\"\napprover = \"operator\"", "approve rule"),
+            (
+                "effect = \"approve\"\nshow_arguments = [\"x\"]",
+                "need approver",
+            ),
+        ] {
+            let e =
+                Rules::parse(&format!("[[rule]]\nname = \"x\"\n{bad}\n"), "p.toml").unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

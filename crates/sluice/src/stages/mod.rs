@@ -5,7 +5,8 @@
 //! validate  _meta (-32602) → headers vs body (-32020, client requests only)
 //! route     the target (errors held) → Mcp-Param-* vs arguments (-32020)
 //!           → version (-32022) → method (-32601/404) → the route's own errors → scopes (403)
-//! policy    the rules on a tool call (deny -31014, approval round, -32021 without elicitation)
+//! policy    the rules on a tool call (deny -31014, approval round, -32021 without elicitation,
+//!           or held for an operator: `held.rs`)
 //! dispatch  discover, lists, listen, or the forward to the target's upstream
 //! ```
 //!
@@ -28,6 +29,8 @@ use crate::respond::Reply;
 use crate::route::xheader;
 use crate::telemetry::trace;
 use crate::validate;
+
+mod held;
 
 /// Refusals logged: one line per kind per [`REFUSED_WINDOW`], the rest counted.
 static REFUSED: Repeats = Repeats::new(REFUSED_WINDOW);
@@ -116,13 +119,25 @@ pub async fn run(
     };
     // Policy: only for a routed request.
     if ctx.target.is_some() {
-        if let Some(reply) = trace::traced!(trace::stage("policy"), policy(gw, &mut ctx))? {
-            return Ok(reply);
+        match trace::traced!(trace::stage("policy"), policy(gw, &mut ctx))? {
+            Stop::Go => {}
+            Stop::Reply(reply) => return Ok(reply),
+            Stop::Hold(by, rule) => return held::hold(gw, ctx, &by, &rule),
         }
     }
     // Dispatch.
     let reply = dispatch::dispatch(&gw.dispatcher(&reach), &ctx).await;
     sign_in_again(gw, &ctx, reply).await
+}
+
+/// What the policy stage decided.
+enum Stop {
+    /// Go on to dispatch.
+    Go,
+    /// Answered here.
+    Reply(Reply),
+    /// Held for an operator's approval (`held.rs`).
+    Hold(crate::policy::ByOperator, String),
 }
 
 /// `reply`, unless the upstream refused the principal's token during this call (401, or 403
@@ -174,22 +189,36 @@ fn signed_out(
 /// cap checked (`govern::modern_retry`). Bridge A checks its own rounds' cap when it resumes a
 /// parked exchange. `Some(reply)`: answered here (a refusal, an approval round, or the held
 /// asks of an approved round).
-async fn policy(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Option<Reply>, GatewayError> {
+async fn policy(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Stop, GatewayError> {
     let Some(t) = &ctx.target else {
-        return Ok(None);
+        return Ok(Stop::Go);
     };
     let pol = gw.policy();
     let http = &gw.catalog.link.client;
     match consent::gate(&pol, http, &ctx.env, &ctx.meta, t, ctx.principal).await? {
         consent::Consent::Go => {}
         consent::Consent::Fresh(fresh) => ctx.env = fresh,
-        consent::Consent::Answer(reply) => return Ok(Some(reply)),
+        consent::Consent::Answer(reply) => return Ok(Stop::Reply(reply)),
     }
     match govern::gate(&pol, &ctx.env, &ctx.meta, t, ctx.principal).await? {
         govern::Gate::Go => {}
         govern::Gate::Approved(fresh) => ctx.env = fresh,
-        govern::Gate::Answer(reply) => return Ok(Some(reply)),
+        govern::Gate::Answer(reply) => return Ok(Stop::Reply(reply)),
+        govern::Gate::Hold(by, rule) => return Ok(Stop::Hold(by, rule)),
     }
+    Ok(match way(gw, ctx).await? {
+        Some(reply) => Stop::Reply(reply),
+        None => Stop::Go,
+    })
+}
+
+/// The way the target's era takes the call; for one forwarded to a 2026-07-28 upstream, its
+/// round state opened and the round cap checked. `Some(reply)`: answered here.
+async fn way(gw: &Generation, ctx: &mut RequestCtx<'_>) -> Result<Option<Reply>, GatewayError> {
+    let Some(t) = &ctx.target else {
+        return Ok(None);
+    };
+    let pol = gw.policy();
     let way = gw
         .catalog
         .link
