@@ -42,8 +42,7 @@ fn wipe() -> String {
     .to_string()
 }
 
-/// LEAD (admin listener): the `[admin]` section — a free loopback port and one admin key
-/// named `ops`. Adjust the key names here to the listener's final config.
+/// The `[admin]` section: a free loopback port and one admin key named `ops`.
 fn admin(g: Gateway) -> Gateway {
     let mut key = toml::Table::new();
     key.insert("name".into(), "ops".into());
@@ -58,7 +57,7 @@ fn admin(g: Gateway) -> Gateway {
     )
 }
 
-/// APPROVALS helper: `wipe` waits for an operator's decision (`approver = "operator"`).
+/// `wipe` waits for an operator's decision (`approver = "operator"`).
 const OPERATOR_RULE: &str = r#"
 [[rule]]
 name = "operator-approves-wipe"
@@ -67,17 +66,9 @@ effect = "approve"
 approver = "operator"
 "#;
 
-/// PINS helper: tool definitions pinned (first seen, then quarantined on a change). Adjust
-/// to the final config key.
+/// Tool definitions pinned (first seen, then quarantined on a change).
 fn pins(g: Gateway) -> Gateway {
-    g.set("pins", "enabled", true)
-}
-
-/// LEAD (admin listener): the one line to change when `sluice::admin::start` lands — binds
-/// `[admin] listen` and serves the API and the console; gives the bound address.
-fn start_admin(gw: &std::sync::Arc<sluice::gateway::Generation>) -> Result<SocketAddr, String> {
-    let _ = gw; // sluice::admin::start(gw)
-    Err("the admin listener (sluice::admin::start) has not landed on this branch yet".into())
+    g.set("pins", "mode", "changes")
 }
 
 fn screenshots() -> PathBuf {
@@ -187,7 +178,9 @@ async fn front() -> (mock::Mock, sluice::Running, String, PathBuf) {
         .policy(OPERATOR_RULE)
         .upstream("demo", &upstream.url());
     let running = pins(admin(g)).start().await;
-    let addr = start_admin(&running.gateway).expect("the admin listener starts");
+    let addr: SocketAddr = running
+        .admin
+        .expect("the admin listener started with Sluice");
     upstream.wait_listen().await;
     (upstream, running, format!("http://{addr}"), audit)
 }
