@@ -524,3 +524,86 @@ async fn ten_wrong_credentials_in_a_minute_slow_a_source_down() {
     .await;
     assert_eq!((status, &body["error"]["code"]), (429, &json!("slow_down")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_argument_value_or_result_reaches_any_admin_view_or_event_of_a_held_call() {
+    const RULE: &str = "[[rule]]\nname = \"ops\"\nmatch = { method = [\"tools/call\"], tool = [\"echo\"] }\neffect = \"approve\"\napprover = \"operator\"\n";
+    let canary = "admin-api-canary-5d1e0b";
+    let (_d, s) = demo_with(|g| with_admin(g).policy(RULE)).await;
+    let (c, b) = (http(), base(&s));
+    let bearer = format!("Bearer {OPS_KEY}");
+    let h = [("authorization", bearer.as_str())];
+    let mut events = c
+        .get(format!("{b}/admin/v1/events"))
+        .bearer_auth(OPS_KEY)
+        .send()
+        .await
+        .expect("stream");
+    events.chunk().await.expect("read").expect("greeting");
+    let url = s.url();
+    let call = tokio::spawn(async move {
+        Req::new("tools/call")
+            .params(json!({"name": "echo", "arguments": {"text": canary}}))
+            .send(&url)
+            .await
+    });
+    let mut held = Value::Null;
+    for _ in 0..500 {
+        (_, held) = send(&c, "GET", &format!("{b}/admin/v1/approvals"), &h).await;
+        if held["approvals"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if held["approvals"].as_array().is_none_or(|a| a.is_empty()) {
+        let r = call.await.expect("the call ends");
+        panic!("nothing held; the call answered {} {}", r.status, r.text);
+    }
+    let entry = &held["approvals"][0];
+    assert_eq!(entry["argument_keys"], json!(["text"]), "{held}");
+    let id = entry["id"].as_str().expect("an id").to_owned();
+    let (status, decided) = send(
+        &c,
+        "POST",
+        &format!("{b}/admin/v1/approvals/{id}/approve"),
+        &h,
+    )
+    .await;
+    assert_eq!(
+        (status, &decided["operator"]),
+        (200, &json!("ops")),
+        "{decided}"
+    );
+    let r = call.await.expect("the call ends");
+    assert!(r.text.contains(canary), "the approved call ran: {}", r.text);
+    let mut seen = held.to_string();
+    for path in [
+        "upstreams",
+        "principals",
+        "approvals",
+        "pins",
+        "audit?limit=100",
+        "config",
+    ] {
+        let (_, v) = send(&c, "GET", &format!("{b}/admin/v1/{path}"), &h).await;
+        seen.push_str(&v.to_string());
+    }
+    let streamed = tokio::time::timeout(Duration::from_secs(2), async {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = events.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains("\"approved\"") {
+                break;
+            }
+        }
+        text
+    })
+    .await
+    .unwrap_or_default();
+    assert!(streamed.contains("event: approval"), "{streamed}");
+    seen.push_str(&streamed);
+    assert!(
+        !seen.contains(canary),
+        "a value reached the admin plane: {seen}"
+    );
+}
