@@ -63,10 +63,7 @@ pub async fn run(listener: TcpListener, gw: Arc<Generation>, shutdown: impl Futu
         // Past its source's share a new connection is closed at once; when every place is
         // taken, it takes the place of an idle one that served no authenticated request, else
         // it is closed at once (held ones keep working).
-        let source = stream
-            .peer_addr()
-            .map(|a| source_of(a.ip()))
-            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let source = peer_source(&stream);
         let held = match connections.admit(source) {
             Ok(h) => h,
             Err(crate::shares::Refused::Pool(n)) => {
@@ -118,6 +115,15 @@ pub(crate) fn deadlines(t: &crate::config::Timeouts) -> crate::connections::Dead
         idle: t.idle_connection,
         closing: t.header_read,
     }
+}
+
+/// The source a connection is counted under ([`source_of`] its peer's address; unspecified when
+/// the peer's address cannot be read).
+pub(crate) fn peer_source(stream: &tokio::net::TcpStream) -> std::net::IpAddr {
+    stream
+        .peer_addr()
+        .map(|a| source_of(a.ip()))
+        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into())
 }
 
 /// The source a connection's share is counted under: an IPv4 address (an IPv4-mapped IPv6 one

@@ -70,10 +70,7 @@ async fn serve(
             _ = stop.cancelled() => return,
             s = crate::server::accept(&listener, "admin") => s,
         };
-        let source = stream
-            .peer_addr()
-            .map(|a| crate::server::source_of(a.ip()))
-            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let source = crate::server::peer_source(&stream);
         let Ok(held) = connections.admit(source) else {
             tracing::warn!(%source, "admin connection refused: the admin listener's connections are all taken");
             continue;

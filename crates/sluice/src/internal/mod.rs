@@ -57,10 +57,7 @@ pub async fn serve(listener: TcpListener, live: Arc<Live>, stop: CancellationTok
             _ = stop.cancelled() => return,
             s = crate::server::accept(&listener, "internal") => s,
         };
-        let source = stream
-            .peer_addr()
-            .map(|a| crate::server::source_of(a.ip()))
-            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let source = crate::server::peer_source(&stream);
         let held = match connections.admit(source) {
             Ok(p) => p,
             Err(crate::shares::Refused::Pool(n)) => {
